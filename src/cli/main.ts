@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+// The `glidepath` command: registers one verb per folder and is the single exit point.
+import { Command, CommanderError } from 'commander';
+import { registerVerbs } from './verbs.js';
+import { exitCodeFor, printError } from './output.js';
+
+const program = new Command();
+program
+  .name('glidepath')
+  .description('Safe model updates for LLM inference fleets')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerVerbs(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // help/version print and exit 0; usage errors exit 2 (commander already printed the message)
+    process.exitCode = err.exitCode === 0 ? 0 : 2;
+  } else {
+    printError(err);
+    process.exitCode = exitCodeFor(err);
+  }
+}

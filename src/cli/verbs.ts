@@ -1,0 +1,7 @@
+// The list of CLI verbs; each lives in its own folder and exports `register(program)`.
+import type { Command } from 'commander';
+import { register as config } from './config/index.js';
+
+export function registerVerbs(program: Command): void {
+  config(program);
+}

@@ -1,0 +1,273 @@
+// The config pipeline: parse YAML → validate with defaults → normalize → cross-field rules → freeze.
+import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { LineCounter, parseDocument, isNode } from 'yaml';
+import type { Document } from 'yaml';
+import { ConfigError } from '../errors.js';
+import type { ConfigIssue } from '../errors.js';
+import { cardChecksum } from '../domain/card.js';
+import { configSchema } from './schema.js';
+import type { RawConfig, RawSim, RawVersion } from './schema.js';
+import type { GlidepathConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
+
+/** `models[0].versions[1].tp` from ['models', 0, 'versions', 1, 'tp']. */
+export function formatPath(p: readonly PropertyKey[]): string {
+  let out = '';
+  for (const seg of p) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out ? `.${String(seg)}` : String(seg);
+  }
+  return out;
+}
+
+function lineOf(doc: Document | undefined, lc: LineCounter | undefined, p: readonly PropertyKey[]): number | undefined {
+  if (!doc || !lc) return undefined;
+  // walk up until a node exists (a missing key is reported at its parent)
+  for (let n = p.length; n >= 0; n--) {
+    const node: unknown = n === 0 ? doc.contents : doc.getIn(p.slice(0, n) as unknown[], true);
+    if (isNode(node) && node.range) return lc.linePos(node.range[0]).line;
+  }
+  return undefined;
+}
+
+function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+/** Integers are proportions; fractions must sum to 1 within 1e-9. Returns an error message or the normalised weights. */
+export function normalizeWeights(w: Record<string, number>): Record<string, number> | string {
+  const entries = Object.entries(w);
+  if (entries.length === 0) return 'no versions have a weight';
+  for (const [k, v] of entries) {
+    if (!Number.isFinite(v) || v < 0) return `weight of ${k} must be a finite non-negative number, got ${v}`;
+  }
+  const total = entries.reduce((s, [, v]) => s + v, 0);
+  if (total <= 0) return 'weights sum to 0: at least one version needs a positive weight';
+  const allInts = entries.every(([, v]) => Number.isInteger(v));
+  if (!allInts && Math.abs(total - 1) > 1e-9) return `fractional weights must sum to 1 (within 1e-9), got ${total}`;
+  const out: Record<string, number> = {};
+  for (const [k, v] of entries) out[k] = v / total;
+  return out;
+}
+
+function simSettings(s: RawSim): SimSettings {
+  const out: SimSettings = {};
+  if (s.seed !== undefined) out.seed = s.seed;
+  if (s.load_time_ms !== undefined) out.loadTimeMs = s.load_time_ms;
+  if (s.prefill_tokens_per_s !== undefined) out.prefillTokensPerS = s.prefill_tokens_per_s;
+  if (s.inter_token_ms !== undefined) out.interTokenMs = s.inter_token_ms;
+  if (s.itl_growth_per_seq !== undefined) out.itlGrowthPerSeq = s.itl_growth_per_seq;
+  if (s.jitter !== undefined) out.jitter = s.jitter;
+  if (s.kv_capacity_tokens !== undefined) out.kvCapacityTokens = s.kv_capacity_tokens;
+  if (s.max_num_seqs !== undefined) out.maxNumSeqs = s.max_num_seqs;
+  if (s.max_model_len !== undefined) out.maxModelLen = s.max_model_len;
+  if (s.hallucination_rate !== undefined) out.hallucinationRate = s.hallucination_rate;
+  if (s.max_loras !== undefined) out.maxLoras = s.max_loras;
+  if (s.faults) {
+    const f = s.faults;
+    out.faults = {};
+    if (f.error_rate !== undefined) out.faults.errorRate = f.error_rate;
+    if (f.error_status !== undefined) out.faults.errorStatus = f.error_status;
+    if (f.crash_after_tokens !== undefined) out.faults.crashAfterTokens = f.crash_after_tokens;
+    if (f.hang !== undefined) out.faults.hang = f.hang;
+    if (f.latency_multiplier !== undefined) out.faults.latencyMultiplier = f.latency_multiplier;
+    if (f.corrupt !== undefined) out.faults.corrupt = f.corrupt;
+  }
+  return out;
+}
+
+function normalizeVersion(model: string, v: RawVersion): VersionConfig {
+  const architecture = {
+    layers: v.architecture.layers,
+    kvHeads: v.architecture.kv_heads,
+    headDim: v.architecture.head_dim,
+    blockSize: v.architecture.block_size,
+    maxContext: v.architecture.max_context,
+    tokenizer: v.architecture.tokenizer,
+    family: v.architecture.family,
+  };
+  const p = v.provider;
+  const provider: ProviderConfig =
+    p.kind === 'sim'
+      ? { kind: 'sim', sim: simSettings(p.sim) }
+      : p.kind === 'static'
+        ? { kind: 'static', endpoints: p.endpoints }
+        : { kind: 'process', command: p.command, env: p.env, healthPath: p.health_path, gracePeriodMs: p.grace_period_ms };
+  const card = { model, weights: v.weights, weightHash: v.weight_hash, quantization: v.quantization, tp: v.tp, architecture, engine: v.engine };
+  return {
+    id: v.id,
+    model,
+    weights: v.weights,
+    weightHash: v.weight_hash,
+    baseModel: v.base_model,
+    quantization: v.quantization,
+    tp: v.tp,
+    gpuMemoryGb: v.gpu_memory_gb,
+    architecture,
+    engine: v.engine,
+    cardChecksum: cardChecksum(card),
+    replicas: v.replicas,
+    provider,
+    warmup: { requests: v.warmup.requests, maxTokens: v.warmup.max_tokens },
+    metadata: v.metadata,
+  };
+}
+
+/** Cross-field rules; every problem is pushed with its path. */
+function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
+  const gpus = Array.isArray(raw.gpus)
+    ? raw.gpus.map((g) => ({ id: String(g.id), memoryGb: g.memory_gb }))
+    : Array.from({ length: raw.gpus.count }, (_, i) => ({ id: String(i), memoryGb: (raw.gpus as { memory_gb: number }).memory_gb }));
+  const gpuIds = new Set<string>();
+  gpus.forEach((g, i) => {
+    if (gpuIds.has(g.id)) issues.push({ path: `gpus[${i}].id`, message: `duplicate GPU id ${JSON.stringify(g.id)}` });
+    gpuIds.add(g.id);
+  });
+
+  const tokens = raw.auth.tokens.map((t, i) => {
+    if ((t.token === undefined) === (t.token_sha256 === undefined)) {
+      issues.push({ path: `auth.tokens[${i}]`, message: 'give exactly one of token or token_sha256' });
+    }
+    return { name: t.name, role: t.role, sha256: t.token_sha256 ?? sha256(t.token ?? '') };
+  });
+
+  const modelNames = new Set<string>();
+  const models: ModelConfig[] = raw.models.map((m, mi) => {
+    const at = `models[${mi}]`;
+    if (modelNames.has(m.name)) issues.push({ path: `${at}.name`, message: `duplicate model name ${JSON.stringify(m.name)}` });
+    modelNames.add(m.name);
+    if (m.min_replicas > m.max_replicas) {
+      issues.push({ path: `${at}.min_replicas`, message: `min_replicas (${m.min_replicas}) is larger than max_replicas (${m.max_replicas})` });
+    }
+    const ids = new Set<string>();
+    const versions = m.versions.map((v, vi) => {
+      if (ids.has(v.id)) issues.push({ path: `${at}.versions[${vi}].id`, message: `duplicate version id ${JSON.stringify(v.id)}` });
+      ids.add(v.id);
+      if (v.tp > gpus.length && v.provider.kind !== 'static') {
+        issues.push({ path: `${at}.versions[${vi}].tp`, message: `tp ${v.tp} needs more GPUs than the ${gpus.length} in the inventory` });
+      }
+      return normalizeVersion(m.name, v);
+    });
+    const rawRoute = m.route ?? { weights: { [m.versions[0]?.id ?? '']: 1 }, overrides: {} };
+    const weightsIn = Object.keys(rawRoute.weights).length > 0 ? rawRoute.weights : { [m.versions[0]?.id ?? '']: 1 };
+    for (const vid of Object.keys(weightsIn)) {
+      if (!ids.has(vid)) issues.push({ path: `${at}.route.weights.${vid}`, message: `unknown version ${JSON.stringify(vid)} (versions: ${[...ids].join(', ')})` });
+    }
+    const norm = normalizeWeights(weightsIn);
+    if (typeof norm === 'string') issues.push({ path: `${at}.route.weights`, message: norm });
+    for (const [cat, vid] of Object.entries(rawRoute.overrides)) {
+      if (!ids.has(vid)) issues.push({ path: `${at}.route.overrides.${cat}`, message: `unknown version ${JSON.stringify(vid)}` });
+    }
+    if (rawRoute.shadow && !ids.has(rawRoute.shadow.version)) {
+      issues.push({ path: `${at}.route.shadow.version`, message: `unknown version ${JSON.stringify(rawRoute.shadow.version)}` });
+    }
+    const route: RouteConfig = {
+      weights: typeof norm === 'string' ? {} : norm,
+      overrides: rawRoute.overrides,
+      stickySalt: rawRoute.sticky_salt,
+      shadow: rawRoute.shadow,
+    };
+    return {
+      name: m.name,
+      priority: m.priority,
+      slo: { ttftP99Ms: m.slo.ttft_p99_ms, tpotP99Ms: m.slo.tpot_p99_ms },
+      minReplicas: m.min_replicas,
+      maxReplicas: m.max_replicas,
+      versions,
+      route,
+    };
+  });
+
+  const g = raw.gateway;
+  return {
+    server: { listen: raw.server.listen, adminListen: raw.server.admin_listen, dataDir: raw.server.data_dir },
+    auth: { tokens },
+    gpus,
+    gateway: {
+      maxBodyBytes: g.max_body_bytes,
+      connectTimeoutMs: g.connect_timeout_ms,
+      firstTokenTimeoutMs: g.first_token_timeout_ms,
+      idleTimeoutMs: g.idle_timeout_ms,
+      maxRetries: g.max_retries,
+      ejectBaseMs: g.eject_base_ms,
+      ejectMaxMs: g.eject_max_ms,
+      connectionsPerWorker: g.connections_per_worker,
+      allowVersionHeader: g.allow_version_header,
+      stickyHeader: g.sticky_header.toLowerCase(),
+      categoryHeader: g.category_header.toLowerCase(),
+      versionHeader: g.version_header.toLowerCase(),
+      stickySalt: g.sticky_salt,
+      picker: g.picker,
+      drainTimeoutMs: g.drain_timeout_ms,
+      holdQueueMax: g.hold_queue_max,
+      holdQueueTimeoutMs: g.hold_queue_timeout_ms,
+    },
+    telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
+    notifications: { webhooks: raw.notifications.webhooks },
+    models,
+  };
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object' && !Object.isFrozen(o)) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
+}
+
+/** Validate an already-parsed value (e.g. from tests). Throws ConfigError with every problem. */
+export function parseConfig(value: unknown, opts: { source?: string; doc?: Document; lineCounter?: LineCounter } = {}): GlidepathConfig {
+  const res = configSchema.safeParse(value ?? {}, { reportInput: true });
+  if (!res.success) {
+    const issues: ConfigIssue[] = res.error.issues.map((iss) => {
+      let message = iss.message;
+      if (iss.code === 'unrecognized_keys') message = `unknown key(s): ${iss.keys.join(', ')}`;
+      else if (iss.code === 'invalid_type' && iss.input === undefined) message = 'required';
+      const line = lineOf(opts.doc, opts.lineCounter, iss.path);
+      return line === undefined ? { path: formatPath(iss.path), message } : { path: formatPath(iss.path), message, line };
+    });
+    throw new ConfigError(issues, opts.source);
+  }
+  const issues: ConfigIssue[] = [];
+  const cfg = normalize(res.data, issues);
+  if (issues.length > 0) {
+    const withLines = issues.map((i) => {
+      const segs = i.path.split(/\.|\[(\d+)\]/).filter((s) => s !== undefined && s !== '').map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+      const line = lineOf(opts.doc, opts.lineCounter, segs);
+      return line === undefined ? i : { ...i, line };
+    });
+    throw new ConfigError(withLines, opts.source);
+  }
+  if (opts.source) {
+    cfg.source = opts.source;
+    if (!path.isAbsolute(cfg.server.dataDir)) cfg.server.dataDir = path.resolve(path.dirname(opts.source), cfg.server.dataDir);
+  }
+  return deepFreeze(cfg);
+}
+
+/** Parse YAML text; syntax errors are reported with their line. */
+export function parseConfigText(text: string, source = '<config>'): GlidepathConfig {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      doc.errors.map((e) => ({ path: '', message: e.message.split('\n')[0] ?? e.message, line: lineCounter.linePos(e.pos[0]).line })),
+      source,
+    );
+  }
+  return parseConfig(doc.toJS(), { source, doc, lineCounter });
+}
+
+export function loadConfigFile(file: string): GlidepathConfig {
+  const abs = path.resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(abs, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError([{ path: '', message: code === 'ENOENT' ? 'file not found' : `cannot read: ${(err as Error).message}` }], abs);
+  }
+  return parseConfigText(text, abs);
+}

@@ -1,0 +1,216 @@
+// The shape of glidepath.yaml as written by people (snake_case), with defaults, as zod schemas.
+import { z } from 'zod';
+import { DEFAULTS } from '../defaults.js';
+
+/** Human rendering of a bad value for error messages: strings quoted, objects as their kind. */
+export function show(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  return String(v);
+}
+
+const msg = (what: string) => ({ error: (iss: { input?: unknown }) => `expected ${what}, got ${show(iss.input)}` });
+
+export const posInt = () => z.number(msg('a positive integer')).int(msg('a positive integer')).positive(msg('a positive integer'));
+export const nonNegInt = () => z.number(msg('a non-negative integer')).int(msg('a non-negative integer')).min(0, msg('a non-negative integer'));
+export const nonNeg = () => z.number(msg('a non-negative number')).min(0, msg('a non-negative number')).refine(Number.isFinite, msg('a finite number'));
+export const positive = () => z.number(msg('a positive number')).positive(msg('a positive number')).refine(Number.isFinite, msg('a finite number'));
+export const fraction = () => z.number(msg('a number from 0 to 1')).min(0, msg('a number from 0 to 1')).max(1, msg('a number from 0 to 1'));
+export const name = (what: string) =>
+  z
+    .string(msg(what))
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, msg(`${what} (letters, digits, . _ : / -; at most 128 characters)`));
+const str = (what = 'a string') => z.string(msg(what)).min(1, msg(`a non-empty ${what.replace(/^an? /, '')}`));
+const bool = () => z.boolean(msg('true or false'));
+const hostPort = () =>
+  z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, msg('HOST:PORT such as 127.0.0.1:8080'));
+const url = () =>
+  z.string(msg('an http(s) URL')).refine((s) => {
+    try {
+      const u = new URL(s);
+      return u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      return false;
+    }
+  }, msg('an http(s) URL'));
+
+/** Simulator settings of one version (all optional; defaults in DEFAULTS.sim). */
+export const simSchema = z
+  .object({
+    seed: nonNegInt().optional(),
+    load_time_ms: nonNeg().optional(),
+    prefill_tokens_per_s: positive().optional(),
+    inter_token_ms: nonNeg().optional(),
+    itl_growth_per_seq: nonNeg().optional(),
+    jitter: fraction().optional(),
+    kv_capacity_tokens: posInt().optional(),
+    max_num_seqs: posInt().optional(),
+    max_model_len: posInt().optional(),
+    hallucination_rate: fraction().optional(),
+    max_loras: nonNegInt().optional(),
+    faults: z
+      .object({
+        error_rate: fraction().optional(),
+        error_status: z.number(msg('an HTTP status 400-599')).int().min(400).max(599).optional(),
+        crash_after_tokens: nonNegInt().optional(),
+        hang: bool().optional(),
+        latency_multiplier: positive().optional(),
+        corrupt: bool().optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+const architectureSchema = z
+  .object({
+    layers: posInt().default(32),
+    kv_heads: posInt().default(8),
+    head_dim: posInt().default(128),
+    block_size: posInt().default(16),
+    max_context: posInt().default(8192),
+    tokenizer: str().default('default'),
+    family: str().optional(),
+  })
+  .strict();
+
+const providerSchema = z.discriminatedUnion(
+  'kind',
+  [
+    z.object({ kind: z.literal('sim'), sim: simSchema.prefault({}) }).strict(),
+    z.object({ kind: z.literal('static'), endpoints: z.array(url()).min(1, msg('at least one endpoint URL')) }).strict(),
+    z
+      .object({
+        kind: z.literal('process'),
+        /** Command template: {weights} {port} {tp} {model} {version} {host} are substituted. */
+        command: str('a command template'),
+        env: z.record(z.string(), z.string()).default({}),
+        health_path: str().default('/health'),
+        grace_period_ms: nonNeg().default(10_000),
+      })
+      .strict(),
+  ],
+  { error: (iss: { input?: unknown }) => `expected a provider kind of "sim", "static" or "process", got ${show((iss.input as { kind?: unknown } | undefined)?.kind)}` },
+);
+
+export const versionSchema = z
+  .object({
+    id: name('a version id'),
+    weights: str('a weights path or URL').default('sim://weights'),
+    weight_hash: str().optional(),
+    base_model: str().default('unknown'),
+    quantization: str().default('fp16'),
+    tp: posInt().default(1),
+    gpu_memory_gb: positive().default(16),
+    architecture: architectureSchema.prefault({}),
+    /** Extra engine settings that must match for workers to be interchangeable (go into the card checksum). */
+    engine: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).default({}),
+    replicas: posInt().default(1),
+    provider: providerSchema.prefault({ kind: 'sim' }),
+    warmup: z
+      .object({ requests: nonNegInt().default(1), max_tokens: posInt().default(8) })
+      .strict()
+      .prefault({}),
+    metadata: z.record(z.string(), z.unknown()).default({}),
+  })
+  .strict();
+
+export const routeSchema = z
+  .object({
+    /** version id → weight; fractions summing to 1 or integers that are normalised. */
+    weights: z.record(z.string(), nonNeg()).default({}),
+    /** category (x-glidepath-category) → version id. */
+    overrides: z.record(z.string(), z.string()).default({}),
+    sticky_salt: z.string().optional(),
+    /** Mirror a share of requests to a version; the shadow's answer never reaches the client. */
+    shadow: z.object({ version: z.string(), share: fraction() }).strict().optional(),
+  })
+  .strict();
+
+export const modelSchema = z
+  .object({
+    name: name('a model name'),
+    priority: z.enum(['critical', 'high', 'medium', 'low'], msg('one of critical, high, medium, low')).default('medium'),
+    slo: z
+      .object({ ttft_p99_ms: positive().optional(), tpot_p99_ms: positive().optional() })
+      .strict()
+      .default({}),
+    min_replicas: nonNegInt().default(1),
+    max_replicas: posInt().default(8),
+    versions: z.array(versionSchema).min(1, msg('at least one version')),
+    route: routeSchema.optional(),
+  })
+  .strict();
+
+const tokenSchema = z
+  .object({
+    name: name('a token name'),
+    role: z.enum(['viewer', 'operator', 'admin'], msg('one of viewer, operator, admin')),
+    token: str('a token').optional(),
+    token_sha256: z.string(msg('a hex SHA-256')).regex(/^[0-9a-f]{64}$/, msg('64 lowercase hex digits')).optional(),
+  })
+  .strict();
+
+const gpuSchema = z.object({ id: z.union([z.string(), nonNegInt()]), memory_gb: positive().default(80) }).strict();
+
+const G = DEFAULTS.gateway;
+const T = DEFAULTS.telemetry;
+
+export const configSchema = z
+  .object({
+    server: z
+      .object({
+        listen: hostPort().default(DEFAULTS.server.listen),
+        admin_listen: hostPort().default(DEFAULTS.server.adminListen),
+        data_dir: str('a directory').default(DEFAULTS.server.dataDir),
+      })
+      .strict()
+      .prefault({}),
+    auth: z.object({ tokens: z.array(tokenSchema).default([]) }).strict().prefault({}),
+    gpus: z
+      .union([
+        z.array(gpuSchema),
+        z.object({ count: nonNegInt(), memory_gb: positive().default(80) }).strict(),
+      ], msg('a list of GPUs or {count, memory_gb}'))
+      .default({ count: 8, memory_gb: 80 }),
+    gateway: z
+      .object({
+        max_body_bytes: posInt().default(G.maxBodyBytes),
+        connect_timeout_ms: posInt().default(G.connectTimeoutMs),
+        first_token_timeout_ms: posInt().default(G.firstTokenTimeoutMs),
+        idle_timeout_ms: posInt().default(G.idleTimeoutMs),
+        max_retries: nonNegInt().default(G.maxRetries),
+        eject_base_ms: posInt().default(G.ejectBaseMs),
+        eject_max_ms: posInt().default(G.ejectMaxMs),
+        connections_per_worker: posInt().default(G.connectionsPerWorker),
+        allow_version_header: bool().default(G.allowVersionHeader),
+        sticky_header: str().default(G.stickyHeader),
+        category_header: str().default(G.categoryHeader),
+        version_header: str().default(G.versionHeader),
+        sticky_salt: str().default(G.stickySalt),
+        picker: z.enum(['p2c', 'round_robin'], msg('"p2c" or "round_robin"')).default(G.picker),
+        drain_timeout_ms: posInt().default(G.drainTimeoutMs),
+        hold_queue_max: posInt().default(G.holdQueueMax),
+        hold_queue_timeout_ms: posInt().default(G.holdQueueTimeoutMs),
+      })
+      .strict()
+      .prefault({}),
+    telemetry: z
+      .object({
+        window_max_samples: posInt().default(T.windowMaxSamples),
+        window_max_age_ms: posInt().default(T.windowMaxAgeMs),
+      })
+      .strict()
+      .prefault({}),
+    notifications: z.object({ webhooks: z.array(url()).default([]) }).strict().prefault({}),
+    models: z.array(modelSchema).min(1, msg('at least one model')),
+  })
+  .strict();
+
+export type RawConfig = z.output<typeof configSchema>;
+export type RawModel = z.output<typeof modelSchema>;
+export type RawVersion = z.output<typeof versionSchema>;
+export type RawSim = z.output<typeof simSchema>;

@@ -1,0 +1,115 @@
+// The normalized, frozen configuration every other module reads (camelCase, defaults applied).
+import type { Architecture } from '../domain/card.js';
+
+export type Priority = 'critical' | 'high' | 'medium' | 'low';
+export type Role = 'viewer' | 'operator' | 'admin';
+
+export interface SimFaults {
+  errorRate?: number;
+  errorStatus?: number;
+  crashAfterTokens?: number;
+  hang?: boolean;
+  latencyMultiplier?: number;
+  corrupt?: boolean;
+}
+
+/** Per-version simulator settings; anything unset falls back to DEFAULTS.sim. */
+export interface SimSettings {
+  seed?: number;
+  loadTimeMs?: number;
+  prefillTokensPerS?: number;
+  interTokenMs?: number;
+  itlGrowthPerSeq?: number;
+  jitter?: number;
+  kvCapacityTokens?: number;
+  maxNumSeqs?: number;
+  maxModelLen?: number;
+  hallucinationRate?: number;
+  maxLoras?: number;
+  faults?: SimFaults;
+}
+
+export type ProviderConfig =
+  | { kind: 'sim'; sim: SimSettings }
+  | { kind: 'static'; endpoints: string[] }
+  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number };
+
+export interface VersionConfig {
+  id: string;
+  model: string;
+  weights: string;
+  weightHash?: string | undefined;
+  baseModel: string;
+  quantization: string;
+  tp: number;
+  gpuMemoryGb: number;
+  architecture: Architecture;
+  engine: Record<string, string | number | boolean>;
+  cardChecksum: string;
+  replicas: number;
+  provider: ProviderConfig;
+  warmup: { requests: number; maxTokens: number };
+  metadata: Record<string, unknown>;
+}
+
+export interface RouteConfig {
+  /** Normalised to fractions that sum to 1. */
+  weights: Record<string, number>;
+  overrides: Record<string, string>;
+  stickySalt?: string | undefined;
+  shadow?: { version: string; share: number } | undefined;
+}
+
+export interface ModelConfig {
+  name: string;
+  priority: Priority;
+  slo: { ttftP99Ms?: number | undefined; tpotP99Ms?: number | undefined };
+  minReplicas: number;
+  maxReplicas: number;
+  versions: VersionConfig[];
+  route: RouteConfig;
+}
+
+export interface TokenConfig {
+  name: string;
+  role: Role;
+  /** hex SHA-256 of the token; plaintext tokens are hashed at load and never kept. */
+  sha256: string;
+}
+
+export interface GpuConfig {
+  id: string;
+  memoryGb: number;
+}
+
+export interface GatewayConfig {
+  maxBodyBytes: number;
+  connectTimeoutMs: number;
+  firstTokenTimeoutMs: number;
+  idleTimeoutMs: number;
+  maxRetries: number;
+  ejectBaseMs: number;
+  ejectMaxMs: number;
+  connectionsPerWorker: number;
+  allowVersionHeader: boolean;
+  stickyHeader: string;
+  categoryHeader: string;
+  versionHeader: string;
+  stickySalt: string;
+  picker: 'p2c' | 'round_robin';
+  drainTimeoutMs: number;
+  holdQueueMax: number;
+  holdQueueTimeoutMs: number;
+}
+
+export interface GlidepathConfig {
+  /** Absolute path of the file it came from, when it came from a file. */
+  source?: string | undefined;
+  server: { listen: string; adminListen: string; dataDir: string };
+  auth: { tokens: TokenConfig[] };
+  gpus: GpuConfig[];
+  gateway: GatewayConfig;
+  telemetry: { windowMaxSamples: number; windowMaxAgeMs: number };
+  notifications: { webhooks: string[] };
+  models: ModelConfig[];
+}

@@ -1,0 +1,95 @@
+// Every default value Glidepath uses, in one place, each with the reason for its value.
+// Other modules import from here; no magic numbers elsewhere.
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+export const DEFAULTS = {
+  server: {
+    /** Data plane listener. Loopback by default: exposing it is a deliberate choice. */
+    listen: '127.0.0.1:8080',
+    /** Admin API listener; loopback so the control plane is never open by accident. */
+    adminListen: '127.0.0.1:8081',
+    /** Directory for SQLite state, the generated admin token and the weight cache. */
+    dataDir: '.glidepath',
+  },
+
+  gateway: {
+    /** Largest accepted request body. Long-context chat fits easily; abuse does not. */
+    maxBodyBytes: 4 * MiB,
+    /** TCP connect to a worker. Loopback/LAN connects take well under a second. */
+    connectTimeoutMs: 2_000,
+    /** Request sent → first byte of the response (covers queueing + prefill on the worker). */
+    firstTokenTimeoutMs: 60_000,
+    /** Longest silence between two chunks of a stream before the upstream is declared hung. */
+    idleTimeoutMs: 30_000,
+    /** Retries on another worker before the first byte reaches the client (connect error / 5xx). */
+    maxRetries: 2,
+    /** A worker that refuses connections is skipped for this long, doubling per failure. */
+    ejectBaseMs: 1_000,
+    /** Upper bound on the passive-ejection back-off. */
+    ejectMaxMs: 30_000,
+    /** Keep-alive sockets per worker in the undici pool. */
+    connectionsPerWorker: 128,
+    /** Whether clients may pick a version with `x-glidepath-version`. */
+    allowVersionHeader: true,
+    /** Sticky-session header; the body's `user` is the fallback key. */
+    stickyHeader: 'x-session-id',
+    /** Category override header. */
+    categoryHeader: 'x-glidepath-category',
+    /** Explicit version header. */
+    versionHeader: 'x-glidepath-version',
+    /** Salt for sticky hashing. Same salt on every replica → same assignment everywhere. */
+    stickySalt: 'glidepath',
+    /** Worker picker: least-outstanding with power-of-two choices. */
+    picker: 'p2c' as 'p2c' | 'round_robin',
+    /** Drain: how long in-flight requests may take before they are aborted with a counted error. */
+    drainTimeoutMs: 30_000,
+    /** Hold queue (drain-first swaps): most requests waiting per model. */
+    holdQueueMax: 1_024,
+    /** Hold queue: longest a request waits before 503 + Retry-After. */
+    holdQueueTimeoutMs: 30_000,
+    /** Retry-After seconds sent with 503s from the hold queue / no healthy worker. */
+    retryAfterS: 1,
+  },
+
+  telemetry: {
+    /** Per (model, version) window: most recent records kept. Enough for p99 with ~10 samples above it. */
+    windowMaxSamples: 1_000,
+    /** Per (model, version) window: records older than this drop out. */
+    windowMaxAgeMs: 5 * 60_000,
+    /** Histogram buckets for TTFT and request duration (seconds): LLM latencies span ms to minutes. */
+    latencyBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160],
+    /** Histogram buckets for time per output token (seconds): 1 ms to 1 s. */
+    tpotBucketsS: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1],
+  },
+
+  sim: {
+    /** Time until /health turns 200 after start (ms). Real 70B loads take 45–120 s; tests want fast. */
+    loadTimeMs: 0,
+    /** Prompt tokens per second during prefill (ms of TTFT = prompt tokens / rate). */
+    prefillTokensPerS: 20_000,
+    /** Base time between two generated tokens at one running sequence (ms). */
+    interTokenMs: 0,
+    /** Fractional ITL growth per additional running sequence (batching slows each decode step). */
+    itlGrowthPerSeq: 0.01,
+    /** Relative standard deviation of seeded timing jitter (0 = exact). */
+    jitter: 0.1,
+    /** KV capacity in tokens; requests beyond it wait in the queue. */
+    kvCapacityTokens: 262_144,
+    /** Most sequences running at once (vLLM's max_num_seqs). */
+    maxNumSeqs: 256,
+    /** Tokens generated when the request gives no max_tokens. */
+    defaultMaxTokens: 64,
+    /** Context window (prompt + completion tokens). */
+    maxModelLen: 8_192,
+    /** Share of generated words replaced by a marked ("hallucinated") word. */
+    hallucinationRate: 0.03,
+    /** LoRA slots (vLLM's --max-loras). */
+    maxLoras: 4,
+    /** Largest accepted request body. */
+    maxBodyBytes: 4 * MiB,
+  },
+} as const;
+
+export type Defaults = typeof DEFAULTS;
