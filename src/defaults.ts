@@ -90,6 +90,21 @@ export const DEFAULTS = {
     /** Largest accepted request body. */
     maxBodyBytes: 4 * MiB,
   },
+
+  store: {
+    /** SQLite file inside the data directory. */
+    fileName: 'glidepath.db',
+    /** How long a writer waits for another process's write lock before SQLITE_BUSY. Writes take ms. */
+    busyTimeoutMs: 5_000,
+    /** Audit entries returned when the query gives no limit. */
+    auditQueryLimit: 100,
+    /** Most audit entries one query returns, whatever it asks for. */
+    auditQueryMaxLimit: 10_000,
+    /** Most rollout events one query returns. */
+    rolloutEventsMaxLimit: 10_000,
+    /** Most rollouts / active periods one list returns when no limit is given. */
+    listLimit: 1_000,
+  },
 } as const;
 
 export type Defaults = typeof DEFAULTS;
