@@ -1,0 +1,291 @@
+// The version registry: the pure lifecycle rules of src/domain/version.ts applied atomically to the store.
+//
+// Every change is one store transaction: read, check, write the version, record its transition and
+// the model's active-version history. Synchronous like the store: control plane only, never the
+// request path. Auditing (who asked) is the caller's job (src/api); `actor` here is for history.
+import { cardChecksum } from '../domain/card.js';
+import type { GlidepathConfig, VersionConfig } from '../config/types.js';
+import type { ActivePeriod, Version, VersionPatch, VersionStatus, VersionTransition } from '../domain/version.js';
+import { applyPatch, fromConfig, transition as applyTransition, VersionRuleError } from '../domain/version.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import type { Store } from './types.js';
+
+export interface ChangeOptions {
+  /** Token name, `controller`, `config`… recorded with the transition and in the active history. */
+  actor?: string | undefined;
+  reason?: string | undefined;
+}
+
+export interface PromoteOptions extends ChangeOptions {
+  /** What the previously active version becomes: `standby` (default, stays loaded) or `retired`. */
+  demoteTo?: 'standby' | 'retired' | undefined;
+}
+
+export interface RollbackOptions extends ChangeOptions {
+  /**
+   * Block the version rolled back from as a rollback target (default true): rolling "back" to the
+   * version that was just judged bad is a mistake; a deliberate `promote` still works.
+   */
+  blockRolledBack?: boolean | undefined;
+}
+
+export interface SwitchResult {
+  active: Version;
+  /** The version that was active before, in its new state; undefined if none was. */
+  previous?: Version | undefined;
+}
+
+export interface SeedReport {
+  /** Registered now (status `registered`). */
+  added: Version[];
+  /** Known; operational fields (provider, replicas, warm-up, metadata) refreshed from the config. */
+  updated: Version[];
+  /** Known and identical. */
+  unchanged: Version[];
+  /** Known with another card checksum under the same id: left untouched (versions are immutable). */
+  conflicts: { model: string; id: string; stored: string; config: string }[];
+}
+
+function canonical(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+    .join(',')}}`;
+}
+
+/** Pure-rule errors → GlidepathErrors with the same code. */
+function rethrow(e: unknown): never {
+  if (e instanceof VersionRuleError) {
+    const details = { from: e.from, to: e.to };
+    if (e.code === 'illegal_transition') throw new ConflictError(e.code, e.message, { details, cause: e });
+    throw new BadRequestError(e.code, e.message, { cause: e });
+  }
+  throw e;
+}
+
+export class Registry {
+  constructor(
+    readonly store: Store,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** Register a new version (status `registered`). ConflictError `version_exists`. */
+  register(cfg: VersionConfig): Version {
+    const withCard: VersionConfig = cfg.cardChecksum ? cfg : { ...cfg, cardChecksum: cardChecksum(cfg) };
+    const v = fromConfig(withCard, this.clock());
+    this.store.insertVersion(v);
+    return v;
+  }
+
+  find(model: string, id: string): Version | undefined {
+    return this.store.getVersion(model, id);
+  }
+
+  /** NotFoundError `version_not_found`. */
+  get(model: string, id: string): Version {
+    const v = this.store.getVersion(model, id);
+    if (!v) {
+      const known = this.store.listVersions({ model }).map((x) => x.id);
+      throw new NotFoundError(
+        'version_not_found',
+        `no version ${id} of model ${model}` + (known.length ? ` (known: ${known.join(', ')})` : ''),
+        { details: { model, version: id } },
+      );
+    }
+    return v;
+  }
+
+  list(model?: string, status?: readonly VersionStatus[]): Version[] {
+    return this.store.listVersions({ model, status });
+  }
+
+  /**
+   * Move a version to `to` atomically (read, check the transition table, write, record history).
+   * ConflictError `illegal_transition` naming both states; `active_exists` when another version of
+   * the model is active (use `promote`); NotFoundError `version_not_found`.
+   */
+  transition(model: string, id: string, to: VersionStatus, patch: VersionPatch = {}, opts: ChangeOptions = {}): Version {
+    return this.store.tx(() => this.transitionInTx(this.get(model, id), to, patch, opts));
+  }
+
+  private transitionInTx(cur: Version, to: VersionStatus, patch: VersionPatch, opts: ChangeOptions): Version {
+    const now = this.clock();
+    let next: Version;
+    try {
+      next = applyTransition(cur, to, now, patch);
+    } catch (e) {
+      rethrow(e);
+    }
+    if (cur.status === 'active') this.store.recordDeactivation(cur.model, cur.id, now);
+    this.store.updateVersion(next);
+    this.store.appendVersionTransition({
+      model: cur.model,
+      versionId: cur.id,
+      from: cur.status,
+      to,
+      at: now,
+      actor: opts.actor,
+      reason: opts.reason,
+    });
+    if (to === 'active') {
+      this.store.recordActivation({ model: cur.model, versionId: cur.id, at: now, actor: opts.actor, reason: opts.reason });
+    }
+    return next;
+  }
+
+  /** Change fields without a status change (health, GPUs, load time, metadata, rollback block). */
+  update(model: string, id: string, patch: VersionPatch): Version {
+    return this.store.tx(() => {
+      let next: Version;
+      try {
+        next = applyPatch(this.get(model, id), patch, this.clock());
+      } catch (e) {
+        rethrow(e);
+      }
+      this.store.updateVersion(next);
+      return next;
+    });
+  }
+
+  active(model: string): Version | undefined {
+    return this.store.listVersions({ model, status: ['active'] })[0];
+  }
+
+  /** Every standby version of the model, most recently active first. */
+  standbys(model: string): Version[] {
+    return this.store
+      .listVersions({ model, status: ['standby'] })
+      .sort((a, b) => (b.deactivatedAt ?? -1) - (a.deactivatedAt ?? -1) || b.updatedAt - a.updatedAt);
+  }
+
+  /** The rollback target: the rollback-eligible standby that was active most recently; undefined if none. */
+  standby(model: string): Version | undefined {
+    return this.standbys(model).find((v) => v.rollbackEligible);
+  }
+
+  /** Who was active when, newest first. */
+  history(model: string, limit?: number): ActivePeriod[] {
+    return this.store.activeHistory(model, limit);
+  }
+
+  /** Every status change of one version, oldest first. */
+  transitions(model: string, id: string): VersionTransition[] {
+    return this.store.versionTransitions(model, id);
+  }
+
+  /**
+   * Make `id` the active version in one transaction: the current active one becomes standby (or
+   * retired), then `id` (ready or standby) becomes active. Idempotent: promoting the active version
+   * changes nothing. Errors as `transition`.
+   */
+  promote(model: string, id: string, opts: PromoteOptions = {}): SwitchResult {
+    return this.store.tx(() => {
+      const target = this.get(model, id);
+      const cur = this.active(model);
+      if (cur && cur.id === target.id) return { active: cur };
+      if (target.status !== 'ready' && target.status !== 'standby') {
+        rethrow(
+          new VersionRuleError(
+            'illegal_transition',
+            `version ${model}/${id}: illegal transition ${target.status} → active (only a ready or standby version can be promoted)`,
+            target.status,
+            'active',
+          ),
+        );
+      }
+      let previous: Version | undefined;
+      if (cur) {
+        previous = this.transitionInTx(cur, 'standby', {}, { ...opts, reason: opts.reason ?? `replaced by ${id}` });
+        if (opts.demoteTo === 'retired') previous = this.transitionInTx(previous, 'retired', {}, opts);
+      }
+      const active = this.transitionInTx(target, 'active', {}, opts);
+      return { active, previous };
+    });
+  }
+
+  /**
+   * Instant rollback bookkeeping: the rollback target (`standby(model)`) becomes active, the active
+   * version becomes standby and, by default, blocked as a rollback target. The route switch itself
+   * is the gateway's; call this right after it. ConflictError `no_standby` when there is no target.
+   */
+  rollback(model: string, opts: RollbackOptions = {}): SwitchResult {
+    return this.store.tx(() => {
+      const target = this.standby(model);
+      if (!target) {
+        const standbys = this.standbys(model);
+        throw new ConflictError(
+          'no_standby',
+          `model ${model} has no rollback-eligible standby version` +
+            (standbys.length
+              ? ` (standby but not eligible: ${standbys.map((v) => `${v.id}${v.rollbackBlockedReason ? ` — ${v.rollbackBlockedReason}` : ''}`).join(', ')})`
+              : ''),
+          { details: { model } },
+        );
+      }
+      const cur = this.active(model);
+      const now = this.clock();
+      let previous: Version | undefined;
+      if (cur) {
+        const block = opts.blockRolledBack ?? true;
+        previous = this.transitionInTx(
+          cur,
+          'standby',
+          block ? { rollbackBlockedReason: `rolled back to ${target.id} at ${new Date(now).toISOString()}` } : {},
+          { ...opts, reason: opts.reason ?? `rolled back to ${target.id}` },
+        );
+      }
+      const active = this.transitionInTx(target, 'active', {}, { ...opts, reason: opts.reason ?? 'rollback' });
+      return { active, previous };
+    });
+  }
+
+  /**
+   * Make the store know every version in the config. New ones are registered; known ones keep their
+   * persisted status and lifecycle (a restart must not forget what is active) and only get their
+   * operational fields refreshed; a known id whose card checksum changed is reported, not touched.
+   */
+  seedFromConfig(cfg: Pick<GlidepathConfig, 'models'>): SeedReport {
+    const report: SeedReport = { added: [], updated: [], unchanged: [], conflicts: [] };
+    this.store.tx(() => {
+      const now = this.clock();
+      for (const m of cfg.models) {
+        for (const vc of m.versions) {
+          const cur = this.store.getVersion(vc.model, vc.id);
+          if (!cur) {
+            const v = fromConfig(vc, now);
+            this.store.insertVersion(v);
+            report.added.push(v);
+            continue;
+          }
+          if (cur.cardChecksum !== vc.cardChecksum) {
+            report.conflicts.push({ model: vc.model, id: vc.id, stored: cur.cardChecksum, config: vc.cardChecksum });
+            continue;
+          }
+          const op = (x: VersionConfig) => canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb]);
+          if (op(cur) === op(vc)) {
+            report.unchanged.push(cur);
+            continue;
+          }
+          const fresh = structuredClone<VersionConfig>(vc);
+          const next: Version = {
+            ...cur,
+            provider: fresh.provider,
+            replicas: fresh.replicas,
+            warmup: fresh.warmup,
+            metadata: fresh.metadata,
+            gpuMemoryGb: fresh.gpuMemoryGb,
+            warmupTokens: fresh.warmup.requests * fresh.warmup.maxTokens,
+            updatedAt: now,
+          };
+          this.store.updateVersion(next);
+          report.updated.push(next);
+        }
+      }
+    });
+    return report;
+  }
+}
