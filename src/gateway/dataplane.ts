@@ -1,0 +1,389 @@
+// The data plane's state and its control surface: routes (one reference swap per model), pools,
+// drains and hold queues, and the entry point for inference requests.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { GatewayConfig } from '../config/types.js';
+import { buildRoute, RouteValidationError } from '../domain/route.js';
+import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
+import { BadRequestError, ConflictError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import { createPicker } from './pick.js';
+import type { Picker } from './pick.js';
+import { SplitState } from './split.js';
+import type { SplitReason } from './split.js';
+import { HoldQueue } from './hold.js';
+import { VersionPool, Worker } from './workers.js';
+import type { DrainResult, WorkerSpec } from './workers.js';
+import { checkContentType, parseRequest, readBody } from './request.js';
+import type { Endpoint } from './request.js';
+import { ProxyRequest } from './proxy.js';
+import type { ProxyContext } from './proxy.js';
+import { sendError } from './respond.js';
+import { mirror } from './shadow.js';
+
+interface SplitCounter {
+  inc(): void;
+}
+
+/** Everything the data plane holds for one model. `split` is replaced whole on every route change. */
+export class ModelState {
+  readonly name: string;
+  split: SplitState;
+  readonly pools = new Map<string, VersionPool>();
+  hold: HoldQueue | undefined;
+  /** (version, reason) → cached counter child. */
+  readonly splitCounters = new Map<string, SplitCounter>();
+
+  constructor(name: string, split: SplitState) {
+    this.name = name;
+    this.split = split;
+  }
+
+  get route(): RouteSnapshot {
+    return this.split.route;
+  }
+}
+
+export interface ModelRegistration {
+  model: string;
+  versions: { id: string; cardChecksum: string }[];
+  route: RouteSpec;
+}
+
+const PATHS: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+
+export class DataPlane {
+  readonly cfg: GatewayConfig;
+  readonly telemetry: Telemetry;
+  readonly models = new Map<string, ModelState>();
+  private readonly ctx: ProxyContext;
+  private readonly shadowRand: () => number;
+  private closed = false;
+
+  constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number } = {}) {
+    this.cfg = cfg;
+    this.telemetry = telemetry;
+    this.ctx = { cfg, telemetry, metrics: telemetry.metrics, picker: opts.picker ?? createPicker(cfg.picker, opts.rand) };
+    this.shadowRand = opts.rand ?? Math.random;
+  }
+
+  // ---- control surface (called by the control plane; never on the request path) ----------
+
+  /** Add a model with its versions (pools start empty) and its first route. */
+  addModel(reg: ModelRegistration): RouteSnapshot {
+    if (this.models.has(reg.model)) throw new ConflictError('model_exists', `model ${reg.model} is already registered`);
+    const known = new Set(reg.versions.map((v) => v.id));
+    const route = this.validate(reg.route, 1, known, undefined);
+    const state = new ModelState(reg.model, new SplitState(route, this.cfg.stickySalt));
+    for (const v of reg.versions) state.pools.set(v.id, new VersionPool(reg.model, v.id, v.cardChecksum, this.telemetry.forVersion(reg.model, v.id)));
+    this.models.set(reg.model, state);
+    this.publishRouteMetrics(undefined, route);
+    return route;
+  }
+
+  /** Make a version known to the data plane (its pool starts empty). */
+  addVersion(model: string, version: string, cardChecksum: string): void {
+    const st = this.model(model);
+    const existing = st.pools.get(version);
+    if (existing) {
+      if (existing.cardChecksum !== cardChecksum) {
+        throw new ConflictError('card_mismatch', `version ${version} of ${model} already has card ${existing.cardChecksum}, not ${cardChecksum}`);
+      }
+      return;
+    }
+    st.pools.set(version, new VersionPool(model, version, cardChecksum, this.telemetry.forVersion(model, version)));
+  }
+
+  /** Forget a version. Refused while the route still names it or requests are in flight. */
+  async removeVersion(model: string, version: string): Promise<void> {
+    const st = this.model(model);
+    const pool = st.pools.get(version);
+    if (!pool) return;
+    if (st.route.versions.some((v) => v.id === version) || Object.values(st.route.overrides).includes(version) || st.route.shadow?.version === version) {
+      throw new ConflictError('version_in_route', `version ${version} is still in ${model}'s route`);
+    }
+    await pool.idle();
+    st.pools.delete(version);
+    for (const w of pool.workers) await w.close();
+  }
+
+  /**
+   * Replace a version's workers. Workers that stay (same id and URL) keep their connections and
+   * load counters; removed ones close after their in-flight requests finish.
+   */
+  setWorkers(model: string, version: string, specs: readonly WorkerSpec[]): void {
+    const pool = this.pool(model, version);
+    const old = new Map(pool.workers.map((w) => [w.id, w]));
+    const next: Worker[] = [];
+    for (const s of specs) {
+      const prev = old.get(s.id);
+      if (prev && prev.url === s.url) {
+        next.push(prev);
+        old.delete(s.id);
+      } else {
+        next.push(new Worker(s, version, { connectTimeoutMs: this.cfg.connectTimeoutMs, connections: this.cfg.connectionsPerWorker }));
+      }
+    }
+    pool.workers = next;
+    for (const w of next) this.telemetry.metrics.workerUp.labels(model, version, w.id).set(w.routable ? 1 : 0);
+    for (const w of old.values()) {
+      w.routable = false;
+      this.telemetry.metrics.workerUp.remove(model, version, w.id);
+      // undici's close waits for in-flight requests on the worker
+      void w.close();
+    }
+  }
+
+  /** Mark a worker routable or not (health probes, provider events). */
+  setWorkerRoutable(model: string, version: string, workerId: string, routable: boolean): void {
+    const w = this.pool(model, version).workers.find((x) => x.id === workerId);
+    if (!w) throw new NotFoundError('worker_not_found', `no worker ${workerId} in ${model}/${version}`);
+    w.routable = routable;
+    this.telemetry.metrics.workerUp.labels(model, version, workerId).set(routable ? 1 : 0);
+  }
+
+  /**
+   * Atomically replace a model's route: validated first; on any problem the old route stays and
+   * the error names it. Returns the new snapshot. `expectRevision` makes it compare-and-set.
+   */
+  setRoute(spec: RouteSpec, expectRevision?: number): RouteSnapshot {
+    const st = this.model(spec.model);
+    const prev = st.route;
+    if (expectRevision !== undefined && expectRevision !== prev.revision) {
+      throw new ConflictError('route_revision_conflict', `route of ${spec.model} is at revision ${prev.revision}, not ${expectRevision}`);
+    }
+    const route = this.validate(spec, prev.revision + 1, new Set(st.pools.keys()), prev);
+    for (const v of route.versions) {
+      const pool = st.pools.get(v.id) as VersionPool;
+      if (v.weight > 0 && pool.workers.length === 0) {
+        throw new BadRequestError('route_no_workers', `version ${v.id} of ${spec.model} has weight ${v.weight} but no workers`);
+      }
+      if (v.weight > 0 && pool.draining) {
+        throw new BadRequestError('route_draining', `version ${v.id} of ${spec.model} is draining and cannot receive traffic`);
+      }
+    }
+    // the switch itself: one reference assignment
+    st.split = new SplitState(route, this.cfg.stickySalt);
+    this.publishRouteMetrics(prev, route);
+    return route;
+  }
+
+  /** Restore a persisted route exactly (revision included), e.g. after a restart. */
+  restoreRoute(spec: RouteSpec, revision: number): RouteSnapshot {
+    const st = this.model(spec.model);
+    const route = this.validate(spec, revision, new Set(st.pools.keys()), st.route);
+    st.split = new SplitState(route, this.cfg.stickySalt);
+    this.publishRouteMetrics(undefined, route);
+    return route;
+  }
+
+  private validate(spec: RouteSpec, revision: number, known: Set<string>, prev: RouteSnapshot | undefined): RouteSnapshot {
+    try {
+      return buildRoute(spec, revision, known, Date.now(), prev);
+    } catch (err) {
+      if (err instanceof RouteValidationError) throw new BadRequestError('invalid_route', `${spec.model}: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private publishRouteMetrics(prev: RouteSnapshot | undefined, route: RouteSnapshot): void {
+    const m = this.telemetry.metrics;
+    if (prev) for (const v of prev.versions) m.routeWeight.labels(route.model, v.id).set(0);
+    for (const v of route.versions) m.routeWeight.labels(route.model, v.id).set(v.weight);
+    m.routeRevision.labels(route.model).set(route.revision);
+  }
+
+  /**
+   * Drain a pool: no new requests (the route must no longer send it traffic), in-flight ones
+   * finish; at the timeout the rest are aborted with `drain_aborted` and counted.
+   */
+  async drain(model: string, version: string, timeoutMs = this.cfg.drainTimeoutMs): Promise<DrainResult> {
+    const pool = this.pool(model, version);
+    const started = performance.now();
+    pool.draining = true;
+    const before = pool.inflight.size;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      pool.idle().then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeoutMs);
+      }),
+    ]);
+    if (timer) clearTimeout(timer);
+    let aborted = 0;
+    if (timedOut) {
+      aborted = pool.inflight.size;
+      for (const r of [...pool.inflight]) r.abortForDrain();
+      await pool.idle();
+    }
+    return { model, version, drained: before - aborted, aborted, elapsedMs: performance.now() - started };
+  }
+
+  /** Let a drained pool take traffic again. */
+  undrain(model: string, version: string): void {
+    this.pool(model, version).draining = false;
+  }
+
+  /** Hold a model's new requests in a bounded FIFO (drain-first swaps). */
+  hold(model: string, max = this.cfg.holdQueueMax, timeoutMs = this.cfg.holdQueueTimeoutMs): void {
+    const st = this.model(model);
+    if (st.hold) return;
+    const gauge = this.telemetry.metrics.holdQueue.labels(model);
+    st.hold = new HoldQueue(max, timeoutMs, (d) => gauge.set(d));
+  }
+
+  /** Release held requests in arrival order; they see the route in force now. */
+  release(model: string): number {
+    const st = this.model(model);
+    const q = st.hold;
+    if (!q) return 0;
+    st.hold = undefined;
+    return q.releaseAll();
+  }
+
+  model(name: string): ModelState {
+    const st = this.models.get(name);
+    if (!st) throw new NotFoundError('model_not_found', `model ${JSON.stringify(name)} does not exist`);
+    return st;
+  }
+
+  pool(model: string, version: string): VersionPool {
+    const p = this.model(model).pools.get(version);
+    if (!p) throw new NotFoundError('version_not_found', `model ${model} has no version ${JSON.stringify(version)}`);
+    return p;
+  }
+
+  /** True when every model has a route and at least one routable worker for each version with weight. */
+  ready(now = Date.now()): { ready: boolean; problems: string[] } {
+    const problems: string[] = [];
+    if (this.models.size === 0) problems.push('no models');
+    for (const st of this.models.values()) {
+      let any = false;
+      for (const v of st.route.versions) {
+        const pool = st.pools.get(v.id);
+        if (v.weight > 0 && pool && pool.routableCount(now) > 0) any = true;
+      }
+      if (!any) problems.push(`${st.name}: no healthy worker for any routed version`);
+    }
+    return { ready: problems.length === 0, problems };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const st of this.models.values()) {
+      st.hold?.closeAll();
+      for (const p of st.pools.values()) for (const w of p.workers) w.destroy();
+    }
+  }
+
+  // ---- the request path ------------------------------------------------------------------
+
+  /** Handle POST /v1/chat/completions or /v1/completions. Never throws. */
+  handle(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void {
+    const startedAt = performance.now();
+    const at = Date.now();
+    let parsedBody: Promise<Buffer>;
+    try {
+      checkContentType(req.headers['content-type']);
+      parsedBody = readBody(req, this.cfg.maxBodyBytes);
+    } catch (err) {
+      req.resume();
+      sendError(res, toGlidepathError(err));
+      return;
+    }
+    parsedBody.then(
+      (raw) => this.route(req, res, endpoint, raw, startedAt, at),
+      (err: unknown) => sendError(res, toGlidepathError(err), { connection: 'close' }),
+    );
+  }
+
+  private route(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint, raw: Buffer, startedAt: number, at: number): void {
+    try {
+      const parsed = parseRequest(raw, endpoint);
+      const st = this.models.get(parsed.model);
+      if (st === undefined) {
+        throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);
+      }
+      if (st.hold !== undefined) {
+        const wait = st.hold.enqueue();
+        if (wait === undefined) {
+          this.telemetry.metrics.holdRejected.labels(st.name, 'full').inc();
+          throw new UnavailableError('hold_queue_full', `model ${st.name} is switching versions and its hold queue is full`, { retryAfterS: 1 });
+        }
+        wait.then(
+          () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at),
+          (why: 'timeout' | 'closed') => {
+            this.telemetry.metrics.holdRejected.labels(st.name, why).inc();
+            sendError(
+              res,
+              new UnavailableError('hold_timeout', `model ${st.name} is switching versions; request waited ${this.cfg.holdQueueTimeoutMs} ms`, {
+                retryAfterS: Math.max(1, Math.ceil(this.cfg.holdQueueTimeoutMs / 1000)),
+              }),
+            );
+          },
+        );
+        return;
+      }
+      this.dispatch(req, res, endpoint, parsed, st, startedAt, at);
+    } catch (err) {
+      sendError(res, toGlidepathError(err));
+    }
+  }
+
+  private dispatch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    endpoint: Endpoint,
+    parsed: ReturnType<typeof parseRequest>,
+    st: ModelState,
+    startedAt: number,
+    at: number,
+  ): void {
+    if (res.destroyed) return;
+    const split = st.split; // one read of the snapshot: everything below uses this route
+    const h = req.headers;
+    let explicit: string | undefined;
+    if (this.cfg.allowVersionHeader) {
+      const v = h[this.cfg.versionHeader];
+      if (typeof v === 'string') {
+        if (!split.route.versions.some((x) => x.id === v)) {
+          sendError(res, new BadRequestError('unknown_version', `${this.cfg.versionHeader}: version ${JSON.stringify(v)} is not in the route of ${st.name}`));
+          return;
+        }
+        explicit = v;
+      }
+    }
+    const cat = h[this.cfg.categoryHeader];
+    const sticky = h[this.cfg.stickyHeader];
+    const choice = split.choose(explicit, typeof cat === 'string' ? cat : undefined, typeof sticky === 'string' ? sticky : parsed.user);
+    this.countSplit(st, choice.version, choice.reason);
+    const pool = st.pools.get(choice.version);
+    if (pool === undefined || pool.draining) {
+      sendError(res, new UnavailableError('version_unavailable', `version ${choice.version} of ${st.name} is not accepting requests`, { retryAfterS: 1 }));
+      return;
+    }
+    const shadow = split.route.shadow;
+    if (shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
+      const sp = st.pools.get(shadow.version);
+      if (sp && !sp.draining) mirror(this.ctx, sp, parsed, PATHS[endpoint]);
+    }
+    new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at).start();
+  }
+
+  private countSplit(st: ModelState, version: string, reason: SplitReason): void {
+    const key = `${version}\u0000${reason}`;
+    let c = st.splitCounters.get(key);
+    if (c === undefined) {
+      c = this.telemetry.metrics.splitRequests.labels(st.name, version, reason);
+      st.splitCounters.set(key, c);
+    }
+    c.inc();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}
+
+export type { GlidepathError };

@@ -1,0 +1,81 @@
+// A bounded FIFO that holds a model's new requests while its old pool drains (drain-first swaps).
+
+interface Waiter {
+  resolve: () => void;
+  reject: (reason: 'timeout' | 'closed') => void;
+  timer: NodeJS.Timeout;
+  done: boolean;
+}
+
+export class HoldQueue {
+  readonly max: number;
+  readonly timeoutMs: number;
+  private readonly waiters: Waiter[] = [];
+  private head = 0;
+  private readonly onDepth: (depth: number) => void;
+
+  constructor(max: number, timeoutMs: number, onDepth: (depth: number) => void = () => undefined) {
+    this.max = max;
+    this.timeoutMs = timeoutMs;
+    this.onDepth = onDepth;
+  }
+
+  get depth(): number {
+    let n = 0;
+    for (let i = this.head; i < this.waiters.length; i++) if (!(this.waiters[i] as Waiter).done) n++;
+    return n;
+  }
+
+  /**
+   * Wait for release. Rejects with 'full' synchronously (returns undefined) when the queue is at
+   * capacity; the promise rejects with 'timeout' when the wait exceeds the limit.
+   */
+  enqueue(): Promise<void> | undefined {
+    if (this.depth >= this.max) return undefined;
+    const p = new Promise<void>((resolve, reject) => {
+      const w: Waiter = {
+        resolve,
+        reject,
+        done: false,
+        timer: setTimeout(() => {
+          if (w.done) return;
+          w.done = true;
+          reject('timeout');
+          this.onDepth(this.depth);
+        }, this.timeoutMs),
+      };
+      this.waiters.push(w);
+    });
+    this.onDepth(this.depth);
+    return p;
+  }
+
+  /** Release everyone in arrival order. */
+  releaseAll(): number {
+    let n = 0;
+    for (let i = this.head; i < this.waiters.length; i++) {
+      const w = this.waiters[i] as Waiter;
+      if (w.done) continue;
+      w.done = true;
+      clearTimeout(w.timer);
+      w.resolve();
+      n++;
+    }
+    this.waiters.length = 0;
+    this.head = 0;
+    this.onDepth(0);
+    return n;
+  }
+
+  /** Refuse everyone still waiting (shutdown). */
+  closeAll(): void {
+    for (const w of this.waiters) {
+      if (w.done) continue;
+      w.done = true;
+      clearTimeout(w.timer);
+      w.reject('closed');
+    }
+    this.waiters.length = 0;
+    this.onDepth(0);
+  }
+}

@@ -1,0 +1,403 @@
+// One client request's trip to a worker: dispatch over undici, retry before the first byte, stream
+// through without buffering, enforce timeouts, honour disconnects and drains, and record the result.
+import type { ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Dispatcher } from 'undici';
+import type { GatewayConfig } from '../config/types.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { Picker } from './pick.js';
+import type { Abortable, VersionPool, Worker } from './workers.js';
+import type { ParsedRequest } from './request.js';
+import { SseMeter, sseErrorEvent } from './sse.js';
+import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+import { sendError } from './respond.js';
+import { DEFAULTS } from '../defaults.js';
+
+export interface ProxyContext {
+  readonly cfg: GatewayConfig;
+  readonly telemetry: Telemetry;
+  readonly metrics: GatewayMetrics;
+  readonly picker: Picker;
+}
+
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+class AbortReason extends Error {
+  constructor(readonly kind: 'client' | 'first_token_timeout' | 'idle_timeout' | 'drain') {
+    super(kind);
+  }
+}
+
+type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering' | 'done';
+
+export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
+  private readonly ctx: ProxyContext;
+  private readonly pool: VersionPool;
+  private readonly res: ServerResponse;
+  private readonly req: ParsedRequest;
+  private readonly path: string;
+  private readonly startedAt: number;
+  private readonly at: number;
+  private worker: Worker | undefined;
+  private tried: Set<Worker> | undefined;
+  private attempts = 0;
+  private controller: Dispatcher.DispatchController | undefined;
+  private phase: Phase = 'waiting';
+  private status = 0;
+  private contentType: string | undefined;
+  private chunks: Buffer[] = [];
+  private meter: SseMeter | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private gotFirstByte = false;
+  private clientStarted = false;
+  private abortKind: AbortReason['kind'] | undefined;
+  private lastError: GlidepathError | undefined;
+  private finished = false;
+  /** True while `worker.outstanding` counts this request. */
+  private holding = false;
+
+  constructor(ctx: ProxyContext, pool: VersionPool, res: ServerResponse, req: ParsedRequest, path: string, startedAt: number, at: number) {
+    this.ctx = ctx;
+    this.pool = pool;
+    this.res = res;
+    this.req = req;
+    this.path = path;
+    this.startedAt = startedAt;
+    this.at = at;
+  }
+
+  start(): void {
+    this.pool.enter(this);
+    this.res.on('close', () => {
+      if (!this.finished) this.abort('client');
+    });
+    this.attempt();
+  }
+
+  /** Abortable: the pool's drain timed out with this request still running. */
+  abortForDrain(): void {
+    this.abort('drain');
+  }
+
+  private abort(kind: AbortReason['kind']): void {
+    if (this.finished || this.abortKind !== undefined) return;
+    this.abortKind = kind;
+    // before undici starts the request, onRequestStart sees the flag and aborts it there
+    if (this.controller && !this.controller.aborted) this.controller.abort(new AbortReason(kind));
+  }
+
+  private abortError(kind: AbortReason['kind']): GlidepathError {
+    switch (kind) {
+      case 'first_token_timeout':
+        return new GatewayTimeoutError('upstream_timeout', `worker ${this.worker?.id ?? '?'} sent no token within ${this.ctx.cfg.firstTokenTimeoutMs} ms`);
+      case 'idle_timeout':
+        return new GatewayTimeoutError('upstream_idle_timeout', `worker ${this.worker?.id ?? '?'} went silent for ${this.ctx.cfg.idleTimeoutMs} ms mid-response`);
+      case 'drain':
+        return new UnavailableError('drain_aborted', `version ${this.pool.version} was drained and the drain timed out before this request finished`, { retryAfterS: 1 });
+      case 'client':
+        return new UpstreamError('client_closed', 'client closed the connection');
+    }
+  }
+
+  private attempt(): void {
+    const now = Date.now();
+    const w = this.ctx.picker.pick(this.pool.workers, now, this.tried);
+    if (w === undefined) {
+      this.fail(
+        this.lastError ??
+          new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS }),
+      );
+      return;
+    }
+    this.worker = w;
+    this.attempts++;
+    w.outstanding++;
+    this.holding = true;
+    this.phase = 'waiting';
+    this.status = 0;
+    this.gotFirstByte = false;
+    this.controller = undefined;
+    this.armTimer(this.ctx.cfg.firstTokenTimeoutMs, 'first_token_timeout');
+    w.dispatcher.dispatch(
+      {
+        path: w.pathPrefix + this.path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: this.req.stream ? 'text/event-stream' : 'application/json' },
+        body: this.req.raw,
+      },
+      this,
+    );
+  }
+
+  private armTimer(ms: number, kind: 'first_token_timeout' | 'idle_timeout'): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.abort(kind), ms);
+  }
+
+  private releaseWorker(): void {
+    if (this.holding && this.worker) {
+      this.worker.outstanding--;
+      this.holding = false;
+    }
+  }
+
+  /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
+  private retryOrFail(err: GlidepathError): void {
+    this.releaseWorker();
+    this.lastError = err;
+    if (!this.clientStarted && this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
+      (this.tried ??= new Set()).add(this.worker as Worker);
+      this.pool.telemetry.metrics.retries.inc();
+      this.attempt();
+      return;
+    }
+    this.fail(err);
+  }
+
+  // ---- undici handler ----------------------------------------------------------------------
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abortKind !== undefined) controller.abort(new AbortReason(this.abortKind));
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.status = statusCode;
+    const ct = headers['content-type'];
+    this.contentType = typeof ct === 'string' ? ct : undefined;
+    if (statusCode >= 500) {
+      this.phase = 'retrying';
+      this.chunks = [];
+    } else if (statusCode === 200 && this.req.stream) {
+      this.phase = 'streaming';
+      this.meter = new SseMeter();
+    } else {
+      this.phase = 'buffering';
+      this.chunks = [];
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const now = performance.now();
+    if (!this.gotFirstByte) {
+      this.gotFirstByte = true;
+      this.armTimer(this.ctx.cfg.idleTimeoutMs, 'idle_timeout');
+    } else if (this.timer) {
+      this.timer.refresh();
+    }
+    if (this.phase === 'streaming') {
+      const meter = this.meter as SseMeter;
+      if (!meter.feed(chunk, now)) {
+        controller.abort(new Error('malformed'));
+        this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
+        return;
+      }
+      const res = this.res;
+      if (!this.clientStarted) {
+        this.clientStarted = true;
+        res.writeHead(200, {
+          'content-type': this.contentType ?? 'text/event-stream',
+          'cache-control': 'no-cache',
+          'x-glidepath-version': (this.worker as Worker).headers.version,
+          'x-glidepath-worker': (this.worker as Worker).headers.worker,
+        });
+      }
+      if (!res.write(chunk)) {
+        controller.pause();
+        res.once('drain', () => controller.resume());
+      }
+    } else {
+      this.chunks.push(chunk);
+      if (this.phase === 'buffering' || this.phase === 'retrying') {
+        // bounded: a worker answer larger than the request limit × 16 is garbage
+        let size = 0;
+        for (const c of this.chunks) size += c.length;
+        if (size > this.ctx.cfg.maxBodyBytes * 16) {
+          controller.abort(new Error('too large'));
+        }
+      }
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.timer) clearTimeout(this.timer);
+    const w = this.worker as Worker;
+    w.succeeded();
+    if (this.phase === 'retrying') {
+      const body = Buffer.concat(this.chunks);
+      this.chunks = [];
+      const err = new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
+      if (!this.clientStarted && this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
+        this.retryOrFail(err);
+        return;
+      }
+      // out of retries: pass the worker's own 5xx answer through
+      this.releaseWorker();
+      this.sendBuffered(this.status, body);
+      this.finish(this.status, 'upstream_error', NaN, 0, 0);
+      return;
+    }
+    this.releaseWorker();
+    if (this.phase === 'streaming') {
+      const meter = this.meter as SseMeter;
+      if (!meter.done) {
+        this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
+        return;
+      }
+      if (!this.clientStarted) {
+        // an empty 200 stream: still answer the client
+        this.clientStarted = true;
+        this.res.writeHead(200, { 'content-type': 'text/event-stream', 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
+      }
+      this.res.end();
+      this.finishStream(200, undefined);
+      return;
+    }
+    // buffered (non-streaming or 4xx)
+    const body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
+    this.chunks = [];
+    if (this.status === 200) {
+      let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+      try {
+        usage = (JSON.parse(body.toString('utf8')) as { usage?: typeof usage }).usage;
+      } catch {
+        this.fail(new UpstreamError('upstream_invalid_json', `worker ${w.id} answered 200 with a body that is not valid JSON`));
+        return;
+      }
+      this.sendBuffered(200, body);
+      const latency = performance.now() - this.startedAt;
+      this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);
+      return;
+    }
+    // 4xx: the client's problem; never retried and never counted against the worker
+    this.sendBuffered(this.status, body);
+    this.finish(this.status, 'upstream_client_error', NaN, 0, 0);
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.finished) return;
+    const kind = err instanceof AbortReason ? err.kind : this.abortKind;
+    if (kind === 'client') {
+      this.releaseWorker();
+      this.finishStream(499, 'client_closed');
+      return;
+    }
+    if (kind === 'drain') {
+      this.releaseWorker();
+      this.ctx.metrics.drainAborted.labels(this.pool.model, this.pool.version).inc();
+      if (this.clientStarted) this.streamBroken(this.abortError('drain'));
+      else this.fail(this.abortError('drain'));
+      return;
+    }
+    if (this.clientStarted) {
+      this.releaseWorker();
+      this.streamBroken(
+        kind === 'idle_timeout'
+          ? this.abortError('idle_timeout')
+          : new UpstreamError('upstream_stream_broken', `worker ${this.worker?.id ?? '?'} dropped the stream: ${errText(err)}`),
+      );
+      return;
+    }
+    if (kind === 'first_token_timeout' || kind === 'idle_timeout') {
+      // a hung worker: try another (the abort flag is cleared so the retry can run)
+      this.abortKind = undefined;
+      this.retryOrFail(this.abortError(kind));
+      return;
+    }
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    const w = this.worker as Worker;
+    if (CONNECT_ERRORS.has(code) || (code === 'ECONNRESET' && this.status === 0)) {
+      const ms = w.eject(Date.now(), this.ctx.cfg.ejectBaseMs, this.ctx.cfg.ejectMaxMs);
+      this.ctx.metrics.ejections.labels(this.pool.model, this.pool.version, w.id).inc();
+      this.retryOrFail(new UpstreamError('upstream_connect_failed', `could not connect to worker ${w.id} (${code}); ejected for ${ms} ms`));
+      return;
+    }
+    this.retryOrFail(new UpstreamError('upstream_closed', `worker ${w.id} failed before answering: ${errText(err)}`));
+  }
+
+  // ---- endings ----------------------------------------------------------------------------
+
+  private sendBuffered(status: number, body: Buffer): void {
+    if (this.res.destroyed) return;
+    const w = this.worker as Worker;
+    this.clientStarted = true;
+    this.res.writeHead(status, {
+      'content-type': this.contentType ?? 'application/json',
+      'content-length': body.length,
+      'x-glidepath-version': w.headers.version,
+      'x-glidepath-worker': w.headers.worker,
+    });
+    this.res.end(body);
+  }
+
+  /** A stream that already reached the client broke: tell it in-band and end cleanly. */
+  private streamBroken(err: GlidepathError): void {
+    if (this.finished) return;
+    if (!this.res.destroyed) {
+      if (!this.clientStarted) {
+        this.clientStarted = true;
+        const w = this.worker as Worker;
+        this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
+      }
+      this.res.end(sseErrorEvent(err.message, err.code, err.type));
+    }
+    this.finishStream(200, err.code);
+  }
+
+  private fail(err: GlidepathError): void {
+    if (this.finished) return;
+    if (this.timer) clearTimeout(this.timer);
+    if (!this.clientStarted && !this.res.destroyed) {
+      const extra: Record<string, string> = {};
+      if (this.worker) {
+        extra['x-glidepath-version'] = this.worker.headers.version;
+        extra['x-glidepath-worker'] = this.worker.headers.worker;
+      }
+      sendError(this.res, err, extra);
+    }
+    this.finish(err.status, err.code, NaN, 0, 0);
+  }
+
+  private finishStream(status: number, errorCode: string | undefined): void {
+    const m = this.meter;
+    const latency = performance.now() - this.startedAt;
+    this.finish(status, errorCode, latency, m && m.usagePrompt >= 0 ? m.usagePrompt : 0, m ? (m.usageCompletion >= 0 ? m.usageCompletion : m.tokenEvents) : 0);
+  }
+
+  private finish(status: number, errorCode: string | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
+    if (this.finished) return;
+    this.finished = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.releaseWorker();
+    this.pool.leave(this);
+    const m = this.meter;
+    const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
+    const ttft = m && m.firstAt === m.firstAt ? m.firstAt - this.startedAt : NaN;
+    const tpot = m && m.tokenEvents > 1 ? (m.lastAt - m.firstAt) / (m.tokenEvents - 1) : NaN;
+    this.ctx.telemetry.record(this.pool.telemetry, {
+      model: this.pool.model,
+      version: this.pool.version,
+      worker: this.worker?.id ?? '',
+      status,
+      errorCode,
+      stream: this.req.stream,
+      ttftMs: ttft,
+      tpotMs: tpot,
+      itlMs: m ? m.itl : [],
+      latencyMs: latency,
+      promptTokens,
+      completionTokens,
+      at: this.at,
+      retries: this.attempts > 0 ? this.attempts - 1 : 0,
+      shadow: false,
+    });
+  }
+}
+
+function errText(err: Error): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code ? `${code}: ${err.message}` : err.message;
+}

@@ -1,0 +1,111 @@
+// The data plane's HTTP listener: OpenAI endpoints, health, readiness and metrics.
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MethodNotAllowedError, NotFoundError } from '../errors.js';
+import type { DataPlane } from './dataplane.js';
+import { sendError, sendJson } from './respond.js';
+
+export interface ListeningServer {
+  server: Server;
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Split "host:port" (IPv6 in brackets) for `listen`. */
+export function parseHostPort(s: string): { host: string; port: number } {
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(s);
+  if (!m) throw new Error(`expected HOST:PORT, got ${JSON.stringify(s)}`);
+  const port = Number(m[2]);
+  if (port > 65535) throw new Error(`port out of range in ${JSON.stringify(s)}`);
+  return { host: m[1] as string, port };
+}
+
+export function urlFor(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+export function startListening(server: Server, host: string, port: number): Promise<ListeningServer> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      const addr = server.address() as AddressInfo;
+      resolve({
+        server,
+        port: addr.port,
+        url: urlFor(host, addr.port),
+        close: () =>
+          new Promise<void>((res) => {
+            server.close(() => res());
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}
+
+export interface DataServerOptions {
+  /** Extra model entries for /v1/models (adapters known to the control plane). */
+  extraModels?: () => { id: string; parent?: string }[];
+}
+
+export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): Server {
+  const created = Math.floor(Date.now() / 1000);
+  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 30_000 }, (req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const method = req.method ?? 'GET';
+    try {
+      if (path === '/v1/chat/completions' || path === '/v1/completions') {
+        if (method !== 'POST') throw new MethodNotAllowedError(`${path} accepts POST, not ${method}`);
+        dp.handle(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
+        return;
+      }
+      if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${path} accepts GET, not ${method}`);
+      switch (path) {
+        case '/health':
+          sendJson(res, 200, { status: 'ok' });
+          return;
+        case '/ready': {
+          const r = dp.ready();
+          sendJson(res, r.ready ? 200 : 503, { ready: r.ready, problems: r.problems });
+          return;
+        }
+        case '/metrics':
+          dp.telemetry.metrics.registry.metrics().then(
+            (text) => {
+              res.writeHead(200, { 'content-type': dp.telemetry.metrics.registry.contentType });
+              res.end(text);
+            },
+            (err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error', code: 'metrics_failed' } }),
+          );
+          return;
+        case '/v1/models': {
+          const data: Record<string, unknown>[] = [...dp.models.keys()].map((id) => ({ id, object: 'model', created, owned_by: 'glidepath', root: id, parent: null }));
+          for (const m of opts.extraModels?.() ?? []) data.push({ id: m.id, object: 'model', created, owned_by: 'glidepath', root: m.id, parent: m.parent ?? null });
+          sendJson(res, 200, { object: 'list', data });
+          return;
+        }
+        default:
+          throw new NotFoundError('not_found', `no route for ${method} ${path}`);
+      }
+    } catch (err) {
+      req.resume();
+      if (err instanceof MethodNotAllowedError || err instanceof NotFoundError) sendError(res, err);
+      else sendError(res, new NotFoundError('not_found', `no route for ${method} ${path}`));
+    }
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (socket.writable && !socket.destroyed) {
+      const body = JSON.stringify({ error: { message: `bad HTTP request: ${err.code ?? err.message}`, type: 'invalid_request_error', code: 'bad_http' } });
+      socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    } else {
+      socket.destroy();
+    }
+  });
+  return server;
+}

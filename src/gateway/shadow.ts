@@ -1,0 +1,104 @@
+// Shadow traffic: mirror a request to another version; its answer never reaches the client and
+// its latency never adds to the client's. Measured like any request (flagged `shadow`).
+import { performance } from 'node:perf_hooks';
+import type { ProxyContext } from './proxy.js';
+import type { VersionPool, Worker } from './workers.js';
+import type { ParsedRequest } from './request.js';
+import { SseMeter } from './sse.js';
+
+export interface ShadowResult {
+  model: string;
+  version: string;
+  request: ParsedRequest;
+  status: number;
+  /** Full response body (SSE text for streams), for pairwise judging. */
+  body: string;
+  latencyMs: number;
+}
+
+export type ShadowListener = (r: ShadowResult) => void;
+const listeners: ShadowListener[] = [];
+
+/** Subscribe to finished shadow requests (e.g. the pairwise LLM judge). Returns unsubscribe. */
+export function onShadowResult(fn: ShadowListener): () => void {
+  listeners.push(fn);
+  return () => {
+    const i = listeners.indexOf(fn);
+    if (i !== -1) listeners.splice(i, 1);
+  };
+}
+
+export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string): void {
+  const w = ctx.picker.pick(pool.workers, Date.now());
+  if (w === undefined) return;
+  void run(ctx, pool, w, req, path);
+}
+
+async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string): Promise<void> {
+  const startedAt = performance.now();
+  const at = Date.now();
+  const meter = req.stream ? new SseMeter() : undefined;
+  let status = 0;
+  let body = '';
+  let errorCode: string | undefined;
+  w.outstanding++;
+  try {
+    const res = await w.dispatcher.request({
+      path: w.pathPrefix + path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: req.raw,
+      headersTimeout: ctx.cfg.firstTokenTimeoutMs,
+      bodyTimeout: ctx.cfg.idleTimeoutMs,
+    });
+    status = res.statusCode;
+    const parts: Buffer[] = [];
+    for await (const chunk of res.body) {
+      const b = chunk as Buffer;
+      meter?.feed(b, performance.now());
+      parts.push(b);
+    }
+    body = Buffer.concat(parts).toString('utf8');
+    if (status >= 500) errorCode = 'upstream_error';
+    else if (meter && !meter.done) errorCode = 'upstream_truncated';
+  } catch (err) {
+    status = status || 502;
+    errorCode = 'upstream_shadow_failed';
+    body = (err as Error).message;
+  } finally {
+    w.outstanding--;
+  }
+  const latencyMs = performance.now() - startedAt;
+  let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+  if (!meter && status === 200) {
+    try {
+      usage = (JSON.parse(body) as { usage?: typeof usage }).usage;
+    } catch {
+      errorCode = 'upstream_invalid_json';
+    }
+  }
+  ctx.telemetry.record(pool.telemetry, {
+    model: pool.model,
+    version: pool.version,
+    worker: w.id,
+    status: errorCode && status < 500 ? 502 : status,
+    errorCode,
+    stream: req.stream,
+    ttftMs: meter && meter.firstAt === meter.firstAt ? meter.firstAt - startedAt : NaN,
+    tpotMs: meter && meter.tokenEvents > 1 ? (meter.lastAt - meter.firstAt) / (meter.tokenEvents - 1) : NaN,
+    itlMs: meter ? meter.itl : [],
+    latencyMs,
+    promptTokens: meter ? Math.max(0, meter.usagePrompt) : (usage?.prompt_tokens ?? 0),
+    completionTokens: meter ? (meter.usageCompletion >= 0 ? meter.usageCompletion : meter.tokenEvents) : (usage?.completion_tokens ?? 0),
+    at,
+    retries: 0,
+    shadow: true,
+  });
+  for (const l of listeners) {
+    try {
+      l({ model: pool.model, version: pool.version, request: req, status, body, latencyMs });
+    } catch {
+      // a listener's failure must never affect serving
+    }
+  }
+}

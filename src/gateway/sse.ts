@@ -1,0 +1,96 @@
+// Measuring an SSE stream as it passes through: token events, timing, [DONE], usage; one parse at most per event.
+
+/** Looks at each chunk once, never changes it; the bytes are forwarded exactly as the worker sent them. */
+export class SseMeter {
+  /** Incomplete event text carried to the next chunk. */
+  private carry = '';
+  /** Events that carried generated text. */
+  tokenEvents = 0;
+  firstAt = NaN;
+  lastAt = NaN;
+  readonly itl: number[] = [];
+  done = false;
+  usagePrompt = -1;
+  usageCompletion = -1;
+  /** Description of the first malformed event, if any. */
+  malformed: string | undefined;
+
+  /**
+   * Feed one chunk (decoded as latin1: structure is ASCII and JSON stays parseable byte-for-byte).
+   * Returns false when the chunk holds a malformed event (the caller stops forwarding).
+   */
+  feed(chunk: Buffer, now: number): boolean {
+    let s = chunk.toString('latin1');
+    if (this.carry.length > 0) {
+      s = this.carry + s;
+      this.carry = '';
+    }
+    let pos = 0;
+    const n = s.length;
+    while (pos < n) {
+      const end = s.indexOf('\n\n', pos);
+      if (end === -1) {
+        this.carry = s.slice(pos);
+        if (this.carry.length > 1 << 20) {
+          this.malformed = 'an SSE event longer than 1 MiB';
+          return false;
+        }
+        break;
+      }
+      if (!this.event(s, pos, end, now)) return false;
+      pos = end + 2;
+    }
+    return true;
+  }
+
+  private event(s: string, pos: number, end: number, now: number): boolean {
+    // skip blank lines / comments / other fields (`event:`, `id:`) the worker may send
+    if (s.charCodeAt(pos) === 58 /* : */) return true;
+    if (!s.startsWith('data: ', pos)) {
+      if (s.startsWith('data:', pos) || s.startsWith('event:', pos) || s.startsWith('id:', pos) || s.startsWith('retry:', pos) || end === pos) return true;
+      this.malformed = `unexpected SSE line ${JSON.stringify(s.slice(pos, Math.min(end, pos + 40)))}`;
+      return false;
+    }
+    const body = pos + 6;
+    if (s.charCodeAt(body) === 91 /* [ */) {
+      if (s.startsWith('[DONE]', body)) {
+        this.done = true;
+        return true;
+      }
+    }
+    if (s.charCodeAt(body) !== 123 /* { */ || s.charCodeAt(end - 1) !== 125 /* } */) {
+      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
+      return false;
+    }
+    const u = s.indexOf('"usage":{', body);
+    if (u !== -1 && u < end) {
+      try {
+        const parsed = JSON.parse(s.slice(body, end)) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
+        if (parsed.usage) {
+          this.usagePrompt = parsed.usage.prompt_tokens ?? -1;
+          this.usageCompletion = parsed.usage.completion_tokens ?? -1;
+        }
+      } catch {
+        this.malformed = 'SSE usage event is not valid JSON';
+        return false;
+      }
+    }
+    if (hasText(s, body, end, '"content":"') || hasText(s, body, end, '"text":"')) {
+      this.tokenEvents++;
+      if (this.firstAt !== this.firstAt) this.firstAt = now;
+      else this.itl.push(now - this.lastAt);
+      this.lastAt = now;
+    }
+    return true;
+  }
+}
+
+function hasText(s: string, from: number, end: number, key: string): boolean {
+  const k = s.indexOf(key, from);
+  return k !== -1 && k < end && s.charCodeAt(k + key.length) !== 34;
+}
+
+/** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
+export function sseErrorEvent(message: string, code: string, type = 'upstream_error'): string {
+  return `data: ${JSON.stringify({ error: { message, type, code } })}\n\ndata: [DONE]\n\n`;
+}

@@ -1,0 +1,129 @@
+// Workers and per-version pools as the data plane sees them: endpoints, load, passive health, drain.
+import { Pool } from 'undici';
+import type { Pickable } from './pick.js';
+import type { VersionTelemetry } from '../telemetry/telemetry.js';
+
+export interface WorkerSpec {
+  id: string;
+  /** Base URL, e.g. http://127.0.0.1:9001 (a path prefix is kept). */
+  url: string;
+}
+
+export interface PoolOptions {
+  connectTimeoutMs: number;
+  connections: number;
+}
+
+/** Something in flight that a drain may have to abort. */
+export interface Abortable {
+  abortForDrain(): void;
+}
+
+export class Worker implements Pickable {
+  readonly id: string;
+  readonly url: string;
+  readonly origin: string;
+  readonly pathPrefix: string;
+  readonly dispatcher: Pool;
+  outstanding = 0;
+  ejectedUntil = 0;
+  routable = true;
+  /** Consecutive connection failures: drives the ejection back-off. */
+  connectFailures = 0;
+  /** Precomputed response headers (no per-request string building). */
+  readonly headers: { version: string; worker: string };
+
+  constructor(spec: WorkerSpec, version: string, opts: PoolOptions) {
+    const u = new URL(spec.url);
+    this.id = spec.id;
+    this.url = spec.url;
+    this.origin = u.origin;
+    this.pathPrefix = u.pathname.replace(/\/$/, '');
+    this.dispatcher = new Pool(this.origin, {
+      connections: opts.connections,
+      connect: { timeout: opts.connectTimeoutMs },
+      keepAliveTimeout: 30_000,
+      // timeouts are enforced per request by the proxy (first token vs idle differ)
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      pipelining: 1,
+    });
+    this.headers = { version, worker: spec.id };
+  }
+
+  /** Passive health: a refused connection ejects the worker, doubling the back-off each time. */
+  eject(now: number, baseMs: number, maxMs: number): number {
+    this.connectFailures++;
+    const ms = Math.min(maxMs, baseMs * 2 ** (this.connectFailures - 1));
+    this.ejectedUntil = now + ms;
+    return ms;
+  }
+
+  succeeded(): void {
+    if (this.connectFailures !== 0) this.connectFailures = 0;
+  }
+
+  async close(): Promise<void> {
+    this.routable = false;
+    await this.dispatcher.close().catch(() => undefined);
+  }
+
+  destroy(): void {
+    this.routable = false;
+    this.dispatcher.destroy().catch(() => undefined);
+  }
+}
+
+export interface DrainResult {
+  model: string;
+  version: string;
+  drained: number;
+  aborted: number;
+  elapsedMs: number;
+}
+
+/** The workers serving one version of one model. All workers share one card checksum. */
+export class VersionPool {
+  readonly model: string;
+  readonly version: string;
+  readonly cardChecksum: string;
+  workers: readonly Worker[] = [];
+  draining = false;
+  readonly inflight = new Set<Abortable>();
+  readonly telemetry: VersionTelemetry;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(model: string, version: string, cardChecksum: string, telemetry: VersionTelemetry) {
+    this.model = model;
+    this.version = version;
+    this.cardChecksum = cardChecksum;
+    this.telemetry = telemetry;
+  }
+
+  enter(a: Abortable): void {
+    this.inflight.add(a);
+    this.telemetry.metrics.inflight.inc();
+  }
+
+  leave(a: Abortable): void {
+    if (!this.inflight.delete(a)) return;
+    this.telemetry.metrics.inflight.dec();
+    if (this.inflight.size === 0 && this.idleWaiters.length > 0) {
+      const ws = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of ws) w();
+    }
+  }
+
+  /** Resolves when nothing is in flight. */
+  idle(): Promise<void> {
+    if (this.inflight.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  routableCount(now: number): number {
+    let n = 0;
+    for (const w of this.workers) if (w.routable && w.ejectedUntil <= now) n++;
+    return n;
+  }
+}

@@ -1,0 +1,142 @@
+// The gateway's Prometheus metrics (prom-client), with label children cached per pool for the hot path.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { DEFAULTS } from '../defaults.js';
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'glidepath_requests_total',
+    help: 'Requests finished, by model, version and HTTP status code sent to the client.',
+    labelNames: ['model', 'version', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly ttft = new Histogram({
+    name: 'glidepath_time_to_first_token_seconds',
+    help: 'Time from receiving a request to its first token.',
+    labelNames: ['model', 'version'] as const,
+    buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+    registers: [this.registry],
+  });
+  readonly tpot = new Histogram({
+    name: 'glidepath_time_per_output_token_seconds',
+    help: 'Mean time between output tokens after the first, per request.',
+    labelNames: ['model', 'version'] as const,
+    buckets: [...DEFAULTS.telemetry.tpotBucketsS],
+    registers: [this.registry],
+  });
+  readonly duration = new Histogram({
+    name: 'glidepath_request_duration_seconds',
+    help: 'Time from receiving a request to its last byte.',
+    labelNames: ['model', 'version'] as const,
+    buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+    registers: [this.registry],
+  });
+  readonly inflight = new Gauge({
+    name: 'glidepath_inflight_requests',
+    help: 'Requests in flight to workers, by model and version.',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
+  readonly tokens = new Counter({
+    name: 'glidepath_tokens_total',
+    help: 'Tokens processed, by kind (prompt or completion).',
+    labelNames: ['model', 'version', 'kind'] as const,
+    registers: [this.registry],
+  });
+  readonly routeWeight = new Gauge({
+    name: 'glidepath_route_weight',
+    help: 'Configured share of traffic per version in the current route (0..1).',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
+  readonly routeRevision = new Gauge({
+    name: 'glidepath_route_revision',
+    help: 'Revision of the route snapshot in force per model.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly splitRequests = new Counter({
+    name: 'glidepath_split_requests_total',
+    help: 'Requests assigned to each version by the splitter, by reason (header, override, sticky, weighted): the actual share.',
+    labelNames: ['model', 'version', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly retries = new Counter({
+    name: 'glidepath_upstream_retries_total',
+    help: 'Requests retried on another worker before the first byte reached the client.',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
+  readonly ejections = new Counter({
+    name: 'glidepath_worker_ejections_total',
+    help: 'Times a worker was taken out of rotation by passive health (connection refused).',
+    labelNames: ['model', 'version', 'worker'] as const,
+    registers: [this.registry],
+  });
+  readonly drainAborted = new Counter({
+    name: 'glidepath_drain_aborted_total',
+    help: 'In-flight requests aborted because a drain timed out.',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
+  readonly holdQueue = new Gauge({
+    name: 'glidepath_hold_queue_depth',
+    help: 'Requests waiting in a model hold queue (drain-first swaps).',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly holdRejected = new Counter({
+    name: 'glidepath_hold_queue_rejected_total',
+    help: 'Requests refused by a hold queue (full or waited past its limit).',
+    labelNames: ['model', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly workerUp = new Gauge({
+    name: 'glidepath_worker_up',
+    help: '1 when a worker is routable, 0 otherwise.',
+    labelNames: ['model', 'version', 'worker'] as const,
+    registers: [this.registry],
+  });
+
+  /** Cached children for one (model, version): label lookup once, not per request. */
+  forVersion(model: string, version: string): VersionMetrics {
+    return new VersionMetrics(this, model, version);
+  }
+}
+
+export class VersionMetrics {
+  readonly ttft;
+  readonly tpot;
+  readonly duration;
+  readonly inflight;
+  readonly promptTokens;
+  readonly completionTokens;
+  readonly retries;
+  private readonly codes = new Map<number, { inc(v?: number): void }>();
+  private readonly parent: GatewayMetrics;
+  readonly model: string;
+  readonly version: string;
+
+  constructor(m: GatewayMetrics, model: string, version: string) {
+    this.parent = m;
+    this.model = model;
+    this.version = version;
+    this.ttft = m.ttft.labels(model, version);
+    this.tpot = m.tpot.labels(model, version);
+    this.duration = m.duration.labels(model, version);
+    this.inflight = m.inflight.labels(model, version);
+    this.promptTokens = m.tokens.labels(model, version, 'prompt');
+    this.completionTokens = m.tokens.labels(model, version, 'completion');
+    this.retries = m.retries.labels(model, version);
+    this.inflight.set(0);
+  }
+
+  code(status: number): { inc(v?: number): void } {
+    let c = this.codes.get(status);
+    if (!c) {
+      c = this.parent.requests.labels(this.model, this.version, String(status));
+      this.codes.set(status, c);
+    }
+    return c;
+  }
+}

@@ -1,0 +1,37 @@
+// The one record every request produces, and what counts as an error.
+
+export interface RequestRecord {
+  model: string;
+  version: string;
+  worker: string;
+  /** HTTP status sent to the client (499 when the client went away first). */
+  status: number;
+  /** Stable error code when the request failed (`upstream_connect_failed`, `drain_aborted`, …). */
+  errorCode: string | undefined;
+  stream: boolean;
+  /** ms from receiving the request to the first token (NaN when none arrived). */
+  ttftMs: number;
+  /** mean ms between tokens after the first (NaN with fewer than two tokens). */
+  tpotMs: number;
+  /** per-token gaps in ms (streams only; empty otherwise). */
+  itlMs: readonly number[];
+  latencyMs: number;
+  promptTokens: number;
+  completionTokens: number;
+  /** epoch ms at which the request arrived. */
+  at: number;
+  /** workers tried before this one. */
+  retries: number;
+  /** true for mirrored shadow requests (never seen by the client). */
+  shadow: boolean;
+}
+
+/**
+ * Errors that count against a version: server-side failures. Client errors (4xx) and clients that
+ * hang up (499) are not the version's fault and never count (sglang#25811 is what happens otherwise).
+ */
+export function isVersionError(r: Pick<RequestRecord, 'status' | 'errorCode'>): boolean {
+  if (r.status >= 400 && r.status < 500) return false;
+  // 5xx, or a stream that started with 200 and then failed (error code set)
+  return r.status >= 500 || r.errorCode !== undefined;
+}

@@ -1,0 +1,83 @@
+// Where request records go: per-version sliding windows, Prometheus, and subscribers (analysis, experiments).
+import type { RequestRecord } from './record.js';
+import { SlidingWindow } from './window.js';
+import type { WindowStats, MetricSamples } from './window.js';
+import { GatewayMetrics } from './metrics.js';
+import type { VersionMetrics } from './metrics.js';
+
+export type RecordListener = (r: RequestRecord) => void;
+
+/** Everything recorded about one (model, version), resolved once and held by its pool. */
+export interface VersionTelemetry {
+  readonly model: string;
+  readonly version: string;
+  readonly window: SlidingWindow;
+  readonly metrics: VersionMetrics;
+}
+
+export class Telemetry {
+  readonly metrics = new GatewayMetrics();
+  private readonly versions = new Map<string, VersionTelemetry>();
+  private listeners: RecordListener[] = [];
+  private readonly windowMaxSamples: number;
+  private readonly windowMaxAgeMs: number;
+
+  constructor(opts: { windowMaxSamples: number; windowMaxAgeMs: number }) {
+    this.windowMaxSamples = opts.windowMaxSamples;
+    this.windowMaxAgeMs = opts.windowMaxAgeMs;
+  }
+
+  forVersion(model: string, version: string): VersionTelemetry {
+    const key = `${model}\u0000${version}`;
+    let vt = this.versions.get(key);
+    if (!vt) {
+      vt = {
+        model,
+        version,
+        window: new SlidingWindow(this.windowMaxSamples, this.windowMaxAgeMs),
+        metrics: this.metrics.forVersion(model, version),
+      };
+      this.versions.set(key, vt);
+    }
+    return vt;
+  }
+
+  /** Hot path: O(1) window push, cached-label Prometheus updates, then subscribers. */
+  record(vt: VersionTelemetry, r: RequestRecord): void {
+    vt.window.push(r);
+    const m = vt.metrics;
+    m.code(r.status).inc();
+    if (r.ttftMs === r.ttftMs) m.ttft.observe(r.ttftMs / 1000);
+    if (r.tpotMs === r.tpotMs) m.tpot.observe(r.tpotMs / 1000);
+    m.duration.observe(r.latencyMs / 1000);
+    if (r.promptTokens > 0) m.promptTokens.inc(r.promptTokens);
+    if (r.completionTokens > 0) m.completionTokens.inc(r.completionTokens);
+    const ls = this.listeners;
+    for (let i = 0; i < ls.length; i++) (ls[i] as RecordListener)(r);
+  }
+
+  /** Subscribe to every record; returns the unsubscribe function. Listeners must be fast and never throw. */
+  subscribe(fn: RecordListener): () => void {
+    this.listeners = [...this.listeners, fn];
+    return () => {
+      this.listeners = this.listeners.filter((l) => l !== fn);
+    };
+  }
+
+  stats(model: string, version: string, now?: number): WindowStats {
+    return this.forVersion(model, version).window.stats(now);
+  }
+
+  samples(model: string, version: string, now?: number): MetricSamples {
+    return this.forVersion(model, version).window.samples(now);
+  }
+
+  /** Quality score for a version (from the LLM judge or user feedback). */
+  recordQuality(model: string, version: string, score: number, at = Date.now()): void {
+    this.forVersion(model, version).window.pushQuality(score, at);
+  }
+
+  resetWindow(model: string, version: string): void {
+    this.forVersion(model, version).window.clear();
+  }
+}
