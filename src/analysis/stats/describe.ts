@@ -1,0 +1,117 @@
+// Descriptive statistics and the small array helpers every test shares: NaN removal, sorting,
+// mean/variance, quantiles with NumPy's default (linear) interpolation, and average ranks with ties.
+
+/** Keeps finite numbers only. This is the analysis-wide NaN policy ("remove", as Kayenta's default). */
+export function finite(values: readonly (number | null | undefined)[]): number[] {
+  const out: number[] = [];
+  for (const v of values) if (typeof v === 'number' && Number.isFinite(v)) out.push(v);
+  return out;
+}
+
+/** Ascending sorted copy (numeric, not lexicographic). */
+export function sortedCopy(values: readonly number[]): Float64Array {
+  const a = Float64Array.from(values);
+  a.sort();
+  return a;
+}
+
+export function sum(values: ArrayLike<number>): number {
+  // Neumaier summation: long latency series should not lose digits to rounding.
+  let s = 0;
+  let c = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    const t = s + v;
+    c += Math.abs(s) >= Math.abs(v) ? s - t + v : v - t + s;
+    s = t;
+  }
+  return s + c;
+}
+
+export function mean(values: ArrayLike<number>): number {
+  return values.length === 0 ? NaN : sum(values) / values.length;
+}
+
+/** Variance with `ddof` delta degrees of freedom (1 = sample variance, as np.var(ddof=1)). */
+export function variance(values: ArrayLike<number>, ddof = 1): number {
+  const n = values.length;
+  if (n - ddof <= 0) return NaN;
+  const m = mean(values);
+  let ss = 0;
+  for (let i = 0; i < n; i++) {
+    const d = (values[i] as number) - m;
+    ss += d * d;
+  }
+  return ss / (n - ddof);
+}
+
+export function std(values: ArrayLike<number>, ddof = 1): number {
+  return Math.sqrt(variance(values, ddof));
+}
+
+/** Quantile of an ascending sorted array, q in [0, 1], NumPy's default 'linear' method. */
+export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
+  const n = sorted.length;
+  if (n === 0) return NaN;
+  const h = (n - 1) * q;
+  const lo = Math.floor(h);
+  const hi = Math.min(lo + 1, n - 1);
+  const a = sorted[lo] as number;
+  const b = sorted[hi] as number;
+  return a + (h - lo) * (b - a);
+}
+
+export function quantile(values: readonly number[], q: number): number {
+  return quantileSorted(sortedCopy(values), q);
+}
+
+export function median(values: readonly number[]): number {
+  return quantile(values, 0.5);
+}
+
+export interface Ranked {
+  /** Average ranks (1-based) in the input order. */
+  ranks: Float64Array;
+  /** Sizes of the tie groups that have more than one member. */
+  ties: number[];
+}
+
+/** Average ranks with tie groups, as scipy.stats.rankdata(method='average'). */
+export function averageRanks(values: ArrayLike<number>): Ranked {
+  const n = values.length;
+  const order = Array.from({ length: n }, (_, i) => i);
+  order.sort((i, j) => (values[i] as number) - (values[j] as number));
+  const ranks = new Float64Array(n);
+  const ties: number[] = [];
+  let i = 0;
+  while (i < n) {
+    let j = i + 1;
+    const v = values[order[i] as number] as number;
+    while (j < n && values[order[j] as number] === v) j++;
+    const avg = (i + 1 + j) / 2; // mean of ranks i+1 .. j
+    for (let k = i; k < j; k++) ranks[order[k] as number] = avg;
+    if (j - i > 1) ties.push(j - i);
+    i = j;
+  }
+  return { ranks, ties };
+}
+
+/** Sum over tie groups of t^3 - t (the tie correction term of rank tests). */
+export function tieTerm(ties: readonly number[]): number {
+  let s = 0;
+  for (const t of ties) s += t * t * t - t;
+  return s;
+}
+
+/** Tie group sizes (> 1) of an ascending sorted array. */
+export function tieGroupsSorted(sorted: ArrayLike<number>): number[] {
+  const ties: number[] = [];
+  let i = 0;
+  while (i < sorted.length) {
+    let j = i + 1;
+    while (j < sorted.length && sorted[j] === sorted[i]) j++;
+    if (j - i > 1) ties.push(j - i);
+    i = j;
+  }
+  return ties;
+}
