@@ -109,11 +109,11 @@ export class Registry {
    * the model is active (use `promote`); NotFoundError `version_not_found`.
    */
   transition(model: string, id: string, to: VersionStatus, patch: VersionPatch = {}, opts: ChangeOptions = {}): Version {
-    return this.store.tx(() => this.transitionInTx(this.get(model, id), to, patch, opts));
+    return this.store.tx(() => this.transitionInTx(this.get(model, id), to, patch, opts, this.clock()));
   }
 
-  private transitionInTx(cur: Version, to: VersionStatus, patch: VersionPatch, opts: ChangeOptions): Version {
-    const now = this.clock();
+  /** `now` is shared by every step of one switch, so the active history has no gaps or overlaps. */
+  private transitionInTx(cur: Version, to: VersionStatus, patch: VersionPatch, opts: ChangeOptions, now: number): Version {
     let next: Version;
     try {
       next = applyTransition(cur, to, now, patch);
@@ -197,12 +197,13 @@ export class Registry {
           ),
         );
       }
+      const now = this.clock();
       let previous: Version | undefined;
       if (cur) {
-        previous = this.transitionInTx(cur, 'standby', {}, { ...opts, reason: opts.reason ?? `replaced by ${id}` });
-        if (opts.demoteTo === 'retired') previous = this.transitionInTx(previous, 'retired', {}, opts);
+        previous = this.transitionInTx(cur, 'standby', {}, { ...opts, reason: opts.reason ?? `replaced by ${id}` }, now);
+        if (opts.demoteTo === 'retired') previous = this.transitionInTx(previous, 'retired', {}, opts, now);
       }
-      const active = this.transitionInTx(target, 'active', {}, opts);
+      const active = this.transitionInTx(target, 'active', {}, opts, now);
       return { active, previous };
     });
   }
@@ -236,9 +237,10 @@ export class Registry {
           'standby',
           block ? { rollbackBlockedReason: `rolled back to ${target.id} at ${new Date(now).toISOString()}` } : {},
           { ...opts, reason: opts.reason ?? `rolled back to ${target.id}` },
+          now,
         );
       }
-      const active = this.transitionInTx(target, 'active', {}, { ...opts, reason: opts.reason ?? 'rollback' });
+      const active = this.transitionInTx(target, 'active', {}, { ...opts, reason: opts.reason ?? 'rollback' }, now);
       return { active, previous };
     });
   }
