@@ -125,8 +125,9 @@ export function mannWhitneyU(xIn: readonly number[], yIn: readonly number[], opt
   } else {
     let num = u - mu;
     if (continuity) num -= 0.5;
-    // All values equal: sigma = 0 and there is no evidence of a difference.
-    p = sigma > 0 ? normSf(num / sigma) : num <= 0 ? 1 : 0;
+    // All values equal: sigma = 0 and U = mu. Like SciPy: p = 1 with the continuity correction
+    // (-0.5 / 0 = -inf), NaN (0 / 0) without it; callers treat NaN as "no evidence".
+    p = sigma > 0 ? normSf(num / sigma) : num < 0 ? 1 : NaN;
   }
   p = Math.min(1, Math.max(0, p * factor));
   return { u: u1, p, method, n1, n2, z, ties: hasTies };
