@@ -1,0 +1,210 @@
+// Streaming and non-streaming passthrough, response headers, disconnects and routing across versions.
+import { afterEach, describe, expect, it } from 'vitest';
+import { chatBody, deferred, json, sseEvents, startUpstream, stream, streamTokens } from '../../helpers/upstream.js';
+import type { Upstream } from '../../helpers/upstream.js';
+import { chatReq, httpCall, oneModel, openStream, post, sseData, startGateway } from '../../helpers/gateway.js';
+import type { Gateway } from '../../helpers/gateway.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function upstream(): Promise<Upstream> {
+  const u = await startUpstream();
+  cleanups.push(() => u.close());
+  return u;
+}
+async function gateway(...args: Parameters<typeof startGateway>): Promise<Gateway> {
+  const g = await startGateway(...args);
+  cleanups.push(() => g.close());
+  return g;
+}
+
+describe('streaming passthrough', () => {
+  it('forwards the SSE bytes exactly as the worker sent them, with version and worker headers', async () => {
+    const up = await upstream();
+    const events = sseEvents(20, { usage: { prompt_tokens: 5, completion_tokens: 20 } });
+    // unicode and escapes must survive byte for byte
+    events.splice(3, 0, `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'héllo ✓ "q" \\n 🚀' }, finish_reason: null }] })}\n\n`);
+    up.script(stream(events));
+    const gw = await gateway(oneModel([up.url]));
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('text/event-stream');
+    expect(r.headers['x-glidepath-version']).toBe('v1');
+    expect(r.headers['x-glidepath-worker']).toBe('v1-w0');
+    expect(r.raw.equals(Buffer.from(events.join(''), 'utf8'))).toBe(true);
+    // the worker got the client's body unchanged
+    expect(up.requests[0]!.body).toBe(JSON.stringify(chatReq({ stream: true })));
+    expect(up.requests[0]!.url).toBe('/v1/chat/completions');
+    const st = gw.telemetry.stats('m', 'v1');
+    expect(st.requests).toBe(1);
+    expect(st.errors).toBe(0);
+    expect(Number.isFinite(st.ttftMs.p50)).toBe(true);
+  });
+
+  it('forwards events split at arbitrary byte boundaries (multi-byte characters cut in half)', async () => {
+    const up = await upstream();
+    const whole = sseEvents(5, { id: 'é✓' }).join('');
+    const bytes = Buffer.from(whole, 'utf8');
+    // cut into 7-byte pieces: events and UTF-8 sequences both straddle chunks
+    const pieces: string[] = [];
+    for (let i = 0; i < bytes.length; i += 7) pieces.push(bytes.subarray(i, i + 7).toString('latin1'));
+    up.script(async (c) => {
+      c.res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const p of pieces) await new Promise<void>((r) => c.res.write(Buffer.from(p, 'latin1'), () => r()));
+      c.res.end();
+    });
+    const gw = await gateway(oneModel([up.url]));
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.status).toBe(200);
+    expect(r.raw.equals(bytes)).toBe(true);
+    expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
+  });
+
+  it('keeps a path prefix of the worker URL and serves /v1/completions', async () => {
+    const up = await upstream();
+    const events = sseEvents(3, { completions: true });
+    up.script(stream(events));
+    const gw = await gateway(oneModel([`${up.url}/prefix/`]));
+    const r = await httpCall(gw.url, '/v1/completions', { model: 'm', prompt: 'hi', stream: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toBe(events.join(''));
+    expect(up.requests[0]!.url).toBe('/prefix/v1/completions');
+  });
+
+  it('counts tokens and measures inter-token gaps from the events', async () => {
+    const up = await upstream();
+    up.script(streamTokens(10, { usage: { prompt_tokens: 4, completion_tokens: 10 } }));
+    const gw = await gateway(oneModel([up.url]));
+    const records: { completionTokens: number; promptTokens: number; itl: number; status: number }[] = [];
+    gw.telemetry.subscribe((r) => records.push({ completionTokens: r.completionTokens, promptTokens: r.promptTokens, itl: r.itlMs.length, status: r.status }));
+    await post(gw.url, chatReq({ stream: true }));
+    expect(records).toEqual([{ completionTokens: 10, promptTokens: 4, itl: 9, status: 200 }]);
+  });
+});
+
+describe('non-streaming', () => {
+  it('returns the worker body with headers and records usage', async () => {
+    const up = await upstream();
+    const body = chatBody('hello', { prompt_tokens: 11, completion_tokens: 3 });
+    up.script(json(body));
+    const gw = await gateway(oneModel([up.url]));
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(200);
+    expect(r.json()).toEqual(body);
+    expect(r.headers['x-glidepath-version']).toBe('v1');
+    expect(r.headers['x-glidepath-worker']).toBe('v1-w0');
+    expect(r.headers['content-length']).toBe(String(Buffer.byteLength(JSON.stringify(body))));
+    const text = await gw.telemetry.metrics.registry.metrics();
+    expect(text).toContain('glidepath_tokens_total{model="m",version="v1",kind="prompt"} 11');
+    expect(text).toContain('glidepath_tokens_total{model="m",version="v1",kind="completion"} 3');
+    expect(text).toContain('glidepath_requests_total{model="m",version="v1",code="200"} 1');
+  });
+
+  it('does not forward hop-by-hop or client headers to the worker', async () => {
+    const up = await upstream();
+    const gw = await gateway(oneModel([up.url]));
+    await post(gw.url, chatReq(), { headers: { connection: 'keep-alive', 'keep-alive': 'timeout=5', te: 'trailers', 'x-session-id': 's1' } });
+    const h = up.requests[0]!.headers;
+    expect(h['keep-alive']).toBeUndefined();
+    expect(h.te).toBeUndefined();
+    expect(h['content-type']).toBe('application/json');
+  });
+});
+
+describe('client disconnect', () => {
+  it('cancels the upstream request when the client goes away mid-stream', async () => {
+    const up = await upstream();
+    const gate = deferred();
+    up.script(streamTokens(50, { gate: { before: 2, until: gate.promise } }));
+    const gw = await gateway(oneModel([up.url]));
+    const records: number[] = [];
+    gw.telemetry.subscribe((r) => records.push(r.status));
+    const s = openStream(gw.url, chatReq({ stream: true }));
+    await s.firstChunk;
+    const upReq = await up.request(1);
+    s.abort();
+    await upReq.closed;
+    expect(upReq.aborted).toBe(true);
+    gate.resolve();
+    await gw.dp.pool('m', 'v1').idle();
+    expect(records).toEqual([499]);
+    // a client hang-up is not the version's fault
+    expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
+    expect(gw.dp.pool('m', 'v1').workers[0]!.outstanding).toBe(0);
+  });
+
+  it('cancels the upstream request when the client goes away before the first byte', async () => {
+    const up = await upstream();
+    up.setDefault(() => undefined); // hang
+    const gw = await gateway(oneModel([up.url]));
+    const s = openStream(gw.url, chatReq({ stream: true }));
+    const upReq = await up.request(1);
+    s.abort();
+    await upReq.closed;
+    expect(upReq.aborted).toBe(true);
+    await gw.dp.pool('m', 'v1').idle();
+    expect(up.requests).toHaveLength(1); // not retried
+  });
+});
+
+describe('versions and headers', () => {
+  it('sends 95/5 weighted traffic to each version exactly and labels responses with the version that served them', async () => {
+    const a = await upstream();
+    const b = await upstream();
+    a.setDefault(json(chatBody('from a')));
+    b.setDefault(json(chatBody('from b')));
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 95, v2: 5 } } }]);
+    const seen: Record<string, number> = {};
+    for (let i = 0; i < 100; i++) {
+      const r = await post(gw.url, chatReq());
+      const v = r.headers['x-glidepath-version'] as string;
+      seen[v] = (seen[v] ?? 0) + 1;
+      const content = ((r.json().choices as { message: { content: string } }[])[0]!).message.content;
+      expect(content).toBe(v === 'v1' ? 'from a' : 'from b');
+    }
+    expect(seen).toEqual({ v1: 95, v2: 5 });
+    const shares = gw.dp.model('m').split.shares();
+    expect(shares.find((s) => s.version === 'v2')).toMatchObject({ configured: 0.05, actual: 0.05, count: 5 });
+  });
+
+  it('honours the explicit version header and refuses a version not in the route', async () => {
+    const a = await upstream();
+    const b = await upstream();
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }, { id: 'v3', workers: [b.url] }], route: { weights: { v1: 1, v2: 0 } } }]);
+    const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
+    expect(r.status).toBe(200);
+    expect(r.headers['x-glidepath-version']).toBe('v2');
+    expect(b.requests).toHaveLength(1);
+    const bad = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v3' } });
+    expect(bad.status).toBe(400);
+    expect(bad.json()).toMatchObject({ error: { code: 'unknown_version', type: 'invalid_request_error' } });
+    expect((bad.json().error as { message: string }).message).toContain('x-glidepath-version');
+  });
+
+  it('ignores the version header when it is disabled', async () => {
+    const a = await upstream();
+    const b = await upstream();
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 1, v2: 0 } } }], { allowVersionHeader: false });
+    const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
+    expect(r.headers['x-glidepath-version']).toBe('v1');
+  });
+
+  it('routes a category override and keeps a sticky session on one version', async () => {
+    const a = await upstream();
+    const b = await upstream();
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 0.5, v2: 0.5 }, overrides: { beta: 'v2' } } }]);
+    for (let i = 0; i < 4; i++) {
+      const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-category': 'beta' } });
+      expect(r.headers['x-glidepath-version']).toBe('v2');
+    }
+    const first = (await post(gw.url, chatReq(), { headers: { 'x-session-id': 'user-42' } })).headers['x-glidepath-version'];
+    for (let i = 0; i < 6; i++) {
+      expect((await post(gw.url, chatReq(), { headers: { 'x-session-id': 'user-42' } })).headers['x-glidepath-version']).toBe(first);
+      // the body's user is the fallback sticky key
+      expect((await post(gw.url, chatReq({ user: 'user-42' }))).headers['x-glidepath-version']).toBe(first);
+    }
+  });
+});
