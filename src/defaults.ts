@@ -89,6 +89,52 @@ export const DEFAULTS = {
     maxLoras: 4,
     /** Largest accepted request body. */
     maxBodyBytes: 4 * MiB,
+    /** Model name served when none is given. */
+    model: 'sim-model',
+    /** Version id reported when none is given. */
+    version: 'v1',
+    /** Version seed when none is given: text is a function of (seed, model, adapter, context). */
+    seed: 0,
+    /** Name of the built-in judge model every simulator also serves. */
+    judgeModel: 'judge',
+    /** Chance per generated token that the sequence ends (EOS); mean answer ~100 tokens. */
+    eosRate: 0.01,
+    /** Requests waiting for a KV/sequence slot before new ones get 503 (bounded queue). */
+    maxWaitingRequests: 4_096,
+    /** Most top logprobs a request may ask for (vLLM's --max-logprobs default). */
+    maxLogprobs: 20,
+    /** HTTP status of injected errors when the fault names none. */
+    faultErrorStatus: 500,
+    /** Time to wake from sleep level 1 (weights were kept in CPU memory). */
+    wakeLevel1Ms: 0,
+    /** Number of candidate tokens the sampler draws from when temperature > 0. */
+    sampleCandidates: 5,
+    /** Healthy top-1 logprob lies in [-maxTopLogprobDepth - 0.01, -0.01]; health probes check this range. */
+    maxTopLogprobDepth: 0.6,
+    /** Silent corruption shifts every logprob down by this much (outside the healthy range). */
+    corruptLogprobShift: 3,
+  },
+
+  control: {
+    /** Controller reconcile tick (rollouts, watchers). */
+    tickMs: 1_000,
+    /** Monitored rollback: how often the active version's window is checked (seed 000: every 5 s). */
+    monitorIntervalMs: 5_000,
+    /** Monitored rollback: error rate of the active version that triggers a rollback. */
+    monitorMaxErrorRate: 0.05,
+    /** Monitored rollback: p99 latency (ms) of the active version that triggers a rollback. */
+    monitorMaxP99LatencyMs: 30_000,
+    /** Monitored rollback: fewest requests in the window before it judges anything. */
+    monitorMinRequests: 20,
+    /** A warm-up request may take this long before the load counts as failed. */
+    warmupTimeoutMs: 120_000,
+    /** SIGTERM → SIGKILL grace when stopping a worker. */
+    stopGraceMs: 10_000,
+    /** Webhook notifications: per-attempt timeout and attempts. */
+    webhookTimeoutMs: 5_000,
+    webhookAttempts: 3,
+    /** Weight cache: versions kept before least-recently-used eviction (seed 000's max_versions). */
+    cacheMaxVersions: 3,
   },
 
   store: {

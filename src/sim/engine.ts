@@ -1,0 +1,328 @@
+// The simulated engine: runs one inference request through faults, scheduler, timing and streaming.
+import type { ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { BadRequestError, GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
+import { DEFAULTS } from '../defaults.js';
+import { FaultState } from './faults.js';
+import { fixedTokens, generate, versionKey, type Generated } from './generator.js';
+import { sendError } from './http.js';
+import { judgeReply } from './judge.js';
+import { LoraRegistry } from './lora.js';
+import { SimMetrics } from './metrics.js';
+import type { SimOptions } from './options.js';
+import { Renderer } from './render.js';
+import { contentText, type InferenceRequest } from './requests.js';
+import { Scheduler, type Ticket } from './scheduler.js';
+import { Lifecycle } from './sleep.js';
+import { Jitter, itlMs, prefillMs, realClock, type Clock, type TimingParams } from './timing.js';
+import { fmix32, hashContext, tokenize } from './tokenizer.js';
+
+interface Target {
+  /** Name echoed in responses (what the request asked for). */
+  name: string;
+  adapter: string | undefined;
+  judge: boolean;
+}
+
+/** One running request's emission state. */
+interface Job {
+  res: ServerResponse;
+  g: Generated;
+  r: Renderer;
+  stream: boolean;
+  includeUsage: boolean;
+  promptTokens: number;
+  arrival: number;
+  ticket: Ticket;
+  timing: TimingParams;
+  jitter: Jitter;
+  crashAt: number;
+  adapter: string | undefined;
+  /** Index of the next token to emit. */
+  i: number;
+  started: boolean;
+  /** Due time of the next event (first token, then each token). */
+  due: number;
+  queuedMs: number;
+  /** Gap before the token at index i (ms). */
+  gap: number;
+  timer: unknown;
+  done: boolean;
+}
+
+export class SimEngine {
+  readonly metrics: SimMetrics;
+  readonly faults: FaultState;
+  readonly loras: LoraRegistry;
+  readonly scheduler: Scheduler;
+  readonly life: Lifecycle;
+  private readonly jobs = new Set<Job>();
+  private readonly parked = new Set<ServerResponse>();
+  private readonly baseKey: number;
+  private readonly names: Set<string>;
+  private requestNo = 0;
+  private closed = false;
+  requests = 0;
+  tokensOut = 0;
+
+  constructor(
+    readonly opts: SimOptions,
+    private readonly onProcessExit: () => void,
+    readonly clock: Clock = realClock,
+  ) {
+    this.names = new Set([opts.model, ...opts.servedModelNames]);
+    this.baseKey = versionKey(opts.seed, opts.model);
+    this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms);
+    this.scheduler = new Scheduler(opts.maxNumSeqs, opts.kvCapacityTokens, opts.maxWaitingRequests);
+    this.loras = new LoraRegistry(opts.maxLoras, (n) => this.names.has(n) || n === opts.judgeModel);
+    this.metrics = new SimMetrics(opts.model, opts.version, opts.seed, {
+      running: () => this.scheduler.running,
+      waiting: () => this.scheduler.waiting,
+      kvUsage: () => this.scheduler.kvUsage,
+      loras: () => ({ running: this.loras.running(), waiting: [], max: opts.maxLoras }),
+      sleepLevel: () => this.life.sleepLevel,
+    });
+    this.faults = new FaultState(opts.faults, opts.seed, (k) => this.metrics.fault(k));
+  }
+
+  /** Names served (base, aliases, judge) and loaded adapters. */
+  servedNames(): string[] {
+    return [...this.names, ...(this.names.has(this.opts.judgeModel) ? [] : [this.opts.judgeModel])];
+  }
+
+  private resolve(model: string): Target {
+    if (model === this.opts.judgeModel) return { name: model, adapter: undefined, judge: true };
+    if (this.names.has(model)) return { name: model, adapter: undefined, judge: false };
+    if (this.loras.has(model)) return { name: model, adapter: model, judge: false };
+    throw new NotFoundError('model_not_found', `The model \`${model}\` does not exist.`);
+  }
+
+  /** Serve one validated inference request (errors are answered here, never thrown). */
+  infer(req: InferenceRequest, res: ServerResponse): void {
+    try {
+      this.run(req, res);
+    } catch (e) {
+      sendError(res, e);
+    }
+  }
+
+  private run(req: InferenceRequest, res: ServerResponse): void {
+    const target = this.resolve(req.model);
+    const phase = this.life.phase;
+    if (phase === 'loading') throw new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 });
+    if (phase !== 'ready') throw new UnavailableError('engine_sleeping', 'the engine is sleeping; POST /wake_up first', { retryAfterS: 1 });
+
+    const ctx = hashContext(req.prompt);
+    const maxLen = this.opts.maxModelLen;
+    if (ctx.tokens >= maxLen) {
+      throw new BadRequestError('context_length_exceeded', `This model's maximum context length is ${maxLen} tokens. However, your request has ${ctx.tokens} input tokens. Please reduce the length of the input messages.`);
+    }
+    const maxTokens = req.maxTokens ?? Math.min(this.opts.defaultMaxTokens, maxLen - ctx.tokens);
+    if (ctx.tokens + maxTokens > maxLen) {
+      throw new BadRequestError(
+        'context_length_exceeded',
+        `This model's maximum context length is ${maxLen} tokens. However, you requested ${ctx.tokens + maxTokens} tokens (${ctx.tokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      );
+    }
+    const need = ctx.tokens + maxTokens;
+    if (!this.scheduler.fits(need)) {
+      throw new BadRequestError('kv_capacity_exceeded', `the request needs ${need} KV tokens but this worker's KV cache holds ${this.opts.kvCapacityTokens}`);
+    }
+
+    const fate = this.faults.decide();
+    if (fate.kind === 'process_exit') {
+      this.onProcessExit();
+      res.destroy();
+      return;
+    }
+    if (fate.kind === 'hang') {
+      this.parked.add(res);
+      res.on('close', () => this.parked.delete(res));
+      return;
+    }
+    if (fate.kind === 'error') {
+      throw new InjectedError(fate.status);
+    }
+
+    let g: Generated;
+    if (target.judge) {
+      const text = req.messages ? req.messages.filter((m) => m.role === 'user').map(contentText).join('\n') : req.prompt;
+      g = fixedTokens(tokenize(judgeReply(text)), maxTokens, req.topLogprobs);
+    } else {
+      g = generate({
+        key: target.adapter ? versionKey(this.opts.seed, this.opts.model, target.adapter) : this.baseKey,
+        context: ctx.hash,
+        maxTokens,
+        minTokens: req.minTokens,
+        ignoreEos: req.ignoreEos,
+        temperature: req.temperature,
+        sampleSeed: req.seed ?? randomBytes(4).readUInt32LE(0),
+        topLogprobs: req.topLogprobs,
+        hallucinationRate: this.opts.hallucinationRate,
+        eosRate: this.opts.eosRate,
+        corrupt: fate.corrupt,
+        stop: req.stop,
+      });
+    }
+    const no = this.requestNo++;
+    const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${(fmix32(this.opts.seed ^ no) >>> 0).toString(16)}${no.toString(16)}${randomBytes(6).toString('hex')}`;
+    const o = this.opts;
+    const job: Job = {
+      res,
+      g,
+      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: ctx.tokens, topLogprobs: req.topLogprobs }, g),
+      stream: req.stream,
+      includeUsage: req.includeUsage,
+      promptTokens: ctx.tokens,
+      arrival: this.clock.now(),
+      ticket: { need, start: () => this.begin(job) },
+      timing: { prefillTokensPerS: o.prefillTokensPerS, interTokenMs: o.interTokenMs, itlGrowthPerSeq: o.itlGrowthPerSeq, jitter: o.jitter, latencyMultiplier: fate.latencyMultiplier },
+      jitter: new Jitter(fmix32(o.seed ^ Math.imul(no + 1, 0x2c1b3c6d)), o.jitter),
+      crashAt: fate.crashAfterTokens ?? -1,
+      adapter: target.adapter,
+      i: 0,
+      started: false,
+      due: 0,
+      queuedMs: 0,
+      gap: 0,
+      timer: undefined,
+      done: false,
+    };
+    this.requests++;
+    res.on('close', () => {
+      if (!job.done) this.abort(job);
+    });
+    const admitted = this.scheduler.submit(job.ticket);
+    if (admitted === 'rejected') {
+      job.done = true;
+      throw new UnavailableError('queue_full', `the waiting queue is full (${this.opts.maxWaitingRequests} requests)`, { retryAfterS: 1 });
+    }
+  }
+
+  private begin(job: Job): void {
+    if (job.done || this.closed) return;
+    this.jobs.add(job);
+    if (job.adapter) this.loras.begin(job.adapter);
+    const ttft = prefillMs(job.promptTokens, job.timing) * job.jitter.next();
+    job.queuedMs = this.clock.now() - job.arrival;
+    job.due = this.clock.now() + ttft;
+    this.tick(job);
+  }
+
+  /** Emit everything that is due; schedule the next wake-up. One write per tick. */
+  private tick(job: Job): void {
+    job.timer = undefined;
+    if (job.done || this.closed) return;
+    const now = this.clock.now();
+    if (job.due > now) {
+      job.timer = this.clock.setTimer(() => this.tick(job), job.due - now);
+      return;
+    }
+    const g = job.g;
+    const n = g.tokens.length;
+    let out = '';
+    if (!job.started) {
+      job.started = true;
+      this.metrics.firstToken((job.due - job.arrival) / 1000, job.queuedMs / 1000, job.promptTokens);
+      if (job.stream) {
+        job.res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+        out = job.r.first();
+      }
+    }
+    // inter-token gaps are observed in runs of equal values (at zero delay: one observation call)
+    let runGap = -1;
+    let runLen = 0;
+    let emitted = 0;
+    while (job.i < n && job.due <= now) {
+      if (job.i === job.crashAt) {
+        this.metrics.tokens(runGap / 1000, runLen);
+        this.tokensOut += emitted;
+        return this.crash(job, out);
+      }
+      if (job.stream) out += job.r.chunk(job.i);
+      if (job.i > 0) {
+        if (job.gap !== runGap) {
+          this.metrics.tokens(runGap / 1000, runLen);
+          runGap = job.gap;
+          runLen = 0;
+        }
+        runLen++;
+      }
+      job.i++;
+      emitted++;
+      if (job.i < n) {
+        const j = job.timing.jitter > 0 && job.timing.interTokenMs > 0 ? job.jitter.next() : 1;
+        job.gap = itlMs(this.scheduler.running, job.timing) * j;
+        job.due += job.gap;
+      }
+    }
+    this.metrics.tokens(runGap / 1000, runLen);
+    this.tokensOut += emitted;
+    if (job.i < n) {
+      if (out) job.res.write(out);
+      job.timer = this.clock.setTimer(() => this.tick(job), Math.max(0, job.due - now));
+      return;
+    }
+    this.finish(job, out);
+  }
+
+  private finish(job: Job, out: string): void {
+    job.done = true;
+    const g = job.g;
+    if (job.stream) {
+      if (g.tokens.length === 0) out += job.r.emptyFinal();
+      job.res.end(out + job.r.end(job.includeUsage));
+    } else {
+      const body = job.r.full();
+      job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      job.res.end(body);
+    }
+    this.metrics.finished((this.clock.now() - job.arrival) / 1000, g.count, g.finish);
+    this.release(job);
+  }
+
+  /** Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. */
+  private crash(job: Job, out: string): void {
+    job.done = true;
+    this.faults.count('crash');
+    this.release(job);
+    const kill = () => job.res.socket?.destroy();
+    if (job.stream && out) job.res.write(out, kill);
+    else if (job.stream) job.res.write('', kill);
+    else kill();
+  }
+
+  private abort(job: Job): void {
+    job.done = true;
+    if (job.timer !== undefined) this.clock.clearTimer(job.timer);
+    if (job.started) this.metrics.finished((this.clock.now() - job.arrival) / 1000, job.i, 'abort');
+    this.release(job);
+  }
+
+  private release(job: Job): void {
+    if (job.timer !== undefined) this.clock.clearTimer(job.timer);
+    job.timer = undefined;
+    if (this.jobs.delete(job) && job.adapter) this.loras.end(job.adapter);
+    this.scheduler.release(job.ticket);
+  }
+
+  /** Stop all timers and drop hung/in-flight responses (server shutdown). */
+  shutdown(): void {
+    this.closed = true;
+    for (const job of this.jobs) {
+      job.done = true;
+      if (job.timer !== undefined) this.clock.clearTimer(job.timer);
+    }
+    this.jobs.clear();
+    for (const r of this.parked) r.destroy();
+    this.parked.clear();
+    this.life.dispose();
+  }
+}
+
+/** An injected HTTP error (fault), with an OpenAI body that says so. */
+class InjectedError extends GlidepathError {
+  constructor(status: number) {
+    super('injected_fault', status, status >= 500 ? 'server_error' : 'invalid_request_error', `injected fault: HTTP ${status}`);
+  }
+}

@@ -1,0 +1,148 @@
+// Simulator options: the resolved per-worker settings (SimSettings + identity), and the fault set.
+import { z } from 'zod';
+import type { SimFaults, SimSettings } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+
+/** Faults: the config's SimFaults plus `processExit` (exit on the next inference request). */
+export interface SimFaultSpec extends SimFaults {
+  processExit?: boolean;
+}
+
+/** What happens on the process-exit fault: `exit` ends the process (CLI), `close` drops the server (in-process). */
+export type ExitMode = 'exit' | 'close';
+
+export interface SimOptions extends Required<Omit<SimSettings, 'faults'>> {
+  faults: SimFaultSpec;
+  /** Base model name (its text key); also the first served name. */
+  model: string;
+  /** Extra names the base model answers to (vLLM's --served-model-name aliases). */
+  servedModelNames: string[];
+  version: string;
+  host: string;
+  port: number;
+  defaultMaxTokens: number;
+  maxBodyBytes: number;
+  eosRate: number;
+  maxWaitingRequests: number;
+  maxLogprobs: number;
+  judgeModel: string;
+  onProcessExit: ExitMode;
+  /** Exit code used by the process-exit fault in `exit` mode. */
+  exitCode: number;
+}
+
+export type SimStartOptions = Partial<SimOptions> & { model?: string; version?: string; host?: string; port?: number };
+
+const D = DEFAULTS.sim;
+
+export function resolveOptions(o: SimStartOptions): SimOptions {
+  const out: SimOptions = {
+    seed: o.seed ?? D.seed,
+    loadTimeMs: o.loadTimeMs ?? D.loadTimeMs,
+    prefillTokensPerS: o.prefillTokensPerS ?? D.prefillTokensPerS,
+    interTokenMs: o.interTokenMs ?? D.interTokenMs,
+    itlGrowthPerSeq: o.itlGrowthPerSeq ?? D.itlGrowthPerSeq,
+    jitter: o.jitter ?? D.jitter,
+    kvCapacityTokens: o.kvCapacityTokens ?? D.kvCapacityTokens,
+    maxNumSeqs: o.maxNumSeqs ?? D.maxNumSeqs,
+    maxModelLen: o.maxModelLen ?? D.maxModelLen,
+    hallucinationRate: o.hallucinationRate ?? D.hallucinationRate,
+    maxLoras: o.maxLoras ?? D.maxLoras,
+    faults: { ...(o.faults ?? {}) },
+    model: o.model ?? D.model,
+    servedModelNames: o.servedModelNames ?? [],
+    version: o.version ?? D.version,
+    host: o.host ?? '127.0.0.1',
+    port: o.port ?? 0,
+    defaultMaxTokens: o.defaultMaxTokens ?? D.defaultMaxTokens,
+    maxBodyBytes: o.maxBodyBytes ?? D.maxBodyBytes,
+    eosRate: o.eosRate ?? D.eosRate,
+    maxWaitingRequests: o.maxWaitingRequests ?? D.maxWaitingRequests,
+    maxLogprobs: o.maxLogprobs ?? D.maxLogprobs,
+    judgeModel: o.judgeModel ?? D.judgeModel,
+    onProcessExit: o.onProcessExit ?? 'close',
+    exitCode: o.exitCode ?? 1,
+  };
+  const problems = checkOptions(out);
+  if (problems.length > 0) throw new RangeError(`invalid simulator options: ${problems.join('; ')}`);
+  return out;
+}
+
+/** Every problem with resolved options, as "name: expected …, got …". */
+export function checkOptions(o: SimOptions): string[] {
+  const p: string[] = [];
+  const need = (ok: boolean, name: string, what: string, got: unknown) => {
+    if (!ok) p.push(`${name}: expected ${what}, got ${JSON.stringify(got)}`);
+  };
+  const nonNeg = (n: number) => Number.isFinite(n) && n >= 0;
+  const posInt = (n: number) => Number.isInteger(n) && n > 0;
+  const frac = (n: number) => Number.isFinite(n) && n >= 0 && n <= 1;
+  need(Number.isInteger(o.seed) && o.seed >= 0, 'seed', 'a non-negative integer', o.seed);
+  need(nonNeg(o.loadTimeMs), 'loadTimeMs', 'a non-negative number', o.loadTimeMs);
+  need(Number.isFinite(o.prefillTokensPerS) && o.prefillTokensPerS > 0, 'prefillTokensPerS', 'a positive number', o.prefillTokensPerS);
+  need(nonNeg(o.interTokenMs), 'interTokenMs', 'a non-negative number', o.interTokenMs);
+  need(nonNeg(o.itlGrowthPerSeq), 'itlGrowthPerSeq', 'a non-negative number', o.itlGrowthPerSeq);
+  need(frac(o.jitter), 'jitter', 'a number from 0 to 1', o.jitter);
+  need(posInt(o.kvCapacityTokens), 'kvCapacityTokens', 'a positive integer', o.kvCapacityTokens);
+  need(posInt(o.maxNumSeqs), 'maxNumSeqs', 'a positive integer', o.maxNumSeqs);
+  need(posInt(o.maxModelLen), 'maxModelLen', 'a positive integer', o.maxModelLen);
+  need(frac(o.hallucinationRate), 'hallucinationRate', 'a number from 0 to 1', o.hallucinationRate);
+  need(Number.isInteger(o.maxLoras) && o.maxLoras >= 0, 'maxLoras', 'a non-negative integer', o.maxLoras);
+  need(posInt(o.defaultMaxTokens), 'defaultMaxTokens', 'a positive integer', o.defaultMaxTokens);
+  need(posInt(o.maxBodyBytes), 'maxBodyBytes', 'a positive integer', o.maxBodyBytes);
+  need(frac(o.eosRate), 'eosRate', 'a number from 0 to 1', o.eosRate);
+  need(Number.isInteger(o.maxWaitingRequests) && o.maxWaitingRequests >= 0, 'maxWaitingRequests', 'a non-negative integer', o.maxWaitingRequests);
+  need(Number.isInteger(o.port) && o.port >= 0 && o.port <= 65535, 'port', 'a port 0-65535', o.port);
+  need(o.model.length > 0, 'model', 'a non-empty name', o.model);
+  const f = faultSchema.safeParse(toSnakeFaults(o.faults));
+  if (!f.success) p.push(...formatZod(f.error, 'faults.'));
+  return p;
+}
+
+/** Admin API / YAML form of the faults (snake_case), validated strictly: unknown keys are errors. */
+export const faultSchema = z
+  .object({
+    error_rate: z.number().min(0).max(1).optional(),
+    error_status: z.number().int().min(400).max(599).optional(),
+    crash_after_tokens: z.number().int().min(0).optional(),
+    hang: z.boolean().optional(),
+    latency_multiplier: z.number().positive().refine(Number.isFinite, 'must be finite').optional(),
+    corrupt: z.boolean().optional(),
+    process_exit: z.boolean().optional(),
+  })
+  .strict();
+
+export type SnakeFaults = z.output<typeof faultSchema>;
+
+export function fromSnakeFaults(f: SnakeFaults): SimFaultSpec {
+  const out: SimFaultSpec = {};
+  if (f.error_rate !== undefined) out.errorRate = f.error_rate;
+  if (f.error_status !== undefined) out.errorStatus = f.error_status;
+  if (f.crash_after_tokens !== undefined) out.crashAfterTokens = f.crash_after_tokens;
+  if (f.hang !== undefined) out.hang = f.hang;
+  if (f.latency_multiplier !== undefined) out.latencyMultiplier = f.latency_multiplier;
+  if (f.corrupt !== undefined) out.corrupt = f.corrupt;
+  if (f.process_exit !== undefined) out.processExit = f.process_exit;
+  return out;
+}
+
+export function toSnakeFaults(f: SimFaultSpec): SnakeFaults {
+  const out: SnakeFaults = {};
+  if (f.errorRate !== undefined) out.error_rate = f.errorRate;
+  if (f.errorStatus !== undefined) out.error_status = f.errorStatus;
+  if (f.crashAfterTokens !== undefined) out.crash_after_tokens = f.crashAfterTokens;
+  if (f.hang !== undefined) out.hang = f.hang;
+  if (f.latencyMultiplier !== undefined) out.latency_multiplier = f.latencyMultiplier;
+  if (f.corrupt !== undefined) out.corrupt = f.corrupt;
+  if (f.processExit !== undefined) out.process_exit = f.processExit;
+  return out;
+}
+
+/** zod issues as "path: message" lines. */
+export function formatZod(err: z.ZodError, prefix = ''): string[] {
+  return err.issues.map((i) => {
+    const path = i.path.map(String).join('.');
+    if (i.code === 'unrecognized_keys') return `${prefix}${path ? `${path}: ` : ''}unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+    return `${prefix}${path || '(body)'}: ${i.message}`;
+  });
+}

@@ -1,0 +1,128 @@
+// Response rendering in vLLM's shapes: precomputed SSE chunk prefixes/suffixes and full bodies.
+//
+// The streaming fast path concatenates `prefix + tokenJson + suffix` per token; prefixes hold the
+// request id, created time and model name, serialised once per request. Output is the same JSON
+// vLLM sends (`choices[0].delta.content` for chat, `choices[0].text` for completions).
+import type { Generated, TopLogprob } from './generator.js';
+
+export interface RenderContext {
+  kind: 'chat' | 'completion';
+  id: string;
+  created: number;
+  model: string;
+  promptTokens: number;
+  /** -1: no logprobs. */
+  topLogprobs: number;
+}
+
+const utf8 = (s: string): number[] => [...Buffer.from(s, 'utf8')];
+
+function chatLp(token: string, logprob: number, top: TopLogprob[]): object {
+  return { token, logprob, bytes: utf8(token), top_logprobs: top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: utf8(t.token) })) };
+}
+
+function complTop(token: string, logprob: number, top: TopLogprob[]): Record<string, number> {
+  const d: Record<string, number> = {};
+  for (const t of top) d[t.token] = t.logprob;
+  d[token] = logprob;
+  return d;
+}
+
+export function usage(promptTokens: number, completionTokens: number): object {
+  return { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null };
+}
+
+export class Renderer {
+  private readonly head: string;
+  private readonly mid: string;
+  private readonly tail: string;
+  private offset = 0;
+
+  constructor(
+    private readonly c: RenderContext,
+    private readonly g: Generated,
+  ) {
+    const obj = c.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    this.head = `data: {"id":"${c.id}","object":"${obj}","created":${c.created},"model":${JSON.stringify(c.model)},"choices":[{"index":0,`;
+    this.mid = c.kind === 'chat' ? '"delta":{"content":' : '"text":';
+    this.tail = c.kind === 'chat' ? '}' : '';
+  }
+
+  /** The chat role chunk vLLM sends first (empty for completions). */
+  first(): string {
+    if (this.c.kind !== 'chat') return '';
+    return `${this.head}"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`;
+  }
+
+  /** SSE chunk of token i; the last token carries finish_reason (as vLLM does). */
+  chunk(i: number): string {
+    const g = this.g;
+    const last = i === g.tokens.length - 1;
+    let lp = 'null';
+    if (g.logprobs && g.top) lp = JSON.stringify(this.tokenLogprobs(i));
+    const fin = last ? `"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}` : this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null';
+    return `${this.head}${this.mid}${g.json[i] ?? '""'}${this.tail},"logprobs":${lp},${fin}}]}\n\n`;
+  }
+
+  /** Final chunk when no token was generated (EOS first): empty text with finish_reason. */
+  emptyFinal(): string {
+    const g = this.g;
+    return `${this.head}${this.mid}""${this.tail},"logprobs":null,"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}}]}\n\n`;
+  }
+
+  /** Usage chunk (when stream_options.include_usage) and the terminator. */
+  end(includeUsage: boolean): string {
+    const obj = this.c.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    const u = includeUsage
+      ? `data: {"id":"${this.c.id}","object":"${obj}","created":${this.c.created},"model":${JSON.stringify(this.c.model)},"choices":[],"usage":${JSON.stringify(usage(this.c.promptTokens, this.g.count))}}\n\n`
+      : '';
+    return `${u}data: [DONE]\n\n`;
+  }
+
+  private tokenLogprobs(i: number): object {
+    const g = this.g;
+    const tok = g.tokens[i] ?? '';
+    const lp = g.logprobs?.[i] ?? 0;
+    const top = g.top?.[i] ?? [];
+    if (this.c.kind === 'chat') return { content: [chatLp(tok, lp, top)] };
+    const off = this.offset;
+    this.offset += tok.length;
+    return { text_offset: [off], token_logprobs: [lp], tokens: [tok], top_logprobs: [complTop(tok, lp, top)] };
+  }
+
+  /** The whole non-streaming response body. */
+  full(): string {
+    const c = this.c;
+    const g = this.g;
+    const text = g.tokens.join('');
+    let logprobs: object | null = null;
+    if (g.logprobs && g.top) {
+      const lps = g.logprobs;
+      const top = g.top;
+      if (c.kind === 'chat') {
+        logprobs = { content: g.tokens.map((t, i) => chatLp(t, lps[i] ?? 0, top[i] ?? [])) };
+      } else {
+        let off = 0;
+        const offsets = g.tokens.map((t) => {
+          const o = off;
+          off += t.length;
+          return o;
+        });
+        logprobs = { text_offset: offsets, token_logprobs: lps, tokens: g.tokens, top_logprobs: g.tokens.map((t, i) => complTop(t, lps[i] ?? 0, top[i] ?? [])) };
+      }
+    }
+    const choice =
+      c.kind === 'chat'
+        ? { index: 0, message: { role: 'assistant', content: text, tool_calls: [] }, logprobs, finish_reason: g.finish, stop_reason: g.stopReason }
+        : { index: 0, text, logprobs, finish_reason: g.finish, stop_reason: g.stopReason, prompt_logprobs: null };
+    return JSON.stringify({
+      id: c.id,
+      object: c.kind === 'chat' ? 'chat.completion' : 'text_completion',
+      created: c.created,
+      model: c.model,
+      choices: [choice],
+      usage: usage(c.promptTokens, g.count),
+      prompt_logprobs: c.kind === 'chat' ? null : undefined,
+    });
+  }
+}

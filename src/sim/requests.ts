@@ -1,0 +1,166 @@
+// Inference request bodies: validation (vLLM's rules, OpenAI error bodies) and the chat template.
+import { z } from 'zod';
+import { BadRequestError } from '../errors.js';
+import { formatZod } from './options.js';
+
+const stopSchema = z.union([z.string(), z.array(z.string()).max(16)]).nullish();
+const streamOptions = z.object({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish();
+
+/** Fields shared by both endpoints; unknown fields are accepted and ignored, as vLLM does. */
+const common = {
+  model: z.string().min(1),
+  max_tokens: z.number().int().nullish(),
+  min_tokens: z.number().int().min(0).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: streamOptions,
+  stop: stopSchema,
+  n: z.number().int().nullish(),
+  temperature: z.number().min(0).nullish(),
+  seed: z.number().int().nullish(),
+  ignore_eos: z.boolean().nullish(),
+};
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+const message = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool', 'developer']),
+  content: z.union([z.string(), z.array(textPart), z.null()]).optional(),
+  name: z.string().optional(),
+});
+
+export const chatSchema = z.object({
+  ...common,
+  messages: z.array(message).min(1),
+  max_completion_tokens: z.number().int().nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).nullish(),
+  add_generation_prompt: z.boolean().nullish(),
+  continue_final_message: z.boolean().nullish(),
+});
+
+export const completionSchema = z.object({
+  ...common,
+  prompt: z.union([z.string(), z.array(z.string()).length(1), z.array(z.number().int())]),
+  logprobs: z.number().int().min(0).nullish(),
+  echo: z.boolean().nullish(),
+});
+
+export type ChatBody = z.output<typeof chatSchema>;
+export type CompletionBody = z.output<typeof completionSchema>;
+export type Message = ChatBody['messages'][number];
+
+/** A validated inference request, independent of the endpoint it came from. */
+export interface InferenceRequest {
+  kind: 'chat' | 'completion';
+  model: string;
+  /** Rendered prompt text (the context generation continues). */
+  prompt: string;
+  messages: Message[] | null;
+  stream: boolean;
+  includeUsage: boolean;
+  /** Explicit max_tokens, or null to use the default. */
+  maxTokens: number | null;
+  minTokens: number;
+  ignoreEos: boolean;
+  temperature: number;
+  seed: number | undefined;
+  stop: string[];
+  /** -1: no logprobs; otherwise the number of alternatives per token. */
+  topLogprobs: number;
+}
+
+function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new BadRequestError('invalid_request', 'request body must be a JSON object');
+  }
+  const r = schema.safeParse(body);
+  if (!r.success) throw new BadRequestError('invalid_request', formatZod(r.error).join('; '));
+  return r.data;
+}
+
+function checkCommon(b: { n?: number | null | undefined; max_tokens?: number | null | undefined }, maxLogprobs: number, top: number): void {
+  if (b.n !== undefined && b.n !== null && b.n !== 1) throw new BadRequestError('invalid_request', `n: the simulator supports n = 1 only, got ${b.n}`);
+  if (b.max_tokens !== undefined && b.max_tokens !== null && b.max_tokens < 1) {
+    throw new BadRequestError('invalid_request', `max_tokens must be at least 1, got ${b.max_tokens}.`);
+  }
+  if (top > maxLogprobs) throw new BadRequestError('invalid_request', `Requested top_logprobs/logprobs (${top}) exceeds the maximum allowed value (${maxLogprobs}).`);
+}
+
+const stops = (s: string | string[] | null | undefined): string[] => (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s).filter((x) => x.length > 0);
+
+export function contentText(m: Message): string {
+  if (m.content === undefined || m.content === null) return '';
+  if (typeof m.content === 'string') return m.content;
+  return m.content.map((p) => p.text).join('');
+}
+
+/**
+ * The chat template: `<|role|> content <|end|>` per message, joined by newlines, then
+ * `\n<|assistant|>` when a generation prompt is added. With continue_final_message the last
+ * message is left open (no `<|end|>`), so "messages + assistant header + k tokens" and
+ * "messages + partial assistant message" render to the same token words.
+ */
+export function renderChat(messages: readonly Message[], addGenerationPrompt: boolean, continueFinal: boolean): string {
+  const parts = messages.map((m, i) => {
+    const open = continueFinal && i === messages.length - 1;
+    return `<|${m.role}|> ${contentText(m)}${open ? '' : ' <|end|>'}`;
+  });
+  let s = parts.join('\n');
+  if (addGenerationPrompt) s += '\n<|assistant|>';
+  return s;
+}
+
+export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest {
+  const b = parse(chatSchema, body);
+  const top = b.logprobs ? (b.top_logprobs ?? 0) : -1;
+  if (!b.logprobs && b.top_logprobs !== undefined && b.top_logprobs !== null && b.top_logprobs > 0) {
+    throw new BadRequestError('invalid_request', 'top_logprobs requires logprobs to be true');
+  }
+  const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? null;
+  checkCommon({ n: b.n, max_tokens: maxTokens }, maxLogprobs, top);
+  const cont = b.continue_final_message ?? false;
+  const addGen = b.add_generation_prompt ?? true;
+  if (cont && addGen) {
+    throw new BadRequestError('invalid_request', 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.');
+  }
+  return {
+    kind: 'chat',
+    model: b.model,
+    prompt: renderChat(b.messages, addGen, cont),
+    messages: b.messages,
+    stream: b.stream ?? false,
+    includeUsage: b.stream_options?.include_usage ?? false,
+    maxTokens,
+    minTokens: b.min_tokens ?? 0,
+    ignoreEos: b.ignore_eos ?? false,
+    temperature: b.temperature ?? 1,
+    seed: b.seed ?? undefined,
+    stop: stops(b.stop),
+    topLogprobs: top,
+  };
+}
+
+export function parseCompletion(body: unknown, maxLogprobs: number): InferenceRequest {
+  const b = parse(completionSchema, body);
+  const top = b.logprobs ?? -1;
+  checkCommon(b, maxLogprobs, top);
+  if (b.echo) throw new BadRequestError('invalid_request', 'echo: the simulator does not support echo');
+  let prompt: string;
+  if (typeof b.prompt === 'string') prompt = b.prompt;
+  else if (b.prompt.length === 1 && typeof b.prompt[0] === 'string') prompt = b.prompt[0];
+  else throw new BadRequestError('invalid_request', 'prompt: token-id prompts are not supported by the simulator; send text');
+  return {
+    kind: 'completion',
+    model: b.model,
+    prompt,
+    messages: null,
+    stream: b.stream ?? false,
+    includeUsage: b.stream_options?.include_usage ?? false,
+    maxTokens: b.max_tokens ?? null,
+    minTokens: b.min_tokens ?? 0,
+    ignoreEos: b.ignore_eos ?? false,
+    temperature: b.temperature ?? 1,
+    seed: b.seed ?? undefined,
+    stop: stops(b.stop),
+    topLogprobs: top,
+  };
+}

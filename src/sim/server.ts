@@ -1,0 +1,151 @@
+// The simulator's HTTP server (node:http, no framework): routes vLLM's endpoints onto the engine.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BadRequestError, MethodNotAllowedError, NotFoundError, UnavailableError } from '../errors.js';
+import { SimEngine } from './engine.js';
+import { readJson, sendError, sendJson, sendText } from './http.js';
+import { faultSchema, formatZod, fromSnakeFaults, toSnakeFaults, type SimOptions } from './options.js';
+import { parseChat, parseCompletion } from './requests.js';
+import type { Clock } from './timing.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
+
+export class SimServer {
+  readonly engine: SimEngine;
+  readonly server: Server;
+  private routes: Map<string, Map<string, Handler>>;
+  private exited = false;
+  private readonly created = Math.floor(Date.now() / 1000);
+
+  constructor(
+    readonly opts: SimOptions,
+    clock?: Clock,
+  ) {
+    this.engine = new SimEngine(opts, () => this.processExit(), clock);
+    this.routes = this.buildRoutes();
+    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.handle(req, res));
+    // a client error (bad HTTP) must never take the process down
+    this.server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  listen(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (e: Error) => reject(e);
+      this.server.once('error', onError);
+      this.server.listen(this.opts.port, this.opts.host, () => {
+        this.server.off('error', onError);
+        resolve((this.server.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  /** Close the listener and end every open socket (streams, hung requests, keep-alive). */
+  close(): Promise<void> {
+    this.engine.shutdown();
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  get hasExited(): boolean {
+    return this.exited;
+  }
+
+  /** Process-exit fault: exit the process (CLI) or drop the whole server abruptly (in-process). */
+  private processExit(): void {
+    if (this.opts.onProcessExit === 'exit') {
+      process.exit(this.opts.exitCode);
+    }
+    this.exited = true;
+    void this.close();
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://sim');
+    } catch {
+      sendError(res, new BadRequestError('invalid_url', 'request URL is malformed'));
+      return;
+    }
+    const byMethod = this.routes.get(url.pathname);
+    if (!byMethod) {
+      sendError(res, new NotFoundError('not_found', `no route for ${req.method ?? ''} ${url.pathname}`));
+      return;
+    }
+    const h = byMethod.get(req.method ?? 'GET');
+    if (!h) {
+      res.setHeader('allow', [...byMethod.keys()].join(', '));
+      sendError(res, new MethodNotAllowedError(`${req.method ?? ''} is not allowed on ${url.pathname}; use ${[...byMethod.keys()].join(' or ')}`));
+      return;
+    }
+    try {
+      const p = h(req, res, url);
+      if (p) p.catch((e: unknown) => sendError(res, e));
+    } catch (e) {
+      sendError(res, e);
+    }
+  }
+
+  private buildRoutes(): Map<string, Map<string, Handler>> {
+    const e = this.engine;
+    const o = this.opts;
+    const limit = o.maxBodyBytes;
+    const routes = new Map<string, Map<string, Handler>>();
+    const add = (method: string, path: string, h: Handler) => {
+      if (!routes.has(path)) routes.set(path, new Map());
+      routes.get(path)?.set(method, h);
+    };
+    add('POST', '/v1/chat/completions', async (req, res) => e.infer(parseChat(await readJson(req, limit), o.maxLogprobs), res));
+    add('POST', '/v1/completions', async (req, res) => e.infer(parseCompletion(await readJson(req, limit), o.maxLogprobs), res));
+    add('GET', '/v1/models', (_req, res) => sendJson(res, 200, this.models()));
+    const health: Handler = (_req, res) => {
+      if (e.life.phase === 'loading') sendError(res, new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 }));
+      else sendText(res, 200, '');
+    };
+    add('GET', '/health', health);
+    add('GET', '/health/ready', health);
+    add('GET', '/version', (_req, res) => sendJson(res, 200, { version: o.version }));
+    add('GET', '/metrics', async (_req, res) => sendText(res, 200, await e.metrics.text(), e.metrics.registry.contentType));
+    add('POST', '/v1/load_lora_adapter', async (req, res) => sendText(res, 200, e.loras.load(await readJson(req, limit))));
+    add('POST', '/v1/unload_lora_adapter', async (req, res) => sendText(res, 200, e.loras.unload(await readJson(req, limit))));
+    add('POST', '/sleep', (_req, res, url) => {
+      e.life.sleep(url.searchParams.get('level'));
+      sendText(res, 200, '');
+    });
+    add('POST', '/wake_up', async (_req, res) => {
+      await e.life.wake();
+      sendText(res, 200, '');
+    });
+    add('GET', '/is_sleeping', (_req, res) => sendJson(res, 200, { is_sleeping: e.life.isSleeping }));
+    add('GET', '/admin/faults', (_req, res) => sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) }));
+    add('POST', '/admin/faults', async (req, res) => {
+      const body = await readJson(req, limit);
+      const r = faultSchema.safeParse(body);
+      if (!r.success) throw new BadRequestError('invalid_faults', `invalid fault set: ${formatZod(r.error).join('; ')}`);
+      e.faults.set(fromSnakeFaults(r.data));
+      sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) });
+    });
+    add('DELETE', '/admin/faults', (_req, res) => {
+      e.faults.clear();
+      sendJson(res, 200, { faults: {} });
+    });
+    return routes;
+  }
+
+  private models(): object {
+    const o = this.opts;
+    const base = (id: string) => ({ id, object: 'model', created: this.created, owned_by: 'vllm', root: o.model, parent: null, max_model_len: o.maxModelLen });
+    return {
+      object: 'list',
+      data: [
+        ...this.engine.servedNames().map(base),
+        ...this.engine.loras.list().map((a) => ({ id: a.name, object: 'model', created: a.loadedAt, owned_by: 'vllm', root: a.path, parent: o.model, max_model_len: null })),
+      ],
+    };
+  }
+}
