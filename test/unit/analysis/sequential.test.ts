@@ -1,0 +1,62 @@
+// The sequential method keeps the false-alarm rate at alpha when the same canary is tested at every
+// look, and naive repeated testing does not (so this test can fail).
+import { describe, expect, it } from 'vitest';
+import { alwaysValidPValue, mannWhitneyU, msprtBoundary, normIsf, twoSampleInformation } from '../../../src/analysis/stats/index.js';
+import { rng } from './random.js';
+
+const ALPHA = 0.05;
+const RUNS = 2000;
+const LOOKS = 20;
+const PER_LOOK = 10; // new observations per version between two looks
+
+/** Simulates canaries; returns the share that were ever flagged "worse" by each rule. */
+function simulate(shift: number, runs = RUNS): { sequential: number; naive: number } {
+  const r = rng(20261121);
+  let sequential = 0;
+  let naive = 0;
+  for (let run = 0; run < runs; run++) {
+    const stable: number[] = [];
+    const canary: number[] = [];
+    let seqHit = false;
+    let naiveHit = false;
+    let pPrev = 1;
+    for (let look = 0; look < LOOKS; look++) {
+      for (let i = 0; i < PER_LOOK; i++) {
+        stable.push(r.lognormal(5, 0.5));
+        canary.push(r.lognormal(5 + shift, 0.5));
+      }
+      // One-sided: is the canary's latency larger?
+      const t = mannWhitneyU(canary, stable, { alternative: 'greater', method: 'asymptotic' });
+      if (t.p <= ALPHA) naiveHit = true;
+      pPrev = alwaysValidPValue(t.z, twoSampleInformation(canary.length, stable.length), { alternative: 'greater' }, pPrev);
+      if (pPrev <= ALPHA) seqHit = true;
+    }
+    if (seqHit) sequential++;
+    if (naiveHit) naive++;
+  }
+  return { sequential: sequential / runs, naive: naive / runs };
+}
+
+describe('always-valid sequential test (mSPRT) under repeated looks', () => {
+  it(`keeps the false-alarm rate <= alpha over ${RUNS} null canaries x ${LOOKS} looks; naive testing does not`, () => {
+    const { sequential, naive } = simulate(0);
+    // Binomial SD of an observed rate near 0.05 over 2000 runs is ~0.005: margin = 2 SD.
+    expect(sequential).toBeLessThanOrEqual(ALPHA + 0.01);
+    expect(naive).toBeGreaterThan(ALPHA + 0.05);
+  });
+
+  it('still detects a real 20 % slowdown (power ~0.83 by 200 samples per version)', () => {
+    const { sequential } = simulate(Math.log(1.2), 400);
+    expect(sequential).toBeGreaterThan(0.75);
+  });
+
+  it('its boundary is above the fixed-sample critical value and grows slowly with information', () => {
+    const fixed = normIsf(ALPHA);
+    const b100 = msprtBoundary(100, ALPHA, { alternative: 'greater' });
+    const b10000 = msprtBoundary(10_000, ALPHA, { alternative: 'greater' });
+    expect(b100).toBeGreaterThan(fixed);
+    expect(b10000).toBeGreaterThan(b100);
+    expect(b10000).toBeLessThan(5);
+    expect(alwaysValidPValue(b100, 100, { alternative: 'greater' })).toBeCloseTo(ALPHA, 9);
+  });
+});
