@@ -190,8 +190,10 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     if (this.phase === 'streaming') {
       const meter = this.meter as SseMeter;
       if (!meter.feed(chunk, now)) {
-        controller.abort(new Error('malformed'));
+        // finish first: undici calls onResponseError synchronously from abort(), which would
+        // otherwise record the generic upstream_stream_broken instead of this code
         this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
+        controller.abort(new Error('malformed'));
         return;
       }
       const res = this.res;
@@ -215,6 +217,9 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
         let size = 0;
         for (const c of this.chunks) size += c.length;
         if (size > this.ctx.cfg.maxBodyBytes * 16) {
+          // a garbage answer is not retried elsewhere (it would cost another worker the same)
+          this.chunks = [];
+          this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
           controller.abort(new Error('too large'));
         }
       }
