@@ -151,6 +151,44 @@ export const DEFAULTS = {
     /** Most rollouts / active periods one list returns when no limit is given. */
     listLimit: 1_000,
   },
+
+  canary: {
+    /**
+     * Canary judge (src/analysis/judge.ts). Family-wise false-fail rate: the chance that an equal
+     * canary fails any check at any look on the same sample stream. Split evenly over the enabled
+     * statistical checks (Bonferroni) and made valid under repeated looks by the mSPRT.
+     */
+    alpha: 0.05,
+    /** 'msprt': always-valid p-values, judge as often as you like; 'none': one fixed-sample look only. */
+    sequential: 'msprt' as 'msprt' | 'none',
+    /** mSPRT mixing SD of the standardized effect; most powerful around n_eff * tau^2 ~ 8 (n_eff ~ 90). */
+    msprtTau: 0.3,
+    /** Confidence level of the reported Hodges-Lehmann interval (Kayenta's judge uses 0.98). */
+    hlConfLevel: 0.98,
+    /** Weighted score (0-100) at or above which the stage passes (Kayenta's example config). */
+    scorePass: 95,
+    /** Score at or above which an unpassed stage is marginal: pause for a human instead of rolling back. */
+    scoreMarginal: 75,
+    /** Share of metric weight without data at which the verdict is "nodata" (wait); Kayenta uses 50 %. */
+    nodataWaitShare: 0.5,
+    /** Quantile the absolute latency gates are stated at (p99). */
+    gateQuantile: 0.99,
+    /** Whole-request latency: weight 30 so that failing it alone scores 70 < 75 and rolls back. */
+    latency: { weight: 30, critical: false, mustHaveData: false, minSamples: 50, maxP99Increase: 0.2 },
+    /** Time to first token: relative like latency, plus the absolute gate p99 <= 500 ms (seeds). */
+    ttft: { weight: 15, critical: false, mustHaveData: false, minSamples: 50, maxP99Increase: 0.2, maxP99Ms: 500 },
+    /** Time per output token: relative like latency, plus the absolute gate p99 <= 50 ms (seeds). */
+    tpot: { weight: 15, critical: false, mustHaveData: false, minSamples: 50, maxP99Increase: 0.2, maxP99Ms: 50 },
+    /**
+     * Errors (critical): fail when the increase (canary - stable) / max(stable, rateFloor) exceeds 50 %
+     * (seed 001) and Fisher's test agrees, or the rate is significantly above the absolute 0.1 %.
+     */
+    errors: { weight: 15, critical: true, mustHaveData: false, minRequests: 100, maxRelativeIncrease: 0.5, rateFloor: 0.001, maxRate: 0.001 },
+    /** Quality (critical): judge scores on a 0-1 scale; fail when the mean drops by more than 0.05 (seed 001). */
+    quality: { weight: 15, critical: true, mustHaveData: false, minSamples: 30, maxDecrease: 0.05 },
+    /** Output tokens per second of serving time, canary / stable; no sample-level test (one number per window). */
+    throughput: { weight: 10, critical: false, mustHaveData: false, minRequests: 50, minRatio: 0.9 },
+  },
 } as const;
 
 export type Defaults = typeof DEFAULTS;
