@@ -113,6 +113,8 @@ export const DEFAULTS = {
     maxTopLogprobDepth: 0.6,
     /** Silent corruption shifts every logprob down by this much (outside the healthy range). */
     corruptLogprobShift: 3,
+    /** `glidepath sim` listen port when none is given (vLLM's default). */
+    port: 8000,
   },
 
   control: {
