@@ -38,7 +38,7 @@ export interface SwitchResult {
 export interface SeedReport {
   /** Registered now (status `registered`). */
   added: Version[];
-  /** Known; operational fields (provider, replicas, warm-up, metadata) refreshed from the config. */
+  /** Known; operational fields (provider, replicas, warm-up, GPU memory, metadata keys) refreshed from the config. */
   updated: Version[];
   /** Known and identical. */
   unchanged: Version[];
@@ -267,8 +267,11 @@ export class Registry {
             report.conflicts.push({ model: vc.model, id: vc.id, stored: cur.cardChecksum, config: vc.cardChecksum });
             continue;
           }
-          const op = (x: VersionConfig) => canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb]);
-          if (op(cur) === op(vc)) {
+          // metadata is merged (config keys win) so keys set at runtime through patches survive a restart
+          const metadata = { ...cur.metadata, ...structuredClone<Record<string, unknown>>(vc.metadata) };
+          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'warmup' | 'metadata' | 'gpuMemoryGb'>) =>
+            canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb]);
+          if (op(cur) === op({ ...vc, metadata })) {
             report.unchanged.push(cur);
             continue;
           }
@@ -278,7 +281,7 @@ export class Registry {
             provider: fresh.provider,
             replicas: fresh.replicas,
             warmup: fresh.warmup,
-            metadata: fresh.metadata,
+            metadata,
             gpuMemoryGb: fresh.gpuMemoryGb,
             warmupTokens: fresh.warmup.requests * fresh.warmup.maxTokens,
             updatedAt: now,

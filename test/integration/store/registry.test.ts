@@ -218,6 +218,7 @@ describe('Registry.seedFromConfig and restarts', () => {
     reg.transition('llama', 'v1', 'loading');
     reg.transition('llama', 'v1', 'ready');
     reg.promote('llama', 'v1');
+    reg.update('llama', 'v1', { metadata: { deployedBy: 'alice' } });
     store.close();
 
     // restart: same config plus an operational change and a drifted card
@@ -241,10 +242,14 @@ describe('Registry.seedFromConfig and restarts', () => {
     expect(v1.status).toBe('active');
     expect(v1.provider).toEqual({ kind: 'static', endpoints: ['http://10.0.0.1:8000'] });
     expect(v1.warmupTokens).toBe(16);
+    expect(v1.metadata).toEqual({ owner: 'ml-platform', deployedBy: 'alice' }); // runtime keys survive
     expect(reg.get('llama', 'v2').weightHash).toBe('sha256:v2');
     expect(reg.get('llama', 'v3').status).toBe('ready');
     expect(reg.active('llama')?.id).toBe('v1');
     expect(reg.history('llama')).toHaveLength(1);
     expect(reg.transitions('llama', 'v1').map((t) => t.to)).toEqual(['loading', 'ready', 'active']);
+    // a third start with the same config changes nothing
+    const third = reg.seedFromConfig(changed);
+    expect([third.added.length, third.updated.length, third.unchanged.length, third.conflicts.length]).toEqual([0, 0, 3, 1]);
   });
 });
