@@ -305,8 +305,9 @@ export class DataPlane {
       if (st === undefined) {
         throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);
       }
-      if (st.hold !== undefined) {
-        const wait = st.hold.enqueue();
+      const q = st.hold;
+      if (q !== undefined) {
+        const wait = q.enqueue();
         if (wait === undefined) {
           this.telemetry.metrics.holdRejected.labels(st.name, 'full').inc();
           throw new UnavailableError('hold_queue_full', `model ${st.name} is switching versions and its hold queue is full`, { retryAfterS: 1 });
@@ -317,8 +318,9 @@ export class DataPlane {
             this.telemetry.metrics.holdRejected.labels(st.name, why).inc();
             sendError(
               res,
-              new UnavailableError('hold_timeout', `model ${st.name} is switching versions; request waited ${this.cfg.holdQueueTimeoutMs} ms`, {
-                retryAfterS: Math.max(1, Math.ceil(this.cfg.holdQueueTimeoutMs / 1000)),
+              // the queue's own limit: hold() may have been given one other than the config's
+              new UnavailableError('hold_timeout', `model ${st.name} is switching versions; request waited ${q.timeoutMs} ms`, {
+                retryAfterS: Math.max(1, Math.ceil(q.timeoutMs / 1000)),
               }),
             );
           },
