@@ -52,6 +52,8 @@ export interface DataServerOptions {
   extraModels?: () => { id: string; parent?: string }[];
 }
 
+const GET_PATHS: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics', '/v1/models']);
+
 export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): Server {
   const created = Math.floor(Date.now() / 1000);
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 30_000 }, (req: IncomingMessage, res: ServerResponse) => {
@@ -65,6 +67,8 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): S
         dp.handle(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
         return;
       }
+      // an unknown path is 404 whatever the method (POST /v1/embeddings is not a 405)
+      if (!GET_PATHS.has(path)) throw new NotFoundError('not_found', `no route for ${method} ${path}`);
       if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${path} accepts GET, not ${method}`);
       switch (path) {
         case '/health':
