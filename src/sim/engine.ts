@@ -1,6 +1,7 @@
 // The simulated engine: runs one inference request through faults, scheduler, timing and streaming.
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { BadRequestError, GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
 import { FaultState } from './faults.js';
@@ -56,6 +57,8 @@ export class SimEngine {
   readonly loras: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly life: Lifecycle;
+  /** 'fault' (kind) whenever a fault is injected; tests await it instead of sleeping. */
+  readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
   private readonly baseKey: number;
@@ -82,7 +85,10 @@ export class SimEngine {
       loras: () => ({ running: this.loras.running(), waiting: [], max: opts.maxLoras }),
       sleepLevel: () => this.life.sleepLevel,
     });
-    this.faults = new FaultState(opts.faults, opts.seed, (k) => this.metrics.fault(k));
+    this.faults = new FaultState(opts.faults, opts.seed, (k) => {
+      this.metrics.fault(k);
+      this.events.emit('fault', k);
+    });
   }
 
   /** Names served (base, aliases, judge) and loaded adapters. */

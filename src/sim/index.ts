@@ -1,5 +1,6 @@
 // The simulator's public API: start one simulated vLLM worker (or a fleet) in-process.
 import type { FaultKind } from './metrics.js';
+export type { FaultKind } from './metrics.js';
 import { resolveOptions, type SimFaultSpec, type SimStartOptions } from './options.js';
 import { SimServer } from './server.js';
 import type { Clock } from './timing.js';
@@ -37,6 +38,8 @@ export interface SimHandle {
   setFaults(f: SimFaultSpec): void;
   clearFaults(): void;
   stats(): SimStats;
+  /** Wait for the next injected fault of a kind (resolves when the worker injects it). */
+  nextFault(kind: FaultKind): Promise<void>;
 }
 
 /** Start one simulated worker; `port: 0` picks a free port (see `handle.port`). */
@@ -55,6 +58,15 @@ export async function startSim(opts: SimStartOptions & { clock?: Clock } = {}): 
     close: () => (closing ??= s.close()),
     setFaults: (f) => e.faults.set(f),
     clearFaults: () => e.faults.clear(),
+    nextFault: (kind) =>
+      new Promise<void>((resolve) => {
+        const on = (k: FaultKind) => {
+          if (k !== kind) return;
+          e.events.off('fault', on);
+          resolve();
+        };
+        e.events.on('fault', on);
+      }),
     stats: () => ({
       running: e.scheduler.running,
       waiting: e.scheduler.waiting,
