@@ -1,0 +1,131 @@
+// A small method+path router for the admin API with typed params, JSON bodies and error rendering.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+import type { Role } from '../config/types.js';
+import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, UnsupportedMediaTypeError, toGlidepathError } from '../errors.js';
+import type { Principal } from './auth.js';
+
+export interface Ctx {
+  req: IncomingMessage;
+  res: ServerResponse;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  principal: Principal;
+  /** Parsed and validated JSON body. */
+  body<T extends z.ZodType>(schema: T): Promise<z.output<T>>;
+}
+
+export type Handler = (ctx: Ctx) => unknown;
+
+export interface RouteDef {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  role: Role;
+  summary: string;
+  handler: Handler;
+  /** Handler writes the response itself (SSE). */
+  raw?: boolean;
+}
+
+interface Compiled extends RouteDef {
+  re: RegExp;
+  keys: string[];
+}
+
+const MAX_BODY = 1 << 20;
+
+export function readJson(req: IncomingMessage): Promise<unknown> {
+  const ct = req.headers['content-type'];
+  const len = Number(req.headers['content-length'] ?? '0');
+  if (len > MAX_BODY) return Promise.reject(new PayloadTooLargeError(MAX_BODY));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        reject(new PayloadTooLargeError(MAX_BODY));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      if (size === 0) return resolve({});
+      if (ct !== undefined && !/^application\/json\b/i.test(ct)) return reject(new UnsupportedMediaTypeError(ct));
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (err) {
+        reject(new BadRequestError('invalid_json', `request body is not valid JSON: ${(err as Error).message}`));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+/** zod issues → one message naming every bad field. */
+export function zodMessage(err: z.ZodError): string {
+  return err.issues
+    .map((i) => {
+      const p = i.path.map(String).join('.');
+      if (i.code === 'unrecognized_keys') return `${p ? `${p}: ` : ''}unknown field(s) ${i.keys.join(', ')}`;
+      return `${p || 'body'}: ${i.message}`;
+    })
+    .join('; ');
+}
+
+export class Router {
+  private readonly routes: Compiled[] = [];
+
+  add(def: RouteDef): void {
+    const keys: string[] = [];
+    const re = new RegExp(
+      '^' +
+        def.path.replace(/:([a-z_]+)/g, (_, k: string) => {
+          keys.push(k);
+          return '([^/]+)';
+        }) +
+        '$',
+    );
+    this.routes.push({ ...def, re, keys });
+  }
+
+  list(): readonly RouteDef[] {
+    return this.routes;
+  }
+
+  match(method: string, path: string): { route: Compiled; params: Record<string, string> } {
+    let pathMatched = false;
+    for (const r of this.routes) {
+      const m = r.re.exec(path);
+      if (!m) continue;
+      pathMatched = true;
+      if (r.method !== method) continue;
+      const params: Record<string, string> = {};
+      r.keys.forEach((k, i) => {
+        params[k] = decodeURIComponent(m[i + 1] as string);
+      });
+      return { route: r, params };
+    }
+    if (pathMatched) throw new MethodNotAllowedError(`${path} does not accept ${method}`);
+    throw new NotFoundError('not_found', `no admin endpoint ${method} ${path}`);
+  }
+}
+
+export function sendJsonRes(res: ServerResponse, status: number, value: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v));
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export function sendErr(res: ServerResponse, err: unknown): void {
+  const e = toGlidepathError(err);
+  if (res.headersSent) {
+    if (!res.destroyed) res.end();
+    return;
+  }
+  const body: Record<string, unknown> = { error: { message: e.message, type: e.type, code: e.code, ...(e.details ? { details: e.details } : {}) } };
+  if (e.retryAfterS !== undefined) res.setHeader('retry-after', String(e.retryAfterS));
+  sendJsonRes(res, e.status, body);
+}

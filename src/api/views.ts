@@ -1,0 +1,81 @@
+// What the admin API shows for versions, workers and the whole system (JSON shapes the CLI prints).
+import type { ControlPlane } from '../control/plane.js';
+import type { Version } from '../domain/version.js';
+
+export function versionView(cp: ControlPlane, v: Version): Record<string, unknown> {
+  const route = cp.dp.models.get(v.model)?.route;
+  const weight = route?.versions.find((x) => x.id === v.id)?.weight;
+  return {
+    model: v.model,
+    version: v.id,
+    status: v.status,
+    weight: weight ?? null,
+    loaded_at: v.loadedAt ?? null,
+    load_time_ms: v.loadTimeMs ?? null,
+    gpus: v.gpus,
+    tp: v.tp,
+    replicas: v.replicas,
+    card_checksum: v.cardChecksum,
+    weights: v.weights,
+    weight_hash: v.weightHash ?? null,
+    base_model: v.baseModel,
+    quantization: v.quantization,
+    architecture: v.architecture,
+    gpu_memory_gb: v.gpuMemoryGb,
+    warmup_tokens: v.warmupTokens,
+    provider: v.provider.kind,
+    rollback_eligible: v.rollbackEligible,
+    rollback_blocked_reason: v.rollbackBlockedReason ?? null,
+    asleep: cp.workers.isAsleep(v.model, v.id),
+    health: v.health,
+    failure: v.failure ?? null,
+    metadata: v.metadata,
+    registered_at: v.registeredAt,
+  };
+}
+
+export function workersView(cp: ControlPlane, model?: string): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const now = Date.now();
+  for (const rec of cp.store.listWorkers(model ? { model } : {})) {
+    const pool = cp.dp.models.get(rec.model)?.pools.get(rec.versionId);
+    const w = pool?.workers.find((x) => x.id === rec.id);
+    out.push({
+      id: rec.id,
+      model: rec.model,
+      version: rec.versionId,
+      endpoint: rec.endpoint,
+      provider: rec.provider,
+      pid: rec.pid ?? null,
+      state: rec.state,
+      gpus: rec.gpus,
+      routable: w ? w.routable && w.ejectedUntil <= now : false,
+      outstanding: w?.outstanding ?? 0,
+      ejected_until: w && w.ejectedUntil > now ? w.ejectedUntil : null,
+      started_at: rec.startedAt,
+      log_file: rec.info?.logFile ?? null,
+    });
+  }
+  return out;
+}
+
+export function statusView(cp: ControlPlane): Record<string, unknown> {
+  return {
+    ready: cp.dp.ready(),
+    models: cp.cfg.models.map((m) => {
+      const st = cp.dp.models.get(m.name);
+      const active = cp.registry.active(m.name);
+      const standby = cp.registry.standby(m.name);
+      return {
+        model: m.name,
+        priority: m.priority,
+        active: active?.id ?? null,
+        standby: standby?.id ?? null,
+        route: st ? { revision: st.route.revision, stable: st.route.stable, weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])), shares: st.split.shares() } : null,
+        holding: st?.hold !== undefined,
+        versions: cp.registry.list(m.name).map((v) => ({ version: v.id, status: v.status, asleep: cp.workers.isAsleep(m.name, v.id), window: cp.dp.telemetry.stats(m.name, v.id) })),
+      };
+    }),
+    gpus: { total: cp.inventory.total, free: cp.inventory.free().length },
+  };
+}

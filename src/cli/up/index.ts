@@ -1,0 +1,79 @@
+// `glidepath up`: start the gateway and the control plane (and the simulated fleet the config names).
+import type { Command } from 'commander';
+import { loadConfigFile } from '../../config/load.js';
+import type { GlidepathConfig } from '../../config/types.js';
+import { UsageError } from '../output.js';
+import { startGlidepath } from '../../control/app.js';
+import { parseHostPort } from '../../gateway/server.js';
+
+interface UpOptions {
+  config: string;
+  listen?: string;
+  adminListen?: string;
+  dataDir?: string;
+  keepWorkers?: boolean;
+}
+
+function override(cfg: GlidepathConfig, o: UpOptions): GlidepathConfig {
+  const check = (flag: string, v: string | undefined) => {
+    if (v === undefined) return;
+    try {
+      parseHostPort(v);
+    } catch (err) {
+      throw new UsageError(`${flag}: ${(err as Error).message}`);
+    }
+  };
+  check('--listen', o.listen);
+  check('--admin-listen', o.adminListen);
+  if (o.listen === undefined && o.adminListen === undefined && o.dataDir === undefined) return cfg;
+  return {
+    ...cfg,
+    server: {
+      listen: o.listen ?? cfg.server.listen,
+      adminListen: o.adminListen ?? cfg.server.adminListen,
+      dataDir: o.dataDir ?? cfg.server.dataDir,
+    },
+  };
+}
+
+export function register(program: Command): void {
+  program
+    .command('up')
+    .description('start the gateway, the admin API and the control plane')
+    .option('-c, --config <file>', 'glidepath.yaml to run', 'glidepath.yaml')
+    .option('--listen <host:port>', 'data plane listener (default from the config, 127.0.0.1:8080)')
+    .option('--admin-listen <host:port>', 'admin API listener (default from the config, 127.0.0.1:8081)')
+    .option('--data-dir <dir>', 'state directory (SQLite, admin token, worker logs)')
+    .option('--keep-workers', 'leave workers running on shutdown (the next `up` adopts them)')
+    .action(async (opts: UpOptions) => {
+      const cfg = override(loadConfigFile(opts.config), opts);
+      const say = (m: string) => process.stderr.write(`${m}\n`);
+      const app = await startGlidepath(cfg, { onProgress: say });
+      say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${cfg.server.dataDir}`);
+      const model = cfg.models[0]?.name ?? 'model';
+      process.stdout.write(
+        `\nTry it:\n  curl -s ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'\n\n`,
+      );
+      process.stdout.write(`Admin token: ${app.adminTokenHint}\n`);
+      let stopping = false;
+      const stop = (sig: string) => {
+        if (stopping) {
+          process.exit(130);
+        }
+        stopping = true;
+        say(`glidepath: ${sig}, shutting down${opts.keepWorkers ? ' (workers left running)' : ''}`);
+        app.close({ stopWorkers: !opts.keepWorkers }).then(
+          () => process.exit(0),
+          (err: unknown) => {
+            say(`glidepath: shutdown error: ${String(err)}`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGINT', () => stop('SIGINT'));
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      // the process lives until a signal; unexpected errors in background tasks are logged, not fatal
+      process.on('unhandledRejection', (err) => say(`glidepath: background error: ${String(err)}`));
+      await new Promise<never>(() => undefined);
+    });
+}

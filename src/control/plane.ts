@@ -1,0 +1,211 @@
+// The control plane: owns the registry, the fleet and the routes; brings the system up from the store
+// (or the config on first start), publishes route snapshots to the data plane, and audits every change.
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { GlidepathConfig, ModelConfig, VersionConfig } from '../config/types.js';
+import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
+import { routeToSpec } from '../domain/route.js';
+import type { Version } from '../domain/version.js';
+import { GlidepathError, NotFoundError, toGlidepathError } from '../errors.js';
+import type { DataPlane } from '../gateway/dataplane.js';
+import { GpuInventory } from '../fleet/inventory.js';
+import type { Providers } from '../providers/index.js';
+import { Registry } from '../store/registry.js';
+import type { Store, StoredRoute } from '../store/types.js';
+import { EventBus } from './events.js';
+import { WorkerManager } from './workers.js';
+
+export interface Actor {
+  /** Token name, or `controller` / `config` for automatic changes. */
+  name: string;
+}
+
+export const CONTROLLER: Actor = { name: 'controller' };
+
+type StoredRouteSpec = StoredRoute & RouteSpec;
+
+export class ControlPlane {
+  readonly registry: Registry;
+  readonly inventory: GpuInventory;
+  readonly workers: WorkerManager;
+  readonly events = new EventBus();
+  /** Serialises changes per model: one operation at a time (a swap never races a rollback). */
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(
+    readonly cfg: GlidepathConfig,
+    readonly store: Store,
+    readonly dp: DataPlane,
+    readonly providers: Providers,
+  ) {
+    this.registry = new Registry(store);
+    this.inventory = new GpuInventory(cfg.gpus, store);
+    this.workers = new WorkerManager(store, this.inventory, providers, dp, this.events, cfg.server.dataDir);
+  }
+
+  modelConfig(name: string): ModelConfig {
+    const m = this.cfg.models.find((x) => x.name === name);
+    if (!m) throw new NotFoundError('model_not_found', `model ${JSON.stringify(name)} is not in the config (models: ${this.cfg.models.map((x) => x.name).join(', ')})`);
+    return m;
+  }
+
+  version(model: string, id: string): Version {
+    this.modelConfig(model);
+    return this.registry.get(model, id);
+  }
+
+  /** Run `fn` with the model's lock held; operations on one model never interleave. */
+  async exclusive<T>(model: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(model) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.locks.set(model, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.locks.get(model) === tail) this.locks.delete(model);
+    }
+  }
+
+  /** Record who did what, with its result and duration; rethrows the operation's error. */
+  async audited<T>(actor: Actor, action: string, target: string, params: unknown, fn: () => Promise<T>): Promise<T> {
+    const t0 = performance.now();
+    try {
+      const r = await fn();
+      this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'ok', durationMs: performance.now() - t0 });
+      return r;
+    } catch (err) {
+      const e = toGlidepathError(err);
+      this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'error', errorCode: e.code, durationMs: performance.now() - t0 });
+      throw err;
+    }
+  }
+
+  // ---- routes ---------------------------------------------------------------------------
+
+  route(model: string): RouteSnapshot {
+    return this.dp.model(model).route;
+  }
+
+  /**
+   * Publish a new route: the data plane validates and swaps it (one reference assignment), then it
+   * is persisted. Returns the snapshot and how long the swap itself took (ms).
+   */
+  publishRoute(spec: RouteSpec): { route: RouteSnapshot; switchMs: number } {
+    const prev = this.dp.model(spec.model).route;
+    const t0 = performance.now();
+    const route = this.dp.setRoute(spec, prev.revision);
+    const switchMs = performance.now() - t0;
+    this.persistRoute(route, prev.revision);
+    this.events.emit({ kind: 'route', model: spec.model, message: `route of ${spec.model} → revision ${route.revision}: ${describeWeights(route)}`, data: routeToSpec(route) });
+    return { route, switchMs };
+  }
+
+  private persistRoute(route: RouteSnapshot, prevRevision: number): void {
+    const stored = this.store.getRoute(route.model);
+    const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: route.revision };
+    this.store.putRoute(rec, stored ? stored.revision : 0);
+    void prevRevision;
+  }
+
+  // ---- boot and shutdown ----------------------------------------------------------------
+
+  /**
+   * Bring the fleet up. First start: register the config's versions, load the ones its routes
+   * name, make the route's stable version active. Later starts: the store wins: loaded versions
+   * come back (adopting workers that survived), the persisted route is restored exactly.
+   */
+  async boot(onProgress: (m: string) => void = () => undefined): Promise<void> {
+    const seed = this.registry.seedFromConfig(this.cfg);
+    for (const c of seed.conflicts) {
+      onProgress(`warning: ${c.model}/${c.id} in the config has card ${c.config} but the store has ${c.stored}; keeping the stored version`);
+    }
+    for (const m of this.cfg.models) {
+      const versions = this.registry.list(m.name);
+      const stored = this.store.getRoute(m.name) as StoredRouteSpec | undefined;
+      const first = stored === undefined;
+      const spec: RouteSpec = first ? { model: m.name, weights: m.route.weights, overrides: m.route.overrides, stickySalt: m.route.stickySalt, shadow: m.route.shadow } : storedToSpec(stored);
+      this.dp.addModel({
+        model: m.name,
+        versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })),
+        // a placeholder until workers are up; replaced below before anything is served
+        route: { model: m.name, weights: { [Object.keys(spec.weights)[0] ?? versions[0]?.id ?? '']: 1 } },
+      });
+      // loading interrupted by a crash cannot be trusted: mark failed (the operator redeploys)
+      for (const v of versions.filter((x) => x.status === 'loading')) {
+        this.registry.transition(m.name, v.id, 'failed', { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } }, { actor: 'controller' });
+      }
+      const needed = new Set<string>();
+      for (const v of this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
+      if (first) for (const [id, w] of Object.entries(spec.weights)) if (w > 0) needed.add(id);
+      for (const id of needed) {
+        const v = this.registry.get(m.name, id);
+        const adopted = first ? 0 : await this.workers.adopt(v);
+        const want = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;
+        if (adopted >= want) {
+          onProgress(`${m.name}/${id}: adopted ${adopted} running worker(s)`);
+          continue;
+        }
+        if (adopted > 0) await this.workers.stopVersion(m.name, id, 2_000);
+        await this.load(v, CONTROLLER, onProgress, v.status === 'registered' || v.status === 'failed' || v.status === 'retired');
+        const slept = this.store.getSetting<number>(`sleep:${m.name}/${id}`);
+        if (slept === 1 || slept === 2) await this.workers.sleepVersion(m.name, id, slept);
+      }
+      if (first) {
+        const route = this.dp.setRoute(spec);
+        this.persistRoute(route, 0);
+        const stable = route.stable;
+        const sv = this.registry.get(m.name, stable);
+        if (sv.status === 'ready' || sv.status === 'standby') this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
+      } else {
+        this.dp.restoreRoute(spec, stored.revision);
+      }
+      onProgress(`${m.name}: serving ${describeWeights(this.route(m.name))}`);
+    }
+  }
+
+  /**
+   * Load a version's workers (registered/failed/retired → loading → ready), measuring the load time.
+   * With `transition` false the status is left alone (re-creating workers of a loaded version).
+   */
+  async load(v: Version, actor: Actor, onProgress: (m: string) => void, transition = true): Promise<Version> {
+    if (transition) this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
+    this.events.emit({ kind: 'version_loading', model: v.model, version: v.id, message: `loading ${v.model}/${v.id}` });
+    try {
+      const started = await this.workers.startVersion(v, onProgress);
+      const patch = { loadTimeMs: started.loadTimeMs, gpus: started.gpus };
+      const out = transition ? this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name }) : this.registry.update(v.model, v.id, patch);
+      this.events.emit({ kind: 'version_ready', model: v.model, version: v.id, message: `${v.model}/${v.id} ready in ${Math.round(started.loadTimeMs)} ms on ${started.workers.length} worker(s)` });
+      return out;
+    } catch (err) {
+      const e = err instanceof GlidepathError ? err : toGlidepathError(err);
+      if (transition) this.registry.transition(v.model, v.id, 'failed', { failure: { code: e.code, message: (err as Error).message } }, { actor: actor.name });
+      this.events.emit({ kind: 'version_failed', model: v.model, version: v.id, message: `${v.model}/${v.id} failed to load: ${(err as Error).message}` });
+      throw err;
+    }
+  }
+
+  async shutdown(stopWorkers = true): Promise<void> {
+    if (stopWorkers) await this.workers.stopAll();
+    await this.dp.close();
+  }
+
+  workDir(): string {
+    return path.join(this.cfg.server.dataDir, 'workers');
+  }
+
+  versionConfig(model: string, id: string): VersionConfig {
+    return this.registry.get(model, id);
+  }
+}
+
+export function describeWeights(r: RouteSnapshot): string {
+  return r.versions
+    .filter((v) => v.weight > 0)
+    .map((v) => `${v.id} ${(v.weight * 100).toFixed(v.weight * 100 < 1 ? 2 : 0)}%`)
+    .join(', ');
+}
+
+function storedToSpec(s: StoredRouteSpec): RouteSpec {
+  return { model: s.model, weights: s.weights, stable: s.stable, overrides: s.overrides, stickySalt: s.stickySalt, shadow: s.shadow };
+}

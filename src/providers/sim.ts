@@ -1,0 +1,117 @@
+// The `sim` provider: each worker is a `glidepath sim` child process with the version's settings.
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import type { SimSettings, VersionConfig } from '../config/types.js';
+import { UnavailableError } from '../errors.js';
+import { freePort, spawnChild, pidAlive } from './child.js';
+import type { Child } from './child.js';
+import { getStatus, post, waitHealthy } from './engine.js';
+import type { Provider, StartRequest, WorkerExit, WorkerHandle } from './types.js';
+
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/main.js');
+
+/** SimSettings → `glidepath sim` flags. */
+export function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
+  const a: string[] = ['sim', '--host', '127.0.0.1', '--port', String(port), '--model', v.model, '--version', v.id];
+  const flag = (name: string, value: number | boolean | undefined) => {
+    if (value === undefined) return;
+    if (typeof value === 'boolean') {
+      if (value) a.push(`--${name}`);
+    } else a.push(`--${name}`, String(value));
+  };
+  flag('seed', s.seed);
+  flag('load-time-ms', s.loadTimeMs);
+  flag('prefill-tokens-per-s', s.prefillTokensPerS);
+  flag('inter-token-ms', s.interTokenMs);
+  flag('itl-growth-per-seq', s.itlGrowthPerSeq);
+  flag('jitter', s.jitter);
+  flag('kv-capacity-tokens', s.kvCapacityTokens);
+  flag('max-num-seqs', s.maxNumSeqs);
+  flag('max-model-len', s.maxModelLen);
+  flag('hallucination-rate', s.hallucinationRate);
+  flag('max-loras', s.maxLoras);
+  const f = s.faults ?? {};
+  flag('error-rate', f.errorRate);
+  flag('error-status', f.errorStatus);
+  flag('crash-after-tokens', f.crashAfterTokens);
+  flag('hang', f.hang);
+  flag('latency-multiplier', f.latencyMultiplier);
+  flag('corrupt', f.corrupt);
+  return a;
+}
+
+interface SimHandle extends WorkerHandle {
+  child: Child | undefined;
+}
+
+export class SimProvider implements Provider {
+  readonly kind = 'sim';
+  /** Longest a simulated worker may take to report healthy beyond its configured load time. */
+  private readonly startSlackMs: number;
+  constructor(opts: { startSlackMs?: number } = {}) {
+    this.startSlackMs = opts.startSlackMs ?? 15_000;
+  }
+
+  async start(req: StartRequest): Promise<WorkerHandle> {
+    const v = req.version;
+    if (v.provider.kind !== 'sim') throw new UnavailableError('wrong_provider', `version ${v.id} is not a sim version`);
+    const sim = v.provider.sim;
+    // A port chosen here (not --port 0) so nothing has to be read from the worker's stdout: its
+    // output goes to a log file and it survives a crash of this process.
+    let lastErr: unknown;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const child = spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port)], {
+        env: { ...process.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
+        workDir: req.workDir,
+        name: req.workerId,
+      });
+      req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
+      try {
+        await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited);
+      } catch (err) {
+        await child.stop(1_000);
+        lastErr = err;
+        continue; // most likely the port was taken in between: try another
+      }
+      const h: SimHandle = { id: req.workerId, model: v.model, version: v.id, url, provider: this.kind, gpus: req.gpus, pid: child.pid, exited: child.exited, info: { logFile: child.logFile, port }, child };
+      return h;
+    }
+    throw lastErr instanceof Error ? lastErr : new UnavailableError('worker_start_failed', `could not start a simulator for ${req.workerId}`);
+  }
+
+  async stop(h: WorkerHandle, graceMs = 10_000): Promise<void> {
+    const c = (h as SimHandle).child;
+    if (c) await c.stop(graceMs);
+    else if (h.pid !== undefined && pidAlive(h.pid)) process.kill(h.pid, 'SIGTERM');
+  }
+
+  sleep(h: WorkerHandle, level: 1 | 2): Promise<void> {
+    return post(h.url, `/sleep?level=${level}`, 10_000);
+  }
+
+  async wake(h: WorkerHandle): Promise<void> {
+    await post(h.url, '/wake_up', 600_000);
+    await waitHealthy(h.url, '/health', 600_000, h.exited);
+  }
+
+  async adopt(rec: { id: string; version: VersionConfig; url: string; pid?: number | undefined; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
+    if (rec.pid === undefined || !pidAlive(rec.pid)) return undefined;
+    if ((await getStatus(rec.url, '/health', 2_000)) !== 200) return undefined;
+    const pid = rec.pid;
+    const h: SimHandle = {
+      id: rec.id,
+      model: rec.version.model,
+      version: rec.version.id,
+      url: rec.url,
+      provider: this.kind,
+      gpus: rec.gpus,
+      pid,
+      exited: new Promise<WorkerExit>(() => undefined),
+      info: {},
+      child: undefined,
+    };
+    return h;
+  }
+}

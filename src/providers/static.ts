@@ -1,0 +1,40 @@
+// The `static` provider: workers that already exist at fixed endpoints; Glidepath never starts or stops them.
+import { UnavailableError } from '../errors.js';
+import { getStatus, post, waitHealthy } from './engine.js';
+import type { Provider, StartRequest, WorkerExit, WorkerHandle } from './types.js';
+
+const never = new Promise<WorkerExit>(() => undefined);
+
+export class StaticProvider implements Provider {
+  readonly kind = 'static';
+
+  /** "Starting" worker i of a static version means checking that endpoint i answers /health. */
+  async start(req: StartRequest): Promise<WorkerHandle> {
+    const v = req.version;
+    if (v.provider.kind !== 'static') throw new UnavailableError('wrong_provider', `version ${v.id} is not a static version`);
+    const idx = Number(req.workerId.split('/').pop() ?? '0');
+    const url = v.provider.endpoints[idx];
+    if (url === undefined) throw new UnavailableError('no_endpoint', `version ${v.id} lists ${v.provider.endpoints.length} endpoint(s); worker ${idx} has none`);
+    const base = url.replace(/\/$/, '');
+    await waitHealthy(base, '/health', 30_000, never);
+    return { id: req.workerId, model: v.model, version: v.id, url: base, provider: this.kind, gpus: req.gpus, pid: undefined, exited: never, info: {} };
+  }
+
+  async stop(): Promise<void> {
+    // not ours to stop
+  }
+
+  sleep(h: WorkerHandle, level: 1 | 2): Promise<void> {
+    return post(h.url, `/sleep?level=${level}`, 10_000);
+  }
+
+  async wake(h: WorkerHandle): Promise<void> {
+    await post(h.url, '/wake_up', 600_000);
+    await waitHealthy(h.url, '/health', 600_000, never);
+  }
+
+  async adopt(rec: { id: string; version: { model: string; id: string }; url: string; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
+    if ((await getStatus(rec.url, '/health', 2_000)) !== 200) return undefined;
+    return { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: undefined, exited: never, info: {} };
+  }
+}

@@ -1,0 +1,208 @@
+// Blue-green: deploy green beside blue, swap (overlap or drain-first), instant rollback by one route
+// swap, retire. Every operation holds the model's lock, is audited, and leaves the store consistent.
+import { performance } from 'node:perf_hooks';
+import type { RouteSpec } from '../domain/route.js';
+import { routeToSpec } from '../domain/route.js';
+import type { Version } from '../domain/version.js';
+import { BadRequestError, ConflictError } from '../errors.js';
+import type { DrainResult } from '../gateway/workers.js';
+import type { Actor, ControlPlane } from '../control/plane.js';
+
+export type SwapMode = 'overlap' | 'drain-first';
+export type StandbyMode = 'warm' | 'sleep';
+
+export interface SwapResult {
+  model: string;
+  from: string | undefined;
+  to: string;
+  mode: SwapMode;
+  /** The route switch itself (one reference swap), ms. */
+  switchMs: number;
+  /** Drain-first: how long new requests were held, ms. */
+  heldMs?: number | undefined;
+  drain?: DrainResult | undefined;
+  standby: StandbyMode;
+  totalMs: number;
+}
+
+export interface RollbackResult {
+  model: string;
+  rolled_back_to: string;
+  rolled_back_from: string | undefined;
+  /** The route switch itself, ms (target p99 < 1 ms). */
+  elapsed_ms: number;
+  /** Time spent waking a sleeping standby first (time-shared standby), ms. */
+  wake_ms: number;
+  total_ms: number;
+  method: 'instant_route_switch' | 'wake_then_route_switch';
+}
+
+/** Route that sends everything to `active` and keeps `keep` versions at weight 0 (header preview, instant rollback). */
+function routeTo(cp: ControlPlane, model: string, active: string, keep: readonly string[]): RouteSpec {
+  const cur = routeToSpec(cp.route(model));
+  const weights: Record<string, number> = { [active]: 1 };
+  for (const k of keep) if (k !== active) weights[k] = 0;
+  return { model, weights, stable: active, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: cur.shadow && cur.shadow.version !== active ? cur.shadow : undefined };
+}
+
+/** Versions with workers that may stay in the route at weight 0. */
+function loadedIds(cp: ControlPlane, model: string): string[] {
+  return cp.registry.list(model, ['active', 'standby', 'ready']).map((v) => v.id);
+}
+
+/** `deploy green`: load a version on free GPUs while blue keeps serving, warm it, mark it ready. */
+export async function deployGreen(cp: ControlPlane, model: string, id: string, actor: Actor, onProgress: (m: string) => void = () => undefined): Promise<Version> {
+  return cp.exclusive(model, () =>
+    cp.audited(actor, 'deploy_green', `${model}/${id}`, { model, version: id }, async () => {
+      const v = cp.version(model, id);
+      if (v.status === 'ready' || v.status === 'standby' || v.status === 'active') {
+        throw new ConflictError('already_loaded', `version ${model}/${id} is already loaded (${v.status})`);
+      }
+      if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
+      const ready = await cp.load(v, actor, onProgress);
+      // in the route at weight 0: reachable with the version header for preview, never by weight
+      cp.publishRoute(routeTo(cp, model, cp.route(model).stable, loadedIds(cp, model)));
+      return ready;
+    }),
+  );
+}
+
+/**
+ * Swap: make `to` (default: the one ready version) active. overlap: new requests go to green at
+ * once, blue's in-flight finish there. drain-first: new requests wait in the gateway's hold queue
+ * until blue has drained, so the two versions never serve at the same time. Blue becomes standby
+ * (still loaded; asleep at level 1 with `standby: 'sleep'`).
+ */
+export async function swap(
+  cp: ControlPlane,
+  model: string,
+  opts: { to?: string | undefined; mode?: SwapMode; drainTimeoutMs?: number | undefined; standby?: StandbyMode },
+  actor: Actor,
+): Promise<SwapResult> {
+  const mode = opts.mode ?? 'overlap';
+  const standby = opts.standby ?? 'warm';
+  return cp.exclusive(model, () =>
+    cp.audited(actor, 'swap', model, { model, ...opts, mode }, async () => {
+      const t0 = performance.now();
+      const ready = cp.registry.list(model, ['ready']);
+      let green: Version;
+      if (opts.to !== undefined) {
+        green = cp.version(model, opts.to);
+        if (green.status !== 'ready' && green.status !== 'standby') {
+          throw new ConflictError('not_ready', `version ${model}/${opts.to} is ${green.status}; only a ready (or standby) version can be swapped in — deploy it first`);
+        }
+      } else {
+        if (ready.length === 0) throw new ConflictError('no_green', `model ${model} has no ready version to swap in; run \`glidepath deploy green --version V\` first`);
+        if (ready.length > 1) throw new BadRequestError('ambiguous_green', `model ${model} has ${ready.length} ready versions (${ready.map((v) => v.id).join(', ')}); say which with --to`);
+        green = ready[0] as Version;
+      }
+      const blue = cp.registry.active(model);
+      if (blue && blue.id === green.id) throw new ConflictError('already_active', `version ${model}/${green.id} is already active`);
+      if (cp.workers.isAsleep(model, green.id)) await cp.workers.wakeVersion(model, green.id);
+      const keep = loadedIds(cp, model);
+      let switchMs: number;
+      let heldMs: number | undefined;
+      let drain: DrainResult | undefined;
+      if (mode === 'drain-first' && blue) {
+        const h0 = performance.now();
+        cp.dp.hold(model);
+        try {
+          switchMs = cp.publishRoute(routeTo(cp, model, green.id, keep)).switchMs;
+          drain = await cp.dp.drain(model, blue.id, opts.drainTimeoutMs ?? cp.cfg.gateway.drainTimeoutMs);
+          cp.dp.undrain(model, blue.id);
+        } finally {
+          cp.dp.release(model);
+        }
+        heldMs = performance.now() - h0;
+      } else {
+        switchMs = cp.publishRoute(routeTo(cp, model, green.id, keep)).switchMs;
+      }
+      cp.registry.promote(model, green.id, { actor: actor.name, reason: `swap (${mode})` });
+      if (blue && standby === 'sleep') {
+        await cp.workers.sleepVersion(model, blue.id, 1);
+        cp.store.setSetting(`sleep:${model}/${blue.id}`, 1, Date.now());
+      }
+      cp.events.emit({ kind: 'swap', model, version: green.id, message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms` });
+      return { model, from: blue?.id, to: green.id, mode, switchMs, heldMs, drain, standby, totalMs: performance.now() - t0 };
+    }),
+  );
+}
+
+/**
+ * Instant rollback: route back to the standby version by one snapshot swap. A sleeping standby
+ * (time-shared) is woken first and the longer time is reported honestly.
+ */
+export async function rollback(cp: ControlPlane, model: string, actor: Actor, reason?: string): Promise<RollbackResult> {
+  return cp.exclusive(model, () =>
+    cp.audited(actor, 'rollback', model, { model, reason }, async () => {
+      const t0 = performance.now();
+      const target = cp.registry.standby(model);
+      if (!target) {
+        // let the registry produce its precise error (which standbys exist and why they are blocked)
+        cp.registry.rollback(model, { actor: actor.name });
+        throw new ConflictError('no_standby', `model ${model} has no standby version to roll back to`);
+      }
+      const cur = cp.registry.active(model);
+      let wakeMs = 0;
+      if (cp.workers.isAsleep(model, target.id)) {
+        const w0 = performance.now();
+        await cp.workers.wakeVersion(model, target.id);
+        cp.store.deleteSetting(`sleep:${model}/${target.id}`);
+        wakeMs = performance.now() - w0;
+      }
+      const { switchMs } = cp.publishRoute(routeTo(cp, model, target.id, loadedIds(cp, model)));
+      cp.registry.rollback(model, { actor: actor.name, reason: reason ?? 'rollback' });
+      const res: RollbackResult = {
+        model,
+        rolled_back_to: target.id,
+        rolled_back_from: cur?.id,
+        elapsed_ms: switchMs,
+        wake_ms: wakeMs,
+        total_ms: performance.now() - t0,
+        method: wakeMs > 0 ? 'wake_then_route_switch' : 'instant_route_switch',
+      };
+      cp.events.emit({ kind: 'rollback', model, version: target.id, message: `${model}: rolled back to ${target.id} in ${switchMs.toFixed(3)} ms${wakeMs > 0 ? ` (+${wakeMs.toFixed(0)} ms wake)` : ''}`, data: res });
+      return res;
+    }),
+  );
+}
+
+/** Retire: unload a version and free its GPUs; never the active one; standby only when forced. */
+export async function retire(cp: ControlPlane, model: string, id: string, opts: { force?: boolean }, actor: Actor): Promise<{ model: string; version: string; freedGpus: number; drain?: DrainResult | undefined }> {
+  return cp.exclusive(model, () =>
+    cp.audited(actor, 'retire', `${model}/${id}`, { model, version: id, ...opts }, async () => {
+      const v = cp.version(model, id);
+      if (v.status === 'active') throw new ConflictError('retire_active', `version ${model}/${id} is active; swap or roll back to another version first`);
+      if (v.status === 'retired') throw new ConflictError('already_retired', `version ${model}/${id} is already retired`);
+      if (v.status === 'standby' && !opts.force) {
+        throw new ConflictError('retire_standby', `version ${model}/${id} is the standby (rollback target); pass --force to retire it anyway`);
+      }
+      if (v.status === 'loading') throw new ConflictError('retire_loading', `version ${model}/${id} is loading; wait for it to finish or fail`);
+      let drain: DrainResult | undefined;
+      const route = cp.route(model);
+      if (route.versions.some((x) => x.id === id) || Object.values(route.overrides).includes(id) || route.shadow?.version === id) {
+        const spec = routeToSpec(route);
+        const weights = { ...spec.weights };
+        if ((weights[id] ?? 0) > 0) throw new ConflictError('retire_serving', `version ${model}/${id} still has weight ${weights[id]}; move its traffic first`);
+        delete weights[id];
+        const overrides = Object.fromEntries(Object.entries(spec.overrides ?? {}).filter(([, vid]) => vid !== id));
+        cp.publishRoute({ ...spec, weights, overrides, shadow: spec.shadow?.version === id ? undefined : spec.shadow });
+      }
+      try {
+        drain = await cp.dp.drain(model, id, cp.cfg.gateway.drainTimeoutMs);
+      } catch {
+        // the data plane may not know it (never loaded)
+      }
+      const freedGpus = await cp.workers.stopVersion(model, id);
+      try {
+        await cp.dp.removeVersion(model, id);
+      } catch {
+        // not known to the data plane
+      }
+      cp.store.deleteSetting(`sleep:${model}/${id}`);
+      cp.registry.transition(model, id, 'retired', { gpus: [] }, { actor: actor.name, reason: 'retired' });
+      cp.events.emit({ kind: 'retire', model, version: id, message: `${model}/${id} retired, freed ${freedGpus} GPU(s)` });
+      return { model, version: id, freedGpus, drain };
+    }),
+  );
+}
