@@ -1,0 +1,104 @@
+// Pickers, table-driven with exact pick sequences. The expected sequences were computed by an
+// independent Python implementation of mulberry32 and the power-of-two-choices rule, not by this code.
+import { describe, expect, it } from 'vitest';
+import { createPicker, mulberry32, PowerOfTwoPicker, RoundRobinPicker } from '../../../src/gateway/pick.js';
+import type { Pickable } from '../../../src/gateway/pick.js';
+
+interface W extends Pickable {
+  id: string;
+}
+
+const NOW = 1000;
+
+function workers(ids: string[], outstanding: number[], ejectedUntil?: number[], routable?: boolean[]): W[] {
+  return ids.map((id, k) => ({ id, outstanding: outstanding[k]!, ejectedUntil: ejectedUntil?.[k] ?? 0, routable: routable?.[k] ?? true }));
+}
+
+function run(picker: { pick: (ws: readonly W[], now: number, ex?: ReadonlySet<W>) => W | undefined }, ws: W[], n: number, exclude?: string[]): (string | undefined)[] {
+  const ex = exclude ? new Set(ws.filter((w) => exclude.includes(w.id))) : undefined;
+  const out: (string | undefined)[] = [];
+  for (let i = 0; i < n; i++) out.push(picker.pick(ws, NOW, ex)?.id);
+  return out;
+}
+
+describe('mulberry32', () => {
+  it('matches the reference generator', () => {
+    const r1 = mulberry32(1);
+    expect([r1(), r1(), r1()]).toEqual([0.6270739405881613, 0.002735721180215478, 0.5274470399599522]);
+    const r42 = mulberry32(42);
+    expect([r42(), r42(), r42(), r42(), r42()]).toEqual([0.6011037519201636, 0.44829055899754167, 0.8524657934904099, 0.6697340414393693, 0.17481389874592423]);
+  });
+});
+
+describe('PowerOfTwoPicker: exact sequences for a seeded mulberry32', () => {
+  const table: { name: string; seed: number; ws: () => W[]; exclude?: string[]; expected: (string | undefined)[] }[] = [
+    { name: 'all idle: first sampled wins ties', seed: 42, ws: () => workers(['a', 'b', 'c', 'd'], [0, 0, 0, 0]), expected: ['c', 'd', 'a', 'b', 'd', 'a', 'c', 'a', 'c', 'a'] },
+    { name: 'loaded: the less loaded of the two wins', seed: 42, ws: () => workers(['a', 'b', 'c', 'd'], [5, 1, 3, 0]), expected: ['b', 'd', 'c', 'b', 'd', 'd', 'c', 'c', 'b', 'c'] },
+    {
+      name: 'ejected and unroutable workers are skipped',
+      seed: 7,
+      ws: () => workers(['a', 'b', 'c', 'd', 'e'], [0, 2, 0, 1, 3], [0, 5000, 0, 0, 0], [true, true, true, false, true]),
+      expected: ['a', 'c', 'c', 'c', 'c', 'a', 'c', 'a', 'a', 'a'],
+    },
+    { name: 'excluded workers are skipped', seed: 123, ws: () => workers(['a', 'b', 'c'], [0, 0, 0]), exclude: ['a'], expected: ['c', 'b', 'b', 'c', 'c', 'c', 'b', 'c'] },
+    { name: 'one eligible: always it', seed: 1, ws: () => workers(['a', 'b'], [0, 0], [0, 5000]), expected: ['a', 'a', 'a', 'a'] },
+    {
+      name: 'eight workers with mixed load',
+      seed: 2024,
+      ws: () => workers(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'], [3, 1, 4, 1, 5, 9, 2, 6]),
+      expected: ['g', 'e', 'e', 'b', 'd', 'g', 'd', 'd', 'b', 'a', 'g', 'c'],
+    },
+    { name: 'none eligible', seed: 1, ws: () => workers(['a', 'b'], [0, 0], [5000, 5000]), expected: [undefined, undefined] },
+    { name: 'empty pool', seed: 1, ws: () => [], expected: [undefined] },
+  ];
+  for (const c of table) {
+    it(c.name, () => {
+      expect(run(new PowerOfTwoPicker(mulberry32(c.seed)), c.ws(), c.expected.length, c.exclude)).toEqual(c.expected);
+    });
+  }
+
+  it('an ejection that has expired counts as eligible again', () => {
+    const ws = workers(['a', 'b'], [0, 0], [NOW, NOW + 1]);
+    expect(new PowerOfTwoPicker(mulberry32(1)).pick(ws, NOW)?.id).toBe('a');
+    expect(run(new PowerOfTwoPicker(mulberry32(1)), workers(['a', 'b'], [1, 0], [NOW, 0]), 3)).toEqual(['b', 'b', 'b']);
+  });
+
+  it('never picks the most loaded of several workers when two are sampled (p2c property)', () => {
+    const ws = workers(['a', 'b', 'c'], [0, 0, 100]);
+    const picks = run(new PowerOfTwoPicker(mulberry32(99)), ws, 500);
+    expect(picks).not.toContain('c');
+  });
+});
+
+describe('RoundRobinPicker: exact sequences', () => {
+  const table: { name: string; ws: () => W[]; exclude?: string[]; expected: (string | undefined)[] }[] = [
+    { name: 'in list order', ws: () => workers(['a', 'b', 'c'], [9, 0, 0]), expected: ['a', 'b', 'c', 'a', 'b', 'c', 'a'] },
+    { name: 'skips ejected', ws: () => workers(['a', 'b', 'c'], [0, 0, 0], [0, 5000, 0]), expected: ['a', 'c', 'a', 'c', 'a'] },
+    { name: 'skips unroutable', ws: () => workers(['a', 'b', 'c', 'd'], [0, 0, 0, 0], undefined, [false, true, true, false]), expected: ['b', 'c', 'b', 'c'] },
+    { name: 'skips excluded', ws: () => workers(['a', 'b', 'c'], [0, 0, 0]), exclude: ['c'], expected: ['a', 'b', 'a', 'b'] },
+    { name: 'none eligible', ws: () => workers(['a'], [0], undefined, [false]), expected: [undefined, undefined] },
+    { name: 'empty pool', ws: () => [], expected: [undefined] },
+  ];
+  for (const c of table) {
+    it(c.name, () => {
+      expect(run(new RoundRobinPicker(), c.ws(), c.expected.length, c.exclude)).toEqual(c.expected);
+    });
+  }
+
+  it('continues after the last pick when the pool shrinks or grows', () => {
+    const rr = new RoundRobinPicker();
+    const abc = workers(['a', 'b', 'c'], [0, 0, 0]);
+    expect(run(rr, abc, 2)).toEqual(['a', 'b']);
+    const ab = abc.slice(0, 2);
+    expect(run(rr, ab, 3)).toEqual(['a', 'b', 'a']);
+    const abcd = [...abc, ...workers(['d'], [0])];
+    expect(run(rr, abcd, 4)).toEqual(['b', 'c', 'd', 'a']);
+  });
+});
+
+describe('createPicker', () => {
+  it('builds the configured kind', () => {
+    expect(createPicker('p2c').name).toBe('p2c');
+    expect(createPicker('round_robin').name).toBe('round_robin');
+  });
+});
