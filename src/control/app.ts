@@ -1,5 +1,4 @@
 // The composition root: config → store → telemetry → data plane → providers → control plane → listeners.
-import type { Server } from 'node:http';
 import type { GlidepathConfig } from '../config/types.js';
 import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
