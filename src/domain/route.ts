@@ -6,8 +6,9 @@ export interface RouteSpec {
   /** version id → weight: fractions summing to 1 (±1e-9) or non-negative integers (normalised). */
   weights: Readonly<Record<string, number>>;
   /**
-   * The version everyone returns to when candidates are at 0. Defaults to the version with the
-   * largest weight (first listed on ties).
+   * The version everyone returns to when candidates are at 0. Defaults to the previous route's
+   * stable while it still has weight, else to the version with the largest weight (first listed
+   * on ties).
    */
   stable?: string | undefined;
   /** category → version id (x-glidepath-category). */
@@ -75,7 +76,11 @@ export function buildRoute(spec: RouteSpec, revision: number, knownVersions: Rea
   }
   const ids = Object.keys(weights);
   let stable = spec.stable;
-  if (stable === undefined) {
+  if (stable === undefined && previous !== undefined && (weights[previous.stable] ?? 0) > 0) {
+    // keep the stable a growing candidate is measured against: if it flipped to the largest weight
+    // (a canary past 50%), the sticky layout would reverse and move users out of the canary
+    stable = previous.stable;
+  } else if (stable === undefined) {
     stable = ids.reduce((best, id) => ((weights[id] ?? 0) > (weights[best] ?? 0) ? id : best), ids[0] as string);
   } else if (!(stable in weights)) {
     throw new RouteValidationError(`stable version ${JSON.stringify(stable)} is not in the route's weights`);
