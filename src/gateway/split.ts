@@ -83,8 +83,9 @@ export class SplitState {
     if (explicit !== undefined) {
       version = explicit;
       reason = 'header';
-    } else if (category !== undefined && this.route.overrides[category] !== undefined) {
-      version = this.route.overrides[category];
+    } else if (category !== undefined && Object.hasOwn(this.route.overrides, category)) {
+      // own keys only: a client's `constructor` or `__proto__` category must not reach Object.prototype
+      version = this.route.overrides[category] as string;
       reason = 'override';
     } else if (stickyKey !== undefined && stickyKey !== '') {
       version = stickyVersion(this.route, stickyPoint(this.defaultSalt, stickyKey));

@@ -184,6 +184,16 @@ describe('versions and headers', () => {
     expect((bad.json().error as { message: string }).message).toContain('x-glidepath-version');
   });
 
+  it('a category naming an Object.prototype key is no override (regression: it chose a function as the version)', async () => {
+    const a = await upstream();
+    const gw = await gateway(oneModel([a.url]));
+    for (const cat of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-category': cat } });
+      expect(r.status, cat).toBe(200);
+      expect(r.headers['x-glidepath-version']).toBe('v1');
+    }
+  });
+
   it('ignores the version header when it is disabled', async () => {
     const a = await upstream();
     const b = await upstream();
