@@ -2,14 +2,17 @@
 // mean/variance, quantiles with NumPy's default (linear) interpolation, and average ranks with ties.
 
 /** Keeps finite numbers only. This is the analysis-wide NaN policy ("remove", as Kayenta's default). */
-export function finite(values: readonly (number | null | undefined)[]): number[] {
+export function finite(values: ArrayLike<number | null | undefined>): number[] {
   const out: number[] = [];
-  for (const v of values) if (typeof v === 'number' && Number.isFinite(v)) out.push(v);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (typeof v === 'number' && Number.isFinite(v)) out.push(v);
+  }
   return out;
 }
 
 /** Ascending sorted copy (numeric, not lexicographic). */
-export function sortedCopy(values: readonly number[]): Float64Array {
+export function sortedCopy(values: ArrayLike<number>): Float64Array {
   const a = Float64Array.from(values);
   a.sort();
   return a;

@@ -28,7 +28,7 @@ export interface HodgesLehmannResult {
 }
 
 /** Largest candidate set that is sorted directly instead of partitioned further. */
-const DIRECT_SORT_LIMIT = 4096;
+const DIRECT_SORT_LIMIT = 512;
 
 /** mulberry32: a tiny deterministic PRNG so the selection is reproducible run to run. */
 function prng(seed: number): () => number {
@@ -142,7 +142,7 @@ export function mwuQuantile(p: number, m: number, n: number): number {
  * with sigma tie-corrected for ties inside x and inside y (those do not move with d).
  * R finds the same jump points with uniroot (tolerance 1e-4); here they are exact.
  */
-export function hodgesLehmann(xIn: readonly number[], yIn: readonly number[], opts: HodgesLehmannOptions = {}): HodgesLehmannResult {
+export function hodgesLehmann(xIn: ArrayLike<number>, yIn: ArrayLike<number>, opts: HodgesLehmannOptions = {}): HodgesLehmannResult {
   const confLevel = opts.confLevel ?? 0.95;
   const continuity = opts.continuity ?? true;
   const x = sortedCopy(finite(xIn));

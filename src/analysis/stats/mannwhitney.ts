@@ -1,7 +1,7 @@
 // The Mann-Whitney U test as scipy.stats.mannwhitneyu (SciPy 1.17): U, p-value for two-sided and
 // one-sided alternatives, tie and continuity corrections, the exact null distribution, 'auto' rule.
 
-import { averageRanks, finite, tieTerm } from './describe.js';
+import { finite, sortedCopy } from './describe.js';
 import { normSf } from './normal.js';
 
 /** 'greater': the first sample tends to be larger than the second (SciPy's convention). */
@@ -89,26 +89,44 @@ export function mwuSf(k: number, m: number, n: number): number {
  * Mann-Whitney U test of x against y. NaNs and infinities are removed first (NaN policy "remove").
  * Returns p = NaN when either sample is empty.
  */
-export function mannWhitneyU(xIn: readonly number[], yIn: readonly number[], opts: MwuOptions = {}): MwuResult {
+export function mannWhitneyU(xIn: ArrayLike<number>, yIn: ArrayLike<number>, opts: MwuOptions = {}): MwuResult {
   const alternative = opts.alternative ?? 'two-sided';
   const continuity = opts.continuity ?? true;
-  const x = finite(xIn);
-  const y = finite(yIn);
+  const x = sortedCopy(finite(xIn));
+  const y = sortedCopy(finite(yIn));
   const n1 = x.length;
   const n2 = y.length;
   if (n1 === 0 || n2 === 0) {
     return { u: NaN, p: NaN, method: 'asymptotic', n1, n2, z: NaN, ties: false };
   }
-  const { ranks, ties } = averageRanks([...x, ...y]);
-  let r1 = 0;
-  for (let i = 0; i < n1; i++) r1 += ranks[i] as number;
-  const u1 = r1 - (n1 * (n1 + 1)) / 2;
+  // U1 = sum of average ranks of x - n1(n1+1)/2 = #{y < x} + #{y = x}/2 over all x, found by merging
+  // the two sorted samples; the same sweep yields the pooled tie groups.
+  let u1 = 0;
+  let tieSum = 0;
+  let i = 0;
+  let j = 0;
+  while (i < n1 || j < n2) {
+    const v = Math.min(i < n1 ? (x[i] as number) : Infinity, j < n2 ? (y[j] as number) : Infinity);
+    let a = 0;
+    while (i < n1 && x[i] === v) {
+      a++;
+      i++;
+    }
+    let b = 0;
+    while (j < n2 && y[j] === v) {
+      b++;
+      j++;
+    }
+    u1 += a * (j - b) + 0.5 * a * b;
+    const t = a + b;
+    if (t > 1) tieSum += t * t * t - t;
+  }
   const u2 = n1 * n2 - u1;
-  const hasTies = ties.length > 0;
+  const hasTies = tieSum > 0;
   const method = (opts.method ?? 'auto') === 'auto' ? chooseMwuMethod(n1, n2, hasTies) : (opts.method as 'exact' | 'asymptotic');
 
   const n = n1 + n2;
-  const sigma = Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieTerm(ties) / (n * (n - 1))));
+  const sigma = Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieSum / (n * (n - 1))));
   const mu = (n1 * n2) / 2;
   const z = sigma > 0 ? (u1 - mu) / sigma : 0;
 

@@ -1,0 +1,221 @@
+// Per-metric rules of the canary judge: for each metric, the summaries of both versions, the
+// relative check (significant in the bad direction AND beyond tolerance) and the absolute gate.
+
+import type { CheckTest, CheckVerdict, ErrorsConfig, LatencyConfig, MetricSamples, MetricVerdict, QualityConfig, ThroughputConfig, VersionSummary } from './judge-types.js';
+import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
+import { fisherExact, binomialTestGreater } from './stats/proportions.js';
+import { hodgesLehmann } from './stats/hodgeslehmann.js';
+import { mannWhitneyU, type Alternative } from './stats/mannwhitney.js';
+import { normIsf } from './stats/normal.js';
+import { alwaysValidPValue, twoSampleInformation } from './stats/sequential.js';
+
+/** What every check needs to know about the look. */
+export interface CheckContext {
+  sequential: 'msprt' | 'none';
+  tau: number;
+  /** Level per statistical check. */
+  alpha: number;
+  hlConfLevel: number;
+  gateQuantile: number;
+  previous: Record<string, number>;
+  /** Always-valid p-values of this look, filled in by the checks. */
+  out: Record<string, number>;
+}
+
+const fmt = (v: number, digits = 3): string => (Number.isFinite(v) ? Number(v.toPrecision(digits)).toString() : String(v));
+const pct = (v: number): string => `${fmt(v * 100)} %`;
+
+/** z-equivalent of an exact one-sided p-value, so exact tests can feed the mSPRT. */
+function zFromP(p: number): number {
+  return normIsf(Math.min(1 - 1e-15, Math.max(1e-300, p)));
+}
+
+/** Records the sequential p-value of a check and decides significance at this look. */
+function decide(ctx: CheckContext, id: string, p: number, z: number, information: number, alt: Alternative): { pSeq: number; significant: boolean } {
+  if (Number.isNaN(p)) {
+    const kept = ctx.previous[id] ?? 1;
+    ctx.out[id] = kept;
+    return { pSeq: kept, significant: kept <= ctx.alpha };
+  }
+  let pSeq = p;
+  if (ctx.sequential === 'msprt') {
+    pSeq = alwaysValidPValue(z, information, { tau: ctx.tau, alternative: alt }, ctx.previous[id] ?? 1);
+  }
+  ctx.out[id] = pSeq;
+  return { pSeq, significant: pSeq <= ctx.alpha };
+}
+
+function check(id: string, kind: 'relative' | 'absolute', test: CheckTest, fields: Omit<CheckVerdict, 'id' | 'kind' | 'test'>): CheckVerdict {
+  return { id, kind, test, ...fields };
+}
+
+function worst(checks: CheckVerdict[]): 'pass' | 'fail' | 'inconclusive' {
+  if (checks.some((c) => c.outcome === 'fail')) return 'fail';
+  if (checks.some((c) => c.outcome === 'inconclusive')) return 'inconclusive';
+  return 'pass';
+}
+
+function nodata(name: MetricVerdict['name'], cfg: { weight: number; critical: boolean }, stable: VersionSummary, canary: VersionSummary, measured: boolean, reason: string): MetricVerdict {
+  return { name, outcome: 'nodata', critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks: [], reason };
+}
+
+function summarize(sorted: Float64Array, q: number): VersionSummary {
+  return { n: sorted.length, mean: mean(sorted), median: quantileSorted(sorted, 0.5), p99: quantileSorted(sorted, q) };
+}
+
+/**
+ * Absolute gate "the q-quantile is at most `limit`", tested as: the share of values above the limit
+ * is significantly larger than 1 - q (exact binomial test). A breach by the canary fails, unless the
+ * stable version breaches it too (then the fleet, not the canary, is the problem: inconclusive).
+ */
+function quantileGate(id: string, canary: Float64Array, stable: Float64Array, limit: number, ctx: CheckContext): CheckVerdict {
+  const q = ctx.gateQuantile;
+  const above = (a: Float64Array): number => a.reduce((k, v) => (v > limit ? k + 1 : k), 0);
+  const kc = above(canary);
+  const p = binomialTestGreater(kc, canary.length, 1 - q);
+  const { pSeq, significant } = decide(ctx, id, p, zFromP(p), canary.length, 'greater');
+  const observed = quantileSorted(canary, q);
+  const breach = significant && observed > limit;
+  let outcome: CheckVerdict['outcome'] = 'pass';
+  let reason = `p${q * 100} ${fmt(observed)} ms vs gate ${limit} ms: within (p=${fmt(pSeq)})`;
+  if (breach) {
+    const ps = binomialTestGreater(above(stable), stable.length, 1 - q);
+    const stableBreach = ps <= ctx.alpha && quantileSorted(stable, q) > limit;
+    outcome = stableBreach ? 'inconclusive' : 'fail';
+    reason = stableBreach
+      ? `p${q * 100} ${fmt(observed)} ms breaches ${limit} ms, but stable breaches it too`
+      : `p${q * 100} ${fmt(observed)} ms breaches ${limit} ms (${kc}/${canary.length} above, p=${fmt(pSeq)})`;
+  }
+  return check(id, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: observed, threshold: limit, reason });
+}
+
+/** Latency-like metric: canary must not be significantly slower by more than maxP99Increase at p99. */
+export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readonly number[], canaryIn: readonly number[], cfg: LatencyConfig, ctx: CheckContext): MetricVerdict {
+  const s = sortedCopy(finite(stableIn));
+  const c = sortedCopy(finite(canaryIn));
+  const stable = summarize(s, ctx.gateQuantile);
+  const canary = summarize(c, ctx.gateQuantile);
+  if (s.length < cfg.minSamples || c.length < cfg.minSamples) {
+    return nodata(name, cfg, stable, canary, true, `too few samples: stable ${s.length}, canary ${c.length} < ${cfg.minSamples}`);
+  }
+  const id = `${name}.relative`;
+  const mw = mannWhitneyU(c, s, { alternative: 'greater' });
+  const { pSeq, significant } = decide(ctx, id, mw.p, mw.z, twoSampleInformation(c.length, s.length), 'greater');
+  const sp = stable.p99 as number;
+  const cp = canary.p99 as number;
+  const effect = sp > 0 ? cp / sp - 1 : cp > 0 ? Infinity : 0;
+  const fail = significant && effect > cfg.maxP99Increase;
+  const reason = fail
+    ? `p99 ${fmt(cp)} ms vs ${fmt(sp)} ms (+${pct(effect)} > ${pct(cfg.maxP99Increase)}), canary significantly slower (p=${fmt(pSeq)})`
+    : significant
+      ? `slower (p=${fmt(pSeq)}) but p99 change ${pct(effect)} within ${pct(cfg.maxP99Increase)}`
+      : `no significant slowdown (p=${fmt(pSeq)}; p99 change ${pct(effect)})`;
+  const checks = [check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxP99Increase, reason })];
+  if (cfg.maxP99Ms !== null && cfg.maxP99Ms !== undefined) checks.push(quantileGate(`${name}.absolute`, c, s, cfg.maxP99Ms, ctx));
+  const hl = hodgesLehmann(c, s, { confLevel: ctx.hlConfLevel });
+  const med = stable.median as number;
+  const outcome = worst(checks);
+  return {
+    name, outcome, critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary,
+    shift: { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: med > 0 ? hl.estimate / med : NaN },
+    checks,
+    reason: checks.filter((k) => k.outcome === outcome).map((k) => k.reason).join('; '),
+  };
+}
+
+/** Errors: Fisher's exact test (one-sided, canary worse) with the seed's relative tolerance; exact binomial gate. */
+export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cfg: ErrorsConfig, ctx: CheckContext): MetricVerdict {
+  const counts = (m: MetricSamples): { n: number; e: number } => {
+    const n = Number.isFinite(m.requests) && m.requests > 0 ? Math.floor(m.requests) : 0;
+    const e = Number.isFinite(m.errors) && m.errors > 0 ? Math.min(n, Math.floor(m.errors)) : 0;
+    return { n, e };
+  };
+  const s = counts(stableIn);
+  const c = counts(canaryIn);
+  const stable: VersionSummary = { n: s.n, rate: s.n > 0 ? s.e / s.n : NaN };
+  const canary: VersionSummary = { n: c.n, rate: c.n > 0 ? c.e / c.n : NaN };
+  if (s.n < cfg.minRequests || c.n < cfg.minRequests) {
+    return nodata('errors', cfg, stable, canary, true, `too few requests: stable ${s.n}, canary ${c.n} < ${cfg.minRequests}`);
+  }
+  const sr = stable.rate as number;
+  const cr = canary.rate as number;
+  const id = 'errors.relative';
+  const fisher = fisherExact(c.e, c.n - c.e, s.e, s.n - s.e, 'greater');
+  const { pSeq, significant } = decide(ctx, id, fisher.p, zFromP(fisher.p), twoSampleInformation(c.n, s.n), 'greater');
+  const effect = (cr - sr) / Math.max(sr, cfg.rateFloor);
+  const fail = significant && effect > cfg.maxRelativeIncrease;
+  const reason = fail
+    ? `error rate ${pct(cr)} vs ${pct(sr)} (+${pct(effect)} relative > ${pct(cfg.maxRelativeIncrease)}), significant (p=${fmt(pSeq)})`
+    : `error rate ${pct(cr)} vs ${pct(sr)}: no significant increase beyond ${pct(cfg.maxRelativeIncrease)} (p=${fmt(pSeq)})`;
+  const checks = [check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: fisher.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxRelativeIncrease, reason })];
+  if (cfg.maxRate !== null) {
+    const limit = cfg.maxRate;
+    const aid = 'errors.absolute';
+    const p = binomialTestGreater(c.e, c.n, limit);
+    const d = decide(ctx, aid, p, zFromP(p), c.n, 'greater');
+    const breach = d.significant && cr > limit;
+    const stableBreach = breach && binomialTestGreater(s.e, s.n, limit) <= ctx.alpha && sr > limit;
+    const outcome = !breach ? 'pass' : stableBreach ? 'inconclusive' : 'fail';
+    const why = !breach
+      ? `error rate ${pct(cr)} not significantly above the ${pct(limit)} gate (p=${fmt(d.pSeq)})`
+      : stableBreach
+        ? `error rate ${pct(cr)} above the ${pct(limit)} gate, but stable (${pct(sr)}) is too`
+        : `error rate ${pct(cr)} significantly above the ${pct(limit)} gate (p=${fmt(d.pSeq)})`;
+    checks.push(check(aid, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: d.pSeq, alpha: ctx.alpha, significant: d.significant, effect: cr, threshold: limit, reason: why }));
+  }
+  const outcome = worst(checks);
+  return { name: 'errors', outcome, critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary, checks, reason: checks.filter((k) => k.outcome === outcome).map((k) => k.reason).join('; ') };
+}
+
+/** Quality scores (higher is better): fail when significantly lower and the mean drops by more than maxDecrease. */
+export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] | undefined, cfg: QualityConfig, ctx: CheckContext): MetricVerdict {
+  const measured = stableIn !== undefined && canaryIn !== undefined;
+  const s = sortedCopy(finite(stableIn ?? []));
+  const c = sortedCopy(finite(canaryIn ?? []));
+  const stable = summarize(s, 0.5);
+  const canary = summarize(c, 0.5);
+  delete stable.p99;
+  delete canary.p99;
+  if (!measured) return nodata('quality', cfg, stable, canary, false, 'not measured (no quality scores)');
+  if (s.length < cfg.minSamples || c.length < cfg.minSamples) {
+    return nodata('quality', cfg, stable, canary, true, `too few scores: stable ${s.length}, canary ${c.length} < ${cfg.minSamples}`);
+  }
+  const id = 'quality.relative';
+  const mw = mannWhitneyU(c, s, { alternative: 'less' });
+  const { pSeq, significant } = decide(ctx, id, mw.p, mw.z, twoSampleInformation(c.length, s.length), 'less');
+  const effect = (stable.mean as number) - (canary.mean as number);
+  const fail = significant && effect > cfg.maxDecrease;
+  const reason = fail
+    ? `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)} (drop ${fmt(effect)} > ${cfg.maxDecrease}), significantly lower (p=${fmt(pSeq)})`
+    : `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)}: no significant drop beyond ${cfg.maxDecrease} (p=${fmt(pSeq)})`;
+  const checks = [check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxDecrease, reason })];
+  const hl = hodgesLehmann(c, s, { confLevel: ctx.hlConfLevel });
+  const med = stable.median as number;
+  return {
+    name: 'quality', outcome: checks[0]?.outcome ?? 'pass', critical: cfg.critical, weight: cfg.weight, measured, stable, canary,
+    shift: { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: med > 0 ? hl.estimate / med : NaN },
+    checks, reason,
+  };
+}
+
+/**
+ * Throughput ratio canary / stable of outputTokens / durationS. One number per version and window, so
+ * there is no sample-level test: a ratio below minRatio with enough requests on both sides fails.
+ */
+export function judgeThroughput(stableIn: MetricSamples, canaryIn: MetricSamples, cfg: ThroughputConfig): MetricVerdict {
+  const tp = (m: MetricSamples): number => (m.durationS > 0 && Number.isFinite(m.outputTokens) ? m.outputTokens / m.durationS : NaN);
+  const st = tp(stableIn);
+  const ct = tp(canaryIn);
+  const stable: VersionSummary = { n: stableIn.requests, throughput: st };
+  const canary: VersionSummary = { n: canaryIn.requests, throughput: ct };
+  const measured = Number.isFinite(st) || Number.isFinite(ct);
+  if (!measured) return nodata('throughput', cfg, stable, canary, false, 'not measured (no serving time)');
+  if (!(stableIn.requests >= cfg.minRequests && canaryIn.requests >= cfg.minRequests) || !(st > 0) || !Number.isFinite(ct)) {
+    return nodata('throughput', cfg, stable, canary, true, `too few requests or no throughput: stable ${stableIn.requests}, canary ${canaryIn.requests} (min ${cfg.minRequests})`);
+  }
+  const ratio = ct / st;
+  const fail = ratio < cfg.minRatio;
+  const reason = `throughput ${fmt(ct)} vs ${fmt(st)} tokens/s (ratio ${fmt(ratio)} ${fail ? '<' : '>='} ${cfg.minRatio})`;
+  const c = check('throughput.absolute', 'absolute', 'ratio', { outcome: fail ? 'fail' : 'pass', pValue: NaN, pValueSequential: NaN, alpha: NaN, significant: fail, effect: ratio, threshold: cfg.minRatio, reason });
+  return { name: 'throughput', outcome: c.outcome, critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks: [c], reason };
+}

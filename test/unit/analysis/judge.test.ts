@@ -1,0 +1,165 @@
+// The canary judge on seeded synthetic telemetry: bad canaries fail, equal ones pass, tiny samples
+// wait, and the false-fail rate of equal canaries judged at every look stays at or under alpha.
+import { describe, expect, it } from 'vitest';
+import { combine, judgeCanary, judgeConfig, statisticalCheckCount, type MetricVerdict, type Verdict } from '../../../src/analysis/judge.js';
+import { concat, versionSamples } from './canary.js';
+import { rng } from './random.js';
+
+const cfg = judgeConfig();
+const metric = (v: Verdict, name: string): MetricVerdict => v.metrics.find((m) => m.name === name)!;
+
+describe('judgeCanary: seed scenarios', () => {
+  it('fails a canary whose latency is 30 % slower (p99 included) and says why', () => {
+    const r = rng(11);
+    const v = judgeCanary(versionSamples(r, 2000), versionSamples(r, 200, { latencyScale: 1.3 }), cfg, { index: 0 });
+    expect(metric(v, 'latency').outcome).toBe('fail');
+    expect(v.outcome).toBe('fail');
+    expect(v.action).toBe('rollback');
+    expect(v.score).toBeLessThan(cfg.scoreMarginal);
+    const check = metric(v, 'latency').checks[0]!;
+    expect(check.significant).toBe(true);
+    expect(check.effect).toBeGreaterThan(0.2);
+    expect(metric(v, 'latency').shift!.relativeToStableMedian).toBeGreaterThan(0.15);
+  });
+
+  it('fails a canary with a higher error rate (critical metric)', () => {
+    const r = rng(12);
+    const v = judgeCanary(versionSamples(r, 2000, { errorRate: 0.001 }), versionSamples(r, 200, { errorRate: 0.03 }), cfg, { index: 0 });
+    expect(metric(v, 'errors').outcome).toBe('fail');
+    expect(v.outcome).toBe('fail');
+    expect(v.score).toBe(0);
+    expect(v.reasons[0]).toMatch(/critical metric errors failed/);
+  });
+
+  it('fails a canary whose hallucination rate is 14 % vs 3 % (judge scores, critical)', () => {
+    const r = rng(13);
+    const v = judgeCanary(versionSamples(r, 2000, { hallucinationRate: 0.03 }), versionSamples(r, 300, { hallucinationRate: 0.14 }), cfg, { index: 0 });
+    const q = metric(v, 'quality');
+    expect(q.outcome).toBe('fail');
+    expect(q.checks[0]!.effect).toBeGreaterThan(0.05);
+    expect(v.outcome).toBe('fail');
+  });
+
+  it('passes a canary equal to stable, with every number reported', () => {
+    const r = rng(14);
+    const v = judgeCanary(versionSamples(r, 2000), versionSamples(r, 200), cfg, { index: 3 });
+    expect(v.outcome).toBe('pass');
+    expect(v.action).toBe('advance');
+    expect(v.score).toBe(100);
+    expect(v.metrics.map((m) => m.name)).toEqual(['latency', 'ttft', 'tpot', 'errors', 'quality', 'throughput']);
+    const lat = metric(v, 'latency');
+    expect(lat.stable.n).toBe(2000);
+    expect(lat.canary.p99).toBeGreaterThan(0);
+    expect(lat.checks[0]!.pValue).toBeGreaterThan(0);
+    expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 8, checks: 8 });
+    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'latency.relative', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'ttft.absolute', 'ttft.relative']);
+    expect(JSON.parse(JSON.stringify(v))).toBeTruthy();
+  });
+
+  it('waits (nodata) on tiny samples', () => {
+    const r = rng(15);
+    const v = judgeCanary(versionSamples(r, 2000), versionSamples(r, 10), cfg, { index: 0 });
+    expect(v.outcome).toBe('nodata');
+    expect(v.action).toBe('wait');
+    expect(metric(v, 'latency').outcome).toBe('nodata');
+  });
+});
+
+describe('judgeCanary: policies', () => {
+  it('a significant but small slowdown passes (effect within tolerance)', () => {
+    const r = rng(16);
+    const v = judgeCanary(versionSamples(r, 5000), versionSamples(r, 2000, { latencyScale: 1.1 }), cfg, { index: 0 });
+    const c = metric(v, 'latency').checks[0]!;
+    expect(c.significant).toBe(true);
+    expect(c.outcome).toBe('pass');
+  });
+
+  it('a large but not yet significant difference passes at this look (not enough evidence)', () => {
+    const r = rng(17);
+    const v = judgeCanary(versionSamples(r, 25), versionSamples(r, 25, { ttftScale: 1.25 }), judgeConfig({ ttft: { minSamples: 20 } }), { index: 0 });
+    const c = metric(v, 'ttft').checks[0]!;
+    expect(c.significant).toBe(false);
+    expect(c.outcome).toBe('pass');
+  });
+
+  it('absolute TTFT gate: a canary significantly above p99 500 ms fails the gate; stable breaching too makes it inconclusive', () => {
+    const r = rng(18);
+    const slow = judgeCanary(versionSamples(r, 2000), versionSamples(r, 400, { ttftScale: 2 }), judgeConfig({ ttft: { maxP99Increase: 10 } }), { index: 0 });
+    const gate = metric(slow, 'ttft').checks.find((c) => c.kind === 'absolute')!;
+    expect(gate.outcome).toBe('fail');
+    expect(metric(slow, 'ttft').checks[0]!.outcome).toBe('pass');
+    const both = judgeCanary(versionSamples(r, 2000, { ttftScale: 2 }), versionSamples(r, 400, { ttftScale: 2 }), cfg, { index: 0 });
+    expect(metric(both, 'ttft').outcome).toBe('inconclusive');
+    expect(both.outcome).toBe('inconclusive'); // ttft weight 15 -> score 85: marginal, pause for a human
+    expect(both.action).toBe('pause');
+  });
+
+  it('NaN and undefined values are removed before judging', () => {
+    const r = rng(19);
+    const s = versionSamples(r, 500);
+    const c = versionSamples(r, 200);
+    const dirty = { ...c, latencyMs: [...c.latencyMs, NaN, Infinity], quality: [...c.quality!, NaN] };
+    const a = judgeCanary(s, c, cfg, { index: 0 });
+    const b = judgeCanary(s, dirty, cfg, { index: 0 });
+    expect(metric(b, 'latency').canary.n).toBe(200);
+    expect(metric(b, 'latency').checks[0]!.pValue).toBe(metric(a, 'latency').checks[0]!.pValue);
+  });
+
+  it('missing quality scores are "not measured" and leave the score; mustHaveData turns them into a failure', () => {
+    const r = rng(20);
+    const s = versionSamples(r, 1000, { quality: false });
+    const c = versionSamples(r, 200, { quality: false });
+    const v = judgeCanary(s, c, cfg, { index: 0 });
+    expect(metric(v, 'quality').measured).toBe(false);
+    expect(v.outcome).toBe('pass');
+    const few = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, judgeConfig({ quality: { mustHaveData: true } }), { index: 0 });
+    expect(metric(few, 'quality').outcome).toBe('fail');
+    expect(few.outcome).toBe('fail');
+    const wait = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, cfg, { index: 0 });
+    expect(wait.outcome).toBe('nodata'); // a critical metric that is measured but short of data: wait
+  });
+
+  it('scores like Kayenta: pass / marginal / fail bands and critical override', () => {
+    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict =>
+      ({ name, outcome, weight, critical, measured: true, stable: { n: 1 }, canary: { n: 1 }, checks: [], reason: outcome });
+    const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
+    expect(combine([m('latency', 'pass', 30), m('ttft', 'pass', 70)], bands).outcome).toBe('pass');
+    expect(combine([m('latency', 'pass', 80), m('ttft', 'fail', 20)], bands)).toMatchObject({ outcome: 'inconclusive', score: 80 });
+    expect(combine([m('latency', 'fail', 30), m('ttft', 'pass', 70)], bands)).toMatchObject({ outcome: 'fail', score: 70 });
+    expect(combine([m('errors', 'fail', 1, true), m('ttft', 'pass', 99)], bands)).toMatchObject({ outcome: 'fail', score: 0 });
+    expect(combine([m('latency', 'nodata', 60), m('ttft', 'pass', 40)], bands).outcome).toBe('nodata');
+    expect(combine([m('latency', 'nodata', 40), m('ttft', 'pass', 60)], bands)).toMatchObject({ outcome: 'pass', score: 100 });
+  });
+
+  it('splits alpha over the enabled statistical checks', () => {
+    expect(statisticalCheckCount(cfg)).toBe(8);
+    expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(6);
+  });
+});
+
+describe('judgeCanary: false-fail rate of equal canaries judged at every look', () => {
+  it('stays <= alpha over 200 seeded canaries x 6 looks (and the sequential p-values carry over)', () => {
+    const runs = 200;
+    const looks = 6;
+    let failed = 0;
+    let paused = 0;
+    for (let run = 0; run < runs; run++) {
+      const r = rng(1000 + run);
+      let s = versionSamples(r, 200);
+      let c = versionSamples(r, 40);
+      let previous: Record<string, number> | undefined;
+      let anyFail = false;
+      for (let look = 0; look < looks; look++) {
+        const v = judgeCanary(s, c, cfg, { index: look, previous });
+        previous = v.sequentialPValues;
+        if (v.outcome === 'fail') anyFail = true;
+        if (v.outcome === 'inconclusive') paused++;
+        s = concat(s, versionSamples(r, 200));
+        c = concat(c, versionSamples(r, 40));
+      }
+      if (anyFail) failed++;
+    }
+    expect(failed / runs).toBeLessThanOrEqual(cfg.alpha);
+    expect(paused / (runs * looks)).toBeLessThan(0.2);
+  });
+});
