@@ -25,6 +25,9 @@ export class SseMeter {
       s = this.carry + s;
       this.carry = '';
     }
+    // CRLF or CR line endings (allowed by the SSE spec): measure on LF. A CRLF cut between two
+    // chunks becomes an extra blank line, which `event` skips.
+    if (s.indexOf('\r') !== -1) s = s.replace(/\r\n?/g, '\n');
     let pos = 0;
     const n = s.length;
     while (pos < n) {
@@ -44,14 +47,21 @@ export class SseMeter {
   }
 
   private event(s: string, pos: number, end: number, now: number): boolean {
-    // skip blank lines / comments / other fields (`event:`, `id:`) the worker may send
-    if (s.charCodeAt(pos) === 58 /* : */) return true;
-    if (!s.startsWith('data: ', pos)) {
-      if (s.startsWith('data:', pos) || s.startsWith('event:', pos) || s.startsWith('id:', pos) || s.startsWith('retry:', pos) || end === pos) return true;
-      this.malformed = `unexpected SSE line ${JSON.stringify(s.slice(pos, Math.min(end, pos + 40)))}`;
-      return false;
+    // extra blank lines between events are allowed
+    while (pos < end && s.charCodeAt(pos) === 10) pos++;
+    if (pos === end) return true;
+    if (!s.startsWith('data:', pos)) {
+      // a comment or another field (`event:`, `id:`, `retry:`) first: the data line, if any, follows
+      if (s.charCodeAt(pos) !== 58 /* : */ && !s.startsWith('event:', pos) && !s.startsWith('id:', pos) && !s.startsWith('retry:', pos)) {
+        this.malformed = `unexpected SSE line ${JSON.stringify(s.slice(pos, Math.min(end, pos + 40)))}`;
+        return false;
+      }
+      const d = s.indexOf('\ndata:', pos);
+      if (d === -1 || d >= end) return true;
+      pos = d + 1;
     }
-    const body = pos + 6;
+    // the space after `data:` is optional in SSE
+    const body = s.charCodeAt(pos + 5) === 32 ? pos + 6 : pos + 5;
     if (s.charCodeAt(body) === 91 /* [ */) {
       if (s.startsWith('[DONE]', body)) {
         this.done = true;

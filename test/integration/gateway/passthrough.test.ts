@@ -63,6 +63,16 @@ describe('streaming passthrough', () => {
     expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
   });
 
+  it('passes a CRLF-framed stream through without declaring it truncated (regression)', async () => {
+    const up = await upstream();
+    const events = sseEvents(4).map((e) => e.replace(/\n/g, '\r\n'));
+    up.script(stream(events));
+    const gw = await gateway(oneModel([up.url]));
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.body).toBe(events.join(''));
+    expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
+  });
+
   it('keeps a path prefix of the worker URL and serves /v1/completions', async () => {
     const up = await upstream();
     const events = sseEvents(3, { completions: true });
