@@ -76,7 +76,7 @@ const camel = (flag: string) => flag.replace(/-([a-z])/g, (_m, c: string) => c.t
 export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { workers: number; portBase: number | undefined } {
   const o: SimStartOptions = {};
   const out = o as Record<string, unknown>;
-  const str = (k: string) => (typeof raw[k] === 'string' ? (raw[k] as string) : undefined);
+  const str = (k: string) => (typeof raw[k] === 'string' ? (raw[k]) : undefined);
   for (const [flag, key, kind] of NUMERIC) {
     const v = str(camel(flag));
     if (v !== undefined) out[key] = num(flag, v, kind);
@@ -142,10 +142,8 @@ export function register(program: Command): void {
   for (const [flag, , kind, help] of FAULTS) cmd.option(kind === 'bool' ? `--${flag}` : `--${flag} <n>`, help);
   cmd.action(async (raw: Record<string, unknown>) => {
     const { workers, portBase, ...opts } = toSimOptions(raw);
-    const handles: SimHandle[] = await startSimFleet(workers, { ...opts, portBase: portBase ?? opts.port ?? 0, onProcessExit: 'exit' });
-    for (const h of handles) {
-      process.stdout.write(`${JSON.stringify({ event: 'listening', url: h.url, model: h.model, version: h.version, pid: process.pid })}\n`);
-    }
+    // handlers go in before anything listens, so a signal right after the listening line is never missed
+    let handles: SimHandle[] = [];
     let stopping = false;
     const stop = () => {
       if (stopping) return;
@@ -154,5 +152,13 @@ export function register(program: Command): void {
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
+    handles = await startSimFleet(workers, { ...opts, portBase: portBase ?? opts.port ?? 0, onProcessExit: 'exit' });
+    if (stopping) {
+      await Promise.all(handles.map((h) => h.close()));
+      return;
+    }
+    for (const h of handles) {
+      process.stdout.write(`${JSON.stringify({ event: 'listening', url: h.url, model: h.model, version: h.version, pid: process.pid })}\n`);
+    }
   });
 }

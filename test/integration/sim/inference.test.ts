@@ -65,12 +65,12 @@ describe('chat completions', () => {
     expect(content).toHaveLength(4);
     expect(content[0].top_logprobs).toHaveLength(3);
     expect(content[0].bytes).toEqual([...Buffer.from(content[0].token as string)]);
-    expect(content.map((c: { token: string }) => c.token).join('')).toBe(a.json.choices[0].message.content);
+    expect((content as { token: string }[]).map((c) => c.token).join('')).toBe(a.json.choices[0].message.content);
     expect(b.json.choices[0].logprobs).toEqual(a.json.choices[0].logprobs);
     const s = await post(sim.url, '/v1/chat/completions', { ...body, stream: true });
     const streamed = chunks(s.text)
       .slice(1)
-      .flatMap((c) => c.choices[0].logprobs.content);
+      .flatMap((c) => c.choices[0].logprobs.content as unknown[]);
     expect(streamed).toEqual(content);
   });
 
@@ -106,10 +106,10 @@ describe('completions', () => {
   it('returns completions-style logprobs', async () => {
     const r = await post(sim.url, '/v1/completions', { model: 'sim-model', prompt: 'abc', max_tokens: 3, temperature: 0, ignore_eos: true, logprobs: 2 });
     const lp = r.json.choices[0].logprobs;
-    expect(lp.tokens.join('')).toBe(r.json.choices[0].text);
+    expect((lp.tokens as string[]).join('')).toBe(r.json.choices[0].text);
     expect(lp.token_logprobs).toHaveLength(3);
     expect(lp.text_offset[0]).toBe(0);
-    expect(Object.keys(lp.top_logprobs[0]).length).toBeGreaterThanOrEqual(2);
+    expect(Object.keys(lp.top_logprobs[0] as object).length).toBeGreaterThanOrEqual(2);
   });
 });
 
@@ -186,6 +186,6 @@ describe('judge model', () => {
 
   it('is listed in /v1/models', async () => {
     const r = await get(sim.url, '/v1/models');
-    expect(r.json.data.map((m: { id: string }) => m.id)).toEqual(['sim-model', 'judge']);
+    expect((r.json.data as { id: string }[]).map((m) => m.id)).toEqual(['sim-model', 'judge']);
   });
 });
