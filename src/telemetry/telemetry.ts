@@ -53,7 +53,13 @@ export class Telemetry {
     if (r.promptTokens > 0) m.promptTokens.inc(r.promptTokens);
     if (r.completionTokens > 0) m.completionTokens.inc(r.completionTokens);
     const ls = this.listeners;
-    for (let i = 0; i < ls.length; i++) (ls[i] as RecordListener)(r);
+    for (let i = 0; i < ls.length; i++) {
+      try {
+        (ls[i] as RecordListener)(r);
+      } catch {
+        // one subscriber's bug must not starve the others (analysis, experiments) of records
+      }
+    }
   }
 
   /** Subscribe to every record; returns the unsubscribe function. Listeners must be fast and never throw. */
