@@ -13,6 +13,7 @@ import type { Picker } from './pick.js';
 import { SplitState } from './split.js';
 import type { SplitReason } from './split.js';
 import { HoldQueue } from './hold.js';
+import type { HoldRejected } from './hold.js';
 import { VersionPool, Worker } from './workers.js';
 import type { DrainResult, WorkerSpec } from './workers.js';
 import { checkContentType, parseRequest, readBody } from './request.js';
@@ -21,6 +22,7 @@ import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy.js';
 import { sendError } from './respond.js';
 import { mirror } from './shadow.js';
+import type { ResponseTap } from './shadow.js';
 
 interface SplitCounter {
   inc(): void;
@@ -32,6 +34,8 @@ export class ModelState {
   split: SplitState;
   readonly pools = new Map<string, VersionPool>();
   hold: HoldQueue | undefined;
+  /** Response capture for quality judging (undefined: nothing is copied). */
+  tap: ResponseTap | undefined;
   /** (version, reason) → cached counter child. */
   readonly splitCounters = new Map<string, SplitCounter>();
 
@@ -60,6 +64,7 @@ export class DataPlane {
   private readonly ctx: ProxyContext;
   private readonly shadowRand: () => number;
   private closed = false;
+  private pairSeq = 0;
 
   constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number } = {}) {
     this.cfg = cfg;
@@ -225,6 +230,11 @@ export class DataPlane {
     this.pool(model, version).draining = false;
   }
 
+  /** Copy a sampled share of a model's responses (and every shadow pair) to `tap`; undefined stops it. */
+  setTap(model: string, tap: ResponseTap | undefined): void {
+    this.model(model).tap = tap;
+  }
+
   /** Hold a model's new requests in a bounded FIFO (drain-first swaps). */
   hold(model: string, max = this.cfg.holdQueueMax, timeoutMs = this.cfg.holdQueueTimeoutMs): void {
     const st = this.model(model);
@@ -269,12 +279,13 @@ export class DataPlane {
     return { ready: problems.length === 0, problems };
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.closed = true;
     for (const st of this.models.values()) {
       st.hold?.closeAll();
       for (const p of st.pools.values()) for (const w of p.workers) w.destroy();
     }
+    return Promise.resolve();
   }
 
   // ---- the request path ------------------------------------------------------------------
@@ -314,8 +325,8 @@ export class DataPlane {
         }
         wait.then(
           () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at),
-          (why: 'timeout' | 'closed') => {
-            this.telemetry.metrics.holdRejected.labels(st.name, why).inc();
+          (err: HoldRejected) => {
+            this.telemetry.metrics.holdRejected.labels(st.name, err.reason).inc();
             sendError(
               res,
               // the queue's own limit: hold() may have been given one other than the config's
@@ -365,12 +376,20 @@ export class DataPlane {
       sendError(res, new UnavailableError('version_unavailable', `version ${choice.version} of ${st.name} is not accepting requests`, { retryAfterS: 1 }));
       return;
     }
+    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at);
+    const tap = st.tap;
     const shadow = split.route.shadow;
     if (shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
       const sp = st.pools.get(shadow.version);
-      if (sp && !sp.draining) mirror(this.ctx, sp, parsed, PATHS[endpoint]);
+      if (sp && !sp.draining) {
+        const pairId = tap === undefined ? undefined : ++this.pairSeq;
+        mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId);
+        if (tap !== undefined) pr.captureTo(tap, pairId);
+      }
+    } else if (tap !== undefined && tap.share > 0 && this.shadowRand() < tap.share) {
+      pr.captureTo(tap, undefined);
     }
-    new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at).start();
+    pr.start();
   }
 
   private countSplit(st: ModelState, version: string, reason: SplitReason): void {

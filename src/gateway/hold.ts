@@ -1,8 +1,15 @@
 // A bounded FIFO that holds a model's new requests while its old pool drains (drain-first swaps).
 
+/** Why a held request was not released: it waited too long, or the queue was closed (shutdown). */
+export class HoldRejected extends Error {
+  constructor(readonly reason: 'timeout' | 'closed') {
+    super(`hold queue: ${reason}`);
+  }
+}
+
 interface Waiter {
   resolve: () => void;
-  reject: (reason: 'timeout' | 'closed') => void;
+  reject: (reason: HoldRejected) => void;
   timer: NodeJS.Timeout;
   done: boolean;
 }
@@ -40,7 +47,7 @@ export class HoldQueue {
         timer: setTimeout(() => {
           if (w.done) return;
           w.done = true;
-          reject('timeout');
+          reject(new HoldRejected('timeout'));
           this.onDepth(this.depth);
         }, this.timeoutMs),
       };
@@ -73,7 +80,7 @@ export class HoldQueue {
       if (w.done) continue;
       w.done = true;
       clearTimeout(w.timer);
-      w.reject('closed');
+      w.reject(new HoldRejected('closed'));
     }
     this.waiters.length = 0;
     this.onDepth(0);

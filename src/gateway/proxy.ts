@@ -13,6 +13,8 @@ import { SseMeter, sseErrorEvent } from './sse.js';
 import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
+import { deliver } from './shadow.js';
+import type { ResponseTap } from './shadow.js';
 import { DEFAULTS } from '../defaults.js';
 
 export interface ProxyContext {
@@ -57,6 +59,10 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private finished = false;
   /** True while `worker.outstanding` counts this request. */
   private holding = false;
+  /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
+  private capture: Buffer[] | undefined;
+  private tap: ResponseTap | undefined;
+  private pairId: number | undefined;
 
   constructor(ctx: ProxyContext, pool: VersionPool, res: ServerResponse, req: ParsedRequest, path: string, startedAt: number, at: number) {
     this.ctx = ctx;
@@ -66,6 +72,14 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.path = path;
     this.startedAt = startedAt;
     this.at = at;
+  }
+
+  /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
+  captureTo(tap: ResponseTap, pairId: number | undefined): this {
+    this.tap = tap;
+    this.pairId = pairId;
+    this.capture = [];
+    return this;
   }
 
   start(): void {
@@ -206,6 +220,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
           'x-glidepath-worker': (this.worker as Worker).headers.worker,
         });
       }
+      if (this.capture !== undefined) this.capture.push(chunk);
       if (!res.write(chunk)) {
         controller.pause();
         res.once('drain', () => controller.resume());
@@ -272,6 +287,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
         return;
       }
       this.sendBuffered(200, body);
+      if (this.capture !== undefined) this.capture.push(body);
       const latency = performance.now() - this.startedAt;
       this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);
       return;
@@ -399,6 +415,19 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
       retries: this.attempts > 0 ? this.attempts - 1 : 0,
       shadow: false,
     });
+    if (this.capture !== undefined && status === 200 && errorCode === undefined) {
+      deliver(this.tap, {
+        model: this.pool.model,
+        version: this.pool.version,
+        pairId: this.pairId,
+        shadow: false,
+        request: this.req,
+        status,
+        body: Buffer.concat(this.capture).toString('utf8'),
+        latencyMs: latency,
+      });
+    }
+    this.capture = undefined;
   }
 }
 

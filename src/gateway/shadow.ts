@@ -6,35 +6,45 @@ import type { VersionPool, Worker } from './workers.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
 
-export interface ShadowResult {
+/** A captured response (sampled client response or shadow answer) for quality judging. */
+export interface TappedResponse {
   model: string;
   version: string;
+  /** Set on a client response and the shadow answer to the same request: join them on it. */
+  pairId: number | undefined;
+  shadow: boolean;
   request: ParsedRequest;
   status: number;
-  /** Full response body (SSE text for streams), for pairwise judging. */
+  /** Full response body as the worker sent it (SSE text for streams). */
   body: string;
   latencyMs: number;
 }
 
-export type ShadowListener = (r: ShadowResult) => void;
-const listeners: ShadowListener[] = [];
+export type TapListener = (r: TappedResponse) => void;
 
-/** Subscribe to finished shadow requests (e.g. the pairwise LLM judge). Returns unsubscribe. */
-export function onShadowResult(fn: ShadowListener): () => void {
-  listeners.push(fn);
-  return () => {
-    const i = listeners.indexOf(fn);
-    if (i !== -1) listeners.splice(i, 1);
-  };
+/** Per-model capture settings: `share` of client responses are copied to `listener`. */
+export interface ResponseTap {
+  share: number;
+  listener: TapListener;
 }
 
-export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string): void {
+/** Deliver to a tap; a listener's failure must never affect serving. */
+export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
+  if (tap === undefined) return;
+  try {
+    tap.listener(r);
+  } catch {
+    // ignored on purpose
+  }
+}
+
+export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined): void {
   const w = ctx.picker.pick(pool.workers, Date.now());
   if (w === undefined) return;
-  void run(ctx, pool, w, req, path);
+  void run(ctx, pool, w, req, path, tap, pairId);
 }
 
-async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string): Promise<void> {
+async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined): Promise<void> {
   const startedAt = performance.now();
   const at = Date.now();
   const meter = req.stream ? new SseMeter() : undefined;
@@ -94,11 +104,5 @@ async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedR
     retries: 0,
     shadow: true,
   });
-  for (const l of listeners) {
-    try {
-      l({ model: pool.model, version: pool.version, request: req, status, body, latencyMs });
-    } catch {
-      // a listener's failure must never affect serving
-    }
-  }
+  deliver(tap, { model: pool.model, version: pool.version, pairId, shadow: true, request: req, status, body, latencyMs });
 }
