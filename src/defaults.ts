@@ -137,6 +137,35 @@ export const DEFAULTS = {
     webhookAttempts: 3,
     /** Weight cache: versions kept before least-recently-used eviction (seed 000's max_versions). */
     cacheMaxVersions: 3,
+    /** Monitored rollback is opt-in per model: it acts on production traffic on its own. */
+    monitorEnabled: false,
+    /** Webhook notifications: wait before retry n is webhookBackoffMs × 2^(n-1). */
+    webhookBackoffMs: 500,
+    /** Weight cache: its directory under the data directory when the config names none. */
+    cacheDirName: 'cache',
+    /** Weight cache: largest download accepted per version (a 405B fp16 checkpoint is ~810 GB). */
+    cacheMaxBytes: 1024 * 1024 * MiB,
+    /** Weight cache: an HTTP source may be silent this long (until headers, or between chunks). */
+    cacheIdleTimeoutMs: 60_000,
+    /** Weight cache: one whole download; 140 GB at 0.5 GB/s (seed 000's single-stream S3) takes ~5 min. */
+    cacheDownloadTimeoutMs: 2 * 60 * 60_000,
+    /** Planner: load-time estimate for a version never loaded: weights GB / this (seed 000: NFS 1.1 GB/s, 70B in ~127 s). */
+    planLoadGbPerS: 1.1,
+    /** Planner: wake of a sleeping standby (CPU → GPU copy) GB/s (seed 000: time-shared rollback ~20 s for 140 GB). */
+    planWakeGbPerS: 7,
+    /** Planner: canary analysis time at low risk (seed 000: ~30 min, stages 1,5,10,25,50,100 % × 5 min). */
+    planCanaryAnalysisMs: 30 * 60_000,
+    /** Planner: rollback by route switch, upper bound reported (target p99 < 1 ms). */
+    planRouteSwitchMs: 1,
+    /** Planner: steady-state GPU overhead of time-shared blue-green (seed 000's cost table). */
+    planTimeSharedOverhead: 0.5,
+    /** Planner: seed 001's policy per risk level (strategy, canary share, evaluation duration). */
+    planRisk: {
+      low: { strategy: 'rolling', canaryShare: 0, evalDurationS: 0 },
+      medium: { strategy: 'canary', canaryShare: 0.1, evalDurationS: 3_600 },
+      high: { strategy: 'canary', canaryShare: 0.05, evalDurationS: 14_400 },
+      critical: { strategy: 'canary', canaryShare: 0.02, evalDurationS: 86_400 },
+    },
   },
 
   store: {
@@ -175,6 +204,11 @@ export const DEFAULTS = {
     nodataWaitShare: 0.5,
     /** Quantile the absolute latency gates are stated at (p99). */
     gateQuantile: 0.99,
+    /**
+     * Tail test for latency metrics: share of each version above the pooled 95th percentile (Fisher),
+     * so a slower tail fails even when the median does not move. p99 itself has too few values above it.
+     */
+    tailQuantile: 0.95,
     /** Whole-request latency: weight 30 so that failing it alone scores 70 < 75 and rolls back. */
     latency: { weight: 30, critical: false, mustHaveData: false, minSamples: 50, maxP99Increase: 0.2 },
     /** Time to first token: relative like latency, plus the absolute gate p99 <= 500 ms (seeds). */

@@ -7,6 +7,7 @@ import type { Document } from 'yaml';
 import { ConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { cardChecksum } from '../domain/card.js';
+import { DEFAULTS } from '../defaults.js';
 import { configSchema } from './schema.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
@@ -176,6 +177,13 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       maxReplicas: m.max_replicas,
       versions,
       route,
+      monitor: {
+        enabled: m.monitor.enabled,
+        maxErrorRate: m.monitor.max_error_rate,
+        maxP99LatencyMs: m.monitor.max_p99_latency_ms,
+        minRequests: m.monitor.min_requests,
+        intervalMs: m.monitor.interval_ms,
+      },
     };
   });
 
@@ -205,6 +213,11 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
     notifications: { webhooks: raw.notifications.webhooks },
+    cache: {
+      dir: raw.cache.dir ?? path.join(raw.server.data_dir, DEFAULTS.control.cacheDirName),
+      maxVersions: raw.cache.max_versions,
+      maxBytes: raw.cache.max_bytes,
+    },
     models,
   };
 }
@@ -243,6 +256,7 @@ export function parseConfig(value: unknown, opts: { source?: string; doc?: Docum
   if (opts.source) {
     cfg.source = opts.source;
     if (!path.isAbsolute(cfg.server.dataDir)) cfg.server.dataDir = path.resolve(path.dirname(opts.source), cfg.server.dataDir);
+    if (!path.isAbsolute(cfg.cache.dir)) cfg.cache.dir = path.resolve(path.dirname(opts.source), cfg.cache.dir);
   }
   return deepFreeze(cfg);
 }

@@ -142,6 +142,17 @@ export const modelSchema = z
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),
     route: routeSchema.optional(),
+    /** Monitored rollback of this model's active version (src/rollout/monitor.ts). */
+    monitor: z
+      .object({
+        enabled: bool().default(DEFAULTS.control.monitorEnabled),
+        max_error_rate: fraction().default(DEFAULTS.control.monitorMaxErrorRate),
+        max_p99_latency_ms: positive().default(DEFAULTS.control.monitorMaxP99LatencyMs),
+        min_requests: nonNegInt().default(DEFAULTS.control.monitorMinRequests),
+        interval_ms: posInt().default(DEFAULTS.control.monitorIntervalMs),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 
@@ -206,6 +217,15 @@ export const configSchema = z
       .strict()
       .prefault({}),
     notifications: z.object({ webhooks: z.array(url()).default([]) }).strict().prefault({}),
+    /** Weight cache (src/fleet/cache.ts); dir defaults to <data_dir>/cache. */
+    cache: z
+      .object({
+        dir: str('a directory').optional(),
+        max_versions: posInt().default(DEFAULTS.control.cacheMaxVersions),
+        max_bytes: posInt().default(DEFAULTS.control.cacheMaxBytes),
+      })
+      .strict()
+      .prefault({}),
     models: z.array(modelSchema).min(1, msg('at least one model')),
   })
   .strict();

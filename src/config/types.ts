@@ -60,6 +60,15 @@ export interface RouteConfig {
   shadow?: { version: string; share: number } | undefined;
 }
 
+/** Monitored rollback of a model's active version (src/rollout/monitor.ts). */
+export interface MonitorConfig {
+  enabled: boolean;
+  maxErrorRate: number;
+  maxP99LatencyMs: number;
+  minRequests: number;
+  intervalMs: number;
+}
+
 export interface ModelConfig {
   name: string;
   priority: Priority;
@@ -68,6 +77,8 @@ export interface ModelConfig {
   maxReplicas: number;
   versions: VersionConfig[];
   route: RouteConfig;
+  /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
+  monitor?: MonitorConfig | undefined;
 }
 
 export interface TokenConfig {
@@ -111,5 +122,7 @@ export interface GlidepathConfig {
   gateway: GatewayConfig;
   telemetry: { windowMaxSamples: number; windowMaxAgeMs: number };
   notifications: { webhooks: string[] };
+  /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
+  cache: { dir: string; maxVersions: number; maxBytes: number };
   models: ModelConfig[];
 }
