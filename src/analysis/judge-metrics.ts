@@ -17,6 +17,7 @@ export interface CheckContext {
   alpha: number;
   hlConfLevel: number;
   gateQuantile: number;
+  tailQuantile: number;
   previous: Record<string, number>;
   /** Always-valid p-values of this look, filled in by the checks. */
   out: Record<string, number>;
@@ -89,6 +90,30 @@ function quantileGate(id: string, canary: Float64Array, stable: Float64Array, li
   return check(id, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: observed, threshold: limit, reason });
 }
 
+/**
+ * Tail test: is the canary's share above the pooled `tailQuantile` larger than stable's? Under H0 the
+ * versions are exchangeable, so given the pooled threshold the canary's count above it is exactly
+ * hypergeometric: Fisher's one-sided test is exact. Fails with the p99 increase beyond tolerance.
+ */
+function tailCheck(id: string, c: Float64Array, s: Float64Array, effect: number, tolerance: number, ctx: CheckContext): CheckVerdict {
+  const pooled = new Float64Array(c.length + s.length);
+  pooled.set(c);
+  pooled.set(s, c.length);
+  pooled.sort();
+  const threshold = quantileSorted(pooled, ctx.tailQuantile);
+  const above = (a: Float64Array): number => a.reduce((k, v) => (v > threshold ? k + 1 : k), 0);
+  const kc = above(c);
+  const ks = above(s);
+  const f = fisherExact(kc, c.length - kc, ks, s.length - ks, 'greater');
+  const { pSeq, significant } = decide(ctx, id, f.p, zFromP(f.p), twoSampleInformation(c.length, s.length), 'greater');
+  const fail = significant && effect > tolerance;
+  const share = `${pct(kc / c.length)} of canary vs ${pct(ks / s.length)} of stable above the pooled p${ctx.tailQuantile * 100} ${fmt(threshold)}`;
+  const reason = fail
+    ? `slower tail: ${share} (p=${fmt(pSeq)}), p99 +${pct(effect)} > ${pct(tolerance)}`
+    : `${share} (p=${fmt(pSeq)})`;
+  return check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: f.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: tolerance, reason });
+}
+
 /** Latency-like metric: canary must not be significantly slower by more than maxP99Increase at p99. */
 export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readonly number[], canaryIn: readonly number[], cfg: LatencyConfig, ctx: CheckContext): MetricVerdict {
   const s = sortedCopy(finite(stableIn));
@@ -110,7 +135,10 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
     : significant
       ? `slower (p=${fmt(pSeq)}) but p99 change ${pct(effect)} within ${pct(cfg.maxP99Increase)}`
       : `no significant slowdown (p=${fmt(pSeq)}; p99 change ${pct(effect)})`;
-  const checks = [check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxP99Increase, reason })];
+  const checks = [
+    check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxP99Increase, reason }),
+    tailCheck(`${name}.tail`, c, s, effect, cfg.maxP99Increase, ctx),
+  ];
   if (cfg.maxP99Ms !== null && cfg.maxP99Ms !== undefined) checks.push(quantileGate(`${name}.absolute`, c, s, cfg.maxP99Ms, ctx));
   const hl = hodgesLehmann(c, s, { confLevel: ctx.hlConfLevel });
   const med = stable.median as number;

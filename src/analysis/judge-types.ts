@@ -78,6 +78,7 @@ export interface JudgeConfig {
   scoreMarginal: number;
   nodataWaitShare: number;
   gateQuantile: number;
+  tailQuantile: number;
   latency: LatencyConfig;
   ttft: LatencyConfig;
   tpot: LatencyConfig;
@@ -103,6 +104,7 @@ export function judgeConfig(overrides: JudgeConfigOverrides = {}): JudgeConfig {
     scoreMarginal: d.scoreMarginal,
     nodataWaitShare: d.nodataWaitShare,
     gateQuantile: d.gateQuantile,
+    tailQuantile: d.tailQuantile,
     latency: { ...d.latency, maxP99Ms: null },
     ttft: { ...d.ttft },
     tpot: { ...d.tpot },

@@ -27,7 +27,7 @@ export function statisticalCheckCount(cfg: JudgeConfig): number {
   let m = 0;
   for (const name of ['latency', 'ttft', 'tpot'] as const) {
     if (!enabled(cfg, name)) continue;
-    m += 1;
+    m += 2; // location (Mann-Whitney) and tail (exceedance) tests
     const gate = cfg[name].maxP99Ms;
     if (gate !== null && gate !== undefined) m += 1;
   }
@@ -73,6 +73,7 @@ export function judgeCanary(stable: MetricSamples, canary: MetricSamples, cfg: J
     alpha: alphaPerCheck,
     hlConfLevel: cfg.hlConfLevel,
     gateQuantile: cfg.gateQuantile,
+    tailQuantile: cfg.tailQuantile,
     previous: look.previous ?? {},
     out: {},
   };

@@ -1,5 +1,5 @@
 // Descriptive statistics and the small array helpers every test shares: NaN removal, sorting,
-// mean/variance, quantiles with NumPy's default (linear) interpolation, and average ranks with ties.
+// mean/variance, quantiles with NumPy's default (linear) interpolation, and tie groups.
 
 /** Keeps finite numbers only. This is the analysis-wide NaN policy ("remove", as Kayenta's default). */
 export function finite(values: ArrayLike<number | null | undefined>): number[] {
@@ -70,33 +70,6 @@ export function quantile(values: readonly number[], q: number): number {
 
 export function median(values: readonly number[]): number {
   return quantile(values, 0.5);
-}
-
-export interface Ranked {
-  /** Average ranks (1-based) in the input order. */
-  ranks: Float64Array;
-  /** Sizes of the tie groups that have more than one member. */
-  ties: number[];
-}
-
-/** Average ranks with tie groups, as scipy.stats.rankdata(method='average'). */
-export function averageRanks(values: ArrayLike<number>): Ranked {
-  const n = values.length;
-  const order = Array.from({ length: n }, (_, i) => i);
-  order.sort((i, j) => (values[i] as number) - (values[j] as number));
-  const ranks = new Float64Array(n);
-  const ties: number[] = [];
-  let i = 0;
-  while (i < n) {
-    let j = i + 1;
-    const v = values[order[i] as number] as number;
-    while (j < n && values[order[j] as number] === v) j++;
-    const avg = (i + 1 + j) / 2; // mean of ranks i+1 .. j
-    for (let k = i; k < j; k++) ranks[order[k] as number] = avg;
-    if (j - i > 1) ties.push(j - i);
-    i = j;
-  }
-  return { ranks, ties };
 }
 
 /** Sum over tie groups of t^3 - t (the tie correction term of rank tests). */

@@ -7,6 +7,9 @@ export interface VersionShape {
   /** Multiplies whole-request latency (1.3 = 30 % slower at every quantile, p99 included). */
   latencyScale?: number;
   ttftScale?: number;
+  /** Share of requests whose latency is multiplied by tailScale (a slower tail, same median). */
+  tailShare?: number;
+  tailScale?: number;
   errorRate?: number;
   hallucinationRate?: number;
   /** false: no quality scores at all. */
@@ -14,7 +17,7 @@ export interface VersionShape {
 }
 
 export function versionSamples(r: Rng, n: number, shape: VersionShape = {}): MetricSamples {
-  const latencyMs = draw(n, () => r.lognormal(Math.log(2000), 0.5) * (shape.latencyScale ?? 1));
+  const latencyMs = draw(n, () => r.lognormal(Math.log(2000), 0.5) * (shape.latencyScale ?? 1) * (r.bernoulli(shape.tailShare ?? 0) ? (shape.tailScale ?? 1) : 1));
   const ttftMs = draw(n, () => r.lognormal(Math.log(150), 0.4) * (shape.ttftScale ?? 1));
   const tpotMs = draw(n, () => r.lognormal(Math.log(20), 0.3));
   let errors = 0;

@@ -22,6 +22,18 @@ describe('judgeCanary: seed scenarios', () => {
     expect(metric(v, 'latency').shift!.relativeToStableMedian).toBeGreaterThan(0.15);
   });
 
+  it('fails a canary whose p99 is 30 %+ slower while Mann-Whitney sees no shift (tail test)', () => {
+    // 5 % of the canary's requests take 4x as long: the median barely moves, p99 does.
+    const r = rng(21);
+    const v = judgeCanary(versionSamples(r, 3000), versionSamples(r, 1000, { tailShare: 0.05, tailScale: 4 }), cfg, { index: 0 });
+    const lat = metric(v, 'latency');
+    expect(lat.checks.find((c) => c.id === 'latency.tail')!.outcome).toBe('fail');
+    expect(lat.checks[0]!.outcome).toBe('pass');
+    expect(lat.checks[0]!.effect).toBeGreaterThan(0.3);
+    expect(lat.outcome).toBe('fail');
+    expect(v.outcome).toBe('fail');
+  });
+
   it('fails a canary with a higher error rate (critical metric)', () => {
     const r = rng(12);
     const v = judgeCanary(versionSamples(r, 2000, { errorRate: 0.001 }), versionSamples(r, 200, { errorRate: 0.03 }), cfg, { index: 0 });
@@ -51,8 +63,8 @@ describe('judgeCanary: seed scenarios', () => {
     expect(lat.stable.n).toBe(2000);
     expect(lat.canary.p99).toBeGreaterThan(0);
     expect(lat.checks[0]!.pValue).toBeGreaterThan(0);
-    expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 8, checks: 8 });
-    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'latency.relative', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'ttft.absolute', 'ttft.relative']);
+    expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 11, checks: 11 });
+    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'latency.relative', 'latency.tail', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'tpot.tail', 'ttft.absolute', 'ttft.relative', 'ttft.tail']);
     expect(JSON.parse(JSON.stringify(v))).toBeTruthy();
   });
 
@@ -132,8 +144,8 @@ describe('judgeCanary: policies', () => {
   });
 
   it('splits alpha over the enabled statistical checks', () => {
-    expect(statisticalCheckCount(cfg)).toBe(8);
-    expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(6);
+    expect(statisticalCheckCount(cfg)).toBe(11);
+    expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(9);
   });
 });
 
