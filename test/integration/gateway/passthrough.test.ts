@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { chatBody, deferred, json, sseEvents, startUpstream, stream, streamTokens } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
-import { chatReq, httpCall, oneModel, openStream, post, sseData, startGateway } from '../../helpers/gateway.js';
+import { chatReq, httpCall, oneModel, openStream, post, startGateway } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
 
 const cleanups: (() => Promise<void>)[] = [];

@@ -53,7 +53,7 @@ describe('SlidingWindow', () => {
     expect(s.latencyMs.p99).toBeCloseTo(990.2439012588002, 9);
     expect(s.latencyMs.mean).toBeCloseTo(519.6141281826422, 9);
     expect(s.ttftMs.p50).toBeCloseTo(534.9559191381559 / 2, 9);
-    expect(s.tpotMs.p99).toBeCloseTo(9.902439012588002, 9);
+    expect(s.tpotMs.p99).toBeCloseTo(9.902439012588003, 9);
   });
 
   it('keeps only the last `capacity` records (ring wraps)', () => {
