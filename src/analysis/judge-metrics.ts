@@ -6,8 +6,7 @@ import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
 import { fisherExact, binomialTestGreater } from './stats/proportions.js';
 import { hodgesLehmann } from './stats/hodgeslehmann.js';
 import { mannWhitneyU, type Alternative } from './stats/mannwhitney.js';
-import { normIsf } from './stats/normal.js';
-import { alwaysValidPValue, twoSampleInformation } from './stats/sequential.js';
+import { alwaysValidPValue, twoSampleInformation, zFromPValue } from './stats/sequential.js';
 
 /** What every check needs to know about the look. */
 export interface CheckContext {
@@ -26,10 +25,6 @@ export interface CheckContext {
 const fmt = (v: number, digits = 3): string => (Number.isFinite(v) ? Number(v.toPrecision(digits)).toString() : String(v));
 const pct = (v: number): string => `${fmt(v * 100)} %`;
 
-/** z-equivalent of an exact one-sided p-value, so exact tests can feed the mSPRT. */
-function zFromP(p: number): number {
-  return normIsf(Math.min(1 - 1e-15, Math.max(1e-300, p)));
-}
 
 /** Records the sequential p-value of a check and decides significance at this look. */
 function decide(ctx: CheckContext, id: string, p: number, z: number, information: number, alt: Alternative): { pSeq: number; significant: boolean } {
@@ -74,7 +69,7 @@ function quantileGate(id: string, canary: Float64Array, stable: Float64Array, li
   const above = (a: Float64Array): number => a.reduce((k, v) => (v > limit ? k + 1 : k), 0);
   const kc = above(canary);
   const p = binomialTestGreater(kc, canary.length, 1 - q);
-  const { pSeq, significant } = decide(ctx, id, p, zFromP(p), canary.length, 'greater');
+  const { pSeq, significant } = decide(ctx, id, p, zFromPValue(p), canary.length, 'greater');
   const observed = quantileSorted(canary, q);
   const breach = significant && observed > limit;
   let outcome: CheckVerdict['outcome'] = 'pass';
@@ -105,7 +100,7 @@ function tailCheck(id: string, c: Float64Array, s: Float64Array, effect: number,
   const kc = above(c);
   const ks = above(s);
   const f = fisherExact(kc, c.length - kc, ks, s.length - ks, 'greater');
-  const { pSeq, significant } = decide(ctx, id, f.p, zFromP(f.p), twoSampleInformation(c.length, s.length), 'greater');
+  const { pSeq, significant } = decide(ctx, id, f.p, zFromPValue(f.p), twoSampleInformation(c.length, s.length), 'greater');
   const fail = significant && effect > tolerance;
   const share = `${pct(kc / c.length)} of canary vs ${pct(ks / s.length)} of stable above the pooled p${ctx.tailQuantile * 100} ${fmt(threshold)}`;
   const reason = fail
@@ -169,7 +164,7 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
   const cr = canary.rate as number;
   const id = 'errors.relative';
   const fisher = fisherExact(c.e, c.n - c.e, s.e, s.n - s.e, 'greater');
-  const { pSeq, significant } = decide(ctx, id, fisher.p, zFromP(fisher.p), twoSampleInformation(c.n, s.n), 'greater');
+  const { pSeq, significant } = decide(ctx, id, fisher.p, zFromPValue(fisher.p), twoSampleInformation(c.n, s.n), 'greater');
   const effect = (cr - sr) / Math.max(sr, cfg.rateFloor);
   const fail = significant && effect > cfg.maxRelativeIncrease;
   const reason = fail
@@ -180,7 +175,7 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
     const limit = cfg.maxRate;
     const aid = 'errors.absolute';
     const p = binomialTestGreater(c.e, c.n, limit);
-    const d = decide(ctx, aid, p, zFromP(p), c.n, 'greater');
+    const d = decide(ctx, aid, p, zFromPValue(p), c.n, 'greater');
     const breach = d.significant && cr > limit;
     const stableBreach = breach && binomialTestGreater(s.e, s.n, limit) <= ctx.alpha && sr > limit;
     const outcome = !breach ? 'pass' : stableBreach ? 'inconclusive' : 'fail';

@@ -18,7 +18,7 @@
 //   Lambda_t = 2 (1 + t tau^2)^(-1/2) exp(tau^2 B^2 / (2 (1 + t tau^2))) Phi(tau B / sqrt(1 + t tau^2)).
 
 import type { Alternative } from './mannwhitney.js';
-import { normCdf } from './normal.js';
+import { normCdf, normIsf } from './normal.js';
 
 export interface MsprtOptions {
   /**
@@ -31,6 +31,14 @@ export interface MsprtOptions {
 }
 
 export const DEFAULT_MSPRT_TAU = 0.3;
+
+/**
+ * z-equivalent of a one-sided p-value, z = Phi^-1(1 - p), so exact tests (Fisher, binomial) can feed
+ * the mSPRT. Exact discrete p-values are conservative, so the z is stochastically no larger than N(0, 1).
+ */
+export function zFromPValue(p: number): number {
+  return normIsf(Math.min(1 - 1e-15, Math.max(1e-300, p)));
+}
 
 /** Effective information of a two-sample comparison: n1 n2 / (n1 + n2). */
 export function twoSampleInformation(n1: number, n2: number): number {

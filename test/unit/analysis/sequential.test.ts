@@ -1,7 +1,7 @@
 // The sequential method keeps the false-alarm rate at alpha when the same canary is tested at every
 // look, and naive repeated testing does not (so this test can fail).
 import { describe, expect, it } from 'vitest';
-import { alwaysValidPValue, mannWhitneyU, msprtBoundary, normIsf, twoSampleInformation } from '../../../src/analysis/stats/index.js';
+import { alwaysValidPValue, fisherExact, mannWhitneyU, msprtBoundary, normIsf, twoSampleInformation, zFromPValue } from '../../../src/analysis/stats/index.js';
 import { rng } from './random.js';
 
 const ALPHA = 0.05;
@@ -58,5 +58,48 @@ describe('always-valid sequential test (mSPRT) under repeated looks', () => {
     expect(b10000).toBeGreaterThan(b100);
     expect(b10000).toBeLessThan(5);
     expect(alwaysValidPValue(b100, 100, { alternative: 'greater' })).toBeCloseTo(ALPHA, 9);
+  });
+});
+
+describe('always-valid sequential test for error rates (Fisher -> z -> mSPRT)', () => {
+  /** Both versions fail 2 % of requests (null) or the canary fails `canaryRate`; 25 requests each per look. */
+  function errorsSim(canaryRate: number, runs: number): { sequential: number; naive: number } {
+    const r = rng(77);
+    let sequential = 0;
+    let naive = 0;
+    for (let run = 0; run < runs; run++) {
+      let n = 0;
+      let es = 0;
+      let ec = 0;
+      let pPrev = 1;
+      let seqHit = false;
+      let naiveHit = false;
+      for (let look = 0; look < LOOKS; look++) {
+        for (let i = 0; i < 25; i++) {
+          if (r.bernoulli(0.02)) es++;
+          if (r.bernoulli(canaryRate)) ec++;
+        }
+        n += 25;
+        const f = fisherExact(ec, n - ec, es, n - es, 'greater');
+        if (f.p <= ALPHA) naiveHit = true;
+        pPrev = alwaysValidPValue(zFromPValue(f.p), twoSampleInformation(n, n), { alternative: 'greater' }, pPrev);
+        if (pPrev <= ALPHA) seqHit = true;
+      }
+      if (seqHit) sequential++;
+      if (naiveHit) naive++;
+    }
+    return { sequential: sequential / runs, naive: naive / runs };
+  }
+
+  it(`keeps the false-alarm rate <= alpha over ${RUNS} null canaries x ${LOOKS} looks; naive Fisher testing does not`, () => {
+    const { sequential, naive } = errorsSim(0.02, RUNS);
+    expect(sequential).toBeLessThanOrEqual(ALPHA + 0.01);
+    // Fisher is conservative (discrete), so naive repeated testing inflates less than for Mann-Whitney,
+    // but still ~5 binomial SDs above alpha.
+    expect(naive).toBeGreaterThan(ALPHA + 0.015);
+  });
+
+  it('detects a canary failing 8 % of requests instead of 2 %', () => {
+    expect(errorsSim(0.08, 300).sequential).toBeGreaterThan(0.85);
   });
 });
