@@ -5,9 +5,12 @@ import { z } from 'zod';
 import { kvCacheCompatible } from '../domain/card.js';
 import { routeToSpec } from '../domain/route.js';
 import type { RouteSpec } from '../domain/route.js';
-import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
+import { normalizeVersion } from '../config/load.js';
+import { versionSchema } from '../config/schema.js';
+import { BadRequestError, ForbiddenError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ControlPlane } from '../control/plane.js';
 import { deployGreen, retire, rollback, swap } from '../rollout/bluegreen.js';
+import { ROLE_RANK } from './auth.js';
 import type { Authenticator } from './auth.js';
 import { Router, readJson, sendErr, sendJsonRes, zodMessage } from './router.js';
 import type { Ctx, RouteDef } from './router.js';
@@ -92,6 +95,30 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
           kv_cache_compatibility: active && active.id !== v.id ? { with: active.id, ...kvCacheCompatible(active, v) } : undefined,
           window: cp.dp.telemetry.stats(m, v.id),
         };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/models/:model/versions',
+      role: 'operator',
+      summary: 'register a new version (body: one version as under models[].versions in glidepath.yaml); a process provider needs admin',
+      handler: async (c) => {
+        const b = await c.body(versionSchema);
+        const m = model(c);
+        // a process provider runs a command on this host: only an admin may register one
+        if (b.provider.kind === 'process' && ROLE_RANK[c.principal.role] < ROLE_RANK.admin) {
+          throw new ForbiddenError(`token ${JSON.stringify(c.principal.name)} has role ${c.principal.role}; registering a version with a process provider (a command run on this host) needs admin`);
+        }
+        const gpus = cp.inventory.total;
+        if (b.provider.kind !== 'static' && b.tp > gpus) throw new BadRequestError('invalid_body', `tp: ${b.tp} needs more GPUs than the ${gpus} in the inventory`);
+        const vc = normalizeVersion(m, b);
+        return cp.exclusive(m, () =>
+          cp.audited({ name: c.principal.name }, 'register_version', `${m}/${vc.id}`, { model: m, version: vc.id, card_checksum: vc.cardChecksum }, () => {
+            const v = cp.registry.register(vc);
+            cp.events.emit({ kind: 'version_registered', model: m, version: v.id, message: `${m}/${v.id} registered (card ${v.cardChecksum})` });
+            return Promise.resolve(versionView(cp, v));
+          }),
+        );
       },
     },
     {

@@ -41,7 +41,13 @@ export function printError(err: unknown): void {
 
 /** Render rows as an aligned table with a header; every cell is stringified. */
 export function table(headers: readonly string[], rows: readonly (readonly unknown[])[]): string {
-  const cells = rows.map((r) => r.map((c) => (c === undefined || c === null ? '-' : String(c))));
+  const cell = (c: unknown): string => {
+    if (c === undefined || c === null || c === '') return '-';
+    if (typeof c === 'string') return c;
+    if (typeof c === 'number' || typeof c === 'boolean' || typeof c === 'bigint') return String(c);
+    return JSON.stringify(c) ?? '-';
+  };
+  const cells = rows.map((r) => r.map(cell));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));
   const line = (r: readonly string[]) =>
     r

@@ -78,7 +78,8 @@ function simSettings(s: RawSim): SimSettings {
   return out;
 }
 
-function normalizeVersion(model: string, v: RawVersion): VersionConfig {
+/** One version in glidepath.yaml's snake_case form (already validated by `versionSchema`) → its VersionConfig. */
+export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
   const architecture = {
     layers: v.architecture.layers,
     kvHeads: v.architecture.kv_heads,
@@ -177,6 +178,17 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       maxReplicas: m.max_replicas,
       versions,
       route,
+      canary: m.canary && {
+        stages: m.canary.stages,
+        stageDurationMs: m.canary.stage_duration_ms,
+        alpha: m.canary.alpha,
+        maxP99Increase: m.canary.max_p99_increase,
+        maxErrorRate: m.canary.max_error_rate,
+        maxErrorIncrease: m.canary.max_error_increase,
+        maxQualityDecrease: m.canary.max_quality_decrease,
+        minSamples: m.canary.min_samples,
+        shadowShare: m.canary.shadow_share,
+      },
       monitor: {
         enabled: m.monitor.enabled,
         maxErrorRate: m.monitor.max_error_rate,
@@ -213,6 +225,15 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
     notifications: { webhooks: raw.notifications.webhooks },
+    judge: raw.judge && {
+      url: raw.judge.url,
+      model: raw.judge.model,
+      apiKeyEnv: raw.judge.api_key_env,
+      mode: raw.judge.mode,
+      sampleShare: raw.judge.sample_share,
+      concurrency: raw.judge.concurrency,
+      timeoutMs: raw.judge.timeout_ms,
+    },
     cache: {
       dir: raw.cache.dir ?? path.join(raw.server.data_dir, DEFAULTS.control.cacheDirName),
       maxVersions: raw.cache.max_versions,

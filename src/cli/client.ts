@@ -1,0 +1,230 @@
+// The admin API client every CLI verb talks through: where the API is, which token to send, JSON
+// requests, progress streams (SSE), and API errors turned into errors with the API's own code.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { request } from 'undici';
+import { DEFAULTS } from '../defaults.js';
+import { GlidepathError } from '../errors.js';
+import type { ErrorType } from '../errors.js';
+import { TOKEN_FILE } from '../api/auth.js';
+import { UsageError } from './output.js';
+
+export const API_PREFIX = '/admin/v1';
+export const DEFAULT_URL = `http://${DEFAULTS.server.adminListen}`;
+
+/** An error the admin API answered with (or could not be reached): carries the API's stable code. */
+export class ApiError extends GlidepathError {
+  constructor(code: string, status: number, type: ErrorType, message: string, details?: Record<string, unknown>) {
+    super(code, status, type, message, details ? { details } : {});
+  }
+}
+
+export interface ClientOptions {
+  url?: string | undefined;
+  token?: string | undefined;
+  dataDir?: string | undefined;
+}
+
+/** Where the token came from, for error hints. */
+type TokenSource = 'flag' | 'env' | 'file' | 'none';
+
+export interface SseEvent {
+  event: string;
+  data: string;
+}
+
+function normaliseUrl(raw: string, flag: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new UsageError(`${flag}: expected an http(s) URL such as ${DEFAULT_URL}, got ${JSON.stringify(raw)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`${flag}: expected an http(s) URL, got ${JSON.stringify(raw)}`);
+  return u.toString().replace(/\/+$/, '');
+}
+
+/**
+ * Resolve the token: `--token`, then GLIDEPATH_TOKEN, then `<data dir>/admin-token` (the token the
+ * first `glidepath up` generates when the config has none). No token at all is not an error here:
+ * the request goes out without one and the API's 401 is shown with a hint.
+ */
+function resolveToken(o: ClientOptions): { token: string | undefined; source: TokenSource; file: string } {
+  const dir = o.dataDir ?? process.env.GLIDEPATH_DATA_DIR ?? DEFAULTS.server.dataDir;
+  const file = path.resolve(dir, TOKEN_FILE);
+  if (o.token !== undefined) {
+    if (o.token.trim() === '') throw new UsageError('--token: expected a token, got an empty string');
+    return { token: o.token.trim(), source: 'flag', file };
+  }
+  const env = process.env.GLIDEPATH_TOKEN;
+  if (env !== undefined && env.trim() !== '') return { token: env.trim(), source: 'env', file };
+  try {
+    const t = readFileSync(file, 'utf8').trim();
+    if (t !== '') return { token: t, source: 'file', file };
+  } catch {
+    // no token file: fall through
+  }
+  return { token: undefined, source: 'none', file };
+}
+
+export class AdminClient {
+  readonly baseUrl: string;
+  private readonly token: string | undefined;
+  private readonly tokenSource: TokenSource;
+  private readonly tokenFile: string;
+
+  constructor(o: ClientOptions = {}) {
+    this.baseUrl = o.url !== undefined ? normaliseUrl(o.url, '--url') : process.env.GLIDEPATH_URL ? normaliseUrl(process.env.GLIDEPATH_URL, 'GLIDEPATH_URL') : DEFAULT_URL;
+    const t = resolveToken(o);
+    this.token = t.token;
+    this.tokenSource = t.source;
+    this.tokenFile = t.file;
+  }
+
+  get<T = unknown>(p: string, query: Record<string, string | number | undefined> = {}): Promise<T> {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) qs.set(k, String(v));
+    const s = qs.toString();
+    return this.call<T>('GET', s ? `${p}?${s}` : p);
+  }
+
+  post<T = unknown>(p: string, body: unknown = {}, opts: { long?: boolean } = {}): Promise<T> {
+    return this.call<T>('POST', p, body, opts.long ?? false);
+  }
+
+  put<T = unknown>(p: string, body: unknown): Promise<T> {
+    return this.call<T>('PUT', p, body);
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.token !== undefined ? { authorization: `Bearer ${this.token}` } : {}), ...extra };
+  }
+
+  private async send(method: 'GET' | 'POST' | 'PUT', p: string, body: unknown, headers: Record<string, string>, long: boolean) {
+    const url = `${this.baseUrl}${API_PREFIX}${p}`;
+    try {
+      return await request(url, {
+        method,
+        headers: this.headers({ ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }),
+        body: body !== undefined ? JSON.stringify(body) : null,
+        // loading a version or draining can take minutes; the server ends these itself
+        ...(long ? { headersTimeout: 0, bodyTimeout: 0 } : {}),
+      });
+    } catch (err) {
+      throw this.connectError(err);
+    }
+  }
+
+  private connectError(err: unknown): ApiError {
+    const code = (err as { code?: string }).code ?? 'unknown';
+    const why = code === 'ECONNREFUSED' ? 'connection refused' : code === 'ENOTFOUND' ? 'host not found' : (err as Error).message;
+    return new ApiError(
+      'api_unreachable',
+      0,
+      'unavailable_error',
+      `cannot reach the admin API at ${this.baseUrl} (${why}): is \`glidepath up\` running at ${this.baseUrl}? (set GLIDEPATH_URL or --url)`,
+    );
+  }
+
+  private async call<T>(method: 'GET' | 'POST' | 'PUT', p: string, body?: unknown, long = false): Promise<T> {
+    const res = await this.send(method, p, method === 'GET' ? undefined : body, {}, long);
+    const text = await res.body.text();
+    if (res.statusCode >= 400) throw this.apiError(res.statusCode, text);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ApiError('invalid_response', res.statusCode, 'server_error', `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`);
+    }
+  }
+
+  /**
+   * POST expecting a progress stream: each `progress` event goes to `onProgress`; the `result` event's
+   * data is returned; an `error` event is thrown like an error response.
+   */
+  async stream<T = unknown>(p: string, body: unknown, onProgress: (data: unknown) => void): Promise<T> {
+    const res = await this.send('POST', p, body, { accept: 'text/event-stream' }, true);
+    if (res.statusCode >= 400) throw this.apiError(res.statusCode, await res.body.text());
+    const ct = String(res.headers['content-type'] ?? '');
+    if (!ct.includes('text/event-stream')) {
+      // an older server without progress streaming: it answered with the plain result
+      return JSON.parse(await res.body.text()) as T;
+    }
+    let buf = '';
+    let result: { ok: true; value: T } | undefined;
+    const handle = (raw: string): void => {
+      const ev = parseSseEvent(raw);
+      if (!ev) return;
+      const data: unknown = ev.data === '' ? undefined : JSON.parse(ev.data);
+      if (ev.event === 'progress') onProgress(data);
+      else if (ev.event === 'result') result = { ok: true, value: data as T };
+      else if (ev.event === 'error') throw this.apiErrorFromBody(data, 500);
+    };
+    try {
+      for await (const chunk of res.body) {
+        buf += (chunk as Buffer).toString('utf8');
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const raw = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          handle(raw);
+        }
+      }
+    } catch (err) {
+      if (err instanceof GlidepathError) throw err;
+      throw new ApiError('stream_broken', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} broke: ${(err as Error).message}`);
+    }
+    if (buf.trim() !== '') handle(buf);
+    if (!result) throw new ApiError('stream_incomplete', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} ended without a result (did \`glidepath up\` stop?)`);
+    return result.value;
+  }
+
+  private apiError(status: number, text: string): ApiError {
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    return this.apiErrorFromBody(body, status, text);
+  }
+
+  private apiErrorFromBody(body: unknown, status: number, text = ''): ApiError {
+    const e = (body as { error?: { message?: unknown; code?: unknown; type?: unknown; status?: unknown; details?: unknown } } | undefined)?.error;
+    const code = typeof e?.code === 'string' ? e.code : `http_${status}`;
+    const st = typeof e?.status === 'number' ? e.status : status;
+    let message = typeof e?.message === 'string' ? e.message : `the admin API answered HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ''}`;
+    if (st === 401) message += this.tokenHint();
+    const type = (typeof e?.type === 'string' ? e.type : 'server_error') as ErrorType;
+    const details = e?.details && typeof e.details === 'object' ? (e.details as Record<string, unknown>) : undefined;
+    return new ApiError(code, st, type, message, details);
+  }
+
+  private tokenHint(): string {
+    switch (this.tokenSource) {
+      case 'none':
+        return ` — no token found: set GLIDEPATH_TOKEN, pass --token, or point --data-dir / GLIDEPATH_DATA_DIR at the data directory holding ${TOKEN_FILE} (looked for ${this.tokenFile})`;
+      case 'file':
+        return ` — the token in ${this.tokenFile} was rejected (is it from another data directory?)`;
+      case 'env':
+        return ' — the token in GLIDEPATH_TOKEN was rejected';
+      case 'flag':
+        return ' — the token given with --token was rejected';
+    }
+  }
+}
+
+/** One SSE event block → {event, data}; comments and blank blocks → undefined. */
+export function parseSseEvent(raw: string): SseEvent | undefined {
+  let event = 'message';
+  const data: string[] = [];
+  for (const line of raw.split('\n')) {
+    if (line === '' || line.startsWith(':')) continue;
+    const i = line.indexOf(':');
+    const field = i < 0 ? line : line.slice(0, i);
+    const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+    if (field === 'event') event = value;
+    else if (field === 'data') data.push(value);
+  }
+  if (data.length === 0 && event === 'message') return undefined;
+  return { event, data: data.join('\n') };
+}
