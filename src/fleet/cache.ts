@@ -1,0 +1,526 @@
+// The weight cache: copies a version's weights (a local file or directory, file://, http(s)://)
+// into <cache dir>/<model>/<version>/, verifies the SHA-256 weight hash, and keeps at most
+// max_versions versions by least-recent use — never evicting the active or standby version.
+//
+// Hash (what `weight_hash` must be, as `sha256:<hex>` or bare hex):
+//   - a single file (local or http): SHA-256 of its bytes — what `sha256sum FILE` prints;
+//   - a directory: SHA-256 of the lines `<sha256 of the file>  <relative path>\n` for every regular
+//     file, sorted by relative path (bytewise, `/` separators), i.e. what
+//     `cd DIR && find . -type f | sed 's|^\./||' | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum`
+//     prints. Symlinks are followed; other special files are refused.
+// The index of cached versions with their last use is `<cache dir>/index.json`, written atomically.
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, realpath, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { Agent, interceptors, request } from 'undici';
+import type { Dispatcher } from 'undici';
+import { DEFAULTS } from '../defaults.js';
+import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError, UpstreamError } from '../errors.js';
+import type { ControlPlane } from '../control/plane.js';
+
+/** What the cache needs of a version (a registry `Version` or a `VersionConfig` fits). */
+export interface CacheSource {
+  model: string;
+  id: string;
+  weights: string;
+  weightHash?: string | undefined;
+}
+
+export interface CacheEntry {
+  model: string;
+  version: string;
+  /** Absolute path of the cached copy (a directory holding the file or the tree). */
+  path: string;
+  bytes: number;
+  /** `sha256:<hex>` as computed. */
+  hash: string;
+  /** Whether it was checked against a weight hash from the version. */
+  verified: boolean;
+  /** The weights URI it came from (credentials and query removed). */
+  source: string;
+  downloadedAt: number;
+  lastUsedAt: number;
+}
+
+export interface EvictedVersion {
+  model: string;
+  version: string;
+  bytes: number;
+  lastUsedAt: number;
+}
+
+export interface CacheResult {
+  model: string;
+  version: string;
+  path: string;
+  source: string;
+  /** Bytes of the cached copy. */
+  bytes: number;
+  /** Wall time of this call, ms (0-ish when it was already cached). */
+  durationMs: number;
+  /** `sha256:<hex>`. */
+  hash: string;
+  verified: boolean;
+  /** The version's weight hash, as given, when it has one. */
+  expectedHash?: string | undefined;
+  /** True when nothing was copied: it was already cached (and matched the weight hash). */
+  alreadyCached: boolean;
+  evicted: EvictedVersion[];
+  /** Protected versions (active / standby / just downloaded) kept beyond max_versions. */
+  keptProtected: Array<{ model: string; version: string }>;
+  /** Human notes: not verified, protected versions kept… */
+  notes: string[];
+}
+
+export interface WeightCacheOptions {
+  dir: string;
+  maxVersions?: number | undefined;
+  /** Largest copy accepted per version, bytes. */
+  maxBytes?: number | undefined;
+  /** One download, whole, ms. */
+  timeoutMs?: number | undefined;
+  /** HTTP: until headers and between chunks, ms. */
+  idleTimeoutMs?: number | undefined;
+  /** Versions that must never be evicted (active and standby ones). */
+  protect?: (() => Iterable<{ model: string; version: string }>) | undefined;
+  now?: (() => number) | undefined;
+  /** Relative weight paths are resolved against this (default: the process's working directory). */
+  baseDir?: string | undefined;
+}
+
+interface IndexFile {
+  format: 1;
+  entries: CacheEntry[];
+}
+
+const key = (model: string, version: string): string => `${model}\u0000${version}`;
+/** Model and version names may contain `/`: one path segment each, never `..`. */
+const seg = (s: string): string => encodeURIComponent(s).replace(/^\.+$/, (m) => '%2E'.repeat(m.length));
+
+/** `sha256:<hex>` / bare hex → lowercase hex, or an error message. */
+export function parseWeightHash(h: string): string | { error: string } {
+  const hex = h.trim().toLowerCase().replace(/^sha256:/, '');
+  if (!/^[0-9a-f]{64}$/.test(hex)) return { error: `weight_hash ${JSON.stringify(h)} is not a SHA-256 (expected sha256:<64 hex digits> or 64 hex digits)` };
+  return hex;
+}
+
+export function redactSource(uri: string): string {
+  if (!/^https?:\/\//i.test(uri)) return uri;
+  try {
+    const u = new URL(uri);
+    u.username = '';
+    u.password = '';
+    u.search = '';
+    u.hash = '';
+    return u.toString();
+  } catch {
+    return '(invalid url)';
+  }
+}
+
+type Source = { kind: 'local'; path: string } | { kind: 'http'; url: string };
+
+function classify(uri: string, baseDir: string): Source {
+  if (/^https?:\/\//i.test(uri)) return { kind: 'http', url: uri };
+  if (/^file:/i.test(uri)) {
+    try {
+      return { kind: 'local', path: fileURLToPath(uri) };
+    } catch (err) {
+      throw new BadRequestError('invalid_weights_uri', `weights ${JSON.stringify(uri)} is not a valid file:// URL: ${(err as Error).message}`);
+    }
+  }
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri);
+  if (scheme) {
+    throw new BadRequestError(
+      'unsupported_weights_uri',
+      scheme[1]?.toLowerCase() === 'sim'
+        ? `weights ${JSON.stringify(uri)} are simulated: there is nothing to download`
+        : `weights ${JSON.stringify(uri)}: scheme ${scheme[1]}:// is not supported (use a path, file://, http:// or https://)`,
+    );
+  }
+  return { kind: 'local', path: path.resolve(baseDir, uri) };
+}
+
+/** Counts bytes against the limit and the running hash as they pass. */
+class Meter extends Transform {
+  readonly hash = createHash('sha256');
+  bytes = 0;
+  constructor(
+    private readonly budget: { used: number; max: number },
+    private readonly what: string,
+  ) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
+    this.bytes += chunk.length;
+    this.budget.used += chunk.length;
+    if (this.budget.used > this.budget.max) {
+      cb(new UnprocessableError('weights_too_large', `${this.what}: weights exceed the cache's per-version limit of ${this.budget.max} bytes`));
+      return;
+    }
+    this.hash.update(chunk);
+    cb(null, chunk);
+  }
+}
+
+/** Regular files under `root` (symlinks followed, cycles refused), relative POSIX paths, sorted bytewise. */
+async function listTree(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const seen = new Set<string>();
+  const walk = async (abs: string, rel: string): Promise<void> => {
+    const real = await realpath(abs);
+    if (seen.has(real)) throw new BadRequestError('weights_symlink_cycle', `weights directory has a symlink cycle at ${rel || '.'}`);
+    seen.add(real);
+    for (const name of await readdir(abs)) {
+      const a = path.join(abs, name);
+      const r = rel ? `${rel}/${name}` : name;
+      const st = await stat(a);
+      if (st.isDirectory()) await walk(a, r);
+      else if (st.isFile()) out.push(r);
+      else throw new BadRequestError('weights_special_file', `weights directory holds ${r}, which is neither a file nor a directory`);
+    }
+    seen.delete(real);
+  };
+  await walk(root, '');
+  return out.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+}
+
+/** The directory hash documented at the top of this file, from per-file hashes. */
+export function treeHash(files: ReadonlyArray<{ rel: string; hex: string }>): string {
+  const sorted = [...files].sort((a, b) => Buffer.compare(Buffer.from(a.rel), Buffer.from(b.rel)));
+  const h = createHash('sha256');
+  for (const f of sorted) h.update(`${f.hex}  ${f.rel}\n`);
+  return h.digest('hex');
+}
+
+/** A safe file name for an http download: the URL path's last segment. */
+function fileNameOf(url: string): string {
+  let base = '';
+  try {
+    base = decodeURIComponent(path.posix.basename(new URL(url).pathname));
+  } catch {
+    base = '';
+  }
+  base = base.replace(/[^A-Za-z0-9._-]/g, '_');
+  return base === '' || /^\.+$/.test(base) ? 'weights' : base;
+}
+
+export class WeightCache {
+  readonly dir: string;
+  readonly maxVersions: number;
+  readonly maxBytes: number;
+  private readonly timeoutMs: number;
+  private readonly idleTimeoutMs: number;
+  private readonly protect: () => Iterable<{ model: string; version: string }>;
+  private readonly now: () => number;
+  private readonly baseDir: string;
+  private readonly inflight = new Map<string, Promise<CacheResult>>();
+
+  constructor(opts: WeightCacheOptions) {
+    const C = DEFAULTS.control;
+    this.dir = path.resolve(opts.dir);
+    this.maxVersions = opts.maxVersions ?? C.cacheMaxVersions;
+    this.maxBytes = opts.maxBytes ?? C.cacheMaxBytes;
+    this.timeoutMs = opts.timeoutMs ?? C.cacheDownloadTimeoutMs;
+    this.idleTimeoutMs = opts.idleTimeoutMs ?? C.cacheIdleTimeoutMs;
+    this.protect = opts.protect ?? (() => []);
+    this.now = opts.now ?? Date.now;
+    this.baseDir = opts.baseDir ?? process.cwd();
+  }
+
+  /** Where a version's copy lives (whether or not it is cached). */
+  pathOf(model: string, version: string): string {
+    return path.join(this.dir, seg(model), seg(version));
+  }
+
+  /** Cached versions, least recently used first. Entries whose directory vanished are dropped. */
+  list(): CacheEntry[] {
+    const idx = this.readIndex();
+    const live = idx.entries.filter((e) => existsSync(e.path));
+    if (live.length !== idx.entries.length) this.writeIndex({ format: 1, entries: live });
+    return live.sort((a, b) => a.lastUsedAt - b.lastUsedAt);
+  }
+
+  get(model: string, version: string): CacheEntry | undefined {
+    return this.list().find((e) => e.model === model && e.version === version);
+  }
+
+  /** The local path of a cached version, marking it used (LRU). NotFoundError `cache_miss` otherwise. */
+  use(model: string, version: string): string {
+    const idx = this.readIndex();
+    const e = idx.entries.find((x) => x.model === model && x.version === version);
+    if (!e || !existsSync(e.path)) throw new NotFoundError('cache_miss', `version ${model}/${version} is not in the weight cache (${this.dir}); run \`glidepath cache download --version ${version}\``);
+    e.lastUsedAt = this.now();
+    this.writeIndex(idx);
+    return e.path;
+  }
+
+  /**
+   * Copy a version's weights into the cache, verify them, then evict beyond max_versions.
+   * Concurrent calls for one version share one download. `force` re-downloads a cached version.
+   */
+  download(v: CacheSource, opts: { force?: boolean } = {}): Promise<CacheResult> {
+    const k = key(v.model, v.id);
+    const running = this.inflight.get(k);
+    if (running) return running;
+    const p = this.doDownload(v, opts.force ?? false).finally(() => this.inflight.delete(k));
+    this.inflight.set(k, p);
+    return p;
+  }
+
+  /** Evict least-recently-used versions beyond max_versions, never protected ones. */
+  evict(extraProtected: ReadonlyArray<{ model: string; version: string }> = []): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
+    return this.evictNow(extraProtected);
+  }
+
+  // ---- internals ----------------------------------------------------------------------------
+
+  private async doDownload(v: CacheSource, force: boolean): Promise<CacheResult> {
+    const t0 = performance.now();
+    const what = `${v.model}/${v.id}`;
+    const source = redactSource(v.weights);
+    let expected: string | undefined;
+    if (v.weightHash !== undefined && v.weightHash.trim() !== '') {
+      const parsed = parseWeightHash(v.weightHash);
+      if (typeof parsed !== 'string') throw new BadRequestError('invalid_weight_hash', `${what}: ${parsed.error}`);
+      expected = parsed;
+    }
+    const src = classify(v.weights, this.baseDir);
+    const dest = this.pathOf(v.model, v.id);
+    const notes: string[] = [];
+    const have = this.readIndex().entries.find((e) => e.model === v.model && e.version === v.id);
+    if (!force && have && existsSync(have.path) && (expected === undefined || have.hash === `sha256:${expected}`)) {
+      this.touch(v.model, v.id);
+      const ev = await this.evictNow([{ model: v.model, version: v.id }]);
+      if (expected === undefined) notes.push(`version has no weight_hash: ${have.hash} was recorded, not verified`);
+      return { model: v.model, version: v.id, path: have.path, source, bytes: have.bytes, durationMs: performance.now() - t0, hash: have.hash, verified: expected !== undefined, expectedHash: v.weightHash, alreadyCached: true, ...ev, notes: [...notes, ...protectNotes(ev.keptProtected, this.maxVersions)] };
+    }
+
+    const modelDir = path.dirname(dest);
+    await mkdir(modelDir, { recursive: true });
+    const tmp = path.join(modelDir, `.tmp-${seg(v.id)}-${process.pid}-${randomBytes(4).toString('hex')}`);
+    await mkdir(tmp);
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    const budget = { used: 0, max: this.maxBytes };
+    let hex: string;
+    try {
+      hex = src.kind === 'http' ? await this.fetchHttp(src.url, tmp, budget, signal, what) : await this.copyLocal(src.path, tmp, budget, signal, what);
+      if (expected !== undefined && hex !== expected) {
+        throw new UnprocessableError('weight_hash_mismatch', `${what}: weights from ${source} have sha256:${hex} but the version's weight_hash is sha256:${expected}; the copy was removed`, {
+          details: { expected: `sha256:${expected}`, actual: `sha256:${hex}` },
+        });
+      }
+      // atomic publish: the version's directory appears complete or not at all
+      if (existsSync(dest)) {
+        const old = `${tmp}.old`;
+        await rename(dest, old);
+        await rename(tmp, dest);
+        await rm(old, { recursive: true, force: true });
+      } else {
+        await rename(tmp, dest);
+      }
+    } catch (err) {
+      await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
+      if (signal.aborted && !(err instanceof GlidepathError)) throw new GatewayTimeoutError('download_timeout', `${what}: copying weights from ${source} took longer than ${this.timeoutMs} ms`);
+      throw err;
+    }
+    const now = this.now();
+    const entry: CacheEntry = { model: v.model, version: v.id, path: dest, bytes: budget.used, hash: `sha256:${hex}`, verified: expected !== undefined, source, downloadedAt: now, lastUsedAt: now };
+    const idx = this.readIndex();
+    idx.entries = [...idx.entries.filter((e) => !(e.model === v.model && e.version === v.id)), entry];
+    this.writeIndex(idx);
+    if (expected === undefined) notes.push(`version has no weight_hash: sha256:${hex} was recorded, not verified`);
+    const ev = await this.evictNow([{ model: v.model, version: v.id }]);
+    return {
+      model: v.model,
+      version: v.id,
+      path: dest,
+      source,
+      bytes: budget.used,
+      durationMs: performance.now() - t0,
+      hash: entry.hash,
+      verified: entry.verified,
+      expectedHash: v.weightHash,
+      alreadyCached: false,
+      ...ev,
+      notes: [...notes, ...protectNotes(ev.keptProtected, this.maxVersions)],
+    };
+  }
+
+  private async copyLocal(src: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
+    let st;
+    try {
+      st = await stat(src);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') throw new NotFoundError('weights_not_found', `${what}: weights ${src} do not exist`);
+      throw new BadRequestError('weights_unreadable', `${what}: cannot read weights ${src}: ${(err as Error).message}`);
+    }
+    if (st.isFile()) return this.copyFile(src, path.join(tmp, path.basename(src)), budget, signal, what);
+    if (!st.isDirectory()) throw new BadRequestError('weights_special_file', `${what}: weights ${src} are neither a file nor a directory`);
+    const files = await listTree(src);
+    const hashes: Array<{ rel: string; hex: string }> = [];
+    for (const rel of files) {
+      const to = path.join(tmp, ...rel.split('/'));
+      await mkdir(path.dirname(to), { recursive: true });
+      hashes.push({ rel, hex: await this.copyFile(path.join(src, ...rel.split('/')), to, budget, signal, what) });
+    }
+    return treeHash(hashes);
+  }
+
+  private async copyFile(from: string, to: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
+    const meter = new Meter(budget, what);
+    await pipeline(createReadStream(from), meter, createWriteStream(to, { flags: 'wx' }), { signal });
+    return meter.hash.digest('hex');
+  }
+
+  private async fetchHttp(url: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
+    // one agent per download: redirects followed (model hubs redirect to CDNs), sockets closed after
+    const agent = new Agent();
+    try {
+      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: 5 })), url, tmp, budget, signal, what);
+    } finally {
+      await agent.close().catch(() => undefined);
+    }
+  }
+
+  private async fetchWith(dispatcher: Dispatcher, url: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
+    const safe = redactSource(url);
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, { method: 'GET', dispatcher, headersTimeout: this.idleTimeoutMs, bodyTimeout: this.idleTimeoutMs, signal });
+    } catch (err) {
+      if (signal.aborted) throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} did not answer within ${this.timeoutMs} ms`);
+      const e = err as Error & { code?: string };
+      if (e.code === 'UND_ERR_HEADERS_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} sent no headers within ${this.idleTimeoutMs} ms`);
+      throw new UpstreamError('download_failed', `${what}: GET ${safe} failed: ${e.message}`);
+    }
+    const body: Readable = res.body;
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      await res.body.dump().catch(() => undefined);
+      if (res.statusCode === 404) throw new NotFoundError('weights_not_found', `${what}: GET ${safe} answered 404`);
+      throw new UpstreamError('download_failed', `${what}: GET ${safe} answered HTTP ${res.statusCode}`);
+    }
+    const len = Number(res.headers['content-length']);
+    if (Number.isFinite(len) && len > budget.max) {
+      res.body.destroy();
+      throw new UnprocessableError('weights_too_large', `${what}: ${safe} is ${len} bytes, over the cache's per-version limit of ${budget.max} bytes`);
+    }
+    const meter = new Meter(budget, what);
+    try {
+      await pipeline(body, meter, createWriteStream(path.join(tmp, fileNameOf(url)), { flags: 'wx' }), { signal });
+    } catch (err) {
+      if (err instanceof GlidepathError) throw err;
+      const e = err as Error & { code?: string };
+      if (e.code === 'UND_ERR_BODY_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} went silent for ${this.idleTimeoutMs} ms after ${meter.bytes} bytes`);
+      if (signal.aborted) throw err;
+      throw new UpstreamError('download_failed', `${what}: reading ${safe} failed after ${meter.bytes} bytes: ${e.message}`);
+    }
+    if (Number.isFinite(len) && meter.bytes !== len) throw new UpstreamError('download_truncated', `${what}: ${safe} announced ${len} bytes but sent ${meter.bytes}`);
+    return meter.hash.digest('hex');
+  }
+
+  private touch(model: string, version: string): void {
+    const idx = this.readIndex();
+    const e = idx.entries.find((x) => x.model === model && x.version === version);
+    if (!e) return;
+    e.lastUsedAt = this.now();
+    this.writeIndex(idx);
+  }
+
+  private async evictNow(extra: ReadonlyArray<{ model: string; version: string }>): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
+    const prot = new Set<string>();
+    for (const p of this.protect()) prot.add(key(p.model, p.version));
+    for (const p of extra) prot.add(key(p.model, p.version));
+    const entries = this.list(); // LRU first
+    const evicted: EvictedVersion[] = [];
+    let count = entries.length;
+    for (const e of entries) {
+      if (count <= this.maxVersions) break;
+      if (prot.has(key(e.model, e.version))) continue;
+      await rm(e.path, { recursive: true, force: true });
+      evicted.push({ model: e.model, version: e.version, bytes: e.bytes, lastUsedAt: e.lastUsedAt });
+      count--;
+    }
+    if (evicted.length > 0) {
+      const gone = new Set(evicted.map((e) => key(e.model, e.version)));
+      const idx = this.readIndex();
+      idx.entries = idx.entries.filter((e) => !gone.has(key(e.model, e.version)));
+      this.writeIndex(idx);
+    }
+    const keptProtected = count > this.maxVersions ? entries.filter((e) => prot.has(key(e.model, e.version))).map((e) => ({ model: e.model, version: e.version })) : [];
+    return { evicted, keptProtected };
+  }
+
+  private indexPath(): string {
+    return path.join(this.dir, 'index.json');
+  }
+
+  private readIndex(): IndexFile {
+    let text: string;
+    try {
+      text = readFileSync(this.indexPath(), 'utf8');
+    } catch {
+      return { format: 1, entries: [] };
+    }
+    try {
+      const parsed = JSON.parse(text) as Partial<IndexFile>;
+      return { format: 1, entries: Array.isArray(parsed.entries) ? parsed.entries : [] };
+    } catch {
+      // a corrupt index loses only the LRU order; the copies themselves are re-adopted by re-download
+      return { format: 1, entries: [] };
+    }
+  }
+
+  private writeIndex(idx: IndexFile): void {
+    mkdirSync(this.dir, { recursive: true });
+    const tmp = `${this.indexPath()}.tmp-${process.pid}`;
+    writeFileSync(tmp, JSON.stringify(idx, null, 1));
+    renameSync(tmp, this.indexPath());
+  }
+}
+
+function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, max: number): string[] {
+  if (kept.length === 0) return [];
+  return [`only protected versions remain beyond max_versions ${max}: kept ${kept.map((k) => `${k.model}/${k.version}`).join(', ')} (active, standby or just downloaded)`];
+}
+
+const caches = new WeakMap<ControlPlane, WeightCache>();
+
+/** The control plane's cache (one per control plane): the config's directory and bound; active and standby versions protected. */
+export function cacheFor(cp: ControlPlane): WeightCache {
+  const have = caches.get(cp);
+  if (have) return have;
+  const c = cp.cfg.cache;
+  const cache = new WeightCache({
+    dir: c.dir,
+    maxVersions: c.maxVersions,
+    maxBytes: c.maxBytes,
+    baseDir: cp.cfg.source ? path.dirname(cp.cfg.source) : undefined,
+    protect: () => cp.registry.list(undefined, ['active', 'standby']).map((v) => ({ model: v.model, version: v.id })),
+  });
+  caches.set(cp, cache);
+  return cache;
+}
+
+/** `cache download`: audited, for the admin API. */
+export async function cacheDownload(cp: ControlPlane, model: string, versionId: string, actor: { name: string }, opts: { force?: boolean } = {}): Promise<CacheResult> {
+  return cp.audited(actor, 'cache_download', `${model}/${versionId}`, { model, version: versionId, ...opts }, async () => {
+    const v = cp.version(model, versionId);
+    const r = await cacheFor(cp).download(v, opts);
+    cp.events.emit({
+      kind: 'cache_download',
+      model,
+      version: versionId,
+      message: `${model}/${versionId}: ${r.alreadyCached ? 'already cached' : `cached ${r.bytes} bytes in ${Math.round(r.durationMs)} ms`} (${r.hash}${r.verified ? ', verified' : ', not verified'})${r.evicted.length ? `; evicted ${r.evicted.map((e) => `${e.model}/${e.version}`).join(', ')}` : ''}`,
+      data: r,
+    });
+    return r;
+  });
+}
