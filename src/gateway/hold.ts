@@ -27,10 +27,24 @@ export class HoldQueue {
     this.onDepth = onDepth;
   }
 
+  /** Waiters neither released nor timed out (kept as a count: enqueue must not scan the queue). */
+  private live = 0;
+
   get depth(): number {
-    let n = 0;
-    for (let i = this.head; i < this.waiters.length; i++) if (!(this.waiters[i] as Waiter).done) n++;
-    return n;
+    return this.live;
+  }
+
+  /**
+   * Forget timed-out waiters at the front. They all share one limit, so they time out in arrival
+   * order and always sit at the head: without this the array grows for as long as a hold lasts.
+   */
+  private compact(): void {
+    const ws = this.waiters;
+    while (this.head < ws.length && (ws[this.head] as Waiter).done) this.head++;
+    if (this.head >= 64 && this.head * 2 >= ws.length) {
+      ws.splice(0, this.head);
+      this.head = 0;
+    }
   }
 
   /**
@@ -47,11 +61,14 @@ export class HoldQueue {
         timer: setTimeout(() => {
           if (w.done) return;
           w.done = true;
+          this.live--;
+          this.compact();
           reject(new HoldRejected('timeout'));
           this.onDepth(this.depth);
         }, this.timeoutMs),
       };
       this.waiters.push(w);
+      this.live++;
     });
     this.onDepth(this.depth);
     return p;
@@ -70,6 +87,7 @@ export class HoldQueue {
     }
     this.waiters.length = 0;
     this.head = 0;
+    this.live = 0;
     this.onDepth(0);
     return n;
   }
@@ -83,6 +101,8 @@ export class HoldQueue {
       w.reject(new HoldRejected('closed'));
     }
     this.waiters.length = 0;
+    this.head = 0;
+    this.live = 0;
     this.onDepth(0);
   }
 }

@@ -89,6 +89,25 @@ describe('HoldQueue', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('a long hold with steady timeouts keeps its memory bounded (regression: timed-out waiters were kept until release)', async () => {
+    const q = new HoldQueue(10, 100);
+    const internal = q as unknown as { waiters: unknown[] };
+    let timedOut = 0;
+    for (let i = 0; i < 5000; i++) {
+      const p = q.enqueue();
+      expect(p, `enqueue ${i}`).toBeDefined();
+      void p!.catch(() => timedOut++);
+      await vi.advanceTimersByTimeAsync(20);
+    }
+    // at most five are waiting at any time (100 ms limit, one every 20 ms)
+    expect(q.depth).toBeLessThanOrEqual(5);
+    expect(timedOut).toBeGreaterThan(4990);
+    expect(internal.waiters.length).toBeLessThan(200);
+    const waiting = q.depth;
+    expect(waiting).toBe(5000 - timedOut);
+    expect(q.releaseAll()).toBe(waiting);
+  });
+
   it('is reusable after a release', async () => {
     const q = new HoldQueue(2, 1000);
     const p1 = q.enqueue()!;
