@@ -1,0 +1,80 @@
+// Shadow traffic: mirrored copies never reach or slow the client, and are measured as shadow.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RequestRecord } from '../../../src/telemetry/record.js';
+import { chatBody, hang, json, sseEvents, startUpstream, status, stream } from '../../helpers/upstream.js';
+import type { Upstream } from '../../helpers/upstream.js';
+import { chatReq, post, startGateway, until } from '../../helpers/gateway.js';
+import type { Gateway } from '../../helpers/gateway.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function setup(share: number, weights: Record<string, number> = { v1: 1 }): Promise<{ gw: Gateway; main: Upstream; shadow: Upstream; recs: RequestRecord[] }> {
+  const main = await startUpstream(json(chatBody('main')));
+  const shadow = await startUpstream(json(chatBody('shadow')));
+  const gw = await startGateway(
+    [{ name: 'm', versions: [{ id: 'v1', workers: [main.url] }, { id: 'v2', workers: [shadow.url] }], route: { weights, shadow: { version: 'v2', share } } }],
+    {},
+    { rand: () => 0.5 },
+  );
+  cleanups.push(() => main.close(), () => shadow.close(), () => gw.close());
+  const recs: RequestRecord[] = [];
+  gw.telemetry.subscribe((r) => recs.push(r));
+  return { gw, main, shadow, recs };
+}
+
+describe('shadow traffic', () => {
+  it('mirrors the request body to the shadow version; the client sees only the main answer', async () => {
+    const { gw, shadow, recs } = await setup(1);
+    const body = chatReq({ temperature: 0 });
+    const r = await post(gw.url, body);
+    expect(r.status).toBe(200);
+    expect(r.headers['x-glidepath-version']).toBe('v1');
+    expect(((r.json().choices as { message: { content: string } }[])[0]!).message.content).toBe('main');
+    const mirrored = await shadow.request(1);
+    expect(mirrored.body).toBe(JSON.stringify(body));
+    await mirrored.finished;
+    // the shadow's record arrives once its answer is read
+    await until(() => recs.some((x) => x.shadow), 'shadow record');
+    expect(recs.find((x) => x.shadow)).toMatchObject({ version: 'v2', status: 200, shadow: true });
+    expect(recs.find((x) => !x.shadow)).toMatchObject({ version: 'v1', status: 200 });
+  });
+
+  it('a failing or hanging shadow does not affect the client', async () => {
+    const { gw, shadow, recs } = await setup(1);
+    shadow.script(status(500), hang());
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    await shadow.request(2);
+    await until(() => recs.some((x) => x.shadow && x.status === 500), 'failed shadow record');
+    // the client's version window holds no shadow failure
+    expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
+  });
+
+  it('mirrors streams too, and a share of 0 mirrors nothing', async () => {
+    const { gw, main, shadow } = await setup(1);
+    const events = sseEvents(3);
+    main.script(stream(events));
+    shadow.script(stream(events));
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.body).toBe(events.join(''));
+    expect((await shadow.request(1)).json?.stream).toBe(true);
+
+    const none = await setup(0);
+    await post(none.gw.url, chatReq());
+    await post(none.gw.url, chatReq());
+    expect(none.shadow.requests).toHaveLength(0);
+  });
+
+  it('never mirrors a request to the version that serves it', async () => {
+    const { gw, shadow } = await setup(1, { v1: 1, v2: 0 });
+    const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
+    expect(r.status).toBe(200);
+    expect(r.headers['x-glidepath-version']).toBe('v2');
+    // the one request v2 got is the served one, not a mirror of it
+    await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
+    expect(shadow.requests).toHaveLength(2);
+  });
+});
