@@ -137,6 +137,8 @@ export const DEFAULTS = {
     webhookAttempts: 3,
     /** Weight cache: versions kept before least-recently-used eviction (seed 000's max_versions). */
     cacheMaxVersions: 3,
+    /** Monitored rollback: shortest interval the admin API accepts (a tighter loop only burns CPU). */
+    monitorMinIntervalMs: 100,
     /** Monitored rollback is opt-in per model: it acts on production traffic on its own. */
     monitorEnabled: false,
     /** Webhook notifications: wait before retry n is webhookBackoffMs × 2^(n-1). */

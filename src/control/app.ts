@@ -11,6 +11,7 @@ import { Authenticator, bootstrapTokens } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
 import type { ApiExtension } from '../api/extensions.js';
 import { ControlPlane } from './plane.js';
+import { monitorFeature } from '../rollout/monitor.js';
 
 export interface App {
   cfg: GlidepathConfig;
@@ -34,6 +35,8 @@ const features: Feature[] = [];
 export function registerFeature(f: Feature): void {
   if (!features.some((x) => x.name === f.name)) features.push(f);
 }
+// registered here, not by the module itself: a module that app.ts imports runs before `features` exists
+registerFeature(monitorFeature);
 
 export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: (m: string) => void; providers?: Providers } = {}): Promise<App> {
   const say = opts.onProgress ?? (() => undefined);
