@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { register as audit } from './audit/index.js';
 import { register as config } from './config/index.js';
 import { register as deploy } from './deploy/index.js';
+import { register as pipeline } from './pipeline/index.js';
 import { register as rollback } from './rollback/index.js';
 import { register as sim } from './sim/index.js';
 import { register as status } from './status/index.js';
@@ -22,4 +23,5 @@ export function registerVerbs(program: Command): void {
   rollback(program);
   workers(program);
   audit(program);
+  pipeline(program);
 }

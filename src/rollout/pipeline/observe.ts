@@ -1,0 +1,129 @@
+// What the pipeline runner reads from the admin API: trigger stats per scope (active, canary,
+// stable) from GET /status, and the `wait_for` conditions. The API sits behind a one-method seam.
+import type { MetricValues, TriggerStats } from './trigger.js';
+import type { WaitCondition } from './defaults.js';
+
+/** The part of the admin client the runner needs (the CLI passes its AdminClient). */
+export interface AdminApi {
+  get<T = unknown>(path: string): Promise<T>;
+}
+
+interface Pcts {
+  p50?: number | null;
+  p99?: number | null;
+}
+/** A telemetry window as the API renders it (NaN becomes null in JSON). */
+export interface WindowJson {
+  requests?: number;
+  errorRate?: number | null;
+  latencyMs?: Pcts;
+  ttftMs?: Pcts;
+  tpotMs?: Pcts;
+}
+export interface StatusJson {
+  ready?: boolean;
+  models: {
+    model: string;
+    active: string | null;
+    standby?: string | null;
+    route?: { stable?: string | null; weights?: Record<string, number> } | null;
+    versions: { version: string; status: string; window?: WindowJson }[];
+  }[];
+}
+
+const enc = encodeURIComponent;
+
+export function metricValues(w: WindowJson | undefined): MetricValues {
+  if (!w) return {};
+  const requests = w.requests ?? 0;
+  return {
+    requests,
+    // an error rate of 0 out of 0 requests is no data, not a healthy 0
+    error_rate: requests > 0 ? (w.errorRate ?? null) : null,
+    p99_latency: w.latencyMs?.p99 ?? null,
+    p50_latency: w.latencyMs?.p50 ?? null,
+    p99_ttft: w.ttftMs?.p99 ?? null,
+    p99_tpot: w.tpotMs?.p99 ?? null,
+  };
+}
+
+/** Which versions the scopes mean, and their values. */
+export interface Observed {
+  versions: Partial<Record<'active' | 'canary' | 'stable', string>>;
+  stats: TriggerStats;
+}
+
+/**
+ * active: the model's active version. stable: the route's stable version (else the active one).
+ * canary: the version other than stable with the largest positive route weight.
+ */
+export function observe(status: StatusJson, model: string): Observed {
+  const m = status.models.find((x) => x.model === model);
+  if (!m) throw new Error(`the admin API does not know model "${model}" (it serves: ${status.models.map((x) => x.model).join(', ') || 'none'})`);
+  const byId = new Map(m.versions.map((v) => [v.version, v]));
+  const stable = m.route?.stable ?? m.active ?? undefined;
+  const canary = Object.entries(m.route?.weights ?? {})
+    .filter(([id, w]) => id !== stable && w > 0)
+    .sort((a, b) => b[1] - a[1])[0]?.[0];
+  const versions: Observed['versions'] = {};
+  const stats: TriggerStats = {};
+  for (const [scope, id] of [['active', m.active], ['stable', stable], ['canary', canary]] as const) {
+    if (id === null || id === undefined) continue;
+    versions[scope] = id;
+    stats[scope] = metricValues(byId.get(id)?.window);
+  }
+  return { versions, stats };
+}
+
+export async function readStats(api: AdminApi, model: string): Promise<Observed> {
+  return observe(await api.get<StatusJson>('/status'), model);
+}
+
+/** One poll of a wait_for condition: done, keep waiting (with why), or failed for good. */
+export type Poll = { state: 'done'; detail: string } | { state: 'waiting'; detail: string } | { state: 'failed'; detail: string };
+
+function httpStatus(err: unknown): number | undefined {
+  const s = (err as { status?: unknown }).status;
+  return typeof s === 'number' ? s : undefined;
+}
+
+interface VersionJson {
+  status: string;
+  failure?: { message?: string } | null;
+  health?: { state?: string };
+}
+
+export async function pollCondition(api: AdminApi, model: string, cond: WaitCondition, version: string | undefined): Promise<Poll> {
+  if (cond === 'green_ready') {
+    if (version === undefined) {
+      const st = await api.get<StatusJson>('/status');
+      const ready = st.models.find((x) => x.model === model)?.versions.find((v) => v.status === 'ready');
+      return ready ? { state: 'done', detail: `${ready.version} is ready` } : { state: 'waiting', detail: `no version of ${model} is ready yet` };
+    }
+    let v: VersionJson;
+    try {
+      v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(version)}`);
+    } catch (err) {
+      // the deploy may not have registered it yet
+      if (httpStatus(err) === 404) return { state: 'waiting', detail: `${version} is not registered yet` };
+      throw err;
+    }
+    if (v.status === 'ready') return { state: 'done', detail: `${version} is ready` };
+    if (v.status === 'failed') return { state: 'failed', detail: `${version} failed to load${v.failure?.message ? `: ${v.failure.message}` : ''}` };
+    if (v.status === 'retired') return { state: 'failed', detail: `${version} was retired` };
+    if (v.status === 'active') return { state: 'failed', detail: `${version} is already active (nothing to deploy green)` };
+    return { state: 'waiting', detail: `${version} is ${v.status}` };
+  }
+  const st = await api.get<StatusJson>('/status');
+  const m = st.models.find((x) => x.model === model);
+  if (!m) return { state: 'failed', detail: `the admin API does not know model "${model}"` };
+  if (st.ready === false) return { state: 'waiting', detail: 'the gateway is not ready' };
+  if (!m.active) return { state: 'waiting', detail: `${model} has no active version` };
+  const v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(m.active)}`);
+  const h = v.health?.state ?? 'unknown';
+  if (h === 'unhealthy' || h === 'degraded') return { state: 'waiting', detail: `${m.active} is ${h}` };
+  const workers = await api.get<{ version: string; routable: boolean }[]>(`/workers?model=${enc(model)}`);
+  const routable = workers.filter((w) => w.version === m.active && w.routable).length;
+  if (routable === 0) return { state: 'waiting', detail: `${m.active} has no routable worker` };
+  return { state: 'done', detail: `${m.active} is active with ${routable} routable worker(s), health ${h}` };
+}
