@@ -1,4 +1,5 @@
 // Streaming and non-streaming passthrough, response headers, disconnects and routing across versions.
+import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chatBody, deferred, json, sseEvents, startUpstream, stream, streamTokens } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
@@ -92,6 +93,45 @@ describe('streaming passthrough', () => {
     gw.telemetry.subscribe((r) => records.push({ completionTokens: r.completionTokens, promptTokens: r.promptTokens, itl: r.itlMs.length, status: r.status }));
     await post(gw.url, chatReq({ stream: true }));
     expect(records).toEqual([{ completionTokens: 10, promptTokens: 4, itl: 9, status: 200 }]);
+  });
+});
+
+describe('backpressure', () => {
+  it('a slow reader gets every byte of a large stream, and the gateway does not pile up drain listeners', async () => {
+    const up = await upstream();
+    const big = 'x'.repeat(2000);
+    const events = Array.from({ length: 1500 }, (_, i) => `data: {"choices":[{"index":0,"delta":{"content":"${i}${big}"}}]}\n\n`);
+    events.push('data: [DONE]\n\n');
+    up.script(stream(events));
+    const gw = await gateway(oneModel([up.url]));
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const got = await new Promise<Buffer>((resolve, reject) => {
+        const req = httpRequest(gw.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          let n = 0;
+          res.on('data', (c: Buffer) => {
+            chunks.push(c);
+            // stop reading now and then so the gateway's socket buffer fills up
+            if (++n % 20 === 0) {
+              res.pause();
+              setImmediate(() => setImmediate(() => res.resume()));
+            }
+          });
+          res.on('end', () => resolve(Buffer.concat(chunks)));
+          res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(chatReq({ stream: true })));
+      });
+      expect(got.equals(Buffer.from(events.join('')))).toBe(true);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).not.toContain('MaxListenersExceededWarning');
+    expect(gw.dp.pool('m', 'v1').workers[0]!.outstanding).toBe(0);
   });
 });
 
