@@ -1,0 +1,334 @@
+// End-to-end helpers: run `glidepath up` as a real child process (port 0 for both listeners, URLs
+// parsed from its stderr), talk to its admin API, stream chat completions through the gateway, and
+// clean up every process started, including simulator workers orphaned by a SIGKILL.
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Agent, request } from 'undici';
+import type { Dispatcher } from 'undici';
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+export const CLI = path.join(ROOT, 'dist/cli/main.js');
+
+const READY_LINE = /glidepath: data plane (http:\/\/\S+)\s+admin API (http:\/\/\S+)\s+state (.+)$/m;
+
+/** `npm test` builds first (pretest); a direct vitest run needs `npm run build` beforehand. */
+export function ensureBuilt(): void {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(path.join(tmpdir(), `glidepath-${prefix}-`));
+}
+
+export interface SimVersionSpec {
+  id: string;
+  seed: number;
+  replicas?: number;
+  interTokenMs?: number;
+}
+
+/** A glidepath.yaml with one model whose first version is the whole route; the others are registered. */
+export function simConfigYaml(opts: { model: string; versions: SimVersionSpec[]; gpus?: number; dataDir: string }): string {
+  const first = opts.versions[0];
+  if (!first) throw new Error('simConfigYaml: at least one version');
+  const lines = [
+    'server:',
+    `  data_dir: ${JSON.stringify(opts.dataDir)}`,
+    `gpus: { count: ${opts.gpus ?? 8}, memory_gb: 80 }`,
+    'models:',
+    `  - name: ${opts.model}`,
+    '    versions:',
+  ];
+  for (const v of opts.versions) {
+    lines.push(
+      `      - id: ${v.id}`,
+      `        replicas: ${v.replicas ?? 1}`,
+      `        provider: { kind: sim, sim: { seed: ${v.seed}, inter_token_ms: ${v.interTokenMs ?? 0}, jitter: 0 } }`,
+    );
+  }
+  lines.push('    route:', `      weights: { ${first.id}: 1 }`, '');
+  return lines.join('\n');
+}
+
+export function writeConfig(dir: string, yaml: string): string {
+  const file = path.join(dir, 'glidepath.yaml');
+  writeFileSync(file, yaml);
+  return file;
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface AdminReply<T> {
+  status: number;
+  body: T;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface UpProcess {
+  proc: ChildProcess;
+  pid: number;
+  dataUrl: string;
+  adminUrl: string;
+  dataDir: string;
+  token: string;
+  exited: Promise<Exit>;
+  stderr(): string;
+  /** Admin API call; returns status and parsed JSON whatever the status. */
+  admin<T = unknown>(method: string, p: string, body?: unknown): Promise<AdminReply<T>>;
+  /** Admin API call that must answer 200; throws with the body otherwise. */
+  ok<T = unknown>(method: string, p: string, body?: unknown): Promise<T>;
+  /** Send a signal and wait for the process to exit. */
+  kill(signal: NodeJS.Signals): Promise<Exit>;
+}
+
+/** Every `up` process and worker pid started by these helpers (for `cleanupAll`). */
+const started = new Set<ChildProcess>();
+const workerPids = new Set<number>();
+
+/** Remember worker pids so cleanup can kill them even if `up` was SIGKILLed. */
+export function trackWorkerPids(pids: Iterable<number | null | undefined>): void {
+  for (const p of pids) if (typeof p === 'number' && p > 0) workerPids.add(p);
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGKILL every `up` still running and every worker pid seen. Idempotent. */
+export function cleanupAll(): void {
+  for (const p of started) {
+    if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+  }
+  started.clear();
+  for (const pid of workerPids) {
+    if (pidAlive(pid)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone in between
+      }
+    }
+  }
+  workerPids.clear();
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * Start `glidepath up` and resolve once it prints its listening line (both listeners on port 0).
+ * Rejects with its stderr if it exits first or does not come up within `timeoutMs`.
+ */
+export async function startUp(opts: { configFile: string; dataDir: string; keepWorkers?: boolean; timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<UpProcess> {
+  const args = [CLI, 'up', '--config', opts.configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--data-dir', opts.dataDir];
+  if (opts.keepWorkers) args.push('--keep-workers');
+  const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.env } });
+  started.add(proc);
+  let err = '';
+  const exited = new Promise<Exit>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+  void exited.then(() => started.delete(proc));
+  const urls = await new Promise<RegExpMatchArray>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`glidepath up did not come up within ${opts.timeoutMs ?? 30_000} ms; stderr:\n${err}`));
+    }, opts.timeoutMs ?? 30_000);
+    proc.stderr?.setEncoding('utf8');
+    proc.stderr?.on('data', (d: string) => {
+      err += d;
+      const m = READY_LINE.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m);
+      }
+    });
+    void exited.then((e) => {
+      clearTimeout(timer);
+      reject(new Error(`glidepath up exited (code ${String(e.code)}, signal ${String(e.signal)}) before serving; stderr:\n${err}`));
+    });
+  });
+  const dataUrl = urls[1] as string;
+  const adminUrl = urls[2] as string;
+  const token = readFileSync(path.join(opts.dataDir, 'admin-token'), 'utf8').trim();
+  const admin = async <T>(method: string, p: string, body?: unknown): Promise<AdminReply<T>> => {
+    const res = await request(`${adminUrl}/admin/v1${p}`, {
+      method: method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.body.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.statusCode, body: parsed as T, headers: res.headers };
+  };
+  const up: UpProcess = {
+    proc,
+    pid: proc.pid ?? -1,
+    dataUrl,
+    adminUrl,
+    dataDir: opts.dataDir,
+    token,
+    exited,
+    stderr: () => err,
+    admin,
+    async ok<T>(method: string, p: string, body?: unknown): Promise<T> {
+      const r = await admin<T>(method, p, body);
+      if (r.status !== 200) throw new Error(`${method} ${p} answered ${r.status}: ${JSON.stringify(r.body)}`);
+      return r.body;
+    },
+    async kill(signal: NodeJS.Signals): Promise<Exit> {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+  const ws = await up.ok<WorkerView[]>('GET', '/workers');
+  trackWorkerPids(ws.map((w) => w.pid));
+  return up;
+}
+
+export interface WorkerView {
+  id: string;
+  model: string;
+  version: string;
+  endpoint: string;
+  pid: number | null;
+  state: string;
+  routable: boolean;
+}
+
+export interface VersionView {
+  version: string;
+  status: string;
+  rollback_eligible: boolean;
+  rollback_blocked_reason: string | null;
+  loaded_at: number | null;
+  gpus: string[];
+}
+
+export interface RouteView {
+  model: string;
+  weights: Record<string, number>;
+  stable: string;
+  revision: number;
+}
+
+// ---- streaming client ----------------------------------------------------------------------
+
+export interface StreamResult {
+  ok: boolean;
+  status: number;
+  /** `x-glidepath-version` of the response ('' when absent). */
+  version: string;
+  worker: string;
+  text: string;
+  events: number;
+  error?: string;
+  /** performance.now() when the request was sent, headers arrived, the stream ended. */
+  startedAt: number;
+  headersAt: number;
+  endedAt: number;
+}
+
+export function chatBody(model: string, prompt: string, maxTokens: number, stream = true): string {
+  return JSON.stringify({ model, messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens, temperature: 0, stream });
+}
+
+/**
+ * Stream one chat completion (temperature 0) from `base` and read every SSE event. A success is a
+ * 200 whose stream ends with `data: [DONE]` and whose events all parse.
+ */
+export async function streamChat(
+  base: string,
+  opts: { model: string; prompt: string; maxTokens: number; dispatcher?: Dispatcher; headers?: Record<string, string> },
+): Promise<StreamResult> {
+  const startedAt = performance.now();
+  const out: StreamResult = { ok: false, status: 0, version: '', worker: '', text: '', events: 0, startedAt, headersAt: 0, endedAt: 0 };
+  try {
+    const res = await request(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...opts.headers },
+      body: chatBody(opts.model, opts.prompt, opts.maxTokens),
+      dispatcher: opts.dispatcher,
+    });
+    out.headersAt = performance.now();
+    out.status = res.statusCode;
+    out.version = headerString(res.headers['x-glidepath-version']);
+    out.worker = headerString(res.headers['x-glidepath-worker']);
+    if (res.statusCode !== 200) {
+      out.error = `status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`;
+      return out;
+    }
+    let buf = '';
+    let done = false;
+    const parts: string[] = [];
+    res.body.setEncoding('utf8');
+    for await (const chunk of res.body as AsyncIterable<string>) {
+      buf += chunk;
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        for (const line of ev.split('\n')) {
+          if (!line.startsWith('data: ')) continue;
+          const data = line.slice(6);
+          out.events++;
+          if (data === '[DONE]') {
+            done = true;
+            continue;
+          }
+          const j = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[] };
+          if (j.error !== undefined) throw new Error(`error event in stream: ${data.slice(0, 300)}`);
+          parts.push(j.choices?.[0]?.delta?.content ?? '');
+        }
+      }
+    }
+    out.text = parts.join('');
+    if (!done) throw new Error(`stream ended without [DONE] after ${out.events} event(s)`);
+    if (buf.trim() !== '') throw new Error(`trailing bytes after the last event: ${JSON.stringify(buf.slice(0, 100))}`);
+    out.ok = true;
+  } catch (err) {
+    out.error = (err as Error).message;
+  } finally {
+    out.endedAt = performance.now();
+  }
+  return out;
+}
+
+function headerString(h: string | string[] | undefined): string {
+  return Array.isArray(h) ? h.join(',') : (h ?? '');
+}
+
+/** A client agent with room for `n` concurrent streams to one origin. */
+export function loadAgent(n: number): Agent {
+  return new Agent({ connections: n, pipelining: 1, keepAliveTimeout: 30_000 });
+}
+
+/** Run `fn` over `items` with at most `limit` in flight; results in input order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T, i: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const run = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
+  return out;
+}
