@@ -119,6 +119,22 @@ export class DataPlane {
    */
   setWorkers(model: string, version: string, specs: readonly WorkerSpec[]): void {
     const pool = this.pool(model, version);
+    // check every spec before touching the pool: a bad one changes nothing
+    const ids = new Set<string>();
+    for (const s of specs) {
+      if (typeof s.id !== 'string' || s.id === '') throw new BadRequestError('invalid_worker', `${model}/${version}: a worker needs a non-empty id`);
+      if (ids.has(s.id)) throw new BadRequestError('invalid_worker', `${model}/${version}: worker id ${JSON.stringify(s.id)} is listed twice`);
+      ids.add(s.id);
+      let u: URL | undefined;
+      try {
+        u = new URL(s.url);
+      } catch {
+        u = undefined;
+      }
+      if (u === undefined || (u.protocol !== 'http:' && u.protocol !== 'https:')) {
+        throw new BadRequestError('invalid_worker', `${model}/${version}: worker ${s.id} has URL ${JSON.stringify(s.url)}; expected http(s)://HOST:PORT[/prefix]`);
+      }
+    }
     const old = new Map(pool.workers.map((w) => [w.id, w]));
     const next: Worker[] = [];
     for (const s of specs) {

@@ -145,6 +145,30 @@ describe('models, versions and workers', () => {
     expect(a.routable).toBe(false);
   });
 
+  it('setWorkers refuses a bad URL, an empty or duplicate id, and then changes nothing (regression: a TypeError escaped)', () => {
+    const dp = plane();
+    const before = dp.pool('m', 'v1').workers;
+    const bad: [string, { id: string; url: string }[], RegExp][] = [
+      ['not a URL', [{ id: 'x', url: 'not a url' }], /worker x has URL "not a url"/],
+      ['not http', [{ id: 'x', url: 'ftp://h:1' }], /ftp:\/\/h:1/],
+      ['empty id', [{ id: '', url: 'http://127.0.0.1:9' }], /non-empty id/],
+      ['duplicate id', [{ id: 'x', url: 'http://127.0.0.1:9' }, { id: 'x', url: 'http://127.0.0.1:10' }], /listed twice/],
+      ['good then bad', [{ id: 'ok', url: 'http://127.0.0.1:9' }, { id: 'y', url: '://' }], /worker y/],
+    ];
+    for (const [name, specs, msg] of bad) {
+      let err: unknown;
+      try {
+        dp.setWorkers('m', 'v1', specs);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, name).toBeInstanceOf(GlidepathError);
+      expect((err as GlidepathError).code).toBe('invalid_worker');
+      expect((err as Error).message).toMatch(msg);
+      expect(dp.pool('m', 'v1').workers).toBe(before);
+    }
+  });
+
   it('removeVersion is refused while the route names the version', async () => {
     const dp = plane();
     await expect(dp.removeVersion('m', 'v1')).rejects.toMatchObject({ code: 'version_in_route' });
