@@ -75,9 +75,17 @@ function retryable(status: number): boolean {
 }
 
 async function postOnce(url: string, body: string, timeoutMs: number): Promise<number> {
-  const res = await request(url, {
+  const u = new URL(url);
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'glidepath-webhook' };
+  // https://user:secret@host/… means basic auth (undici would not send it by itself)
+  if (u.username || u.password) {
+    headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}`;
+    u.username = '';
+    u.password = '';
+  }
+  const res = await request(u, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'user-agent': 'glidepath-webhook' },
+    headers,
     body,
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
