@@ -192,7 +192,8 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
 
 /** Quality scores (higher is better): fail when significantly lower and the mean drops by more than maxDecrease. */
 export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] | undefined, cfg: QualityConfig, ctx: CheckContext): MetricVerdict {
-  const measured = stableIn !== undefined && canaryIn !== undefined;
+  // Scores for either version mean quality is being measured: the other version's missing scores are no data yet.
+  const measured = stableIn !== undefined || canaryIn !== undefined;
   const s = sortedCopy(finite(stableIn ?? []));
   const c = sortedCopy(finite(canaryIn ?? []));
   const stable = summarize(s, 0.5);

@@ -22,7 +22,7 @@ export interface MetricSamples {
    */
   durationS: number;
   outputTokens: number;
-  /** Quality scores on a 0-1 scale (LLM-as-judge, 1 - hallucination flag, ...). Absent: not measured. */
+  /** Quality scores on a 0-1 scale (LLM-as-judge, 1 - hallucination flag, ...). Absent on both versions: not measured. */
   quality?: number[];
 }
 

@@ -129,6 +129,9 @@ describe('judgeCanary: policies', () => {
     expect(few.outcome).toBe('fail');
     const wait = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, cfg, { index: 0 });
     expect(wait.outcome).toBe('nodata'); // a critical metric that is measured but short of data: wait
+    const oneSided = judgeCanary(versionSamples(r, 1000), versionSamples(r, 200, { quality: false }), cfg, { index: 0 });
+    expect(metric(oneSided, 'quality')).toMatchObject({ measured: true, outcome: 'nodata' });
+    expect(oneSided.outcome).toBe('nodata');
   });
 
   it('never throws on malformed telemetry: empty, NaN, negative and inconsistent counts', () => {
