@@ -129,7 +129,12 @@ export class WorkerManager {
       const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;
       if (h) {
         this.adoptHandle(v, h);
-        if (r.state === 'sleeping') this.sleeping.set(h.id, (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1);
+        // adoptHandle recorded a fresh ready worker: keep what the record knew (asleep, sleep level,
+        // log file, start time) so a second restart still knows the worker is asleep
+        const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
+        if (r.state === 'sleeping') this.sleeping.set(h.id, level);
+        const fresh = this.store.getWorker(h.id);
+        if (fresh) this.store.upsertWorker({ ...fresh, state: r.state === 'sleeping' ? 'sleeping' : fresh.state, startedAt: r.startedAt, info: { ...r.info, ...fresh.info } });
         n++;
       } else {
         this.store.deleteWorker(r.id);
