@@ -164,7 +164,7 @@ export async function startUp(opts: { configFile: string; dataDir: string; keepW
   const token = readFileSync(path.join(opts.dataDir, 'admin-token'), 'utf8').trim();
   const admin = async <T>(method: string, p: string, body?: unknown): Promise<AdminReply<T>> => {
     const res = await request(`${adminUrl}/admin/v1${p}`, {
-      method: method,
+      method,
       headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
