@@ -201,7 +201,7 @@ describe('WeightCache: http(s)', () => {
 });
 
 describe('WeightCache: LRU eviction', () => {
-  async function seeded(over: { protect?: () => Array<{ model: string; version: string }>; maxVersions?: number } = {}) {
+  function seeded(over: { protect?: () => Array<{ model: string; version: string }>; maxVersions?: number } = {}) {
     const src = path.join(fresh('src'), 'w');
     writeFileSync(src, 'x');
     let t = 1_000;
@@ -211,7 +211,7 @@ describe('WeightCache: LRU eviction', () => {
   }
 
   it('evicts the least recently used beyond max_versions; use() refreshes; the index survives a new instance', async () => {
-    const { c, dir, dl } = await seeded();
+    const { c, dir, dl } = seeded();
     await dl('v1');
     await dl('v2');
     c.use('llama', 'v1'); // v2 is now the least recently used
@@ -225,7 +225,7 @@ describe('WeightCache: LRU eviction', () => {
 
   it('never evicts the active or standby version; when only protected ones remain it keeps them and says so', async () => {
     const prot = [{ model: 'llama', version: 'v1' }, { model: 'llama', version: 'v2' }];
-    const { c, dl } = await seeded({ protect: () => prot, maxVersions: 1 });
+    const { c, dl } = seeded({ protect: () => prot, maxVersions: 1 });
     await dl('v1');
     await dl('v2');
     const r = await dl('v3');
@@ -239,7 +239,7 @@ describe('WeightCache: LRU eviction', () => {
   });
 
   it('a cached version with a matching hash is not copied again; concurrent calls share one copy', async () => {
-    const { c, src } = await seeded({ maxVersions: 5 });
+    const { c, src } = seeded({ maxVersions: 5 });
     const v = { model: 'llama', id: 'v1', weights: src, weightHash: sha('x') };
     const [a, b] = await Promise.all([c.download(v), c.download(v)]);
     expect(a).toBe(b);
