@@ -170,6 +170,36 @@ export const DEFAULTS = {
     },
   },
 
+  rollout: {
+    /** Canary stages in percent of traffic (seed 001's progressive rollout). */
+    stages: [2, 5, 10, 25, 50, 100],
+    /** Least time at each stage before it may advance (it also waits for enough samples). */
+    stageDurationMs: 5 * 60_000,
+    /** Canary rollback: how long the canary's in-flight requests may finish before they are aborted. */
+    rollbackDrainTimeoutMs: 30_000,
+    /** Samples kept per version and metric for one rollout's analysis (memory bound). */
+    maxSamplesPerVersion: 50_000,
+    /** Verdict history kept per rollout (every stage's final verdict is always kept). */
+    maxVerdicts: 200,
+    /** A/B experiments: default share of traffic to version B. */
+    experimentSplit: 0.5,
+    /** A/B experiments: power the "samples needed" figure is computed for. */
+    experimentPower: 0.8,
+  },
+
+  judge: {
+    /** Share of client responses sampled for pointwise LLM judging. */
+    sampleShare: 0.1,
+    /** Judge requests in flight at once. */
+    concurrency: 4,
+    /** Judge requests waiting; beyond it samples are dropped (judging is sampled, never a backlog). */
+    queueMax: 256,
+    /** Per judge request. */
+    timeoutMs: 30_000,
+    /** How long half of a shadow pair waits for the other half. */
+    pairTtlMs: 120_000,
+  },
+
   store: {
     /** SQLite file inside the data directory. */
     fileName: 'glidepath.db',

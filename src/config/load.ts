@@ -225,6 +225,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
     notifications: { webhooks: raw.notifications.webhooks },
+    control: { tickMs: raw.control.tick_ms },
     judge: raw.judge && {
       url: raw.judge.url,
       model: raw.judge.model,

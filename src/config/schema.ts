@@ -142,6 +142,22 @@ export const modelSchema = z
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),
     route: routeSchema.optional(),
+    /** Progressive canary settings of this model (src/rollout/canary.ts); judge gates are in docs/analysis.md. */
+    canary: z
+      .object({
+        stages: z.array(z.number(msg('a percentage 0 < p <= 100')).gt(0, msg('a percentage 0 < p <= 100')).max(100, msg('a percentage 0 < p <= 100'))).min(1).optional(),
+        stage_duration_ms: posInt().optional(),
+        alpha: z.number(msg('a number in (0, 0.5]')).gt(0).max(0.5).optional(),
+        max_p99_increase: nonNeg().optional(),
+        max_error_rate: fraction().optional(),
+        max_error_increase: nonNeg().optional(),
+        max_quality_decrease: fraction().optional(),
+        min_samples: posInt().optional(),
+        /** Pairwise judging: mirror this share of stable requests to the canary as shadow traffic. */
+        shadow_share: fraction().optional(),
+      })
+      .strict()
+      .optional(),
     /** Monitored rollback of this model's active version (src/rollout/monitor.ts). */
     monitor: z
       .object({
@@ -217,6 +233,21 @@ export const configSchema = z
       .strict()
       .prefault({}),
     notifications: z.object({ webhooks: z.array(url()).default([]) }).strict().prefault({}),
+    control: z.object({ tick_ms: posInt().default(DEFAULTS.control.tickMs) }).strict().prefault({}),
+    /** LLM-as-judge: any OpenAI-compatible endpoint and model (src/analysis/llmjudge.ts). */
+    judge: z
+      .object({
+        url: url(),
+        model: str('a model name'),
+        /** Environment variable holding the judge's API key (never the key itself in the file). */
+        api_key_env: str().optional(),
+        mode: z.enum(['pointwise', 'pairwise'], msg('"pointwise" or "pairwise"')).default('pointwise'),
+        sample_share: fraction().default(DEFAULTS.judge.sampleShare),
+        concurrency: posInt().default(DEFAULTS.judge.concurrency),
+        timeout_ms: posInt().default(DEFAULTS.judge.timeoutMs),
+      })
+      .strict()
+      .optional(),
     /** Weight cache (src/fleet/cache.ts); dir defaults to <data_dir>/cache. */
     cache: z
       .object({

@@ -60,6 +60,29 @@ export interface RouteConfig {
   shadow?: { version: string; share: number } | undefined;
 }
 
+/** Per-model canary settings (unset fields fall back to DEFAULTS.rollout / DEFAULTS.canary). */
+export interface CanarySettings {
+  stages?: number[] | undefined;
+  stageDurationMs?: number | undefined;
+  alpha?: number | undefined;
+  maxP99Increase?: number | undefined;
+  maxErrorRate?: number | undefined;
+  maxErrorIncrease?: number | undefined;
+  maxQualityDecrease?: number | undefined;
+  minSamples?: number | undefined;
+  shadowShare?: number | undefined;
+}
+
+export interface JudgeEndpointConfig {
+  url: string;
+  model: string;
+  apiKeyEnv?: string | undefined;
+  mode: 'pointwise' | 'pairwise';
+  sampleShare: number;
+  concurrency: number;
+  timeoutMs: number;
+}
+
 /** Monitored rollback of a model's active version (src/rollout/monitor.ts). */
 export interface MonitorConfig {
   enabled: boolean;
@@ -79,6 +102,7 @@ export interface ModelConfig {
   route: RouteConfig;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   monitor?: MonitorConfig | undefined;
+  canary?: CanarySettings | undefined;
 }
 
 export interface TokenConfig {
@@ -122,6 +146,8 @@ export interface GlidepathConfig {
   gateway: GatewayConfig;
   telemetry: { windowMaxSamples: number; windowMaxAgeMs: number };
   notifications: { webhooks: string[] };
+  control: { tickMs: number };
+  judge?: JudgeEndpointConfig | undefined;
   /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
   cache: { dir: string; maxVersions: number; maxBytes: number };
   models: ModelConfig[];

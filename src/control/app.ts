@@ -12,6 +12,7 @@ import { createAdminServer } from '../api/server.js';
 import type { ApiExtension } from '../api/extensions.js';
 import { ControlPlane } from './plane.js';
 import { monitorFeature } from '../rollout/monitor.js';
+import { rolloutsFeature } from '../rollout/feature.js';
 
 export interface App {
   cfg: GlidepathConfig;
@@ -37,6 +38,7 @@ export function registerFeature(f: Feature): void {
 }
 // registered here, not by the module itself: a module that app.ts imports runs before `features` exists
 registerFeature(monitorFeature);
+registerFeature(rolloutsFeature);
 
 export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: (m: string) => void; providers?: Providers } = {}): Promise<App> {
   const say = opts.onProgress ?? (() => undefined);

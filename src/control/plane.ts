@@ -13,6 +13,8 @@ import type { Providers } from '../providers/index.js';
 import { Registry } from '../store/registry.js';
 import type { Store, StoredRoute } from '../store/types.js';
 import { EventBus } from './events.js';
+import { notify } from './notify.js';
+import type { NotifyEvent, WebhookResult } from './notify.js';
 import { WorkerManager } from './workers.js';
 
 export interface Actor {
@@ -79,6 +81,12 @@ export class ControlPlane {
       this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'error', errorCode: e.code, durationMs: performance.now() - t0 });
       throw err;
     }
+  }
+
+  /** Send a notification to every configured webhook; never throws (outcomes become events). */
+  notify(event: NotifyEvent): Promise<WebhookResult[]> {
+    if (this.cfg.notifications.webhooks.length === 0) return Promise.resolve([]);
+    return notify(this.cfg.notifications.webhooks, event, { events: this.events }).catch(() => []);
   }
 
   // ---- routes ---------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+// The canary rollout's persisted state and its pure decision rule: (state, verdict, now) → next step.
+import type { Verdict } from '../analysis/judge.js';
+
+export type CanaryPhase = 'pending' | 'loading' | 'progressing' | 'paused' | 'promoting' | 'succeeded' | 'rolled_back' | 'aborted' | 'failed';
+export const TERMINAL: readonly CanaryPhase[] = ['succeeded', 'rolled_back', 'aborted', 'failed'];
+
+/** What is kept of one verdict: enough to show operators and to audit the decision. */
+export interface VerdictRecord {
+  at: number;
+  stage: number;
+  percent: number;
+  look: number;
+  outcome: Verdict['outcome'];
+  action: Verdict['action'];
+  score: number;
+  reasons: string[];
+  /** Per metric: outcome, both versions' summaries, effect and p-values. */
+  metrics: { name: string; outcome: string; reason: string; stable: unknown; canary: unknown; checks: { id: string; outcome: string; pValue: number; pValueSequential: number; effect: number; threshold: number }[] }[];
+  /** Whether this verdict decided something (advance, rollback, pause), or was just a look. */
+  decisive: boolean;
+}
+
+export interface RollbackRecord {
+  reason: string;
+  at: number;
+  timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number };
+  drained: number;
+  aborted: number;
+  /** Requests the canary served in this rollout, and at what share of traffic it was caught. */
+  canaryRequests: number;
+  percentAtRollback: number;
+}
+
+export interface CanaryState {
+  kind: 'canary';
+  id: string;
+  model: string;
+  stable: string;
+  canary: string;
+  /** Percent of traffic per stage, ascending; 100 means promote. */
+  stages: number[];
+  stageIndex: number;
+  stageDurationMs: number;
+  phase: CanaryPhase;
+  createdAt: number;
+  startedAt: number;
+  stageStartedAt: number;
+  updatedAt: number;
+  /** Looks taken on the current sample stream and the always-valid p-values so far. */
+  look: number;
+  previous: Record<string, number>;
+  verdicts: VerdictRecord[];
+  last?: VerdictRecord | undefined;
+  pausedReason?: string | undefined;
+  rollback?: RollbackRecord | undefined;
+  /** The rollout loaded the canary itself (so it unloads it on rollback). */
+  loadedByRollout: boolean;
+  actor: string;
+  message?: string | undefined;
+  /** Shadow share used for pairwise judging (0: none). */
+  shadowShare: number;
+}
+
+export type Step =
+  | { kind: 'none'; why: string }
+  | { kind: 'advance'; to: number }
+  | { kind: 'promote' }
+  | { kind: 'rollback'; reason: string }
+  | { kind: 'pause'; reason: string };
+
+export function currentPercent(s: Pick<CanaryState, 'stages' | 'stageIndex'>): number {
+  return s.stages[Math.min(s.stageIndex, s.stages.length - 1)] ?? 0;
+}
+
+/**
+ * The decision after a look. A failing verdict rolls back at once, whatever the stage's age (a bad
+ * canary must be caught early). Otherwise nothing moves until the stage has lasted its duration;
+ * then pass → advance (or promote after the last stage below 100 %), inconclusive → pause for a
+ * human, nodata → keep waiting.
+ */
+export function decide(s: CanaryState, v: Verdict, now: number): Step {
+  if (v.action === 'rollback') return { kind: 'rollback', reason: v.reasons.join('; ') || 'canary failed its analysis' };
+  if (s.phase === 'paused') return { kind: 'none', why: `paused: ${s.pausedReason ?? 'by an operator'}` };
+  const elapsed = now - s.stageStartedAt;
+  if (elapsed < s.stageDurationMs) return { kind: 'none', why: `stage holds ${Math.ceil((s.stageDurationMs - elapsed) / 1000)} s more` };
+  switch (v.action) {
+    case 'advance': {
+      const next = s.stageIndex + 1;
+      const pct = s.stages[next];
+      if (pct === undefined || pct >= 100) return { kind: 'promote' };
+      return { kind: 'advance', to: next };
+    }
+    case 'pause':
+      return { kind: 'pause', reason: `inconclusive (score ${v.score.toFixed(0)}): ${v.reasons.join('; ')}` };
+    case 'wait':
+      return { kind: 'none', why: `waiting for data: ${v.reasons.join('; ') || 'too few samples'}` };
+  }
+}
+
+/** Route weights for a stage: canary at `percent`, stable the rest. */
+export function stageWeights(s: Pick<CanaryState, 'stable' | 'canary'>, percent: number): Record<string, number> {
+  const c = Math.min(1, Math.max(0, percent / 100));
+  return { [s.canary]: c, [s.stable]: 1 - c };
+}
+
+/** Validate operator-given stages: ascending percentages in (0, 100]. */
+export function checkStages(stages: readonly number[]): string | undefined {
+  if (stages.length === 0) return 'at least one stage is needed';
+  for (let i = 0; i < stages.length; i++) {
+    const p = stages[i] as number;
+    if (!Number.isFinite(p) || p <= 0 || p > 100) return `stage ${i + 1} must be a percentage in (0, 100], got ${p}`;
+    if (i > 0 && p <= (stages[i - 1] as number)) return `stages must increase: ${stages[i - 1]} then ${p}`;
+  }
+  return undefined;
+}
+
+export function summarizeVerdict(v: Verdict, s: CanaryState, now: number, decisive: boolean): VerdictRecord {
+  return {
+    at: now,
+    stage: s.stageIndex,
+    percent: currentPercent(s),
+    look: v.look.index,
+    outcome: v.outcome,
+    action: v.action,
+    score: v.score,
+    reasons: v.reasons,
+    metrics: v.metrics.map((m) => ({
+      name: m.name,
+      outcome: m.outcome,
+      reason: m.reason,
+      stable: m.stable,
+      canary: m.canary,
+      checks: m.checks.map((c) => ({ id: c.id, outcome: c.outcome, pValue: c.pValue, pValueSequential: c.pValueSequential, effect: c.effect, threshold: c.threshold })),
+    })),
+    decisive,
+  };
+}
