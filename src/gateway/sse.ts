@@ -62,20 +62,20 @@ export class SseMeter {
     }
     // the space after `data:` is optional in SSE
     const body = s.charCodeAt(pos + 5) === 32 ? pos + 6 : pos + 5;
-    if (s.charCodeAt(body) === 91 /* [ */) {
-      if (s.startsWith('[DONE]', body)) {
-        this.done = true;
-        return true;
-      }
+    // searches run on the event alone: indexOf on the whole chunk scanned to its end for every
+    // event without a match, which made metering quadratic in the chunk size
+    const ev = s.slice(body, end);
+    if (ev.charCodeAt(0) === 91 /* [ */ && ev.startsWith('[DONE]')) {
+      this.done = true;
+      return true;
     }
-    if (s.charCodeAt(body) !== 123 /* { */ || s.charCodeAt(end - 1) !== 125 /* } */) {
-      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
+    if (ev.charCodeAt(0) !== 123 /* { */ || ev.charCodeAt(ev.length - 1) !== 125 /* } */) {
+      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(ev.slice(0, 40))}`;
       return false;
     }
-    const u = s.indexOf('"usage":{', body);
-    if (u !== -1 && u < end) {
+    if (ev.indexOf('"usage":{') !== -1) {
       try {
-        const parsed = JSON.parse(s.slice(body, end)) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
+        const parsed = JSON.parse(ev) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
         if (parsed.usage) {
           this.usagePrompt = parsed.usage.prompt_tokens ?? -1;
           this.usageCompletion = parsed.usage.completion_tokens ?? -1;
@@ -85,7 +85,7 @@ export class SseMeter {
         return false;
       }
     }
-    if (hasText(s, body, end, '"content":"') || hasText(s, body, end, '"text":"')) {
+    if (hasText(ev, '"content":"') || hasText(ev, '"text":"')) {
       this.tokenEvents++;
       if (this.firstAt !== this.firstAt) this.firstAt = now;
       else this.itl.push(now - this.lastAt);
@@ -95,9 +95,10 @@ export class SseMeter {
   }
 }
 
-function hasText(s: string, from: number, end: number, key: string): boolean {
-  const k = s.indexOf(key, from);
-  return k !== -1 && k < end && s.charCodeAt(k + key.length) !== 34;
+/** True when `key` (a JSON key opening a string) is in `ev` with a non-empty value. */
+function hasText(ev: string, key: string): boolean {
+  const k = ev.indexOf(key);
+  return k !== -1 && ev.charCodeAt(k + key.length) !== 34;
 }
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
