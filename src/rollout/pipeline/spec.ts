@@ -33,21 +33,35 @@ const stepSchema = z
     version: text.optional(),
   })
   .strict();
-const stageSchema = z.object({ name: text, timeout: duration.optional(), steps: z.array(stepSchema).min(1, { message: 'a stage needs at least one step' }) }).strict();
-const fileSchema = z
+// validated piece by piece (file, pipeline, each stage, each step, rollback) so that one bad step
+// does not hide the problems of the others: every problem is reported at once
+const stageSchema = z.object({ name: text, timeout: duration.optional(), steps: z.array(z.unknown()).min(1, { message: 'a stage needs at least one step' }) }).strict();
+const pipelineSchema = z
   .object({
-    pipeline: z
-      .object({
-        name: text.optional(),
-        model: text.optional(),
-        timeout: duration.optional(),
-        stages: z.array(stageSchema).min(1, { message: 'a pipeline needs at least one stage' }),
-      })
-      .strict(),
-    rollback: z.object({ trigger: text, action: text.optional(), notify: text.optional() }).strict().optional(),
+    name: text.optional(),
+    model: text.optional(),
+    timeout: duration.optional(),
+    stages: z.array(z.unknown()).min(1, { message: 'a pipeline needs at least one stage' }),
   })
   .strict();
+const rollbackSchema = z.object({ trigger: text, action: text.optional(), notify: text.optional() }).strict();
+const fileSchema = z.object({ pipeline: z.unknown(), rollback: z.unknown().optional() }).strict();
 type RawStep = z.infer<typeof stepSchema>;
+type RawRollback = z.infer<typeof rollbackSchema>;
+interface RawStage {
+  name: string;
+  timeout: string | undefined;
+  /** undefined where a step is invalid (already reported). */
+  steps: (RawStep | undefined)[];
+}
+interface Shape {
+  pipeline: Omit<z.infer<typeof pipelineSchema>, 'stages'> & { stages: (RawStage | undefined)[] };
+  /** undefined when absent or invalid; `hasRollback` tells which. */
+  rollback: RawRollback | undefined;
+  hasRollback: boolean;
+  /** rollback.trigger when it is a string, checked even when the rest of rollback is invalid. */
+  triggerText: string | undefined;
+}
 
 /** A command after variable substitution; `text` is as written in the file. */
 export interface Command {
@@ -109,26 +123,61 @@ class Issues {
   }
 }
 
-/** Turn zod's issues into ours, with the step-kind message the reader needs. */
-function schemaIssues(err: z.ZodError, raw: unknown, out: Issues): void {
+/** Turn zod's issues into ours; `step` is the raw step when the value is one (for the kind message). */
+function schemaIssues(err: z.ZodError, prefix: readonly PropertyKey[], out: Issues, isStepValue: boolean, step?: Record<string, unknown>): void {
   for (const iss of err.issues) {
-    const p = iss.path;
-    const isStep = p.length === 4 && p[0] === 'pipeline' && p[1] === 'stages' && p[3] !== undefined && typeof p[3] === 'number';
+    const p = [...prefix, ...iss.path];
     if (iss.code === 'unrecognized_keys') {
       for (const k of iss.keys) {
         let message = `unknown key "${k}"`;
-        if (isStep) {
-          const step = (((raw as { pipeline: { stages: { steps: Record<string, unknown>[] }[] } }).pipeline.stages[p[2] as number]?.steps ?? [])[p[3] as number] ?? {});
+        if (step && iss.path.length === 0) {
           const hasKind = STEP_KINDS.some((kind) => kind in step);
           message = hasKind ? `unknown key "${k}" in a step; expected ${STEP_KEYS.join(', ')}` : `unknown step kind "${k}"; expected run, wait_for, monitor or on_failure`;
-        } else if (p.length === 0) message = `unknown key "${k}"; expected pipeline, rollback`;
+        } else if (prefix.length === 0 && iss.path.length === 0) message = `unknown key "${k}"; expected pipeline, rollback`;
         out.add(p, message, [...p, k]);
       }
       continue;
     }
-    const message = iss.code === 'invalid_type' && iss.input === undefined ? 'required' : iss.message;
+    let message = iss.message;
+    if (iss.code === 'invalid_type') {
+      const got = iss.input === null ? 'null' : Array.isArray(iss.input) ? 'a list' : typeof iss.input === 'object' ? 'a mapping' : `${typeof iss.input} ${JSON.stringify(iss.input)}`;
+      const want = iss.expected === 'object' ? (isStepValue && iss.path.length === 0 ? 'a step (a mapping such as "run: …")' : 'a mapping') : iss.expected === 'array' ? 'a list' : `a ${iss.expected}`;
+      message = iss.input === undefined ? 'required' : `expected ${want}, got ${got}`;
+    }
     out.add(p, message);
   }
+}
+
+function parseAt<T>(schema: z.ZodType<T>, value: unknown, prefix: readonly PropertyKey[], out: Issues, isStep = false): T | undefined {
+  const r = schema.safeParse(value, { reportInput: true });
+  if (r.success) return r.data;
+  const step = isStep && value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  schemaIssues(r.error, prefix, out, isStep, step);
+  return undefined;
+}
+
+/** The file's structure, piece by piece; undefined when the top level itself is unusable. */
+function shape(raw: unknown, out: Issues): Shape | undefined {
+  // unknown top-level keys are reported, and the rest is still checked
+  parseAt(fileSchema, raw, [], out);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const top = raw as { pipeline?: unknown; rollback?: unknown };
+  if (top.pipeline === undefined) {
+    out.add(['pipeline'], 'required: the file needs a pipeline: section with stages');
+    return undefined;
+  }
+  const hasRollback = top.rollback !== undefined && top.rollback !== null;
+  const rollback = hasRollback ? parseAt(rollbackSchema, top.rollback, ['rollback'], out) : undefined;
+  const head = parseAt(pipelineSchema, top.pipeline, ['pipeline'], out);
+  if (!head) return undefined;
+  const stages = head.stages.map((st, si): RawStage | undefined => {
+    const sp = ['pipeline', 'stages', si];
+    const sh = parseAt(stageSchema, st, sp, out);
+    if (!sh) return undefined;
+    return { name: sh.name, timeout: sh.timeout, steps: sh.steps.map((x, i) => parseAt(stepSchema, x, [...sp, 'steps', i], out, true)) };
+  });
+  const t: unknown = hasRollback ? (top.rollback as { trigger?: unknown }).trigger : undefined;
+  return { pipeline: { ...head, stages }, rollback, hasRollback, triggerText: typeof t === 'string' ? t : undefined };
 }
 
 interface Ctx {
@@ -223,24 +272,27 @@ function step(ctx: Ctx, p: readonly PropertyKey[], s: RawStep, hasTrigger: boole
   }
 }
 
-function compile(raw: z.infer<typeof fileSchema>, ctx: Ctx, source: string): Pipeline {
+function compile(raw: Shape, ctx: Ctx, source: string): Pipeline {
   const iss = ctx.issues;
   let rollback: Pipeline['rollback'];
-  if (raw.rollback) {
-    let trigger: Trigger | undefined;
+  let trigger: Trigger | undefined;
+  if (raw.triggerText !== undefined) {
     try {
-      trigger = parseTrigger(raw.rollback.trigger);
+      trigger = parseTrigger(raw.triggerText);
     } catch (err) {
       if (!(err instanceof TriggerError)) throw err;
       iss.add(['rollback', 'trigger'], err.message);
     }
+  }
+  if (raw.rollback) {
     const action = raw.rollback.action === undefined ? undefined : command(ctx, ['rollback', 'action'], raw.rollback.action);
     const notify = raw.rollback.notify === undefined ? undefined : str(ctx, ['rollback', 'notify'], raw.rollback.notify);
     if (trigger) rollback = { trigger, triggerText: raw.rollback.trigger, action, notify };
   }
   const model = raw.pipeline.model === undefined ? undefined : str(ctx, ['pipeline', 'model'], raw.pipeline.model);
   const names = new Map<string, number>();
-  const stages: Stage[] = raw.pipeline.stages.map((st, si) => {
+  const stages: Stage[] = raw.pipeline.stages.flatMap((st, si) => {
+    if (!st) return [];
     const sp = ['pipeline', 'stages', si];
     const prev = names.get(st.name);
     if (prev !== undefined) iss.add([...sp, 'name'], `duplicate stage name "${st.name}" (also stages[${prev}])`);
@@ -248,13 +300,14 @@ function compile(raw: z.infer<typeof fileSchema>, ctx: Ctx, source: string): Pip
     const steps: Step[] = [];
     const onFailure: Command[] = [];
     st.steps.forEach((s, i) => {
-      const r = step(ctx, [...sp, 'steps', i], s, raw.rollback !== undefined);
+      if (!s) return;
+      const r = step(ctx, [...sp, 'steps', i], s, raw.hasRollback);
       if (r === undefined) return;
       if ('kind' in r) steps.push(r);
       else onFailure.push(r);
     });
-    if (steps.length === 0) iss.add([...sp, 'steps'], 'a stage needs at least one run, wait_for or monitor step (on_failure only runs when one of them fails)');
-    return { name: st.name, steps, onFailure, timeoutMs: st.timeout === undefined ? undefined : parseDuration(st.timeout) };
+    if (steps.length === 0 && st.steps.every((x) => x !== undefined)) iss.add([...sp, 'steps'], 'a stage needs at least one run, wait_for or monitor step (on_failure only runs when one of them fails)');
+    return [{ name: st.name, steps, onFailure, timeoutMs: st.timeout === undefined ? undefined : parseDuration(st.timeout) }];
   });
   const variables = [...ctx.used.entries()]
     .map(([name, lines]) => ({ name, lines: [...lines].sort((a, b) => a - b), set: ctx.lookup(name) !== undefined }))
@@ -283,16 +336,13 @@ export function parsePipelineText(src: string, source = '<pipeline>', opts: Spec
   const raw: unknown = doc.toJS();
   const issues = new Issues(doc, lc);
   if (raw === null || raw === undefined) throw new ConfigError([{ path: '', message: 'the file is empty; expected a pipeline: section' }], source);
-  const res = fileSchema.safeParse(raw);
-  if (!res.success) {
-    schemaIssues(res.error, raw, issues);
-    throw new ConfigError(issues.list, source);
-  }
+  const sh = shape(raw, issues);
+  if (!sh) throw new ConfigError(issues.list, source);
   const vars = opts.vars ?? {};
   const env = opts.env ?? process.env;
   const lookup: Lookup = (n) => (Object.hasOwn(vars, n) ? vars[n] : env[n]);
   const ctx: Ctx = { issues, lookup, requireVars: opts.requireVars ?? true, used: new Map() };
-  const pipeline = compile(res.data, ctx, source);
+  const pipeline = compile(sh, ctx, source);
   if (issues.list.length > 0) throw new ConfigError(issues.list.sort((a, b) => (a.line ?? 0) - (b.line ?? 0)), source);
   return pipeline;
 }
