@@ -256,11 +256,11 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
 export function createAdminServer(cp: ControlPlane, auth: Authenticator, extensions: readonly ApiExtension[] = []): Server {
   const router = buildRouter(cp, extensions);
   return createServer((req: IncomingMessage, res: ServerResponse) => {
-    void handle(router, auth, req, res);
+    void handle(cp, router, auth, req, res);
   });
 }
 
-async function handle(router: Router, auth: Authenticator, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(cp: ControlPlane, router: Router, auth: Authenticator, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://admin');
     if (!url.pathname.startsWith(API_PREFIX)) {
@@ -270,7 +270,15 @@ async function handle(router: Router, auth: Authenticator, req: IncomingMessage,
     const { route, params } = router.match(req.method ?? 'GET', path);
     // the OpenAPI document is public so tools can discover the API; everything else needs a token
     const principal = path === '/openapi.json' ? { name: 'anonymous', role: 'viewer' as const } : auth.authenticate(req.headers.authorization);
-    auth.require(principal, route.role, `${route.method} ${API_PREFIX}${route.path}`);
+    try {
+      auth.require(principal, route.role, `${route.method} ${API_PREFIX}${route.path}`);
+    } catch (err) {
+      // a known token attempting a change it may not make is worth a line in the audit log
+      if (route.method !== 'GET') {
+        cp.store.appendAudit({ at: Date.now(), actor: principal.name, action: 'denied', target: `${route.method} ${path}`, params: { role: principal.role, needs: route.role }, result: 'error', errorCode: 'forbidden' });
+      }
+      throw err;
+    }
     const ctx: Ctx = {
       req,
       res,

@@ -11,7 +11,8 @@ program
   .showHelpAfterError()
   .exitOverride();
 
-registerVerbs(program);
+// the first argument that is not an option names the verb (`glidepath swap --confirm`)
+await registerVerbs(program, process.argv.slice(2).find((a) => !a.startsWith('-')));
 
 try {
   await program.parseAsync(process.argv);

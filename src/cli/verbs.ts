@@ -1,27 +1,27 @@
 // The list of CLI verbs; each lives in its own folder and exports `register(program)`.
+// Loaded on demand: running one verb imports only that verb's modules (a CLI call against the admin
+// API must not pay for loading the gateway, the store and the simulator); help loads them all.
 import type { Command } from 'commander';
-import { register as audit } from './audit/index.js';
-import { register as config } from './config/index.js';
-import { register as deploy } from './deploy/index.js';
-import { register as pipeline } from './pipeline/index.js';
-import { register as rollback } from './rollback/index.js';
-import { register as sim } from './sim/index.js';
-import { register as status } from './status/index.js';
-import { register as swap } from './swap/index.js';
-import { register as up } from './up/index.js';
-import { register as version } from './version/index.js';
-import { register as workers } from './workers/index.js';
 
-export function registerVerbs(program: Command): void {
-  config(program);
-  sim(program);
-  up(program);
-  status(program);
-  version(program);
-  deploy(program);
-  swap(program);
-  rollback(program);
-  workers(program);
-  audit(program);
-  pipeline(program);
+type VerbModule = { register(program: Command): void };
+
+/** Verb name → its module, in help order. */
+const VERBS: Record<string, () => Promise<VerbModule>> = {
+  config: () => import('./config/index.js'),
+  sim: () => import('./sim/index.js'),
+  up: () => import('./up/index.js'),
+  status: () => import('./status/index.js'),
+  version: () => import('./version/index.js'),
+  deploy: () => import('./deploy/index.js'),
+  swap: () => import('./swap/index.js'),
+  rollback: () => import('./rollback/index.js'),
+  workers: () => import('./workers/index.js'),
+  audit: () => import('./audit/index.js'),
+  pipeline: () => import('./pipeline/index.js'),
+};
+
+/** Register `verb` alone when it is a known verb, else every verb (help, unknown command). */
+export async function registerVerbs(program: Command, verb?: string): Promise<void> {
+  const load = verb !== undefined && Object.hasOwn(VERBS, verb) ? [VERBS[verb] as () => Promise<VerbModule>] : Object.values(VERBS);
+  for (const m of await Promise.all(load.map((f) => f()))) m.register(program);
 }

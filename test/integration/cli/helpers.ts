@@ -1,0 +1,114 @@
+// Test helpers for the admin CLI: one real `glidepath up` per test file (port 0, temp data dir) and
+// the real CLI binary run against it.
+import { spawn, spawnSync } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export const ROOT = join(import.meta.dirname, '../../..');
+export const MAIN = join(ROOT, 'dist/cli/main.js');
+
+function newestMtime(dir: string): number {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+/** `npm test` builds first (pretest); a direct vitest run rebuilds only when dist is missing or stale. */
+export function ensureBuilt(): void {
+  const stale = !existsSync(MAIN) || statSync(MAIN).mtimeMs < Math.max(newestMtime(join(ROOT, 'src/cli')), newestMtime(join(ROOT, 'src/api')));
+  if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'ignore' });
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run npm run build`);
+}
+
+export interface Up {
+  dir: string;
+  dataDir: string;
+  adminUrl: string;
+  dataUrl: string;
+  /** Everything `up` wrote to stderr so far. */
+  log(): string;
+  stop(): Promise<number | null>;
+}
+
+/** Start `glidepath up` with `config` in a fresh temp dir; resolves once it prints its URLs. */
+export async function startUp(config: string): Promise<Up> {
+  ensureBuilt();
+  const dir = mkdtempSync(join(tmpdir(), 'gp-cli-'));
+  const dataDir = join(dir, 'data');
+  const cfgFile = join(dir, 'glidepath.yaml');
+  writeFileSync(cfgFile, config);
+  const child: ChildProcessWithoutNullStreams = spawn(
+    process.execPath,
+    [MAIN, 'up', '--config', cfgFile, '--data-dir', dataDir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'],
+    { cwd: dir, env: cleanEnv() },
+  );
+  child.stdout.resume();
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let log = '';
+  const lines = createInterface({ input: child.stderr });
+  const ready = new Promise<{ dataUrl: string; adminUrl: string }>((resolve, reject) => {
+    lines.on('line', (l) => {
+      log += `${l}\n`;
+      const m = /^glidepath: data plane (\S+)\s+admin API (\S+)/.exec(l);
+      if (m) resolve({ dataUrl: m[1] as string, adminUrl: m[2] as string });
+    });
+    void exited.then((code) => reject(new Error(`glidepath up exited with ${code} before listening:\n${log}`)));
+  });
+  const { dataUrl, adminUrl } = await ready;
+  return {
+    dir,
+    dataDir,
+    adminUrl,
+    dataUrl,
+    log: () => log,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const code = await exited;
+      rmSync(dir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
+
+/** The environment without any GLIDEPATH_* the developer may have set. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GLIDEPATH_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** stdout parsed as JSON (for `--output json`). */
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- CLI JSON output is checked field by field
+}
+
+/** Run the real CLI binary; `env` replaces the GLIDEPATH_* variables (none inherited). */
+export function gp(args: readonly string[], env: Record<string, string> = {}, opts: { cwd?: string; input?: string } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { cwd: opts.cwd ?? tmpdir(), env: cleanEnv(env) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.stdin.end(opts.input ?? '');
+    child.on('error', reject);
+    child.on('close', (code) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
