@@ -1,6 +1,6 @@
 // Every admin verb through the real CLI binary against one `glidepath up` that uses its generated
 // admin token (no auth section in the config): the blue-green path, refusals and their exit codes.
-/* eslint-disable @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument -- the CLI's JSON output is checked field by field */
+/* eslint-disable @typescript-eslint/no-unsafe-call -- the CLI's JSON output is checked field by field */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
