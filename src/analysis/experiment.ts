@@ -7,9 +7,8 @@ import { finite, mean, median, std } from './stats/describe.js';
 import { cohensD, cohensDAverageVariance, welchTTest, winProbability } from './stats/effect.js';
 import { hodgesLehmann } from './stats/hodgeslehmann.js';
 import { mannWhitneyU } from './stats/mannwhitney.js';
-import { normPpf } from './stats/normal.js';
 import { requiredSampleSizeTwoSample } from './stats/power.js';
-import { alwaysValidPValue, DEFAULT_MSPRT_TAU, msprtBoundary, twoSampleInformation } from './stats/sequential.js';
+import { alwaysValidPValue, DEFAULT_MSPRT_TAU, sequentialInformationNeeded, twoSampleInformation } from './stats/sequential.js';
 
 export interface ExperimentConfig {
   /** Which direction is better: 'higher' for quality scores, 'lower' for latencies. */
@@ -77,26 +76,9 @@ export interface ExperimentResult {
   method: 'msprt' | 'fixed';
 }
 
-/**
- * Samples per group for the mSPRT to reach the boundary with probability `power` when the
- * standardized effect is d: smallest n with d sqrt(n/2) >= boundary(n/2) + z_power.
- */
+/** Samples per group for the mSPRT to detect a standardized effect d with `power` (balanced groups: n = 2 t). */
 export function sequentialSampleSize(d: number, alpha: number, power: number, tau = DEFAULT_MSPRT_TAU): number {
-  if (!(Math.abs(d) > 0)) return Infinity;
-  const zPower = normPpf(power);
-  const ok = (n: number): boolean => Math.abs(d) * Math.sqrt(n / 2) >= msprtBoundary(n / 2, alpha, { tau }) + zPower;
-  let hi = 2;
-  while (!ok(hi)) {
-    hi *= 2;
-    if (hi > 1e12) return Infinity;
-  }
-  let lo = hi / 2;
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (ok(mid)) hi = mid;
-    else lo = mid;
-  }
-  return hi;
+  return Math.ceil(2 * sequentialInformationNeeded(d, alpha, power, { tau }));
 }
 
 /** Analyses samples of one metric from versions A and B. NaNs are removed first. */

@@ -93,3 +93,41 @@ export function msprtBoundary(information: number, alpha: number, opts: MsprtOpt
   }
   return hi;
 }
+
+/**
+ * Information t (effective sample size) at which the mSPRT reaches its boundary with probability
+ * `power` when the standardized effect is d: the smallest t with |d| sqrt(t) >= boundary(t) + z_power.
+ */
+export function sequentialInformationNeeded(d: number, alpha: number, power: number, opts: MsprtOptions = {}): number {
+  if (!(Math.abs(d) > 0) || !(alpha > 0 && alpha < 1) || !(power > 0 && power < 1)) return Infinity;
+  const zPower = -normIsf(power); // Phi^-1(power)
+  const ok = (t: number): boolean => Math.abs(d) * Math.sqrt(t) >= msprtBoundary(t, alpha, opts) + zPower;
+  let hi = 1;
+  while (!ok(hi)) {
+    hi *= 2;
+    if (hi > 1e12) return Infinity;
+  }
+  let lo = hi / 2;
+  while (hi - lo > 0.5) {
+    const mid = (lo + hi) / 2;
+    if (ok(mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/**
+ * Canary observations needed before the judge can detect a standardized effect d with `power`,
+ * when the canary gets `canaryShare` of the traffic (stable the rest): the effective information of
+ * n_c canary and n_c (1 - share) / share stable observations is n_c (1 - share). For stage planning.
+ */
+export function canarySamplesNeeded(d: number, canaryShare: number, alpha: number, power: number, opts: MsprtOptions = {}): number {
+  if (!(canaryShare > 0 && canaryShare < 1)) return Infinity;
+  return Math.ceil(sequentialInformationNeeded(d, alpha, power, opts) / (1 - canaryShare));
+}
+
+/** Standardized effect of a rate moving from p0 to p1: |p1 - p0| / sqrt(pbar (1 - pbar)). */
+export function proportionEffect(p0: number, p1: number): number {
+  const pbar = (p0 + p1) / 2;
+  return pbar > 0 && pbar < 1 ? Math.abs(p1 - p0) / Math.sqrt(pbar * (1 - pbar)) : NaN;
+}

@@ -1,7 +1,18 @@
 // The sequential method keeps the false-alarm rate at alpha when the same canary is tested at every
 // look, and naive repeated testing does not (so this test can fail).
 import { describe, expect, it } from 'vitest';
-import { alwaysValidPValue, fisherExact, mannWhitneyU, msprtBoundary, normIsf, twoSampleInformation, zFromPValue } from '../../../src/analysis/stats/index.js';
+import {
+  alwaysValidPValue,
+  canarySamplesNeeded,
+  fisherExact,
+  mannWhitneyU,
+  msprtBoundary,
+  normIsf,
+  proportionEffect,
+  sequentialInformationNeeded,
+  twoSampleInformation,
+  zFromPValue,
+} from '../../../src/analysis/stats/index.js';
 import { rng } from './random.js';
 
 const ALPHA = 0.05;
@@ -101,5 +112,32 @@ describe('always-valid sequential test for error rates (Fisher -> z -> mSPRT)', 
 
   it('detects a canary failing 8 % of requests instead of 2 %', () => {
     expect(errorsSim(0.08, 300).sequential).toBeGreaterThan(0.85);
+  });
+});
+
+describe('planning: canary samples the sequential judge needs', () => {
+  it('is monotone in the effect and the share', () => {
+    expect(sequentialInformationNeeded(0.2, 0.05, 0.8)).toBeGreaterThan(sequentialInformationNeeded(0.4, 0.05, 0.8));
+    expect(canarySamplesNeeded(0.3, 0.1, 0.05, 0.8)).toBeGreaterThan(canarySamplesNeeded(0.3, 0.02, 0.05, 0.8));
+    expect(canarySamplesNeeded(0, 0.05, 0.05, 0.8)).toBe(Infinity);
+  });
+
+  it('plans enough quality scores for 14 % vs 3 % hallucinations at a 5 % canary share (at least the planned power)', () => {
+    const alpha = 0.05 / 11; // the judge's per-check level with the default 11 checks
+    const nc = canarySamplesNeeded(proportionEffect(0.03, 0.14), 0.05, alpha, 0.8);
+    const ns = Math.round((nc * 0.95) / 0.05);
+    const r = rng(5);
+    let hits = 0;
+    const runs = 200;
+    for (let i = 0; i < runs; i++) {
+      const stable = Array.from({ length: ns }, () => (r.bernoulli(0.03) ? 0 : 1));
+      const canary = Array.from({ length: nc }, () => (r.bernoulli(0.14) ? 0 : 1));
+      const t = mannWhitneyU(canary, stable, { alternative: 'less' });
+      if (alwaysValidPValue(t.z, twoSampleInformation(nc, ns), { alternative: 'less' }) <= alpha) hits++;
+    }
+    expect(nc).toBeGreaterThan(100);
+    expect(nc).toBeLessThan(200);
+    // Planned for 0.8; the pooled-rate standardization is conservative when the canary's variance is larger.
+    expect(hits / runs).toBeGreaterThan(0.75);
   });
 });
