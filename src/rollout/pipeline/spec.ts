@@ -45,7 +45,7 @@ const pipelineSchema = z
   })
   .strict();
 const rollbackSchema = z.object({ trigger: text, action: text.optional(), notify: text.optional() }).strict();
-const fileSchema = z.object({ pipeline: z.unknown(), rollback: z.unknown().optional() }).strict();
+const fileSchema = z.object({ pipeline: z.unknown().optional(), rollback: z.unknown().optional() }).strict();
 type RawStep = z.infer<typeof stepSchema>;
 type RawRollback = z.infer<typeof rollbackSchema>;
 interface RawStage {
@@ -130,11 +130,14 @@ function schemaIssues(err: z.ZodError, prefix: readonly PropertyKey[], out: Issu
     if (iss.code === 'unrecognized_keys') {
       for (const k of iss.keys) {
         let message = `unknown key "${k}"`;
+        let at = [...p, k];
         if (step && iss.path.length === 0) {
           const hasKind = STEP_KINDS.some((kind) => kind in step);
           message = hasKind ? `unknown key "${k}" in a step; expected ${STEP_KEYS.join(', ')}` : `unknown step kind "${k}"; expected run, wait_for, monitor or on_failure`;
+          // a mistyped kind is a problem of the step; a stray key beside a kind, of that key
+          if (!hasKind) at = p;
         } else if (prefix.length === 0 && iss.path.length === 0) message = `unknown key "${k}"; expected pipeline, rollback`;
-        out.add(p, message, [...p, k]);
+        out.add(at, message, [...p, k]);
       }
       continue;
     }
@@ -156,6 +159,15 @@ function parseAt<T>(schema: z.ZodType<T>, value: unknown, prefix: readonly Prope
   return undefined;
 }
 
+/** After an invalid pipeline: section (already reported), keep what is usable so its stages are checked too. */
+function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
+  if (v === null || typeof v !== 'object' || !Array.isArray((v as { stages?: unknown }).stages)) return undefined;
+  const o = v as Record<string, unknown>;
+  const s = (x: unknown) => (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
+  const timeout = s(o.timeout);
+  return { name: s(o.name), model: s(o.model), timeout: timeout !== undefined && parseDuration(timeout) !== undefined ? timeout : undefined, stages: o.stages as unknown[] };
+}
+
 /** The file's structure, piece by piece; undefined when the top level itself is unusable. */
 function shape(raw: unknown, out: Issues): Shape | undefined {
   // unknown top-level keys are reported, and the rest is still checked
@@ -168,7 +180,7 @@ function shape(raw: unknown, out: Issues): Shape | undefined {
   }
   const hasRollback = top.rollback !== undefined && top.rollback !== null;
   const rollback = hasRollback ? parseAt(rollbackSchema, top.rollback, ['rollback'], out) : undefined;
-  const head = parseAt(pipelineSchema, top.pipeline, ['pipeline'], out);
+  const head = parseAt(pipelineSchema, top.pipeline, ['pipeline'], out) ?? salvage(top.pipeline);
   if (!head) return undefined;
   const stages = head.stages.map((st, si): RawStage | undefined => {
     const sp = ['pipeline', 'stages', si];
@@ -337,13 +349,14 @@ export function parsePipelineText(src: string, source = '<pipeline>', opts: Spec
   const issues = new Issues(doc, lc);
   if (raw === null || raw === undefined) throw new ConfigError([{ path: '', message: 'the file is empty; expected a pipeline: section' }], source);
   const sh = shape(raw, issues);
-  if (!sh) throw new ConfigError(issues.list, source);
+  const fail = () => new ConfigError([...issues.list].sort((a, b) => (a.line ?? 0) - (b.line ?? 0)), source);
+  if (!sh) throw fail();
   const vars = opts.vars ?? {};
   const env = opts.env ?? process.env;
   const lookup: Lookup = (n) => (Object.hasOwn(vars, n) ? vars[n] : env[n]);
   const ctx: Ctx = { issues, lookup, requireVars: opts.requireVars ?? true, used: new Map() };
   const pipeline = compile(sh, ctx, source);
-  if (issues.list.length > 0) throw new ConfigError(issues.list.sort((a, b) => (a.line ?? 0) - (b.line ?? 0)), source);
+  if (issues.list.length > 0) throw fail();
   return pipeline;
 }
 
