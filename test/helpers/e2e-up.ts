@@ -10,7 +10,12 @@ import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
 
-export const ROOT = path.resolve(import.meta.dirname, '../..');
+/** The repository root: the nearest directory above this file with a package.json (this file may run compiled, e.g. from dist-bench/). */
+function findRoot(start: string): string {
+  for (let d = start, i = 0; i < 8; i++, d = path.dirname(d)) if (existsSync(path.join(d, 'package.json'))) return d;
+  throw new Error(`no package.json above ${start}`);
+}
+export const ROOT = findRoot(import.meta.dirname);
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
 
 const READY_LINE = /glidepath: data plane (http:\/\/\S+)\s+admin API (http:\/\/\S+)\s+state (.+)$/m;
