@@ -1,0 +1,226 @@
+// `npm run bench:gateway`: direct-to-worker vs HAProxy vs Glidepath in one run, against the simulator.
+// Scenarios (issue 3): (1) small non-streaming requests at 32 connections; (2) 64-token streams at
+// zero delay, 32 at a time; (3) 64 concurrent streams at 20 ms/token. Proxy CPU time per request /
+// per token comes from /proc/PID/stat over each measured window.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuMs, freePort, percentile, start, waitFor } from './lib/proc.js';
+import type { Proc } from './lib/proc.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..');
+const CLI = path.join(root, 'dist', 'cli', 'main.js');
+const LOADGEN = path.join(here, 'lib', 'loadgen.js');
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 6_000);
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
+
+interface LoadResult {
+  requests: number;
+  errors: number;
+  tokens: number;
+  elapsedMs: number;
+  latencyMs: number[];
+  ttftMs: number[];
+  itlMs: number[];
+}
+
+interface Row {
+  scenario: string;
+  target: string;
+  rps: number;
+  tokensPerS: number;
+  p50: number;
+  p99: number;
+  ttftP50: number;
+  ttftP99: number;
+  itlMean: number;
+  itlP99: number;
+  errors: number;
+  cpuPerReqUs: number;
+  cpuPerTokenUs: number;
+  requests: number;
+}
+
+function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [LOADGEN, JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    p.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`loadgen exited ${code}`));
+      else resolve(JSON.parse(out) as LoadResult);
+    });
+  });
+}
+
+async function sim(port: number, interTokenMs: number): Promise<Proc> {
+  const p = start(process.execPath, [CLI, 'sim', '--port', String(port), '--model', 'bench', '--inter-token-ms', String(interTokenMs), '--jitter', '0', '--itl-growth-per-seq', '0', '--prefill-tokens-per-s', '10000000', '--max-num-seqs', '4096', '--kv-capacity-tokens', '100000000', '--max-waiting-requests', '100000']);
+  await waitFor(`http://127.0.0.1:${port}/health`);
+  return p;
+}
+
+async function haproxy(port: number, upstream: number, dir: string): Promise<Proc> {
+  const cfg = path.join(dir, `haproxy-${port}.cfg`);
+  writeFileSync(
+    cfg,
+    [
+      'global',
+      '  maxconn 4096',
+      '  nbthread 1',
+      'defaults',
+      '  mode http',
+      '  timeout connect 5s',
+      '  timeout client 120s',
+      '  timeout server 120s',
+      '  option http-keep-alive',
+      // without it HAProxy holds small SSE chunks for ~200 ms
+      '  option http-no-delay',
+      'frontend fe',
+      `  bind 127.0.0.1:${port}`,
+      '  default_backend be',
+      'backend be',
+      '  http-reuse always',
+      `  server s1 127.0.0.1:${upstream} maxconn 1000`,
+      '',
+    ].join('\n'),
+  );
+  const p = start('haproxy', ['-f', cfg, '-db']);
+  await waitFor(`http://127.0.0.1:${port}/health`);
+  return p;
+}
+
+async function glidepath(port: number, upstream: number, dir: string): Promise<Proc> {
+  const admin = await freePort();
+  const cfg = path.join(dir, `glidepath-${port}.yaml`);
+  writeFileSync(
+    cfg,
+    [
+      'server:',
+      `  listen: 127.0.0.1:${port}`,
+      `  admin_listen: 127.0.0.1:${admin}`,
+      `  data_dir: ${path.join(dir, `gp-${port}`)}`,
+      'gpus: { count: 1 }',
+      'models:',
+      '  - name: bench',
+      '    versions:',
+      '      - id: v1',
+      '        warmup: { requests: 0 }',
+      `        provider: { kind: static, endpoints: ["http://127.0.0.1:${upstream}"] }`,
+      '',
+    ].join('\n'),
+  );
+  const p = start(process.execPath, [CLI, 'up', '--config', cfg]);
+  await waitFor(`http://127.0.0.1:${port}/ready`, 60_000);
+  return p;
+}
+
+async function measure(scenario: string, target: string, url: string, pid: number | undefined, opts: { stream: boolean; connections: number; maxTokens: number }): Promise<Row> {
+  const lg = loadgen({ url, model: 'bench', connections: opts.connections, durationMs: DURATION_MS, warmupMs: WARMUP_MS, stream: opts.stream, maxTokens: opts.maxTokens });
+  // CPU is sampled over the measured window only (after the load generator's warm-up)
+  let cpu0 = 0;
+  const sampler = pid === undefined ? undefined : new Promise<void>((r) => setTimeout(() => { cpu0 = cpuMs(pid); r(); }, WARMUP_MS));
+  await sampler;
+  const r = await lg;
+  const cpu = pid === undefined ? NaN : cpuMs(pid) - cpu0;
+  const lat = [...r.latencyMs].sort((a, b) => a - b);
+  const ttft = [...r.ttftMs].sort((a, b) => a - b);
+  const itl = [...r.itlMs].sort((a, b) => a - b);
+  const s = r.elapsedMs / 1000;
+  return {
+    scenario,
+    target,
+    rps: r.requests / s,
+    tokensPerS: r.tokens / s,
+    p50: percentile(lat, 0.5),
+    p99: percentile(lat, 0.99),
+    ttftP50: percentile(ttft, 0.5),
+    ttftP99: percentile(ttft, 0.99),
+    itlMean: itl.length ? itl.reduce((a, b) => a + b, 0) / itl.length : NaN,
+    itlP99: percentile(itl, 0.99),
+    errors: r.errors,
+    cpuPerReqUs: (cpu * 1000) / Math.max(1, r.requests),
+    cpuPerTokenUs: (cpu * 1000) / Math.max(1, r.tokens),
+    requests: r.requests,
+  };
+}
+
+function f(n: number, d = 1): string {
+  return Number.isFinite(n) ? n.toFixed(d) : '–';
+}
+
+async function main(): Promise<void> {
+  try {
+    execFileSync('haproxy', ['-v'], { stdio: 'ignore' });
+  } catch {
+    throw new Error('haproxy is not installed (apt-get install -y haproxy): it is the baseline of this benchmark');
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-bench-'));
+  const procs: Proc[] = [];
+  const rows: Row[] = [];
+  try {
+    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    procs.push(await sim(simFast, 0), await sim(simPaced, 20));
+    const ha1 = await haproxy(haFast, simFast, dir);
+    const ha2 = await haproxy(haPaced, simPaced, dir);
+    const gp1 = await glidepath(gpFast, simFast, dir);
+    const gp2 = await glidepath(gpPaced, simPaced, dir);
+    procs.push(ha1, ha2, gp1, gp2);
+    const targets = (fast: boolean) =>
+      [
+        ['direct', fast ? simFast : simPaced, undefined],
+        ['haproxy', fast ? haFast : haPaced, fast ? ha1.pid : ha2.pid],
+        ['glidepath', fast ? gpFast : gpPaced, fast ? gp1.pid : gp2.pid],
+      ] as const;
+    for (const [name, port, pid] of targets(true)) rows.push(await measure('S1 non-streaming, 32 conns', name, `http://127.0.0.1:${port}`, pid, { stream: false, connections: 32, maxTokens: 16 }));
+    for (const [name, port, pid] of targets(true)) rows.push(await measure('S2 64-token streams, 0 delay, 32 conns', name, `http://127.0.0.1:${port}`, pid, { stream: true, connections: 32, maxTokens: 64 }));
+    for (const [name, port, pid] of targets(false)) rows.push(await measure('S3 64 streams, 20 ms/token', name, `http://127.0.0.1:${port}`, pid, { stream: true, connections: 64, maxTokens: 64 }));
+  } finally {
+    for (const p of procs.reverse()) await p.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  report(rows);
+}
+
+function report(rows: Row[]): void {
+  const get = (sc: string, t: string) => rows.find((r) => r.scenario.startsWith(sc) && r.target === t) as Row;
+  const lines: string[] = [];
+  lines.push(`# Gateway benchmark`, '', `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; ${DURATION_MS} ms measured after ${WARMUP_MS} ms warm-up per cell; load generator in its own process; simulator at zero delay (S1, S2) or 20 ms/token (S3), one worker.`, '');
+  lines.push('| scenario | target | req/s | tokens/s | p50 ms | p99 ms | TTFT p50 / p99 ms | ITL mean / p99 ms | proxy CPU µs/req | proxy CPU µs/token | errors |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    lines.push(`| ${r.scenario} | ${r.target} | ${f(r.rps, 0)} | ${f(r.tokensPerS, 0)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.ttftP50, 2)} / ${f(r.ttftP99, 2)} | ${f(r.itlMean, 2)} / ${f(r.itlP99, 2)} | ${f(r.cpuPerReqUs, 0)} | ${f(r.cpuPerTokenUs, 1)} | ${r.errors} |`);
+  }
+  const s1h = get('S1', 'haproxy');
+  const s1g = get('S1', 'glidepath');
+  const s2h = get('S2', 'haproxy');
+  const s2g = get('S2', 'glidepath');
+  const s3d = get('S3', 'direct');
+  const s3g = get('S3', 'glidepath');
+  const checks: [string, boolean, string][] = [
+    ['S1 req/s ≥ 0.5 × HAProxy', s1g.rps >= 0.5 * s1h.rps, `${f(s1g.rps / s1h.rps, 2)} ×`],
+    ['S1 p50 ≤ 2 × HAProxy', s1g.p50 <= 2 * s1h.p50, `${f(s1g.p50 / s1h.p50, 2)} ×`],
+    ['S1 gateway CPU ≤ 80 µs/request', s1g.cpuPerReqUs <= 80, `${f(s1g.cpuPerReqUs, 0)} µs`],
+    ['S2 tokens/s ≥ 0.9 × HAProxy', s2g.tokensPerS >= 0.9 * s2h.tokensPerS, `${f(s2g.tokensPerS / s2h.tokensPerS, 2)} ×`],
+    ['S2 gateway CPU ≤ 12 µs/token', s2g.cpuPerTokenUs <= 12, `${f(s2g.cpuPerTokenUs, 1)} µs`],
+    ['S3 added TTFT p50 ≤ 1 ms', s3g.ttftP50 - s3d.ttftP50 <= 1, `+${f(s3g.ttftP50 - s3d.ttftP50, 2)} ms`],
+    ['S3 added TTFT p99 ≤ 2 ms', s3g.ttftP99 - s3d.ttftP99 <= 2, `+${f(s3g.ttftP99 - s3d.ttftP99, 2)} ms`],
+    ['S3 gateway CPU ≤ 50 µs/paced token', s3g.cpuPerTokenUs <= 50, `${f(s3g.cpuPerTokenUs, 1)} µs`],
+    ['S3 added ITL mean', true, `+${f(s3g.itlMean - s3d.itlMean, 3)} ms`],
+  ];
+  lines.push('', '| target (issue 3) | met | measured |', '|---|---|---|');
+  for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
+  const md = lines.join('\n') + '\n';
+  const outDir = path.join(root, 'bench', 'results');
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(path.join(outDir, 'gateway.md'), md);
+  writeFileSync(path.join(outDir, 'gateway.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, durationMs: DURATION_MS, rows, checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })) }, null, 2));
+  process.stdout.write(md);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:gateway failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

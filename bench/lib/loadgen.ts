@@ -1,0 +1,95 @@
+// The load generator, run as its own process so it never shares an event loop with what it measures.
+// Usage: node dist-bench/bench/lib/loadgen.js '<json options>' → prints one JSON result line.
+import { performance } from 'node:perf_hooks';
+import { Agent } from 'undici';
+
+interface Options {
+  url: string;
+  model: string;
+  connections: number;
+  durationMs: number;
+  warmupMs: number;
+  stream: boolean;
+  maxTokens: number;
+}
+
+interface Result {
+  requests: number;
+  errors: number;
+  tokens: number;
+  elapsedMs: number;
+  latencyMs: number[];
+  ttftMs: number[];
+  itlMs: number[];
+}
+
+async function run(o: Options): Promise<Result> {
+  const agent = new Agent({ connections: o.connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.maxTokens, temperature: 0, stream: o.stream, ignore_eos: true });
+  const res: Result = { requests: 0, errors: 0, tokens: 0, elapsedMs: 0, latencyMs: [], ttftMs: [], itlMs: [] };
+  const t0 = performance.now();
+  const measureFrom = t0 + o.warmupMs;
+  const end = measureFrom + o.durationMs;
+  const worker = async () => {
+    while (performance.now() < end) {
+      const s = performance.now();
+      const measured = s >= measureFrom;
+      try {
+        const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        let first = NaN;
+        let last = NaN;
+        let tokens = 0;
+        let tail = '';
+        for await (const chunk of r.body) {
+          const now = performance.now();
+          if (o.stream) {
+            // count `data: {` events (one token each for vLLM-style streams), across chunk borders
+            const text = tail + (chunk as Buffer).toString('latin1');
+            let i = 0;
+            let n = 0;
+            while ((i = text.indexOf('data: {', i)) !== -1) {
+              n++;
+              i += 7;
+            }
+            tail = text.slice(-7);
+            if (n > 0) {
+              if (first !== first) first = now;
+              else if (measured) for (let k = 0; k < n; k++) res.itlMs.push(k === 0 ? now - last : 0);
+              last = now;
+              tokens += n;
+            }
+          }
+        }
+        const done = performance.now();
+        if (!measured) continue;
+        if (r.statusCode !== 200) {
+          res.errors++;
+          continue;
+        }
+        res.requests++;
+        res.latencyMs.push(done - s);
+        if (o.stream) {
+          res.ttftMs.push(first - s);
+          res.tokens += tokens;
+        } else res.tokens += o.maxTokens;
+      } catch {
+        if (measured) res.errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: o.connections }, worker));
+  res.elapsedMs = Math.min(performance.now(), end) - measureFrom;
+  await agent.close();
+  return res;
+}
+
+const opts = JSON.parse(process.argv[2] ?? '{}') as Options;
+run(opts).then(
+  (r) => {
+    process.stdout.write(`${JSON.stringify(r)}\n`);
+  },
+  (err: unknown) => {
+    process.stderr.write(`loadgen: ${String(err)}\n`);
+    process.exit(1);
+  },
+);

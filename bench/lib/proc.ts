@@ -1,0 +1,88 @@
+// Benchmark plumbing: start/stop processes, wait for ports, and read a process's CPU time from /proc.
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { request } from 'undici';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Proc {
+  child: ChildProcess;
+  pid: number;
+  stop(): Promise<void>;
+  output(): string;
+}
+
+export function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Proc {
+  const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+    if (out.length > 100_000) out = out.slice(-50_000);
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    out += c.toString();
+    if (out.length > 100_000) out = out.slice(-50_000);
+  });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return {
+    child,
+    pid: child.pid ?? -1,
+    output: () => out,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        await exited;
+        clearTimeout(t);
+      }
+    },
+  };
+}
+
+/** Poll until `url` answers 2xx (process start-up has no push signal). */
+export async function waitFor(url: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    try {
+      const r = await request(url);
+      await r.body.dump();
+      if (r.statusCode < 300) return;
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not come up within ${timeoutMs} ms`);
+}
+
+const TICKS = 100; // USER_HZ on Linux
+
+/** utime + stime of a process (and its waited-for children) in ms. */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields after the command: state(3) … utime(14) stime(15) → indexes 11, 12 in `rest`
+  const utime = Number(rest[11]);
+  const stime = Number(rest[12]);
+  return ((utime + stime) * 1000) / TICKS;
+}
+
+export function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.min(lo + 1, sorted.length - 1);
+  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (pos - lo);
+}
