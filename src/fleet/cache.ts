@@ -514,6 +514,8 @@ export async function cacheDownload(cp: ControlPlane, model: string, versionId: 
   return cp.audited(actor, 'cache_download', `${model}/${versionId}`, { model, version: versionId, ...opts }, async () => {
     const v = cp.version(model, versionId);
     const r = await cacheFor(cp).download(v, opts);
+    // no weight_hash to verify against: keep what was computed with the version, for the operator to pin
+    if (!r.verified && v.metadata.computed_weight_hash !== r.hash) cp.registry.update(model, versionId, { metadata: { computed_weight_hash: r.hash } });
     cp.events.emit({
       kind: 'cache_download',
       model,

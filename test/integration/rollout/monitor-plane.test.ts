@@ -14,6 +14,7 @@ import { parseConfig } from '../../../src/config/load.js';
 import { startGlidepath } from '../../../src/control/app.js';
 import type { App } from '../../../src/control/app.js';
 import { cacheDownload } from '../../../src/fleet/cache.js';
+import { versionSpec } from '../../../src/domain/version.js';
 import { deployGreen, swap } from '../../../src/rollout/bluegreen.js';
 import { monitorFor } from '../../../src/rollout/monitor.js';
 import { planFor } from '../../../src/rollout/plan.js';
@@ -156,5 +157,15 @@ describe('plan and cache through the control plane', () => {
     expect(r.path.startsWith(path.join(dir, 'state', 'cache'))).toBe(true);
     expect(app.store.queryAudit({ action: 'cache_download' }).map((a) => [a.actor, a.target, a.result])).toEqual([['ops', 'llama/v1', 'ok']]);
     await expect(cacheDownload(app.cp, 'llama', 'v2', ops)).rejects.toThrow(/simulated: there is nothing to download/);
+    expect(app.store.queryAudit({ action: 'cache_download', result: 'error' }).map((a) => a.errorCode)).toEqual(['unsupported_weights_uri']);
+  });
+
+  it('an unverified download records the computed hash on the version', async () => {
+    const file = path.join(dir, 'v3.bin');
+    writeFileSync(file, 'v3');
+    app.cp.registry.register({ ...versionSpec(app.cp.registry.get('llama', 'v2')), id: 'v3', weights: file, weightHash: undefined });
+    const r = await cacheDownload(app.cp, 'llama', 'v3', ops);
+    expect(r.verified).toBe(false);
+    expect(app.cp.registry.get('llama', 'v3').metadata.computed_weight_hash).toBe(r.hash);
   });
 });
