@@ -166,14 +166,14 @@ describe('judgeCanary: policies', () => {
 });
 
 describe('judgeCanary: false-fail rate of equal canaries judged at every look', () => {
-  it('stays <= alpha over 150 seeded canaries x 5 looks (and the sequential p-values carry over)', () => {
-    const runs = 150;
+  it('stays <= alpha over 120 seeded canaries x 5 looks (and the sequential p-values carry over)', () => {
+    const runs = 120;
     const looks = 5;
     let failed = 0;
     let paused = 0;
     for (let run = 0; run < runs; run++) {
       const r = rng(1000 + run);
-      let s = versionSamples(r, 200);
+      let s = versionSamples(r, 150);
       let c = versionSamples(r, 40);
       let previous: Record<string, number> | undefined;
       let anyFail = false;
@@ -182,7 +182,7 @@ describe('judgeCanary: false-fail rate of equal canaries judged at every look', 
         previous = v.sequentialPValues;
         if (v.outcome === 'fail') anyFail = true;
         if (v.outcome === 'inconclusive') paused++;
-        s = concat(s, versionSamples(r, 200));
+        s = concat(s, versionSamples(r, 150));
         c = concat(c, versionSamples(r, 40));
       }
       if (anyFail) failed++;
