@@ -57,7 +57,7 @@ export class SimEngine {
   readonly loras: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly life: Lifecycle;
-  /** 'fault' (kind) whenever a fault is injected; tests await it instead of sleeping. */
+  /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted. Tests await these instead of sleeping. */
   readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
@@ -199,6 +199,7 @@ export class SimEngine {
       if (!job.done) this.abort(job);
     });
     const admitted = this.scheduler.submit(job.ticket);
+    this.events.emit('request', admitted);
     if (admitted === 'rejected') {
       job.done = true;
       throw new UnavailableError('queue_full', `the waiting queue is full (${this.opts.maxWaitingRequests} requests)`, { retryAfterS: 1 });

@@ -1,4 +1,5 @@
 // The simulator's public API: start one simulated vLLM worker (or a fleet) in-process.
+import type { EventEmitter } from 'node:events';
 import type { FaultKind } from './metrics.js';
 export type { FaultKind } from './metrics.js';
 import { resolveOptions, type SimFaultSpec, type SimStartOptions } from './options.js';
@@ -40,6 +41,8 @@ export interface SimHandle {
   stats(): SimStats;
   /** Wait for the next injected fault of a kind (resolves when the worker injects it). */
   nextFault(kind: FaultKind): Promise<void>;
+  /** Worker events: 'fault' (kind), 'request' ('running' | 'waiting' | 'rejected'). */
+  events: EventEmitter;
 }
 
 /** Start one simulated worker; `port: 0` picks a free port (see `handle.port`). */
@@ -58,6 +61,7 @@ export async function startSim(opts: SimStartOptions & { clock?: Clock } = {}): 
     close: () => (closing ??= s.close()),
     setFaults: (f) => e.faults.set(f),
     clearFaults: () => e.faults.clear(),
+    events: e.events,
     nextFault: (kind) =>
       new Promise<void>((resolve) => {
         const on = (k: FaultKind) => {
