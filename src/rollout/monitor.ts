@@ -162,8 +162,9 @@ export class RollbackMonitor {
   /** Change (or with `reset`, drop) the runtime override; the loop picks the new interval at once. */
   update(model: string, patch: MonitorOverride | 'reset'): MonitorSettings {
     this.cp.modelConfig(model);
-    if (patch === 'reset') this.cp.store.deleteSetting(settingKey(model));
-    else this.cp.store.setSetting(settingKey(model), { ...(this.override(model) ?? {}), ...patch }, this.now());
+    const merged = patch === 'reset' ? {} : { ...(this.override(model) ?? {}), ...patch };
+    if (Object.keys(merged).length === 0) this.cp.store.deleteSetting(settingKey(model));
+    else this.cp.store.setSetting(settingKey(model), merged, this.now());
     const s = this.settings(model);
     this.cp.events.emit({ kind: 'monitor_settings', model, message: `${model}: monitored rollback ${s.enabled ? 'enabled' : 'disabled'} (error rate > ${s.maxErrorRate}, p99 > ${s.maxP99LatencyMs} ms, ≥ ${s.minRequests} requests, every ${s.intervalMs} ms)`, data: s });
     if (this.running) this.schedule(model);

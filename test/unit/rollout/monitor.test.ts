@@ -206,6 +206,8 @@ describe('RollbackMonitor loop (fake clock)', () => {
     expect(h.rollbacks).toEqual([]); // 0.1 is under the override's 0.2
     expect(h.mon.update('llama', 'reset').maxErrorRate).toBe(0.05);
     expect(h.settings.has('monitor:llama')).toBe(false);
+    h.mon.update('llama', {});
+    expect(h.settings.has('monitor:llama')).toBe(false); // an empty change stores no override
     await h.timer.advance(5_000, h.mon);
     expect(h.rollbacks).toHaveLength(1);
     h.mon.stop();
