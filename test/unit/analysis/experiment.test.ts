@@ -38,6 +38,18 @@ describe('analyzeExperiment', () => {
     expect(few.additional_samples_needed).toBeGreaterThan(0);
   });
 
+  it('sequential analysis keeps the running minimum of the always-valid p-value', () => {
+    const r = rng(5);
+    const a = draw(200, () => r.normal(0.7, 0.2));
+    const b = draw(200, () => r.normal(0.7, 0.2));
+    const res = analyzeExperiment(a, b, { direction: 'higher', previousPValue: 0.001 });
+    expect(res.p_value_sequential).toBe(0.001);
+    expect(res.p_value_sequential).toBeLessThanOrEqual(res.p_value_decision);
+    const fixed = analyzeExperiment(a, b, { direction: 'higher', sequential: false });
+    expect(fixed.method).toBe('fixed');
+    expect(fixed.p_value_decision).toBe(fixed.p_value);
+  });
+
   it('win rate uses all pairs, not the seed index pairing', () => {
     // Index pairing (b[i] > a[i]) gives 0 here; B wins 3 of 4 pairs.
     const res = analyzeExperiment([1, 3], [2, 4], { direction: 'higher', minSamples: 1, sequential: false });

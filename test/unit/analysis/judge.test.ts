@@ -159,6 +159,30 @@ describe('judgeCanary: policies', () => {
     expect(combine([m('latency', 'nodata', 40), m('ttft', 'pass', 60)], bands)).toMatchObject({ outcome: 'pass', score: 100 });
   });
 
+  it('builds its configuration from DEFAULTS.canary with per-metric overrides', () => {
+    expect(cfg).toMatchObject({ alpha: 0.05, sequential: 'msprt', scorePass: 95, scoreMarginal: 75, hlConfLevel: 0.98 });
+    expect(cfg.latency).toMatchObject({ weight: 30, maxP99Increase: 0.2, maxP99Ms: null });
+    expect(cfg.ttft.maxP99Ms).toBe(500);
+    expect(cfg.tpot.maxP99Ms).toBe(50);
+    expect(cfg.errors).toMatchObject({ critical: true, maxRelativeIncrease: 0.5, maxRate: 0.001 });
+    expect(cfg.quality).toMatchObject({ critical: true, maxDecrease: 0.05 });
+    expect(cfg.throughput.minRatio).toBe(0.9);
+    const o = judgeConfig({ alpha: 0.01, errors: { maxRate: null }, quality: { mustHaveData: true } });
+    expect(o.alpha).toBe(0.01);
+    expect(o.errors).toMatchObject({ maxRate: null, critical: true, minRequests: cfg.errors.minRequests });
+    expect(o.quality.mustHaveData).toBe(true);
+    expect(judgeConfig().errors.maxRate).toBe(0.001); // overrides never leak into the defaults
+  });
+
+  it('carries the always-valid p-values as running minima across looks', () => {
+    const r = rng(23);
+    const s = versionSamples(r, 1000);
+    const first = judgeCanary(s, versionSamples(r, 200, { latencyScale: 1.3 }), cfg, { index: 0 });
+    const second = judgeCanary(s, versionSamples(r, 200), cfg, { index: 1, previous: first.sequentialPValues });
+    expect(second.sequentialPValues['latency.relative']).toBeLessThanOrEqual(first.sequentialPValues['latency.relative']!);
+    expect(metric(second, 'latency').checks[0]!.significant).toBe(true);
+  });
+
   it('splits alpha over the enabled statistical checks', () => {
     expect(statisticalCheckCount(cfg)).toBe(11);
     expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(9);
