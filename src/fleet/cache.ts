@@ -493,7 +493,7 @@ function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, m
 
 const caches = new WeakMap<ControlPlane, WeightCache>();
 
-/** The control plane's cache (one per control plane): the config's directory and bound; active and standby versions protected. */
+/** The control plane's cache (one per control plane): the config's directory and bound; active, standby and loading versions protected. */
 export function cacheFor(cp: ControlPlane): WeightCache {
   const have = caches.get(cp);
   if (have) return have;
@@ -503,7 +503,8 @@ export function cacheFor(cp: ControlPlane): WeightCache {
     maxVersions: c.maxVersions,
     maxBytes: c.maxBytes,
     baseDir: cp.cfg.source ? path.dirname(cp.cfg.source) : undefined,
-    protect: () => cp.registry.list(undefined, ['active', 'standby']).map((v) => ({ model: v.model, version: v.id })),
+    // loading: its workers are reading the files right now
+    protect: () => cp.registry.list(undefined, ['active', 'standby', 'loading']).map((v) => ({ model: v.model, version: v.id })),
   });
   caches.set(cp, cache);
   return cache;
