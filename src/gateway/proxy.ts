@@ -223,7 +223,13 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
       if (this.capture !== undefined) this.capture.push(chunk);
       if (!res.write(chunk)) {
         controller.pause();
-        res.once('drain', () => controller.resume());
+        // the client is slow, not the worker: no idle timeout while we hold the worker back
+        if (this.timer) clearTimeout(this.timer);
+        res.once('drain', () => {
+          if (this.finished) return;
+          this.armTimer(this.ctx.cfg.idleTimeoutMs, 'idle_timeout');
+          controller.resume();
+        });
       }
     } else {
       this.chunks.push(chunk);

@@ -135,6 +135,45 @@ describe('backpressure', () => {
   });
 });
 
+describe('slow clients', () => {
+  it('a client that stops reading for longer than the idle timeout is not mistaken for a silent worker (regression)', async () => {
+    const up = await upstream();
+    const big = 'y'.repeat(4000);
+    const events = Array.from({ length: 2500 }, (_, i) => `data: {"choices":[{"index":0,"delta":{"content":"${i}${big}"}}]}\n\n`);
+    events.push('data: [DONE]\n\n');
+    // written all at once: the worker is never silent, only held back by the gateway
+    up.script((c) => {
+      c.res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const e of events) c.res.write(e);
+      c.res.end();
+    });
+    const gw = await gateway(oneModel([up.url]), { idleTimeoutMs: 400 });
+    const got = await new Promise<Buffer>((resolve, reject) => {
+      const req = httpRequest(gw.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        let paused = false;
+        res.on('data', (c: Buffer) => {
+          chunks.push(c);
+          if (!paused) {
+            paused = true;
+            res.pause();
+            // the scenario, not synchronisation: the client reads nothing for 3× the idle timeout
+            // while ~10 MB fill the socket buffers and the gateway has to pause the worker
+            setTimeout(() => res.resume(), 1200);
+          }
+        });
+        res.on('end', () => resolve(Buffer.concat(chunks)));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(chatReq({ stream: true })));
+    });
+    expect(got.toString()).not.toContain('upstream_idle_timeout');
+    expect(got.equals(Buffer.from(events.join('')))).toBe(true);
+    expect(gw.telemetry.stats('m', 'v1').errors).toBe(0);
+  });
+});
+
 describe('non-streaming', () => {
   it('returns the worker body with headers and records usage', async () => {
     const up = await upstream();
