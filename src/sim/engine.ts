@@ -57,7 +57,7 @@ export class SimEngine {
   readonly loras: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly life: Lifecycle;
-  /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted. Tests await these instead of sleeping. */
+  /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted; 'finished' ('stop' | 'length' | 'abort' | 'crash'). Tests await these instead of sleeping. */
   readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
@@ -286,6 +286,7 @@ export class SimEngine {
     }
     this.metrics.finished((this.clock.now() - job.arrival) / 1000, g.count, g.finish);
     this.release(job);
+    this.events.emit('finished', g.finish);
   }
 
   /** Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. */
@@ -293,6 +294,7 @@ export class SimEngine {
     job.done = true;
     this.faults.count('crash');
     this.release(job);
+    this.events.emit('finished', 'crash');
     const kill = () => job.res.socket?.destroy();
     if (job.stream && out) job.res.write(out, kill);
     else if (job.stream) job.res.write('', kill);
@@ -304,6 +306,7 @@ export class SimEngine {
     if (job.timer !== undefined) this.clock.clearTimer(job.timer);
     if (job.started) this.metrics.finished((this.clock.now() - job.arrival) / 1000, job.i, 'abort');
     this.release(job);
+    this.events.emit('finished', 'abort');
   }
 
   private release(job: Job): void {

@@ -1,0 +1,63 @@
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { startSim } from '../../../src/sim/index.js';
+import { chat, get, post } from './helpers.js';
+
+describe('request lifecycle', () => {
+  it('a client that leaves mid-stream frees its slot and is counted as abort', async () => {
+    const sim = await startSim({ port: 0, interTokenMs: 2, jitter: 0, maxNumSeqs: 1 });
+    try {
+      const ac = new AbortController();
+      const res = await fetch(`${sim.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(chat('long', { max_tokens: 5000, ignore_eos: true, stream: true })),
+        signal: ac.signal,
+      });
+      const reader = res.body!.getReader();
+      await reader.read(); // first bytes arrived: the request is running
+      expect(sim.stats().running).toBe(1);
+      const finished = once(sim.events, 'finished');
+      ac.abort();
+      expect(await finished).toEqual(['abort']);
+      expect(sim.stats()).toMatchObject({ running: 0, kvUsage: 0 });
+      const m = (await get(sim.url, '/metrics')).text;
+      expect(m).toContain('vllm:request_success_total{model_name="sim-model",finished_reason="abort"} 1');
+      // the freed slot serves the next request
+      expect((await post(sim.url, '/v1/chat/completions', chat('next', { max_tokens: 2 }))).status).toBe(200);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('close() ends in-flight streams and keep-alive sockets', async () => {
+    const sim = await startSim({ port: 0, interTokenMs: 50 });
+    const res = await fetch(`${sim.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chat('endless', { max_tokens: 1000, ignore_eos: true, stream: true })),
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    await sim.close();
+    await expect(
+      (async () => {
+        for (;;) if ((await reader.read()).done) return 'ended cleanly';
+      })(),
+    ).rejects.toThrow();
+  });
+
+  it('listens on IPv6 loopback', async () => {
+    const sim = await startSim({ port: 0, host: '::1' });
+    try {
+      expect(sim.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      expect((await get(sim.url, '/health')).status).toBe(200);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('rejects invalid options with every problem named', async () => {
+    await expect(startSim({ maxNumSeqs: 0, hallucinationRate: 2 })).rejects.toThrow(/hallucinationRate.*maxNumSeqs|maxNumSeqs.*hallucinationRate/);
+  });
+});
