@@ -196,11 +196,11 @@ describe('glidepath pipeline run', () => {
   it('a failing run step runs its stage on_failure, skips later stages and exits 1', async () => {
     const r = await cli(['pipeline', 'run', file(PIPELINE({ canaryRun: '$NODE -e "process.exit(3)"' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms', '-o', 'json']);
     expect(r.code).toBe(1);
-    const res = JSON.parse(r.stdout);
+    const res = JSON.parse(r.stdout) as { reason: string; stages: { status: string; onFailure: unknown[] }[]; rollback?: unknown };
     expect(res).toMatchObject({ ok: false, outcome: 'failed', failedStage: 'canary', model: 'llama' });
     expect(res.reason).toMatch(/^run .* -e 'process.exit\(3\)': exit 3 after \d+ ms$/);
-    expect(res.stages.map((s: { status: string }) => s.status)).toEqual(['ok', 'ok', 'failed', 'not_run']);
-    expect(res.stages[2].onFailure).toMatchObject([{ kind: 'on_failure', status: 'ok' }]);
+    expect(res.stages.map((s) => s.status)).toEqual(['ok', 'ok', 'failed', 'not_run']);
+    expect(res.stages[2]!.onFailure).toMatchObject([{ kind: 'on_failure', status: 'ok' }]);
     // in json mode the commands' output and the progress go to stderr
     expect(r.stderr).toContain('[canary] stage cleanup ran');
     expect(r.stderr).not.toContain('promoted');
