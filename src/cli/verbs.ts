@@ -17,7 +17,11 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   rollback: () => import('./rollback/index.js'),
   workers: () => import('./workers/index.js'),
   audit: () => import('./audit/index.js'),
+  cache: () => import('./cache/index.js'),
+  plan: () => import('./plan/index.js'),
   pipeline: () => import('./pipeline/index.js'),
+  canary: () => import('./canary/index.js'),
+  experiment: () => import('./experiment/index.js'),
 };
 
 /** Register `verb` alone when it is a known verb, else every verb (help, unknown command). */

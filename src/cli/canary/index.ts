@@ -1,0 +1,187 @@
+// `glidepath canary start|status|pause|resume|promote|abort|history`: the progressive canary.
+import type { Command } from 'commander';
+import { fmtMs, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import type { CommonOptions, Session } from '../common.js';
+import { UsageError, printJson, table } from '../output.js';
+
+interface MetricRow {
+  name: string;
+  outcome: string;
+  reason: string;
+}
+interface VerdictRow {
+  at: number;
+  stage: number;
+  percent: number;
+  outcome: string;
+  action: string;
+  score: number;
+  reasons: string[];
+  metrics: MetricRow[];
+  decisive: boolean;
+}
+interface WindowStats {
+  requests: number;
+  errorRate: number;
+  ttftMs: { p99: number };
+  tpotMs: { p99: number };
+  latencyMs: { p50: number; p99: number };
+}
+export interface CanaryView {
+  id: string;
+  model: string;
+  stable: string;
+  canary: string;
+  phase: string;
+  percent: number;
+  stages: number[];
+  stageIndex: number;
+  message?: string;
+  weights: Record<string, number> | null;
+  windows: Record<string, WindowStats>;
+  verdicts: VerdictRow[];
+  last?: VerdictRow;
+  samples: { stable: number; canary: number; min_samples: number } | null;
+  next_decision: { stage_holds_ms: number; samples_needed: number; samples_eta_ms: number | null; earliest_ms: number | null } | null;
+  rollback?: { reason: string; canaryRequests: number; percentAtRollback: number; timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number } };
+}
+
+const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(2)}%` : '-');
+
+/** The live view as text: stage, weights, both versions' numbers, the last verdict, the next decision. */
+export function renderCanary(v: CanaryView): string {
+  const lines: string[] = [];
+  lines.push(`${v.id}  ${v.model}: ${v.canary} vs stable ${v.stable}  phase ${v.phase.toUpperCase()}`);
+  lines.push(`stage ${Math.min(v.stageIndex + 1, v.stages.length)}/${v.stages.length} (${v.stages.map((s, i) => (i === v.stageIndex ? `[${s}%]` : `${s}%`)).join(' ')})  weights ${fmtWeights(v.weights)}`);
+  if (v.message) lines.push(v.message);
+  lines.push('');
+  const rows = [v.stable, v.canary].map((id) => {
+    const w = v.windows[id];
+    return [id === v.canary ? `${id} (canary)` : `${id} (stable)`, w?.requests ?? 0, pct(w?.errorRate ?? NaN), fmtMs(w?.ttftMs.p99), fmtMs(w?.tpotMs.p99), fmtMs(w?.latencyMs.p50), fmtMs(w?.latencyMs.p99)];
+  });
+  lines.push(table(['VERSION', 'REQUESTS', 'ERRORS', 'TTFT_P99', 'TPOT_P99', 'P50', 'P99'], rows).trimEnd());
+  const last = v.last;
+  if (last) {
+    lines.push('', `last verdict: ${last.outcome.toUpperCase()} (score ${Number.isFinite(last.score) ? last.score.toFixed(0) : '-'}) → ${last.action}`);
+    for (const m of last.metrics) lines.push(`  ${m.name.padEnd(10)} ${m.outcome.padEnd(12)} ${m.reason}`);
+  }
+  const decisive = v.verdicts.filter((x) => x.decisive);
+  if (decisive.length > 0) {
+    lines.push('', table(['STAGE', 'PERCENT', 'VERDICT', 'ACTION', 'SCORE'], decisive.map((d) => [d.stage + 1, `${d.percent}%`, d.outcome, d.action, Number.isFinite(d.score) ? d.score.toFixed(0) : '-'])).trimEnd());
+  }
+  if (v.next_decision) {
+    const n = v.next_decision;
+    const eta = n.earliest_ms === null ? `unknown (no canary traffic yet; ${n.samples_needed} sample(s) needed)` : `in ~${fmtMs(n.earliest_ms)}`;
+    lines.push('', `next decision: ${eta}${v.samples ? ` (samples: canary ${v.samples.canary}, stable ${v.samples.stable}, min ${v.samples.min_samples})` : ''}`);
+  }
+  if (v.rollback) {
+    const t = v.rollback.timing;
+    lines.push('', `rolled back at ${v.rollback.percentAtRollback}% after ${v.rollback.canaryRequests} canary request(s): ${v.rollback.reason}`);
+    lines.push(`  traffic shift ${fmtMs(t.traffic_shift_ms)}, drain ${fmtMs(t.drain_ms)}, unload ${fmtMs(t.unload_ms)}, total ${fmtMs(t.total_ms)}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+function parseStages(v: string | undefined): number[] | undefined {
+  if (v === undefined) return undefined;
+  const parts = v.split(',').map((x) => x.trim());
+  const nums = parts.map(Number);
+  if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n))) throw new UsageError(`--stages must be comma-separated percentages such as 2,5,10,25,50,100, got ${JSON.stringify(v)}`);
+  return nums;
+}
+
+/** `5m`, `90s`, `1500ms`, `1h` or plain milliseconds. */
+export function durationFlag(flag: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(v.trim());
+  if (!m) throw new UsageError(`${flag} must be a duration such as 90s, 5m, 1h or milliseconds, got ${JSON.stringify(v)}`);
+  const n = Number(m[1]) * ({ ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] ?? 'ms'] as number);
+  if (!(n > 0)) throw new UsageError(`${flag} must be positive, got ${JSON.stringify(v)}`);
+  return Math.round(n);
+}
+
+async function show(s: Session, model: string, v: CanaryView): Promise<void> {
+  void model;
+  if (s.json) printJson(v);
+  else out(renderCanary(v));
+  return Promise.resolve();
+}
+
+export function register(program: Command): void {
+  const canary = program.command('canary').description('progressive canary: a small share of traffic to a new version, judged stage by stage, rolled back automatically when worse');
+
+  withCommon(
+    canary
+      .command('start')
+      .description('load the version beside the stable one (if needed) and walk the stages')
+      .requiredOption('--version <id>', 'the candidate version')
+      .option('--stages <list>', 'percentages, e.g. 2,5,10,25,50,100 (default from the config)')
+      .option('--stage-duration <time>', 'least time per stage, e.g. 5m (default from the config)')
+      .option('--shadow-share <x>', 'mirror this share of stable traffic to the canary for pairwise judging (0–1)'),
+    { model: 'one' },
+  ).action(async (o: CommonOptions & { version: string; stages?: string; stageDuration?: string; shadowShare?: string }) => {
+    const s = session(o);
+    const version = textFlag('--version', o.version) as string;
+    const stages = parseStages(o.stages);
+    const stageDurationMs = durationFlag('--stage-duration', o.stageDuration);
+    let shadow: number | undefined;
+    if (o.shadowShare !== undefined) {
+      shadow = Number(o.shadowShare);
+      if (!(shadow >= 0 && shadow <= 1)) throw new UsageError(`--shadow-share must be a number from 0 to 1, got ${JSON.stringify(o.shadowShare)}`);
+    }
+    const model = await resolveModel(s, o.model);
+    const v = await s.client.post<CanaryView>(modelPath(model, '/canary'), { version, ...(stages ? { stages } : {}), ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}), ...(shadow !== undefined ? { shadow_share: shadow } : {}) });
+    if (s.json) return printJson(v);
+    out(`Started ${v.id}: ${v.canary} vs ${v.stable}, stages ${v.stages.join(',')}%; follow it with \`glidepath canary status --model ${model} --watch\``);
+  });
+
+  withCommon(
+    canary
+      .command('status')
+      .description('the running (or last) canary: stage, weights, per-version metrics, verdicts, time to next decision')
+      .option('--id <rollout>', 'a past rollout instead of the current one')
+      .option('-w, --watch', 'refresh until the canary ends')
+      .option('--interval <ms>', 'refresh interval with --watch (default 1000)'),
+    { model: 'one' },
+  ).action(async (o: CommonOptions & { id?: string; watch?: boolean; interval?: string }) => {
+    const s = session(o);
+    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const model = await resolveModel(s, o.model);
+    const q = o.id ? { id: o.id } : {};
+    for (;;) {
+      const v = await s.client.get<CanaryView>(modelPath(model, '/canary'), q);
+      if (o.watch && !s.json && process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
+      await show(s, model, v);
+      if (!o.watch || ['succeeded', 'rolled_back', 'aborted', 'failed'].includes(v.phase)) {
+        if (v.phase === 'rolled_back' || v.phase === 'failed') process.exitCode = 1;
+        return;
+      }
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  });
+
+  for (const verb of ['pause', 'resume', 'promote', 'abort'] as const) {
+    withCommon(
+      canary
+        .command(verb)
+        .description({ pause: 'hold the canary at its stage (analysis keeps running; a failure still rolls back)', resume: 'continue a paused canary (its stage counts as passed)', promote: 'promote the canary to 100 % now', abort: 'roll the canary back now' }[verb])
+        .option('--reason <text>', 'why (audit log)'),
+      { model: 'one' },
+    ).action(async (o: CommonOptions & { reason?: string }) => {
+      const s = session(o);
+      const reason = textFlag('--reason', o.reason);
+      const model = await resolveModel(s, o.model);
+      const v = await s.client.post<CanaryView>(modelPath(model, `/canary/${verb}`), reason ? { reason } : {}, { long: true });
+      if (s.json) return printJson(v);
+      out(`${v.id}: ${v.phase}${v.message ? ` — ${v.message}` : ''}`);
+    });
+  }
+
+  withCommon(canary.command('history').description('past rollouts of the model, newest first'), { model: 'one' }).action(async (o: CommonOptions) => {
+    const s = session(o);
+    const model = await resolveModel(s, o.model);
+    const rows = await s.client.get<{ id: string; phase: string; created_at: number; updated_at: number; state: { canary?: string; stable?: string; message?: string } }[]>(modelPath(model, '/canary/history'));
+    if (s.json) return printJson(rows);
+    out(table(['ROLLOUT', 'PHASE', 'CANARY', 'STABLE', 'STARTED', 'MESSAGE'], rows.map((r) => [r.id, r.phase, r.state.canary, r.state.stable, new Date(r.created_at).toISOString().slice(0, 19).replace('T', ' '), r.state.message ?? ''])));
+  });
+}
