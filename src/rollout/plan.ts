@@ -284,7 +284,9 @@ export function planFor(cp: ControlPlane, model: string, targetId: string, opts:
   if (current.id === target.id) throw new ConflictError('already_active', `version ${model}/${targetId} is already active`);
   const perGpu = target.gpuMemoryGb / target.tp;
   const free = cp.inventory.free().filter((g) => g.memoryGb >= perGpu).length;
-  return planStrategies({ totalGpus: cp.inventory.total, freeGpus: free }, current, target, opts);
+  // a static version runs one worker per listed endpoint, whatever `replicas` says
+  const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
+  return planStrategies({ totalGpus: cp.inventory.total, freeGpus: free }, shape(current), shape(target), opts);
 }
 
 function fmtMs(ms: number): string {
