@@ -193,9 +193,11 @@ export class DataPlane {
   /** Restore a persisted route exactly (revision included), e.g. after a restart. */
   restoreRoute(spec: RouteSpec, revision: number): RouteSnapshot {
     const st = this.model(spec.model);
-    const route = this.validate(spec, revision, new Set(st.pools.keys()), st.route);
+    const prev = st.route;
+    const route = this.validate(spec, revision, new Set(st.pools.keys()), prev);
     st.split = new SplitState(route, this.cfg.stickySalt);
-    this.publishRouteMetrics(undefined, route);
+    // zero the versions the restored route replaces, or their old weights stay on /metrics
+    this.publishRouteMetrics(prev, route);
     return route;
   }
 

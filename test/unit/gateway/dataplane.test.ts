@@ -103,9 +103,26 @@ describe('setRoute', () => {
     expect(text).toContain('glidepath_route_revision{model="m"} 3');
   });
 
-  it('restoreRoute keeps the persisted revision', () => {
+  it('restoreRoute keeps the persisted revision and zeroes the weights it replaced (regression: stale gauge)', async () => {
     const dp = plane();
     expect(dp.restoreRoute({ model: 'm', weights: { v2: 1 } }, 41).revision).toBe(41);
+    const text = await dp.telemetry.metrics.registry.metrics();
+    expect(text).toContain('glidepath_route_weight{model="m",version="v2"} 1');
+    expect(text).toContain('glidepath_route_weight{model="m",version="v1"} 0');
+    expect(text).toContain('glidepath_route_revision{model="m"} 41');
+  });
+
+  it('publishes worker_up for routable workers and drops removed ones', async () => {
+    const dp = plane();
+    let text = await dp.telemetry.metrics.registry.metrics();
+    expect(text).toContain('glidepath_worker_up{model="m",version="v1",worker="a"} 1');
+    dp.setWorkerRoutable('m', 'v1', 'a', false);
+    text = await dp.telemetry.metrics.registry.metrics();
+    expect(text).toContain('glidepath_worker_up{model="m",version="v1",worker="a"} 0');
+    dp.setWorkers('m', 'v1', [{ id: 'c', url: 'http://127.0.0.1:9' }]);
+    text = await dp.telemetry.metrics.registry.metrics();
+    expect(text).not.toContain('worker="a"');
+    expect(text).toContain('glidepath_worker_up{model="m",version="v1",worker="c"} 1');
   });
 
   it('unknown model → 404 model_not_found', () => {
