@@ -4,8 +4,8 @@
 import type { CheckTest, CheckVerdict, ErrorsConfig, LatencyConfig, MetricSamples, MetricVerdict, QualityConfig, ThroughputConfig, VersionSummary } from './judge-types.js';
 import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
 import { fisherExact, binomialTestGreater } from './stats/proportions.js';
-import { hodgesLehmann } from './stats/hodgeslehmann.js';
-import { mannWhitneyU, type Alternative } from './stats/mannwhitney.js';
+import { hodgesLehmannSorted } from './stats/hodgeslehmann.js';
+import { mannWhitneyUSorted, type Alternative } from './stats/mannwhitney.js';
 import { alwaysValidPValue, twoSampleInformation, zFromPValue } from './stats/sequential.js';
 
 /** What every check needs to know about the look. */
@@ -85,16 +85,25 @@ function quantileGate(id: string, canary: Float64Array, stable: Float64Array, li
   return check(id, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: observed, threshold: limit, reason });
 }
 
+/** Merges two ascending arrays into one ascending array. */
+function mergeSorted(a: Float64Array, b: Float64Array): Float64Array {
+  const out = new Float64Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = (a[i] as number) <= (b[j] as number) ? (a[i++] as number) : (b[j++] as number);
+  while (i < a.length) out[k++] = a[i++] as number;
+  while (j < b.length) out[k++] = b[j++] as number;
+  return out;
+}
+
 /**
  * Tail test: is the canary's share above the pooled `tailQuantile` larger than stable's? Under H0 the
  * versions are exchangeable, so given the pooled threshold the canary's count above it is exactly
  * hypergeometric: Fisher's one-sided test is exact. Fails with the p99 increase beyond tolerance.
  */
 function tailCheck(id: string, c: Float64Array, s: Float64Array, effect: number, tolerance: number, ctx: CheckContext): CheckVerdict {
-  const pooled = new Float64Array(c.length + s.length);
-  pooled.set(c);
-  pooled.set(s, c.length);
-  pooled.sort();
+  const pooled = mergeSorted(c, s);
   const threshold = quantileSorted(pooled, ctx.tailQuantile);
   const above = (a: Float64Array): number => a.reduce((k, v) => (v > threshold ? k + 1 : k), 0);
   const kc = above(c);
@@ -119,7 +128,7 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
     return nodata(name, cfg, stable, canary, true, `too few samples: stable ${s.length}, canary ${c.length} < ${cfg.minSamples}`);
   }
   const id = `${name}.relative`;
-  const mw = mannWhitneyU(c, s, { alternative: 'greater' });
+  const mw = mannWhitneyUSorted(c, s, { alternative: 'greater' });
   const { pSeq, significant } = decide(ctx, id, mw.p, mw.z, twoSampleInformation(c.length, s.length), 'greater');
   const sp = stable.p99 as number;
   const cp = canary.p99 as number;
@@ -135,7 +144,7 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
     tailCheck(`${name}.tail`, c, s, effect, cfg.maxP99Increase, ctx),
   ];
   if (cfg.maxP99Ms !== null && cfg.maxP99Ms !== undefined) checks.push(quantileGate(`${name}.absolute`, c, s, cfg.maxP99Ms, ctx));
-  const hl = hodgesLehmann(c, s, { confLevel: ctx.hlConfLevel });
+  const hl = hodgesLehmannSorted(c, s, { confLevel: ctx.hlConfLevel });
   const med = stable.median as number;
   const outcome = worst(checks);
   return {
@@ -205,7 +214,7 @@ export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] 
     return nodata('quality', cfg, stable, canary, true, `too few scores: stable ${s.length}, canary ${c.length} < ${cfg.minSamples}`);
   }
   const id = 'quality.relative';
-  const mw = mannWhitneyU(c, s, { alternative: 'less' });
+  const mw = mannWhitneyUSorted(c, s, { alternative: 'less' });
   const { pSeq, significant } = decide(ctx, id, mw.p, mw.z, twoSampleInformation(c.length, s.length), 'less');
   const effect = (stable.mean as number) - (canary.mean as number);
   const fail = significant && effect > cfg.maxDecrease;
@@ -213,7 +222,7 @@ export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] 
     ? `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)} (drop ${fmt(effect)} > ${cfg.maxDecrease}), significantly lower (p=${fmt(pSeq)})`
     : `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)}: no significant drop beyond ${cfg.maxDecrease} (p=${fmt(pSeq)})`;
   const checks = [check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxDecrease, reason })];
-  const hl = hodgesLehmann(c, s, { confLevel: ctx.hlConfLevel });
+  const hl = hodgesLehmannSorted(c, s, { confLevel: ctx.hlConfLevel });
   const med = stable.median as number;
   return {
     name: 'quality', outcome: checks[0]?.outcome ?? 'pass', critical: cfg.critical, weight: cfg.weight, measured, stable, canary,

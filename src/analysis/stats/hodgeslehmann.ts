@@ -60,10 +60,18 @@ const MARGIN = 14;
  * n1 n2 differences.
  */
 export function kthPairwiseDifference(x: ArrayLike<number>, y: ArrayLike<number>, k: number): number {
+  return selectPair(x, y, k)[0];
+}
+
+/**
+ * D(k) and D(k + 1) (NaN past the end) from one selection: the successor is the smallest difference
+ * above the final candidate set or the pivot, i.e. the minimum over rows of its first column there.
+ */
+function selectPair(x: ArrayLike<number>, y: ArrayLike<number>, k: number): [number, number] {
   const n1 = x.length;
   const n2 = y.length;
   const total = n1 * n2;
-  if (!(k >= 1 && k <= total)) return NaN;
+  if (!(k >= 1 && k <= total)) return [NaN, NaN];
   const xs = Float64Array.from(x);
   const yd = new Float64Array(n2);
   for (let j = 0; j < n2; j++) yd[j] = y[n2 - 1 - j] as number;
@@ -103,6 +111,17 @@ export function kthPairwiseDifference(x: ArrayLike<number>, y: ArrayLike<number>
     return diff(a, (lo[a] as number) + r - (cum[a] as number));
   };
 
+  /** Smallest difference in the columns from[i] on, over all rows (Infinity if none). */
+  const minFrom = (from: Int32Array): number => {
+    let m = Infinity;
+    for (let i = 0; i < n1; i++) {
+      const j = from[i] as number;
+      if (j < n2) m = Math.min(m, diff(i, j));
+    }
+    return m;
+  };
+  const withNext = (value: number, next: number): [number, number] => [value, k < total ? next : NaN];
+
   for (;;) {
     let remaining = 0;
     let below = 0;
@@ -117,7 +136,8 @@ export function kthPairwiseDifference(x: ArrayLike<number>, y: ArrayLike<number>
       let c = 0;
       for (let i = 0; i < n1; i++) for (let j = lo[i] as number; j < (hi[i] as number); j++) cand[c++] = diff(i, j);
       cand.sort();
-      return cand[k - below - 1] as number;
+      const at = k - below - 1;
+      return withNext(cand[at] as number, at + 1 < remaining ? (cand[at + 1] as number) : minFrom(hi));
     }
     for (let t = 0; t < SAMPLE; t++) sample[t] = randomCandidate(remaining);
     sample.sort();
@@ -144,7 +164,7 @@ export function kthPairwiseDifference(x: ArrayLike<number>, y: ArrayLike<number>
     const nLt = countBelow(pivot, true, cLo);
     const nLe = countBelow(pivot, false, cHi);
     if (k <= nLt) hi.set(cLo);
-    else if (k <= nLe) return pivot;
+    else if (k <= nLe) return withNext(pivot, k + 1 <= nLe ? pivot : minFrom(cHi));
     else lo.set(cHi);
   }
 }
@@ -154,7 +174,8 @@ export function medianPairwiseDifference(x: ArrayLike<number>, y: ArrayLike<numb
   const total = x.length * y.length;
   if (total === 0) return NaN;
   if (total % 2 === 1) return kthPairwiseDifference(x, y, (total + 1) / 2);
-  return (kthPairwiseDifference(x, y, total / 2) + kthPairwiseDifference(x, y, total / 2 + 1)) / 2;
+  const [a, b] = selectPair(x, y, total / 2);
+  return (a + b) / 2;
 }
 
 /** Smallest q with P(U <= q) >= p under H0 (R's qwilcox). */
@@ -180,10 +201,27 @@ export function mwuQuantile(p: number, m: number, n: number): number {
  * R finds the same jump points with uniroot (tolerance 1e-4); here they are exact.
  */
 export function hodgesLehmann(xIn: ArrayLike<number>, yIn: ArrayLike<number>, opts: HodgesLehmannOptions = {}): HodgesLehmannResult {
+  return hodgesLehmannSorted(sortedCopy(finite(xIn)), sortedCopy(finite(yIn)), opts);
+}
+
+/** Whether two ascending arrays have a value in common (a tie across the samples). */
+function sharesValue(x: Float64Array, y: Float64Array): boolean {
+  let i = 0;
+  let j = 0;
+  while (i < x.length && j < y.length) {
+    const a = x[i] as number;
+    const b = y[j] as number;
+    if (a === b) return true;
+    if (a < b) i++;
+    else j++;
+  }
+  return false;
+}
+
+/** `hodgesLehmann` for samples already free of NaN and sorted ascending (no copies, no sorting). */
+export function hodgesLehmannSorted(x: Float64Array, y: Float64Array, opts: HodgesLehmannOptions = {}): HodgesLehmannResult {
   const confLevel = opts.confLevel ?? 0.95;
   const continuity = opts.continuity ?? true;
-  const x = sortedCopy(finite(xIn));
-  const y = sortedCopy(finite(yIn));
   const n1 = x.length;
   const n2 = y.length;
   const total = n1 * n2;
@@ -194,11 +232,7 @@ export function hodgesLehmann(xIn: ArrayLike<number>, yIn: ArrayLike<number>, op
   const tiesY = tieGroupsSorted(y);
   let method = opts.method ?? 'auto';
   if (method === 'auto') {
-    const pooled = new Float64Array(n1 + n2);
-    pooled.set(x);
-    pooled.set(y, n1);
-    pooled.sort();
-    const anyTies = tieGroupsSorted(pooled).length > 0;
+    const anyTies = tiesX.length > 0 || tiesY.length > 0 || sharesValue(x, y);
     method = n1 < 50 && n2 < 50 && !anyTies ? 'exact' : 'asymptotic';
   }
   const alpha = 1 - confLevel;

@@ -90,10 +90,13 @@ export function mwuSf(k: number, m: number, n: number): number {
  * Returns p = NaN when either sample is empty.
  */
 export function mannWhitneyU(xIn: ArrayLike<number>, yIn: ArrayLike<number>, opts: MwuOptions = {}): MwuResult {
+  return mannWhitneyUSorted(sortedCopy(finite(xIn)), sortedCopy(finite(yIn)), opts);
+}
+
+/** `mannWhitneyU` for samples already free of NaN and sorted ascending (no copies, no sorting). */
+export function mannWhitneyUSorted(x: Float64Array, y: Float64Array, opts: MwuOptions = {}): MwuResult {
   const alternative = opts.alternative ?? 'two-sided';
   const continuity = opts.continuity ?? true;
-  const x = sortedCopy(finite(xIn));
-  const y = sortedCopy(finite(yIn));
   const n1 = x.length;
   const n2 = y.length;
   if (n1 === 0 || n2 === 0) {

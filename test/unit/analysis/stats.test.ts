@@ -45,6 +45,18 @@ describe('k-th pairwise difference by selection', () => {
     expect(medianPairwiseDifference(x, y)).toBe(((all[37_499] as number) + (all[37_500] as number)) / 2);
   });
 
+  it('the median of an even number of differences (one selection for both middle values) equals brute force', () => {
+    const r = rng(4);
+    for (const [n1, n2, round] of [[2, 3, false], [40, 30, true], [64, 50, false], [120, 90, true], [700, 8, true]] as const) {
+      const gen = (): number => (round ? Math.round(r.normal(0, 1.5)) : r.normal(0, 10));
+      const x = sortedCopy(draw(n1, gen));
+      const y = sortedCopy(draw(n2, gen));
+      const all = allDifferences(x, y);
+      const mid = all.length / 2;
+      expect(medianPairwiseDifference(x, y)).toBe(((all[mid - 1] as number) + (all[mid] as number)) / 2);
+    }
+  });
+
   it('handles 1000 x 1000 samples without materialising 10^6 differences', () => {
     const r = rng(3);
     const x = draw(1000, () => r.lognormal(5, 0.5) * 1.1);
