@@ -162,7 +162,7 @@ export class SimEngine {
         minTokens: req.minTokens,
         ignoreEos: req.ignoreEos,
         temperature: req.temperature,
-        sampleSeed: req.seed ?? randomBytes(4).readUInt32LE(0),
+        sampleSeed: req.seed ?? (req.temperature > 0 ? randomBytes(4).readUInt32LE(0) : 0),
         topLogprobs: req.topLogprobs,
         hallucinationRate: this.opts.hallucinationRate,
         eosRate: this.opts.eosRate,
