@@ -130,6 +130,7 @@ export class SimEngine {
         `This model's maximum context length is ${maxLen} tokens. However, you requested ${ctx.tokens + maxTokens} tokens (${ctx.tokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
       );
     }
+    if (req.minTokens > maxTokens) throw new BadRequestError('invalid_request', `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`);
     const need = ctx.tokens + maxTokens;
     if (!this.scheduler.fits(need)) {
       throw new BadRequestError('kv_capacity_exceeded', `the request needs ${need} KV tokens but this worker's KV cache holds ${this.opts.kvCapacityTokens}`);

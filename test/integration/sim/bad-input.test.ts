@@ -24,6 +24,7 @@ describe('bad input gets vLLM statuses and OpenAI error bodies', () => {
     ['max_tokens past the context', CHAT, chat('x', { max_tokens: 99 }), undefined, 400, /maximum context length is 100 tokens/],
     ['prompt longer than the context', '/v1/completions', { model: 'sim-model', prompt: 'w '.repeat(120) }, undefined, 400, /maximum context length/],
     ['more than the KV cache', CHAT, chat('x', { max_tokens: 90 }), undefined, 400, /KV/],
+    ['min_tokens over max_tokens', CHAT, chat('x', { max_tokens: 3, min_tokens: 5 }), undefined, 400, /min_tokens must be less than or equal to max_tokens=3/],
     ['n > 1', CHAT, chat('x', { n: 2 }), undefined, 400, /n = 1/],
     ['too many top_logprobs', CHAT, chat('x', { logprobs: true, top_logprobs: 21 }), undefined, 400, /exceeds the maximum/],
     ['top_logprobs without logprobs', CHAT, chat('x', { top_logprobs: 2 }), undefined, 400, /requires logprobs/],
