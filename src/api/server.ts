@@ -9,7 +9,9 @@ import { normalizeVersion } from '../config/load.js';
 import { versionSchema } from '../config/schema.js';
 import { BadRequestError, ForbiddenError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ControlPlane } from '../control/plane.js';
+import { cacheDownload } from '../fleet/cache.js';
 import { deployGreen, retire, rollback, swap } from '../rollout/bluegreen.js';
+import { planFor } from '../rollout/plan.js';
 import { ROLE_RANK } from './auth.js';
 import type { Authenticator } from './auth.js';
 import { Router, readJson, sendErr, sendJsonRes, zodMessage } from './router.js';
@@ -32,6 +34,7 @@ const swapBody = z
 const deployBody = z.object({ version: z.string().min(1) }).strict();
 const retireBody = z.object({ force: z.boolean().optional() }).strict();
 const rollbackBody = z.object({ reason: z.string().optional() }).strict();
+const cacheBody = z.object({ force: z.boolean().optional() }).strict();
 const routeBody = z
   .object({
     weights: z.record(z.string(), z.number()),
@@ -129,6 +132,27 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       handler: async (c) => {
         const b = await c.body(retireBody);
         return retire(cp, model(c), c.params.version as string, { force: b.force ?? false }, { name: c.principal.name });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/models/:model/versions/:version/cache',
+      role: 'operator',
+      summary: "cache download: copy the version's weights into the weight cache, verify the weight hash, evict least recently used (never active or standby); force re-downloads",
+      handler: async (c) => {
+        const b = await c.body(cacheBody);
+        return cacheDownload(cp, model(c), c.params.version as string, { name: c.principal.name }, { force: b.force ?? false });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/models/:model/plan',
+      role: 'viewer',
+      summary: 'strategy comparison (extra GPUs, downtime, capacity drop, rollback and deploy time) for moving the active version to ?to=V on this cluster, with a recommendation',
+      handler: (c) => {
+        const to = c.query.get('to');
+        if (to === null || to === '') throw new BadRequestError('invalid_query', 'to: the version to plan a move to is required (?to=V)');
+        return planFor(cp, model(c), to);
       },
     },
     {

@@ -1,6 +1,7 @@
 // Every admin verb through the real CLI binary against one `glidepath up` that uses its generated
 // admin token (no auth section in the config): the blue-green path, refusals and their exit codes.
 /* eslint-disable @typescript-eslint/no-unsafe-call -- the CLI's JSON output is checked field by field */
+import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,12 +27,19 @@ models:
 
 let up: Up;
 let env: Record<string, string>;
+let weightsFile: string;
+let weightsHash: string;
 const cli = (...args: string[]): Promise<Run> => gp(args, env);
 
 beforeAll(async () => {
   up = await startUp(CONFIG);
   // the generated token is found through the data directory, as an operator on the host would
   env = { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_DATA_DIR: up.dataDir };
+  // real weights for the version registered later, so `cache download` has something to copy and verify
+  const bytes = Buffer.alloc(4096, 7);
+  weightsFile = join(up.dir, 'weights-v3.bin');
+  writeFileSync(weightsFile, bytes);
+  weightsHash = createHash('sha256').update(bytes).digest('hex');
 });
 
 afterAll(async () => {
@@ -148,7 +156,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
 
   it('version register: from a file and from flags; duplicates and bad fields refused', async () => {
     const file = join(up.dir, 'v3.yaml');
-    writeFileSync(file, 'id: v3\nbase_model: llama-3-8b\nweight_hash: sha256:3333\narchitecture: { layers: 40 }\nprovider: { kind: sim, sim: { seed: 3, inter_token_ms: 0 } }\n');
+    writeFileSync(file, `id: v3\nbase_model: llama-3-8b\nweights: ${weightsFile}\nweight_hash: sha256:${weightsHash}\narchitecture: { layers: 40 }\nprovider: { kind: sim, sim: { seed: 3, inter_token_ms: 0 } }\n`);
     const r = await cli('version', 'register', '--file', file);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Registered chat\/v3 \(card [0-9a-f]{16}\); load it with `glidepath deploy green --version v3`$/m);
@@ -173,6 +181,34 @@ describe('glidepath admin verbs (generated admin token)', () => {
     const tooBig = await cli('version', 'register', '--file', file);
     expect(tooBig.code).toBe(1);
     expect(tooBig.stderr).toMatch(/tp: 9 needs more GPUs than the 4 in the inventory \(invalid_body\)/);
+  });
+
+  it('cache download: copies and verifies the weights; a version without real weights is refused', async () => {
+    const r = await cli('cache', 'download', '--version', 'v3');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Cached chat\/v3: 4\.0 KiB from \S+weights-v3\.bin in [\d.]+ m?s → \S+$/m);
+    expect(r.stdout).toContain(`Weight hash verified: sha256:${weightsHash}`);
+    const again = await cli('cache', 'download', '--version', 'v3', '-o', 'json');
+    expect(again.code).toBe(0);
+    expect(again.json).toMatchObject({ model: 'chat', version: 'v3', alreadyCached: true, verified: true, bytes: 4096 });
+    const sim = await cli('cache', 'download', '--version', 'v4');
+    expect(sim.code).toBe(1);
+    expect(sim.stderr).toMatch(/chat\/v4: weight_hash "sha256:4444" is not a SHA-256 .*\(invalid_weight_hash\)/);
+  });
+
+  it('plan --to: the strategy table for this cluster with a recommendation', async () => {
+    const r = await cli('plan', '--to', 'v3');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^v1 → v3: \d+ of 4 GPU\(s\) free/m);
+    expect(r.stdout).toMatch(/^STRATEGY\s+EXTRA GPUS\s+OVERHEAD\s+DOWNTIME\s+MAX CAPACITY DROP\s+ROLLBACK\s+TOTAL DEPLOY\s+FEASIBLE$/m);
+    expect(r.stdout).toMatch(/^Blue-green\s+1 \(100%\)/m);
+    expect(r.stdout).toMatch(/^recommended: /m);
+    const j = await cli('plan', '--to', 'v3', '-o', 'json');
+    expect(j.json.rows.map((x: { strategy: string }) => x.strategy)).toContain('blue-green');
+    expect(j.json.current.id).toBe('v1');
+    const active = await cli('plan', '--to', 'v1');
+    expect(active.code).toBe(1);
+    expect(active.stderr).toMatch(/version chat\/v1 is already active \(already_active\)/);
   });
 
   it('workers: every worker with version, state and GPUs', async () => {
@@ -217,6 +253,9 @@ describe('glidepath admin verbs (generated admin token)', () => {
       'register_version:ok',
       'register_version:error:version_exists',
       'register_version:ok',
+      'cache_download:ok',
+      'cache_download:ok',
+      'cache_download:error:invalid_weight_hash',
       'retire:ok',
       'retire:ok',
       'retire:ok',
@@ -255,6 +294,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
       [['audit', '--result', 'maybe'], /--result must be one of ok, error/],
       [['status', '--url', 'ftp://x'], /--url: expected an http\(s\) URL/],
       [['version', 'frobnicate'], /unknown command 'frobnicate'/],
+      [['cache', 'download'], /required option '--version <version>' not specified/],
+      [['plan'], /required option '--to <version>' not specified/],
     ];
     const runs = await Promise.all(cases.map(([args]) => cli(...args)));
     runs.forEach((r, i) => {

@@ -1,0 +1,26 @@
+// `glidepath plan --to V`: seed 000's strategy comparison for this cluster (extra GPUs, downtime,
+// capacity drop, rollback and deploy time) from the real inventory and measured load times.
+import type { Command } from 'commander';
+import { formatPlan } from '../../rollout/plan.js';
+import type { StrategyPlan } from '../../rollout/plan.js';
+import { modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import type { CommonOptions } from '../common.js';
+import { printJson, UsageError } from '../output.js';
+
+export function register(program: Command): void {
+  withCommon(
+    program
+      .command('plan')
+      .description('compare deployment strategies for moving the active version to --to on this cluster, with a recommendation')
+      .requiredOption('--to <version>', 'the version to move to'),
+    { model: 'one' },
+  ).action(async (o: CommonOptions & { to: string }) => {
+    const s = session(o);
+    const to = textFlag('--to', o.to);
+    if (to === undefined) throw new UsageError('--to is required');
+    const model = await resolveModel(s, o.model);
+    const p = await s.client.get<StrategyPlan>(modelPath(model, '/plan'), { to });
+    if (s.json) return printJson(p);
+    out(formatPlan(p));
+  });
+}
