@@ -70,3 +70,37 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
     });
   });
 }
+
+/**
+ * A worker adopted after a restart is not our child: no exit event and no ChildProcess to signal.
+ * Its pid is watched instead (signal-0 probe every `intervalMs`), so an unexpected exit is noticed,
+ * and stopping it waits for the exit (SIGTERM, then SIGKILL after the grace period) as for a child.
+ */
+export function adoptedPid(pid: number, intervalMs = 500): { exited: Promise<WorkerExit>; stop(graceMs: number): Promise<void> } {
+  let expected = false;
+  let timer: NodeJS.Timeout | undefined;
+  let onExit: () => void = () => undefined;
+  const exited = new Promise<WorkerExit>((resolve) => {
+    onExit = () => {
+      if (timer) clearInterval(timer);
+      resolve({ code: null, signal: null, expected });
+    };
+    timer = setInterval(() => {
+      if (!pidAlive(pid)) onExit();
+    }, intervalMs);
+    timer.unref();
+  });
+  return {
+    exited,
+    async stop(graceMs: number): Promise<void> {
+      expected = true;
+      if (!pidAlive(pid)) return onExit();
+      process.kill(pid, 'SIGTERM');
+      const deadline = Date.now() + graceMs;
+      // polling is the only way to see a non-child exit
+      for (let wait = 10; pidAlive(pid) && Date.now() < deadline; wait = Math.min(100, wait * 2)) await new Promise((r) => setTimeout(r, wait));
+      if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
+      onExit();
+    },
+  };
+}

@@ -2,10 +2,10 @@
 // {port} --tensor-parallel-size {tp}`) with CUDA_VISIBLE_DEVICES from the GPU assignment.
 import type { VersionConfig } from '../config/types.js';
 import { BadRequestError, UnavailableError } from '../errors.js';
-import { freePort, pidAlive, spawnChild } from './child.js';
+import { adoptedPid, freePort, pidAlive, spawnChild } from './child.js';
 import type { Child } from './child.js';
 import { getStatus, post, waitHealthy } from './engine.js';
-import type { Provider, StartRequest, WorkerExit, WorkerHandle } from './types.js';
+import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 /** Split a command template into argv (quotes group words; no shell is involved, so no injection). */
 export function splitCommand(template: string): string[] {
@@ -32,6 +32,8 @@ export function renderCommand(template: string, vars: Record<(typeof PLACEHOLDER
 interface ProcHandle extends WorkerHandle {
   child: Child | undefined;
   graceMs: number;
+  /** Set for a worker adopted after a restart (not our child). */
+  adopted?: ReturnType<typeof adoptedPid> | undefined;
 }
 
 export class ProcessProvider implements Provider {
@@ -68,6 +70,7 @@ export class ProcessProvider implements Provider {
   async stop(h: WorkerHandle, graceMs?: number): Promise<void> {
     const ph = h as ProcHandle;
     if (ph.child) await ph.child.stop(graceMs ?? ph.graceMs);
+    else if (ph.adopted) await ph.adopted.stop(graceMs ?? ph.graceMs);
     else if (h.pid !== undefined && pidAlive(h.pid)) process.kill(h.pid, 'SIGTERM');
   }
 
@@ -85,7 +88,8 @@ export class ProcessProvider implements Provider {
     const hp = rec.version.provider.kind === 'process' ? rec.version.provider.healthPath : '/health';
     if ((await getStatus(rec.url, hp, 2_000)) !== 200) return undefined;
     const grace = rec.version.provider.kind === 'process' ? rec.version.provider.gracePeriodMs : 10_000;
-    const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: rec.pid, exited: new Promise<WorkerExit>(() => undefined), info: {}, child: undefined, graceMs: grace };
+    const adopted = adoptedPid(rec.pid);
+    const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: rec.pid, exited: adopted.exited, info: {}, child: undefined, graceMs: grace, adopted };
     return h;
   }
 }

@@ -3,10 +3,10 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type { SimSettings, VersionConfig } from '../config/types.js';
 import { UnavailableError } from '../errors.js';
-import { freePort, spawnChild, pidAlive } from './child.js';
+import { adoptedPid, freePort, spawnChild, pidAlive } from './child.js';
 import type { Child } from './child.js';
 import { getStatus, post, waitHealthy } from './engine.js';
-import type { Provider, StartRequest, WorkerExit, WorkerHandle } from './types.js';
+import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/main.js');
 
@@ -42,6 +42,8 @@ export function simArgs(v: VersionConfig, s: SimSettings, port: number): string[
 
 interface SimHandle extends WorkerHandle {
   child: Child | undefined;
+  /** Set for a worker adopted after a restart (not our child). */
+  adopted?: ReturnType<typeof adoptedPid> | undefined;
 }
 
 export class SimProvider implements Provider {
@@ -82,8 +84,9 @@ export class SimProvider implements Provider {
   }
 
   async stop(h: WorkerHandle, graceMs = 10_000): Promise<void> {
-    const c = (h as SimHandle).child;
-    if (c) await c.stop(graceMs);
+    const sh = h as SimHandle;
+    if (sh.child) await sh.child.stop(graceMs);
+    else if (sh.adopted) await sh.adopted.stop(graceMs);
     else if (h.pid !== undefined && pidAlive(h.pid)) process.kill(h.pid, 'SIGTERM');
   }
 
@@ -100,6 +103,7 @@ export class SimProvider implements Provider {
     if (rec.pid === undefined || !pidAlive(rec.pid)) return undefined;
     if ((await getStatus(rec.url, '/health', 2_000)) !== 200) return undefined;
     const pid = rec.pid;
+    const adopted = adoptedPid(pid);
     const h: SimHandle = {
       id: rec.id,
       model: rec.version.model,
@@ -108,9 +112,10 @@ export class SimProvider implements Provider {
       provider: this.kind,
       gpus: rec.gpus,
       pid,
-      exited: new Promise<WorkerExit>(() => undefined),
+      exited: adopted.exited,
       info: {},
       child: undefined,
+      adopted,
     };
     return h;
   }
