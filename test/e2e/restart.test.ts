@@ -14,6 +14,7 @@ import {
   streamChat,
   tempDir,
   trackWorkerPids,
+  waitForEvent,
   writeConfig,
 } from '../helpers/e2e-up.js';
 import type { RouteView, UpProcess, VersionView, WorkerView } from '../helpers/e2e-up.js';
@@ -211,8 +212,22 @@ describe('restart safety (e2e, real glidepath up)', () => {
     await expectServedBy(up, 'v1', text);
 
     // the audit log holds the whole story, in order
-    const audit = (await snapshot(up)).audit.filter((e) => e.result === 'ok').map((e) => e.action).reverse();
+    const end = await snapshot(up);
+    const audit = end.audit.filter((e) => e.result === 'ok').map((e) => e.action).reverse();
     expect(audit).toEqual(['deploy_green', 'swap', 'rollback', 'swap', 'rollback']);
+
+    // an adopted worker is still watched: its unexpected death is noticed and it leaves rotation
+    const v2 = end.workers.find((w) => w.version === 'v2')!;
+    const exitedEvent = waitForEvent(up, 'worker_exited', (e) => e.version === 'v2');
+    process.kill(v2.pid!, 'SIGKILL');
+    expect((await exitedEvent).message).toContain(v2.id);
+    expect((await up.ok<WorkerView[]>('GET', '/workers')).find((w) => w.id === v2.id)).toMatchObject({ state: 'exited', routable: false });
+    await expectServedBy(up, 'v1', text);
+
+    // and stopping `up` stops the adopted workers before it exits
+    const v1 = end.workers.find((w) => w.version === 'v1')!;
+    expect((await up.kill('SIGTERM')).code).toBe(0);
+    expect(pidAlive(v1.pid!), `adopted worker ${v1.id} (pid ${v1.pid}) after SIGTERM of up`).toBe(false);
   }, 60_000);
 
   it('given a swapped fleet, when up is stopped with SIGTERM and started again, then its workers were stopped and come back with the same state', async () => {

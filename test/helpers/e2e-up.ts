@@ -337,3 +337,47 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t:
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
   return out;
 }
+
+export interface ControlEventView {
+  seq: number;
+  kind: string;
+  model?: string;
+  version?: string;
+  message: string;
+}
+
+/**
+ * Resolve with the first control-plane event of `kind` (matching `pred`) on the admin event stream
+ * (history included); rejects after `timeoutMs`. Start it before causing the event.
+ */
+export async function waitForEvent(up: UpProcess, kind: string, pred: (e: ControlEventView) => boolean = () => true, timeoutMs = 15_000): Promise<ControlEventView> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  try {
+    const res = await request(`${up.adminUrl}/admin/v1/events`, { headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' }, signal: ac.signal });
+    if (res.statusCode !== 200) throw new Error(`GET /events answered ${res.statusCode}`);
+    let buf = '';
+    res.body.setEncoding('utf8');
+    for await (const chunk of res.body as AsyncIterable<string>) {
+      buf += chunk;
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = ev.split('\n').find((l) => l.startsWith('data: '));
+        if (!data) continue;
+        const e = JSON.parse(data.slice(6)) as ControlEventView;
+        if (e.kind === kind && pred(e)) {
+          ac.abort();
+          return e;
+        }
+      }
+    }
+    throw new Error(`event stream ended before a ${kind} event`);
+  } catch (err) {
+    if (ac.signal.aborted && (err as Error).name === 'AbortError') throw new Error(`no ${kind} event within ${timeoutMs} ms`);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
