@@ -25,7 +25,6 @@ export interface CheckContext {
 const fmt = (v: number, digits = 3): string => (Number.isFinite(v) ? Number(v.toPrecision(digits)).toString() : String(v));
 const pct = (v: number): string => `${fmt(v * 100)} %`;
 
-
 /** Records the sequential p-value of a check and decides significance at this look. */
 function decide(ctx: CheckContext, id: string, p: number, z: number, information: number, alt: Alternative): { pSeq: number; significant: boolean } {
   if (Number.isNaN(p)) {

@@ -86,7 +86,8 @@ export function judgeCanary(stable: MetricSamples, canary: MetricSamples, cfg: J
     reasons,
     metrics,
     look: { index: look.index, method: cfg.sequential, alpha: cfg.alpha, alphaPerCheck, checks },
-    sequentialPValues: ctx.out,
+    // Checks without data at this look keep their earlier always-valid p-values.
+    sequentialPValues: cfg.sequential === 'msprt' ? { ...ctx.previous, ...ctx.out } : ctx.out,
   };
 }
 
