@@ -55,7 +55,7 @@ function describeBreach(b: Breach): string {
   return b.metric === 'error_rate' ? `error rate ${b.value.toFixed(4)} exceeded threshold ${b.threshold}` : `p99 latency ${Math.round(b.value)} ms exceeded threshold ${b.threshold} ms`;
 }
 
-export type CheckAction = 'disabled' | 'no_active' | 'no_standby' | 'already_fired' | 'ok' | 'rolled_back' | 'rollback_failed';
+export type CheckAction = 'disabled' | 'no_active' | 'rollout_in_progress' | 'no_standby' | 'already_fired' | 'ok' | 'rolled_back' | 'rollback_failed';
 
 export interface CheckResult {
   model: string;
@@ -66,6 +66,8 @@ export interface CheckResult {
   stats?: MonitorStats | undefined;
   verdict?: Verdict | undefined;
   rollback?: RollbackResult | undefined;
+  /** The rollout that has the model while one is in progress. */
+  rollout?: string | undefined;
   notifications?: WebhookResult[] | undefined;
   error?: string | undefined;
 }
@@ -194,6 +196,9 @@ export class RollbackMonitor {
     if (!active) return done({ action: 'no_active' });
     const activation = `${active.id}@${active.activatedAt ?? 0}`;
     if (st.firedFor === activation) return done({ action: 'already_fired', active: active.id });
+    // a rollout (canary, rolling…) owns the model's traffic and its own rollback until it ends
+    const rollout = this.cp.store.listActiveRollouts().find((r) => r.model === model);
+    if (rollout) return done({ action: 'rollout_in_progress', active: active.id, rollout: rollout.id });
     const target = this.cp.registry.standby(model);
     if (!target) {
       if (st.noStandbyFor !== activation) {

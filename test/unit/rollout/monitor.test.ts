@@ -74,6 +74,7 @@ interface FakeVersion {
 /** Just the parts of the control plane the monitor touches. */
 function fakeCp(monitor: Partial<MonitorConfig> = {}) {
   const settings = new Map<string, unknown>();
+  const rollouts: Array<{ id: string; model: string }> = [];
   const events = new EventBus();
   const state = {
     active: { id: 'v2', activatedAt: 1 } as FakeVersion | undefined,
@@ -89,6 +90,7 @@ function fakeCp(monitor: Partial<MonitorConfig> = {}) {
       return { name, monitor: cfgMonitor };
     },
     store: {
+      listActiveRollouts: () => rollouts,
       getSetting: (k: string) => settings.get(k),
       setSetting: (k: string, v: unknown) => void settings.set(k, v),
       deleteSetting: (k: string) => settings.delete(k),
@@ -97,7 +99,7 @@ function fakeCp(monitor: Partial<MonitorConfig> = {}) {
     dp: { telemetry: { stats: () => ({ ...state.stats, latencyMs: { p50: 0, p90: 0, mean: 0, p99: state.stats.latencyMs.p99 } }) } },
   };
   // the monitor only uses the members above; the cast keeps the test free of a real store and fleet
-  return { cp: cp as unknown as ControlPlane, state, events, settings };
+  return { cp: cp as unknown as ControlPlane, state, events, settings, rollouts };
 }
 
 function harness(monitor: Partial<MonitorConfig> = {}) {
@@ -180,6 +182,15 @@ describe('RollbackMonitor loop (fake clock)', () => {
     h.state.active = { id: 'v2', activatedAt: 99 };
     await mon.check('llama');
     expect(h.rollbacks).toEqual(['llama', 'llama']);
+  });
+
+  it('stays out of the way while a rollout has the model', async () => {
+    const h = harness();
+    h.state.stats = stats(100, 0.9, 10);
+    h.rollouts.push({ id: 'r-1', model: 'llama' });
+    expect(await h.mon.check('llama')).toMatchObject({ action: 'rollout_in_progress', rollout: 'r-1' });
+    h.rollouts.splice(0);
+    expect((await h.mon.check('llama')).action).toBe('rolled_back');
   });
 
   it('disabled, too few requests, and no active version do nothing', async () => {
