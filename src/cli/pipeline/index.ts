@@ -1,6 +1,7 @@
 // `glidepath pipeline run FILE` and `glidepath pipeline check FILE`: deployment.yaml pipelines
 // (seed 000) — validate, dry-run, or run them against the admin API. Exit 0 / 1 failed / 2 invalid.
 import type { Command } from 'commander';
+import { loadConfigFile } from '../../config/load.js';
 import { ConfigError } from '../../errors.js';
 import { PIPELINE_DEFAULTS } from '../../rollout/pipeline/defaults.js';
 import { planOf, renderPlan } from '../../rollout/pipeline/plan.js';
@@ -16,7 +17,8 @@ import { EXIT, UsageError, parseOutput, printJson } from '../output.js';
 interface RunOptions extends CommonOptions {
   var: string[];
   dryRun?: boolean;
-  notifyUrl?: string;
+  notifyUrl: string[];
+  config?: string;
   poll?: string;
   timeout?: string;
 }
@@ -73,13 +75,24 @@ async function run(file: string, o: RunOptions): Promise<void> {
   const vars = parseVars(o.var);
   const pollMs = durationFlag('--poll', o.poll);
   const timeoutMs = durationFlag('--timeout', o.timeout);
-  if (o.notifyUrl !== undefined && !/^https?:\/\/\S+$/i.test(o.notifyUrl)) throw new UsageError(`--notify-url: expected an http(s) URL, got ${JSON.stringify(o.notifyUrl)}`);
+  for (const u of o.notifyUrl) if (!/^https?:\/\/\S+$/i.test(u)) throw new UsageError(`--notify-url: expected an http(s) URL, got ${JSON.stringify(u)}`);
   const p = load(file, vars, json, true);
   if (!p) return;
+  const notifyUrls = [...o.notifyUrl];
+  if (o.config !== undefined) {
+    try {
+      notifyUrls.push(...loadConfigFile(o.config).notifications.webhooks);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      process.stderr.write(`--config: ${err.message}\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+  }
   if (timeoutMs !== undefined) p.timeoutMs = timeoutMs;
   const env: NodeJS.ProcessEnv = { ...process.env, ...vars };
   if (o.dryRun) {
-    const plan = planOf(p, { model: o.model ?? p.model, env, notifyUrl: o.notifyUrl });
+    const plan = planOf(p, { model: o.model ?? p.model, env, notifyUrls });
     if (json) printJson(plan);
     else process.stdout.write(renderPlan(plan));
     return;
@@ -104,7 +117,7 @@ async function run(file: string, o: RunOptions): Promise<void> {
   };
   process.on('SIGINT', onSigint);
   try {
-    const r = await runPipeline(p, { api: s.client, model, env, reporter, pollMs, notifyUrl: o.notifyUrl, signal: interrupt.signal });
+    const r = await runPipeline(p, { api: s.client, model, env, reporter, pollMs, notifyUrls, signal: interrupt.signal });
     if (json) printJson({ file, model: model ?? null, ...r });
     else printResult(r);
     process.exitCode = r.ok ? EXIT.ok : EXIT.refused;
@@ -138,7 +151,8 @@ export function register(program: Command): void {
       .description('run the stages in order; exit 0 on success, 1 when a step failed or the rollback trigger fired, 2 when the file is invalid')
       .option('--dry-run', 'print what would happen and execute nothing')
       .option('--var <NAME=value>', 'set a variable used as $NAME or ${NAME} (repeatable; wins over the environment)', collect, [])
-      .option('--notify-url <url>', 'where rollback.notify POSTs its JSON notice (unless rollback.notify is itself a URL)')
+      .option('--notify-url <url>', 'a webhook for rollback.notify (repeatable; a URL written as rollback.notify is used too)', collect, [])
+      .option('-c, --config <file>', "also notify the webhooks of this glidepath.yaml's notifications.webhooks")
       .option('--poll <duration>', `how often wait_for polls the admin API (default ${PIPELINE_DEFAULTS.pollMs}ms)`)
       .option('--timeout <duration>', 'bound on the whole run (overrides pipeline.timeout; default 2h)'),
     { model: 'one' },

@@ -1,50 +1,43 @@
-// The `rollback.notify` of a pipeline: POST a JSON notification to a URL (the `notify:` value
-// itself when it is one, else `--notify-url`), or, with neither, say so in the output.
-import { PIPELINE_DEFAULTS } from './defaults.js';
+// The `rollback.notify` of a pipeline: one `pipeline_rolled_back` event POSTed through the control
+// plane's webhook notifier (timeouts, retries) to every webhook the run knows: the `notify:` value
+// when it is a URL, `--notify-url`, and the webhooks of `--config`; with none, the run says so.
+import { notify, redactUrl } from '../../control/notify.js';
+import type { WebhookResult } from '../../control/notify.js';
 
+/** The event's `data`: everything about the rollback a responder needs. */
 export interface RollbackNotice {
-  event: 'pipeline.rolled_back';
   channel: string;
   pipeline: string | undefined;
   file: string;
-  model: string | undefined;
   stage: string;
   trigger: string;
   summary: string;
   checks: unknown[];
   versions: Record<string, string>;
   action: { command: string; result: string } | null;
-  at: string;
 }
 
 export interface NotifyResult {
   sent: boolean;
   /** What happened, for the run's output. */
   detail: string;
+  results: WebhookResult[];
 }
 
-/** Where a notification goes: a channel name (e.g. pagerduty) and, when known, a URL. */
-export function notifyTarget(notify: string, notifyUrl: string | undefined): { channel: string; url: string | undefined } {
-  if (/^https?:\/\//i.test(notify)) return { channel: notify, url: notify };
-  return { channel: notify, url: notifyUrl };
+/** The webhooks for one notification: the `notify:` value itself when it is a URL, then the run's own. */
+export function notifyTargets(notifyValue: string, urls: readonly string[]): string[] {
+  const own = /^https?:\/\//i.test(notifyValue) ? [notifyValue] : [];
+  return [...new Set([...own, ...urls])];
 }
 
-export async function sendNotice(url: string | undefined, notice: RollbackNotice, timeoutMs: number = PIPELINE_DEFAULTS.notifyTimeoutMs): Promise<NotifyResult> {
-  if (url === undefined) {
-    return { sent: false, detail: `notify ${notice.channel}: not sent (give --notify-url, or a URL as rollback.notify); the notice is in the run's result` };
+export async function sendNotice(urls: readonly string[], model: string | undefined, notice: RollbackNotice, opts: { timeoutMs?: number; attempts?: number } = {}): Promise<NotifyResult> {
+  if (urls.length === 0) {
+    return { sent: false, detail: `notify ${notice.channel}: not sent (no webhook: give --notify-url or --config, or a URL as rollback.notify); the notice is in the run's result`, results: [] };
   }
-  try {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(notice),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    await res.arrayBuffer();
-    if (!res.ok) return { sent: false, detail: `notify ${notice.channel}: ${url} answered HTTP ${res.status}` };
-    return { sent: true, detail: `notify ${notice.channel}: sent to ${url}` };
-  } catch (err) {
-    const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (err as Error).message;
-    return { sent: false, detail: `notify ${notice.channel}: POST ${url} failed (${why})` };
-  }
+  const version = notice.versions.canary ?? notice.versions.active;
+  const results = await notify(urls, { kind: 'pipeline_rolled_back', model, version, message: `pipeline ${notice.pipeline ?? notice.file} rolled back in stage ${notice.stage}: ${notice.summary}`, data: notice }, opts);
+  const ok = results.filter((r) => r.ok);
+  const failed = results.filter((r) => !r.ok).map((r) => `${redactUrl(r.url)}: ${r.error ?? 'failed'}`);
+  const detail = `notify ${notice.channel}: sent to ${ok.length}/${results.length} webhook(s)${ok.length ? ` (${ok.map((r) => r.url).join(', ')})` : ''}${failed.length ? `; failed: ${failed.join('; ')}` : ''}`;
+  return { sent: ok.length > 0, detail, results };
 }

@@ -1,7 +1,8 @@
 // What a pipeline would do, without doing it: the dry run's JSON and its human rendering
 // (every stage and step with variables substituted, the trigger in its normalised form).
 import { CLI_ALIASES, resolveArgv } from './exec.js';
-import { notifyTarget } from './notify.js';
+import { redactUrl } from '../../control/notify.js';
+import { notifyTargets } from './notify.js';
 import type { Command, Pipeline, Step } from './spec.js';
 import { formatTrigger } from './trigger.js';
 import { formatDuration, renderArgv } from './words.js';
@@ -25,7 +26,7 @@ export interface Plan {
   timeout: string;
   variables: { name: string; value: string | null; lines: number[] }[];
   stages: { name: string; timeout: string | null; steps: PlanStep[]; on_failure: PlanCommand[] }[];
-  rollback: { trigger: string; written: string; action: PlanCommand | null; notify: { channel: string; url: string | null } | null } | null;
+  rollback: { trigger: string; written: string; action: PlanCommand | null; notify: { channel: string; webhooks: string[] } | null } | null;
 }
 
 function cmd(c: Command, cliPath?: string): PlanCommand {
@@ -44,7 +45,7 @@ function step(s: Step, cliPath?: string): PlanStep {
   }
 }
 
-export function planOf(p: Pipeline, o: { model: string | undefined; env: Readonly<Record<string, string | undefined>>; notifyUrl?: string | undefined; cliPath?: string }): Plan {
+export function planOf(p: Pipeline, o: { model: string | undefined; env: Readonly<Record<string, string | undefined>>; notifyUrls?: readonly string[]; cliPath?: string }): Plan {
   const rb = p.rollback;
   return {
     dry_run: true,
@@ -64,7 +65,7 @@ export function planOf(p: Pipeline, o: { model: string | undefined; env: Readonl
           trigger: formatTrigger(rb.trigger),
           written: rb.triggerText,
           action: rb.action ? cmd(rb.action, o.cliPath) : null,
-          notify: rb.notify === undefined ? null : (({ channel, url }) => ({ channel, url: url ?? null }))(notifyTarget(rb.notify, o.notifyUrl)),
+          notify: rb.notify === undefined ? null : { channel: rb.notify, webhooks: notifyTargets(rb.notify, o.notifyUrls ?? []).map(redactUrl) },
         }
       : null,
   };
@@ -82,7 +83,7 @@ export function renderPlan(plan: Plan): string {
   const rb = plan.rollback;
   if (rb) {
     out.push(`rollback trigger: ${rb.trigger}`);
-    out.push(`  when it fires during a monitor step: ${rb.action ? `run ${rb.action.command}` : 'no action'}${rb.notify ? `; notify ${rb.notify.channel} (${rb.notify.url ? `POST ${rb.notify.url}` : 'not sent: no --notify-url'})` : ''}; the pipeline stops with exit 1`);
+    out.push(`  when it fires during a monitor step: ${rb.action ? `run ${rb.action.command}` : 'no action'}${rb.notify ? `; notify ${rb.notify.channel} (${rb.notify.webhooks.length ? `POST ${rb.notify.webhooks.join(', ')}` : 'not sent: no webhook'})` : ''}; the pipeline stops with exit 1`);
   }
   plan.stages.forEach((s, i) => {
     out.push(`stage ${i + 1}/${plan.stages.length}: ${s.name}${s.timeout ? ` (timeout ${s.timeout})` : ''}`);

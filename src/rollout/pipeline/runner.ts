@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { renderArgv } from './words.js';
 import { PIPELINE_DEFAULTS } from './defaults.js';
 import { describeExit, execCommand, resolveArgv } from './exec.js';
-import { notifyTarget, sendNotice } from './notify.js';
+import { notifyTargets, sendNotice } from './notify.js';
 import type { NotifyResult, RollbackNotice } from './notify.js';
 import { pollCondition, readStats } from './observe.js';
 import type { AdminApi, Observed } from './observe.js';
@@ -28,7 +28,8 @@ export interface RunnerDeps {
   reporter: Reporter;
   cliPath?: string;
   pollMs?: number;
-  notifyUrl?: string | undefined;
+  /** Webhooks for rollback.notify (besides a URL written as its value). */
+  notifyUrls?: readonly string[];
   /** Aborts the run (e.g. Ctrl-C): the current step stops and its stage's on_failure runs. */
   signal?: AbortSignal;
 }
@@ -249,22 +250,18 @@ export class PipelineRunner {
     let notify: NotifyResult | undefined;
     let notice: RollbackNotice | undefined;
     if (rb.notify !== undefined) {
-      const target = notifyTarget(rb.notify, this.d.notifyUrl);
       notice = {
-        event: 'pipeline.rolled_back',
-        channel: target.channel,
+        channel: rb.notify,
         pipeline: this.p.name,
         file: this.p.source,
-        model: this.d.model,
         stage: stage.name,
         trigger: formatTrigger(rb.trigger),
         summary: fired.evaluation.summary,
         checks: fired.evaluation.checks,
         versions: fired.versions,
         action: action ? { command: renderArgv(rb.action?.argv ?? []), result: `${action.status}: ${action.detail}` } : null,
-        at: new Date().toISOString(),
       };
-      notify = await sendNotice(target.url, notice);
+      notify = await sendNotice(notifyTargets(rb.notify, this.d.notifyUrls ?? []), this.d.model, notice);
       this.d.reporter.info(`  -> ${notify.detail}`);
     }
     return { stage: stage.name, evaluation: fired.evaluation, versions: fired.versions, action, notify, notice };

@@ -235,19 +235,23 @@ describe('glidepath pipeline run', () => {
     // the rollback action replaces the stage's on_failure
     expect(r.stdout).not.toContain('stage cleanup ran');
     expect(r.stdout).not.toContain('promoted');
-    expect(r.stdout).toContain(`notify pagerduty: sent to ${url}/notify`);
+    expect(r.stdout).toContain(`notify pagerduty: sent to 1/1 webhook(s) (${url}/notify)`);
     expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^pipeline rolled back in stage canary: rollback trigger fired in stage canary/);
     expect(state.statusCalls).toBe(4);
     expect(state.notices).toHaveLength(1);
     expect(state.notices[0]).toMatchObject({
-      event: 'pipeline.rolled_back',
-      channel: 'pagerduty',
-      pipeline: 'test-deploy',
+      kind: 'pipeline_rolled_back',
       model: 'llama',
-      stage: 'canary',
-      trigger: 'error_rate > 0.001 OR p99_latency > 500ms',
-      versions: { active: 'v1', stable: 'v1' },
-      action: { result: expect.stringMatching(/^ok: exit 0/) },
+      version: 'v1',
+      message: 'pipeline test-deploy rolled back in stage canary: fired: error_rate > 0.001 (measured 0.05)',
+      data: {
+        channel: 'pagerduty',
+        pipeline: 'test-deploy',
+        stage: 'canary',
+        trigger: 'error_rate > 0.001 OR p99_latency > 500ms',
+        versions: { active: 'v1', stable: 'v1' },
+        action: { result: expect.stringMatching(/^ok: exit 0/) },
+      },
     });
   });
 
@@ -298,7 +302,7 @@ describe('glidepath pipeline run --dry-run and check', () => {
         '  variable NODE = "node"  (lines 7, 10, 15, 20, 23, 26)',
         '  variable VERSION = "v2"  (lines 7, 23)',
         'rollback trigger: error_rate > 0.001 OR p99_latency > 500ms',
-        '  when it fires during a monitor step: run node -e \'console.log(\'\\\'\'rollback action ran\'\\\'\')\'; notify pagerduty (not sent: no --notify-url); the pipeline stops with exit 1',
+        '  when it fires during a monitor step: run node -e \'console.log(\'\\\'\'rollback action ran\'\\\'\')\'; notify pagerduty (not sent: no webhook); the pipeline stops with exit 1',
         'stage 1/4: validate',
         "  1. run node -e 'console.log('\\''validating v2'\\'')'  (timeout 30m)  [line 7]",
         'stage 2/4: load_green',
