@@ -168,7 +168,7 @@ export function sseData(body: string): string[] {
     .map((e) => e.slice(6));
 }
 
-/** Resolves when the pool's in-flight count reaches `n` (polled on the event loop, no fixed sleeps). */
+/** Resolves once `cond()` holds, checked on every turn of the event loop (no fixed sleeps). */
 export async function until(cond: () => boolean, what = 'condition', limitMs = 5000): Promise<void> {
   const started = Date.now();
   while (!cond()) {
