@@ -151,6 +151,17 @@ describe('retries before the first byte', () => {
     expect(next.headers['retry-after']).toBe('1');
   });
 
+  it('never retries on another version: the pool is the version the split chose', async () => {
+    const bad = await upstream();
+    const other = await upstream();
+    bad.setDefault(status(503));
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [bad.url] }, { id: 'v2', workers: [other.url] }], route: { weights: { v1: 1, v2: 0 } } }]);
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(502);
+    expect(r.headers['x-glidepath-version']).toBe('v1');
+    expect(other.requests).toHaveLength(0);
+  });
+
   it('answers 502 with a code when every worker answers 5xx', async () => {
     const a = await upstream();
     const b = await upstream();
