@@ -161,6 +161,12 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private retryOrFail(err: GlidepathError): void {
     this.releaseWorker();
     this.lastError = err;
+    if (!this.clientStarted && this.res.destroyed) {
+      // the client left while another abort (a timeout) was pending, which hid its own: nobody
+      // is waiting for a retry
+      this.finishStream(499, 'client_closed');
+      return;
+    }
     if (!this.clientStarted && this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
       (this.tried ??= new Set()).add(this.worker as Worker);
       this.pool.telemetry.metrics.retries.inc();
