@@ -46,6 +46,8 @@ interface Live {
   judge: JudgeConfig;
   revision: number;
   busy: boolean;
+  /** Sample count at the last look: an unchanged stream is not judged again. */
+  seen: number;
 }
 
 export class CanaryController {
@@ -82,7 +84,7 @@ export class CanaryController {
 
   private track(state: CanaryState, revision: number): Live {
     const m = this.cp.modelConfig(state.model);
-    const l: Live = { state, samples: new PairSamples(state.model, state.stable, state.canary, DEFAULTS.rollout.maxSamplesPerVersion), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false };
+    const l: Live = { state, samples: new PairSamples(state.model, state.stable, state.canary, DEFAULTS.rollout.maxSamplesPerVersion), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false, seen: -1 };
     this.live.set(state.id, l);
     return l;
   }
@@ -174,6 +176,7 @@ export class CanaryController {
         s.stageIndex = 0;
         s.stageStartedAt = Date.now();
         l.samples = new PairSamples(s.model, s.stable, s.canary, DEFAULTS.rollout.maxSamplesPerVersion);
+        l.seen = -1;
         this.applyWeights(l, currentPercent(s));
         this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
         return Promise.resolve();
@@ -243,8 +246,12 @@ export class CanaryController {
   }
 
   /** Judge the cumulative samples, record the look, and act on the decision. */
-  async evaluate(l: Live, now = Date.now()): Promise<{ verdict: Verdict; step: Step }> {
+  async evaluate(l: Live, now = Date.now()): Promise<{ verdict: Verdict; step: Step } | undefined> {
     const s = l.state;
+    const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
+    // nothing new and the stage still holds: the verdict could not change
+    if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
+    l.seen = seen;
     const verdict = judgeCanary(l.samples.a.toMetricSamples(), l.samples.b.toMetricSamples(), l.judge, { index: s.look, previous: s.previous });
     s.look++;
     s.previous = verdict.sequentialPValues;
