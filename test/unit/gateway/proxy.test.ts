@@ -172,4 +172,36 @@ describe('ProxyRequest orderings', () => {
     expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[200, 'drain_aborted']]);
     expect(h.pool.inflight.size).toBe(0);
   });
+  it('a drain abort before undici starts the request answers 503 drain_aborted once', () => {
+    const h = harness(false);
+    h.pr.start();
+    h.pr.abortForDrain();
+    const first = h.dispatched[0]!.handler;
+    first.onRequestStart?.(new FakeController(first), {});
+    expect(h.res.status).toBe(503);
+    expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'drain_aborted' } });
+    expect(h.res.headers['retry-after']).toBe('1');
+    expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[503, 'drain_aborted']]);
+    // the response's own close after it was sent is not a client hang-up
+    h.res.hangUp();
+    expect(h.records).toHaveLength(1);
+    expect(h.dispatched).toHaveLength(1);
+  });
+
+  it('every worker answering 5xx gives 502 upstream_error with the retry counted', () => {
+    const h = harness(false);
+    h.pr.start();
+    // maxRetries is 2: three attempts; with two workers the third finds nobody left
+    for (let i = 0; i < 2; i++) {
+      const d = h.dispatched[i]!.handler;
+      const c = new FakeController(d);
+      d.onRequestStart?.(c, {});
+      d.onResponseStart?.(c, 500, { 'content-type': 'application/json' });
+      d.onResponseData?.(c, Buffer.from('{"error":"boom"}'));
+      d.onResponseEnd?.(c, {});
+    }
+    expect(h.res.status).toBe(502);
+    expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'upstream_error' } });
+    expect(h.records.map((r) => [r.status, r.retries])).toEqual([[502, 1]]);
+  });
 });
