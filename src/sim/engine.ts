@@ -65,6 +65,8 @@ export class SimEngine {
   private readonly names: Set<string>;
   private requestNo = 0;
   private closed = false;
+  /** Random per worker; request ids are this plus a counter (unique without per-request randomness). */
+  private readonly idPrefix = randomBytes(8).toString('hex');
   requests = 0;
   tokensOut = 0;
 
@@ -172,7 +174,7 @@ export class SimEngine {
       });
     }
     const no = this.requestNo++;
-    const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${(fmix32(this.opts.seed ^ no) >>> 0).toString(16)}${no.toString(16)}${randomBytes(6).toString('hex')}`;
+    const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.idPrefix}${no.toString(16).padStart(8, '0')}`;
     const o = this.opts;
     const job: Job = {
       res,
@@ -228,26 +230,25 @@ export class SimEngine {
     }
     const g = job.g;
     const n = g.tokens.length;
-    let out = '';
+    let before = '';
     if (!job.started) {
       job.started = true;
       this.metrics.firstToken((job.due - job.arrival) / 1000, job.queuedMs / 1000, job.promptTokens);
       if (job.stream) {
         job.res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-        out = job.r.first();
+        before = job.r.first();
       }
     }
     // inter-token gaps are observed in runs of equal values (at zero delay: one observation call)
     let runGap = -1;
     let runLen = 0;
-    let emitted = 0;
+    const from = job.i;
+    let crashed = false;
     while (job.i < n && job.due <= now) {
       if (job.i === job.crashAt) {
-        this.metrics.tokens(runGap / 1000, runLen);
-        this.tokensOut += emitted;
-        return this.crash(job, out);
+        crashed = true;
+        break;
       }
-      if (job.stream) out += job.r.chunk(job.i);
       if (job.i > 0) {
         if (job.gap !== runGap) {
           this.metrics.tokens(runGap / 1000, runLen);
@@ -257,7 +258,6 @@ export class SimEngine {
         runLen++;
       }
       job.i++;
-      emitted++;
       if (job.i < n) {
         const j = job.timing.jitter > 0 && job.timing.interTokenMs > 0 ? job.jitter.next() : 1;
         job.gap = itlMs(this.scheduler.running, job.timing) * j;
@@ -265,21 +265,22 @@ export class SimEngine {
       }
     }
     this.metrics.tokens(runGap / 1000, runLen);
-    this.tokensOut += emitted;
+    this.tokensOut += job.i - from;
+    // every due token goes out in one write
+    if (crashed) return this.crash(job, job.stream ? job.r.render(from, job.i, before, '') : '');
     if (job.i < n) {
-      if (out) job.res.write(out);
+      if (job.stream) job.res.write(job.r.render(from, job.i, before, ''));
       job.timer = this.clock.setTimer(() => this.tick(job), Math.max(0, job.due - now));
       return;
     }
-    this.finish(job, out);
+    this.finish(job, job.stream ? job.r.render(from, n, before, (n === 0 ? job.r.emptyFinal() : '') + job.r.end(job.includeUsage)) : '');
   }
 
-  private finish(job: Job, out: string): void {
+  private finish(job: Job, out: string | Buffer): void {
     job.done = true;
     const g = job.g;
     if (job.stream) {
-      if (g.tokens.length === 0) out += job.r.emptyFinal();
-      job.res.end(out + job.r.end(job.includeUsage));
+      job.res.end(out);
     } else {
       const body = job.r.full();
       job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
@@ -290,8 +291,9 @@ export class SimEngine {
     this.events.emit('finished', g.finish);
   }
 
+
   /** Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. */
-  private crash(job: Job, out: string): void {
+  private crash(job: Job, out: string | Buffer): void {
     job.done = true;
     this.faults.count('crash');
     this.release(job);

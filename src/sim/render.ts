@@ -28,6 +28,18 @@ function complTop(token: string, logprob: number, top: TopLogprob[]): Record<str
   return d;
 }
 
+/** UTF-8 bytes of token JSON literals; the vocabulary is small, so the cache stays bounded. */
+const JSON_BYTES = new Map<string, Buffer>();
+const JSON_CACHE_MAX = 4096;
+function jsonBytes(json: string): Buffer {
+  let b = JSON_BYTES.get(json);
+  if (b === undefined) {
+    b = Buffer.from(json);
+    if (JSON_BYTES.size < JSON_CACHE_MAX) JSON_BYTES.set(json, b);
+  }
+  return b;
+}
+
 export function usage(promptTokens: number, completionTokens: number): object {
   return { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null };
 }
@@ -37,6 +49,8 @@ export class Renderer {
   private readonly mid: string;
   private readonly tail: string;
   private offset = 0;
+  private preBuf: Buffer | undefined;
+  private sufBuf: Buffer | undefined;
 
   constructor(
     private readonly c: RenderContext,
@@ -62,6 +76,43 @@ export class Renderer {
     if (g.logprobs && g.top) lp = JSON.stringify(this.tokenLogprobs(i));
     const fin = last ? `"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}` : this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null';
     return `${this.head}${this.mid}${g.json[i] ?? '""'}${this.tail},"logprobs":${lp},${fin}}]}\n\n`;
+  }
+
+  /**
+   * The SSE bytes of tokens [from, to) with `before` and `after` around them, as one buffer.
+   * Fast path (no logprobs): per token, a copy of the shared prefix, the token's cached JSON
+   * bytes and the shared suffix — no per-token string building or JSON serialisation.
+   */
+  render(from: number, to: number, before: string, after: string): Buffer | string {
+    const g = this.g;
+    if (g.logprobs) {
+      let out = before;
+      for (let i = from; i < to; i++) out += this.chunk(i);
+      return out + after;
+    }
+    const n = g.tokens.length;
+    const body = Math.min(to, n - 1); // the last token's chunk carries finish_reason: built as a string
+    const pre = (this.preBuf ??= Buffer.from(this.head + this.mid));
+    const suf = (this.sufBuf ??= Buffer.from(`${this.tail},"logprobs":null,${this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null'}}]}\n\n`));
+    const toks: Buffer[] = [];
+    let size = Buffer.byteLength(before) + Buffer.byteLength(after);
+    for (let i = from; i < body; i++) {
+      const b = jsonBytes(g.json[i] ?? '""');
+      toks.push(b);
+      size += pre.length + b.length + suf.length;
+    }
+    const last = to === n && n > 0 ? this.chunk(n - 1) : '';
+    size += Buffer.byteLength(last);
+    const buf = Buffer.allocUnsafe(size);
+    let o = buf.write(before, 0);
+    for (const b of toks) {
+      o += pre.copy(buf, o);
+      o += b.copy(buf, o);
+      o += suf.copy(buf, o);
+    }
+    o += buf.write(last, o);
+    buf.write(after, o);
+    return buf;
   }
 
   /** Final chunk when no token was generated (EOS first): empty text with finish_reason. */
