@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gp, startUp } from './helpers.js';
+import { gp, gpTty, SCRIPT, startUp } from './helpers.js';
 import type { Run, Up } from './helpers.js';
 
 const CONFIG = `
@@ -117,6 +117,15 @@ describe('glidepath admin verbs (generated admin token)', () => {
     const r = await cli('swap');
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/pass --confirm to run it without a terminal \(nothing changed\)/);
+    const st = await cli('status', '-o', 'json');
+    expect(st.json.models[0].active).toBe('v1');
+  });
+
+  it.skipIf(SCRIPT === undefined)('swap on a terminal asks first; anything but yes changes nothing (exit 1)', async () => {
+    const r = await gpTty(['swap'], env, 'n\n');
+    expect(r.stdout).toContain('Swap chat: v1 → v2 (overlap)? [y/N]');
+    expect(r.stdout).toContain('error: swap not confirmed; nothing changed');
+    expect(r.code).toBe(1);
     const st = await cli('status', '-o', 'json');
     expect(st.json.models[0].active).toBe('v1');
   });
