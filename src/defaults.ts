@@ -93,8 +93,6 @@ export const DEFAULTS = {
     model: 'sim-model',
     /** Version id reported when none is given. */
     version: 'v1',
-    /** Version seed when none is given: text is a function of (seed, model, adapter, context). */
-    seed: 0,
     /** Name of the built-in judge model every simulator also serves. */
     judgeModel: 'judge',
     /** Chance per generated token that the sequence ends (EOS); mean answer ~100 tokens. */

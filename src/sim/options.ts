@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import type { SimFaults, SimSettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
+import { fnv1a } from './tokenizer.js';
 
 /** Faults: the config's SimFaults plus `processExit` (exit on the next inference request). */
 export interface SimFaultSpec extends SimFaults {
@@ -35,9 +36,17 @@ export type SimStartOptions = Partial<SimOptions> & { model?: string; version?: 
 
 const D = DEFAULTS.sim;
 
+/**
+ * The seed a version gets when none is configured: a hash of its id, so two versions differ
+ * unless they are given the same seed (same weights under another config, for instance).
+ */
+export function seedFromVersion(version: string): number {
+  return fnv1a(`version:${version}`) & 0x7fffffff;
+}
+
 export function resolveOptions(o: SimStartOptions): SimOptions {
   const out: SimOptions = {
-    seed: o.seed ?? D.seed,
+    seed: o.seed ?? seedFromVersion(o.version ?? D.version),
     loadTimeMs: o.loadTimeMs ?? D.loadTimeMs,
     prefillTokensPerS: o.prefillTokensPerS ?? D.prefillTokensPerS,
     interTokenMs: o.interTokenMs ?? D.interTokenMs,

@@ -42,7 +42,7 @@ export function num(flag: string, v: string, kind: Kind): number {
 
 /** Numeric flags: flag name → [option key, kind, help]. */
 const NUMERIC: [string, keyof SimStartOptions, Kind, string][] = [
-  ['seed', 'seed', 'int', 'version seed: the text is a function of (seed, model, adapter, context)'],
+  ['seed', 'seed', 'int', 'version seed (default: a hash of --version); text = f(seed, model, adapter, context)'],
   ['load-time-ms', 'loadTimeMs', 'nonNeg', 'time until /health is 200 (and to wake from sleep level 2)'],
   ['prefill-tokens-per-s', 'prefillTokensPerS', 'positive', 'prompt tokens per second (TTFT = queue + prompt / rate)'],
   ['inter-token-ms', 'interTokenMs', 'nonNeg', 'time between tokens at one running sequence'],

@@ -89,3 +89,14 @@ describe('options', () => {
     expect(() => resolveOptions({ port: -1 })).toThrow(/port/);
   });
 });
+
+describe('version seeds', () => {
+  it('without a seed, a version gets one derived from its id; an explicit seed wins', () => {
+    const a = resolveOptions({ version: 'v1' });
+    const b = resolveOptions({ version: 'v2' });
+    expect(a.seed).not.toBe(b.seed);
+    expect(resolveOptions({ version: 'v1' }).seed).toBe(a.seed);
+    expect(resolveOptions({ version: 'v1', seed: 5 }).seed).toBe(5);
+    expect(Number.isInteger(a.seed) && a.seed >= 0).toBe(true);
+  });
+});
