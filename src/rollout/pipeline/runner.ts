@@ -123,7 +123,7 @@ export class PipelineRunner {
           const rb = await this.rollback(stage, out.fired);
           // the rollback action replaces the stage's on_failure (both usually roll back); without one, on_failure runs
           if (!this.p.rollback.action) res.onFailure = await this.onFailure(stage);
-          return finish({ ok: false, outcome: 'rolled_back', failedStage: stage.name, reason: `rollback trigger fired in stage ${stage.name}: ${out.detail}`, rollback: rb });
+          return finish({ ok: false, outcome: 'rolled_back', failedStage: stage.name, reason: `rollback trigger ${out.fired.evaluation.summary}`, rollback: rb });
         }
         res.onFailure = await this.onFailure(stage);
         return finish({ ok: false, outcome: 'failed', failedStage: stage.name, reason: `${what}: ${out.detail}`, rollback: undefined });

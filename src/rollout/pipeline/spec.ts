@@ -288,9 +288,10 @@ function compile(raw: Shape, ctx: Ctx, source: string): Pipeline {
   const iss = ctx.issues;
   let rollback: Pipeline['rollback'];
   let trigger: Trigger | undefined;
-  if (raw.triggerText !== undefined) {
+  const triggerText = raw.triggerText === undefined ? undefined : str(ctx, ['rollback', 'trigger'], raw.triggerText);
+  if (triggerText !== undefined) {
     try {
-      trigger = parseTrigger(raw.triggerText);
+      trigger = parseTrigger(triggerText);
     } catch (err) {
       if (!(err instanceof TriggerError)) throw err;
       iss.add(['rollback', 'trigger'], err.message);
@@ -299,7 +300,7 @@ function compile(raw: Shape, ctx: Ctx, source: string): Pipeline {
   if (raw.rollback) {
     const action = raw.rollback.action === undefined ? undefined : command(ctx, ['rollback', 'action'], raw.rollback.action);
     const notify = raw.rollback.notify === undefined ? undefined : str(ctx, ['rollback', 'notify'], raw.rollback.notify);
-    if (trigger) rollback = { trigger, triggerText: raw.rollback.trigger, action, notify };
+    if (trigger) rollback = { trigger, triggerText: triggerText ?? raw.rollback.trigger, action, notify };
   }
   const model = raw.pipeline.model === undefined ? undefined : str(ctx, ['pipeline', 'model'], raw.pipeline.model);
   const names = new Map<string, number>();

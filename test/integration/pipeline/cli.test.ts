@@ -236,7 +236,7 @@ describe('glidepath pipeline run', () => {
     expect(r.stdout).not.toContain('stage cleanup ran');
     expect(r.stdout).not.toContain('promoted');
     expect(r.stdout).toContain(`notify pagerduty: sent to 1/1 webhook(s) (${url}/notify)`);
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^pipeline rolled back in stage canary: rollback trigger fired in stage canary/);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^pipeline rolled back in stage canary: rollback trigger fired: error_rate > 0\.001 \(measured 0\.05\)$/);
     expect(state.statusCalls).toBe(4);
     expect(state.notices).toHaveLength(1);
     expect(state.notices[0]).toMatchObject({
