@@ -219,8 +219,20 @@ export class SimEngine {
     this.tick(job);
   }
 
-  /** Emit everything that is due; schedule the next wake-up. One write per tick. */
+  /** Timer entry point: a bug in one response must drop that response, never the process. */
   private tick(job: Job): void {
+    try {
+      this.step(job);
+    } catch {
+      if (job.done) return;
+      job.done = true;
+      this.release(job);
+      job.res.destroy();
+    }
+  }
+
+  /** Emit everything that is due; schedule the next wake-up. One write per tick. */
+  private step(job: Job): void {
     job.timer = undefined;
     if (job.done || this.closed) return;
     const now = this.clock.now();
