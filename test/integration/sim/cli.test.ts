@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:chil
 import { existsSync, statSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chat, get, post } from './helpers.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
@@ -33,8 +33,15 @@ interface Listening {
   pid: number;
 }
 
+const children = new Set<ChildProcessWithoutNullStreams>();
+afterAll(() => {
+  // a failed assertion must not leave a simulator running
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
 function start(args: string[]): { child: ChildProcessWithoutNullStreams; lines: AsyncIterator<string>; exit: Promise<number | null> } {
   const child = spawn(process.execPath, [MAIN, 'sim', ...args], { cwd: ROOT });
+  children.add(child);
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, lines, exit };
