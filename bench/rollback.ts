@@ -6,7 +6,8 @@
 //                        served by the standby (x-glidepath-version) reaching a polling client.
 //   (c) admin API      — the same without the process spawn: POST …/rollback → first standby response.
 //   (d) sleeping standby (time-shared): v1 asleep at level 1; rollback wakes it first.
-//   baseline           — spawning `node -e 0` (the floor under (b)), in the same run.
+//   baselines          — spawning `node -e 0` (the floor under (b)), and `DataPlane.setRoute` called
+//                        in this process (the floor under (a)), in the same run.
 //
 // Each iteration rolls back v2 → v1, then swaps back to v2 (waiting until the pollers see v2 again).
 // Usage: npm run bench:rollback [-- --iterations 50 --switch-iterations 400 --sleep-iterations 20 --pollers 2]
@@ -19,6 +20,9 @@ import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { CLI, ROOT, cleanupAll, removeDir, simConfigYaml, startUp, tempDir, trackWorkerPids, writeConfig } from '../test/helpers/e2e-up.js';
 import type { UpProcess, WorkerView } from '../test/helpers/e2e-up.js';
+import { parseConfig } from '../src/config/load.js';
+import { DataPlane } from '../src/gateway/dataplane.js';
+import { Telemetry } from '../src/telemetry/telemetry.js';
 
 const MODEL = 'chat';
 const arg = (name: string, def: number): number => {
@@ -111,6 +115,27 @@ class Pollers {
     this.running = false;
     await Promise.all(this.loops);
   }
+}
+
+/**
+ * Baseline in the same run: the same `DataPlane.setRoute` (validate, build, swap, gauges) called in
+ * this process, back to back and hot, with no traffic — what the code costs without a busy server.
+ */
+function inProcessSwitch(n: number): number[] {
+  const gw = parseConfig({ models: [{ name: MODEL, versions: [{ id: 'v1' }] }] }).gateway;
+  const dp = new DataPlane(gw, new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 }));
+  dp.addModel({ model: MODEL, versions: [{ id: 'v1', cardChecksum: 'c' }, { id: 'v2', cardChecksum: 'c' }], route: { model: MODEL, weights: { v1: 1 } } });
+  dp.setWorkers(MODEL, 'v1', [{ id: 'w1', url: 'http://127.0.0.1:9' }]);
+  dp.setWorkers(MODEL, 'v2', [{ id: 'w2', url: 'http://127.0.0.1:9' }]);
+  const xs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const [to, other] = i % 2 === 0 ? ['v2', 'v1'] : ['v1', 'v2'];
+    const t0 = performance.now();
+    dp.setRoute({ model: MODEL, weights: { [to]: 1, [other]: 0 }, stable: to });
+    xs.push(performance.now() - t0);
+  }
+  void dp.close();
+  return xs;
 }
 
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string; exitedAt: number }> {
@@ -231,6 +256,8 @@ async function main(): Promise<void> {
       await swapBack('sleep');
     }
     await pollers.stop();
+    const load1 = loadavg();
+    const hotMs = inProcessSwitch(20_000);
 
     const machine = {
       cpu: cpus()[0]?.model ?? 'unknown',
@@ -239,6 +266,7 @@ async function main(): Promise<void> {
       platform: `${platform()} ${release()}`,
       node: process.version,
       loadavg_at_start: load0.map((x) => Math.round(x * 100) / 100),
+      loadavg_at_end: load1.map((x) => Math.round(x * 100) / 100),
     };
     const results = {
       date: new Date().toISOString(),
@@ -254,6 +282,8 @@ async function main(): Promise<void> {
         cli_path: cliHasRollback ? 'glidepath rollback --instant --output json (spawned process)' : 'glidepath rollback not built: CLI path skipped',
       },
       route_switch_ms: round(stats(switchMs)),
+      route_switch_over_1ms: switchMs.filter((x) => x >= 1).length,
+      baseline_in_process_set_route_ms: round(stats(hotMs)),
       cli_to_first_standby_response_ms: cliHasRollback ? round(stats(cliFirst)) : null,
       cli_process_exit_ms: cliHasRollback ? round(stats(cliExit)) : null,
       baseline_node_spawn_ms: round(stats(spawnMs)),
@@ -271,8 +301,8 @@ async function main(): Promise<void> {
     const outDir = path.join(ROOT, 'bench/results');
     mkdirSync(outDir, { recursive: true });
     writeFileSync(path.join(outDir, 'rollback.json'), `${JSON.stringify(results, null, 2)}\n`);
-    writeFileSync(path.join(outDir, 'rollback.md'), markdown(results, { switchMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
-    process.stdout.write(markdown(results, { switchMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
+    writeFileSync(path.join(outDir, 'rollback.md'), markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
+    process.stdout.write(markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
     if (pollers.errors > 0) throw new Error(`${pollers.errors} poller request(s) failed during the benchmark`);
   } finally {
     await agent.close();
@@ -284,7 +314,7 @@ async function main(): Promise<void> {
 
 function markdown(
   r: { date: string; machine: Record<string, unknown>; setup: Record<string, unknown>; poller: { requests: number; errors: number } },
-  s: Record<'switchMs' | 'cliFirst' | 'cliExit' | 'spawnMs' | 'apiFirst' | 'apiReply' | 'sleepFirst' | 'sleepWake' | 'sleepSwitch' | 'sleepTotal', number[]>,
+  s: Record<'switchMs' | 'hotMs' | 'cliFirst' | 'cliExit' | 'spawnMs' | 'apiFirst' | 'apiReply' | 'sleepFirst' | 'sleepWake' | 'sleepSwitch' | 'sleepTotal', number[]>,
   cli: boolean,
 ): string {
   const m = r.machine;
@@ -293,7 +323,7 @@ function markdown(
   return [
     '# Instant rollback',
     '',
-    `Run ${r.date} on ${String(m.cpu)} (${String(m.cores)} cores, ${String(m.memory_gb)} GB), ${String(m.platform)}, Node ${String(m.node)}; load average at start ${(m.loadavg_at_start as number[]).join(' ')} (the machine is shared).`,
+    `Run ${r.date} on ${String(m.cpu)} (${String(m.cores)} cores, ${String(m.memory_gb)} GB), ${String(m.platform)}, Node ${String(m.node)}; load average ${(m.loadavg_at_start as number[]).join(' ')} at start, ${(m.loadavg_at_end as number[]).join(' ')} at the end (the machine is shared with other work).`,
     '',
     '## Method',
     '',
@@ -312,6 +342,7 @@ function markdown(
     '| measure | n | p50 | p90 | p99 | max |',
     '|---|---|---|---|---|---|',
     row('(a) route switch (`elapsed_ms`)', s.switchMs, 4),
+    row('baseline: `setRoute` in-process, hot, no traffic', s.hotMs, 4),
     ...(cli ? [row('(b) CLI invoked → first v1 response', s.cliFirst, 1), row('(b) CLI invoked → CLI exited', s.cliExit, 1), row('baseline: spawn `node -e 0` → exit', s.spawnMs, 1)] : []),
     row('(c) API call → first v1 response', s.apiFirst, 2),
     row('(c) API call → API reply', s.apiReply, 2),
@@ -320,7 +351,9 @@ function markdown(
     row('(d) asleep: route switch `elapsed_ms`', s.sleepSwitch, 4),
     row('(d) asleep: `total_ms`', s.sleepTotal, 2),
     '',
-    `Target: route switch p99 < 1 ms — ${sw.p99 < 1 ? 'met' : 'NOT met'} (p99 ${sw.p99.toFixed(4)} ms over ${sw.n} rollbacks). Rows with ${s.apiFirst.length} or fewer samples: p99 is the largest or second-largest value.`,
+    `Target: route switch p99 < 1 ms — ${sw.p99 < 1 ? 'met' : 'NOT met'} (p99 ${sw.p99.toFixed(4)} ms over ${sw.n} rollbacks; ${s.switchMs.filter((x) => x >= 1).length} of them took 1 ms or more). ` +
+      'The timed region is tens of microseconds of work (see the in-process baseline); a sample far above it means the `up` process was descheduled or collecting garbage inside that window (the load average above is the number of runnable processes sharing the cores).',
+    `Rows with ${s.apiFirst.length} or fewer samples: p99 is the largest or second-largest value.`,
     `Pollers: ${r.poller.requests} requests, ${r.poller.errors} errors.`,
     '',
   ].join('\n');
