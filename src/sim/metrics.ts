@@ -71,6 +71,8 @@ export class SimMetrics {
   private readonly genTokens: Counter<'model_name'>;
   private readonly success: Counter<'model_name' | 'finished_reason'>;
   private readonly faults: Counter<'model_name' | 'kind'>;
+  /** Label objects per finish reason, built once (this runs per request). */
+  private readonly reasonLabels = new Map<string, { model_name: string; finished_reason: string }>();
 
   constructor(model: string, version: string, seed: number, state: EngineState) {
     const r = this.registry;
@@ -144,7 +146,9 @@ export class SimMetrics {
   finished(e2eS: number, generated: number, reason: string): void {
     this.e2e.observe(this.l, e2eS);
     this.genTokens.inc(this.l, generated);
-    this.success.inc({ ...this.l, finished_reason: reason });
+    let labels = this.reasonLabels.get(reason);
+    if (!labels) this.reasonLabels.set(reason, (labels = { ...this.l, finished_reason: reason }));
+    this.success.inc(labels);
   }
 
   fault(kind: FaultKind): void {
