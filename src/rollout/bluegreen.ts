@@ -61,7 +61,11 @@ export async function deployGreen(cp: ControlPlane, model: string, id: string, a
       if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
       const ready = await cp.load(v, actor, onProgress);
       // in the route at weight 0: reachable with the version header for preview, never by weight
-      cp.publishRoute(routeTo(cp, model, cp.route(model).stable, loadedIds(cp, model)));
+      // the route in force stays as it is (a canary split keeps its traffic); green joins at weight 0
+      const cur = routeToSpec(cp.route(model));
+      const weights = { ...cur.weights };
+      for (const k of loadedIds(cp, model)) weights[k] ??= 0;
+      cp.publishRoute({ ...cur, weights });
       return ready;
     }),
   );
@@ -99,6 +103,8 @@ export async function swap(
       const blue = cp.registry.active(model);
       if (blue && blue.id === green.id) throw new ConflictError('already_active', `version ${model}/${green.id} is already active`);
       if (cp.workers.isAsleep(model, green.id)) await cp.workers.wakeVersion(model, green.id);
+      // awake from now on: a restart must not put the new active version back to sleep
+      cp.store.deleteSetting(`sleep:${model}/${green.id}`);
       const keep = loadedIds(cp, model);
       let switchMs: number;
       let heldMs: number | undefined;

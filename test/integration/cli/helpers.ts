@@ -33,16 +33,19 @@ export interface Up {
   dataUrl: string;
   /** Everything `up` wrote to stderr so far. */
   log(): string;
+  /** SIGTERM, wait for the exit, start again on the same config and data dir (new ports). */
+  restart(): Promise<void>;
   stop(): Promise<number | null>;
 }
 
-/** Start `glidepath up` with `config` in a fresh temp dir; resolves once it prints its URLs. */
-export async function startUp(config: string): Promise<Up> {
-  ensureBuilt();
-  const dir = mkdtempSync(join(tmpdir(), 'gp-cli-'));
-  const dataDir = join(dir, 'data');
-  const cfgFile = join(dir, 'glidepath.yaml');
-  writeFileSync(cfgFile, config);
+interface Proc {
+  child: ChildProcessWithoutNullStreams;
+  exited: Promise<number | null>;
+  dataUrl: string;
+  adminUrl: string;
+}
+
+async function launch(cfgFile: string, dir: string, dataDir: string, onLog: (l: string) => void): Promise<Proc> {
   const child: ChildProcessWithoutNullStreams = spawn(
     process.execPath,
     [MAIN, 'up', '--config', cfgFile, '--data-dir', dataDir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'],
@@ -55,25 +58,50 @@ export async function startUp(config: string): Promise<Up> {
   const ready = new Promise<{ dataUrl: string; adminUrl: string }>((resolve, reject) => {
     lines.on('line', (l) => {
       log += `${l}\n`;
+      onLog(l);
       const m = /^glidepath: data plane (\S+)\s+admin API (\S+)/.exec(l);
       if (m) resolve({ dataUrl: m[1] as string, adminUrl: m[2] as string });
     });
     void exited.then((code) => reject(new Error(`glidepath up exited with ${code} before listening:\n${log}`)));
   });
-  const { dataUrl, adminUrl } = await ready;
-  return {
+  return { child, exited, ...(await ready) };
+}
+
+async function terminate(p: Proc): Promise<number | null> {
+  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+  return p.exited;
+}
+
+/** Start `glidepath up` with `config` in a fresh temp dir; resolves once it prints its URLs. */
+export async function startUp(config: string): Promise<Up> {
+  ensureBuilt();
+  const dir = mkdtempSync(join(tmpdir(), 'gp-cli-'));
+  const dataDir = join(dir, 'data');
+  const cfgFile = join(dir, 'glidepath.yaml');
+  writeFileSync(cfgFile, config);
+  let log = '';
+  const onLog = (l: string) => (log += `${l}\n`);
+  let proc = await launch(cfgFile, dir, dataDir, onLog);
+  const up: Up = {
     dir,
     dataDir,
-    adminUrl,
-    dataUrl,
+    adminUrl: proc.adminUrl,
+    dataUrl: proc.dataUrl,
     log: () => log,
+    async restart() {
+      const code = await terminate(proc);
+      if (code !== 0) throw new Error(`glidepath up exited with ${code} on SIGTERM:\n${log}`);
+      proc = await launch(cfgFile, dir, dataDir, onLog);
+      up.adminUrl = proc.adminUrl;
+      up.dataUrl = proc.dataUrl;
+    },
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const code = await exited;
+      const code = await terminate(proc);
       rmSync(dir, { recursive: true, force: true });
       return code;
     },
   };
+  return up;
 }
 
 /** The environment without any GLIDEPATH_* the developer may have set. */

@@ -17,7 +17,7 @@ auth:
     - { name: ops-admin, role: admin, token: ${ADMIN} }
     - { name: ci, role: operator, token: ${OPERATOR} }
     - { name: dashboard, role: viewer, token: ${VIEWER} }
-gpus: { count: 4, memory_gb: 80 }
+gpus: { count: 6, memory_gb: 80 }
 models:
   - name: chat
     priority: high
@@ -137,5 +137,40 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     const audit = await as(VIEWER, 'audit', '--actor', 'ci', '--result', 'ok');
     expect(audit.stdout).toMatch(/ci\s+rollback\s+embed\s+ok/);
     expect(audit.stdout).toMatch(/ci\s+swap\s+embed\s+ok\s+\S+ m?s\s+mode=drain-first drainTimeoutMs=2000 standby=sleep/);
+  });
+
+  it('regression: deploy green kept only the stable version in the route, dropping a running canary split', async () => {
+    expect((await as(OPERATOR, 'deploy', 'green', '--version', 'v2', '-m', 'chat', '--quiet')).code).toBe(0);
+    const put = await fetch(`${up.adminUrl}/admin/v1/models/chat/route`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${OPERATOR}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ weights: { v1: 0.9, v2: 0.1 } }),
+    });
+    expect(put.status).toBe(200);
+    expect((await as(OPERATOR, 'version', 'register', '--id', 'v3', '--weight-hash', 'sha256:3333', '-m', 'chat')).code).toBe(0);
+    const d = await as(OPERATOR, 'deploy', 'green', '--version', 'v3', '-m', 'chat');
+    expect(d.code).toBe(0);
+    const st = await as(VIEWER, 'status', '-m', 'chat', '-o', 'json');
+    expect(st.json.models[0].route.weights).toEqual({ v1: 0.9, v2: 0.1, v3: 0 });
+    const human = await as(VIEWER, 'status', '-m', 'chat');
+    expect(human.stdout).toMatch(/^chat\s+high\s+v1\s+-\s+v1 90%, v2 10%\s+\d+$/m);
+  });
+
+  it('regression: swapping to a sleeping standby left it marked asleep, so a restart put the active version to sleep', async () => {
+    // state: e1 active (woken by the rollback), e2 standby
+    const away = await as(OPERATOR, 'swap', '--confirm', '-m', 'embed', '--to', 'e2', '--standby', 'sleep');
+    expect(away.code).toBe(0);
+    expect((await as(VIEWER, 'version', 'list', '-m', 'embed')).stdout).toMatch(/^e1\s+standby \(asleep\)/m);
+    const back = await as(OPERATOR, 'swap', '--confirm', '-m', 'embed', '--to', 'e1');
+    expect(back.code).toBe(0);
+    expect(back.stdout).toMatch(/^Swapped embed: e2 → e1 \(overlap\)/m);
+    await up.restart();
+    const vs = await as(VIEWER, 'version', 'list', '-m', 'embed', '-o', 'json');
+    expect(vs.json.map((v: { version: string; status: string; asleep: boolean }) => [v.version, v.status, v.asleep])).toEqual([
+      ['e1', 'active', false],
+      ['e2', 'standby', false],
+    ]);
+    const ws = await as(VIEWER, 'workers', '-m', 'embed', '-o', 'json');
+    expect(ws.json.find((w: { version: string }) => w.version === 'e1')).toMatchObject({ state: 'ready', routable: true });
   });
 });
