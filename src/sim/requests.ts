@@ -77,7 +77,12 @@ function parse<T>(schema: z.ZodType<T>, body: unknown): T {
   return r.data;
 }
 
-function checkCommon(b: { n?: number | null | undefined; max_tokens?: number | null | undefined }, maxLogprobs: number, top: number): void {
+function checkCommon(
+  b: { n?: number | null | undefined; max_tokens?: number | null | undefined; stream?: boolean | null | undefined; stream_options?: object | null | undefined },
+  maxLogprobs: number,
+  top: number,
+): void {
+  if (b.stream_options && !b.stream) throw new BadRequestError('invalid_request', 'Stream options can only be defined when `stream=True`.');
   if (b.n !== undefined && b.n !== null && b.n !== 1) throw new BadRequestError('invalid_request', `n: the simulator supports n = 1 only, got ${b.n}`);
   if (b.max_tokens !== undefined && b.max_tokens !== null && b.max_tokens < 1) {
     throw new BadRequestError('invalid_request', `max_tokens must be at least 1, got ${b.max_tokens}.`);
@@ -116,7 +121,7 @@ export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest 
     throw new BadRequestError('invalid_request', 'top_logprobs requires logprobs to be true');
   }
   const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? null;
-  checkCommon({ n: b.n, max_tokens: maxTokens }, maxLogprobs, top);
+  checkCommon({ n: b.n, max_tokens: maxTokens, stream: b.stream, stream_options: b.stream_options }, maxLogprobs, top);
   const cont = b.continue_final_message ?? false;
   const addGen = b.add_generation_prompt ?? true;
   if (cont && addGen) {

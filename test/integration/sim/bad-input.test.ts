@@ -25,6 +25,7 @@ describe('bad input gets vLLM statuses and OpenAI error bodies', () => {
     ['prompt longer than the context', '/v1/completions', { model: 'sim-model', prompt: 'w '.repeat(120) }, undefined, 400, /maximum context length/],
     ['more than the KV cache', CHAT, chat('x', { max_tokens: 90 }), undefined, 400, /KV/],
     ['min_tokens over max_tokens', CHAT, chat('x', { max_tokens: 3, min_tokens: 5 }), undefined, 400, /min_tokens must be less than or equal to max_tokens=3/],
+    ['stream_options without stream', '/v1/completions', { model: 'sim-model', prompt: 'x', stream_options: { include_usage: true } }, undefined, 400, /only be defined when `stream=True`/],
     ['n > 1', CHAT, chat('x', { n: 2 }), undefined, 400, /n = 1/],
     ['too many top_logprobs', CHAT, chat('x', { logprobs: true, top_logprobs: 21 }), undefined, 400, /exceeds the maximum/],
     ['top_logprobs without logprobs', CHAT, chat('x', { top_logprobs: 2 }), undefined, 400, /requires logprobs/],
