@@ -179,7 +179,7 @@ export class SimEngine {
     const job: Job = {
       res,
       g,
-      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: ctx.tokens, topLogprobs: req.topLogprobs }, g),
+      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: ctx.tokens, topLogprobs: req.topLogprobs, continuousUsage: req.stream && req.continuousUsage }, g),
       stream: req.stream,
       includeUsage: req.includeUsage,
       promptTokens: ctx.tokens,

@@ -13,6 +13,8 @@ export interface RenderContext {
   promptTokens: number;
   /** -1: no logprobs. */
   topLogprobs: number;
+  /** stream_options.continuous_usage_stats: every chunk carries running usage. */
+  continuousUsage?: boolean;
 }
 
 const utf8 = (s: string): number[] => [...Buffer.from(s, 'utf8')];
@@ -65,7 +67,14 @@ export class Renderer {
   /** The chat role chunk vLLM sends first (empty for completions). */
   first(): string {
     if (this.c.kind !== 'chat') return '';
-    return `${this.head}"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`;
+    return `${this.head}"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${this.usageAt(0)}}\n\n`;
+  }
+
+  /** `,"usage":{…}` after `completion` tokens when continuous usage is on, else nothing. */
+  private usageAt(completion: number): string {
+    if (!this.c.continuousUsage) return '';
+    const p = this.c.promptTokens;
+    return `,"usage":{"prompt_tokens":${p},"total_tokens":${p + completion},"completion_tokens":${completion}}`;
   }
 
   /** SSE chunk of token i; the last token carries finish_reason (as vLLM does). */
@@ -75,7 +84,8 @@ export class Renderer {
     let lp = 'null';
     if (g.logprobs && g.top) lp = JSON.stringify(this.tokenLogprobs(i));
     const fin = last ? `"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}` : this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null';
-    return `${this.head}${this.mid}${g.json[i] ?? '""'}${this.tail},"logprobs":${lp},${fin}}]}\n\n`;
+    // the last chunk reports the full count (a stop string may have cut tokens after it)
+    return `${this.head}${this.mid}${g.json[i] ?? '""'}${this.tail},"logprobs":${lp},${fin}}]${this.usageAt(last ? g.count : i + 1)}}\n\n`;
   }
 
   /**
@@ -85,7 +95,7 @@ export class Renderer {
    */
   render(from: number, to: number, before: string, after: string): Buffer | string {
     const g = this.g;
-    if (g.logprobs) {
+    if (g.logprobs || this.c.continuousUsage) {
       let out = before;
       for (let i = from; i < to; i++) out += this.chunk(i);
       return out + after;
@@ -118,7 +128,7 @@ export class Renderer {
   /** Final chunk when no token was generated (EOS first): empty text with finish_reason. */
   emptyFinal(): string {
     const g = this.g;
-    return `${this.head}${this.mid}""${this.tail},"logprobs":null,"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}}]}\n\n`;
+    return `${this.head}${this.mid}""${this.tail},"logprobs":null,"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}}]${this.usageAt(g.count)}}\n\n`;
   }
 
   /** Usage chunk (when stream_options.include_usage) and the terminator. */

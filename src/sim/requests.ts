@@ -57,6 +57,8 @@ export interface InferenceRequest {
   messages: Message[] | null;
   stream: boolean;
   includeUsage: boolean;
+  /** stream_options.continuous_usage_stats (vLLM): usage in every chunk. */
+  continuousUsage: boolean;
   /** Explicit max_tokens, or null to use the default. */
   maxTokens: number | null;
   minTokens: number;
@@ -134,6 +136,7 @@ export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest 
     messages: b.messages,
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,
+    continuousUsage: b.stream_options?.continuous_usage_stats ?? false,
     maxTokens,
     minTokens: b.min_tokens ?? 0,
     ignoreEos: b.ignore_eos ?? false,
@@ -160,6 +163,7 @@ export function parseCompletion(body: unknown, maxLogprobs: number): InferenceRe
     messages: null,
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,
+    continuousUsage: b.stream_options?.continuous_usage_stats ?? false,
     maxTokens: b.max_tokens ?? null,
     minTokens: b.min_tokens ?? 0,
     ignoreEos: b.ignore_eos ?? false,

@@ -57,6 +57,17 @@ describe('chat completions', () => {
     expect(chunks(r.text).every((c) => c.usage === undefined && c.choices.length === 1)).toBe(true);
   });
 
+  it('stream_options.continuous_usage_stats puts running usage in every chunk', async () => {
+    const r = await post(sim.url, '/v1/chat/completions', chat('count', { max_tokens: 4, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }));
+    const cs = chunks(r.text);
+    expect(cs).toHaveLength(1 + 4 + 1);
+    expect(cs.slice(0, 5).map((c) => c.usage.completion_tokens)).toEqual([0, 1, 2, 3, 4]);
+    expect(cs[4].usage).toEqual({ prompt_tokens: 4, total_tokens: 8, completion_tokens: 4 });
+    expect(cs[5].choices).toEqual([]);
+    const plain = await post(sim.url, '/v1/chat/completions', chat('count', { max_tokens: 4, ignore_eos: true, stream: true }));
+    expect(streamedText(r.text)).toBe(streamedText(plain.text));
+  });
+
   it('returns logprobs and top_logprobs deterministically', async () => {
     const body = chat('logprobs please', { max_tokens: 4, ignore_eos: true, logprobs: true, top_logprobs: 3 });
     const a = await post(sim.url, '/v1/chat/completions', body);
