@@ -5,6 +5,8 @@ import { DEFAULTS } from '../defaults.js';
 import type { Version } from '../domain/version.js';
 import { ConflictError } from '../errors.js';
 import type { ControlPlane } from '../control/plane.js';
+import { stagePlanFor } from './stage-plan.js';
+import type { StagePlan } from './stage-plan.js';
 
 export type RiskLevel = 'low' | 'medium' | 'high' | 'critical';
 export type StrategyKind = 'blue-green' | 'canary' | 'rolling' | 'stop-start' | 'time-shared-blue-green';
@@ -73,6 +75,8 @@ export interface StrategyPlan {
   risk: Risk;
   rows: StrategyRow[];
   recommendation: { strategy: StrategyKind; label: string; canaryShare?: number | undefined; evalDurationS?: number | undefined; reason: string };
+  /** Canary stage durations from the live request rate and the power analysis (planFor only). */
+  canaryStages?: StagePlan | undefined;
 }
 
 const C = DEFAULTS.control;
@@ -286,7 +290,7 @@ export function planFor(cp: ControlPlane, model: string, targetId: string, opts:
   const free = cp.inventory.free().filter((g) => g.memoryGb >= perGpu).length;
   // a static version runs one worker per listed endpoint, whatever `replicas` says
   const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
-  return planStrategies({ totalGpus: cp.inventory.total, freeGpus: free }, shape(current), shape(target), opts);
+  return { ...planStrategies({ totalGpus: cp.inventory.total, freeGpus: free }, shape(current), shape(target), opts), canaryStages: stagePlanFor(cp, model) };
 }
 
 function fmtMs(ms: number): string {
@@ -320,5 +324,15 @@ export function formatPlan(p: StrategyPlan): string {
     line(head),
     ...body.map(line),
     `recommended: ${p.recommendation.label} — ${p.recommendation.reason}`,
+    ...(p.canaryStages ? formatStages(p.canaryStages) : []),
   ].join('\n');
+}
+
+function formatStages(sp: StagePlan): string[] {
+  const out = [`canary stages at ${sp.liveRps.toFixed(1)} req/s live: ${sp.note}`];
+  for (const r of sp.stages) {
+    out.push(`  ${String(r.percent).padStart(3)} %  ${r.samplesNeeded} samples  ${r.canaryRps.toFixed(2)} req/s  → ${Number.isFinite(r.durationMs) ? fmtMs(r.durationMs) : 'waits for traffic'}`);
+  }
+  out.push(`  total ${Number.isFinite(sp.totalMs) ? fmtMs(sp.totalMs) : 'unknown (no traffic)'}, then promotion`);
+  return out;
 }
