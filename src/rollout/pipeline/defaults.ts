@@ -10,6 +10,8 @@ export const PIPELINE_DEFAULTS = {
   waitTimeoutMs: 15 * 60_000,
   /** How long `monitor: health_gates` watches when the step has no `for:`. */
   monitorForMs: 5 * 60_000,
+  /** How long `monitor: health_gates` with `until:` may wait for its condition (a canary takes a while). */
+  monitorUntilMs: 2 * 3_600_000,
   /** How often the trigger is evaluated when the step has no `every:` (seed 001 checks every 5 s). */
   monitorEveryMs: 5_000,
   /** How often `wait_for` polls the admin API. */
@@ -26,7 +28,10 @@ export const PIPELINE_DEFAULTS = {
 
 /**
  * `green_ready`: the target version (step `version:`, else $VERSION, else any) is `ready`;
- * `healthy`: the admin API reports ready and the model has an active version whose workers are healthy.
+ * `version_ready`: the target version is loaded (ready, active or standby);
+ * `healthy`: the admin API reports ready and the model has an active version whose workers are healthy;
+ * `canary_succeeded`: the model's canary (of the target version) succeeded; any other end fails the step;
+ * `rollout_done`: the model's canary (of the target version) ended, however it ended.
  */
-export const WAIT_CONDITIONS = ['green_ready', 'healthy'] as const;
+export const WAIT_CONDITIONS = ['green_ready', 'version_ready', 'healthy', 'canary_succeeded', 'rollout_done'] as const;
 export type WaitCondition = (typeof WAIT_CONDITIONS)[number];

@@ -93,7 +93,56 @@ interface VersionJson {
   health?: { state?: string };
 }
 
+interface CanaryJson {
+  canary: string;
+  phase: string;
+  stages?: number[];
+  stageIndex?: number;
+  percent?: number;
+  pausedReason?: string | null;
+  message?: string | null;
+  rollback?: { reason?: string } | null;
+}
+
+const CANARY_FAILED = ['rolled_back', 'aborted', 'failed'];
+
+/** canary_succeeded / rollout_done: GET /models/:model/canary (the running or last canary). */
+async function pollCanary(api: AdminApi, model: string, cond: 'canary_succeeded' | 'rollout_done', version: string | undefined): Promise<Poll> {
+  let c: CanaryJson;
+  try {
+    c = await api.get<CanaryJson>(`/models/${enc(model)}/canary`);
+  } catch (err) {
+    if (httpStatus(err) === 404) return { state: 'waiting', detail: `${model} has no canary yet` };
+    throw err;
+  }
+  // the last canary may be an older one: only the target version's counts
+  if (version !== undefined && c.canary !== version) return { state: 'waiting', detail: `the last canary of ${model} is of ${c.canary}, not ${version}` };
+  const why = c.rollback?.reason ?? c.message ?? undefined;
+  if (c.phase === 'succeeded') return { state: 'done', detail: `canary of ${c.canary} succeeded` };
+  if (CANARY_FAILED.includes(c.phase)) {
+    const detail = `canary of ${c.canary} ended ${c.phase}${why ? `: ${why}` : ''}`;
+    return cond === 'rollout_done' ? { state: 'done', detail } : { state: 'failed', detail };
+  }
+  if (c.phase === 'paused') return { state: 'waiting', detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.pausedReason ? `: ${c.pausedReason}` : ''} (waiting for a human: canary resume|promote|abort)` };
+  return { state: 'waiting', detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stageIndex ?? 0) + 1}/${c.stages?.length ?? '?'})` };
+}
+
 export async function pollCondition(api: AdminApi, model: string, cond: WaitCondition, version: string | undefined): Promise<Poll> {
+  if (cond === 'canary_succeeded' || cond === 'rollout_done') return pollCanary(api, model, cond, version);
+  if (cond === 'version_ready') {
+    if (version === undefined) return { state: 'failed', detail: 'version_ready needs a version: give the step a version: or set $VERSION' };
+    let v: VersionJson;
+    try {
+      v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(version)}`);
+    } catch (err) {
+      if (httpStatus(err) === 404) return { state: 'waiting', detail: `${version} is not registered yet` };
+      throw err;
+    }
+    if (['ready', 'active', 'standby'].includes(v.status)) return { state: 'done', detail: `${version} is loaded (${v.status})` };
+    if (v.status === 'failed') return { state: 'failed', detail: `${version} failed to load${v.failure?.message ? `: ${v.failure.message}` : ''}` };
+    if (v.status === 'retired') return { state: 'failed', detail: `${version} was retired` };
+    return { state: 'waiting', detail: `${version} is ${v.status}` };
+  }
   if (cond === 'green_ready') {
     if (version === undefined) {
       const st = await api.get<StatusJson>('/status');

@@ -16,7 +16,7 @@ export interface PlanCommand {
 export type PlanStep =
   | ({ kind: 'run'; timeout: string; line: number | null } & PlanCommand)
   | { kind: 'wait_for'; condition: string; version: string | null; timeout: string; line: number | null }
-  | { kind: 'monitor'; gates: string; for: string; every: string; line: number | null };
+  | { kind: 'monitor'; gates: string; for: string; every: string; until: string | null; version: string | null; line: number | null };
 
 export interface Plan {
   dry_run: true;
@@ -41,7 +41,7 @@ function step(s: Step, cliPath?: string): PlanStep {
     case 'wait_for':
       return { kind: 'wait_for', condition: s.condition, version: s.version ?? null, timeout: formatDuration(s.timeoutMs), line };
     case 'monitor':
-      return { kind: 'monitor', gates: 'health_gates', for: formatDuration(s.forMs), every: formatDuration(s.everyMs), line };
+      return { kind: 'monitor', gates: 'health_gates', for: formatDuration(s.forMs), every: formatDuration(s.everyMs), until: s.until ?? null, version: s.version ?? null, line };
   }
 }
 
@@ -91,7 +91,8 @@ export function renderPlan(plan: Plan): string {
       const at = x.line === null ? '' : `  [line ${x.line}]`;
       if (x.kind === 'run') out.push(`  ${j + 1}. run ${x.command}  (timeout ${x.timeout})${at}`);
       else if (x.kind === 'wait_for') out.push(`  ${j + 1}. wait_for ${x.condition}${x.version ? ` of version ${x.version}` : ''}  (timeout ${x.timeout})${at}`);
-      else out.push(`  ${j + 1}. monitor health_gates for ${x.for}, every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
+      else if (x.until === null) out.push(`  ${j + 1}. monitor health_gates for ${x.for}, every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
+      else out.push(`  ${j + 1}. monitor health_gates until ${x.until}${x.version ? ` of version ${x.version}` : ''} (at most ${x.for}), every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
     });
     for (const c of s.on_failure) out.push(`  on failure: run ${c.command}`);
   });

@@ -75,7 +75,7 @@ export function describeStep(s: Step): string {
     case 'wait_for':
       return `wait_for ${s.condition}${s.version !== undefined ? ` (version ${s.version})` : ''}`;
     case 'monitor':
-      return 'monitor health_gates';
+      return `monitor health_gates${s.until !== undefined ? ` until ${s.until}${s.version !== undefined ? ` (version ${s.version})` : ''}` : ''}`;
   }
 }
 
@@ -190,22 +190,36 @@ export class PipelineRunner {
     }
   }
 
+  /**
+   * Evaluate the trigger now and every `everyMs`. Without `until`, the gates must hold for `forMs`.
+   * With `until`, the step ends when that condition holds (a failed condition fails the step, as
+   * in wait_for), and `forMs` bounds the wait.
+   */
   private async monitor(step: Extract<Step, { kind: 'monitor' }>, signal: AbortSignal): Promise<Outcome> {
     const trigger = this.p.rollback?.trigger;
     if (!trigger) return { ok: false, detail: 'no rollback.trigger to evaluate' };
+    const version = step.version ?? this.d.env.VERSION;
     const start = Date.now();
     let next = start;
     let failures = 0;
     let checks = 0;
     let last = 'not evaluated';
+    let waiting = '';
     for (;;) {
       try {
         const seen = await this.api(() => readStats(this.d.api, this.model()), 'admin API');
-        failures = 0;
         checks++;
         const ev = evaluateTrigger(trigger, seen.stats);
         last = ev.summary;
         if (ev.fired) return { ok: false, detail: `trigger ${ev.summary}`, fired: { evaluation: ev, versions: seen.versions } };
+        if (step.until !== undefined) {
+          const until = step.until;
+          const poll = await this.api(() => pollCondition(this.d.api, this.model(), until, version), 'admin API');
+          if (poll.state === 'done') return { ok: true, detail: `${poll.detail}; health gates held (${checks} checks; last: ${last})` };
+          if (poll.state === 'failed') return { ok: false, detail: poll.detail };
+          waiting = poll.detail;
+        }
+        failures = 0;
       } catch (err) {
         last = (err as Error).message;
         if (++failures >= PIPELINE_DEFAULTS.maxApiFailures) return { ok: false, detail: `${failures} admin API calls in a row failed: ${last}` };
@@ -218,6 +232,7 @@ export class PipelineRunner {
         return { ok: false, detail: `stopped while monitoring (last: ${last})` };
       }
     }
+    if (step.until !== undefined) return { ok: false, detail: `${step.until} not reached within ${step.forMs} ms (last: ${waiting || last})` };
     return { ok: true, detail: `health gates held for ${step.forMs} ms (${checks} checks; last: ${last})` };
   }
 

@@ -1,67 +1,16 @@
 // deployment.yaml pipelines: parse and validate (every problem at once, each with its line and
 // path), substitute variables, and compile into the plan the runner executes.
 import { readFileSync } from 'node:fs';
-import { LineCounter, isNode, parseDocument } from 'yaml';
-import type { Document } from 'yaml';
-import { z } from 'zod';
-import { formatPath } from '../../config/load.js';
+import { LineCounter, parseDocument } from 'yaml';
 import { ConfigError } from '../../errors.js';
-import type { ConfigIssue } from '../../errors.js';
+import { Issues, STEP_KINDS, shape } from './shape.js';
+import type { RawStep, Shape, StepKind } from './shape.js';
 import { PIPELINE_DEFAULTS, WAIT_CONDITIONS } from './defaults.js';
 import type { WaitCondition } from './defaults.js';
 import { TriggerError, parseTrigger } from './trigger.js';
 import type { Trigger } from './trigger.js';
 import { WordError, commandArgv, expandString, parseDuration } from './words.js';
 import type { Lookup } from './words.js';
-
-const STEP_KINDS = ['run', 'wait_for', 'monitor', 'on_failure'] as const;
-type StepKind = (typeof STEP_KINDS)[number];
-const STEP_KEYS = [...STEP_KINDS, 'timeout', 'for', 'every', 'version'];
-
-const duration = z.string().refine((s) => parseDuration(s) !== undefined, { message: 'expected a duration such as 500ms, 30s, 5m or 1h' });
-const text = z.string().trim().min(1, { message: 'must not be empty' });
-
-const stepSchema = z
-  .object({
-    run: text.optional(),
-    wait_for: text.optional(),
-    monitor: text.optional(),
-    on_failure: text.optional(),
-    timeout: duration.optional(),
-    for: duration.optional(),
-    every: duration.optional(),
-    version: text.optional(),
-  })
-  .strict();
-// validated piece by piece (file, pipeline, each stage, each step, rollback) so that one bad step
-// does not hide the problems of the others: every problem is reported at once
-const stageSchema = z.object({ name: text, timeout: duration.optional(), steps: z.array(z.unknown()).min(1, { message: 'a stage needs at least one step' }) }).strict();
-const pipelineSchema = z
-  .object({
-    name: text.optional(),
-    model: text.optional(),
-    timeout: duration.optional(),
-    stages: z.array(z.unknown()).min(1, { message: 'a pipeline needs at least one stage' }),
-  })
-  .strict();
-const rollbackSchema = z.object({ trigger: text, action: text.optional(), notify: text.optional() }).strict();
-const fileSchema = z.object({ pipeline: z.unknown().optional(), rollback: z.unknown().optional() }).strict();
-type RawStep = z.infer<typeof stepSchema>;
-type RawRollback = z.infer<typeof rollbackSchema>;
-interface RawStage {
-  name: string;
-  timeout: string | undefined;
-  /** undefined where a step is invalid (already reported). */
-  steps: (RawStep | undefined)[];
-}
-interface Shape {
-  pipeline: Omit<z.infer<typeof pipelineSchema>, 'stages'> & { stages: (RawStage | undefined)[] };
-  /** undefined when absent or invalid; `hasRollback` tells which. */
-  rollback: RawRollback | undefined;
-  hasRollback: boolean;
-  /** rollback.trigger when it is a string, checked even when the rest of rollback is invalid. */
-  triggerText: string | undefined;
-}
 
 /** A command after variable substitution; `text` is as written in the file. */
 export interface Command {
@@ -72,7 +21,8 @@ export interface Command {
 export type Step =
   | { kind: 'run'; command: Command; timeoutMs: number; line: number | undefined }
   | { kind: 'wait_for'; condition: WaitCondition; version: string | undefined; timeoutMs: number; line: number | undefined }
-  | { kind: 'monitor'; forMs: number; everyMs: number; line: number | undefined };
+  /** With `until`, the monitor ends when that condition holds, and `forMs` bounds the wait. */
+  | { kind: 'monitor'; forMs: number; everyMs: number; until: WaitCondition | undefined; version: string | undefined; line: number | undefined };
 export interface Stage {
   name: string;
   steps: Step[];
@@ -98,98 +48,6 @@ export interface SpecOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** false for `pipeline check`: unset variables are listed, not errors. */
   requireVars?: boolean;
-}
-
-function lineOf(doc: Document, lc: LineCounter, p: readonly PropertyKey[]): number | undefined {
-  for (let n = p.length; n >= 0; n--) {
-    const node: unknown = n === 0 ? doc.contents : doc.getIn(p.slice(0, n) as unknown[], true);
-    if (isNode(node) && node.range) return lc.linePos(node.range[0]).line;
-  }
-  return undefined;
-}
-
-class Issues {
-  readonly list: ConfigIssue[] = [];
-  constructor(
-    private readonly doc: Document,
-    private readonly lc: LineCounter,
-  ) {}
-  line(p: readonly PropertyKey[]): number | undefined {
-    return lineOf(this.doc, this.lc, p);
-  }
-  add(p: readonly PropertyKey[], message: string, lineAt: readonly PropertyKey[] = p): void {
-    const line = this.line(lineAt);
-    this.list.push(line === undefined ? { path: formatPath(p), message } : { path: formatPath(p), message, line });
-  }
-}
-
-/** Turn zod's issues into ours; `step` is the raw step when the value is one (for the kind message). */
-function schemaIssues(err: z.ZodError, prefix: readonly PropertyKey[], out: Issues, isStepValue: boolean, step?: Record<string, unknown>): void {
-  for (const iss of err.issues) {
-    const p = [...prefix, ...iss.path];
-    if (iss.code === 'unrecognized_keys') {
-      for (const k of iss.keys) {
-        let message = `unknown key "${k}"`;
-        let at = [...p, k];
-        if (step && iss.path.length === 0) {
-          const hasKind = STEP_KINDS.some((kind) => kind in step);
-          message = hasKind ? `unknown key "${k}" in a step; expected ${STEP_KEYS.join(', ')}` : `unknown step kind "${k}"; expected run, wait_for, monitor or on_failure`;
-          // a mistyped kind is a problem of the step; a stray key beside a kind, of that key
-          if (!hasKind) at = p;
-        } else if (prefix.length === 0 && iss.path.length === 0) message = `unknown key "${k}"; expected pipeline, rollback`;
-        out.add(at, message, [...p, k]);
-      }
-      continue;
-    }
-    let message = iss.message;
-    if (iss.code === 'invalid_type') {
-      const got = iss.input === null ? 'null' : Array.isArray(iss.input) ? 'a list' : typeof iss.input === 'object' ? 'a mapping' : `${typeof iss.input} ${JSON.stringify(iss.input)}`;
-      const want = iss.expected === 'object' ? (isStepValue && iss.path.length === 0 ? 'a step (a mapping such as "run: …")' : 'a mapping') : iss.expected === 'array' ? 'a list' : `a ${iss.expected}`;
-      message = iss.input === undefined ? 'required' : `expected ${want}, got ${got}`;
-    }
-    out.add(p, message);
-  }
-}
-
-function parseAt<T>(schema: z.ZodType<T>, value: unknown, prefix: readonly PropertyKey[], out: Issues, isStep = false): T | undefined {
-  const r = schema.safeParse(value, { reportInput: true });
-  if (r.success) return r.data;
-  const step = isStep && value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  schemaIssues(r.error, prefix, out, isStep, step);
-  return undefined;
-}
-
-/** After an invalid pipeline: section (already reported), keep what is usable so its stages are checked too. */
-function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
-  if (v === null || typeof v !== 'object' || !Array.isArray((v as { stages?: unknown }).stages)) return undefined;
-  const o = v as Record<string, unknown>;
-  const s = (x: unknown) => (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
-  const timeout = s(o.timeout);
-  return { name: s(o.name), model: s(o.model), timeout: timeout !== undefined && parseDuration(timeout) !== undefined ? timeout : undefined, stages: o.stages as unknown[] };
-}
-
-/** The file's structure, piece by piece; undefined when the top level itself is unusable. */
-function shape(raw: unknown, out: Issues): Shape | undefined {
-  // unknown top-level keys are reported, and the rest is still checked
-  parseAt(fileSchema, raw, [], out);
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
-  const top = raw as { pipeline?: unknown; rollback?: unknown };
-  if (top.pipeline === undefined) {
-    out.add(['pipeline'], 'required: the file needs a pipeline: section with stages');
-    return undefined;
-  }
-  const hasRollback = top.rollback !== undefined && top.rollback !== null;
-  const rollback = hasRollback ? parseAt(rollbackSchema, top.rollback, ['rollback'], out) : undefined;
-  const head = parseAt(pipelineSchema, top.pipeline, ['pipeline'], out) ?? salvage(top.pipeline);
-  if (!head) return undefined;
-  const stages = head.stages.map((st, si): RawStage | undefined => {
-    const sp = ['pipeline', 'stages', si];
-    const sh = parseAt(stageSchema, st, sp, out);
-    if (!sh) return undefined;
-    return { name: sh.name, timeout: sh.timeout, steps: sh.steps.map((x, i) => parseAt(stepSchema, x, [...sp, 'steps', i], out, true)) };
-  });
-  const t: unknown = hasRollback ? (top.rollback as { trigger?: unknown }).trigger : undefined;
-  return { pipeline: { ...head, stages }, rollback, hasRollback, triggerText: typeof t === 'string' ? t : undefined };
 }
 
 interface Ctx {
@@ -256,30 +114,35 @@ function step(ctx: Ctx, p: readonly PropertyKey[], s: RawStep, hasTrigger: boole
     return undefined;
   }
   const kind = kinds[0] as StepKind;
-  const allowed: Record<StepKind, string[]> = { run: ['timeout'], wait_for: ['timeout', 'version'], monitor: ['for', 'every'], on_failure: ['timeout'] };
-  for (const k of ['timeout', 'for', 'every', 'version'] as const) {
+  const allowed: Record<StepKind, string[]> = { run: ['timeout'], wait_for: ['timeout', 'version'], monitor: ['for', 'every', 'until', 'version'], on_failure: ['timeout'] };
+  for (const k of ['timeout', 'for', 'every', 'until', 'version'] as const) {
     if (s[k] !== undefined && !allowed[kind].includes(k)) ctx.issues.add([...p, k], `"${k}" does not apply to a ${kind} step (it takes ${allowed[kind].join(', ')})`);
   }
   const line = ctx.issues.line(p);
   const ms = (v: string | undefined, d: number) => (v === undefined ? d : (parseDuration(v) ?? d));
+  const condition = (key: 'wait_for' | 'until', cond: string) => {
+    if (!(WAIT_CONDITIONS as readonly string[]).includes(cond)) ctx.issues.add([...p, key], `unknown condition "${cond}"; expected one of ${WAIT_CONDITIONS.join(', ')}`);
+    return cond as WaitCondition;
+  };
   switch (kind) {
     case 'run':
       return { kind, command: command(ctx, [...p, 'run'], s.run as string), timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.runTimeoutMs), line };
     case 'on_failure':
       return command(ctx, [...p, 'on_failure'], s.on_failure as string);
     case 'wait_for': {
-      const cond = s.wait_for as string;
-      if (!(WAIT_CONDITIONS as readonly string[]).includes(cond)) ctx.issues.add([...p, 'wait_for'], `unknown condition "${cond}"; expected ${WAIT_CONDITIONS.join(' or ')}`);
       const version = s.version === undefined ? undefined : str(ctx, [...p, 'version'], s.version);
-      return { kind, condition: cond as WaitCondition, version, timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.waitTimeoutMs), line };
+      return { kind, condition: condition('wait_for', s.wait_for as string), version, timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.waitTimeoutMs), line };
     }
     case 'monitor': {
       if (s.monitor !== 'health_gates') ctx.issues.add([...p, 'monitor'], `unknown monitor "${s.monitor}"; expected health_gates`);
       if (!hasTrigger) ctx.issues.add([...p, 'monitor'], 'monitor: health_gates evaluates rollback.trigger, and this file has none');
-      const forMs = ms(s.for, PIPELINE_DEFAULTS.monitorForMs);
+      const until = s.until === undefined ? undefined : condition('until', s.until);
+      const forMs = ms(s.for, until === undefined ? PIPELINE_DEFAULTS.monitorForMs : PIPELINE_DEFAULTS.monitorUntilMs);
       const everyMs = ms(s.every, PIPELINE_DEFAULTS.monitorEveryMs);
       if (everyMs > forMs) ctx.issues.add([...p, 'every'], `every (${s.every}) is longer than for (${s.for ?? 'default'}): the gates would never be checked`);
-      return { kind, forMs, everyMs, line };
+      if (s.version !== undefined && until === undefined) ctx.issues.add([...p, 'version'], '"version" of a monitor step names the version its until: condition waits for; this step has no until');
+      const version = s.version === undefined ? undefined : str(ctx, [...p, 'version'], s.version);
+      return { kind, forMs, everyMs, until, version, line };
     }
   }
 }

@@ -31,9 +31,13 @@ interface FakeState {
   v2Polls: number;
   notices: unknown[];
   unauthorized: number;
+  /** Phases GET /models/llama/canary answers, one per call; the last one repeats. */
+  canaryPhases: string[];
+  canaryCalls: number;
 }
 
-const state: FakeState = { loadingPolls: 0, goodStatusCalls: Infinity, statusCalls: 0, v2Polls: 0, notices: [], unauthorized: 0 };
+const fresh = (): FakeState => ({ loadingPolls: 0, goodStatusCalls: Infinity, statusCalls: 0, v2Polls: 0, notices: [], unauthorized: 0, canaryPhases: [], canaryCalls: 0 });
+const state: FakeState = fresh();
 let server: Server;
 let url = '';
 let dir = '';
@@ -84,6 +88,9 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
     send(res, 200, { model: 'llama', version: 'v2', status: state.v2Polls > state.loadingPolls ? 'ready' : 'loading', health: { state: 'unknown' } });
   } else if (path === '/admin/v1/models/llama/versions/v1') {
     send(res, 200, { model: 'llama', version: 'v1', status: 'active', health: { state: 'healthy' } });
+  } else if (path === '/admin/v1/models/llama/canary' && state.canaryPhases.length > 0) {
+    const phase = state.canaryPhases[Math.min(state.canaryCalls++, state.canaryPhases.length - 1)] as string;
+    send(res, 200, { canary: 'v2', stable: 'v1', phase, stages: [5, 50, 100], stageIndex: 0, percent: 5, rollback: phase === 'rolled_back' ? { reason: 'error rate 4% vs 0.1%' } : null });
   } else if (path === '/admin/v1/workers') {
     send(res, 200, [{ id: 'w1', model: 'llama', version: 'v1', routable: true }]);
   } else {
@@ -112,7 +119,7 @@ afterAll(async () => {
 });
 
 beforeEach(() => {
-  Object.assign(state, { loadingPolls: 0, goodStatusCalls: Infinity, statusCalls: 0, v2Polls: 0, notices: [], unauthorized: 0 });
+  Object.assign(state, fresh());
 });
 
 interface Ran {
@@ -253,6 +260,24 @@ describe('glidepath pipeline run', () => {
         action: { result: expect.stringMatching(/^ok: exit 0/) },
       },
     });
+  });
+
+  it('monitor until canary_succeeded watches the gates until the canary ends', async () => {
+    state.canaryPhases = ['progressing', 'progressing', 'promoting', 'succeeded'];
+    const r = await cli(['pipeline', 'run', file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('-> monitor health_gates until canary_succeeded');
+    expect(r.stdout).toMatch(/ok: canary of v2 succeeded; health gates held \(4 checks; last: not fired\)/);
+    expect(state.canaryCalls).toBe(4);
+  });
+
+  it('monitor until canary_succeeded fails when the canary is rolled back, and on_failure runs', async () => {
+    state.canaryPhases = ['progressing', 'rolled_back'];
+    const r = await cli(['pipeline', 'run', file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('FAILED: canary of v2 ended rolled_back: error rate 4% vs 0.1%');
+    expect(r.stdout).toContain('[canary] stage cleanup ran');
+    expect(r.stdout).not.toContain('rollback action ran');
   });
 
   it('wait_for gives up at its timeout with the last state it saw', async () => {

@@ -117,7 +117,7 @@ rollback:
     expect(lines(src)).toEqual([
       'line 2: pipeline.timeout: expected a duration such as 500ms, 30s, 5m or 1h',
       'line 6: pipeline.stages[0].steps[0].run: column 6: shell syntax "|" is not supported: run steps execute without a shell (quote it to pass it as an argument, or use `sh -c \'…\'`)',
-      'line 7: pipeline.stages[0].steps[1].wait_for: unknown condition "gren_ready"; expected green_ready or healthy',
+      'line 7: pipeline.stages[0].steps[1].wait_for: unknown condition "gren_ready"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done',
       'line 10: pipeline.stages[1].steps[0]: unknown step kind "runn"; expected run, wait_for, monitor or on_failure',
       'line 11: pipeline.stages[1].steps[1].run: variable $UNSET_X is not set (pass --var UNSET_X=… or set it in the environment)',
       'line 12: pipeline.stages[1].steps[1].every: "every" does not apply to a run step (it takes timeout)',
@@ -136,7 +136,7 @@ rollback:
 
   it('names the step kind when a step has an unknown key beside a known kind', () => {
     const src = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: x\n          timout: 5s\n`;
-    expect(lines(src)).toEqual(['line 6: pipeline.stages[0].steps[0].timout: unknown key "timout" in a step; expected run, wait_for, monitor, on_failure, timeout, for, every, version']);
+    expect(lines(src)).toEqual(['line 6: pipeline.stages[0].steps[0].timout: unknown key "timout" in a step; expected run, wait_for, monitor, on_failure, timeout, for, every, until, version']);
   });
 
   it('monitor needs a rollback trigger; a stage needs a step besides on_failure', () => {
@@ -164,10 +164,24 @@ rollback:
     expect(p.stages[0]).toMatchObject({ timeoutMs: 3_600_000, steps: [{ kind: 'wait_for', condition: 'green_ready', version: 'v9-rc', timeoutMs: 1500 }, { kind: 'monitor', forMs: 250, everyMs: 50 }] });
   });
 
+  it('monitor until: a wait condition, with for as its bound (default 2h) and an optional version', () => {
+    const src = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - monitor: health_gates\n          until: canary_succeeded\n          version: $V\n        - monitor: health_gates\n          until: canary_done\n        - monitor: health_gates\n          version: v1\nrollback:\n  trigger: requests > 1\n`;
+    expect(lines(src, { vars: { V: 'v2' }, env: {} })).toEqual([
+      'line 9: pipeline.stages[0].steps[1].until: unknown condition "canary_done"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done',
+      'line 11: pipeline.stages[0].steps[2].version: "version" of a monitor step names the version its until: condition waits for; this step has no until',
+    ]);
+    const ok = parsePipelineText(src.replace('canary_done', 'rollout_done').replace('          version: v1\n', '          for: 10s\n'), 't', { vars: { V: 'v2' }, env: {} });
+    expect(ok.stages[0]!.steps).toEqual([
+      { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'canary_succeeded', version: 'v2', line: 5 },
+      { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'rollout_done', version: undefined, line: 8 },
+      { kind: 'monitor', forMs: 10_000, everyMs: 5000, until: undefined, version: undefined, line: 10 },
+    ]);
+  });
+
   it('examples/deployment.yaml is valid', () => {
     const text = readFileSync(join(ROOT, 'examples/deployment.yaml'), 'utf8');
     const p = parsePipelineText(text, 'examples/deployment.yaml', { vars: { MODEL: 'llama', VERSION: 'v2', MODEL_PATH: '/m' }, env: {} });
     expect(p.stages.length).toBeGreaterThanOrEqual(4);
-    expect(p.rollback?.triggerText).toBe('error_rate > 0.001 OR p99_latency > 500ms');
+    expect(p.rollback?.triggerText).toBe('canary.error_rate > 0.001 OR canary.p99_latency > 500ms');
   });
 });

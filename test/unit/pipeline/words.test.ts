@@ -1,6 +1,5 @@
-// Command words: argv splitting without a shell, variables, durations; scope selection for triggers.
+// Command words: argv splitting without a shell, variables, durations, the glidepath/dynamo alias.
 import { describe, expect, it } from 'vitest';
-import { observe } from '../../../src/rollout/pipeline/observe.js';
 import { resolveArgv } from '../../../src/rollout/pipeline/exec.js';
 import { WordError, commandArgv, expandString, formatDuration, parseDuration, renderArgv } from '../../../src/rollout/pipeline/words.js';
 
@@ -59,37 +58,5 @@ describe('command words', () => {
   it('parses and formats durations', () => {
     expect(['500ms', '30s', '5m', '1h', '1.5s', '0s', '5', '5 min', ''].map(parseDuration)).toEqual([500, 30_000, 300_000, 3_600_000, 1500, undefined, undefined, undefined, undefined]);
     expect([500, 30_000, 300_000, 7_200_000, 1500].map(formatDuration)).toEqual(['500ms', '30s', '5m', '2h', '1500ms']);
-  });
-});
-
-describe('trigger scopes from GET /status', () => {
-  const win = (requests: number, errorRate: number | null, p99: number | null) => ({ requests, errorRate, latencyMs: { p50: p99, p99 }, ttftMs: { p50: null, p99: null }, tpotMs: { p50: 1, p99: 2 } });
-  it('active, stable (route.stable) and canary (largest other weight)', () => {
-    const o = observe(
-      {
-        models: [
-          {
-            model: 'm',
-            active: 'v1',
-            route: { stable: 'v1', weights: { v1: 0.9, v2: 0.1, v3: 0 } },
-            versions: [
-              { version: 'v1', status: 'active', window: win(100, 0.01, 200) },
-              { version: 'v2', status: 'ready', window: win(0, null, null) },
-            ],
-          },
-        ],
-      },
-      'm',
-    );
-    expect(o.versions).toEqual({ active: 'v1', stable: 'v1', canary: 'v2' });
-    expect(o.stats.active).toEqual({ requests: 100, error_rate: 0.01, p99_latency: 200, p50_latency: 200, p99_ttft: null, p99_tpot: 2 });
-    // no requests: the error rate is no data, not 0
-    expect(o.stats.canary?.error_rate).toBeNull();
-  });
-
-  it('no canary when the route has one version; unknown model is an error', () => {
-    const st = { models: [{ model: 'm', active: 'v1', route: { weights: { v1: 1 } }, versions: [{ version: 'v1', status: 'active' }] }] };
-    expect(observe(st, 'm').versions).toEqual({ active: 'v1', stable: 'v1' });
-    expect(() => observe(st, 'x')).toThrow('the admin API does not know model "x" (it serves: m)');
   });
 });
