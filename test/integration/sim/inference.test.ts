@@ -61,7 +61,7 @@ describe('chat completions', () => {
     const r = await post(sim.url, '/v1/chat/completions', chat('count', { max_tokens: 4, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }));
     const cs = chunks(r.text);
     expect(cs).toHaveLength(1 + 4 + 1);
-    expect(cs.slice(0, 5).map((c) => c.usage.completion_tokens)).toEqual([0, 1, 2, 3, 4]);
+    expect(cs.slice(0, 5).map((c) => c.usage.completion_tokens as number)).toEqual([0, 1, 2, 3, 4]);
     expect(cs[4].usage).toEqual({ prompt_tokens: 4, total_tokens: 8, completion_tokens: 4 });
     expect(cs[5].choices).toEqual([]);
     const plain = await post(sim.url, '/v1/chat/completions', chat('count', { max_tokens: 4, ignore_eos: true, stream: true }));
