@@ -1,0 +1,119 @@
+// The runner's bounds and failure paths, with a fake admin API and tiny node commands.
+import { describe, expect, it } from 'vitest';
+import type { AdminApi } from '../../../src/rollout/pipeline/observe.js';
+import { runPipeline } from '../../../src/rollout/pipeline/runner.js';
+import type { Reporter, RunnerDeps } from '../../../src/rollout/pipeline/runner.js';
+import { parsePipelineText } from '../../../src/rollout/pipeline/spec.js';
+
+const NODE = process.execPath;
+
+function reporter(): Reporter & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, info: (l) => lines.push(l), output: (stage, l) => lines.push(`[${stage}] ${l}`) };
+}
+
+const statusWith = (errorRate: number | null) => ({
+  ready: true,
+  models: [{ model: 'm', active: 'v1', route: { stable: 'v1', weights: { v1: 1 } }, versions: [{ version: 'v1', status: 'active', window: { requests: errorRate === null ? 0 : 100, errorRate, latencyMs: { p50: 10, p99: 20 } } }] }],
+});
+
+function api(fn: (path: string) => unknown): AdminApi & { calls: string[] } {
+  const calls: string[] = [];
+  return {
+    calls,
+    get<T>(path: string): Promise<T> {
+      calls.push(path);
+      try {
+        return Promise.resolve(fn(path) as T);
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+  };
+}
+
+function run(yaml: string, deps: Partial<RunnerDeps> & { api: AdminApi }) {
+  const p = parsePipelineText(yaml, 't.yaml', { vars: { NODE }, env: {} });
+  const rep = reporter();
+  return runPipeline(p, { model: 'm', env: { ...process.env, NODE }, reporter: rep, pollMs: 5, ...deps }).then((r) => ({ r, lines: rep.lines }));
+}
+
+const say = (t: string) => `$NODE -e "console.log('${t}')"`;
+
+describe('pipeline runner', () => {
+  it('the pipeline timeout stops a waiting step, and on_failure still runs', async () => {
+    const yaml = `pipeline:\n  timeout: 150ms\n  stages:\n    - name: a\n      steps:\n        - wait_for: green_ready\n          version: v2\n        - on_failure: ${say('cleanup')}\n`;
+    const { r, lines } = await run(yaml, { api: api(() => ({ status: 'loading' })) });
+    expect(r).toMatchObject({ ok: false, outcome: 'failed', failedStage: 'a' });
+    expect(r.reason).toBe('wait_for green_ready (version v2): pipeline timeout (150 ms) reached: stopped while waiting (last: v2 is loading)');
+    expect(lines).toContain('[a] cleanup');
+    expect(r.stages[0]!.onFailure).toMatchObject([{ status: 'ok' }]);
+  });
+
+  it('a stage timeout kills a running command', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: slow\n      timeout: 200ms\n      steps:\n        - run: $NODE -e "setTimeout(() => {}, 60000)"\n`;
+    const t0 = Date.now();
+    const { r } = await run(yaml, { api: api(() => ({})) });
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(r.reason).toMatch(/: stage timeout \(200 ms\) reached: stopped \(pipeline timeout or interrupt\) after \d+ ms$/);
+  });
+
+  it('an interrupt stops the current step; later stages do not run', async () => {
+    const ac = new AbortController();
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: $NODE -e "console.log('started'); setTimeout(() => {}, 60000)"\n    - name: b\n      steps:\n        - run: ${say('never')}\n`;
+    const rep = reporter();
+    const p = parsePipelineText(yaml, 't.yaml', { vars: { NODE }, env: {} });
+    const done = runPipeline(p, { api: api(() => ({})), model: 'm', env: process.env, reporter: { info: rep.info, output: (s, l) => (rep.output(s, l, 'stdout'), l === 'started' && ac.abort()) }, signal: ac.signal });
+    const r = await done;
+    expect(r.reason).toMatch(/interrupted: stopped/);
+    expect(r.stages.map((s) => s.status)).toEqual(['failed', 'not_run']);
+  });
+
+  it('a command that cannot start fails its step with the reason', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: no-such-command-xyz --flag\n`;
+    const { r } = await run(yaml, { api: api(() => ({})) });
+    expect(r.reason).toMatch(/^run no-such-command-xyz --flag: command not found: no-such-command-xyz after \d+ ms$/);
+  });
+
+  it('monitor: three API failures in a row fail the step (not the trigger), and on_failure runs', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - monitor: health_gates\n          for: 10s\n          every: 5ms\n        - on_failure: ${say('cleanup')}\nrollback:\n  trigger: error_rate > 0.01\n  action: ${say('rollback')}\n`;
+    const a = api(() => {
+      throw new Error('connection refused');
+    });
+    const { r, lines } = await run(yaml, { api: a });
+    expect(r).toMatchObject({ outcome: 'failed', reason: 'monitor health_gates: 3 admin API calls in a row failed: connection refused' });
+    expect(a.calls).toHaveLength(3);
+    expect(lines).toContain('[a] cleanup');
+    expect(lines).not.toContain('[a] rollback');
+  });
+
+  it('monitor: an isolated API failure is retried; no data never fires', async () => {
+    let n = 0;
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - monitor: health_gates\n          for: 40ms\n          every: 5ms\nrollback:\n  trigger: error_rate > 0.01\n`;
+    const { r } = await run(yaml, {
+      api: api(() => {
+        if (++n === 2) throw new Error('blip');
+        return statusWith(null);
+      }),
+    });
+    expect(r.ok).toBe(true);
+    expect(r.stages[0]!.steps[0]!.detail).toMatch(/^health gates held for 40 ms \(\d+ checks; last: not fired, no data: error_rate > 0.01 \(no data for error_rate\)\)$/);
+  });
+
+  it('a fired trigger without rollback.action runs the stage on_failure instead', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - monitor: health_gates\n          for: 1s\n          every: 5ms\n        - on_failure: ${say('cleanup')}\nrollback:\n  trigger: error_rate > 0.01\n`;
+    const { r, lines } = await run(yaml, { api: api(() => statusWith(0.2)) });
+    expect(r).toMatchObject({ outcome: 'rolled_back', reason: 'rollback trigger fired: error_rate > 0.01 (measured 0.2)' });
+    expect(r.rollback).toMatchObject({ stage: 'a', action: undefined, notify: undefined, versions: { active: 'v1', stable: 'v1' } });
+    expect(lines).toContain('[a] cleanup');
+  });
+
+  it('variables reach commands through argv and the environment', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: $NODE -e "console.log(process.argv[1], process.env.GREETING)" "$GREETING world"\n`;
+    const p = parsePipelineText(yaml, 't.yaml', { vars: { NODE, GREETING: 'hello' }, env: {} });
+    const rep = reporter();
+    const r = await runPipeline(p, { api: api(() => ({})), model: undefined, env: { ...process.env, NODE, GREETING: 'hello' }, reporter: rep });
+    expect(r.ok).toBe(true);
+    expect(rep.lines).toContain('[a] hello world hello');
+  });
+});
