@@ -26,7 +26,7 @@ function api(fn: (path: string) => unknown): AdminApi & { calls: string[] } {
       try {
         return Promise.resolve(fn(path) as T);
       } catch (err) {
-        return Promise.reject(err as Error);
+        return Promise.reject(err);
       }
     },
   };
@@ -63,7 +63,7 @@ describe('pipeline runner', () => {
     const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: $NODE -e "console.log('started'); setTimeout(() => {}, 60000)"\n    - name: b\n      steps:\n        - run: ${say('never')}\n`;
     const rep = reporter();
     const p = parsePipelineText(yaml, 't.yaml', { vars: { NODE }, env: {} });
-    const done = runPipeline(p, { api: api(() => ({})), model: 'm', env: process.env, reporter: { info: rep.info, output: (s, l) => (rep.output(s, l, 'stdout'), l === 'started' && ac.abort()) }, signal: ac.signal });
+    const done = runPipeline(p, { api: api(() => ({})), model: 'm', env: process.env, reporter: { info: (l) => rep.info(l), output: (s, l) => (rep.output(s, l, 'stdout'), l === 'started' && ac.abort()) }, signal: ac.signal });
     const r = await done;
     expect(r.reason).toMatch(/interrupted: stopped/);
     expect(r.stages.map((s) => s.status)).toEqual(['failed', 'not_run']);
