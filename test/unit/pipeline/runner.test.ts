@@ -26,7 +26,7 @@ function api(fn: (path: string) => unknown): AdminApi & { calls: string[] } {
       try {
         return Promise.resolve(fn(path) as T);
       } catch (err) {
-        return Promise.reject(err);
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }
     },
   };
