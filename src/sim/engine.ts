@@ -2,28 +2,21 @@
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { BadRequestError, GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
+import { GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
 import { FaultState } from './faults.js';
-import { fixedTokens, generate, versionKey, type Generated } from './generator.js';
+import type { Generated } from './generator.js';
 import { sendError } from './http.js';
-import { judgeReply } from './judge.js';
 import { LoraRegistry } from './lora.js';
 import { SimMetrics } from './metrics.js';
 import type { SimOptions } from './options.js';
 import { Renderer } from './render.js';
-import { contentText, type InferenceRequest } from './requests.js';
+import { plan, produce, type Target } from './prepare.js';
+import type { InferenceRequest } from './requests.js';
 import { Scheduler, type Ticket } from './scheduler.js';
 import { Lifecycle } from './sleep.js';
 import { Jitter, itlMs, prefillMs, realClock, type Clock, type TimingParams } from './timing.js';
-import { fmix32, hashContext, tokenize } from './tokenizer.js';
-
-interface Target {
-  /** Name echoed in responses (what the request asked for). */
-  name: string;
-  adapter: string | undefined;
-  judge: boolean;
-}
+import { fmix32 } from './tokenizer.js';
 
 /** One running request's emission state. */
 interface Job {
@@ -61,7 +54,6 @@ export class SimEngine {
   readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
-  private readonly baseKey: number;
   private readonly names: Set<string>;
   private requestNo = 0;
   private closed = false;
@@ -76,7 +68,6 @@ export class SimEngine {
     readonly clock: Clock = realClock,
   ) {
     this.names = new Set([opts.model, ...opts.servedModelNames]);
-    this.baseKey = versionKey(opts.seed, opts.model);
     this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms);
     this.scheduler = new Scheduler(opts.maxNumSeqs, opts.kvCapacityTokens, opts.maxWaitingRequests);
     this.loras = new LoraRegistry(opts.maxLoras, (n) => this.names.has(n) || n === opts.judgeModel);
@@ -120,23 +111,7 @@ export class SimEngine {
     if (phase === 'loading') throw new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 });
     if (phase !== 'ready') throw new UnavailableError('engine_sleeping', 'the engine is sleeping; POST /wake_up first', { retryAfterS: 1 });
 
-    const ctx = hashContext(req.prompt);
-    const maxLen = this.opts.maxModelLen;
-    if (ctx.tokens >= maxLen) {
-      throw new BadRequestError('context_length_exceeded', `This model's maximum context length is ${maxLen} tokens. However, your request has ${ctx.tokens} input tokens. Please reduce the length of the input messages.`);
-    }
-    const maxTokens = req.maxTokens ?? Math.min(this.opts.defaultMaxTokens, maxLen - ctx.tokens);
-    if (ctx.tokens + maxTokens > maxLen) {
-      throw new BadRequestError(
-        'context_length_exceeded',
-        `This model's maximum context length is ${maxLen} tokens. However, you requested ${ctx.tokens + maxTokens} tokens (${ctx.tokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
-      );
-    }
-    if (req.minTokens > maxTokens) throw new BadRequestError('invalid_request', `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`);
-    const need = ctx.tokens + maxTokens;
-    if (!this.scheduler.fits(need)) {
-      throw new BadRequestError('kv_capacity_exceeded', `the request needs ${need} KV tokens but this worker's KV cache holds ${this.opts.kvCapacityTokens}`);
-    }
+    const p = plan(req, this.opts);
 
     const fate = this.faults.decide();
     if (fate.kind === 'process_exit') {
@@ -153,38 +128,19 @@ export class SimEngine {
       throw new InjectedError(fate.status);
     }
 
-    let g: Generated;
-    if (target.judge) {
-      const text = req.messages ? req.messages.filter((m) => m.role === 'user').map(contentText).join('\n') : req.prompt;
-      g = fixedTokens(tokenize(judgeReply(text)), maxTokens, req.topLogprobs);
-    } else {
-      g = generate({
-        key: target.adapter ? versionKey(this.opts.seed, this.opts.model, target.adapter) : this.baseKey,
-        context: ctx.hash,
-        maxTokens,
-        minTokens: req.minTokens,
-        ignoreEos: req.ignoreEos,
-        temperature: req.temperature,
-        sampleSeed: req.seed ?? (req.temperature > 0 ? randomBytes(4).readUInt32LE(0) : 0),
-        topLogprobs: req.topLogprobs,
-        hallucinationRate: this.opts.hallucinationRate,
-        eosRate: this.opts.eosRate,
-        corrupt: fate.corrupt,
-        stop: req.stop,
-      });
-    }
+    const g = produce(req, this.opts, target, p, fate.corrupt);
     const no = this.requestNo++;
     const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.idPrefix}${no.toString(16).padStart(8, '0')}`;
     const o = this.opts;
     const job: Job = {
       res,
       g,
-      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: ctx.tokens, topLogprobs: req.topLogprobs, continuousUsage: req.stream && req.continuousUsage }, g),
+      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: p.promptTokens, topLogprobs: req.topLogprobs, continuousUsage: req.stream && req.continuousUsage }, g),
       stream: req.stream,
       includeUsage: req.includeUsage,
-      promptTokens: ctx.tokens,
+      promptTokens: p.promptTokens,
       arrival: this.clock.now(),
-      ticket: { need, start: () => this.begin(job) },
+      ticket: { need: p.need, start: () => this.begin(job) },
       timing: { prefillTokensPerS: o.prefillTokensPerS, interTokenMs: o.interTokenMs, itlGrowthPerSeq: o.itlGrowthPerSeq, jitter: o.jitter, latencyMultiplier: fate.latencyMultiplier },
       jitter: new Jitter(fmix32(o.seed ^ Math.imul(no + 1, 0x2c1b3c6d)), o.jitter),
       crashAt: fate.crashAfterTokens ?? -1,
