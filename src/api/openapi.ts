@@ -1,5 +1,17 @@
 // The OpenAPI 3.1 document for the admin API, generated from the router's own route table.
+import { z } from 'zod';
 import type { RouteDef } from './router.js';
+
+/** JSON Schema of a request body (input side: defaults make fields optional); a plain object when unknown. */
+function bodySchema(schema: z.ZodType | undefined): Record<string, unknown> {
+  if (!schema) return { type: 'object' };
+  try {
+    const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { unrepresentable: 'any', io: 'input' }) as Record<string, unknown>;
+    return rest;
+  } catch {
+    return { type: 'object' };
+  }
+}
 
 export function openApiDocument(routes: readonly RouteDef[]): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -11,7 +23,7 @@ export function openApiDocument(routes: readonly RouteDef[]): Record<string, unk
       description: `Requires role: ${r.role}.`,
       parameters: params,
       security: [{ bearer: [] }],
-      ...(r.method === 'POST' || r.method === 'PUT' ? { requestBody: { content: { 'application/json': { schema: { type: 'object' } } } } } : {}),
+      ...(r.method === 'POST' || r.method === 'PUT' ? { requestBody: { content: { 'application/json': { schema: bodySchema(r.body) } } } } : {}),
       responses: {
         '200': { description: 'OK', content: { 'application/json': { schema: { type: 'object' } } } },
         '400': { $ref: '#/components/responses/Error' },

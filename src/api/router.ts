@@ -25,6 +25,8 @@ export interface RouteDef {
   handler: Handler;
   /** Handler writes the response itself (SSE). */
   raw?: boolean;
+  /** The JSON body's schema, for the OpenAPI document (the handler still validates with `ctx.body`). */
+  body?: z.ZodType;
 }
 
 interface Compiled extends RouteDef {

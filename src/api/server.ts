@@ -104,6 +104,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/versions',
       role: 'operator',
+      body: versionSchema,
       summary: 'register a new version (body: one version as under models[].versions in glidepath.yaml); a process provider needs admin',
       handler: async (c) => {
         const b = await c.body(versionSchema);
@@ -128,6 +129,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/versions/:version/retire',
       role: 'operator',
+      body: retireBody,
       summary: 'unload a version and free its GPUs (never the active one; standby only with force)',
       handler: async (c) => {
         const b = await c.body(retireBody);
@@ -138,6 +140,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/versions/:version/cache',
       role: 'operator',
+      body: cacheBody,
       summary: "cache download: copy the version's weights into the weight cache, verify the weight hash, evict least recently used (never active or standby); force re-downloads",
       handler: async (c) => {
         const b = await c.body(cacheBody);
@@ -159,6 +162,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/deploy',
       role: 'operator',
+      body: deployBody,
       summary: 'deploy green: load a version on free GPUs beside the active one, warm it, mark it ready',
       handler: async (c) => {
         const b = await c.body(deployBody);
@@ -170,6 +174,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/swap',
       role: 'operator',
+      body: swapBody,
       summary: 'make the ready (green) version active; overlap or drain-first',
       handler: async (c) => {
         const b = await c.body(swapBody);
@@ -180,6 +185,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'POST',
       path: '/models/:model/rollback',
       role: 'operator',
+      body: rollbackBody,
       summary: 'instant rollback to the standby version (one route swap)',
       handler: async (c) => {
         const b = await c.body(rollbackBody);
@@ -201,6 +207,7 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
       method: 'PUT',
       path: '/models/:model/route',
       role: 'operator',
+      body: routeBody,
       summary: 'replace the route (weights, overrides, shadow); validated, atomic, persisted',
       handler: async (c) => {
         const b = await c.body(routeBody);

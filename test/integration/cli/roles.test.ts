@@ -100,6 +100,19 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     expect(denied.json.map((e: { target: string }) => e.target)).toContain('POST /models/chat/swap');
   });
 
+  it('the OpenAPI document is public and describes every endpoint with its role and body schema', async () => {
+    const r = await fetch(`${up.adminUrl}/admin/v1/openapi.json`);
+    expect(r.status).toBe(200);
+    const doc = (await r.json()) as { paths: Record<string, Record<string, { description: string; requestBody?: { content: { 'application/json': { schema: { properties?: Record<string, unknown> } } } } }>> };
+    const register = doc.paths['/admin/v1/models/{model}/versions']!.post!;
+    expect(register.description).toBe('Requires role: operator.');
+    expect(Object.keys(register.requestBody!.content['application/json'].schema.properties!)).toEqual(expect.arrayContaining(['id', 'weights', 'weight_hash', 'tp', 'provider']));
+    const swap = doc.paths['/admin/v1/models/{model}/swap']!.post!;
+    expect(Object.keys(swap.requestBody!.content['application/json'].schema.properties!).sort()).toEqual(['confirm', 'drain_timeout_ms', 'mode', 'standby', 'to']);
+    expect(doc.paths['/admin/v1/models/{model}/plan']!.get!.description).toBe('Requires role: viewer.');
+    expect(doc.paths['/admin/v1/models/{model}/versions/{version}/cache']!.post).toBeDefined();
+  });
+
   it('a wrong token is 401 (exit 1)', async () => {
     const r = await as('not-a-token', 'status');
     expect(r.code).toBe(1);
