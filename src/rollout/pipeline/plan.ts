@@ -1,5 +1,6 @@
 // What a pipeline would do, without doing it: the dry run's JSON and its human rendering
 // (every stage and step with variables substituted, the trigger in its normalised form).
+import { PIPELINE_DEFAULTS } from './defaults.js';
 import { CLI_ALIASES, resolveArgv } from './exec.js';
 import { redactUrl } from '../../control/notify.js';
 import { notifyTargets } from './notify.js';
@@ -12,6 +13,8 @@ export interface PlanCommand {
   argv: string[];
   /** What is spawned: `glidepath`/`dynamo` become this CLI under the current node. */
   exec: string[];
+  /** on_failure commands carry their own timeout. */
+  timeout?: string;
 }
 export type PlanStep =
   | ({ kind: 'run'; timeout: string; line: number | null } & PlanCommand)
@@ -58,7 +61,7 @@ export function planOf(p: Pipeline, o: { model: string | undefined; env: Readonl
       name: s.name,
       timeout: s.timeoutMs === undefined ? null : formatDuration(s.timeoutMs),
       steps: s.steps.map((x) => step(x, o.cliPath)),
-      on_failure: s.onFailure.map((c) => cmd(c, o.cliPath)),
+      on_failure: s.onFailure.map((c) => ({ ...cmd(c, o.cliPath), timeout: formatDuration(c.timeoutMs ?? PIPELINE_DEFAULTS.runTimeoutMs) })),
     })),
     rollback: rb
       ? {
@@ -94,7 +97,7 @@ export function renderPlan(plan: Plan): string {
       else if (x.until === null) out.push(`  ${j + 1}. monitor health_gates for ${x.for}, every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
       else out.push(`  ${j + 1}. monitor health_gates until ${x.until}${x.version ? ` of version ${x.version}` : ''} (at most ${x.for}), every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
     });
-    for (const c of s.on_failure) out.push(`  on failure: run ${c.command}`);
+    for (const c of s.on_failure) out.push(`  on failure: run ${c.command}  (timeout ${c.timeout ?? '?'})`);
   });
   out.push('dry run: nothing was executed');
   return `${out.join('\n')}\n`;

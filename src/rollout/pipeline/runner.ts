@@ -243,7 +243,7 @@ export class PipelineRunner {
       this.d.reporter.info(`  -> ${what}`);
       const t0 = Date.now();
       // not tied to the pipeline's signal: cleanup must run even after a timeout or an interrupt
-      const r = await this.exec(stage, cmd, PIPELINE_DEFAULTS.runTimeoutMs, undefined);
+      const r = await this.exec(stage, cmd, cmd.timeoutMs ?? PIPELINE_DEFAULTS.runTimeoutMs, undefined);
       this.d.reporter.info(`     ${r.ok ? 'ok' : 'FAILED'}: ${r.detail}`);
       out.push({ kind: 'on_failure', what, status: r.ok ? 'ok' : 'failed', detail: r.detail, durationMs: Date.now() - t0 });
     }

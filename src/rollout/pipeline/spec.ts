@@ -17,6 +17,8 @@ export interface Command {
   text: string;
   argv: string[];
   line: number | undefined;
+  /** on_failure's own `timeout:`; run steps keep theirs on the step; else the run default. */
+  timeoutMs?: number;
 }
 export type Step =
   | { kind: 'run'; command: Command; timeoutMs: number; line: number | undefined }
@@ -128,7 +130,7 @@ function step(ctx: Ctx, p: readonly PropertyKey[], s: RawStep, hasTrigger: boole
     case 'run':
       return { kind, command: command(ctx, [...p, 'run'], s.run as string), timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.runTimeoutMs), line };
     case 'on_failure':
-      return command(ctx, [...p, 'on_failure'], s.on_failure as string);
+      return { ...command(ctx, [...p, 'on_failure'], s.on_failure as string), timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.runTimeoutMs) };
     case 'wait_for': {
       const version = s.version === undefined ? undefined : str(ctx, [...p, 'version'], s.version);
       return { kind, condition: condition('wait_for', s.wait_for as string), version, timeoutMs: ms(s.timeout, PIPELINE_DEFAULTS.waitTimeoutMs), line };

@@ -336,7 +336,7 @@ describe('glidepath pipeline run --dry-run and check', () => {
         'stage 3/4: canary',
         `  1. run node -e 'require('\\''fs'\\'').writeFileSync('\\''${marker}'\\'', '\\''x'\\'')'  (timeout 10s)  [line 15]`,
         '  2. monitor health_gates for 200ms, every 20ms: roll back when error_rate > 0.001 OR p99_latency > 500ms  [line 17]',
-        "  on failure: run node -e 'console.log('\\''stage cleanup ran'\\'')'",
+        "  on failure: run node -e 'console.log('\\''stage cleanup ran'\\'')'  (timeout 30m)",
         'stage 4/4: promote',
         "  1. run node -e 'console.log('\\''promoted v2'\\'')'  (timeout 30m)  [line 23]",
         'dry run: nothing was executed',

@@ -69,6 +69,12 @@ describe('pipeline runner', () => {
     expect(r.stages.map((s) => s.status)).toEqual(['failed', 'not_run']);
   });
 
+  it('on_failure has its own timeout', async () => {
+    const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: $NODE -e "process.exit(1)"\n        - on_failure: $NODE -e "setTimeout(() => {}, 60000)"\n          timeout: 100ms\n`;
+    const { r } = await run(yaml, { api: api(() => ({})) });
+    expect(r.stages[0]!.onFailure).toMatchObject([{ status: 'failed', detail: expect.stringMatching(/^timed out after 100 ms and was killed/) }]);
+  });
+
   it('a command that cannot start fails its step with the reason', async () => {
     const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: no-such-command-xyz --flag\n`;
     const { r } = await run(yaml, { api: api(() => ({})) });
