@@ -285,14 +285,16 @@ export interface CanaryView {
   verdicts: VerdictView[];
   last?: VerdictView;
   message?: string;
+  pausedReason?: string;
   rollback?: { reason: string; canaryRequests: number; percentAtRollback: number; timing: Record<string, number>; drained: number; aborted: number };
   samples: { stable: number; canary: number; min_samples: number } | null;
   weights: Record<string, number> | null;
 }
 
 /** Outcome summary of one finished canary, for the acceptance report. */
-export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number): Record<string, unknown> {
+export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
+    ...extra,
     model: v.model,
     stable: v.stable,
     canary: v.canary,
@@ -329,4 +331,37 @@ export function recordAcceptance(section: string, data: unknown): void {
   const tmp = `${ACCEPTANCE_FILE}.${process.pid}.tmp`;
   writeFileSync(tmp, `${JSON.stringify(all, null, 2)}\n`);
   renameSync(tmp, ACCEPTANCE_FILE);
+}
+
+// ---- driving a canary to its end ---------------------------------------------------------------
+
+/** Metrics of a verdict that did not pass (nodata aside). */
+export function notPassed(v: VerdictView | undefined): string[] {
+  return (v?.metrics ?? []).filter((m) => m.outcome !== 'pass' && m.outcome !== 'nodata').map((m) => m.name);
+}
+
+/**
+ * Wait for `model`'s canary to end. The judge pauses a canary whose verdict is marginal
+ * (inconclusive) for a human; with `resumeThroughputPauses` the test is that human when the only
+ * metric that did not pass is throughput — a ratio of two means without a statistical test, which
+ * noise on a shared machine trips for equal versions (docs/canary.md) — and resumes, counting it.
+ * Any other pause ends the wait (the caller's assertions say what was expected).
+ */
+export async function driveToEnd(up: UpProcess, events: EventStream, model: string, timeoutMs: number, opts: { resumeThroughputPauses?: boolean } = {}): Promise<{ view: CanaryView; resumes: number; pauseReasons: string[] }> {
+  const deadline = performance.now() + timeoutMs;
+  let after = 0;
+  let resumes = 0;
+  const pauseReasons: string[] = [];
+  for (;;) {
+    const e = await events.canaryEnd(model, Math.max(1, deadline - performance.now()), after);
+    after = e.seq;
+    const view = await up.ok<CanaryView>('GET', `/models/${model}/canary`);
+    if (e.kind !== 'canary_paused' || view.phase !== 'paused') return { view, resumes, pauseReasons };
+    pauseReasons.push(view.pausedReason ?? e.message);
+    const bad = notPassed(view.last);
+    if (!opts.resumeThroughputPauses || bad.length !== 1 || bad[0] !== 'throughput') return { view, resumes, pauseReasons };
+    const r = await up.admin('POST', `/models/${model}/canary/resume`, {});
+    if (r.status !== 200) return { view: await up.ok<CanaryView>('GET', `/models/${model}/canary`), resumes, pauseReasons };
+    resumes++;
+  }
 }
