@@ -28,6 +28,11 @@ const MODEL = 'chat';
 const CLIENTS = 100;
 const MAX_TOKENS = 32;
 const INTER_TOKEN_MS = 5;
+/**
+ * Before each overlap switch a long stream (ignore_eos) is started and its headers awaited, so it is
+ * certainly on blue and still streaming when the switch happens, however slow the machine is.
+ */
+const LONG_TOKENS = 600;
 /** Distinct prompts, used in turn: each request's prompt differs from the previous ~500. */
 const PROMPTS = 512;
 /** Completed requests sent after a step's admin call returned, before the next step. */
@@ -38,7 +43,12 @@ const MAX_REQUESTS = 20_000;
 interface Rec extends StreamResult {
   prompt: string;
   client: number;
+  long: boolean;
 }
+
+const requestOf = (p: string, long: boolean) => ({ model: MODEL, prompt: p, maxTokens: long ? LONG_TOKENS : MAX_TOKENS, extra: long ? { ignore_eos: true } : {} });
+/** What the reference texts are keyed by: the same prompt asked long or short has different answers. */
+const keyOf = (r: { prompt: string; long: boolean }) => `${r.long ? 'long' : 'short'}|${r.prompt}`;
 
 interface Step {
   label: string;
@@ -72,8 +82,8 @@ class Load {
   private async client(c: number): Promise<void> {
     while (!this.stopped && this.sent < MAX_REQUESTS) {
       const p = prompt(this.sent++);
-      const r = await streamChat(this.base, { model: MODEL, prompt: p, maxTokens: MAX_TOKENS, dispatcher: this.agent });
-      this.records.push({ ...r, prompt: p, client: c });
+      const r = await streamChat(this.base, { ...requestOf(p, false), dispatcher: this.agent });
+      this.records.push({ ...r, prompt: p, client: c, long: false });
       this.check();
     }
     this.stopped = true;
@@ -157,11 +167,26 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
       return s;
     };
 
+    /** Start a long stream through the gateway and resolve once its headers say which version serves it. */
+    const straddler = async (label: string): Promise<{ version: string; done: Promise<Rec> }> => {
+      const p = `Straddle ${label}: tell the whole story of the lighthouse keeper.`;
+      let served: (v: string) => void = () => undefined;
+      const headers = new Promise<string>((resolve) => (served = resolve));
+      const done = streamChat(u.dataUrl, { ...requestOf(p, true), dispatcher: agent, onHeaders: served }).then((r) => ({ ...r, prompt: p, client: -1, long: true }));
+      const version = await Promise.race([headers, done.then((r) => Promise.reject(new Error(`straddler ${label} ended before its headers: ${r.error}`)))]);
+      return { version, done };
+    };
+
     // when
     const deploy = await step('deploy green v2', 'v1', 'POST', `/models/${MODEL}/deploy`, { version: 'v2' });
+    const straddle1 = await straddler('swap overlap');
     const swap1 = await step('swap overlap → v2', 'v2', 'POST', `/models/${MODEL}/swap`, { mode: 'overlap' });
+    const straddle2 = await straddler('rollback');
     const rb = await step('rollback → v1', 'v1', 'POST', `/models/${MODEL}/rollback`, {});
+    // (the first straddler is on v1: let it finish so the drain-first swap does not wait for it)
+    const straddled = [await straddle1.done];
     const swap2 = await step('swap drain-first → v2', 'v2', 'POST', `/models/${MODEL}/swap`, { to: 'v2', mode: 'drain-first' });
+    straddled.push(await straddle2.done);
     await load.stop();
     const loadDoneAt = performance.now();
 
@@ -188,25 +213,25 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
       if (!w) throw new Error(`no worker for ${v}`);
       return w.endpoint;
     };
-    const prompts = [...new Set(recs.map((r) => r.prompt))];
+    const asked = [...new Map([...recs, ...straddled].map((r) => [keyOf(r), { prompt: r.prompt, long: r.long }])).values()];
     const expected = new Map<string, Map<string, string>>();
     for (const v of ['v1', 'v2']) {
       const base = urlOf(v);
-      const texts = await mapLimit(prompts, 50, async (p) => {
-        const r = await streamChat(base, { model: MODEL, prompt: p, maxTokens: MAX_TOKENS, dispatcher: agent });
-        if (!r.ok) throw new Error(`reference ${v} for ${p}: ${r.error}`);
+      const texts = await mapLimit(asked, 100, async (q) => {
+        const r = await streamChat(base, { ...requestOf(q.prompt, q.long), dispatcher: agent });
+        if (!r.ok) throw new Error(`reference ${v} for ${q.prompt}: ${r.error}`);
         return r.text;
       });
-      expected.set(v, new Map(prompts.map((p, i) => [p, texts[i]!])));
+      expected.set(v, new Map(asked.map((q, i) => [keyOf(q), texts[i]!])));
     }
     // the check can tell the versions apart: no prompt has the same text under both
-    const same = prompts.filter((p) => expected.get('v1')!.get(p) === expected.get('v2')!.get(p));
+    const same = asked.filter((q) => expected.get('v1')!.get(keyOf(q)) === expected.get('v2')!.get(keyOf(q)));
     expect(same).toEqual([]);
 
     // then: every response is exactly one version's text, and that version is its header's
     const mixed: string[] = [];
-    for (const r of recs) {
-      const matches = ['v1', 'v2'].filter((v) => expected.get(v)!.get(r.prompt) === r.text);
+    for (const r of [...recs, ...straddled]) {
+      const matches = ['v1', 'v2'].filter((v) => expected.get(v)!.get(keyOf(r)) === r.text);
       if (matches.length !== 1 || matches[0] !== r.version) mixed.push(`${r.prompt}: header ${r.version}, text matches [${matches.join(',')}]: ${JSON.stringify(r.text)}`);
     }
     expect(mixed.slice(0, 5)).toEqual([]);
@@ -240,22 +265,23 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
       expect(strictly.length, `requests sent after "${s.label}" returned and answered before the next step`).toBeGreaterThanOrEqual(PER_STEP);
     });
 
-    // overlap: streams already answering when the call began and still streaming when it returned
-    // finished on blue (and, above, completely and unmixed), while new ones already went to green
-    const inflightAt = (s: Step) => recs.filter((r) => r.headersAt < s.calledAt && r.endedAt > s.doneAt);
-    for (const [s, blue] of [
-      [swap1, 'v1'],
-      [rb, 'v2'],
+    // overlap: a stream already on blue when the call began, still streaming when it returned,
+    // finished on blue, complete and unmixed (checked above), while new requests went to green
+    for (const [s, r, blue] of [
+      [swap1, straddled[0]!, 'v1'],
+      [rb, straddled[1]!, 'v2'],
     ] as const) {
-      const inflight = inflightAt(s);
-      expect(inflight.length, `streams in flight across "${s.label}"`).toBeGreaterThan(0);
-      expect(inflight.every((r) => r.version === blue)).toBe(true);
+      expect(r, `stream across "${s.label}" (${stepTimes})`).toMatchObject({ ok: true, version: blue });
+      expect(r.headersAt).toBeLessThan(s.calledAt);
+      expect(r.endedAt, `stream across "${s.label}" ended ${(r.endedAt - t0).toFixed(0)} ms (${stepTimes})`).toBeGreaterThan(s.doneAt);
     }
+    // the load's own streams crossing the overlap switches (evidence, not asserted: depends on timing)
+    const crossing = [swap1, rb].map((s) => recs.filter((r) => r.headersAt < s.calledAt && r.endedAt > s.doneAt).length);
 
     const byVersion = (v: string) => recs.filter((r) => r.version === v).length;
     // one line of evidence for the report (visible with --reporter=verbose)
     console.log(
-      `bluegreen e2e: ${recs.length} requests (${byVersion('v1')} v1, ${byVersion('v2')} v2), ${prompts.length} prompts, 0 failed; ` +
+      `bluegreen e2e: ${recs.length} requests (${byVersion('v1')} v1, ${byVersion('v2')} v2; load streams crossing the overlap switches ${crossing.join(', ')}), ${asked.length} distinct requests, 0 failed; ` +
         `steps at ${steps.map((s) => `${s.label} ${(s.doneAt - t0).toFixed(0)} ms`).join(', ')}; ` +
         `rollback elapsed_ms ${(rb.result as { elapsed_ms: number }).elapsed_ms.toFixed(4)}; ` +
         `drain-first held ${(swap2.result as { heldMs: number }).heldMs.toFixed(1)} ms; load ${(loadDoneAt - t0).toFixed(0)} ms, total ${(performance.now() - t0).toFixed(0)} ms`,

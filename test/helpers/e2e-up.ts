@@ -250,8 +250,8 @@ export interface StreamResult {
   endedAt: number;
 }
 
-export function chatBody(model: string, prompt: string, maxTokens: number, stream = true): string {
-  return JSON.stringify({ model, messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens, temperature: 0, stream });
+export function chatBody(model: string, prompt: string, maxTokens: number, stream = true, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ model, messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens, temperature: 0, stream, ...extra });
 }
 
 /**
@@ -260,7 +260,16 @@ export function chatBody(model: string, prompt: string, maxTokens: number, strea
  */
 export async function streamChat(
   base: string,
-  opts: { model: string; prompt: string; maxTokens: number; dispatcher?: Dispatcher; headers?: Record<string, string> },
+  opts: {
+    model: string;
+    prompt: string;
+    maxTokens: number;
+    dispatcher?: Dispatcher;
+    headers?: Record<string, string>;
+    extra?: Record<string, unknown>;
+    /** Called when the response headers arrive (the gateway has chosen the version). */
+    onHeaders?: (version: string) => void;
+  },
 ): Promise<StreamResult> {
   const startedAt = performance.now();
   const out: StreamResult = { ok: false, status: 0, version: '', worker: '', text: '', events: 0, startedAt, headersAt: 0, endedAt: 0 };
@@ -268,13 +277,14 @@ export async function streamChat(
     const res = await request(`${base}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...opts.headers },
-      body: chatBody(opts.model, opts.prompt, opts.maxTokens),
+      body: chatBody(opts.model, opts.prompt, opts.maxTokens, true, opts.extra),
       dispatcher: opts.dispatcher,
     });
     out.headersAt = performance.now();
     out.status = res.statusCode;
     out.version = headerString(res.headers['x-glidepath-version']);
     out.worker = headerString(res.headers['x-glidepath-worker']);
+    opts.onHeaders?.(out.version);
     if (res.statusCode !== 200) {
       out.error = `status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`;
       return out;
