@@ -50,7 +50,7 @@ export class SimEngine {
   readonly loras: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly life: Lifecycle;
-  /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted; 'finished' ('stop' | 'length' | 'abort' | 'crash'). Tests await these instead of sleeping. */
+  /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted; 'finished' ('stop' | 'length' | 'abort' | 'crash'); 'phase' ('sleeping' | 'waking' | 'ready'). Tests await these instead of sleeping. */
   readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
@@ -68,7 +68,7 @@ export class SimEngine {
     readonly clock: Clock = realClock,
   ) {
     this.names = new Set([opts.model, ...opts.servedModelNames]);
-    this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms);
+    this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms, (p) => this.events.emit('phase', p));
     this.scheduler = new Scheduler(opts.maxNumSeqs, opts.kvCapacityTokens, opts.maxWaitingRequests);
     this.loras = new LoraRegistry(opts.maxLoras, (n) => this.names.has(n) || n === opts.judgeModel);
     this.metrics = new SimMetrics(opts.model, opts.version, opts.seed, {

@@ -41,7 +41,7 @@ export interface SimHandle {
   stats(): SimStats;
   /** Wait for the next injected fault of a kind (resolves when the worker injects it). */
   nextFault(kind: FaultKind): Promise<void>;
-  /** Worker events: 'fault' (kind), 'request' ('running' | 'waiting' | 'rejected'), 'finished' ('stop' | 'length' | 'abort' | 'crash'). */
+  /** Worker events: 'fault' (kind), 'request' ('running' | 'waiting' | 'rejected'), 'finished' ('stop' | 'length' | 'abort' | 'crash'), 'phase' ('sleeping' | 'waking' | 'ready'). */
   events: EventEmitter;
 }
 

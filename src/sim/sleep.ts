@@ -14,6 +14,7 @@ export class Lifecycle {
     private readonly clock: Clock,
     private readonly loadTimeMs: number,
     private readonly wakeLevel1Ms: number,
+    private readonly onPhase: (p: Phase) => void = () => {},
   ) {
     this.phaseNow = loadTimeMs > 0 ? 'loading' : 'ready';
     if (loadTimeMs > 0) this.after(loadTimeMs, () => this.ready());
@@ -37,6 +38,7 @@ export class Lifecycle {
     if (this.phaseNow === 'sleeping' && this.level >= level) return;
     this.level = level;
     this.phaseNow = 'sleeping';
+    this.onPhase('sleeping');
   }
 
   /** Wake up; resolves when awake (level 2 takes the load time again). */
@@ -45,6 +47,7 @@ export class Lifecycle {
     if (this.phaseNow === 'sleeping') {
       const ms = this.level === 2 ? this.loadTimeMs : this.wakeLevel1Ms;
       this.phaseNow = 'waking';
+      this.onPhase('waking');
       if (ms <= 0) this.ready();
       else this.after(ms, () => this.ready());
     }
@@ -58,6 +61,7 @@ export class Lifecycle {
 
   private ready(): void {
     this.phaseNow = 'ready';
+    this.onPhase('ready');
     this.level = 0;
     for (const w of this.waiters) w();
     this.waiters.clear();

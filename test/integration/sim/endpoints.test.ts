@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type SimHandle } from '../../../src/sim/index.js';
+import { FakeClock } from '../../../src/sim/timing.js';
 import { call, chat, get, post } from './helpers.js';
 
 const PROMTOOL = '/usr/bin/promtool';
@@ -85,16 +86,24 @@ describe('service endpoints', () => {
     expect(m.headers.get('allow')).toBe('POST');
   });
 
-  it('/health is 503 while loading, then 200; inference is 503 meanwhile', async () => {
-    const loading = await startSim({ port: 0, loadTimeMs: 150 });
+  it('/health is 503 while loading, then 200; inference is 503 meanwhile; wake_up waits for the load', async () => {
+    const clock = new FakeClock();
+    const loading = await startSim({ port: 0, loadTimeMs: 60_000, clock });
     try {
       const h = await get(loading.url, '/health');
       expect(h.status).toBe(503);
       expect(h.json.error.code).toBe('model_loading');
       const r = await post(loading.url, '/v1/chat/completions', chat('early'));
       expect(r.status).toBe(503);
-      // wake_up resolves when loading has finished: no sleeping in the test
-      expect((await post(loading.url, '/wake_up', {})).status).toBe(200);
+      let woke = false;
+      const wake = post(loading.url, '/wake_up', {}).then((x) => {
+        woke = true;
+        return x;
+      });
+      await get(loading.url, '/health'); // the wake_up request has reached the server by now or soon; it must not resolve early
+      expect(woke).toBe(false);
+      clock.advance(60_000);
+      expect((await wake).status).toBe(200);
       expect((await get(loading.url, '/health')).status).toBe(200);
     } finally {
       await loading.close();

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
 import { startSim, type SimHandle } from '../../../src/sim/index.js';
+import { FakeClock } from '../../../src/sim/timing.js';
 import { chat, get, post } from './helpers.js';
 
 let sim: SimHandle;
@@ -78,19 +80,24 @@ describe('sleep mode', () => {
     expect((await post(sim.url, '/v1/chat/completions', chat('awake', { max_tokens: 2 }))).status).toBe(200);
   });
 
-  it('level 2: waking takes the load time', async () => {
-    const slow = await startSim({ port: 0, loadTimeMs: 80 });
+  it('level 2: waking takes the load time (fake clock)', async () => {
+    const clock = new FakeClock();
+    const slow = await startSim({ port: 0, loadTimeMs: 80, clock });
     try {
-      await post(slow.url, '/wake_up', {}); // wait for the initial load
+      clock.advance(80); // initial load
       expect((await post(slow.url, '/sleep?level=2', {})).status).toBe(200);
       expect(slow.stats().sleepLevel).toBe(2);
-      const t0 = performance.now();
+      const waking = once(slow.events, 'phase');
       const wake = post(slow.url, '/wake_up', {});
-      const during = await get(slow.url, '/is_sleeping');
-      expect(during.json.is_sleeping).toBe(true);
+      expect(await waking).toEqual(['waking']);
+      expect((await get(slow.url, '/is_sleeping')).json.is_sleeping).toBe(true);
+      expect((await post(slow.url, '/v1/chat/completions', chat('not yet'))).status).toBe(503);
+      clock.advance(79);
+      expect(slow.stats().phase).toBe('waking');
+      clock.advance(1);
       expect((await wake).status).toBe(200);
-      expect(performance.now() - t0).toBeGreaterThanOrEqual(75);
       expect((await get(slow.url, '/is_sleeping')).json.is_sleeping).toBe(false);
+      expect(slow.stats().sleepLevel).toBe(0);
     } finally {
       await slow.close();
     }
