@@ -1,5 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
 import { startSim, type SimHandle } from '../../../src/sim/index.js';
+import { FakeClock } from '../../../src/sim/timing.js';
 import { call, chat, chunks, get, post, rawPost } from './helpers.js';
 
 let sim: SimHandle;
@@ -96,19 +98,24 @@ describe('injected faults', () => {
     await expect(hung).rejects.toThrow();
   });
 
-  it('latency multiplier slows TTFT and ITL', async () => {
-    const h = await startSim({ port: 0, jitter: 0, interTokenMs: 4, prefillTokensPerS: 1e9 });
+  it('latency multiplier slows TTFT and ITL (fake clock)', async () => {
+    const clock = new FakeClock();
+    const h = await startSim({ port: 0, clock, jitter: 0, interTokenMs: 4, prefillTokensPerS: 1000 });
     try {
-      const body = chat('slow', { max_tokens: 11, ignore_eos: true, stream: true });
-      const t0 = performance.now();
-      await post(h.url, CHAT, body);
-      const base = performance.now() - t0;
       h.setFaults({ latencyMultiplier: 5 });
-      const t1 = performance.now();
-      await post(h.url, CHAT, body);
-      const slow = performance.now() - t1;
-      expect(base).toBeGreaterThanOrEqual(38);
-      expect(slow).toBeGreaterThanOrEqual(195);
+      // "<|user|> slow <|end|>\n<|assistant|>" = 4 prompt tokens: TTFT 4 ms × 5, ITL 4 ms × 5
+      const admitted = once(h.events, 'request');
+      const res = post(h.url, CHAT, chat('slow', { max_tokens: 3, ignore_eos: true, stream: true }));
+      await admitted;
+      clock.advance(19.9);
+      expect(h.stats().tokens).toBe(0);
+      clock.advance(0.1);
+      expect(h.stats().tokens).toBe(1);
+      clock.advance(19.9);
+      expect(h.stats().tokens).toBe(1);
+      clock.advance(20.1);
+      expect(h.stats().tokens).toBe(3);
+      expect((await res).text).toContain('[DONE]');
       expect(h.stats().faults.latency).toBe(1);
     } finally {
       await h.close();
