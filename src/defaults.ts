@@ -21,6 +21,11 @@ export const DEFAULTS = {
     connectTimeoutMs: 2_000,
     /** Request sent → first byte of the response (covers queueing + prefill on the worker). */
     firstTokenTimeoutMs: 60_000,
+    /**
+     * Non-streaming requests: the worker sends its first byte only when generation ends, so the
+     * first-token limit would cut long completions; they get this limit for the whole answer.
+     */
+    requestTimeoutMs: 600_000,
     /** Longest silence between two chunks of a stream before the upstream is declared hung. */
     idleTimeoutMs: 30_000,
     /** Retries on another worker before the first byte reaches the client (connect error / 5xx). */

@@ -208,6 +208,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       maxBodyBytes: g.max_body_bytes,
       connectTimeoutMs: g.connect_timeout_ms,
       firstTokenTimeoutMs: g.first_token_timeout_ms,
+      requestTimeoutMs: g.request_timeout_ms,
       idleTimeoutMs: g.idle_timeout_ms,
       maxRetries: g.max_retries,
       ejectBaseMs: g.eject_base_ms,

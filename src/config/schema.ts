@@ -208,6 +208,7 @@ export const configSchema = z
         max_body_bytes: posInt().default(G.maxBodyBytes),
         connect_timeout_ms: posInt().default(G.connectTimeoutMs),
         first_token_timeout_ms: posInt().default(G.firstTokenTimeoutMs),
+        request_timeout_ms: posInt().default(G.requestTimeoutMs),
         idle_timeout_ms: posInt().default(G.idleTimeoutMs),
         max_retries: nonNegInt().default(G.maxRetries),
         eject_base_ms: posInt().default(G.ejectBaseMs),

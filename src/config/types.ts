@@ -121,6 +121,8 @@ export interface GatewayConfig {
   maxBodyBytes: number;
   connectTimeoutMs: number;
   firstTokenTimeoutMs: number;
+  /** Whole-answer limit for non-streaming requests. */
+  requestTimeoutMs: number;
   idleTimeoutMs: number;
   maxRetries: number;
   ejectBaseMs: number;

@@ -105,7 +105,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private abortError(kind: AbortReason['kind']): GlidepathError {
     switch (kind) {
       case 'first_token_timeout':
-        return new GatewayTimeoutError('upstream_timeout', `worker ${this.worker?.id ?? '?'} sent no token within ${this.ctx.cfg.firstTokenTimeoutMs} ms`);
+        return new GatewayTimeoutError('upstream_timeout', this.req.stream ? `worker ${this.worker?.id ?? '?'} sent no token within ${this.ctx.cfg.firstTokenTimeoutMs} ms` : `worker ${this.worker?.id ?? '?'} did not answer within ${this.ctx.cfg.requestTimeoutMs} ms`);
       case 'idle_timeout':
         return new GatewayTimeoutError('upstream_idle_timeout', `worker ${this.worker?.id ?? '?'} went silent for ${this.ctx.cfg.idleTimeoutMs} ms mid-response`);
       case 'drain':
@@ -133,7 +133,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.status = 0;
     this.gotFirstByte = false;
     this.controller = undefined;
-    this.armTimer(this.ctx.cfg.firstTokenTimeoutMs, 'first_token_timeout');
+    this.armTimer(this.req.stream ? this.ctx.cfg.firstTokenTimeoutMs : this.ctx.cfg.requestTimeoutMs, 'first_token_timeout');
     w.dispatcher.dispatch(
       {
         path: w.pathPrefix + this.path,

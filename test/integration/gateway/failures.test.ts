@@ -207,7 +207,7 @@ describe('timeouts', () => {
     const a = await upstream();
     const b = await upstream();
     a.setDefault(hang());
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 150 }, rr());
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 150, requestTimeoutMs: 150 }, rr());
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(200);
     expect(r.headers['x-glidepath-worker']).toBe('v1-w1');
@@ -307,5 +307,19 @@ describe('broken and garbage upstream answers', () => {
     expect(r.status).toBe(502);
     expect(r.json()).toMatchObject({ error: { code: 'upstream_invalid_json' } });
     expect(r.body).not.toMatch(/\n\s+at /); // no stack trace
+  });
+});
+
+describe('non-streaming request timeout', () => {
+  it('lets a non-streaming answer take longer than the first-token limit (its first byte comes at the end)', async () => {
+    const a = await upstream();
+    a.setDefault(async (c) => {
+      await new Promise((r) => setTimeout(r, 300));
+      c.res.writeHead(200, { 'content-type': 'application/json' });
+      c.res.end(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'late' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 100, requestTimeoutMs: 5_000 });
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(200);
   });
 });
