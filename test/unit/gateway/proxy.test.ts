@@ -73,7 +73,7 @@ interface Harness {
 }
 
 function harness(stream = true): Harness {
-  const cfg = defaultGatewayConfig({ firstTokenTimeoutMs: 1000, idleTimeoutMs: 500 });
+  const cfg = defaultGatewayConfig({ firstTokenTimeoutMs: 1000, requestTimeoutMs: 1000, idleTimeoutMs: 500 });
   const telemetry = new Telemetry({ windowMaxSamples: 10, windowMaxAgeMs: 60_000 });
   const records: RequestRecord[] = [];
   telemetry.subscribe((r) => records.push(r));
