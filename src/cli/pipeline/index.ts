@@ -9,22 +9,22 @@ import { runPipeline } from '../../rollout/pipeline/runner.js';
 import type { Reporter, RunResult } from '../../rollout/pipeline/runner.js';
 import { loadPipelineFile } from '../../rollout/pipeline/spec.js';
 import type { Pipeline } from '../../rollout/pipeline/spec.js';
-import { parseDuration } from '../../rollout/pipeline/words.js';
+import { formatDuration, parseDuration } from '../../rollout/pipeline/words.js';
 import { resolveModel, session, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { EXIT, UsageError, parseOutput, printJson } from '../output.js';
 
 interface RunOptions extends CommonOptions {
-  var: string[];
+  var?: string[];
   dryRun?: boolean;
-  notifyUrl: string[];
+  notifyUrl?: string[];
   config?: string;
   poll?: string;
   timeout?: string;
 }
 
-function collect(v: string, prev: string[]): string[] {
-  return [...prev, v];
+function collect(v: string, prev: string[] | undefined): string[] {
+  return [...(prev ?? []), v];
 }
 
 function parseVars(list: readonly string[]): Record<string, string> {
@@ -72,13 +72,13 @@ function printResult(r: RunResult): void {
 async function run(file: string, o: RunOptions): Promise<void> {
   const output = parseOutput(o.output);
   const json = output === 'json';
-  const vars = parseVars(o.var);
+  const vars = parseVars(o.var ?? []);
   const pollMs = durationFlag('--poll', o.poll);
   const timeoutMs = durationFlag('--timeout', o.timeout);
-  for (const u of o.notifyUrl) if (!/^https?:\/\/\S+$/i.test(u)) throw new UsageError(`--notify-url: expected an http(s) URL, got ${JSON.stringify(u)}`);
+  for (const u of o.notifyUrl ?? []) if (!/^https?:\/\/\S+$/i.test(u)) throw new UsageError(`--notify-url: expected an http(s) URL, got ${JSON.stringify(u)}`);
   const p = load(file, vars, json, true);
   if (!p) return;
-  const notifyUrls = [...o.notifyUrl];
+  const notifyUrls = [...(o.notifyUrl ?? [])];
   if (o.config !== undefined) {
     try {
       notifyUrls.push(...loadConfigFile(o.config).notifications.webhooks);
@@ -126,9 +126,9 @@ async function run(file: string, o: RunOptions): Promise<void> {
   }
 }
 
-function check(file: string, o: { output: string; var: string[] }): void {
+function check(file: string, o: { output: string; var?: string[] }): void {
   const json = parseOutput(o.output) === 'json';
-  const vars = parseVars(o.var);
+  const vars = parseVars(o.var ?? []);
   const p = load(file, vars, json, false);
   if (!p) return;
   const unset = p.variables.filter((v) => !v.set);
@@ -150,10 +150,10 @@ export function register(program: Command): void {
       .argument('<file>', 'the pipeline file (deployment.yaml)')
       .description('run the stages in order; exit 0 on success, 1 when a step failed or the rollback trigger fired, 2 when the file is invalid')
       .option('--dry-run', 'print what would happen and execute nothing')
-      .option('--var <NAME=value>', 'set a variable used as $NAME or ${NAME} (repeatable; wins over the environment)', collect, [])
-      .option('--notify-url <url>', 'a webhook for rollback.notify (repeatable; a URL written as rollback.notify is used too)', collect, [])
+      .option('--var <NAME=value>', 'set a variable used as $NAME or ${NAME} (repeatable; wins over the environment)', collect)
+      .option('--notify-url <url>', 'a webhook for rollback.notify (repeatable; a URL written as rollback.notify is used too)', collect)
       .option('-c, --config <file>', "also notify the webhooks of this glidepath.yaml's notifications.webhooks")
-      .option('--poll <duration>', `how often wait_for polls the admin API (default ${PIPELINE_DEFAULTS.pollMs}ms)`)
+      .option('--poll <duration>', `how often wait_for polls the admin API (default ${formatDuration(PIPELINE_DEFAULTS.pollMs)})`)
       .option('--timeout <duration>', 'bound on the whole run (overrides pipeline.timeout; default 2h)'),
     { model: 'one' },
   ).action((file: string, o: RunOptions) => run(file, o));
@@ -161,7 +161,7 @@ export function register(program: Command): void {
     .command('check')
     .argument('<file>', 'the pipeline file (deployment.yaml)')
     .description('validate a pipeline file and list every problem with its line; exit 2 when it is invalid')
-    .option('--var <NAME=value>', 'set a variable (repeatable); unset variables are listed, not errors', collect, [])
+    .option('--var <NAME=value>', 'set a variable (repeatable); unset variables are listed, not errors', collect)
     .option('-o, --output <format>', 'table or json', 'table')
-    .action((file: string, o: { output: string; var: string[] }) => check(file, o));
+    .action((file: string, o: { output: string; var?: string[] }) => check(file, o));
 }

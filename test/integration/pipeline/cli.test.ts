@@ -353,6 +353,21 @@ describe('glidepath pipeline run --dry-run and check', () => {
     expect(plan.stages[0].steps[0]).toEqual({ kind: 'run', command: 'dynamo swap --confirm', argv: ['dynamo', 'swap', '--confirm'], exec: [process.execPath, MAIN, 'swap', '--confirm'], timeout: '30m', line: 5 });
   });
 
+  it('dry run shows where rollback.notify would go: --notify-url and the webhooks of --config', async () => {
+    const cfg = join(dir, 'glidepath.yaml');
+    writeFileSync(
+      cfg,
+      'notifications:\n  webhooks: ["https://hooks.example.com/x?token=secret"]\nmodels:\n  - name: llama\n    versions:\n      - id: v1\n        provider: { kind: sim }\n',
+    );
+    const r = await cli(['pipeline', 'run', file(PIPELINE()), '--dry-run', '-o', 'json', '--var', 'VERSION=v2', ...NODE, '--notify-url', 'http://127.0.0.1:9/hook', '-c', cfg]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).rollback.notify).toEqual({ channel: 'pagerduty', webhooks: ['http://127.0.0.1:9/hook', 'https://hooks.example.com/x'] });
+    const bad = await cli(['pipeline', 'run', file(PIPELINE()), '--dry-run', '--var', 'VERSION=v2', ...NODE, '-c', join(dir, 'missing.yaml')]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^--config: .*missing\.yaml: 1 problem\(s\)\n {2}file not found\n$/);
+  });
+
   it('an invalid file exits 2 with every problem and its line, running nothing', async () => {
     const r = await cli(['pipeline', 'run', file(PIPELINE().replace('- wait_for: green_ready', '- wait_fr: green_ready').replace('> 500ms', '> 500 mss')), ...NODE]);
     expect(r.code).toBe(2);
