@@ -1,11 +1,19 @@
 // Running one pipeline command: no shell, `glidepath`/`dynamo` mapped to this very CLI, output
 // streamed line by line, a timeout and an abort signal that kill the command's whole process group.
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PIPELINE_DEFAULTS } from './defaults.js';
 
-/** dist/cli/main.js, found from this file (dist/rollout/pipeline/exec.js) so a clean checkout works. */
-export const CLI_PATH = fileURLToPath(new URL('../../cli/main.js', import.meta.url));
+/**
+ * dist/cli/main.js, found from this file (dist/rollout/pipeline/exec.js) so a clean checkout works;
+ * when this file runs from src/ (tests, tsx) the built CLI beside it is used.
+ */
+export const CLI_PATH = ((): string => {
+  const beside = fileURLToPath(new URL('../../cli/main.js', import.meta.url));
+  const built = fileURLToPath(new URL('../../../dist/cli/main.js', import.meta.url));
+  return existsSync(beside) || !existsSync(built) ? beside : built;
+})();
 
 /** Names that run this CLI: `glidepath`, and `dynamo` so seed 000's pipelines run unchanged. */
 export const CLI_ALIASES = ['glidepath', 'dynamo'];

@@ -1,6 +1,7 @@
 // Command words: argv splitting without a shell, variables, durations, the glidepath/dynamo alias.
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { resolveArgv } from '../../../src/rollout/pipeline/exec.js';
+import { CLI_PATH, resolveArgv } from '../../../src/rollout/pipeline/exec.js';
 import { WordError, commandArgv, expandString, formatDuration, parseDuration, renderArgv } from '../../../src/rollout/pipeline/words.js';
 
 const vars: Record<string, string> = { V: 'v2', P: '/models/a b', EMPTY: '' };
@@ -53,6 +54,13 @@ describe('command words', () => {
     expect(resolveArgv(['dynamo', 'swap', '--confirm'], '/cli.js')).toEqual([process.execPath, '/cli.js', 'swap', '--confirm']);
     expect(resolveArgv(['glidepath', 'status'], '/cli.js')).toEqual([process.execPath, '/cli.js', 'status']);
     expect(resolveArgv(['python', 'x.py'], '/cli.js')).toEqual(['python', 'x.py']);
+  });
+
+  it('finds the built CLI even when this code runs from src/', () => {
+    // `npm test` builds first; the built CLI is what a run step spawns
+    expect(CLI_PATH.endsWith('dist/cli/main.js')).toBe(true);
+    expect(existsSync(CLI_PATH)).toBe(true);
+    expect(resolveArgv(['glidepath', 'x'])[1]).toBe(CLI_PATH);
   });
 
   it('parses and formats durations', () => {
