@@ -41,7 +41,8 @@ function normaliseUrl(raw: string, flag: string): string {
     throw new UsageError(`${flag}: expected an http(s) URL such as ${DEFAULT_URL}, got ${JSON.stringify(raw)}`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`${flag}: expected an http(s) URL, got ${JSON.stringify(raw)}`);
-  return u.toString().replace(/\/+$/, '');
+  // tolerate the API prefix in the URL (people paste what they curl)
+  return u.toString().replace(/\/+$/, '').replace(/\/admin\/v1$/, '');
 }
 
 /**

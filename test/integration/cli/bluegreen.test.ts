@@ -56,6 +56,10 @@ describe('glidepath admin verbs (generated admin token)', () => {
     const j = await cli('status', '--output', 'json');
     expect(j.code).toBe(0);
     expect(j.json.models[0]).toMatchObject({ model: 'chat', active: 'v1', standby: null });
+    // --url wins over GLIDEPATH_URL, and a pasted API prefix is tolerated
+    const url = await gp(['status', '-o', 'json', '--url', `${up.adminUrl}/admin/v1/`], { GLIDEPATH_URL: 'http://127.0.0.1:9', GLIDEPATH_DATA_DIR: up.dataDir });
+    expect(url.code).toBe(0);
+    expect(url.json.models[0].model).toBe('chat');
   });
 
   it('version list: seed 000 columns; the only model is the default', async () => {

@@ -2,7 +2,7 @@
 // the real CLI binary run against it.
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -10,19 +10,14 @@ import { createInterface } from 'node:readline';
 export const ROOT = join(import.meta.dirname, '../../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
 
-function newestMtime(dir: string): number {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    t = Math.max(t, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
-  }
-  return t;
-}
-
-/** `npm test` builds first (pretest); a direct vitest run rebuilds only when dist is missing or stale. */
+/**
+ * `npm test` builds first (pretest); a direct vitest run needs `npm run build` before it. Only a
+ * missing build is built here: rebuilding a "stale" dist while another test file's CLI processes
+ * are loading it made them fail at random (a half-written module), and in a shared tree the
+ * sources are always newer than something.
+ */
 export function ensureBuilt(): void {
-  const stale = !existsSync(MAIN) || statSync(MAIN).mtimeMs < Math.max(newestMtime(join(ROOT, 'src/cli')), newestMtime(join(ROOT, 'src/api')));
-  if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'ignore' });
+  if (!existsSync(MAIN)) spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'ignore' });
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run npm run build`);
 }
 

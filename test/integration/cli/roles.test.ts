@@ -78,7 +78,7 @@ describe('glidepath admin verbs (tokens from the config)', () => {
 
   it('a viewer reads but every change is 403 (exit 1) naming the role and what it needs', async () => {
     const reads = await Promise.all([as(VIEWER, 'status'), as(VIEWER, 'version', 'show', 'v2', '-m', 'chat'), as(VIEWER, 'workers'), as(VIEWER, 'audit')]);
-    for (const r of reads) expect(r.code).toBe(0);
+    for (const r of reads) expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
     const changes: [string[], string][] = [
       [['swap', '--confirm', '-m', 'chat'], 'POST /admin/v1/models/:model/swap'],
       [['deploy', 'green', '--version', 'v2', '-m', 'chat'], 'POST /admin/v1/models/:model/deploy'],
