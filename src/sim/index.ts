@@ -12,6 +12,7 @@ export { judgeScore, judgePair, judgeReply, TIE_MARGIN, type PairwiseVerdict } f
 export { tokenize, countTokens, hashContext } from './tokenizer.js';
 export { generate, versionKey, type GenRequest, type Generated } from './generator.js';
 export { renderChat } from './requests.js';
+export { FakeClock, realClock, type Clock } from './timing.js';
 
 export interface SimStats {
   running: number;
