@@ -39,6 +39,8 @@ interface Live {
   state: ExperimentState;
   samples: PairSamples;
   revision: number;
+  /** Running minimum of the always-valid p-value over analyses of this sample stream (resets with it). */
+  pMin?: number | undefined;
 }
 
 function valuesFor(s: PairSamples, which: 'a' | 'b', metric: ExperimentMetric): number[] {
@@ -154,7 +156,8 @@ export class ExperimentManager {
     if (!l) throw new ConflictError('no_experiment', `model ${model} has no running experiment`);
     const s = l.state;
     const direction = s.metric === 'quality' ? 'higher' : 'lower';
-    const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), { direction, alpha: s.alpha, power: s.power, minDetectableEffect: s.minDetectableEffect });
+    const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), { direction, alpha: s.alpha, power: s.power, minDetectableEffect: s.minDetectableEffect, previousPValue: l.pMin });
+    if (res.status === 'analyzed' && Number.isFinite(res.p_value_sequential)) l.pMin = res.p_value_sequential;
     s.result = { ...res, at: Date.now() };
     s.updatedAt = Date.now();
     const rec = this.cp.store.putRollout({ id: s.id, model, phase: s.phase, state: s }, s.updatedAt, l.revision);
