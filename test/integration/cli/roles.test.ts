@@ -165,6 +165,12 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     expect(d.code).toBe(0);
     const st = await as(VIEWER, 'status', '-m', 'chat', '-o', 'json');
     expect(st.json.models[0].route.weights).toEqual({ v1: 0.9, v2: 0.1, v3: 0 });
+    // a load that fails after the progress stream began arrives as its error event: exit 1 with the code
+    expect((await as(OPERATOR, 'version', 'register', '--id', 'v4', '--tp', '2', '--weight-hash', 'sha256:4444', '-m', 'chat')).code).toBe(0);
+    const full = await as(OPERATOR, 'deploy', 'green', '--version', 'v4', '-m', 'chat');
+    expect(full.code).toBe(1);
+    expect(full.stderr).toMatch(/^error: chat\/v4 needs 2 GPU\(s\) \(1 worker\(s\) × TP 2, ≥8 GB each\) but only 1 suitable of 1 free \(6 total\) \(insufficient_gpus\)$/m);
+    expect((await as(VIEWER, 'version', 'show', 'v4', '-m', 'chat')).stdout).toMatch(/status\s+failed[\s\S]*failure\s+.*insufficient_gpus/);
     const human = await as(VIEWER, 'status', '-m', 'chat');
     expect(human.stdout).toMatch(/^chat\s+high\s+v1\s+-\s+v1 90%, v2 10%\s+\d+$/m);
   });
