@@ -153,6 +153,12 @@ export class QualityJudge {
   /** A tap listener: call from the data plane's tap (returns at once). */
   readonly listener = (r: TappedResponse): void => {
     if (r.status !== 200) return;
+    if (this.opts.pointwise) {
+      // every tapped answer (a shadow answer too) is scored on its own: pairwise wins (1 / 0.5 / 0)
+      // must never be mixed into the same series as pointwise scores
+      this.enqueue(() => this.judgeOne(r));
+      return;
+    }
     if (r.pairId !== undefined) {
       const other = this.pairs.get(r.pairId);
       if (!other) {
@@ -163,9 +169,7 @@ export class QualityJudge {
       this.pairs.delete(r.pairId);
       const [primary, shadow] = r.shadow ? [other.r, r] : [r, other.r];
       this.enqueue(() => this.judgePair(primary, shadow));
-      return;
     }
-    if (this.opts.pointwise) this.enqueue(() => this.judgeOne(r));
   };
 
   private expirePairs(): void {
