@@ -82,9 +82,12 @@ describe('quality gate with the simulator judge, end to end', () => {
     const models: CanaryModelSpec[] = [
       { name: 'halluc', versions: [{ id: 'v1', seed: 51, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 52, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION }], canary },
       { name: 'sameq', versions: [{ id: 'v1', seed: 61, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 62, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary },
+      // the same with shadow traffic: in pointwise mode a shadow answer is scored on its own
+      // (regression: shadow pairs were judged pairwise and their 1/0.5/0 mixed into the 0-1 scores)
+      { name: 'sameqs', versions: [{ id: 'v1', seed: 63, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 64, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary: { ...canary, shadowShare: 0.3 } },
     ];
     // When canaries start
-    const { up, views, judged } = await run('pointwise', models, ['sameq']);
+    const { up, views, judged } = await run('pointwise', models, ['sameq', 'sameqs']);
     try {
       expect(judged.judged).toBeGreaterThan(60);
       // Then the hallucinating canary is rolled back on quality at <= 10 %
@@ -93,12 +96,19 @@ describe('quality gate with the simulator judge, end to end', () => {
       expect(bad.rollback!.percentAtRollback).toBeLessThanOrEqual(10);
       expect(bad.rollback!.reason).toMatch(/quality/);
       // And the equal one walks every stage, quality passing, and becomes active
-      const ok = views.get('sameq')!;
-      expect(ok.phase, ok.message).toBe('succeeded');
-      expect(ok.verdicts.at(-1)!.metrics.find((x) => x.name === 'quality')!.outcome).toBe('pass');
-      const versions = await up.ok<VersionView[]>('GET', '/models/sameq/versions');
-      expect(versions.find((x) => x.version === 'v2')!.status).toBe('active');
-      expect(versions.find((x) => x.version === 'v1')!.status).toBe('standby');
+      for (const name of ['sameq', 'sameqs']) {
+        const ok = views.get(name)!;
+        expect(ok.phase, `${name}: ${ok.message}`).toBe('succeeded');
+        expect(ok.verdicts.at(-1)!.metrics.find((x) => x.name === 'quality')!.outcome).toBe('pass');
+        const versions = await up.ok<VersionView[]>('GET', `/models/${name}/versions`);
+        expect(versions.find((x) => x.version === 'v2')!.status).toBe('active');
+        expect(versions.find((x) => x.version === 'v1')!.status).toBe('standby');
+      }
+      // both versions of sameqs score like sameq's pointwise stable (~0.72): no pairwise 0.5s mixed in
+      const mean = (name: string, which: 'stable' | 'canary') => (views.get(name)!.verdicts.at(-1)!.metrics.find((x) => x.name === 'quality')![which] as { mean: number }).mean;
+      const reference = mean('sameq', 'stable');
+      expect(Math.abs(mean('sameqs', 'stable') - reference)).toBeLessThan(0.04);
+      expect(Math.abs(mean('sameqs', 'canary') - reference)).toBeLessThan(0.06);
     } finally {
       await up.kill('SIGTERM');
     }
