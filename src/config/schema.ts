@@ -9,7 +9,9 @@ export function show(v: unknown): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';
-  return String(v);
+  if (typeof v === 'bigint') return v.toString();
+  // numbers, booleans; functions and symbols have no JSON form
+  return JSON.stringify(v) ?? typeof v;
 }
 
 const msg = (what: string) => ({ error: (iss: { input?: unknown }) => `expected ${what}, got ${show(iss.input)}` });
