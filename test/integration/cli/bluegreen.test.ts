@@ -2,7 +2,7 @@
 // admin token (no auth section in the config): the blue-green path, refusals and their exit codes.
 /* eslint-disable @typescript-eslint/no-unsafe-call -- the CLI's JSON output is checked field by field */
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gp, gpTty, SCRIPT, startUp } from './helpers.js';
@@ -30,6 +30,12 @@ let env: Record<string, string>;
 let weightsFile: string;
 let weightsHash: string;
 const cli = (...args: string[]): Promise<Run> => gp(args, env);
+/** State checks go straight to the API (the CLI's own JSON output is checked elsewhere). */
+async function apiStatus(): Promise<{ models: { active: string | null; standby: string | null }[] }> {
+  const token = readFileSync(join(up.dataDir, 'admin-token'), 'utf8').trim();
+  const r = await fetch(`${up.adminUrl}/admin/v1/status`, { headers: { authorization: `Bearer ${token}` } });
+  return (await r.json()) as { models: { active: string | null; standby: string | null }[] };
+}
 
 beforeAll(async () => {
   up = await startUp(CONFIG);
@@ -121,8 +127,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
     const r = await cli('swap');
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/pass --confirm to run it without a terminal \(nothing changed\)/);
-    const st = await cli('status', '-o', 'json');
-    expect(st.json.models[0].active).toBe('v1');
+    const st = await apiStatus();
+    expect(st.models[0]!.active).toBe('v1');
   });
 
   it.skipIf(SCRIPT === undefined)('swap on a terminal asks first; anything but yes changes nothing (exit 1)', async () => {
@@ -130,8 +136,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.stdout).toContain('Swap chat: v1 → v2 (overlap)? [y/N]');
     expect(r.stdout).toContain('error: swap not confirmed; nothing changed');
     expect(r.code).toBe(1);
-    const st = await cli('status', '-o', 'json');
-    expect(st.json.models[0].active).toBe('v1');
+    const st = await apiStatus();
+    expect(st.models[0]!.active).toBe('v1');
   });
 
   it('swap --confirm: green becomes active, blue the standby', async () => {
@@ -139,8 +145,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Swapped chat: v1 → v2 \(overlap\); route switch [\d.]+ ms, total [\d.]+ ms$/m);
     expect(r.stdout).toMatch(/v1 is now the standby \(warm\)/);
-    const st = await cli('status', '-o', 'json');
-    expect(st.json.models[0]).toMatchObject({ active: 'v2', standby: 'v1' });
+    const st = await apiStatus();
+    expect(st.models[0]).toMatchObject({ active: 'v2', standby: 'v1' });
     const list = await cli('version', 'list');
     expect(list.stdout).toMatch(/^v1\s+standby\s+.*GPU 0\s+0%\s+\S+ m?s\s+eligible$/m);
   });
@@ -159,8 +165,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Rolled back to v1 in \d+(\.\d+)? ms$/m);
     expect(r.stdout).toMatch(/^Traffic now serving from GPU 0; v2 is standby, blocked as a rollback target$/m);
-    const st = await cli('status', '-o', 'json');
-    expect(st.json.models[0]).toMatchObject({ active: 'v1', standby: null });
+    const st = await apiStatus();
+    expect(st.models[0]).toMatchObject({ active: 'v1', standby: null });
     // the rolled-back version is not a rollback target
     const again = await cli('rollback', '--instant', '-o', 'json');
     expect(again.code).toBe(1);
