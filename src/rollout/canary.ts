@@ -67,6 +67,10 @@ export class CanaryController {
       if (st.phase === 'loading' || st.phase === 'pending') {
         // the load was interrupted by the restart (boot marked the version failed)
         void this.finish(l, 'failed', 'glidepath restarted while the canary was loading; start it again');
+      } else if (st.phase === 'promoting') {
+        // the restart cut a promotion short; the tick never looks at this phase, so finish it here
+        // (publishing the route and registry.promote are idempotent)
+        void this.cp.exclusive(st.model, () => this.doPromote(l, 'completing a promotion interrupted by a restart')).catch((err: unknown) => this.event(l, 'error', `could not complete the promotion: ${(err as Error).message}`));
       } else {
         // the samples restart with this process; the verdict history is kept
         st.look = 0;
