@@ -3,7 +3,9 @@
 // resumed where it was — same id, stage, weights, every verdict recorded before the crash still in
 // its history — and then continue to its end (an equal canary: promoted, active/standby swapped).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import Database from 'better-sqlite3';
 import { EventStream, LoadGen, canaryConfigYaml, driveToEnd, recordAcceptance, summarize } from '../helpers/e2e-canary.js';
 import type { CanaryModelSpec, CanaryView } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, trackWorkerPids, writeConfig } from '../helpers/e2e-up.js';
@@ -21,16 +23,18 @@ const MODELS: CanaryModelSpec[] = [
 
 let dir = '';
 let file = '';
+const dirs: string[] = [];
 
 beforeAll(() => {
   ensureBuilt();
   dir = tempDir('canary-restart');
+  dirs.push(dir);
   file = writeConfig(dir, canaryConfigYaml({ dataDir: dir, models: MODELS, tickMs: 100 }));
 });
 
 afterAll(() => {
   cleanupAll();
-  if (dir) removeDir(dir);
+  for (const d of dirs) removeDir(d);
 });
 
 const decisive = (v: CanaryView) => v.verdicts.filter((x) => x.decisive);
@@ -96,5 +100,48 @@ describe('canary across a crash of glidepath up', () => {
     recordAcceptance('restart', report);
     await up.kill('SIGTERM');
     events.close();
+  });
+
+  it('a crash while promoting: the restarted process completes the promotion (regression: it stayed "promoting" forever)', async () => {
+    // Given a canary whose last persisted phase is "promoting" (the crash came between persisting
+    // that phase and the registry switch)
+    const d = tempDir('canary-promoting');
+    dirs.push(d);
+    const f = writeConfig(d, canaryConfigYaml({ dataDir: d, models: MODELS, tickMs: 100 }));
+    let up = await startUp({ configFile: f, dataDir: d });
+    const events = await EventStream.open(up);
+    const load = new LoadGen(up.dataUrl, [MODEL], { concurrency: 4, maxTokens: 12, maxRequests: 20_000, maxMs: 30_000 });
+    const started = await up.ok<CanaryView>('POST', `/models/${MODEL}/canary`, { version: 'v2' });
+    await events.waitFor((e) => e.model === MODEL && e.kind === 'canary_progressing', 30_000, 'the canary progressing');
+    trackWorkerPids((await up.ok<WorkerView[]>('GET', '/workers')).map((w) => w.pid));
+    await up.kill('SIGKILL');
+    events.close();
+    await load.stop();
+    const db = new Database(path.join(d, 'glidepath.db'));
+    const row = db.prepare('SELECT state FROM rollouts WHERE id = ?').get(started.id) as { state: string };
+    const state = JSON.parse(row.state) as { phase: string };
+    state.phase = 'promoting';
+    db.prepare("UPDATE rollouts SET phase = 'promoting', state = ? WHERE id = ?").run(JSON.stringify(state), started.id);
+    db.close();
+
+    // When glidepath up starts again
+    up = await startUp({ configFile: f, dataDir: d });
+    const ev2 = await EventStream.open(up);
+    try {
+      // Then the promotion is completed: succeeded, v2 active, v1 standby, route all on v2
+      await ev2.waitFor((e) => e.model === MODEL && e.kind === 'canary_succeeded', 10_000, 'the promotion completed');
+      const v = await up.ok<CanaryView>('GET', `/models/${MODEL}/canary`);
+      expect(v.id).toBe(started.id);
+      expect(v.phase).toBe('succeeded');
+      const versions = await up.ok<VersionView[]>('GET', `/models/${MODEL}/versions`);
+      expect(versions.find((x) => x.version === 'v2')!.status).toBe('active');
+      expect(versions.find((x) => x.version === 'v1')!.status).toBe('standby');
+      const route = await up.ok<{ weights: Record<string, number>; stable: string }>('GET', `/models/${MODEL}/route`);
+      expect(route.stable).toBe('v2');
+      expect(route.weights.v2).toBe(1);
+    } finally {
+      ev2.close();
+      await up.kill('SIGTERM');
+    }
   });
 });
