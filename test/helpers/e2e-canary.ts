@@ -345,9 +345,16 @@ export function notPassed(v: VerdictView | undefined): string[] {
  * (inconclusive) for a human; with `resumeThroughputPauses` the test is that human when the only
  * metric that did not pass is throughput — a ratio of two means without a statistical test, which
  * noise on a shared machine trips for equal versions (docs/canary.md) — and resumes, counting it.
- * Any other pause ends the wait (the caller's assertions say what was expected).
+ * With `waitThroughPauses` (a bad canary) a pause is not an end: the controller keeps judging the
+ * paused canary and rolls it back on a failing look. Otherwise any other pause ends the wait.
  */
-export async function driveToEnd(up: UpProcess, events: EventStream, model: string, timeoutMs: number, opts: { resumeThroughputPauses?: boolean } = {}): Promise<{ view: CanaryView; resumes: number; pauseReasons: string[] }> {
+export async function driveToEnd(
+  up: UpProcess,
+  events: EventStream,
+  model: string,
+  timeoutMs: number,
+  opts: { resumeThroughputPauses?: boolean; waitThroughPauses?: boolean } = {},
+): Promise<{ view: CanaryView; resumes: number; pauseReasons: string[] }> {
   const deadline = performance.now() + timeoutMs;
   let after = 0;
   let resumes = 0;
@@ -358,6 +365,8 @@ export async function driveToEnd(up: UpProcess, events: EventStream, model: stri
     const view = await up.ok<CanaryView>('GET', `/models/${model}/canary`);
     if (e.kind !== 'canary_paused' || view.phase !== 'paused') return { view, resumes, pauseReasons };
     pauseReasons.push(view.pausedReason ?? e.message);
+    // a paused canary is still judged every tick and a failing look rolls it back: keep waiting
+    if (opts.waitThroughPauses) continue;
     const bad = notPassed(view.last);
     if (!opts.resumeThroughputPauses || bad.length !== 1 || bad[0] !== 'throughput') return { view, resumes, pauseReasons };
     const r = await up.admin('POST', `/models/${model}/canary/resume`, {});
