@@ -192,7 +192,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
       this.chunks = [];
     } else if (statusCode === 200 && this.req.stream) {
       this.phase = 'streaming';
-      this.meter = new SseMeter();
+      this.meter = new SseMeter(this.path.endsWith('/chat/completions') ? 'chat' : 'completions');
     } else {
       this.phase = 'buffering';
       this.chunks = [];

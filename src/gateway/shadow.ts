@@ -47,7 +47,7 @@ export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest,
 async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined): Promise<void> {
   const startedAt = performance.now();
   const at = Date.now();
-  const meter = req.stream ? new SseMeter() : undefined;
+  const meter = req.stream ? new SseMeter(path.endsWith('/chat/completions') ? 'chat' : 'completions') : undefined;
   let status = 0;
   let body = '';
   let errorCode: string | undefined;

@@ -14,6 +14,12 @@ export class SseMeter {
   usageCompletion = -1;
   /** Description of the first malformed event, if any. */
   malformed: string | undefined;
+  /** The JSON key that carries generated text for this endpoint (chat: content, completions: text). */
+  private readonly key: string;
+
+  constructor(endpoint: 'chat' | 'completions' = 'chat') {
+    this.key = endpoint === 'chat' ? '"content":"' : '"text":"';
+  }
 
   /**
    * Feed one chunk (decoded as latin1: structure is ASCII and JSON stays parseable byte-for-byte).
@@ -73,7 +79,10 @@ export class SseMeter {
       this.malformed = `SSE data is not a JSON object: ${JSON.stringify(ev.slice(0, 40))}`;
       return false;
     }
-    if (ev.indexOf('"usage":{') !== -1) {
+    // one pass: the text key, then the usage key from there on (vLLM puts usage last)
+    const k = ev.indexOf(this.key);
+    const text = k !== -1 && ev.charCodeAt(k + this.key.length) !== 34;
+    if (ev.indexOf('"usage":{', k === -1 ? 0 : k) !== -1) {
       try {
         const parsed = JSON.parse(ev) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
         if (parsed.usage) {
@@ -85,7 +94,7 @@ export class SseMeter {
         return false;
       }
     }
-    if (hasText(ev, '"content":"') || hasText(ev, '"text":"')) {
+    if (text) {
       this.tokenEvents++;
       if (this.firstAt !== this.firstAt) this.firstAt = now;
       else this.itl.push(now - this.lastAt);
@@ -93,12 +102,6 @@ export class SseMeter {
     }
     return true;
   }
-}
-
-/** True when `key` (a JSON key opening a string) is in `ev` with a non-empty value. */
-function hasText(ev: string, key: string): boolean {
-  const k = ev.indexOf(key);
-  return k !== -1 && ev.charCodeAt(k + key.length) !== 34;
 }
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */

@@ -34,7 +34,7 @@ describe('SseMeter', () => {
   });
 
   it('counts completion (`text`) events', () => {
-    const m = new SseMeter();
+    const m = new SseMeter('completions');
     for (const e of sseEvents(3, { completions: true })) m.feed(b(e), 1);
     expect(m.tokenEvents).toBe(3);
     expect(m.done).toBe(true);
