@@ -14,6 +14,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
 const CLI = path.join(root, 'dist', 'cli', 'main.js');
 const LOADGEN = path.join(here, 'lib', 'loadgen.js');
+const PASSTHROUGH = path.join(here, 'lib', 'passthrough.js');
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 6_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
 
@@ -92,6 +93,12 @@ async function haproxy(port: number, upstream: number, dir: string): Promise<Pro
   return p;
 }
 
+async function passthrough(port: number, upstream: number): Promise<Proc> {
+  const p = start(process.execPath, [PASSTHROUGH, String(port), String(upstream)]);
+  await waitFor(`http://127.0.0.1:${port}/health`);
+  return p;
+}
+
 async function glidepath(port: number, upstream: number, dir: string): Promise<Proc> {
   const admin = await freePort();
   const cfg = path.join(dir, `glidepath-${port}.yaml`);
@@ -161,17 +168,20 @@ async function main(): Promise<void> {
   const procs: Proc[] = [];
   const rows: Row[] = [];
   try {
-    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced, ptFast, ptPaced] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
     procs.push(await sim(simFast, 0), await sim(simPaced, 20));
     const ha1 = await haproxy(haFast, simFast, dir);
     const ha2 = await haproxy(haPaced, simPaced, dir);
     const gp1 = await glidepath(gpFast, simFast, dir);
     const gp2 = await glidepath(gpPaced, simPaced, dir);
-    procs.push(ha1, ha2, gp1, gp2);
+    const pt1 = await passthrough(ptFast, simFast);
+    const pt2 = await passthrough(ptPaced, simPaced);
+    procs.push(ha1, ha2, gp1, gp2, pt1, pt2);
     const targets = (fast: boolean) =>
       [
         ['direct', fast ? simFast : simPaced, undefined],
         ['haproxy', fast ? haFast : haPaced, fast ? ha1.pid : ha2.pid],
+        ['undici pass-through', fast ? ptFast : ptPaced, fast ? pt1.pid : pt2.pid],
         ['glidepath', fast ? gpFast : gpPaced, fast ? gp1.pid : gp2.pid],
       ] as const;
     for (const [name, port, pid] of targets(true)) rows.push(await measure('S1 non-streaming, 32 conns', name, `http://127.0.0.1:${port}`, pid, { stream: false, connections: 32, maxTokens: 16 }));
@@ -197,6 +207,8 @@ function report(rows: Row[]): void {
   const s1g = get('S1', 'glidepath');
   const s2h = get('S2', 'haproxy');
   const s2g = get('S2', 'glidepath');
+  const s1p = get('S1', 'undici pass-through');
+  const s2p = get('S2', 'undici pass-through');
   const s3d = get('S3', 'direct');
   const s3g = get('S3', 'glidepath');
   const checks: [string, boolean, string][] = [
@@ -209,6 +221,8 @@ function report(rows: Row[]): void {
     ['S3 added TTFT p99 ≤ 2 ms', s3g.ttftP99 - s3d.ttftP99 <= 2, `+${f(s3g.ttftP99 - s3d.ttftP99, 2)} ms`],
     ['S3 gateway CPU ≤ 50 µs/paced token', s3g.cpuPerTokenUs <= 50, `${f(s3g.cpuPerTokenUs, 1)} µs`],
     ['S3 added ITL mean', true, `+${f(s3g.itlMean - s3d.itlMean, 3)} ms`],
+    ['(context) S1 CPU vs plain undici pass-through', true, `${f(s1g.cpuPerReqUs - s1p.cpuPerReqUs, 0)} µs/request more`],
+    ['(context) S2 CPU vs plain undici pass-through', true, `${f(s2g.cpuPerTokenUs - s2p.cpuPerTokenUs, 2)} µs/token more`],
   ];
   lines.push('', '| target (issue 3) | met | measured |', '|---|---|---|');
   for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
