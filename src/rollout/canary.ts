@@ -240,7 +240,11 @@ export class CanaryController {
       if (l.busy || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) continue;
       l.busy = true;
       try {
-        await this.cp.exclusive(l.state.model, () => this.evaluate(l, now));
+        await this.cp.exclusive(l.state.model, async () => {
+          // re-checked under the lock: an abort/promote queued ahead of this tick may have ended it
+          if (!this.live.has(l.state.id) || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) return;
+          await this.evaluate(l, now);
+        });
       } catch (err) {
         this.event(l, 'error', `evaluation failed: ${(err as Error).message}`);
       } finally {
