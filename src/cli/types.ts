@@ -46,7 +46,7 @@ export interface VersionDetail extends VersionView {
 export interface DrainView {
   drained: number;
   aborted: number;
-  elapsedMs: number;
+  elapsed_ms: number;
 }
 
 export interface SwapView {
@@ -54,11 +54,11 @@ export interface SwapView {
   from?: string;
   to: string;
   mode: string;
-  switchMs: number;
-  heldMs?: number;
+  switch_ms: number;
+  held_ms?: number;
   drain?: DrainView;
   standby: string;
-  totalMs: number;
+  total_ms: number;
 }
 
 export interface RollbackView {
@@ -74,7 +74,7 @@ export interface RollbackView {
 export interface RetireView {
   model: string;
   version: string;
-  freedGpus: number;
+  freed_gpus: number;
   drain?: DrainView;
 }
 

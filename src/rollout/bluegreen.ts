@@ -11,18 +11,29 @@ import type { Actor, ControlPlane } from '../control/plane.js';
 export type SwapMode = 'overlap' | 'drain-first';
 export type StandbyMode = 'warm' | 'sleep';
 
+/** A drain as the admin API reports it (snake_case like every API answer). */
+export interface DrainReport {
+  drained: number;
+  aborted: number;
+  elapsed_ms: number;
+}
+
+function drainReport(d: DrainResult | undefined): DrainReport | undefined {
+  return d && { drained: d.drained, aborted: d.aborted, elapsed_ms: d.elapsedMs };
+}
+
 export interface SwapResult {
   model: string;
   from: string | undefined;
   to: string;
   mode: SwapMode;
   /** The route switch itself (one reference swap), ms. */
-  switchMs: number;
+  switch_ms: number;
   /** Drain-first: how long new requests were held, ms. */
-  heldMs?: number | undefined;
-  drain?: DrainResult | undefined;
+  held_ms?: number | undefined;
+  drain?: DrainReport | undefined;
   standby: StandbyMode;
-  totalMs: number;
+  total_ms: number;
 }
 
 export interface RollbackResult {
@@ -129,7 +140,7 @@ export async function swap(
         cp.store.setSetting(`sleep:${model}/${blue.id}`, 1, Date.now());
       }
       cp.events.emit({ kind: 'swap', model, version: green.id, message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms` });
-      return { model, from: blue?.id, to: green.id, mode, switchMs, heldMs, drain, standby, totalMs: performance.now() - t0 };
+      return { model, from: blue?.id, to: green.id, mode, switch_ms: switchMs, held_ms: heldMs, drain: drainReport(drain), standby, total_ms: performance.now() - t0 };
     }),
   );
 }
@@ -174,7 +185,7 @@ export async function rollback(cp: ControlPlane, model: string, actor: Actor, re
 }
 
 /** Retire: unload a version and free its GPUs; never the active one; standby only when forced. */
-export async function retire(cp: ControlPlane, model: string, id: string, opts: { force?: boolean }, actor: Actor): Promise<{ model: string; version: string; freedGpus: number; drain?: DrainResult | undefined }> {
+export async function retire(cp: ControlPlane, model: string, id: string, opts: { force?: boolean }, actor: Actor): Promise<{ model: string; version: string; freed_gpus: number; drain?: DrainReport | undefined }> {
   return cp.exclusive(model, () =>
     cp.audited(actor, 'retire', `${model}/${id}`, { model, version: id, ...opts }, async () => {
       const v = cp.version(model, id);
@@ -208,7 +219,7 @@ export async function retire(cp: ControlPlane, model: string, id: string, opts: 
       cp.store.deleteSetting(`sleep:${model}/${id}`);
       cp.registry.transition(model, id, 'retired', { gpus: [] }, { actor: actor.name, reason: 'retired' });
       cp.events.emit({ kind: 'retire', model, version: id, message: `${model}/${id} retired, freed ${freedGpus} GPU(s)` });
-      return { model, version: id, freedGpus, drain };
+      return { model, version: id, freed_gpus: freedGpus, drain: drainReport(drain) };
     }),
   );
 }

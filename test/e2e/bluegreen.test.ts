@@ -284,7 +284,7 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
       `bluegreen e2e: ${recs.length} requests (${byVersion('v1')} v1, ${byVersion('v2')} v2; load streams crossing the overlap switches ${crossing.join(', ')}), ${asked.length} distinct requests, 0 failed; ` +
         `steps at ${steps.map((s) => `${s.label} ${(s.doneAt - t0).toFixed(0)} ms`).join(', ')}; ` +
         `rollback elapsed_ms ${(rb.result as { elapsed_ms: number }).elapsed_ms.toFixed(4)}; ` +
-        `drain-first held ${(swap2.result as { heldMs: number }).heldMs.toFixed(1)} ms; load ${(loadDoneAt - t0).toFixed(0)} ms, total ${(performance.now() - t0).toFixed(0)} ms`,
+        `drain-first held ${(swap2.result as { held_ms: number }).held_ms.toFixed(1)} ms; load ${(loadDoneAt - t0).toFixed(0)} ms, total ${(performance.now() - t0).toFixed(0)} ms`,
     );
   }, 90_000);
 });

@@ -71,9 +71,9 @@ export function register(program: Command): void {
     }
     const r = await s.client.post<SwapView>(modelPath(model, '/swap'), body, { long: true });
     if (s.json) return printJson(r);
-    out(`Swapped ${r.model}: ${r.from ?? '(none)'} → ${r.to} (${r.mode}); route switch ${fmtMs(r.switchMs)}, total ${fmtMs(r.totalMs)}`);
-    if (r.heldMs !== undefined) out(`New requests held ${fmtMs(r.heldMs)} while ${r.from ?? 'blue'} drained`);
-    if (r.drain) out(`Drain: ${r.drain.drained} in-flight request(s) finished${r.drain.aborted ? `, ${r.drain.aborted} ABORTED after the timeout` : ''} in ${fmtMs(r.drain.elapsedMs)}`);
+    out(`Swapped ${r.model}: ${r.from ?? '(none)'} → ${r.to} (${r.mode}); route switch ${fmtMs(r.switch_ms)}, total ${fmtMs(r.total_ms)}`);
+    if (r.held_ms !== undefined) out(`New requests held ${fmtMs(r.held_ms)} while ${r.from ?? 'blue'} drained`);
+    if (r.drain) out(`Drain: ${r.drain.drained} in-flight request(s) finished${r.drain.aborted ? `, ${r.drain.aborted} ABORTED after the timeout` : ''} in ${fmtMs(r.drain.elapsed_ms)}`);
     if (r.from) out(`${r.from} is now the standby (${r.standby === 'sleep' ? 'asleep: weights in CPU memory, rollback wakes it first' : 'warm'}): \`glidepath rollback --instant\` goes back`);
   });
 }

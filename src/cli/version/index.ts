@@ -166,6 +166,6 @@ export function register(program: Command): void {
     if (s.json) return printJson(r);
     const loaded = ['ready', 'active', 'standby'].includes(before.status);
     const drained = r.drain && (r.drain.drained > 0 || r.drain.aborted > 0) ? `; drained ${r.drain.drained} in-flight request(s)${r.drain.aborted ? `, aborted ${r.drain.aborted}` : ''}` : '';
-    out(`Retired ${r.version}, freed ${r.freedGpus} GPU${r.freedGpus === 1 ? '' : 's'}${loaded ? ` (${fmtGpus(before.gpus)})` : ' (was not loaded)'}${drained}`);
+    out(`Retired ${r.version}, freed ${r.freed_gpus} GPU${r.freed_gpus === 1 ? '' : 's'}${loaded ? ` (${fmtGpus(before.gpus)})` : ' (was not loaded)'}${drained}`);
   });
 }

@@ -248,7 +248,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(forced.code).toBe(0);
     expect(forced.stdout).toBe('Retired v2, freed 1 GPU (GPU 1)\n');
     const j = await cli('version', 'retire', 'v4', '-o', 'json');
-    expect(j.json).toMatchObject({ model: 'chat', version: 'v4', freedGpus: 0 });
+    expect(j.json).toMatchObject({ model: 'chat', version: 'v4', freed_gpus: 0 });
     const gone = await cli('version', 'retire', 'v4');
     expect(gone.code).toBe(1);
     expect(gone.stderr).toMatch(/already retired \(already_retired\)/);
