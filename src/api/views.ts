@@ -70,7 +70,10 @@ export function statusView(cp: ControlPlane): Record<string, unknown> {
         model: m.name,
         priority: m.priority,
         active: active?.id ?? null,
+        /** The rollback target (a loaded standby that is eligible). */
         standby: standby?.id ?? null,
+        /** Every loaded standby, with why it is not a rollback target when it is blocked. */
+        standbys: cp.registry.standbys(m.name).map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
         route: st ? { revision: st.route.revision, stable: st.route.stable, weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])), shares: st.split.shares() } : null,
         holding: st?.hold !== undefined,
         versions: cp.registry.list(m.name).map((v) => ({ version: v.id, status: v.status, asleep: cp.workers.isAsleep(m.name, v.id), window: cp.dp.telemetry.stats(m.name, v.id) })),
