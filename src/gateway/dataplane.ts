@@ -401,7 +401,7 @@ export class DataPlane {
       const sp = st.pools.get(shadow.version);
       if (sp && !sp.draining) {
         const pairId = tap === undefined ? undefined : ++this.pairSeq;
-        mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId);
+        mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId, startedAt, at);
         if (tap !== undefined) pr.captureTo(tap, pairId);
       }
     } else if (tap !== undefined && tap.share > 0 && this.shadowRand() < tap.share) {

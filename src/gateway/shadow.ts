@@ -38,15 +38,17 @@ export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
   }
 }
 
-export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined): void {
+/**
+ * Mirror `req` to a worker of `pool`. `startedAt`/`at` are the client request's arrival, so the
+ * shadow's latencies include the same gateway time as the client's and the two compare fairly.
+ */
+export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): void {
   const w = ctx.picker.pick(pool.workers, Date.now());
   if (w === undefined) return;
-  void run(ctx, pool, w, req, path, tap, pairId);
+  void run(ctx, pool, w, req, path, tap, pairId, startedAt, at);
 }
 
-async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined): Promise<void> {
-  const startedAt = performance.now();
-  const at = Date.now();
+async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): Promise<void> {
   const meter = req.stream ? new SseMeter(path.endsWith('/chat/completions') ? 'chat' : 'completions') : undefined;
   let status = 0;
   let body = '';

@@ -1,7 +1,7 @@
 // The canary rollout's persisted state and its pure decision rule: (state, verdict, now) → next step.
 import type { Verdict } from '../analysis/judge.js';
 
-export type CanaryPhase = 'pending' | 'loading' | 'progressing' | 'paused' | 'promoting' | 'succeeded' | 'rolled_back' | 'aborted' | 'failed';
+export type CanaryPhase = 'pending' | 'loading' | 'progressing' | 'paused' | 'promoting' | 'rolling_back' | 'succeeded' | 'rolled_back' | 'aborted' | 'failed';
 export const TERMINAL: readonly CanaryPhase[] = ['succeeded', 'rolled_back', 'aborted', 'failed'];
 
 /** What is kept of one verdict: enough to show operators and to audit the decision. */
@@ -59,6 +59,9 @@ export interface CanaryState {
   message?: string | undefined;
   /** Shadow share used for pairwise judging (0: none). */
   shadowShare: number;
+  /** While `rolling_back`: why, and the phase it ends in (a restart finishes the sequence). */
+  rollbackReason?: string | undefined;
+  rollbackTo?: 'rolled_back' | 'aborted' | undefined;
 }
 
 export type Step =

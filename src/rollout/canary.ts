@@ -67,6 +67,11 @@ export class CanaryController {
       if (st.phase === 'loading' || st.phase === 'pending') {
         // the load was interrupted by the restart (boot marked the version failed)
         void this.finish(l, 'failed', 'glidepath restarted while the canary was loading; start it again');
+      } else if (st.phase === 'rolling_back') {
+        // the restart cut a rollback short after its route switch: finish drain and unload
+        void this.cp
+          .exclusive(st.model, () => this.doRollback(l, st.rollbackReason ?? 'completing a rollback interrupted by a restart', st.rollbackTo ?? 'rolled_back'))
+          .catch((err: unknown) => this.event(l, 'error', `could not complete the rollback: ${(err as Error).message}`));
       } else if (st.phase === 'promoting') {
         // the restart cut a promotion short; the tick never looks at this phase, so finish it here
         // (publishing the route and registry.promote are idempotent)
@@ -335,6 +340,10 @@ export class CanaryController {
     if (s.loadedByRollout) delete weights[s.canary];
     this.cp.publishRoute({ model: s.model, weights, stable: s.stable, overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)), stickySalt: cur.stickySalt, shadow: undefined });
     const t1 = performance.now();
+    // persisted right after the switch (same synchronous step): a restart finishes what follows
+    s.rollbackReason = reason;
+    s.rollbackTo = phase;
+    this.setPhase(l, 'rolling_back', reason);
     let drained = 0;
     let aborted = 0;
     if (s.loadedByRollout) {

@@ -22,6 +22,22 @@ describe('judgeCanary: seed scenarios', () => {
     expect(metric(v, 'latency').shift!.relativeToStableMedian).toBeGreaterThan(0.15);
   });
 
+  it('regression: a uniformly 30 % slower canary with few samples fails on its shift even when its p99 reads low', () => {
+    // 100 canary samples: their p99 is a noisy estimate (judging on p99 alone caught 5 of these 20);
+    // the location shift is not.
+    let caught = 0;
+    for (let seed = 100; seed < 120; seed++) {
+      const r = rng(seed);
+      const v = judgeCanary(versionSamples(r, 3000), versionSamples(r, 100, { latencyScale: 1.3 }), cfg, { index: 0 });
+      const lat = metric(v, 'latency');
+      if (lat.outcome === 'fail') {
+        caught++;
+        expect(lat.checks[0]!.effect).toBeGreaterThan(0.2);
+      }
+    }
+    expect(caught).toBeGreaterThanOrEqual(16);
+  });
+
   it('fails a canary whose p99 is 30 %+ slower while Mann-Whitney sees no shift (tail test)', () => {
     // 5 % of the canary's requests take 4x as long: the median barely moves, p99 does.
     const r = rng(21);
@@ -161,12 +177,12 @@ describe('judgeCanary: policies', () => {
 
   it('builds its configuration from DEFAULTS.canary with per-metric overrides', () => {
     expect(cfg).toMatchObject({ alpha: 0.05, sequential: 'msprt', scorePass: 95, scoreMarginal: 75, hlConfLevel: 0.98 });
-    expect(cfg.latency).toMatchObject({ weight: 30, maxP99Increase: 0.2, maxP99Ms: null });
+    expect(cfg.latency).toMatchObject({ weight: 40, maxP99Increase: 0.2, maxP99Ms: null });
     expect(cfg.ttft.maxP99Ms).toBe(500);
     expect(cfg.tpot.maxP99Ms).toBe(50);
     expect(cfg.errors).toMatchObject({ critical: true, maxRelativeIncrease: 0.5, maxRate: 0.001 });
     expect(cfg.quality).toMatchObject({ critical: true, maxDecrease: 0.05 });
-    expect(cfg.throughput.minRatio).toBe(0.9);
+    expect(cfg.throughput).toMatchObject({ minRatio: 0.9, weight: 0 });
     const o = judgeConfig({ alpha: 0.01, errors: { maxRate: null }, quality: { mustHaveData: true } });
     expect(o.alpha).toBe(0.01);
     expect(o.errors).toMatchObject({ maxRate: null, critical: true, minRequests: cfg.errors.minRequests });
