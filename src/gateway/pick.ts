@@ -53,7 +53,7 @@ export class PowerOfTwoPicker implements Picker {
     // Fast path: all eligible (the common case) → two random distinct indexes, no allocation.
     let allOk = true;
     for (let i = 0; i < n; i++) {
-      if (!eligible(workers[i] as W, now, exclude as ReadonlySet<Pickable> | undefined)) {
+      if (!eligible(workers[i] as W, now, exclude)) {
         allOk = false;
         break;
       }
@@ -88,7 +88,7 @@ export class RoundRobinPicker implements Picker {
     for (let k = 0; k < n; k++) {
       const idx = (this.next + k) % n;
       const w = workers[idx] as W;
-      if (eligible(w, now, exclude as ReadonlySet<Pickable> | undefined)) {
+      if (eligible(w, now, exclude)) {
         this.next = (idx + 1) % n;
         return w;
       }
