@@ -5,9 +5,12 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuMs, freePort, percentile, start, waitFor } from './lib/proc.js';
+import { Telemetry } from '../src/telemetry/telemetry.js';
+import type { RequestRecord } from '../src/telemetry/record.js';
 import type { Proc } from './lib/proc.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -154,6 +157,21 @@ async function measure(scenario: string, target: string, url: string, pid: numbe
   };
 }
 
+/**
+ * What recording one request costs on the request path (window push, Prometheus counters and
+ * histograms, subscribers), measured in-process over many calls: compare with the CPU per request.
+ */
+function recordCostUs(): number {
+  const t = new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 });
+  const vt = t.forVersion('bench', 'v1');
+  const rec: RequestRecord = { model: 'bench', version: 'v1', worker: 'w', status: 200, errorCode: undefined, stream: true, ttftMs: 5, tpotMs: 1, itlMs: [], latencyMs: 70, promptTokens: 5, completionTokens: 64, at: Date.now(), retries: 0, shadow: false };
+  for (let i = 0; i < 100_000; i++) t.record(vt, rec);
+  const n = 500_000;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) t.record(vt, rec);
+  return ((performance.now() - t0) * 1000) / n;
+}
+
 function f(n: number, d = 1): string {
   return Number.isFinite(n) ? n.toFixed(d) : '–';
 }
@@ -221,6 +239,7 @@ function report(rows: Row[]): void {
     ['S3 added TTFT p99 ≤ 2 ms', s3g.ttftP99 - s3d.ttftP99 <= 2, `+${f(s3g.ttftP99 - s3d.ttftP99, 2)} ms`],
     ['S3 gateway CPU ≤ 50 µs/paced token', s3g.cpuPerTokenUs <= 50, `${f(s3g.cpuPerTokenUs, 1)} µs`],
     ['S3 added ITL mean', true, `+${f(s3g.itlMean - s3d.itlMean, 3)} ms`],
+    ['(context) recording one request (telemetry.record, in-process)', true, `${f(recordCostUs(), 2)} µs = ${f((100 * recordCostUs()) / s1g.cpuPerReqUs, 1)} % of S1 CPU/request`],
     ['(context) S1 CPU vs plain undici pass-through', true, `${f(s1g.cpuPerReqUs - s1p.cpuPerReqUs, 0)} µs/request more`],
     ['(context) S2 CPU vs plain undici pass-through', true, `${f(s2g.cpuPerTokenUs - s2p.cpuPerTokenUs, 2)} µs/token more`],
   ];
