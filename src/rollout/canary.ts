@@ -10,7 +10,7 @@ import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
-import { PairSamples } from './samples.js';
+import { PairSamples, trackRollouts } from './samples.js';
 import { TERMINAL, checkStages, currentPercent, decide, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 
@@ -57,13 +57,10 @@ export class CanaryController {
 
   /** Resume every rollout the store says is still running, and start listening to telemetry. */
   recover(): void {
-    this.unsubscribe = this.cp.dp.telemetry.subscribe((r) => {
-      for (const l of this.live.values()) l.samples.record(r);
-    });
-    for (const rec of this.cp.store.listActiveRollouts()) {
-      const st = rec.state as CanaryState;
-      if (!st || typeof st !== 'object' || st.kind !== 'canary') continue;
-      const l = this.track(st, rec.revision);
+    const { unsubscribe, stored } = trackRollouts<CanaryState>(this.cp, 'canary', () => this.live.values());
+    this.unsubscribe = unsubscribe;
+    for (const { state: st, revision } of stored) {
+      const l = this.track(st, revision);
       if (st.phase === 'loading' || st.phase === 'pending') {
         // the load was interrupted by the restart (boot marked the version failed)
         void this.finish(l, 'failed', 'glidepath restarted while the canary was loading; start it again');

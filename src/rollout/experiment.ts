@@ -7,7 +7,7 @@ import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
-import { PairSamples } from './samples.js';
+import { PairSamples, trackRollouts } from './samples.js';
 
 export type ExperimentMetric = 'quality' | 'ttft' | 'tpot' | 'latency';
 export const EXPERIMENT_METRICS: readonly ExperimentMetric[] = ['quality', 'ttft', 'tpot', 'latency'];
@@ -63,13 +63,10 @@ export class ExperimentManager {
   constructor(private readonly cp: ControlPlane) {}
 
   recover(): void {
-    this.unsubscribe = this.cp.dp.telemetry.subscribe((r) => {
-      for (const l of this.live.values()) l.samples.record(r);
-    });
-    for (const rec of this.cp.store.listActiveRollouts()) {
-      const st = rec.state as ExperimentState;
-      if (!st || typeof st !== 'object' || st.kind !== 'experiment') continue;
-      this.live.set(st.id, { state: st, samples: new PairSamples(st.model, st.a, st.b, DEFAULTS.rollout.maxSamplesPerVersion), revision: rec.revision });
+    const { unsubscribe, stored } = trackRollouts<ExperimentState>(this.cp, 'experiment', () => this.live.values());
+    this.unsubscribe = unsubscribe;
+    for (const { state: st, revision } of stored) {
+      this.live.set(st.id, { state: st, samples: new PairSamples(st.model, st.a, st.b, DEFAULTS.rollout.maxSamplesPerVersion), revision });
     }
   }
 

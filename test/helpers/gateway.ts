@@ -10,6 +10,9 @@ import type { Picker } from '../../src/gateway/pick.js';
 import { createDataServer, startListening } from '../../src/gateway/server.js';
 import type { ListeningServer } from '../../src/gateway/server.js';
 import { Telemetry } from '../../src/telemetry/telemetry.js';
+import { afterEach } from 'vitest';
+import { startUpstream } from './upstream.js';
+import type { Upstream } from './upstream.js';
 
 export function defaultGatewayConfig(over: Partial<GatewayConfig> = {}): GatewayConfig {
   return { ...parseConfig({ models: [{ name: 'm', versions: [{ id: 'v1' }] }] }).gateway, ...over };
@@ -175,4 +178,28 @@ export async function until(cond: () => boolean, what = 'condition', limitMs = 5
     if (Date.now() - started > limitMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setImmediate(r));
   }
+}
+
+/**
+ * Per-test fixtures: scripted upstreams and gateways that are closed after each test (newest
+ * first). Call once at the top of a test file.
+ */
+export function gatewayFixtures(): { upstream: () => Promise<Upstream>; gateway: (...args: Parameters<typeof startGateway>) => Promise<Gateway>; cleanups: (() => Promise<void>)[] } {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    while (cleanups.length) await cleanups.pop()!();
+  });
+  return {
+    cleanups,
+    upstream: async () => {
+      const u = await startUpstream();
+      cleanups.push(() => u.close());
+      return u;
+    },
+    gateway: async (...args) => {
+      const g = await startGateway(...args);
+      cleanups.push(() => g.close());
+      return g;
+    },
+  };
 }

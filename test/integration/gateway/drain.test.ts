@@ -1,26 +1,12 @@
 // Drain, hold queue and route switches under load: nothing dropped, nothing served by a version its
 // snapshot did not name, aborted requests counted.
-import { afterEach, describe, expect, it } from 'vitest';
-import { chatBody, deferred, hang, json, sseEvents, startUpstream, stream } from '../../helpers/upstream.js';
+import { describe, expect, it } from 'vitest';
+import { chatBody, deferred, hang, json, sseEvents, stream } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
-import { chatReq, openStream, post, sseData, startGateway, until } from '../../helpers/gateway.js';
-import type { Gateway, HttpResult } from '../../helpers/gateway.js';
+import { chatReq, openStream, post, sseData, until, gatewayFixtures } from '../../helpers/gateway.js';
+import type { Gateway, HttpResult, startGateway } from '../../helpers/gateway.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function upstream(): Promise<Upstream> {
-  const u = await startUpstream();
-  cleanups.push(() => u.close());
-  return u;
-}
-async function gateway(...args: Parameters<typeof startGateway>): Promise<Gateway> {
-  const g = await startGateway(...args);
-  cleanups.push(() => g.close());
-  return g;
-}
+const { upstream, gateway } = gatewayFixtures();
 
 /** Two versions, each with its own upstream that answers with its version id. */
 async function twoVersions(over: Parameters<typeof startGateway>[1] = {}): Promise<{ gw: Gateway; a: Upstream; b: Upstream }> {

@@ -1,5 +1,5 @@
 // Upstream failures: retries before the first byte, ejection, timeouts, broken and garbage streams.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 import {
@@ -13,30 +13,14 @@ import {
   raw,
   resetBeforeAnswer,
   sseEvents,
-  startUpstream,
   status,
   stream,
   truncated,
 } from '../../helpers/upstream.js';
-import type { Upstream } from '../../helpers/upstream.js';
-import { chatReq, post, sseData, startGateway } from '../../helpers/gateway.js';
+import { chatReq, post, sseData, gatewayFixtures } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function upstream(): Promise<Upstream> {
-  const u = await startUpstream();
-  cleanups.push(() => u.close());
-  return u;
-}
-async function gateway(...args: Parameters<typeof startGateway>): Promise<Gateway> {
-  const g = await startGateway(...args);
-  cleanups.push(() => g.close());
-  return g;
-}
+const { upstream, gateway } = gatewayFixtures();
 function records(gw: Gateway): RequestRecord[] {
   const out: RequestRecord[] = [];
   gw.telemetry.subscribe((r) => out.push(r));

@@ -1,26 +1,10 @@
 // Streaming and non-streaming passthrough, response headers, disconnects and routing across versions.
 import { request as httpRequest } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
-import { chatBody, deferred, json, sseEvents, startUpstream, stream, streamTokens } from '../../helpers/upstream.js';
-import type { Upstream } from '../../helpers/upstream.js';
-import { chatReq, httpCall, oneModel, openStream, post, startGateway } from '../../helpers/gateway.js';
-import type { Gateway } from '../../helpers/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { chatBody, deferred, json, sseEvents, stream, streamTokens } from '../../helpers/upstream.js';
+import { chatReq, httpCall, oneModel, openStream, post, gatewayFixtures } from '../../helpers/gateway.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function upstream(): Promise<Upstream> {
-  const u = await startUpstream();
-  cleanups.push(() => u.close());
-  return u;
-}
-async function gateway(...args: Parameters<typeof startGateway>): Promise<Gateway> {
-  const g = await startGateway(...args);
-  cleanups.push(() => g.close());
-  return g;
-}
+const { upstream, gateway } = gatewayFixtures();
 
 describe('streaming passthrough', () => {
   it('forwards the SSE bytes exactly as the worker sent them, with version and worker headers', async () => {
