@@ -1,0 +1,85 @@
+// The `process` provider with real child processes: command template, CUDA_VISIBLE_DEVICES, health
+// wait, logs, SIGTERM then SIGKILL after the grace period, unexpected exits noticed.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { parseConfig } from '../../../src/config/load.js';
+import type { VersionConfig } from '../../../src/config/types.js';
+import { ProcessProvider, renderCommand, splitCommand } from '../../../src/providers/process.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-proc-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+// A tiny engine: serves /health and /env on the port it is given; optionally ignores SIGTERM.
+const engine = path.join(dir, 'engine.mjs');
+writeFileSync(
+  engine,
+  `import http from 'node:http';
+const [port, mode] = process.argv.slice(2);
+if (mode === 'stubborn') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
+else process.on('SIGTERM', () => process.exit(0));
+if (mode === 'crash') setTimeout(() => process.exit(3), 50);
+console.log('engine starting on', port);
+http.createServer((req, res) => {
+  if (req.url === '/health') { res.writeHead(200); res.end('ok'); return; }
+  if (req.url === '/env') { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ gpus: process.env.CUDA_VISIBLE_DEVICES, extra: process.env.EXTRA })); return; }
+  res.writeHead(404); res.end();
+}).listen(Number(port), '127.0.0.1');
+`,
+);
+
+function version(mode: string, grace = 500): VersionConfig {
+  const cfg = parseConfig({
+    gpus: { count: 4 },
+    models: [{ name: 'm', versions: [{ id: 'v1', tp: 2, provider: { kind: 'process', command: `${process.execPath} ${engine} {port} ${mode}`, env: { EXTRA: 'yes' }, grace_period_ms: grace } }] }],
+  });
+  return cfg.models[0]!.versions[0]!;
+}
+
+describe('process provider', () => {
+  it('splits a command template without a shell and substitutes placeholders', () => {
+    expect(splitCommand(`vllm serve "/w eights" --port {port}`)).toEqual(['vllm', 'serve', '/w eights', '--port', '{port}']);
+    expect(renderCommand('vllm serve {weights} --port {port} --tensor-parallel-size {tp}', { weights: '/w', port: '9', tp: '4', model: 'm', version: 'v', host: 'h', gpus: '0,1' })).toEqual([
+      'vllm', 'serve', '/w', '--port', '9', '--tensor-parallel-size', '4',
+    ]);
+    expect(() => renderCommand('x {nope}', { weights: '', port: '', tp: '', model: '', version: '', host: '', gpus: '' })).toThrow(/unknown placeholder \{nope\}/);
+  });
+
+  it('starts the engine with its GPUs and env, waits for /health, captures logs, stops it with SIGTERM', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    const h = await p.start({ version: version('normal'), workerId: 'm/v1/0', gpus: ['2', '3'], workDir: dir });
+    const env = (await (await request(`${h.url}/env`)).body.json()) as { gpus: string; extra: string };
+    expect(env).toEqual({ gpus: '2,3', extra: 'yes' });
+    await p.stop(h);
+    const exit = await h.exited;
+    expect(exit).toMatchObject({ code: 0, expected: true });
+    expect(readFileSync(h.info.logFile as string, 'utf8')).toMatch(/engine starting on \d+/);
+  });
+
+  it('SIGKILLs an engine that ignores SIGTERM after the grace period', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    const h = await p.start({ version: version('stubborn', 300), workerId: 'm/v1/1', gpus: ['0', '1'], workDir: dir });
+    await p.stop(h);
+    expect(await h.exited).toMatchObject({ signal: 'SIGKILL', expected: true });
+  });
+
+  it('notices an engine that exits on its own (not expected)', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    const v = version('crash');
+    // it may die before or after /health answers: both are reported clearly
+    try {
+      const h = await p.start({ version: v, workerId: 'm/v1/2', gpus: ['0', '1'], workDir: dir });
+      expect(await h.exited).toMatchObject({ code: 3, expected: false });
+    } catch (err) {
+      expect((err as Error).message).toMatch(/exited before it became healthy|worker_start_failed|log:/);
+    }
+  });
+
+  it('fails a start whose command does not exist, naming the log', async () => {
+    const cfg = parseConfig({ gpus: { count: 1 }, models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'process', command: '/nonexistent/engine --port {port}' } }] }] });
+    const p = new ProcessProvider({ startTimeoutMs: 5_000 });
+    await expect(p.start({ version: cfg.models[0]!.versions[0]!, workerId: 'm/v1/0', gpus: ['0'], workDir: dir })).rejects.toThrow(/log: /);
+  });
+});
