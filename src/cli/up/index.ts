@@ -1,5 +1,7 @@
 // `glidepath up`: start the gateway and the control plane (and the simulated fleet the config names).
+import path from 'node:path';
 import type { Command } from 'commander';
+import { DEFAULTS } from '../../defaults.js';
 import { loadConfigFile } from '../../config/load.js';
 import type { GlidepathConfig } from '../../config/types.js';
 import { UsageError } from '../output.js';
@@ -26,13 +28,17 @@ function override(cfg: GlidepathConfig, o: UpOptions): GlidepathConfig {
   check('--listen', o.listen);
   check('--admin-listen', o.adminListen);
   if (o.listen === undefined && o.adminListen === undefined && o.dataDir === undefined) return cfg;
+  const dataDir = o.dataDir === undefined ? cfg.server.dataDir : path.resolve(o.dataDir);
+  // a cache directory that was only derived from the old data dir moves with it
+  const derivedCache = path.join(cfg.server.dataDir, DEFAULTS.control.cacheDirName);
   return {
     ...cfg,
     server: {
       listen: o.listen ?? cfg.server.listen,
       adminListen: o.adminListen ?? cfg.server.adminListen,
-      dataDir: o.dataDir ?? cfg.server.dataDir,
+      dataDir,
     },
+    cache: cfg.cache.dir === derivedCache ? { ...cfg.cache, dir: path.join(dataDir, DEFAULTS.control.cacheDirName) } : cfg.cache,
   };
 }
 
