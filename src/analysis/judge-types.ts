@@ -3,28 +3,8 @@
 
 import { DEFAULTS } from '../defaults.js';
 
-/** One version's telemetry for the judged period. NaN / undefined entries are removed (NaN policy). */
-export interface MetricSamples {
-  /** Time to first token per request (ms). */
-  ttftMs: number[];
-  /** Time per output token per request (ms). */
-  tpotMs: number[];
-  /** Whole-request latency per request (ms). */
-  latencyMs: number[];
-  /** Requests finished (successes + errors). */
-  requests: number;
-  /** Requests that failed. */
-  errors: number;
-  /**
-   * Seconds of serving time that produced `outputTokens`, comparable between versions (e.g. summed
-   * request durations or busy seconds per replica), not the window's wall clock when the versions get
-   * different traffic shares: throughput = outputTokens / durationS.
-   */
-  durationS: number;
-  outputTokens: number;
-  /** Quality scores on a 0-1 scale (LLM-as-judge, 1 - hallucination flag, ...). Absent on both versions: not measured. */
-  quality?: number[];
-}
+/** One version's telemetry for the judged period: the telemetry windows' own shape. */
+export type { MetricSamples } from '../telemetry/window.js';
 
 export type MetricName = 'latency' | 'ttft' | 'tpot' | 'errors' | 'quality' | 'throughput';
 export const METRIC_NAMES: readonly MetricName[] = ['latency', 'ttft', 'tpot', 'errors', 'quality', 'throughput'];

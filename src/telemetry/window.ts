@@ -24,15 +24,26 @@ export interface WindowStats {
   spanS: number;
 }
 
-/** Raw samples for the statistics (same shape the analysis judge takes). */
+/** Raw samples for the statistics, as the canary judge takes them (src/analysis/judge-types.ts). NaN / undefined entries are removed (NaN policy). */
 export interface MetricSamples {
+  /** Time to first token per request (ms). */
   ttftMs: number[];
+  /** Time per output token per request (ms). */
   tpotMs: number[];
+  /** Whole-request latency per request (ms). */
   latencyMs: number[];
+  /** Requests finished (successes + errors). */
   requests: number;
+  /** Requests that failed. */
   errors: number;
+  /**
+   * Seconds of serving time that produced `outputTokens`, comparable between versions (e.g. summed
+   * request durations or busy seconds per replica), not the window's wall clock when the versions get
+   * different traffic shares: throughput = outputTokens / durationS.
+   */
   durationS: number;
   outputTokens: number;
+  /** Quality scores on a 0-1 scale (LLM-as-judge, 1 - hallucination flag, ...). Absent on both versions: not measured. */
   quality?: number[];
 }
 
