@@ -2,6 +2,7 @@
 // hallucination rate, latency), the control event stream (SSE) to await rollout outcomes without
 // sleeping, a bounded closed-loop load generator, and the in-process simulator judge.
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
@@ -314,7 +315,11 @@ export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number
 
 // ---- acceptance report ---------------------------------------------------------------------------
 
-export const ACCEPTANCE_FILE = path.join(ROOT, 'bench/results/canary-acceptance.json');
+/**
+ * Where the acceptance numbers go: bench/results/ with GLIDEPATH_RECORD_ACCEPTANCE=1 (`npm run
+ * bench:canary`), a temp file otherwise, so a plain `npm test` leaves the work tree clean.
+ */
+export const ACCEPTANCE_FILE = process.env.GLIDEPATH_RECORD_ACCEPTANCE === '1' ? path.join(ROOT, 'bench/results/canary-acceptance.json') : path.join(os.tmpdir(), 'glidepath-canary-acceptance.json');
 
 /** Merge one section (e.g. 'canary', 'quality', 'experiment', 'restart') into the acceptance report. */
 export function recordAcceptance(section: string, data: unknown): void {
