@@ -6,7 +6,6 @@ import type { GatewayConfig } from '../config/types.js';
 import { buildRoute, RouteValidationError } from '../domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
-import type { GlidepathError } from '../errors.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { createPicker } from './pick.js';
 import type { Picker } from './pick.js';
@@ -37,7 +36,8 @@ export class ModelState {
   /** Response capture for quality judging (undefined: nothing is copied). */
   tap: ResponseTap | undefined;
   /** (version, reason) → cached counter child. */
-  readonly splitCounters = new Map<string, SplitCounter>();
+  /** version → reason → cached counter child (no key string built per request). */
+  readonly splitCounters = new Map<string, Partial<Record<SplitReason, SplitCounter>>>();
 
   constructor(name: string, split: SplitState) {
     this.name = name;
@@ -63,7 +63,6 @@ export class DataPlane {
   readonly models = new Map<string, ModelState>();
   private readonly ctx: ProxyContext;
   private readonly shadowRand: () => number;
-  private closed = false;
   private pairSeq = 0;
 
   constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number } = {}) {
@@ -298,7 +297,6 @@ export class DataPlane {
   }
 
   close(): Promise<void> {
-    this.closed = true;
     for (const st of this.models.values()) {
       st.hold?.closeAll();
       for (const p of st.pools.values()) for (const w of p.workers) w.destroy();
@@ -411,18 +409,11 @@ export class DataPlane {
   }
 
   private countSplit(st: ModelState, version: string, reason: SplitReason): void {
-    const key = `${version}\u0000${reason}`;
-    let c = st.splitCounters.get(key);
-    if (c === undefined) {
-      c = this.telemetry.metrics.splitRequests.labels(st.name, version, reason);
-      st.splitCounters.set(key, c);
+    let byReason = st.splitCounters.get(version);
+    if (byReason === undefined) {
+      byReason = {};
+      st.splitCounters.set(version, byReason);
     }
-    c.inc();
-  }
-
-  get isClosed(): boolean {
-    return this.closed;
+    (byReason[reason] ??= this.telemetry.metrics.splitRequests.labels(st.name, version, reason)).inc();
   }
 }
-
-export type { GlidepathError };

@@ -32,7 +32,11 @@ class AbortReason extends Error {
   }
 }
 
-type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering' | 'done';
+type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
+
+/** Request headers to workers: constant, so no object is built per attempt. */
+const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
+const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
 export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private readonly ctx: ProxyContext;
@@ -50,6 +54,8 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private status = 0;
   private contentType: string | undefined;
   private chunks: Buffer[] = [];
+  /** Bytes in `chunks` (the bound on buffered answers is checked without re-summing). */
+  private buffered = 0;
   private meter: SseMeter | undefined;
   private timer: NodeJS.Timeout | undefined;
   private gotFirstByte = false;
@@ -138,7 +144,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
       {
         path: w.pathPrefix + this.path,
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: this.req.stream ? 'text/event-stream' : 'application/json' },
+        headers: this.req.stream ? STREAM_HEADERS : JSON_HEADERS,
         body: this.req.raw,
       },
       this,
@@ -187,15 +193,13 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.status = statusCode;
     const ct = headers['content-type'];
     this.contentType = typeof ct === 'string' ? ct : undefined;
-    if (statusCode >= 500) {
-      this.phase = 'retrying';
-      this.chunks = [];
-    } else if (statusCode === 200 && this.req.stream) {
+    if (statusCode === 200 && this.req.stream) {
       this.phase = 'streaming';
-      this.meter = new SseMeter(this.path.endsWith('/chat/completions') ? 'chat' : 'completions');
+      this.meter = SseMeter.forPath(this.path);
     } else {
-      this.phase = 'buffering';
+      this.phase = statusCode >= 500 ? 'retrying' : 'buffering';
       this.chunks = [];
+      this.buffered = 0;
     }
   }
 
@@ -217,15 +221,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
         return;
       }
       const res = this.res;
-      if (!this.clientStarted) {
-        this.clientStarted = true;
-        res.writeHead(200, {
-          'content-type': this.contentType ?? 'text/event-stream',
-          'cache-control': 'no-cache',
-          'x-glidepath-version': (this.worker as Worker).headers.version,
-          'x-glidepath-worker': (this.worker as Worker).headers.worker,
-        });
-      }
+      this.startStream();
       if (this.capture !== undefined) this.capture.push(chunk);
       if (!res.write(chunk)) {
         controller.pause();
@@ -239,16 +235,13 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
       }
     } else {
       this.chunks.push(chunk);
-      if (this.phase === 'buffering' || this.phase === 'retrying') {
-        // bounded: a worker answer larger than the request limit × 16 is garbage
-        let size = 0;
-        for (const c of this.chunks) size += c.length;
-        if (size > this.ctx.cfg.maxBodyBytes * 16) {
-          // a garbage answer is not retried elsewhere (it would cost another worker the same)
-          this.chunks = [];
-          this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
-          controller.abort(new Error('too large'));
-        }
+      this.buffered += chunk.length;
+      // bounded: a worker answer larger than the request limit × 16 is garbage
+      if (this.buffered > this.ctx.cfg.maxBodyBytes * 16) {
+        // a garbage answer is not retried elsewhere (it would cost another worker the same)
+        this.chunks = [];
+        this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
+        controller.abort(new Error('too large'));
       }
     }
   }
@@ -278,11 +271,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
         this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
         return;
       }
-      if (!this.clientStarted) {
-        // an empty 200 stream: still answer the client
-        this.clientStarted = true;
-        this.res.writeHead(200, { 'content-type': 'text/event-stream', 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
-      }
+      this.startStream(); // an empty 200 stream still answers the client
       this.res.end();
       this.finishStream(200, undefined);
       return;
@@ -353,6 +342,19 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
 
   // ---- endings ----------------------------------------------------------------------------
 
+  /** Send the stream's headers once, when its first bytes (or its end) reach the client. */
+  private startStream(): void {
+    if (this.clientStarted) return;
+    this.clientStarted = true;
+    const w = this.worker as Worker;
+    this.res.writeHead(200, {
+      'content-type': this.contentType ?? 'text/event-stream',
+      'cache-control': 'no-cache',
+      'x-glidepath-version': w.headers.version,
+      'x-glidepath-worker': w.headers.worker,
+    });
+  }
+
   private sendBuffered(status: number, body: Buffer): void {
     if (this.res.destroyed) return;
     const w = this.worker as Worker;
@@ -370,11 +372,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private streamBroken(err: GlidepathError): void {
     if (this.finished) return;
     if (!this.res.destroyed) {
-      if (!this.clientStarted) {
-        this.clientStarted = true;
-        const w = this.worker as Worker;
-        this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
-      }
+      this.startStream();
       this.res.end(sseErrorEvent(err.message, err.code, err.type));
     }
     this.finishStream(200, err.code);
@@ -397,7 +395,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private finishStream(status: number, errorCode: string | undefined): void {
     const m = this.meter;
     const latency = performance.now() - this.startedAt;
-    this.finish(status, errorCode, latency, m && m.usagePrompt >= 0 ? m.usagePrompt : 0, m ? (m.usageCompletion >= 0 ? m.usageCompletion : m.tokenEvents) : 0);
+    this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
   }
 
   private finish(status: number, errorCode: string | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
@@ -408,8 +406,8 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.pool.leave(this);
     const m = this.meter;
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
-    const ttft = m && m.firstAt === m.firstAt ? m.firstAt - this.startedAt : NaN;
-    const tpot = m && m.tokenEvents > 1 ? (m.lastAt - m.firstAt) / (m.tokenEvents - 1) : NaN;
+    const ttft = m ? m.ttft(this.startedAt) : NaN;
+    const tpot = m ? m.tpot() : NaN;
     this.ctx.telemetry.record(this.pool.telemetry, {
       model: this.pool.model,
       version: this.pool.version,

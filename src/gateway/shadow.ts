@@ -49,7 +49,7 @@ export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest,
 }
 
 async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): Promise<void> {
-  const meter = req.stream ? new SseMeter(path.endsWith('/chat/completions') ? 'chat' : 'completions') : undefined;
+  const meter = req.stream ? SseMeter.forPath(path) : undefined;
   let status = 0;
   let body = '';
   let errorCode: string | undefined;
@@ -96,12 +96,12 @@ async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedR
     status: errorCode && status < 500 ? 502 : status,
     errorCode,
     stream: req.stream,
-    ttftMs: meter && meter.firstAt === meter.firstAt ? meter.firstAt - startedAt : NaN,
-    tpotMs: meter && meter.tokenEvents > 1 ? (meter.lastAt - meter.firstAt) / (meter.tokenEvents - 1) : NaN,
+    ttftMs: meter ? meter.ttft(startedAt) : NaN,
+    tpotMs: meter ? meter.tpot() : NaN,
     itlMs: meter ? meter.itl : [],
     latencyMs,
-    promptTokens: meter ? Math.max(0, meter.usagePrompt) : (usage?.prompt_tokens ?? 0),
-    completionTokens: meter ? (meter.usageCompletion >= 0 ? meter.usageCompletion : meter.tokenEvents) : (usage?.completion_tokens ?? 0),
+    promptTokens: meter ? meter.promptTokens() : (usage?.prompt_tokens ?? 0),
+    completionTokens: meter ? meter.completionTokens() : (usage?.completion_tokens ?? 0),
     at,
     retries: 0,
     shadow: true,

@@ -21,6 +21,31 @@ export class SseMeter {
     this.key = endpoint === 'chat' ? '"content":"' : '"text":"';
   }
 
+  /** A meter for a request path (`…/chat/completions` or `…/completions`). */
+  static forPath(path: string): SseMeter {
+    return new SseMeter(path.endsWith('/chat/completions') ? 'chat' : 'completions');
+  }
+
+  /** ms from `startedAt` to the first token; NaN when none came. */
+  ttft(startedAt: number): number {
+    return this.firstAt === this.firstAt ? this.firstAt - startedAt : NaN;
+  }
+
+  /** Mean ms between tokens after the first; NaN with fewer than two. */
+  tpot(): number {
+    return this.tokenEvents > 1 ? (this.lastAt - this.firstAt) / (this.tokenEvents - 1) : NaN;
+  }
+
+  /** Prompt tokens from the usage event (0 when the worker sent none). */
+  promptTokens(): number {
+    return this.usagePrompt >= 0 ? this.usagePrompt : 0;
+  }
+
+  /** Completion tokens: the usage event's count, else the token events seen. */
+  completionTokens(): number {
+    return this.usageCompletion >= 0 ? this.usageCompletion : this.tokenEvents;
+  }
+
   /**
    * Feed one chunk (decoded as latin1: structure is ASCII and JSON stays parseable byte-for-byte).
    * Returns false when the chunk holds a malformed event (the caller stops forwarding).
