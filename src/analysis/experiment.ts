@@ -3,10 +3,10 @@
 // Pure; seed 001's ABTestManager.analyze, with every-pair win rate, Hodges-Lehmann shift, and an
 // always-valid p-value so the experiment can be analysed as often as wanted.
 
-import { finite, mean, median, std } from './stats/describe.js';
+import { finite, mean, quantileSorted, sortedCopy, std } from './stats/describe.js';
 import { cohensD, cohensDAverageVariance, welchTTest, winProbability } from './stats/effect.js';
-import { hodgesLehmann } from './stats/hodgeslehmann.js';
-import { mannWhitneyU } from './stats/mannwhitney.js';
+import { hodgesLehmannSorted } from './stats/hodgeslehmann.js';
+import { mannWhitneyUSorted } from './stats/mannwhitney.js';
 import { requiredSampleSizeTwoSample } from './stats/power.js';
 import { alwaysValidPValue, DEFAULT_MSPRT_TAU, sequentialInformationNeeded, twoSampleInformation } from './stats/sequential.js';
 
@@ -90,8 +90,11 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
   const confLevel = cfg.confLevel ?? 0.95;
   const a = finite(aIn);
   const b = finite(bIn);
+  // sorted once for the medians, Mann-Whitney and Hodges-Lehmann
+  const as = sortedCopy(a);
+  const bs = sortedCopy(b);
   const base = {
-    n_a: a.length, n_b: b.length, mean_a: mean(a), mean_b: mean(b), std_a: std(a), std_b: std(b), median_a: median(a), median_b: median(b),
+    n_a: a.length, n_b: b.length, mean_a: mean(a), mean_b: mean(b), std_a: std(a), std_b: std(b), median_a: quantileSorted(as, 0.5), median_b: quantileSorted(bs, 0.5),
   };
   const pooledSd = Math.sqrt(((a.length - 1) * base.std_a ** 2 + (b.length - 1) * base.std_b ** 2) / (a.length + b.length - 2));
   const mde = cfg.minDetectableEffect ?? Math.abs(base.mean_b - base.mean_a);
@@ -112,18 +115,18 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
   }
 
   // B against A: 'greater' direction means B's values tend to be larger.
-  const mw = mannWhitneyU(b, a, { alternative: 'two-sided' });
+  const mw = mannWhitneyUSorted(bs, as, { alternative: 'two-sided' });
   const pSeq = sequential ? alwaysValidPValue(mw.z, twoSampleInformation(a.length, b.length), { tau }, cfg.previousPValue ?? 1) : mw.p;
-  const pDecision = sequential ? pSeq : mw.p;
-  const significant = pDecision <= alpha;
+  // p_value_sequential is the fixed-sample p-value when sequential = false: the decision uses it either way
+  const significant = pSeq <= alpha;
   const winRate = winProbability(mw.u, b.length, a.length);
   const bLarger = winRate > 0.5;
   const bBetter = cfg.direction === 'higher' ? bLarger : !bLarger;
   const decision: ExperimentDecision = !significant || winRate === 0.5 ? 'no_difference' : bBetter ? 'b_better' : 'a_better';
-  const hl = hodgesLehmann(b, a, { confLevel });
+  const hl = hodgesLehmannSorted(bs, as, { confLevel });
   const welch = welchTTest(b, a);
   return {
-    status: 'analyzed', ...base, p_value: mw.p, p_value_sequential: pSeq, p_value_decision: pDecision, alpha, significant, decision,
+    status: 'analyzed', ...base, p_value: mw.p, p_value_sequential: pSeq, p_value_decision: pSeq, alpha, significant, decision,
     effect_size: cohensD(a, b), effect_size_seed: cohensDAverageVariance(a, b), win_rate: winRate,
     hl_shift: hl.estimate, hl_ci: [hl.lower, hl.upper], hl_conf_level: confLevel, welch: { t: welch.t, df: welch.df, p: welch.p },
     samples_needed_for_power: fixedN, samples_needed_sequential: seqN, additional_samples_needed: additional, min_detectable_effect: mde, method,

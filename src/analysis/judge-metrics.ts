@@ -4,7 +4,7 @@
 import type { CheckTest, CheckVerdict, ErrorsConfig, LatencyConfig, MetricSamples, MetricVerdict, QualityConfig, ThroughputConfig, VersionSummary } from './judge-types.js';
 import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
 import { fisherExact, binomialTestGreater } from './stats/proportions.js';
-import { hodgesLehmannSorted } from './stats/hodgeslehmann.js';
+import { hodgesLehmannSorted, type HodgesLehmannResult } from './stats/hodgeslehmann.js';
 import { mannWhitneyUSorted, type Alternative } from './stats/mannwhitney.js';
 import { alwaysValidPValue, twoSampleInformation, zFromPValue } from './stats/sequential.js';
 
@@ -54,6 +54,16 @@ function nodata(name: MetricVerdict['name'], cfg: { weight: number; critical: bo
   return { name, outcome: 'nodata', critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks: [], reason };
 }
 
+/** The Hodges-Lehmann shift canary - stable as reported, also relative to stable's median. */
+function shiftOf(hl: HodgesLehmannResult, stableMedian: number): NonNullable<MetricVerdict['shift']> {
+  return { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: stableMedian > 0 ? hl.estimate / stableMedian : NaN };
+}
+
+/** How many values exceed `limit`. */
+function countAbove(a: Float64Array, limit: number): number {
+  return a.reduce((k, v) => (v > limit ? k + 1 : k), 0);
+}
+
 function summarize(sorted: Float64Array, q: number): VersionSummary {
   return { n: sorted.length, mean: mean(sorted), median: quantileSorted(sorted, 0.5), p99: quantileSorted(sorted, q) };
 }
@@ -65,8 +75,7 @@ function summarize(sorted: Float64Array, q: number): VersionSummary {
  */
 function quantileGate(id: string, canary: Float64Array, stable: Float64Array, limit: number, ctx: CheckContext): CheckVerdict {
   const q = ctx.gateQuantile;
-  const above = (a: Float64Array): number => a.reduce((k, v) => (v > limit ? k + 1 : k), 0);
-  const kc = above(canary);
+  const kc = countAbove(canary, limit);
   const p = binomialTestGreater(kc, canary.length, 1 - q);
   const { pSeq, significant } = decide(ctx, id, p, zFromPValue(p), canary.length, 'greater');
   const observed = quantileSorted(canary, q);
@@ -74,7 +83,7 @@ function quantileGate(id: string, canary: Float64Array, stable: Float64Array, li
   let outcome: CheckVerdict['outcome'] = 'pass';
   let reason = `p${q * 100} ${fmt(observed)} ms vs gate ${limit} ms: within (p=${fmt(pSeq)})`;
   if (breach) {
-    const ps = binomialTestGreater(above(stable), stable.length, 1 - q);
+    const ps = binomialTestGreater(countAbove(stable, limit), stable.length, 1 - q);
     const stableBreach = ps <= ctx.alpha && quantileSorted(stable, q) > limit;
     outcome = stableBreach ? 'inconclusive' : 'fail';
     reason = stableBreach
@@ -104,9 +113,8 @@ function mergeSorted(a: Float64Array, b: Float64Array): Float64Array {
 function tailCheck(id: string, c: Float64Array, s: Float64Array, effect: number, tolerance: number, ctx: CheckContext): CheckVerdict {
   const pooled = mergeSorted(c, s);
   const threshold = quantileSorted(pooled, ctx.tailQuantile);
-  const above = (a: Float64Array): number => a.reduce((k, v) => (v > threshold ? k + 1 : k), 0);
-  const kc = above(c);
-  const ks = above(s);
+  const kc = countAbove(c, threshold);
+  const ks = countAbove(s, threshold);
   const f = fisherExact(kc, c.length - kc, ks, s.length - ks, 'greater');
   const { pSeq, significant } = decide(ctx, id, f.p, zFromPValue(f.p), twoSampleInformation(c.length, s.length), 'greater');
   const fail = significant && effect > tolerance;
@@ -154,7 +162,7 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
   const outcome = worst(checks);
   return {
     name, outcome, critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary,
-    shift: { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: med > 0 ? hl.estimate / med : NaN },
+    shift: shiftOf(hl, med),
     checks,
     reason: checks.filter((k) => k.outcome === outcome).map((k) => k.reason).join('; '),
   };
@@ -231,7 +239,7 @@ export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] 
   const med = stable.median as number;
   return {
     name: 'quality', outcome: checks[0]?.outcome ?? 'pass', critical: cfg.critical, weight: cfg.weight, measured, stable, canary,
-    shift: { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: med > 0 ? hl.estimate / med : NaN },
+    shift: shiftOf(hl, med),
     checks, reason,
   };
 }

@@ -87,17 +87,21 @@ export function decide(s: CanaryState, v: Verdict, now: number): Step {
   const elapsed = now - s.stageStartedAt;
   if (elapsed < s.stageDurationMs) return { kind: 'none', why: `stage holds ${Math.ceil((s.stageDurationMs - elapsed) / 1000)} s more` };
   switch (v.action) {
-    case 'advance': {
-      const next = s.stageIndex + 1;
-      const pct = s.stages[next];
-      if (pct === undefined || pct >= 100) return { kind: 'promote' };
-      return { kind: 'advance', to: next };
-    }
+    case 'advance':
+      return nextStage(s);
     case 'pause':
       return { kind: 'pause', reason: `inconclusive (score ${v.score.toFixed(0)}): ${v.reasons.join('; ')}` };
     case 'wait':
       return { kind: 'none', why: `waiting for data: ${v.reasons.join('; ') || 'too few samples'}` };
   }
+}
+
+/** The step after a passed stage: the next stage, or promotion when none below 100 % is left. */
+export function nextStage(s: Pick<CanaryState, 'stages' | 'stageIndex'>): Step {
+  const next = s.stageIndex + 1;
+  const pct = s.stages[next];
+  if (pct === undefined || pct >= 100) return { kind: 'promote' };
+  return { kind: 'advance', to: next };
 }
 
 /** Route weights for a stage: canary at `percent`, stable the rest. */

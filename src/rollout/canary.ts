@@ -5,13 +5,13 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { judgeCanary, judgeConfig } from '../analysis/judge.js';
 import type { JudgeConfig, JudgeConfigOverrides, Verdict } from '../analysis/judge.js';
-import type { CanarySettings, ModelConfig } from '../config/types.js';
+import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
 import { PairSamples, trackRollouts } from './samples.js';
-import { TERMINAL, checkStages, currentPercent, decide, stageWeights, summarizeVerdict } from './canary-state.js';
+import { TERMINAL, checkStages, currentPercent, decide, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 
 export interface CanaryStartOptions {
@@ -398,12 +398,3 @@ export class CanaryController {
     this.cp.events.emit({ kind: `canary_${kind}`, model: l.state.model, version: l.state.canary, message: `${l.state.id}: ${message}`, at });
   }
 }
-
-function nextStage(s: CanaryState): Step {
-  const next = s.stageIndex + 1;
-  const pct = s.stages[next];
-  if (pct === undefined || pct >= 100) return { kind: 'promote' };
-  return { kind: 'advance', to: next };
-}
-
-export type { ModelConfig };

@@ -8,7 +8,7 @@ import type { ControlPlane } from '../control/plane.js';
 import type { RouteDef, Ctx } from '../api/router.js';
 import { CanaryController } from './canary.js';
 import type { CanaryState } from './canary-state.js';
-import { currentPercent } from './canary-state.js';
+import { TERMINAL, currentPercent } from './canary-state.js';
 import { EXPERIMENT_METRICS, ExperimentManager } from './experiment.js';
 import type { ExperimentMetric } from './experiment.js';
 
@@ -103,7 +103,7 @@ export class Rollouts {
       weights: route ? Object.fromEntries(route.versions.map((v) => [v.id, v.weight])) : null,
       windows: { [s.stable]: win(s.stable), [s.canary]: canaryWin },
       samples: live ? { stable: live.samples.a.requests, canary: live.samples.b.requests, min_samples: minSamples } : null,
-      next_decision: TERMINAL_PHASES.includes(s.phase)
+      next_decision: TERMINAL.includes(s.phase)
         ? null
         : { stage_holds_ms: stageLeftMs, samples_needed: samplesLeft, samples_eta_ms: samplesEtaMs, earliest_ms: samplesEtaMs === null ? null : Math.max(stageLeftMs, samplesEtaMs) },
       judge: this.judge?.stats() ?? null,
@@ -188,8 +188,6 @@ export class Rollouts {
     ];
   }
 }
-
-const TERMINAL_PHASES = ['succeeded', 'rolled_back', 'aborted', 'failed'];
 
 let current: Rollouts | undefined;
 /** The running instance (tests reach the controller through it). */

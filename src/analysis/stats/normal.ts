@@ -75,11 +75,6 @@ export function normSf(z: number): number {
   return 0.5 * erfc(z / SQRT2);
 }
 
-/** Standard normal density. */
-export function normPdf(z: number): number {
-  return Math.exp(-0.5 * z * z) / SQRT_2PI;
-}
-
 // Acklam's rational approximation (relative error 1.15e-9), then refined by Halley steps.
 const A = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1, 2.506628277459239];
 const B = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
@@ -130,12 +125,7 @@ export function normIsf(q: number): number {
   if (q === 0) return Infinity;
   if (q === 1) return -Infinity;
   if (q > 0.5) return -normIsf(1 - q);
-  // P(Z > x) = q  <=>  x = -ppf(q) for the lower-tail-precise ppf.
-  let x = -acklam(q);
-  for (let i = 0; i < 2; i++) {
-    const e = q - normSf(x); // d/dx sf = -pdf, so Newton on sf(x) - q has the same step as cdf
-    const u = e * SQRT_2PI * Math.exp((x * x) / 2);
-    x = x - u / (1 + (x * u) / 2);
-  }
-  return x;
+  // P(Z > x) = q  <=>  x = -ppf(q): normSf(-x) = normCdf(x) exactly, so the lower-tail-precise ppf
+  // (refined against normCdf) gives the same Halley steps mirrored.
+  return -normPpf(q);
 }

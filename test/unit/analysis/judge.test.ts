@@ -81,7 +81,7 @@ describe('judgeCanary: seed scenarios', () => {
     expect(lat.checks[0]!.pValue).toBeGreaterThan(0);
     expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 11, checks: 11 });
     expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'latency.relative', 'latency.tail', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'tpot.tail', 'ttft.absolute', 'ttft.relative', 'ttft.tail']);
-    expect(JSON.parse(JSON.stringify(v))).toBeTruthy();
+    expect(JSON.parse(JSON.stringify(v))).toMatchObject({ outcome: 'pass', action: 'advance', score: 100, look: v.look, sequentialPValues: v.sequentialPValues });
   });
 
   it('waits (nodata) on tiny samples', () => {
@@ -219,6 +219,8 @@ describe('judgeCanary: false-fail rate of equal canaries judged at every look', 
       let anyFail = false;
       for (let look = 0; look < looks; look++) {
         const v = judgeCanary(s, c, cfg, { index: look, previous });
+        // running minima: no always-valid p-value rises from one look to the next
+        for (const [id, p] of Object.entries(previous ?? {})) expect(v.sequentialPValues[id]).toBeLessThanOrEqual(p);
         previous = v.sequentialPValues;
         if (v.outcome === 'fail') anyFail = true;
         if (v.outcome === 'inconclusive') paused++;
@@ -229,5 +231,27 @@ describe('judgeCanary: false-fail rate of equal canaries judged at every look', 
     }
     expect(failed / runs).toBeLessThanOrEqual(cfg.alpha);
     expect(paused / (runs * looks)).toBeLessThan(0.2);
+  });
+
+  it('the same design catches a 30 % slower canary (the bound above is not met by a judge that never fails)', () => {
+    const runs = 20;
+    let caught = 0;
+    for (let run = 0; run < runs; run++) {
+      const r = rng(1000 + run);
+      let s = versionSamples(r, 150);
+      let c = versionSamples(r, 40, { latencyScale: 1.3 });
+      let previous: Record<string, number> | undefined;
+      for (let look = 0; look < 5; look++) {
+        const v = judgeCanary(s, c, cfg, { index: look, previous });
+        previous = v.sequentialPValues;
+        if (v.outcome === 'fail') {
+          caught++;
+          break;
+        }
+        s = concat(s, versionSamples(r, 150));
+        c = concat(c, versionSamples(r, 40, { latencyScale: 1.3 }));
+      }
+    }
+    expect(caught / runs).toBeGreaterThan(0.5);
   });
 });

