@@ -22,7 +22,7 @@ export interface CardInput {
 }
 
 /** Canonical JSON (sorted keys) so the checksum does not depend on key order in the YAML. */
-function canonical(v: unknown): string {
+export function canonical(v: unknown): string {
   if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   const o = v as Record<string, unknown>;

@@ -134,16 +134,13 @@ export class VersionRuleError extends Error {
   }
 }
 
-export function isVersionStatus(s: unknown): s is VersionStatus {
-  return typeof s === 'string' && (VERSION_STATUSES as readonly string[]).includes(s);
-}
-
 export function canTransition(from: VersionStatus, to: VersionStatus): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
-export function isLoaded(v: Pick<Version, 'status'>): boolean {
-  return LOADED_STATUSES.includes(v.status);
+/** Takes any status string so API views (the CLI's) can ask too. */
+export function isLoaded(v: { status: string }): boolean {
+  return (LOADED_STATUSES as readonly string[]).includes(v.status);
 }
 
 /**
@@ -162,7 +159,8 @@ export function rollbackEligible(
   );
 }
 
-function warmupTokens(c: VersionConfig): number {
+/** Seed 001's warmup_tokens: requests × max tokens. */
+export function warmupTokens(c: Pick<VersionConfig, 'warmup'>): number {
   return c.warmup.requests * c.warmup.maxTokens;
 }
 

@@ -3,10 +3,10 @@
 // Every change is one store transaction: read, check, write the version, record its transition and
 // the model's active-version history. Synchronous like the store: control plane only, never the
 // request path. Auditing (who asked) is the caller's job (src/api); `actor` here is for history.
-import { cardChecksum } from '../domain/card.js';
+import { canonical, cardChecksum } from '../domain/card.js';
 import type { GlidepathConfig, VersionConfig } from '../config/types.js';
 import type { ActivePeriod, Version, VersionPatch, VersionStatus, VersionTransition } from '../domain/version.js';
-import { applyPatch, fromConfig, transition as applyTransition, VersionRuleError } from '../domain/version.js';
+import { applyPatch, fromConfig, transition as applyTransition, VersionRuleError, warmupTokens } from '../domain/version.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Store } from './types.js';
 
@@ -44,17 +44,6 @@ export interface SeedReport {
   unchanged: Version[];
   /** Known with another card checksum under the same id: left untouched (versions are immutable). */
   conflicts: { model: string; id: string; stored: string; config: string }[];
-}
-
-function canonical(v: unknown): string {
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
-    .join(',')}}`;
 }
 
 /** Pure-rule errors → GlidepathErrors with the same code. */
@@ -283,7 +272,7 @@ export class Registry {
             warmup: fresh.warmup,
             metadata,
             gpuMemoryGb: fresh.gpuMemoryGb,
-            warmupTokens: fresh.warmup.requests * fresh.warmup.maxTokens,
+            warmupTokens: warmupTokens(fresh),
             updatedAt: now,
           };
           this.store.updateVersion(next);

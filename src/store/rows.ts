@@ -1,8 +1,7 @@
 // Row ↔ record mapping for the SQLite store: the only place that knows column names and JSON columns.
-import type { Role } from '../config/types.js';
+import type { Role, VersionConfig } from '../config/types.js';
 import type { ActivePeriod, HealthSummary, Version, VersionFailure, VersionStatus, VersionTransition } from '../domain/version.js';
 import { versionSpec } from '../domain/version.js';
-import type { VersionConfig } from '../config/types.js';
 import type { AuditEntry, GpuAssignment, RolloutEvent, RolloutRecord, TokenRecord, WorkerRecord } from './types.js';
 
 export function json(v: unknown): string {

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { enc, err, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
-import { printJson, UsageError } from '../output.js';
+import { printJson } from '../output.js';
 
 interface CacheView {
   model: string;
@@ -42,8 +42,7 @@ export function register(program: Command): void {
     { model: 'one' },
   ).action(async (o: CommonOptions & { version: string; force?: boolean }) => {
     const s = session(o);
-    const id = textFlag('--version', o.version);
-    if (id === undefined) throw new UsageError('--version is required');
+    const id = textFlag('--version', o.version) as string; // a required option: commander refuses a missing one
     const model = await resolveModel(s, o.model);
     if (!s.json) err(`caching ${model}/${id}…`);
     const r = await s.client.post<CacheView>(modelPath(model, `/versions/${enc(id)}/cache`), { force: o.force ?? false }, { long: true });

@@ -1,7 +1,8 @@
 // `glidepath canary start|status|pause|resume|promote|abort|history`: the progressive canary.
 import type { Command } from 'commander';
-import { fmtMs, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
-import type { CommonOptions, Session } from '../common.js';
+import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
+import { fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
 
 interface MetricRow {
@@ -100,13 +101,6 @@ export function durationFlag(flag: string, v: string | undefined): number | unde
   return Math.round(n);
 }
 
-async function show(s: Session, model: string, v: CanaryView): Promise<void> {
-  void model;
-  if (s.json) printJson(v);
-  else out(renderCanary(v));
-  return Promise.resolve();
-}
-
 export function register(program: Command): void {
   const canary = program.command('canary').description('progressive canary: a small share of traffic to a new version, judged stage by stage, rolled back automatically when worse');
 
@@ -151,8 +145,9 @@ export function register(program: Command): void {
     for (;;) {
       const v = await s.client.get<CanaryView>(modelPath(model, '/canary'), q);
       if (o.watch && !s.json && process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
-      await show(s, model, v);
-      if (!o.watch || ['succeeded', 'rolled_back', 'aborted', 'failed'].includes(v.phase)) {
+      if (s.json) printJson(v);
+      else out(renderCanary(v));
+      if (!o.watch || TERMINAL_ROLLOUT_PHASES.includes(v.phase)) {
         if (v.phase === 'rolled_back' || v.phase === 'failed') process.exitCode = 1;
         return;
       }
@@ -182,6 +177,6 @@ export function register(program: Command): void {
     const model = await resolveModel(s, o.model);
     const rows = await s.client.get<{ id: string; phase: string; created_at: number; updated_at: number; state: { canary?: string; stable?: string; message?: string } }[]>(modelPath(model, '/canary/history'));
     if (s.json) return printJson(rows);
-    out(table(['ROLLOUT', 'PHASE', 'CANARY', 'STABLE', 'STARTED', 'MESSAGE'], rows.map((r) => [r.id, r.phase, r.state.canary, r.state.stable, new Date(r.created_at).toISOString().slice(0, 19).replace('T', ' '), r.state.message ?? ''])));
+    out(table(['ROLLOUT', 'PHASE', 'CANARY', 'STABLE', 'STARTED', 'MESSAGE'], rows.map((r) => [r.id, r.phase, r.state.canary, r.state.stable, fmtTime(r.created_at), r.state.message ?? ''])));
   });
 }

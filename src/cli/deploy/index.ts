@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { err, fmtGpus, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
-import { printJson, UsageError } from '../output.js';
+import { printJson } from '../output.js';
 import type { VersionView } from '../types.js';
 
 export function register(program: Command): void {
@@ -17,8 +17,7 @@ export function register(program: Command): void {
     { model: 'one' },
   ).action(async (o: CommonOptions & { version: string; quiet?: boolean }) => {
     const s = session(o);
-    const id = textFlag('--version', o.version);
-    if (id === undefined) throw new UsageError('--version is required');
+    const id = textFlag('--version', o.version) as string; // a required option: commander refuses a missing one
     const model = await resolveModel(s, o.model);
     const t0 = Date.now();
     // progress goes to stderr so stdout stays the result (a table line or JSON)

@@ -5,7 +5,7 @@ import { formatPlan } from '../../rollout/plan.js';
 import type { StrategyPlan } from '../../rollout/plan.js';
 import { modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
-import { printJson, UsageError } from '../output.js';
+import { printJson } from '../output.js';
 
 export function register(program: Command): void {
   withCommon(
@@ -16,8 +16,7 @@ export function register(program: Command): void {
     { model: 'one' },
   ).action(async (o: CommonOptions & { to: string }) => {
     const s = session(o);
-    const to = textFlag('--to', o.to);
-    if (to === undefined) throw new UsageError('--to is required');
+    const to = textFlag('--to', o.to) as string; // a required option: commander refuses a missing one
     const model = await resolveModel(s, o.model);
     const p = await s.client.get<StrategyPlan>(modelPath(model, '/plan'), { to });
     if (s.json) return printJson(p);

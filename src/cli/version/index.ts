@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
+import { isLoaded } from '../../domain/version.js';
 import { enc, fmtGpus, fmtMs, fmtPct, fmtTime, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table, UsageError } from '../output.js';
@@ -164,7 +165,7 @@ export function register(program: Command): void {
     const before = await s.client.get<VersionView>(modelPath(model, `/versions/${enc(id)}`));
     const r = await s.client.post<RetireView>(modelPath(model, `/versions/${enc(id)}/retire`), { force: o.force ?? false });
     if (s.json) return printJson(r);
-    const loaded = ['ready', 'active', 'standby'].includes(before.status);
+    const loaded = isLoaded(before);
     const drained = r.drain && (r.drain.drained > 0 || r.drain.aborted > 0) ? `; drained ${r.drain.drained} in-flight request(s)${r.drain.aborted ? `, aborted ${r.drain.aborted}` : ''}` : '';
     out(`Retired ${r.version}, freed ${r.freed_gpus} GPU${r.freed_gpus === 1 ? '' : 's'}${loaded ? ` (${fmtGpus(before.gpus)})` : ' (was not loaded)'}${drained}`);
   });
