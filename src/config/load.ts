@@ -37,7 +37,7 @@ function sha256(s: string): string {
 }
 
 /** Integers are proportions; fractions must sum to 1 within 1e-9. Returns an error message or the normalised weights. */
-export function normalizeWeights(w: Record<string, number>): Record<string, number> | string {
+function normalizeWeights(w: Record<string, number>): Record<string, number> | string {
   const entries = Object.entries(w);
   if (entries.length === 0) return 'no versions have a weight';
   for (const [k, v] of entries) {

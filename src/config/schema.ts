@@ -17,7 +17,7 @@ export function show(v: unknown): string {
 const msg = (what: string) => ({ error: (iss: { input?: unknown }) => `expected ${what}, got ${show(iss.input)}` });
 
 export const posInt = () => z.number(msg('a positive integer')).int(msg('a positive integer')).positive(msg('a positive integer'));
-export const nonNegInt = () => z.number(msg('a non-negative integer')).int(msg('a non-negative integer')).min(0, msg('a non-negative integer'));
+const nonNegInt = () => z.number(msg('a non-negative integer')).int(msg('a non-negative integer')).min(0, msg('a non-negative integer'));
 export const nonNeg = () => z.number(msg('a non-negative number')).min(0, msg('a non-negative number')).refine(Number.isFinite, msg('a finite number'));
 export const positive = () => z.number(msg('a positive number')).positive(msg('a positive number')).refine(Number.isFinite, msg('a finite number'));
 export const fraction = () => z.number(msg('a number from 0 to 1')).min(0, msg('a number from 0 to 1')).max(1, msg('a number from 0 to 1'));
@@ -40,7 +40,7 @@ const url = () =>
   }, msg('an http(s) URL'));
 
 /** Simulator settings of one version (all optional; defaults in DEFAULTS.sim). */
-export const simSchema = z
+const simSchema = z
   .object({
     seed: nonNegInt().optional(),
     load_time_ms: nonNeg().optional(),
@@ -120,7 +120,7 @@ export const versionSchema = z
   })
   .strict();
 
-export const routeSchema = z
+const routeSchema = z
   .object({
     /** version id → weight; fractions summing to 1 or integers that are normalised. */
     weights: z.record(z.string(), nonNeg()).default({}),
@@ -132,7 +132,7 @@ export const routeSchema = z
   })
   .strict();
 
-export const modelSchema = z
+const modelSchema = z
   .object({
     name: name('a model name'),
     priority: z.enum(['critical', 'high', 'medium', 'low'], msg('one of critical, high, medium, low')).default('medium'),
@@ -265,6 +265,5 @@ export const configSchema = z
   .strict();
 
 export type RawConfig = z.output<typeof configSchema>;
-export type RawModel = z.output<typeof modelSchema>;
 export type RawVersion = z.output<typeof versionSchema>;
 export type RawSim = z.output<typeof simSchema>;

@@ -33,7 +33,7 @@ export interface Feature extends ApiExtension {
 }
 
 const features: Feature[] = [];
-export function registerFeature(f: Feature): void {
+function registerFeature(f: Feature): void {
   if (!features.some((x) => x.name === f.name)) features.push(f);
 }
 // registered here, not by the module itself: a module that app.ts imports runs before `features` exists

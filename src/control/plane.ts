@@ -22,7 +22,7 @@ export interface Actor {
   name: string;
 }
 
-export const CONTROLLER: Actor = { name: 'controller' };
+const CONTROLLER: Actor = { name: 'controller' };
 
 type StoredRouteSpec = StoredRoute & RouteSpec;
 
@@ -207,7 +207,7 @@ export class ControlPlane {
   }
 }
 
-export function describeWeights(r: RouteSnapshot): string {
+function describeWeights(r: RouteSnapshot): string {
   return r.versions
     .filter((v) => v.weight > 0)
     .map((v) => `${v.id} ${(v.weight * 100).toFixed(v.weight * 100 < 1 ? 2 : 0)}%`)

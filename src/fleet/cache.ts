@@ -23,6 +23,7 @@ import type { Dispatcher } from 'undici';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError, UpstreamError } from '../errors.js';
 import type { ControlPlane } from '../control/plane.js';
+import { redactUrl } from '../control/notify.js';
 
 /** What the cache needs of a version (a registry `Version` or a `VersionConfig` fits). */
 export interface CacheSource {
@@ -110,18 +111,9 @@ export function parseWeightHash(h: string): string | { error: string } {
   return hex;
 }
 
-export function redactSource(uri: string): string {
-  if (!/^https?:\/\//i.test(uri)) return uri;
-  try {
-    const u = new URL(uri);
-    u.username = '';
-    u.password = '';
-    u.search = '';
-    u.hash = '';
-    return u.toString();
-  } catch {
-    return '(invalid url)';
-  }
+/** Local paths are shown as they are; http(s) sources go through the one URL redaction. */
+function redactSource(uri: string): string {
+  return /^https?:\/\//i.test(uri) ? redactUrl(uri) : uri;
 }
 
 type Source = { kind: 'local'; path: string } | { kind: 'http'; url: string };
@@ -494,7 +486,7 @@ function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, m
 const caches = new WeakMap<ControlPlane, WeightCache>();
 
 /** The control plane's cache (one per control plane): the config's directory and bound; active, standby and loading versions protected. */
-export function cacheFor(cp: ControlPlane): WeightCache {
+function cacheFor(cp: ControlPlane): WeightCache {
   const have = caches.get(cp);
   if (have) return have;
   const c = cp.cfg.cache;

@@ -11,7 +11,7 @@ import type { Provider, StartRequest, WorkerHandle } from './types.js';
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/main.js');
 
 /** SimSettings → `glidepath sim` flags. */
-export function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
+function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   const a: string[] = ['sim', '--host', '127.0.0.1', '--port', String(port), '--model', v.model, '--version', v.id];
   const flag = (name: string, value: number | boolean | undefined) => {
     if (value === undefined) return;

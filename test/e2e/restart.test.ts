@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cleanupAll,
   ensureBuilt,
-  pidAlive,
   removeDir,
   simConfigYaml,
   startUp,
@@ -18,6 +17,7 @@ import {
   writeConfig,
 } from '../helpers/e2e-up.js';
 import type { RouteView, UpProcess, VersionView, WorkerView } from '../helpers/e2e-up.js';
+import { pidAlive } from '../../src/providers/child.js';
 
 const MODEL = 'chat';
 const PROMPT = 'After the restart, tell me what the harbour looked like.';

@@ -6,9 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
+import { parseSseEvent } from '../../src/cli/client.js';
 import { startSim } from '../../src/sim/index.js';
 import type { SimHandle } from '../../src/sim/index.js';
-import { ROOT } from './e2e-up.js';
+import { headerString, ROOT } from './e2e-up.js';
 import type { UpProcess } from './e2e-up.js';
 
 export interface CanaryVersionSpec {
@@ -124,8 +125,8 @@ export class EventStream {
           while ((i = buf.indexOf('\n\n')) >= 0) {
             const block = buf.slice(0, i);
             buf = buf.slice(i + 2);
-            const data = block.split('\n').find((x) => x.startsWith('data: '));
-            if (data) s.push(JSON.parse(data.slice(6)) as ControlEvent);
+            const ev = parseSseEvent(block);
+            if (ev && ev.data !== '') s.push(JSON.parse(ev.data) as ControlEvent);
           }
         }
       } catch {
@@ -244,10 +245,6 @@ export class LoadGen {
     this.stopped = true;
     await this.done;
   }
-}
-
-function headerString(h: string | string[] | undefined): string {
-  return Array.isArray(h) ? h.join(',') : (h ?? '');
 }
 
 // ---- judge -------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { parseSseEvent } from '../../src/cli/client.js';
+import { pidAlive } from '../../src/providers/child.js';
 
 /** The repository root: the nearest directory above this file with a package.json (this file may run compiled, e.g. from dist-bench/). */
 function findRoot(start: string): string {
@@ -100,15 +102,6 @@ const workerPids = new Set<number>();
 /** Remember worker pids so cleanup can kill them even if `up` was SIGKILLed. */
 export function trackWorkerPids(pids: Iterable<number | null | undefined>): void {
   for (const p of pids) if (typeof p === 'number' && p > 0) workerPids.add(p);
-}
-
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** SIGKILL every `up` still running and every worker pid seen. Idempotent. */
@@ -325,7 +318,7 @@ export async function streamChat(
   return out;
 }
 
-function headerString(h: string | string[] | undefined): string {
+export function headerString(h: string | string[] | undefined): string {
   return Array.isArray(h) ? h.join(',') : (h ?? '');
 }
 
@@ -374,9 +367,9 @@ export async function waitForEvent(up: UpProcess, kind: string, pred: (e: Contro
       while ((i = buf.indexOf('\n\n')) >= 0) {
         const ev = buf.slice(0, i);
         buf = buf.slice(i + 2);
-        const data = ev.split('\n').find((l) => l.startsWith('data: '));
-        if (!data) continue;
-        const e = JSON.parse(data.slice(6)) as ControlEventView;
+        const sse = parseSseEvent(ev);
+        if (!sse || sse.data === '') continue;
+        const e = JSON.parse(sse.data) as ControlEventView;
         if (e.kind === kind && pred(e)) {
           ac.abort();
           return e;

@@ -20,10 +20,12 @@ writeFileSync(
 const [port, mode] = process.argv.slice(2);
 if (mode === 'stubborn') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
 else process.on('SIGTERM', () => process.exit(0));
-if (mode === 'crash') setTimeout(() => process.exit(3), 50);
+// 'crash' exits on its own only after /health has answered 200 (so start() has succeeded);
+// 'early' exits before ever listening (so start() must fail).
+if (mode === 'early') process.exit(3);
 console.log('engine starting on', port);
 http.createServer((req, res) => {
-  if (req.url === '/health') { res.writeHead(200); res.end('ok'); return; }
+  if (req.url === '/health') { res.writeHead(200); res.end('ok', () => { if (mode === 'crash') setTimeout(() => process.exit(3), 50); }); return; }
   if (req.url === '/env') { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ gpus: process.env.CUDA_VISIBLE_DEVICES, extra: process.env.EXTRA })); return; }
   res.writeHead(404); res.end();
 }).listen(Number(port), '127.0.0.1');
@@ -65,16 +67,15 @@ describe('process provider', () => {
     expect(await h.exited).toMatchObject({ signal: 'SIGKILL', expected: true });
   });
 
-  it('notices an engine that exits on its own (not expected)', async () => {
+  it('notices an engine that exits on its own after becoming healthy (not expected)', async () => {
     const p = new ProcessProvider({ startTimeoutMs: 20_000 });
-    const v = version('crash');
-    // it may die before or after /health answers: both are reported clearly
-    try {
-      const h = await p.start({ version: v, workerId: 'm/v1/2', gpus: ['0', '1'], workDir: dir });
-      expect(await h.exited).toMatchObject({ code: 3, expected: false });
-    } catch (err) {
-      expect((err as Error).message).toMatch(/exited before it became healthy|worker_start_failed|log:/);
-    }
+    const h = await p.start({ version: version('crash'), workerId: 'm/v1/2', gpus: ['0', '1'], workDir: dir });
+    expect(await h.exited).toMatchObject({ code: 3, expected: false });
+  });
+
+  it('fails a start whose engine exits before it became healthy, naming the log', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    await expect(p.start({ version: version('early'), workerId: 'm/v1/3', gpus: ['0'], workDir: dir })).rejects.toThrow(/exited before it became healthy.*log: /);
   });
 
   it('fails a start whose command does not exist, naming the log', async () => {
