@@ -98,16 +98,15 @@ export class VersionPool {
     this.version = version;
     this.cardChecksum = cardChecksum;
     this.telemetry = telemetry;
+    telemetry.metrics.trackInflight(() => this.inflight.size);
   }
 
   enter(a: Abortable): void {
     this.inflight.add(a);
-    this.telemetry.metrics.inflight.inc();
   }
 
   leave(a: Abortable): void {
     if (!this.inflight.delete(a)) return;
-    this.telemetry.metrics.inflight.dec();
     if (this.inflight.size === 0 && this.idleWaiters.length > 0) {
       const ws = this.idleWaiters;
       this.idleWaiters = [];

@@ -31,12 +31,23 @@ export class GatewayMetrics {
     buckets: [...DEFAULTS.telemetry.latencyBucketsS],
     registers: [this.registry],
   });
+  /** In-flight counts are read from the pools when scraped: nothing to update per request. */
+  private readonly inflightSources = new Map<string, { model: string; version: string; size: () => number }>();
   readonly inflight = new Gauge({
     name: 'glidepath_inflight_requests',
     help: 'Requests in flight to workers, by model and version.',
     labelNames: ['model', 'version'] as const,
     registers: [this.registry],
+    collect: () => {
+      for (const s of this.inflightSources.values()) this.inflight.labels(s.model, s.version).set(s.size());
+    },
   });
+
+  /** Report `size()` as the in-flight count of (model, version) at every scrape. */
+  trackInflight(model: string, version: string, size: () => number): void {
+    // a re-deployed version's new pool replaces the old one's source
+    this.inflightSources.set(`${model}\u0000${version}`, { model, version, size });
+  }
   readonly tokens = new Counter({
     name: 'glidepath_tokens_total',
     help: 'Tokens processed, by kind (prompt or completion).',
@@ -108,7 +119,6 @@ export class VersionMetrics {
   readonly ttft;
   readonly tpot;
   readonly duration;
-  readonly inflight;
   readonly promptTokens;
   readonly completionTokens;
   readonly retries;
@@ -124,11 +134,14 @@ export class VersionMetrics {
     this.ttft = m.ttft.labels(model, version);
     this.tpot = m.tpot.labels(model, version);
     this.duration = m.duration.labels(model, version);
-    this.inflight = m.inflight.labels(model, version);
     this.promptTokens = m.tokens.labels(model, version, 'prompt');
     this.completionTokens = m.tokens.labels(model, version, 'completion');
     this.retries = m.retries.labels(model, version);
-    this.inflight.set(0);
+  }
+
+  /** Report the pool's in-flight count under this (model, version) at every scrape. */
+  trackInflight(size: () => number): void {
+    this.parent.trackInflight(this.model, this.version, size);
   }
 
   code(status: number): { inc(v?: number): void } {

@@ -39,6 +39,9 @@ describe('Telemetry', () => {
     expect(seen).toHaveLength(2);
     expect(t.stats('m', 'v1').requests).toBe(3);
     expect(t.stats('m', 'v1').errors).toBe(1);
+    // in-flight is read from its source (the pool) at scrape time
+    let inflight = 3;
+    vt.metrics.trackInflight(() => inflight);
     const text = await t.metrics.registry.metrics();
     expect(text).toContain('glidepath_requests_total{model="m",version="v1",code="200"} 2');
     expect(text).toContain('glidepath_requests_total{model="m",version="v1",code="502"} 1');
@@ -49,7 +52,9 @@ describe('Telemetry', () => {
     expect(text).toContain('glidepath_time_to_first_token_seconds_sum{model="m",version="v1"} 0.24');
     expect(text).toContain('glidepath_request_duration_seconds_count{model="m",version="v1"} 3');
     expect(text).toContain('glidepath_time_per_output_token_seconds_bucket{le="0.02",model="m",version="v1"} 2');
-    expect(text).toContain('glidepath_inflight_requests{model="m",version="v1"} 0');
+    expect(text).toContain('glidepath_inflight_requests{model="m",version="v1"} 3');
+    inflight = 0;
+    expect(await t.metrics.registry.metrics()).toContain('glidepath_inflight_requests{model="m",version="v1"} 0');
   });
 
   it('a subscriber that throws does not stop the others or the request path', () => {
