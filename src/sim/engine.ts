@@ -55,7 +55,6 @@ export class SimEngine {
   private readonly jobs = new Set<Job>();
   private readonly parked = new Set<ServerResponse>();
   private readonly names: Set<string>;
-  private requestNo = 0;
   private closed = false;
   /** Random per worker; request ids are this plus a counter (unique without per-request randomness). */
   private readonly idPrefix = randomBytes(8).toString('hex');
@@ -129,7 +128,7 @@ export class SimEngine {
     }
 
     const g = produce(req, this.opts, target, p, fate.corrupt);
-    const no = this.requestNo++;
+    const no = this.requests++;
     const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.idPrefix}${no.toString(16).padStart(8, '0')}`;
     const o = this.opts;
     const job: Job = {
@@ -153,7 +152,6 @@ export class SimEngine {
       timer: undefined,
       done: false,
     };
-    this.requests++;
     res.on('close', () => {
       if (!job.done) this.abort(job);
     });
@@ -169,9 +167,9 @@ export class SimEngine {
     if (job.done || this.closed) return;
     this.jobs.add(job);
     if (job.adapter) this.loras.begin(job.adapter);
-    const ttft = prefillMs(job.promptTokens, job.timing) * job.jitter.next();
-    job.queuedMs = this.clock.now() - job.arrival;
-    job.due = this.clock.now() + ttft;
+    const now = this.clock.now();
+    job.queuedMs = now - job.arrival;
+    job.due = now + prefillMs(job.promptTokens, job.timing) * job.jitter.next();
     this.tick(job);
   }
 
@@ -267,8 +265,7 @@ export class SimEngine {
     this.release(job);
     this.events.emit('finished', 'crash');
     const kill = () => job.res.socket?.destroy();
-    if (job.stream && out) job.res.write(out, kill);
-    else if (job.stream) job.res.write('', kill);
+    if (job.stream) job.res.write(out, kill);
     else kill();
   }
 

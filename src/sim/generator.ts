@@ -101,6 +101,7 @@ export function generate(r: GenRequest): Generated {
   const nCand = Math.max(sampling ? DEFAULTS.sim.sampleCandidates : 1, topN, 1);
   const seedHash = fmix32((r.sampleSeed ?? 0) ^ SAMPLE_SALT);
   const stops = r.stop ?? [];
+  const stopLen = maxLen(stops);
 
   const tokens: string[] = [];
   const json: string[] = [];
@@ -149,7 +150,7 @@ export function generate(r: GenRequest): Generated {
     if (stops.length > 0) {
       const before = text.length;
       text += tok;
-      const cut = findStop(text, stops, Math.max(0, before - maxLen(stops) + 1));
+      const cut = findStop(text, stops, Math.max(0, before - stopLen + 1));
       if (cut) {
         trimTo(tokens, json, text.slice(0, cut.index));
         if (logprobs) logprobs.length = tokens.length;

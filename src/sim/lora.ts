@@ -1,5 +1,5 @@
 // LoRA adapters: load/unload with vLLM's request shapes, messages and statuses, and max_loras slots.
-import { BadRequestError, GlidepathError, NotFoundError } from '../errors.js';
+import { BadRequestError, NotFoundError } from '../errors.js';
 
 export interface Adapter {
   name: string;
@@ -23,10 +23,6 @@ export class LoraRegistry {
     private readonly reserved: (name: string) => boolean,
   ) {}
 
-  get max(): number {
-    return this.maxLoras;
-  }
-
   has(name: string): boolean {
     return this.adapters.has(name);
   }
@@ -44,10 +40,8 @@ export class LoraRegistry {
     if (this.reserved(name)) throw new BadRequestError('invalid_lora_request', `The name '${name}' is already used by a served model.`);
     if (this.maxLoras === 0) throw new BadRequestError('lora_disabled', 'LoRA is not enabled on this worker (max_loras = 0).');
     if (this.adapters.size >= this.maxLoras) {
-      throw new GlidepathError(
+      throw new BadRequestError(
         'lora_slots_full',
-        400,
-        'invalid_request_error',
         `Failed to load LoRA adapter '${name}': all ${this.maxLoras} LoRA slots are in use (max_loras=${this.maxLoras}); unload an adapter first.`,
       );
     }

@@ -44,8 +44,9 @@ export function seedFromVersion(version: string): number {
   return fnv1a(`version:${version}`) & 0x7fffffff;
 }
 
-export function resolveOptions(o: SimStartOptions): SimOptions {
-  const out: SimOptions = {
+/** Fill every option from DEFAULTS.sim without checking (see `resolveOptions`). */
+export function withDefaults(o: SimStartOptions): SimOptions {
+  return {
     seed: o.seed ?? seedFromVersion(o.version ?? D.version),
     loadTimeMs: o.loadTimeMs ?? D.loadTimeMs,
     prefillTokensPerS: o.prefillTokensPerS ?? D.prefillTokensPerS,
@@ -72,6 +73,10 @@ export function resolveOptions(o: SimStartOptions): SimOptions {
     onProcessExit: o.onProcessExit ?? 'close',
     exitCode: o.exitCode ?? 1,
   };
+}
+
+export function resolveOptions(o: SimStartOptions): SimOptions {
+  const out = withDefaults(o);
   const problems = checkOptions(out);
   if (problems.length > 0) throw new RangeError(`invalid simulator options: ${problems.join('; ')}`);
   return out;
@@ -123,28 +128,32 @@ export const faultSchema = z
 
 export type SnakeFaults = z.output<typeof faultSchema>;
 
-export function fromSnakeFaults(f: SnakeFaults): SimFaultSpec {
-  const out: SimFaultSpec = {};
-  if (f.error_rate !== undefined) out.errorRate = f.error_rate;
-  if (f.error_status !== undefined) out.errorStatus = f.error_status;
-  if (f.crash_after_tokens !== undefined) out.crashAfterTokens = f.crash_after_tokens;
-  if (f.hang !== undefined) out.hang = f.hang;
-  if (f.latency_multiplier !== undefined) out.latencyMultiplier = f.latency_multiplier;
-  if (f.corrupt !== undefined) out.corrupt = f.corrupt;
-  if (f.process_exit !== undefined) out.processExit = f.process_exit;
+/** camelCase fault name ↔ the admin API / YAML snake_case name (one table for both directions). */
+const FAULT_NAMES: readonly (readonly [keyof SimFaultSpec, keyof SnakeFaults])[] = [
+  ['errorRate', 'error_rate'],
+  ['errorStatus', 'error_status'],
+  ['crashAfterTokens', 'crash_after_tokens'],
+  ['hang', 'hang'],
+  ['latencyMultiplier', 'latency_multiplier'],
+  ['corrupt', 'corrupt'],
+  ['processExit', 'process_exit'],
+];
+
+function renameFaults(from: Record<string, unknown>, dir: 0 | 1): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const names of FAULT_NAMES) {
+    const v = from[names[dir]];
+    if (v !== undefined) out[names[1 - dir] as string] = v;
+  }
   return out;
 }
 
+export function fromSnakeFaults(f: SnakeFaults): SimFaultSpec {
+  return renameFaults(f, 1);
+}
+
 export function toSnakeFaults(f: SimFaultSpec): SnakeFaults {
-  const out: SnakeFaults = {};
-  if (f.errorRate !== undefined) out.error_rate = f.errorRate;
-  if (f.errorStatus !== undefined) out.error_status = f.errorStatus;
-  if (f.crashAfterTokens !== undefined) out.crash_after_tokens = f.crashAfterTokens;
-  if (f.hang !== undefined) out.hang = f.hang;
-  if (f.latencyMultiplier !== undefined) out.latency_multiplier = f.latencyMultiplier;
-  if (f.corrupt !== undefined) out.corrupt = f.corrupt;
-  if (f.processExit !== undefined) out.process_exit = f.processExit;
-  return out;
+  return renameFaults(f as Record<string, unknown>, 0);
 }
 
 /** zod issues as "path: message" lines. */

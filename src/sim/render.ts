@@ -50,6 +50,8 @@ export class Renderer {
   private readonly head: string;
   private readonly mid: string;
   private readonly tail: string;
+  /** finish fields of every chunk but the last (completions also carry stop_reason). */
+  private readonly unfinished: string;
   private offset = 0;
   private preBuf: Buffer | undefined;
   private sufBuf: Buffer | undefined;
@@ -62,6 +64,13 @@ export class Renderer {
     this.head = `data: {"id":"${c.id}","object":"${obj}","created":${c.created},"model":${JSON.stringify(c.model)},"choices":[{"index":0,`;
     this.mid = c.kind === 'chat' ? '"delta":{"content":' : '"text":';
     this.tail = c.kind === 'chat' ? '}' : '';
+    this.unfinished = c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null';
+  }
+
+  /** finish fields of the last chunk. */
+  private finished(): string {
+    const g = this.g;
+    return `"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}`;
   }
 
   /** The chat role chunk vLLM sends first (empty for completions). */
@@ -83,7 +92,7 @@ export class Renderer {
     const last = i === g.tokens.length - 1;
     let lp = 'null';
     if (g.logprobs && g.top) lp = JSON.stringify(this.tokenLogprobs(i));
-    const fin = last ? `"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}` : this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null';
+    const fin = last ? this.finished() : this.unfinished;
     // the last chunk reports the full count (a stop string may have cut tokens after it)
     return `${this.head}${this.mid}${g.json[i] ?? '""'}${this.tail},"logprobs":${lp},${fin}}]${this.usageAt(last ? g.count : i + 1)}}\n\n`;
   }
@@ -103,7 +112,7 @@ export class Renderer {
     const n = g.tokens.length;
     const body = Math.min(to, n - 1); // the last token's chunk carries finish_reason: built as a string
     const pre = (this.preBuf ??= Buffer.from(this.head + this.mid));
-    const suf = (this.sufBuf ??= Buffer.from(`${this.tail},"logprobs":null,${this.c.kind === 'chat' ? '"finish_reason":null' : '"finish_reason":null,"stop_reason":null'}}]}\n\n`));
+    const suf = (this.sufBuf ??= Buffer.from(`${this.tail},"logprobs":null,${this.unfinished}}]}\n\n`));
     const toks: Buffer[] = [];
     let size = Buffer.byteLength(before) + Buffer.byteLength(after);
     for (let i = from; i < body; i++) {
@@ -127,8 +136,7 @@ export class Renderer {
 
   /** Final chunk when no token was generated (EOS first): empty text with finish_reason. */
   emptyFinal(): string {
-    const g = this.g;
-    return `${this.head}${this.mid}""${this.tail},"logprobs":null,"finish_reason":"${g.finish}","stop_reason":${g.stopReason === null ? 'null' : JSON.stringify(g.stopReason)}}]${this.usageAt(g.count)}}\n\n`;
+    return `${this.head}${this.mid}""${this.tail},"logprobs":null,${this.finished()}}]${this.usageAt(this.g.count)}}\n\n`;
   }
 
   /** Usage chunk (when stream_options.include_usage) and the terminator. */

@@ -45,7 +45,6 @@ export const completionSchema = z.object({
 });
 
 export type ChatBody = z.output<typeof chatSchema>;
-export type CompletionBody = z.output<typeof completionSchema>;
 export type Message = ChatBody['messages'][number];
 
 /** A validated inference request, independent of the endpoint it came from. */

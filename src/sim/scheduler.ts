@@ -39,10 +39,6 @@ export class Scheduler {
   get kvUsage(): number {
     return this.kv / this.kvCapacity;
   }
-  /** Whether a request needing `need` KV tokens could ever run. */
-  fits(need: number): boolean {
-    return need <= this.kvCapacity;
-  }
 
   /** Start the request now (calls `start` synchronously), queue it, or reject it when the queue is full. */
   submit(t: Ticket): SubmitResult {

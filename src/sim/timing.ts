@@ -21,11 +21,6 @@ export function itlMs(running: number, p: TimingParams): number {
   return p.interTokenMs * (1 + p.itlGrowthPerSeq * Math.max(0, running - 1)) * p.latencyMultiplier;
 }
 
-/** Whether every delay is zero, so a response can be written in one go without timers. */
-export function isInstant(p: TimingParams, promptTokens: number, queued: boolean): boolean {
-  return !queued && p.interTokenMs === 0 && (promptTokens === 0 || prefillMs(promptTokens, p) < 0.001);
-}
-
 /**
  * Seeded jitter: factor n of a stream keyed by `seed`, normally distributed around 1 with
  * standard deviation `rel`, clamped to [max(0.05, 1 - 3·rel), 1 + 3·rel].

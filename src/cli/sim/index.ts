@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../defaults.js';
 import { startSimFleet, type SimHandle, type SimStartOptions } from '../../sim/index.js';
-import { checkOptions, resolveOptions, type SimFaultSpec } from '../../sim/options.js';
+import { checkOptions, withDefaults, type SimFaultSpec } from '../../sim/options.js';
 import { UsageError } from '../output.js';
 
 type Kind = 'int' | 'posInt' | 'nonNeg' | 'positive' | 'fraction' | 'port' | 'status';
@@ -76,7 +76,7 @@ const camel = (flag: string) => flag.replace(/-([a-z])/g, (_m, c: string) => c.t
 export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { workers: number; portBase: number | undefined } {
   const o: SimStartOptions = {};
   const out = o as Record<string, unknown>;
-  const str = (k: string) => (typeof raw[k] === 'string' ? (raw[k]) : undefined);
+  const str = (k: string) => (typeof raw[k] === 'string' ? raw[k] : undefined);
   for (const [flag, key, kind] of NUMERIC) {
     const v = str(camel(flag));
     if (v !== undefined) out[key] = num(flag, v, kind);
@@ -115,14 +115,16 @@ export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { 
   if (host !== undefined) o.host = host;
   const portStr = str('port');
   const baseStr = str('portBase');
-  const workers = str('workers') === undefined ? 1 : num('workers', str('workers') ?? '', 'posInt');
+  const workersStr = str('workers');
+  const workers = workersStr === undefined ? 1 : num('workers', workersStr, 'posInt');
   const port = portStr === undefined ? undefined : num('port', portStr, 'port');
   const portBase = baseStr === undefined ? undefined : num('port-base', baseStr, 'port');
   if (port !== undefined && portBase !== undefined) throw new UsageError('give --port or --port-base, not both');
   if (workers > 1 && port !== undefined && port !== 0) throw new UsageError('--workers > 1 needs --port-base P (ports P, P+1, …) or --port 0');
   if (portBase !== undefined && portBase !== 0 && portBase + workers - 1 > 65535) throw new UsageError(`--port-base ${portBase} + ${workers} workers runs past port 65535`);
   o.port = port ?? portBase ?? DEFAULTS.sim.port;
-  const problems = checkOptions(resolveOptions({ ...o, port: o.port, faults: {} }));
+  // withDefaults, not resolveOptions: resolveOptions throws a RangeError (exit 1), a usage error must exit 2
+  const problems = checkOptions(withDefaults({ ...o, faults: {} }));
   if (problems.length > 0) throw new UsageError(problems.join('; '));
   return { ...o, workers, portBase: portBase ?? (workers > 1 ? o.port : undefined) };
 }

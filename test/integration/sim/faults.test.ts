@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
+import { DEFAULTS } from '../../../src/defaults.js';
 import { startSim, type SimHandle } from '../../../src/sim/index.js';
 import { FakeClock } from '../../../src/sim/timing.js';
 import { call, chat, chunks, get, post, rawPost } from './helpers.js';
@@ -125,14 +126,18 @@ describe('injected faults', () => {
   it('silent corruption: HTTP 200, wrong tokens, logprobs shifted out of range', async () => {
     const body = chat('canary: capital of France', { max_tokens: 12, ignore_eos: true, logprobs: true, top_logprobs: 1 });
     const ok = await post(sim.url, CHAT, body);
+    const before = await faultCount('corrupt');
     sim.setFaults({ corrupt: true });
     const bad = await post(sim.url, CHAT, body);
     expect(bad.status).toBe(200);
     expect(bad.json.error).toBeUndefined();
     expect(bad.json.choices[0].message.content).not.toBe(ok.json.choices[0].message.content);
-    for (const c of bad.json.choices[0].logprobs.content) expect(c.logprob).toBeLessThan(-3);
-    for (const c of ok.json.choices[0].logprobs.content) expect(c.logprob).toBeGreaterThan(-0.62);
-    expect(await faultCount('corrupt')).toBeGreaterThanOrEqual(1);
+    // both bodies have 12 tokens, so the loops below cannot pass on an empty list
+    expect(bad.json.choices[0].logprobs.content).toHaveLength(12);
+    expect(ok.json.choices[0].logprobs.content).toHaveLength(12);
+    for (const c of bad.json.choices[0].logprobs.content) expect(c.logprob).toBeLessThan(-DEFAULTS.sim.corruptLogprobShift);
+    for (const c of ok.json.choices[0].logprobs.content) expect(c.logprob).toBeGreaterThanOrEqual(-0.01 - DEFAULTS.sim.maxTopLogprobDepth);
+    expect(await faultCount('corrupt')).toBe(before + 1);
   });
 
   it('process exit (in-process): the worker drops the request and stops listening', async () => {

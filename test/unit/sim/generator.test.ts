@@ -140,6 +140,7 @@ describe('stops and limits', () => {
   it('min_tokens holds EOS back', () => {
     const g = generate({ ...req('eos', { maxTokens: 100, minTokens: 50 }), ignoreEos: false, eosRate: 0.5 });
     expect(g.tokens.length).toBeGreaterThanOrEqual(50);
+    expect(g.finish).toBe('stop'); // EOS did fire, only later
   });
 });
 
@@ -165,6 +166,7 @@ describe('quality and corruption', () => {
     const ok = generate(req('canary prompt', { topLogprobs: 1 }));
     const bad = generate(req('canary prompt', { topLogprobs: 1, corrupt: true }));
     expect(bad.tokens).not.toEqual(ok.tokens);
+    expect(bad.logprobs).toHaveLength(40);
     for (const lp of bad.logprobs!) expect(lp).toBeLessThan(-DEFAULTS.sim.corruptLogprobShift);
     expect(bad.finish).toBe('length');
   });
