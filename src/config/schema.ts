@@ -91,7 +91,7 @@ const providerSchema = z.discriminatedUnion(
         command: str('a command template'),
         env: z.record(z.string(), z.string()).default({}),
         health_path: str().default('/health'),
-        grace_period_ms: nonNeg().default(10_000),
+        grace_period_ms: nonNeg().default(DEFAULTS.control.stopGraceMs),
       })
       .strict(),
   ],

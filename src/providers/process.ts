@@ -1,6 +1,7 @@
 // The `process` provider: runs an engine from a command template (e.g. `vllm serve {weights} --port
 // {port} --tensor-parallel-size {tp}`) with CUDA_VISIBLE_DEVICES from the GPU assignment.
 import type { VersionConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, UnavailableError } from '../errors.js';
 import { adoptedPid, freePort, pidAlive, spawnChild } from './child.js';
 import type { Child } from './child.js';
@@ -87,7 +88,7 @@ export class ProcessProvider implements Provider {
     if (rec.pid === undefined || !pidAlive(rec.pid)) return undefined;
     const hp = rec.version.provider.kind === 'process' ? rec.version.provider.healthPath : '/health';
     if ((await getStatus(rec.url, hp, 2_000)) !== 200) return undefined;
-    const grace = rec.version.provider.kind === 'process' ? rec.version.provider.gracePeriodMs : 10_000;
+    const grace = rec.version.provider.kind === 'process' ? rec.version.provider.gracePeriodMs : DEFAULTS.control.stopGraceMs;
     const adopted = adoptedPid(rec.pid);
     const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: rec.pid, exited: adopted.exited, info: {}, child: undefined, graceMs: grace, adopted };
     return h;

@@ -2,6 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type { SimSettings, VersionConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
 import { adoptedPid, freePort, spawnChild, pidAlive } from './child.js';
 import type { Child } from './child.js';
@@ -83,7 +84,7 @@ export class SimProvider implements Provider {
     throw lastErr instanceof Error ? lastErr : new UnavailableError('worker_start_failed', `could not start a simulator for ${req.workerId}`);
   }
 
-  async stop(h: WorkerHandle, graceMs = 10_000): Promise<void> {
+  async stop(h: WorkerHandle, graceMs = DEFAULTS.control.stopGraceMs): Promise<void> {
     const sh = h as SimHandle;
     if (sh.child) await sh.child.stop(graceMs);
     else if (sh.adopted) await sh.adopted.stop(graceMs);
