@@ -3,6 +3,7 @@
 import type { Command } from 'commander';
 import { AdminClient } from './client.js';
 import { UsageError, parseOutput } from './output.js';
+import { parseDuration } from '../rollout/pipeline/words.js';
 import type { OutputFormat } from './output.js';
 
 export interface CommonOptions {
@@ -83,6 +84,14 @@ export function textFlag(flag: string, v: string | undefined): string | undefine
   if (v === undefined) return undefined;
   if (v.trim() === '') throw new UsageError(`${flag}: expected a value, got an empty string`);
   return v;
+}
+
+/** A positive duration flag: `500ms`, `30s`, `5m`, `1h` (the pipeline's duration syntax). */
+export function durationFlag(flag: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const ms = parseDuration(v);
+  if (ms === undefined) throw new UsageError(`${flag}: expected a duration such as 500ms, 30s, 5m or 1h, got ${JSON.stringify(v)}`);
+  return ms;
 }
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };

@@ -1,7 +1,7 @@
 // `glidepath canary start|status|pause|resume|promote|abort|history`: the progressive canary.
 import type { Command } from 'commander';
 import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
-import { fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { durationFlag, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
 
@@ -89,16 +89,6 @@ function parseStages(v: string | undefined): number[] | undefined {
   const nums = parts.map(Number);
   if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n))) throw new UsageError(`--stages must be comma-separated percentages such as 2,5,10,25,50,100, got ${JSON.stringify(v)}`);
   return nums;
-}
-
-/** `5m`, `90s`, `1500ms`, `1h` or plain milliseconds. */
-export function durationFlag(flag: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(v.trim());
-  if (!m) throw new UsageError(`${flag} must be a duration such as 90s, 5m, 1h or milliseconds, got ${JSON.stringify(v)}`);
-  const n = Number(m[1]) * ({ ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[m[2] ?? 'ms'] as number);
-  if (!(n > 0)) throw new UsageError(`${flag} must be positive, got ${JSON.stringify(v)}`);
-  return Math.round(n);
 }
 
 export function register(program: Command): void {

@@ -9,8 +9,8 @@ import { runPipeline } from '../../rollout/pipeline/runner.js';
 import type { Reporter, RunResult } from '../../rollout/pipeline/runner.js';
 import { loadPipelineFile } from '../../rollout/pipeline/spec.js';
 import type { Pipeline } from '../../rollout/pipeline/spec.js';
-import { formatDuration, parseDuration } from '../../rollout/pipeline/words.js';
-import { resolveModel, session, withCommon } from '../common.js';
+import { formatDuration } from '../../rollout/pipeline/words.js';
+import { durationFlag, resolveModel, session, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { EXIT, UsageError, parseOutput, printJson } from '../output.js';
 
@@ -36,13 +36,6 @@ function parseVars(list: readonly string[]): Record<string, string> {
     out[name] = kv.slice(i + 1);
   }
   return out;
-}
-
-function durationFlag(flag: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const ms = parseDuration(v);
-  if (ms === undefined) throw new UsageError(`${flag}: expected a duration such as 500ms, 30s, 5m or 1h, got ${JSON.stringify(v)}`);
-  return ms;
 }
 
 /** Load the file; an invalid one prints every problem and sets exit 2. */
