@@ -1,47 +1,12 @@
-// HTTP plumbing for the simulator: bounded body reading, JSON parsing, and error/JSON replies.
+// HTTP plumbing for the simulator: JSON request bodies (read by the gateway's reader) and error/JSON replies.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { GlidepathError} from '../errors.js';
-import { BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError, toGlidepathError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+import { BadRequestError, toGlidepathError } from '../errors.js';
+import { checkContentType, readBody } from '../gateway/request.js';
 
-/** Read the whole body, rejecting (413) as soon as it passes `limit` bytes. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new PayloadTooLargeError(limit));
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    req.on('data', (b: Buffer) => {
-      if (failed) return;
-      size += b.length;
-      if (size > limit) {
-        failed = true;
-        reject(new PayloadTooLargeError(limit));
-        return;
-      }
-      parts.push(b);
-    });
-    req.on('end', () => {
-      if (!failed) resolve(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
-    });
-    req.on('error', (e) => {
-      if (!failed) {
-        failed = true;
-        reject(e);
-      }
-    });
-  });
-}
-
-/** Require a JSON content type (vLLM answers 415 otherwise). */
-export function requireJson(req: IncomingMessage): void {
-  const ct = req.headers['content-type'];
-  const media = ct?.split(';')[0]?.trim().toLowerCase();
-  if (media !== 'application/json') throw new UnsupportedMediaTypeError(ct);
-}
-
+/** A JSON body: 415 unless the content type is JSON (as vLLM), 413 past `limit` bytes, 400 if not JSON. */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
-  requireJson(req);
+  checkContentType(req.headers['content-type']);
   const buf = await readBody(req, limit);
   if (buf.length === 0) throw new BadRequestError('invalid_json', 'request body is empty; expected a JSON object');
   try {
@@ -52,7 +17,7 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const s = typeof body === 'string' ? body : JSON.stringify(body);
+  const s = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
   res.end(s);
 }
