@@ -4,7 +4,7 @@
 // always-valid p-value so the experiment can be analysed as often as wanted.
 
 import { finite, mean, quantileSorted, sortedCopy, std } from './stats/describe.js';
-import { cohensD, cohensDAverageVariance, welchTTest, winProbability } from './stats/effect.js';
+import { cohensD, cohensDAverageVariance, pooledSd, welchTTest, winProbability } from './stats/effect.js';
 import { hodgesLehmannSorted } from './stats/hodgeslehmann.js';
 import { mannWhitneyUSorted } from './stats/mannwhitney.js';
 import { requiredSampleSizeTwoSample } from './stats/power.js';
@@ -96,10 +96,10 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
   const base = {
     n_a: a.length, n_b: b.length, mean_a: mean(a), mean_b: mean(b), std_a: std(a), std_b: std(b), median_a: quantileSorted(as, 0.5), median_b: quantileSorted(bs, 0.5),
   };
-  const pooledSd = Math.sqrt(((a.length - 1) * base.std_a ** 2 + (b.length - 1) * base.std_b ** 2) / (a.length + b.length - 2));
+  const sd = pooledSd(a, b);
   const mde = cfg.minDetectableEffect ?? Math.abs(base.mean_b - base.mean_a);
-  const d = pooledSd > 0 ? mde / pooledSd : NaN;
-  const fixedN = Number.isFinite(d) ? requiredSampleSizeTwoSample(mde, pooledSd, { alpha, power }) : NaN;
+  const d = sd > 0 ? mde / sd : NaN;
+  const fixedN = Number.isFinite(d) ? requiredSampleSizeTwoSample(mde, sd, { alpha, power }) : NaN;
   const seqN = Number.isFinite(d) ? sequentialSampleSize(d, alpha, power, tau) : NaN;
   const method: 'msprt' | 'fixed' = sequential ? 'msprt' : 'fixed';
   const needed = sequential ? seqN : fixedN;

@@ -10,7 +10,7 @@ import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
-import { PairSamples, trackRollouts } from './samples.js';
+import { PairSamples, reweighted, trackRollouts } from './samples.js';
 import { TERMINAL, checkStages, currentPercent, decide, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 
@@ -307,7 +307,7 @@ export class CanaryController {
   private applyWeights(l: Live, percent: number): void {
     const s = l.state;
     const cur = routeToSpec(this.cp.route(s.model));
-    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), ...stageWeights(s, percent) };
+    const weights = reweighted(cur.weights, stageWeights(s, percent));
     const shadow = s.shadowShare > 0 && percent < 100 ? { version: s.canary, share: s.shadowShare } : undefined;
     this.cp.publishRoute({ model: s.model, weights, stable: s.stable, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow });
   }
@@ -316,7 +316,7 @@ export class CanaryController {
     const s = l.state;
     this.setPhase(l, 'promoting', `promoting ${s.canary}: ${why}`);
     const cur = routeToSpec(this.cp.route(s.model));
-    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [s.canary]: 1 };
+    const weights = reweighted(cur.weights, { [s.canary]: 1 });
     // stable stays loaded at weight 0: an instant rollback target
     this.cp.publishRoute({ model: s.model, weights, stable: s.canary, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: undefined });
     this.cp.registry.promote(s.model, s.canary, { actor: 'canary', reason: `canary ${s.id} promoted` });
@@ -332,8 +332,7 @@ export class CanaryController {
     const t0 = performance.now();
     const percentAtRollback = currentPercent(s);
     const cur = routeToSpec(this.cp.route(s.model));
-    const weights: Record<string, number> = { ...cur.weights, [s.stable]: 1, [s.canary]: 0 };
-    for (const k of Object.keys(weights)) if (k !== s.stable && k !== s.canary) weights[k] = 0;
+    const weights = reweighted(cur.weights, { [s.stable]: 1, [s.canary]: 0 });
     if (s.loadedByRollout) delete weights[s.canary];
     this.cp.publishRoute({ model: s.model, weights, stable: s.stable, overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)), stickySalt: cur.stickySalt, shadow: undefined });
     const t1 = performance.now();

@@ -7,7 +7,7 @@ import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
-import { PairSamples, trackRollouts } from './samples.js';
+import { PairSamples, reweighted, trackRollouts } from './samples.js';
 
 export type ExperimentMetric = 'quality' | 'ttft' | 'tpot' | 'latency';
 export const EXPERIMENT_METRICS: readonly ExperimentMetric[] = ['quality', 'ttft', 'tpot', 'latency'];
@@ -121,7 +121,7 @@ export class ExperimentManager {
           previousWeights: { ...cur.weights },
           previousStable: this.cp.route(model).stable,
         };
-        const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [opts.a]: 1 - split, [opts.b]: split };
+        const weights = reweighted(cur.weights, { [opts.a]: 1 - split, [opts.b]: split });
         // sticky: a user (x-session-id or `user`) sees one version for the experiment's duration
         this.cp.publishRoute({ model, weights, stable: opts.a, overrides: cur.overrides, stickySalt: cur.stickySalt ?? `experiment:${state.id}`, shadow: undefined });
         const rec = this.cp.store.putRollout({ id: state.id, model, phase: 'running', state }, now);
@@ -172,7 +172,7 @@ export class ExperimentManager {
         const cur = routeToSpec(this.cp.route(model));
         if (opts.promote) {
           const winner = opts.promote === 'a' ? s.a : s.b;
-          const weights = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [winner]: 1 };
+          const weights = reweighted(cur.weights, { [winner]: 1 });
           this.cp.publishRoute({ model, weights, stable: winner, overrides: cur.overrides, stickySalt: cur.stickySalt });
           const v = this.cp.registry.get(model, winner);
           if (v.status !== 'active') this.cp.registry.promote(model, winner, { actor: actor.name, reason: `experiment ${s.id}` });

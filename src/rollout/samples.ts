@@ -111,3 +111,8 @@ export function trackRollouts<S extends { kind: string }>(
   }
   return { unsubscribe, stored };
 }
+
+/** Route weights with every version of `current` kept at 0 (instant rollback, header previews) and `set` on top. */
+export function reweighted(current: Readonly<Record<string, number>>, set: Readonly<Record<string, number>>): Record<string, number> {
+  return { ...Object.fromEntries(Object.keys(current).map((k) => [k, 0])), ...set };
+}

@@ -14,8 +14,12 @@ export function cohensD(aIn: readonly number[], bIn: readonly number[]): number 
   const a = finite(aIn);
   const b = finite(bIn);
   if (a.length < 2 || b.length < 2) return NaN;
-  const s = Math.sqrt(((a.length - 1) * variance(a) + (b.length - 1) * variance(b)) / (a.length + b.length - 2));
-  return ratio(mean(b) - mean(a), s);
+  return ratio(mean(b) - mean(a), pooledSd(a, b));
+}
+
+/** The standard pooled SD of two NaN-free samples (NaN when either has fewer than 2 values). */
+export function pooledSd(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  return Math.sqrt(((a.length - 1) * variance(a) + (b.length - 1) * variance(b)) / (a.length + b.length - 2));
 }
 
 /**
