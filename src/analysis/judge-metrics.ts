@@ -64,8 +64,11 @@ function countAbove(a: Float64Array, limit: number): number {
   return a.reduce((k, v) => (v > limit ? k + 1 : k), 0);
 }
 
-function summarize(sorted: Float64Array, q: number): VersionSummary {
-  return { n: sorted.length, mean: mean(sorted), median: quantileSorted(sorted, 0.5), p99: quantileSorted(sorted, q) };
+/** n, mean and median of a sorted sample, and its q-quantile (reported as p99) when q is given. */
+function summarize(sorted: Float64Array, q?: number): VersionSummary {
+  const s: VersionSummary = { n: sorted.length, mean: mean(sorted), median: quantileSorted(sorted, 0.5) };
+  if (q !== undefined) s.p99 = quantileSorted(sorted, q);
+  return s;
 }
 
 /**
@@ -218,10 +221,8 @@ export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] 
   const measured = stableIn !== undefined || canaryIn !== undefined;
   const s = sortedCopy(finite(stableIn ?? []));
   const c = sortedCopy(finite(canaryIn ?? []));
-  const stable = summarize(s, 0.5);
-  const canary = summarize(c, 0.5);
-  delete stable.p99;
-  delete canary.p99;
+  const stable = summarize(s);
+  const canary = summarize(c);
   if (!measured) return nodata('quality', cfg, stable, canary, false, 'not measured (no quality scores)');
   if (s.length < cfg.minSamples || c.length < cfg.minSamples) {
     return nodata('quality', cfg, stable, canary, true, `too few scores: stable ${s.length}, canary ${c.length} < ${cfg.minSamples}`);
