@@ -24,17 +24,8 @@ function eligible(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | und
   return w.routable && w.ejectedUntil <= now && (exclude === undefined || !exclude.has(w));
 }
 
-/** Deterministic PRNG (mulberry32) so picks are reproducible in tests. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG so picks are reproducible in tests. */
+export { mulberry32 } from '../domain/random.js';
 
 /**
  * Least outstanding requests with power-of-two choices: sample two distinct eligible workers and

@@ -2,6 +2,7 @@
 // confidence interval by inverting the Mann-Whitney test, as R's wilcox.test(conf.int = TRUE),
 // without materialising the n1*n2 differences: order statistics are found by selection.
 
+import { mulberry32 } from '../../domain/random.js';
 import { finite, sortedCopy, tieGroupsSorted, tieTerm } from './describe.js';
 import { mwuCdf } from './mannwhitney.js';
 import { normIsf } from './normal.js';
@@ -30,17 +31,6 @@ export interface HodgesLehmannResult {
 /** Largest candidate set that is sorted directly instead of partitioned further. */
 const DIRECT_SORT_LIMIT = 512;
 
-/** mulberry32: a tiny deterministic PRNG so the selection is reproducible run to run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Random candidates drawn per round to place the two pivots (Floyd-Rivest style). */
 const SAMPLE = 128;
@@ -84,7 +74,7 @@ function selectPair(x: ArrayLike<number>, y: ArrayLike<number>, k: number): [num
   const cHi = new Int32Array(n1);
   const cum = new Float64Array(n1 + 1);
   const sample = new Float64Array(SAMPLE);
-  const rand = prng(0x5eed + k);
+  const rand = mulberry32(0x5eed + k);
 
   /** Per row, the number of columns with diff < v (strict) or <= v, into `out`; returns the sum. */
   const countBelow = (v: number, strict: boolean, out: Int32Array): number => {

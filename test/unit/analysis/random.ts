@@ -1,5 +1,7 @@
 // Seeded random numbers for the analysis tests (mulberry32 + Box-Muller), so every run is identical.
 
+import { mulberry32 } from '../../../src/domain/random.js';
+
 export interface Rng {
   uniform(): number;
   normal(mean?: number, sd?: number): number;
@@ -8,14 +10,7 @@ export interface Rng {
 }
 
 export function rng(seed: number): Rng {
-  let a = seed >>> 0;
-  const uniform = (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const uniform = mulberry32(seed);
   let spare: number | undefined;
   const normal = (mean = 0, sd = 1): number => {
     if (spare !== undefined) {
