@@ -7,6 +7,7 @@ import type { Document } from 'yaml';
 import { ConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { cardChecksum } from '../domain/card.js';
+import { fromSnakeFaults } from '../sim/options.js';
 import { DEFAULTS } from '../defaults.js';
 import { configSchema } from './schema.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
@@ -65,16 +66,7 @@ function simSettings(s: RawSim): SimSettings {
   if (s.max_model_len !== undefined) out.maxModelLen = s.max_model_len;
   if (s.hallucination_rate !== undefined) out.hallucinationRate = s.hallucination_rate;
   if (s.max_loras !== undefined) out.maxLoras = s.max_loras;
-  if (s.faults) {
-    const f = s.faults;
-    out.faults = {};
-    if (f.error_rate !== undefined) out.faults.errorRate = f.error_rate;
-    if (f.error_status !== undefined) out.faults.errorStatus = f.error_status;
-    if (f.crash_after_tokens !== undefined) out.faults.crashAfterTokens = f.crash_after_tokens;
-    if (f.hang !== undefined) out.faults.hang = f.hang;
-    if (f.latency_multiplier !== undefined) out.faults.latencyMultiplier = f.latency_multiplier;
-    if (f.corrupt !== undefined) out.faults.corrupt = f.corrupt;
-  }
+  if (s.faults) out.faults = fromSnakeFaults(s.faults);
   return out;
 }
 
