@@ -34,8 +34,17 @@ export const DEFAULTS = {
     ejectBaseMs: 1_000,
     /** Upper bound on the passive-ejection back-off. */
     ejectMaxMs: 30_000,
-    /** Keep-alive sockets per worker in the undici pool. */
+    /** Keep-alive connections per worker (further requests wait their turn in arrival order). */
     connectionsPerWorker: 128,
+    /**
+     * An idle keep-alive connection to a worker is closed after this long. uvicorn (vLLM, SGLang)
+     * closes idle connections after 5 s; a worker's own `keep-alive: timeout=N` hint, less 1 s,
+     * wins when shorter. A connection the worker closed anyway is retried once on a fresh one.
+     */
+    upstreamKeepAliveMs: 4_000,
+    /** Client connections: idle keep-alive limit, and the time a request's head and body may take. */
+    clientKeepAliveMs: 65_000,
+    clientHeadersTimeoutMs: 30_000,
     /** Whether clients may pick a version with `x-glidepath-version`. */
     allowVersionHeader: true,
     /** Sticky-session header; the body's `user` is the fallback key. */

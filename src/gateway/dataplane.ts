@@ -1,6 +1,5 @@
 // The data plane's state and its control surface: routes (one reference swap per model), pools,
 // drains and hold queues, and the entry point for inference requests.
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { GatewayConfig } from '../config/types.js';
 import { buildRoute, RouteValidationError } from '../domain/route.js';
@@ -15,11 +14,13 @@ import { HoldQueue } from './hold.js';
 import type { HoldRejected } from './hold.js';
 import { VersionPool, Worker } from './workers.js';
 import type { DrainResult, WorkerSpec } from './workers.js';
-import { checkContentType, parseRequest, readBody } from './request.js';
+import { checkContentType, parseRequest } from './request.js';
+import type { FrontRequest, FrontResponse } from './front.js';
 import type { Endpoint } from './request.js';
 import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy.js';
 import { sendError } from './respond.js';
+import { DEFAULTS } from '../defaults.js';
 import { mirror } from './shadow.js';
 import type { ResponseTap } from './shadow.js';
 
@@ -142,7 +143,7 @@ export class DataPlane {
         next.push(prev);
         old.delete(s.id);
       } else {
-        next.push(new Worker(s, version, { connectTimeoutMs: this.cfg.connectTimeoutMs, connections: this.cfg.connectionsPerWorker }));
+        next.push(new Worker(s, version, { connectTimeoutMs: this.cfg.connectTimeoutMs, connections: this.cfg.connectionsPerWorker, keepAliveTimeoutMs: DEFAULTS.gateway.upstreamKeepAliveMs }));
       }
     }
     pool.workers = next;
@@ -150,7 +151,7 @@ export class DataPlane {
     for (const w of old.values()) {
       w.routable = false;
       this.telemetry.metrics.workerUp.remove(model, version, w.id);
-      // undici's close waits for in-flight requests on the worker
+      // the pool's close waits for the worker's in-flight requests
       void w.close();
     }
   }
@@ -306,26 +307,20 @@ export class DataPlane {
 
   // ---- the request path ------------------------------------------------------------------
 
-  /** Handle POST /v1/chat/completions or /v1/completions. Never throws. */
-  handle(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): void {
+  /** Handle POST /v1/chat/completions or /v1/completions (the body is complete: the front read it). Never throws. */
+  handle(req: FrontRequest, res: FrontResponse, endpoint: Endpoint): void {
     const startedAt = performance.now();
     const at = Date.now();
-    let parsedBody: Promise<Buffer>;
     try {
       checkContentType(req.headers['content-type']);
-      parsedBody = readBody(req, this.cfg.maxBodyBytes);
     } catch (err) {
-      req.resume();
       sendError(res, toGlidepathError(err));
       return;
     }
-    parsedBody.then(
-      (raw) => this.route(req, res, endpoint, raw, startedAt, at),
-      (err: unknown) => sendError(res, toGlidepathError(err), { connection: 'close' }),
-    );
+    this.route(req, res, endpoint, req.body, startedAt, at);
   }
 
-  private route(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint, raw: Buffer, startedAt: number, at: number): void {
+  private route(req: FrontRequest, res: FrontResponse, endpoint: Endpoint, raw: Buffer, startedAt: number, at: number): void {
     try {
       const parsed = parseRequest(raw, endpoint);
       const st = this.models.get(parsed.model);
@@ -361,8 +356,8 @@ export class DataPlane {
   }
 
   private dispatch(
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: FrontRequest,
+    res: FrontResponse,
     endpoint: Endpoint,
     parsed: ReturnType<typeof parseRequest>,
     st: ModelState,

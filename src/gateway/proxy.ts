@@ -1,8 +1,6 @@
-// One client request's trip to a worker: dispatch over undici, retry before the first byte, stream
+// One client request's trip to a worker: dispatch over the upstream pool, retry before the first byte, stream
 // through without buffering, enforce timeouts, honour disconnects and drains, and record the result.
-import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/types.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
@@ -13,6 +11,9 @@ import { SseMeter, sseErrorEvent } from './sse.js';
 import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
+import type { FrontResponse } from './front.js';
+import { ConnectError } from './upstream.js';
+import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { deliver } from './shadow.js';
 import type { ResponseTap } from './shadow.js';
 import { DEFAULTS } from '../defaults.js';
@@ -24,8 +25,6 @@ export interface ProxyContext {
   readonly picker: Picker;
 }
 
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-
 class AbortReason extends Error {
   constructor(readonly kind: 'client' | 'first_token_timeout' | 'idle_timeout' | 'drain') {
     super(kind);
@@ -34,14 +33,10 @@ class AbortReason extends Error {
 
 type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
 
-/** Request headers to workers: constant, so no object is built per attempt. */
-const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
-const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
-
-export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
+export class ProxyRequest implements UpstreamHandler, Abortable {
   private readonly ctx: ProxyContext;
   private readonly pool: VersionPool;
-  private readonly res: ServerResponse;
+  private readonly res: FrontResponse;
   private readonly req: ParsedRequest;
   private readonly path: string;
   private readonly startedAt: number;
@@ -49,7 +44,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private worker: Worker | undefined;
   private tried: Set<Worker> | undefined;
   private attempts = 0;
-  private controller: Dispatcher.DispatchController | undefined;
+  private controller: UpstreamController | undefined;
   private phase: Phase = 'waiting';
   private status = 0;
   private contentType: string | undefined;
@@ -70,7 +65,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private tap: ResponseTap | undefined;
   private pairId: number | undefined;
 
-  constructor(ctx: ProxyContext, pool: VersionPool, res: ServerResponse, req: ParsedRequest, path: string, startedAt: number, at: number) {
+  constructor(ctx: ProxyContext, pool: VersionPool, res: FrontResponse, req: ParsedRequest, path: string, startedAt: number, at: number) {
     this.ctx = ctx;
     this.pool = pool;
     this.res = res;
@@ -90,7 +85,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
 
   start(): void {
     this.pool.enter(this);
-    this.res.on('close', () => {
+    this.res.onClose(() => {
       if (!this.finished) this.abort('client');
     });
     this.attempt();
@@ -104,7 +99,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
   private abort(kind: AbortReason['kind']): void {
     if (this.finished || this.abortKind !== undefined) return;
     this.abortKind = kind;
-    // before undici starts the request, onRequestStart sees the flag and aborts it there
+    // before the pool starts the request, onRequestStart sees the flag and aborts it there
     if (this.controller && !this.controller.aborted) this.controller.abort(new AbortReason(kind));
   }
 
@@ -140,15 +135,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.gotFirstByte = false;
     this.controller = undefined;
     this.armTimer(this.req.stream ? this.ctx.cfg.firstTokenTimeoutMs : this.ctx.cfg.requestTimeoutMs, 'first_token_timeout');
-    w.dispatcher.dispatch(
-      {
-        path: w.pathPrefix + this.path,
-        method: 'POST',
-        headers: this.req.stream ? STREAM_HEADERS : JSON_HEADERS,
-        body: this.req.raw,
-      },
-      this,
-    );
+    w.upstream.dispatch(this.path, this.req.stream, this.req.raw, this);
   }
 
   private armTimer(ms: number, kind: 'first_token_timeout' | 'idle_timeout'): void {
@@ -182,17 +169,16 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.fail(err);
   }
 
-  // ---- undici handler ----------------------------------------------------------------------
+  // ---- upstream handler --------------------------------------------------------------------
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
+  onRequestStart(controller: UpstreamController): void {
     this.controller = controller;
     if (this.abortKind !== undefined) controller.abort(new AbortReason(this.abortKind));
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(_c: UpstreamController, statusCode: number, contentType: string | undefined): void {
     this.status = statusCode;
-    const ct = headers['content-type'];
-    this.contentType = typeof ct === 'string' ? ct : undefined;
+    this.contentType = contentType;
     if (statusCode === 200 && this.req.stream) {
       this.phase = 'streaming';
       this.meter = SseMeter.forPath(this.path);
@@ -203,7 +189,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     }
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(controller: UpstreamController, chunk: Buffer): void {
     const now = performance.now();
     if (!this.gotFirstByte) {
       this.gotFirstByte = true;
@@ -214,7 +200,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     if (this.phase === 'streaming') {
       const meter = this.meter as SseMeter;
       if (!meter.feed(chunk, now)) {
-        // finish first: undici calls onResponseError synchronously from abort(), which would
+        // finish first: the pool calls onResponseError synchronously from abort(), which would
         // otherwise record the generic upstream_stream_broken instead of this code
         this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
         controller.abort(new Error('malformed'));
@@ -227,7 +213,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
         controller.pause();
         // the client is slow, not the worker: no idle timeout while we hold the worker back
         if (this.timer) clearTimeout(this.timer);
-        res.once('drain', () => {
+        res.onceDrain(() => {
           if (this.finished) return;
           this.armTimer(this.ctx.cfg.idleTimeoutMs, 'idle_timeout');
           controller.resume();
@@ -298,7 +284,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     this.finish(this.status, 'upstream_client_error', NaN, 0, 0);
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+  onResponseError(_c: UpstreamController, err: Error): void {
     if (this.timer) clearTimeout(this.timer);
     if (this.finished) return;
     const kind = err instanceof AbortReason ? err.kind : this.abortKind;
@@ -331,7 +317,7 @@ export class ProxyRequest implements Dispatcher.DispatchHandler, Abortable {
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const w = this.worker as Worker;
-    if (CONNECT_ERRORS.has(code) || (code === 'ECONNRESET' && this.status === 0)) {
+    if (err instanceof ConnectError || (code === 'ECONNRESET' && this.status === 0)) {
       const ms = w.eject(Date.now(), this.ctx.cfg.ejectBaseMs, this.ctx.cfg.ejectMaxMs);
       this.ctx.metrics.ejections.labels(this.pool.model, this.pool.version, w.id).inc();
       this.retryOrFail(new UpstreamError('upstream_connect_failed', `could not connect to worker ${w.id} (${code}); ejected for ${ms} ms`));

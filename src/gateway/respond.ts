@@ -1,15 +1,15 @@
 // Writing data-plane answers: OpenAI error bodies (never a stack trace) and small JSON replies.
-import type { ServerResponse } from 'node:http';
+import type { FrontResponse } from './front.js';
 import type { GlidepathError } from '../errors.js';
 
-export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(res: FrontResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
   const body = JSON.stringify(value);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
 }
 
-export function sendError(res: ServerResponse, err: GlidepathError, headers: Record<string, string> = {}): void {
+export function sendError(res: FrontResponse, err: GlidepathError, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
   const h: Record<string, string> = { ...headers };
   if (err.retryAfterS !== undefined) h['retry-after'] = String(err.retryAfterS);

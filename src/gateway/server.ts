@@ -1,13 +1,17 @@
 // The data plane's HTTP listener: OpenAI endpoints, health, readiness and metrics.
-import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 import { MethodNotAllowedError, NotFoundError } from '../errors.js';
 import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
+import { createFrontServer } from './front.js';
+import type { FrontRequest, FrontResponse } from './front.js';
+import { DEFAULTS } from '../defaults.js';
+
+/** A listening socket server that can also drop its open connections (node:http's Server, the data plane's front). */
+export type ClosableServer = Server & { closeAllConnections(): void };
 
 export interface ListeningServer {
-  server: Server;
+  server: ClosableServer;
   url: string;
   port: number;
   close(): Promise<void>;
@@ -26,7 +30,7 @@ export function urlFor(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-export function startListening(server: Server, host: string, port: number): Promise<ListeningServer> {
+export function startListening(server: ClosableServer, host: string, port: number): Promise<ListeningServer> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
@@ -54,13 +58,13 @@ export interface DataServerOptions {
 
 const GET_PATHS: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics', '/v1/models']);
 
-export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): Server {
+export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): ClosableServer {
   const created = Math.floor(Date.now() / 1000);
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 30_000 }, (req: IncomingMessage, res: ServerResponse) => {
-    const url = req.url ?? '/';
+  const handler = (req: FrontRequest, res: FrontResponse): void => {
+    const url = req.url;
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
-    const method = req.method ?? 'GET';
+    const method = req.method;
     try {
       if (path === '/v1/chat/completions' || path === '/v1/completions') {
         if (method !== 'POST') throw new MethodNotAllowedError(`${path} accepts POST, not ${method}`);
@@ -82,7 +86,7 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): S
         case '/metrics':
           dp.telemetry.metrics.registry.metrics().then(
             (text) => {
-              res.writeHead(200, { 'content-type': dp.telemetry.metrics.registry.contentType });
+              res.writeHead(200, { 'content-type': dp.telemetry.metrics.registry.contentType, 'content-length': Buffer.byteLength(text) });
               res.end(text);
             },
             (err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error', code: 'metrics_failed' } }),
@@ -98,18 +102,13 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): S
           throw new NotFoundError('not_found', `no route for ${method} ${path}`);
       }
     } catch (err) {
-      req.resume();
       if (err instanceof MethodNotAllowedError || err instanceof NotFoundError) sendError(res, err);
       else sendError(res, new NotFoundError('not_found', `no route for ${method} ${path}`));
     }
+  };
+  return createFrontServer(handler, {
+    maxBodyBytes: dp.cfg.maxBodyBytes,
+    keepAliveTimeoutMs: DEFAULTS.gateway.clientKeepAliveMs,
+    headersTimeoutMs: DEFAULTS.gateway.clientHeadersTimeoutMs,
   });
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    if (socket.writable && !socket.destroyed) {
-      const body = JSON.stringify({ error: { message: `bad HTTP request: ${err.code ?? err.message}`, type: 'invalid_request_error', code: 'bad_http' } });
-      socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-    } else {
-      socket.destroy();
-    }
-  });
-  return server;
 }

@@ -5,6 +5,7 @@ import type { ProxyContext } from './proxy.js';
 import type { VersionPool, Worker } from './workers.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
+import type { UpstreamController, UpstreamHandler } from './upstream.js';
 
 /** A captured response (sampled client response or shadow answer) for quality judging. */
 export interface TappedResponse {
@@ -45,66 +46,101 @@ export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
 export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): void {
   const w = ctx.picker.pick(pool.workers, Date.now());
   if (w === undefined) return;
-  void run(ctx, pool, w, req, path, tap, pairId, startedAt, at);
+  const s = new ShadowRequest(ctx, pool, w, req, path, tap, pairId, startedAt, at);
+  w.outstanding++;
+  s.arm(ctx.cfg.firstTokenTimeoutMs);
+  w.upstream.dispatch(path, req.stream, req.raw, s);
 }
 
-async function run(ctx: ProxyContext, pool: VersionPool, w: Worker, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): Promise<void> {
-  const meter = req.stream ? SseMeter.forPath(path) : undefined;
-  let status = 0;
-  let body = '';
-  let errorCode: string | undefined;
-  w.outstanding++;
-  try {
-    const res = await w.dispatcher.request({
-      path: w.pathPrefix + path,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: req.raw,
-      headersTimeout: ctx.cfg.firstTokenTimeoutMs,
-      bodyTimeout: ctx.cfg.idleTimeoutMs,
+/** One mirrored request: collected whole, measured, recorded, delivered to the tap. */
+class ShadowRequest implements UpstreamHandler {
+  private readonly meter: SseMeter | undefined;
+  private status = 0;
+  private readonly parts: Buffer[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private ctl: UpstreamController | undefined;
+  private timedOut = false;
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly pool: VersionPool,
+    private readonly w: Worker,
+    private readonly req: ParsedRequest,
+    path: string,
+    private readonly tap: ResponseTap | undefined,
+    private readonly pairId: number | undefined,
+    private readonly startedAt: number,
+    private readonly at: number,
+  ) {
+    this.meter = req.stream ? SseMeter.forPath(path) : undefined;
+  }
+
+  arm(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.ctl?.abort(new Error(`no answer within ${ms} ms`));
+    }, ms);
+  }
+
+  onRequestStart(c: UpstreamController): void {
+    this.ctl = c;
+  }
+
+  onResponseStart(_c: UpstreamController, status: number): void {
+    this.status = status;
+    this.arm(this.ctx.cfg.idleTimeoutMs);
+  }
+
+  onResponseData(_c: UpstreamController, chunk: Buffer): void {
+    this.timer?.refresh();
+    this.meter?.feed(chunk, performance.now());
+    this.parts.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const body = Buffer.concat(this.parts).toString('utf8');
+    let errorCode: string | undefined;
+    if (this.status >= 500) errorCode = 'upstream_error';
+    else if (this.meter && !this.meter.done) errorCode = 'upstream_truncated';
+    this.done(this.status, errorCode, body);
+  }
+
+  onResponseError(_c: UpstreamController, err: Error): void {
+    this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
+  }
+
+  private done(status: number, code: string | undefined, body: string): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.w.outstanding--;
+    const { ctx, pool, meter, req } = this;
+    let errorCode = code;
+    const latencyMs = performance.now() - this.startedAt;
+    let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+    if (!meter && status === 200 && errorCode === undefined) {
+      try {
+        usage = (JSON.parse(body) as { usage?: typeof usage }).usage;
+      } catch {
+        errorCode = 'upstream_invalid_json';
+      }
+    }
+    ctx.telemetry.record(pool.telemetry, {
+      model: pool.model,
+      version: pool.version,
+      worker: this.w.id,
+      status: errorCode && status < 500 ? 502 : status,
+      errorCode,
+      stream: req.stream,
+      ttftMs: meter ? meter.ttft(this.startedAt) : NaN,
+      tpotMs: meter ? meter.tpot() : NaN,
+      itlMs: meter ? meter.itl : [],
+      latencyMs,
+      promptTokens: meter ? meter.promptTokens() : (usage?.prompt_tokens ?? 0),
+      completionTokens: meter ? meter.completionTokens() : (usage?.completion_tokens ?? 0),
+      at: this.at,
+      retries: 0,
+      shadow: true,
     });
-    status = res.statusCode;
-    const parts: Buffer[] = [];
-    for await (const chunk of res.body) {
-      const b = chunk as Buffer;
-      meter?.feed(b, performance.now());
-      parts.push(b);
-    }
-    body = Buffer.concat(parts).toString('utf8');
-    if (status >= 500) errorCode = 'upstream_error';
-    else if (meter && !meter.done) errorCode = 'upstream_truncated';
-  } catch (err) {
-    status = status || 502;
-    errorCode = 'upstream_shadow_failed';
-    body = (err as Error).message;
-  } finally {
-    w.outstanding--;
+    deliver(this.tap, { model: pool.model, version: pool.version, pairId: this.pairId, shadow: true, request: req, status, body, latencyMs });
   }
-  const latencyMs = performance.now() - startedAt;
-  let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-  if (!meter && status === 200) {
-    try {
-      usage = (JSON.parse(body) as { usage?: typeof usage }).usage;
-    } catch {
-      errorCode = 'upstream_invalid_json';
-    }
-  }
-  ctx.telemetry.record(pool.telemetry, {
-    model: pool.model,
-    version: pool.version,
-    worker: w.id,
-    status: errorCode && status < 500 ? 502 : status,
-    errorCode,
-    stream: req.stream,
-    ttftMs: meter ? meter.ttft(startedAt) : NaN,
-    tpotMs: meter ? meter.tpot() : NaN,
-    itlMs: meter ? meter.itl : [],
-    latencyMs,
-    promptTokens: meter ? meter.promptTokens() : (usage?.prompt_tokens ?? 0),
-    completionTokens: meter ? meter.completionTokens() : (usage?.completion_tokens ?? 0),
-    at,
-    retries: 0,
-    shadow: true,
-  });
-  deliver(tap, { model: pool.model, version: pool.version, pairId, shadow: true, request: req, status, body, latencyMs });
 }

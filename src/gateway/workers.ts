@@ -1,5 +1,5 @@
 // Workers and per-version pools as the data plane sees them: endpoints, load, passive health, drain.
-import { Pool } from 'undici';
+import { UpstreamPool } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
 
@@ -12,6 +12,7 @@ export interface WorkerSpec {
 export interface PoolOptions {
   connectTimeoutMs: number;
   connections: number;
+  keepAliveTimeoutMs: number;
 }
 
 /** Something in flight that a drain may have to abort. */
@@ -22,9 +23,7 @@ export interface Abortable {
 export class Worker implements Pickable {
   readonly id: string;
   readonly url: string;
-  readonly origin: string;
-  readonly pathPrefix: string;
-  readonly dispatcher: Pool;
+  readonly upstream: UpstreamPool;
   outstanding = 0;
   ejectedUntil = 0;
   routable = true;
@@ -34,20 +33,10 @@ export class Worker implements Pickable {
   readonly headers: { version: string; worker: string };
 
   constructor(spec: WorkerSpec, version: string, opts: PoolOptions) {
-    const u = new URL(spec.url);
     this.id = spec.id;
     this.url = spec.url;
-    this.origin = u.origin;
-    this.pathPrefix = u.pathname.replace(/\/$/, '');
-    this.dispatcher = new Pool(this.origin, {
-      connections: opts.connections,
-      connect: { timeout: opts.connectTimeoutMs },
-      keepAliveTimeout: 30_000,
-      // timeouts are enforced per request by the proxy (first token vs idle differ)
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      pipelining: 1,
-    });
+    // timeouts for answers are enforced per request by the proxy (first token vs idle differ)
+    this.upstream = new UpstreamPool(spec.url, { connections: opts.connections, connectTimeoutMs: opts.connectTimeoutMs, keepAliveTimeoutMs: opts.keepAliveTimeoutMs });
     this.headers = { version, worker: spec.id };
   }
 
@@ -65,12 +54,12 @@ export class Worker implements Pickable {
 
   async close(): Promise<void> {
     this.routable = false;
-    await this.dispatcher.close().catch(() => undefined);
+    await this.upstream.close();
   }
 
   destroy(): void {
     this.routable = false;
-    this.dispatcher.destroy().catch(() => undefined);
+    this.upstream.destroy();
   }
 }
 

@@ -119,7 +119,8 @@ describe('bad inputs over HTTP', () => {
       sock.on('error', reject);
     });
     expect(r).toMatch(/^HTTP\/1\.1 400/);
-    expect(r).toContain('"code":"bad_http"');
+    expect(r).toContain('"code":"invalid_request_target"');
+    expect(r).toContain('origin-form');
     expect((await httpCall(gw.url, '/health')).status).toBe(200);
   });
 

@@ -1,11 +1,11 @@
 // ProxyRequest against fake dispatchers and a fake response, on a fake clock: the orderings of
-// timers, client hang-ups and undici callbacks that real sockets make too hard to pin down.
+// timers, client hang-ups and upstream callbacks that real sockets make too hard to pin down.
 import { EventEmitter } from 'node:events';
-import type { ServerResponse } from 'node:http';
-import type { Dispatcher } from 'undici';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { ProxyRequest } from '../../../src/gateway/proxy.js';
+import type { FrontResponse } from '../../../src/gateway/front.js';
+import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
 import type { ProxyContext } from '../../../src/gateway/proxy.js';
 import { parseRequest } from '../../../src/gateway/request.js';
 import { VersionPool, Worker } from '../../../src/gateway/workers.js';
@@ -13,17 +13,17 @@ import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { Telemetry } from '../../../src/telemetry/telemetry.js';
 import { defaultGatewayConfig } from '../../helpers/gateway.js';
 
-class FakeController implements Dispatcher.DispatchController {
+class FakeController implements UpstreamController {
   aborted = false;
   paused = false;
   reason: Error | null = null;
-  constructor(private readonly handler: Dispatcher.DispatchHandler) {}
+  constructor(private readonly handler: UpstreamHandler) {}
   abort(reason: Error): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
-    // undici reports the abort through onResponseError
-    this.handler.onResponseError?.(this, reason);
+    // the pool reports the abort through onResponseError
+    this.handler.onResponseError(this, reason);
   }
   pause(): void {
     this.paused = true;
@@ -56,6 +56,15 @@ class FakeRes extends EventEmitter {
     this.ended = true;
     return this;
   }
+  onClose(cb: () => void): void {
+    this.once('close', cb);
+  }
+  onceDrain(cb: () => void): void {
+    this.once('drain', cb);
+  }
+  destroy(): void {
+    this.hangUp();
+  }
   /** The client hangs up. */
   hangUp(): void {
     this.destroyed = true;
@@ -67,7 +76,7 @@ interface Harness {
   pr: ProxyRequest;
   res: FakeRes;
   /** Handlers dispatched to each worker, in order. */
-  dispatched: { worker: string; handler: Dispatcher.DispatchHandler }[];
+  dispatched: { worker: string; handler: UpstreamHandler }[];
   records: RequestRecord[];
   pool: VersionPool;
 }
@@ -81,11 +90,11 @@ function harness(stream = true): Harness {
   const pool = new VersionPool('m', 'v1', 'card', telemetry.forVersion('m', 'v1'));
   const dispatched: Harness['dispatched'] = [];
   pool.workers = ['w0', 'w1'].map((id) => {
-    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', { connectTimeoutMs: 1000, connections: 1 });
-    // nothing goes to the network: the test plays undici
-    Object.defineProperty(w, 'dispatcher', {
+    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', { connectTimeoutMs: 1000, connections: 1, keepAliveTimeoutMs: 1000 });
+    // nothing goes to the network: the test plays the upstream pool
+    Object.defineProperty(w, 'upstream', {
       value: {
-        dispatch: (_o: unknown, handler: Dispatcher.DispatchHandler) => {
+        dispatch: (_p: string, _s: boolean, _b: Buffer, handler: UpstreamHandler) => {
           dispatched.push({ worker: id, handler });
           return true;
         },
@@ -95,7 +104,7 @@ function harness(stream = true): Harness {
   });
   const res = new FakeRes();
   const parsed = parseRequest(Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream })), 'chat');
-  const pr = new ProxyRequest(ctx, pool, res as unknown as ServerResponse, parsed, '/v1/chat/completions', performance.now(), Date.now());
+  const pr = new ProxyRequest(ctx, pool, res, parsed, '/v1/chat/completions', performance.now(), Date.now());
   return { pr, res, dispatched, records, pool };
 }
 
@@ -111,25 +120,25 @@ describe('ProxyRequest orderings', () => {
     const h = harness();
     h.pr.start();
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0']);
-    // still queued in undici (no onRequestStart yet) when the first-token timeout fires
+    // still queued in the pool (no onRequestStart yet) when the first-token timeout fires
     vi.advanceTimersByTime(1000);
     h.res.hangUp();
-    // undici finally starts the request: the pending abort is applied there
+    // the pool finally starts the request: the pending abort is applied there
     const first = h.dispatched[0]!.handler;
-    first.onRequestStart?.(new FakeController(first), {});
+    first.onRequestStart(new FakeController(first));
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0']);
     expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[499, 'client_closed']]);
     expect(h.pool.inflight.size).toBe(0);
     expect(h.pool.workers.map((w) => w.outstanding)).toEqual([0, 0]);
   });
 
-  it('a client that hangs up before undici starts the request aborts it at the start', () => {
+  it('a client that hangs up before the pool starts the request aborts it at the start', () => {
     const h = harness();
     h.pr.start();
     h.res.hangUp();
     const first = h.dispatched[0]!.handler;
     const c = new FakeController(first);
-    first.onRequestStart?.(c, {});
+    first.onRequestStart(c);
     expect(c.aborted).toBe(true);
     expect(h.records.map((r) => r.status)).toEqual([499]);
     expect(h.dispatched).toHaveLength(1);
@@ -140,16 +149,16 @@ describe('ProxyRequest orderings', () => {
     h.pr.start();
     const first = h.dispatched[0]!.handler;
     const c0 = new FakeController(first);
-    first.onRequestStart?.(c0, {});
+    first.onRequestStart(c0);
     vi.advanceTimersByTime(1000);
     expect(c0.aborted).toBe(true);
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0', 'w1']);
     const second = h.dispatched[1]!.handler;
     const c1 = new FakeController(second);
-    second.onRequestStart?.(c1, {});
-    second.onResponseStart?.(c1, 200, { 'content-type': 'application/json' });
-    second.onResponseData?.(c1, Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":2}}'));
-    second.onResponseEnd?.(c1, {});
+    second.onRequestStart(c1);
+    second.onResponseStart(c1, 200, 'application/json');
+    second.onResponseData(c1, Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":2}}'));
+    second.onResponseEnd();
     expect(h.res.status).toBe(200);
     expect(h.res.headers['x-glidepath-worker']).toBe('w1');
     expect(h.records.map((r) => [r.status, r.retries, r.worker])).toEqual([[200, 1, 'w1']]);
@@ -161,9 +170,9 @@ describe('ProxyRequest orderings', () => {
     h.pr.start();
     const first = h.dispatched[0]!.handler;
     const c = new FakeController(first);
-    first.onRequestStart?.(c, {});
-    first.onResponseStart?.(c, 200, { 'content-type': 'text/event-stream' });
-    first.onResponseData?.(c, Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'));
+    first.onRequestStart(c);
+    first.onResponseStart(c, 200, 'text/event-stream');
+    first.onResponseData(c, Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'));
     h.pr.abortForDrain();
     h.pr.abortForDrain();
     expect(h.res.ended).toBe(true);
@@ -172,12 +181,12 @@ describe('ProxyRequest orderings', () => {
     expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[200, 'drain_aborted']]);
     expect(h.pool.inflight.size).toBe(0);
   });
-  it('a drain abort before undici starts the request answers 503 drain_aborted once', () => {
+  it('a drain abort before the pool starts the request answers 503 drain_aborted once', () => {
     const h = harness(false);
     h.pr.start();
     h.pr.abortForDrain();
     const first = h.dispatched[0]!.handler;
-    first.onRequestStart?.(new FakeController(first), {});
+    first.onRequestStart(new FakeController(first));
     expect(h.res.status).toBe(503);
     expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'drain_aborted' } });
     expect(h.res.headers['retry-after']).toBe('1');
@@ -195,10 +204,10 @@ describe('ProxyRequest orderings', () => {
     for (let i = 0; i < 2; i++) {
       const d = h.dispatched[i]!.handler;
       const c = new FakeController(d);
-      d.onRequestStart?.(c, {});
-      d.onResponseStart?.(c, 500, { 'content-type': 'application/json' });
-      d.onResponseData?.(c, Buffer.from('{"error":"boom"}'));
-      d.onResponseEnd?.(c, {});
+      d.onRequestStart(c);
+      d.onResponseStart(c, 500, 'application/json');
+      d.onResponseData(c, Buffer.from('{"error":"boom"}'));
+      d.onResponseEnd();
     }
     expect(h.res.status).toBe(502);
     expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'upstream_error' } });

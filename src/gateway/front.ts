@@ -1,0 +1,984 @@
+// The data plane's HTTP/1.1 server over node:net: strict request parsing and framing, keep-alive, pipelining, coalesced responses, timeouts.
+import { STATUS_CODES } from 'node:http';
+import { createServer } from 'node:net';
+import type { Server, Socket } from 'node:net';
+import type { ErrorBody } from '../errors.js';
+
+export interface FrontRequest {
+  /** As sent (a token, e.g. 'POST'). */
+  readonly method: string;
+  /** Request-target in origin-form, query included, e.g. '/v1/completions?x=1'. */
+  readonly url: string;
+  /** Names lower-cased; a repeated header's values joined with ', ' (Content-Length: its single value). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The complete body (Content-Length or chunked, decoded); empty Buffer when none. */
+  readonly body: Buffer;
+  readonly httpVersion: '1.0' | '1.1';
+}
+
+export interface FrontResponse {
+  /** The connection is gone (client left, or destroy()). */
+  readonly destroyed: boolean;
+  readonly headersSent: boolean;
+  /** Status line + headers (names given lower-case by callers; values string or number). */
+  writeHead(status: number, headers: Readonly<Record<string, string | number>>): void;
+  /** Body bytes. Returns false when the socket's write buffer is over its high-water mark (wait for onceDrain). */
+  write(chunk: Buffer | string): boolean;
+  /** Finish the response (optionally with a last piece). */
+  end(chunk?: Buffer | string): void;
+  /** Called once if the connection closes before this response has been fully handed to the socket (client disconnect). Not called for a response that ended normally. */
+  onClose(cb: () => void): void;
+  /** Called once the socket's buffer drains after write() returned false. */
+  onceDrain(cb: () => void): void;
+  /** Drop the connection (e.g. the upstream broke a non-streaming answer). */
+  destroy(): void;
+}
+
+export type FrontHandler = (req: FrontRequest, res: FrontResponse) => void;
+
+export interface FrontOptions {
+  /** Over it: 413 (refused early from Content-Length; for chunked as soon as crossed), then the connection is closed. */
+  maxBodyBytes: number;
+  /** Default 16 KiB: request line + headers; over it 431. */
+  maxHeaderBytes?: number;
+  /** Default 65_000: an idle keep-alive connection is closed after it (0: never). */
+  keepAliveTimeoutMs?: number;
+  /** Default 30_000: a request whose head (and body) has not fully arrived in this time gets 408 and close (0: no limit). */
+  headersTimeoutMs?: number;
+  /** Body for error answers the server writes itself (400/408/413/417/431/500/501/505). Default: OpenAI-style JSON. */
+  errorBody?: (status: number, code: string, message: string) => string;
+}
+
+const EMPTY = Buffer.alloc(0);
+/**
+ * Prototype of request header objects: nothing inherited (no `constructor`, no `__proto__` setter), yet
+ * unlike Object.create(null) objects they stay in V8's fast mode (a null-prototype dictionary object
+ * kept parseHead from ever being optimised: ~2.5x slower per request).
+ */
+const HEADERS_PROTO = Object.create(null) as object;
+const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+const CONTINUE = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
+/** Responses up to this size (head + piece) are copied into one Buffer; larger ones go out corked (one writev). */
+const COALESCE_MAX = 16 * 1024;
+/** A chunk-size line with its extensions. */
+const MAX_CHUNK_LINE = 4096;
+const MAX_CHUNK_DIGITS = 16;
+/** How long a connection we are closing may wait for the client's FIN once our side is written. */
+const LINGER_MS = 5000;
+
+/** RFC 9110 tchar. */
+const TOKEN = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN[c.charCodeAt(0)] = 1;
+const HEX = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i++) {
+  HEX['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
+// connection states: reading a request (head, body, chunked body pieces), handling one, gone
+const S_HEAD = 0;
+const S_BODY = 1;
+const S_CHUNK_SIZE = 2;
+const S_CHUNK_DATA = 3;
+const S_CHUNK_CRLF = 4;
+const S_TRAILERS = 5;
+const S_BUSY = 6;
+const S_DEAD = 7;
+
+// what the connection's one timer is counting
+const T_NONE = 0;
+/** Between requests (or before the first): close quietly. */
+const T_IDLE = 1;
+/** A request has started arriving: 408 when it has not finished. */
+const T_REQUEST = 2;
+/** Our side is closed and written: destroy if the client does not close its side. */
+const T_LINGER = 3;
+
+// response body framing
+const M_RAW = 0;
+const M_CHUNKED = 1;
+const M_NONE = 2;
+
+// Connection header tokens
+const C_CLOSE = 1;
+const C_KEEP_ALIVE = 2;
+
+class ParseError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function bad(code: string, message: string): ParseError {
+  return new ParseError(400, code, message);
+}
+
+function defaultErrorBody(status: number, code: string, message: string): string {
+  const body: ErrorBody = { error: { message, type: status === 500 ? 'server_error' : 'invalid_request_error', code } };
+  return JSON.stringify(body);
+}
+
+let dateStr = '';
+let dateUntil = 0;
+/** The Date header value, formatted at most once a second. */
+function httpDate(): string {
+  const now = Date.now();
+  if (now >= dateUntil) {
+    dateStr = new Date(now).toUTCString();
+    dateUntil = now - (now % 1000) + 1000;
+  }
+  return dateStr;
+}
+
+const statusLines = new Map<number, string>();
+function statusLine(status: number): string {
+  let line = statusLines.get(status);
+  if (line === undefined) {
+    line = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    statusLines.set(status, line);
+  }
+  return line;
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+
+/** A bare LF, or a CR followed by something other than LF, at or after `from`. */
+function badLineEnd(buf: Buffer, from: number): boolean {
+  for (let i = buf.indexOf(10, from); i !== -1; i = buf.indexOf(10, i + 1)) if (i === 0 || buf[i - 1] !== 13) return true;
+  const last = buf.length - 1;
+  for (let i = buf.indexOf(13, from); i !== -1 && i < last; i = buf.indexOf(13, i + 1)) if (buf[i + 1] !== 10) return true;
+  return false;
+}
+
+/** The single value of a Content-Length field ("5", or "5, 5"), or null when malformed or inconsistent. */
+function contentLength(v: string): string | null {
+  const n = v.length;
+  let first: string | null = null;
+  let i = 0;
+  for (;;) {
+    while (i < n && (v.charCodeAt(i) === 32 || v.charCodeAt(i) === 9)) i++;
+    const s = i;
+    while (i < n && isDigit(v.charCodeAt(i))) i++;
+    if (i === s) return null;
+    const d = v.slice(s, i);
+    if (first === null) first = d;
+    else if (d !== first) return null;
+    while (i < n && (v.charCodeAt(i) === 32 || v.charCodeAt(i) === 9)) i++;
+    if (i === n) return first;
+    if (v.charCodeAt(i) !== 44) return null;
+    i++;
+  }
+}
+
+function connectionFlags(v: string): number {
+  const l = v.toLowerCase();
+  if (l === 'keep-alive') return C_KEEP_ALIVE;
+  if (l === 'close') return C_CLOSE;
+  let f = 0;
+  for (const t of l.split(',')) {
+    const x = t.trim();
+    if (x === 'close') f |= C_CLOSE;
+    else if (x === 'keep-alive') f |= C_KEEP_ALIVE;
+  }
+  return f;
+}
+
+/** Response fields come from our code and from upstreams: refuse what would split the response. True when all ASCII. */
+function checkField(name: string, value: string): boolean {
+  if (name.length === 0) throw new Error('empty response header name');
+  for (let i = 0; i < name.length; i++) if (TOKEN[name.charCodeAt(i)] !== 1) throw new Error(`invalid response header name ${JSON.stringify(name)}`);
+  let ascii = true;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if ((c < 32 && c !== 9) || c === 127 || c > 255) throw new Error(`invalid character in response header ${name}`);
+    if (c > 127) ascii = false;
+  }
+  return ascii;
+}
+
+/** Buffer's encoding-specific writers (on Buffer.prototype since Node's early days): no argument juggling. */
+interface RawWriter extends Buffer {
+  latin1Write(s: string, offset: number): number;
+  utf8Write(s: string, offset: number): number;
+}
+
+class FrontConfig {
+  readonly handler: FrontHandler;
+  readonly maxBody: number;
+  readonly maxHeader: number;
+  readonly keepAliveMs: number;
+  readonly requestMs: number;
+  /** While a response is in progress, read at most this much of what follows before pausing the socket. */
+  readonly maxBuffered: number;
+  readonly errorBody: (status: number, code: string, message: string) => string;
+  /** `connection: keep-alive` plus the timeout hint node:http sends (clients stop reusing a socket before we close it). */
+  readonly keepAliveLines: string;
+
+  constructor(handler: FrontHandler, opts: FrontOptions) {
+    if (!(opts.maxBodyBytes >= 0)) throw new Error(`maxBodyBytes must be >= 0, got ${opts.maxBodyBytes}`);
+    this.handler = handler;
+    this.maxBody = opts.maxBodyBytes;
+    this.maxHeader = opts.maxHeaderBytes ?? 16 * 1024;
+    this.keepAliveMs = opts.keepAliveTimeoutMs ?? 65_000;
+    this.requestMs = opts.headersTimeoutMs ?? 30_000;
+    this.maxBuffered = this.maxHeader + this.maxBody;
+    this.errorBody = opts.errorBody ?? defaultErrorBody;
+    const hint = Math.floor(this.keepAliveMs / 1000);
+    this.keepAliveLines = hint >= 1 ? `connection: keep-alive\r\nkeep-alive: timeout=${hint}\r\n` : 'connection: keep-alive\r\n';
+  }
+}
+
+class Res implements FrontResponse {
+  headersSent = false;
+  /** end() was called: the response is the socket's now. */
+  finished = false;
+  /** Some of it reached the socket. */
+  flushed = false;
+  closeAfter: boolean;
+  private readonly conn: Conn;
+  private readonly isHead: boolean;
+  private readonly v11: boolean;
+  /** The head, held back to go out with the first body bytes. */
+  private head: string | null = null;
+  private mode = M_RAW;
+  /** The head is pure ASCII (so it may travel in one UTF-8 string with a string body). */
+  private asciiHead = true;
+  /** The connection closed while this response was unfinished. */
+  private closed = false;
+  private closeCb: (() => void) | null = null;
+  private drainCb: (() => void) | null = null;
+
+  constructor(conn: Conn, isHead: boolean, v11: boolean, keepAlive: boolean) {
+    this.conn = conn;
+    this.isHead = isHead;
+    this.v11 = v11;
+    this.closeAfter = !keepAlive;
+  }
+
+  get destroyed(): boolean {
+    return this.conn.socket.destroyed;
+  }
+
+  writeHead(status: number, headers: Readonly<Record<string, string | number>>): void {
+    if (this.headersSent) throw new Error('writeHead() called twice');
+    if (!Number.isInteger(status) || status < 100 || status > 999) throw new Error(`invalid status code ${status}`);
+    let h = statusLine(status);
+    let hasLength = false;
+    let hasDate = false;
+    let ascii = true;
+    let close = this.closeAfter;
+    for (const name in headers) {
+      const v = headers[name] as string | number;
+      const value = typeof v === 'number' ? `${v}` : v;
+      const n = name.length;
+      if (n === 14 && name.toLowerCase() === 'content-length') hasLength = true;
+      else if (n === 17 && name.toLowerCase() === 'transfer-encoding') continue; // framing is ours
+      else if (n === 10 && name.toLowerCase() === 'connection') {
+        if ((connectionFlags(value) & C_CLOSE) !== 0) close = true;
+        continue;
+      } else if (n === 4 && name.toLowerCase() === 'date') hasDate = true;
+      if (!checkField(name, value)) ascii = false;
+      h += `${name}: ${value}\r\n`;
+    }
+    if (this.isHead || status === 204 || status === 304 || status < 200) this.mode = M_NONE;
+    else if (hasLength) this.mode = M_RAW;
+    else if (this.v11) {
+      this.mode = M_CHUNKED;
+      h += 'transfer-encoding: chunked\r\n';
+    } else {
+      this.mode = M_RAW;
+      close = true; // HTTP/1.0 without a length: the end of the body is the end of the connection
+    }
+    this.headersSent = true;
+    this.asciiHead = ascii;
+    this.closeAfter = close;
+    h += close ? 'connection: close\r\n' : this.conn.cfg.keepAliveLines;
+    if (!hasDate) h += `date: ${httpDate()}\r\n`;
+    this.head = `${h}\r\n`;
+  }
+
+  write(chunk: Buffer | string): boolean {
+    if (!this.headersSent) throw new Error('write() before writeHead()');
+    const socket = this.conn.socket;
+    if (this.finished || socket.destroyed) return true;
+    const len = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+    if (len === 0 || this.mode === M_NONE) {
+      this.flushHead();
+      return !socket.writableNeedDrain;
+    }
+    const head = this.head;
+    this.head = null;
+    this.flushed = true;
+    const ascii = head === null || this.asciiHead;
+    if (this.mode === M_CHUNKED) return this.conn.send(`${head ?? ''}${len.toString(16)}\r\n`, chunk, len, '\r\n', ascii);
+    return this.conn.send(head ?? '', chunk, len, '', ascii);
+  }
+
+  end(chunk?: Buffer | string): void {
+    if (this.finished) return;
+    if (!this.headersSent) throw new Error('end() before writeHead()');
+    this.finished = true;
+    const conn = this.conn;
+    const socket = conn.socket;
+    if (socket.destroyed) return;
+    const pre = this.head ?? '';
+    this.head = null;
+    this.flushed = true;
+    const mode = this.mode;
+    const len = chunk === undefined || mode === M_NONE ? 0 : typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+    if (chunk === undefined || len === 0) {
+      const out = mode === M_CHUNKED ? `${pre}0\r\n\r\n` : pre;
+      if (out.length !== 0) socket.write(out, 'latin1');
+    } else if (mode === M_CHUNKED) conn.send(`${pre}${len.toString(16)}\r\n`, chunk, len, '\r\n0\r\n\r\n', this.asciiHead);
+    else conn.send(pre, chunk, len, '', this.asciiHead);
+    conn.responseDone(this);
+  }
+
+  onClose(cb: () => void): void {
+    if (this.closed) {
+      process.nextTick(cb);
+      return;
+    }
+    if (this.finished) return;
+    const prev = this.closeCb;
+    this.closeCb =
+      prev === null
+        ? cb
+        : () => {
+            prev();
+            cb();
+          };
+  }
+
+  onceDrain(cb: () => void): void {
+    const socket = this.conn.socket;
+    if (this.closed || socket.destroyed) return; // onClose tells them instead
+    if (!socket.writableNeedDrain) {
+      process.nextTick(cb);
+      return;
+    }
+    const prev = this.drainCb;
+    this.drainCb =
+      prev === null
+        ? cb
+        : () => {
+            prev();
+            cb();
+          };
+  }
+
+  destroy(): void {
+    this.conn.socket.destroy();
+  }
+
+  /** Nothing has gone out yet (a handler that throws can still get a clean 500). */
+  get untouched(): boolean {
+    return !this.flushed;
+  }
+
+  private flushHead(): void {
+    const head = this.head;
+    if (head === null) return;
+    this.head = null;
+    this.flushed = true;
+    this.conn.socket.write(head, 'latin1');
+  }
+
+  drained(): void {
+    const cb = this.drainCb;
+    if (cb === null) return;
+    this.drainCb = null;
+    cb();
+  }
+
+  connClosed(): void {
+    if (this.finished) return;
+    this.closed = true;
+    this.drainCb = null;
+    const cb = this.closeCb;
+    this.closeCb = null;
+    if (cb !== null) cb();
+  }
+}
+
+/** One client connection: its parser state, the response in progress and its one timer. */
+class Conn {
+  readonly socket: Socket;
+  readonly cfg: FrontConfig;
+  private readonly conns: Set<Conn>;
+  private state = S_HEAD;
+  /** Received and not yet consumed. */
+  private buf: Buffer | null = null;
+  /** Where to resume looking for the end of an incomplete head. */
+  private scan = 0;
+  /** What arrived while a request was being handled. */
+  private pend: Buffer[] | null = null;
+  private pendLen = 0;
+  private paused = false;
+  private parsing = false;
+  private tickQueued = false;
+  // the request being read
+  private method = '';
+  private url = '';
+  private v11 = true;
+  private keepAlive = true;
+  private isHead = false;
+  private headers: Record<string, string> = {};
+  private remaining = 0;
+  private readonly parts: Buffer[] = [];
+  private bodyLen = 0;
+  private trailerBytes = 0;
+  private res: Res | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private timerKind = T_NONE;
+  private timerMs = 0;
+
+  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>) {
+    this.socket = socket;
+    this.cfg = cfg;
+    this.conns = conns;
+    socket.setNoDelay(true);
+    socket.on('data', this.onData);
+    socket.on('end', this.onEnd);
+    socket.on('error', this.onError);
+    socket.on('close', this.onSocketClose);
+    socket.on('drain', this.onDrain);
+    socket.on('finish', this.onFinish);
+    // a connection that never sends anything gets the request timeout, closed quietly
+    this.arm(T_IDLE, cfg.requestMs > 0 ? cfg.requestMs : cfg.keepAliveMs);
+  }
+
+  // ---- socket events ---------------------------------------------------------------------------
+
+  private readonly onData = (chunk: Buffer): void => {
+    const st = this.state;
+    if (st === S_DEAD) return;
+    if (st === S_BUSY) {
+      (this.pend ??= []).push(chunk);
+      this.pendLen += chunk.length;
+      if (!this.paused && this.pendLen + (this.buf === null ? 0 : this.buf.length) > this.cfg.maxBuffered) {
+        this.paused = true;
+        this.socket.pause();
+      }
+      return;
+    }
+    const buf = this.buf;
+    this.buf = buf === null ? chunk : Buffer.concat([buf, chunk], buf.length + chunk.length);
+    this.parse();
+  };
+
+  /** The client shut down its sending side: like node:http, that is the client leaving (an answer in progress is abandoned: onClose tells the handler). */
+  private readonly onEnd = (): void => {
+    const st = this.state;
+    if (st === S_BUSY) this.socket.destroy();
+    else if (st !== S_DEAD) this.closeQuietly(); // nothing complete is left to answer
+  };
+
+  private readonly onError = (): void => {
+    // ECONNRESET, EPIPE…: 'close' follows
+  };
+
+  private readonly onSocketClose = (): void => {
+    this.state = S_DEAD;
+    this.buf = null;
+    this.pend = null;
+    this.parts.length = 0;
+    this.timerKind = T_NONE;
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.conns.delete(this);
+    const res = this.res;
+    if (res !== null) {
+      this.res = null;
+      res.connClosed();
+    }
+  };
+
+  private readonly onDrain = (): void => {
+    const res = this.res;
+    if (res !== null) res.drained();
+  };
+
+  private readonly onFinish = (): void => {
+    if (!this.socket.destroyed) this.arm(T_LINGER, LINGER_MS);
+  };
+
+  private readonly onTimer = (): void => {
+    const kind = this.timerKind;
+    this.timerKind = T_NONE;
+    if (kind === T_IDLE || kind === T_LINGER) this.socket.destroy();
+    else if (kind === T_REQUEST && this.state < S_BUSY) this.fail(408, 'request_timeout', `the request did not arrive completely within ${this.cfg.requestMs} ms`);
+  };
+
+  private readonly onTick = (): void => {
+    this.tickQueued = false;
+    if (this.state < S_BUSY && this.buf !== null) this.parse();
+  };
+
+  // ---- timer -----------------------------------------------------------------------------------
+
+  /** Point the connection's one timer at `kind`, `ms` from now (refreshed, re-created only when the duration changes). */
+  private arm(kind: number, ms: number): void {
+    if (ms <= 0) {
+      this.timerKind = T_NONE;
+      return;
+    }
+    this.timerKind = kind;
+    const t = this.timer;
+    if (t !== null && this.timerMs === ms) {
+      t.refresh();
+      return;
+    }
+    if (t !== null) clearTimeout(t);
+    this.timerMs = ms;
+    const nt = setTimeout(this.onTimer, ms);
+    nt.unref();
+    this.timer = nt;
+  }
+
+  // ---- parsing ---------------------------------------------------------------------------------
+
+  private parse(): void {
+    this.parsing = true;
+    try {
+      for (;;) {
+        const st = this.state;
+        const buf = this.buf;
+        if (st >= S_BUSY || buf === null) break;
+        let progressed: boolean;
+        switch (st) {
+          case S_HEAD:
+            progressed = this.parseHead(buf);
+            break;
+          case S_BODY:
+            progressed = this.readBody(buf);
+            break;
+          case S_CHUNK_SIZE:
+            progressed = this.readChunkSize(buf);
+            break;
+          case S_CHUNK_DATA:
+            progressed = this.readChunkData(buf);
+            break;
+          case S_CHUNK_CRLF:
+            progressed = this.readChunkEnd(buf);
+            break;
+          default:
+            progressed = this.readTrailers(buf);
+        }
+        if (!progressed) break;
+      }
+    } catch (err) {
+      if (err instanceof ParseError) this.fail(err.status, err.code, err.message);
+      else this.socket.destroy();
+    } finally {
+      this.parsing = false;
+    }
+    const st = this.state;
+    if (st >= S_BUSY) return;
+    if (st === S_HEAD && this.buf === null) {
+      this.arm(T_IDLE, this.cfg.keepAliveMs);
+    } else if (this.timerKind !== T_REQUEST) {
+      // the request has started: its time counts from here, not refreshed by later bytes
+      this.arm(T_REQUEST, this.cfg.requestMs);
+    }
+  }
+
+  /** Parse a request head if it has all arrived; false when more bytes are needed. */
+  private parseHead(buf: Buffer): boolean {
+    const cfg = this.cfg;
+    const len = buf.length;
+    let start = 0;
+    // RFC 9112 §2.2: empty lines before a request line are ignored (they count towards the limit)
+    while (start + 1 < len && buf[start] === 13 && buf[start + 1] === 10) start += 2;
+    const e = buf.indexOf(CRLFCRLF, this.scan > start ? this.scan : start);
+    if (e === -1) {
+      if (len > cfg.maxHeader) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${cfg.maxHeader} bytes`);
+      if (badLineEnd(buf, this.scan > 0 ? this.scan - 1 : 0)) throw bad('invalid_line_ending', 'request head lines must end with CRLF (bare LF or CR)');
+      this.scan = len > 3 ? len - 3 : 0;
+      return false;
+    }
+    if (e + 4 > cfg.maxHeader) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${cfg.maxHeader} bytes`);
+    this.scan = 0;
+    const s = buf.toString('latin1', start, e + 2);
+
+    // request line: method SP origin-form SP HTTP/1.x
+    const le = s.indexOf('\r\n');
+    const sp1 = s.indexOf(' ');
+    if (sp1 <= 0 || sp1 > le) throw bad('invalid_request_line', 'malformed request line');
+    for (let i = 0; i < sp1; i++) if (TOKEN[s.charCodeAt(i)] !== 1) throw bad('invalid_method', 'the request method is not a valid token');
+    const sp2 = s.indexOf(' ', sp1 + 1);
+    if (sp2 === -1 || sp2 > le) throw bad('invalid_request_line', 'malformed request line');
+    if (s.charCodeAt(sp1 + 1) !== 47) throw bad('invalid_request_target', 'the request target must be in origin-form (start with "/")');
+    for (let i = sp1 + 2; i < sp2; i++) {
+      const c = s.charCodeAt(i);
+      if (c <= 32 || c >= 127) throw bad('invalid_request_target', 'the request target contains an invalid character');
+    }
+    const minor = s.charCodeAt(sp2 + 8);
+    let v11: boolean;
+    if (le - sp2 === 9 && s.startsWith('HTTP/1.', sp2 + 1) && (minor === 49 || minor === 48)) v11 = minor === 49;
+    else if (le - sp2 === 9 && s.startsWith('HTTP/', sp2 + 1) && isDigit(s.charCodeAt(sp2 + 6)) && s.charCodeAt(sp2 + 7) === 46 && isDigit(minor)) {
+      throw new ParseError(505, 'http_version_not_supported', `${s.slice(sp2 + 1, le)} is not supported (HTTP/1.0 and HTTP/1.1 are)`);
+    } else throw bad('invalid_http_version', 'malformed HTTP version in the request line');
+
+    // header fields
+    const headers = Object.create(HEADERS_PROTO) as Record<string, string>;
+    let cl: string | null = null;
+    let te: string | null = null;
+    let conn = 0;
+    let expect: string | null = null;
+    let hosts = 0;
+    const end = s.length;
+    let pos = le + 2;
+    while (pos < end) {
+      const lineEnd = s.indexOf('\r\n', pos);
+      const c0 = s.charCodeAt(pos);
+      if (c0 === 32 || c0 === 9) throw bad('invalid_header', 'obsolete line folding in request headers');
+      let i = pos;
+      let upper = false;
+      for (; i < lineEnd; i++) {
+        const c = s.charCodeAt(i);
+        if (c === 58) break;
+        if (TOKEN[c] !== 1) throw bad('invalid_header', c === 32 || c === 9 ? 'whitespace before the colon in a header field' : 'invalid character in a header field name');
+        if (c >= 65 && c <= 90) upper = true;
+      }
+      if (i === lineEnd) throw bad('invalid_header', 'header field without a colon');
+      if (i === pos) throw bad('invalid_header', 'empty header field name');
+      let name = s.slice(pos, i);
+      if (upper) name = name.toLowerCase();
+      let vs = i + 1;
+      let ve = lineEnd;
+      while (vs < ve && (s.charCodeAt(vs) === 32 || s.charCodeAt(vs) === 9)) vs++;
+      while (ve > vs && (s.charCodeAt(ve - 1) === 32 || s.charCodeAt(ve - 1) === 9)) ve--;
+      for (let k = vs; k < ve; k++) {
+        const c = s.charCodeAt(k);
+        if ((c < 32 && c !== 9) || c === 127) throw bad('invalid_header', `invalid character in the value of header ${name}`);
+      }
+      const value = s.slice(vs, ve);
+      pos = lineEnd + 2;
+      switch (name) {
+        case 'content-length': {
+          const d = contentLength(value);
+          if (d === null || (cl !== null && d !== cl)) throw bad('invalid_content_length', 'Content-Length must be one non-negative integer (repeated values must be identical)');
+          cl = d;
+          headers[name] = d;
+          continue;
+        }
+        case 'transfer-encoding':
+          te = te === null ? value : `${te}, ${value}`;
+          break;
+        case 'connection':
+          conn |= connectionFlags(value);
+          break;
+        case 'expect':
+          expect = expect === null ? value : `${expect}, ${value}`;
+          break;
+        case 'host':
+          if (++hosts > 1) throw bad('invalid_host', 'more than one Host header');
+          break;
+      }
+      const prev = headers[name];
+      headers[name] = prev === undefined ? value : `${prev}, ${value}`;
+    }
+    if (v11 && hosts === 0) throw bad('invalid_host', 'HTTP/1.1 requests must have a Host header');
+
+    let expectContinue = false;
+    if (expect !== null) {
+      if (expect.toLowerCase() !== '100-continue') throw new ParseError(417, 'expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
+      expectContinue = v11; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
+    }
+
+    this.method = s.slice(0, sp1);
+    this.url = s.slice(sp1 + 1, sp2);
+    this.v11 = v11;
+    this.keepAlive = (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0);
+    this.isHead = this.method === 'HEAD';
+    this.headers = headers;
+
+    // body framing (RFC 9112 §6.3)
+    const bodyStart = e + 4;
+    if (te !== null) {
+      if (cl !== null) throw bad('conflicting_framing', 'both Transfer-Encoding and Content-Length are present');
+      if (!v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
+      if (te.length !== 7 || te.toLowerCase() !== 'chunked') {
+        throw new ParseError(501, 'unsupported_transfer_encoding', `501 Not Implemented: transfer-encoding ${JSON.stringify(te)} (only "chunked" is supported)`);
+      }
+      this.bodyLen = 0;
+      this.state = S_CHUNK_SIZE;
+      this.buf = bodyStart < len ? buf.subarray(bodyStart) : null;
+      if (expectContinue && this.buf === null) this.socket.write(CONTINUE);
+      return true;
+    }
+    if (cl !== null) {
+      const n = cl.length > 15 ? Infinity : Number(cl);
+      if (n > cfg.maxBody) throw new ParseError(413, 'body_too_large', `the request body (${cl} bytes) exceeds the limit of ${cfg.maxBody} bytes`);
+      if (n > 0) {
+        const have = len - bodyStart;
+        if (have >= n) {
+          const bodyEnd = bodyStart + n;
+          this.buf = bodyEnd < len ? buf.subarray(bodyEnd) : null;
+          this.dispatch(buf.subarray(bodyStart, bodyEnd));
+          return true;
+        }
+        this.remaining = n;
+        this.state = S_BODY;
+        this.buf = have > 0 ? buf.subarray(bodyStart) : null;
+        if (expectContinue && have === 0) this.socket.write(CONTINUE);
+        return true;
+      }
+    }
+    this.buf = bodyStart < len ? buf.subarray(bodyStart) : null;
+    this.dispatch(EMPTY);
+    return true;
+  }
+
+  private readBody(buf: Buffer): boolean {
+    const need = this.remaining;
+    if (buf.length >= need) {
+      this.parts.push(buf.length === need ? buf : buf.subarray(0, need));
+      this.buf = buf.length > need ? buf.subarray(need) : null;
+      this.finishBody();
+      return true;
+    }
+    this.parts.push(buf);
+    this.remaining = need - buf.length;
+    this.buf = null;
+    return false;
+  }
+
+  private readChunkSize(buf: Buffer): boolean {
+    const lf = buf.indexOf(10);
+    if (lf === -1) {
+      if (buf.length > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
+      const cr = buf.indexOf(13);
+      if (cr !== -1 && cr < buf.length - 1) throw bad('invalid_chunk', 'chunk size line must end with CRLF');
+      return false;
+    }
+    if (lf === 0 || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'chunk size line must end with CRLF');
+    const lineEnd = lf - 1;
+    if (lineEnd > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
+    let i = 0;
+    let size = 0;
+    for (; i < lineEnd; i++) {
+      const h = HEX[buf[i] as number] as number;
+      if (h < 0) break;
+      size = size * 16 + h;
+    }
+    if (i === 0) throw bad('invalid_chunk', 'invalid chunk size (hexadecimal digits expected)');
+    if (i > MAX_CHUNK_DIGITS) throw bad('invalid_chunk', 'chunk size has too many digits');
+    if (i < lineEnd) {
+      // chunk extensions: BWS ";" …, ignored
+      let j = i;
+      while (j < lineEnd && (buf[j] === 32 || buf[j] === 9)) j++;
+      if (j === lineEnd || buf[j] !== 59) throw bad('invalid_chunk', 'invalid chunk size (hexadecimal digits expected)');
+      for (j++; j < lineEnd; j++) {
+        const c = buf[j] as number;
+        if ((c < 32 && c !== 9) || c === 127) throw bad('invalid_chunk', 'invalid character in a chunk extension');
+      }
+    }
+    this.buf = lf + 1 < buf.length ? buf.subarray(lf + 1) : null;
+    if (size === 0) {
+      this.state = S_TRAILERS;
+      this.trailerBytes = 0;
+      return true;
+    }
+    if (this.bodyLen + size > this.cfg.maxBody) throw new ParseError(413, 'body_too_large', `the request body exceeds the limit of ${this.cfg.maxBody} bytes`);
+    this.remaining = size;
+    this.state = S_CHUNK_DATA;
+    return true;
+  }
+
+  private readChunkData(buf: Buffer): boolean {
+    const need = this.remaining;
+    if (buf.length >= need) {
+      this.parts.push(buf.length === need ? buf : buf.subarray(0, need));
+      this.bodyLen += need;
+      this.buf = buf.length > need ? buf.subarray(need) : null;
+      this.state = S_CHUNK_CRLF;
+      return true;
+    }
+    this.parts.push(buf);
+    this.bodyLen += buf.length;
+    this.remaining = need - buf.length;
+    this.buf = null;
+    return false;
+  }
+
+  private readChunkEnd(buf: Buffer): boolean {
+    if (buf[0] !== 13 || (buf.length > 1 && buf[1] !== 10)) throw bad('invalid_chunk', 'chunk data must be followed by CRLF');
+    if (buf.length < 2) return false;
+    this.buf = buf.length > 2 ? buf.subarray(2) : null;
+    this.state = S_CHUNK_SIZE;
+    return true;
+  }
+
+  /** Trailer fields after the last chunk: checked for shape, bounded, ignored. */
+  private readTrailers(buf: Buffer): boolean {
+    const max = this.cfg.maxHeader;
+    const lf = buf.indexOf(10);
+    if (lf === -1) {
+      if (this.trailerBytes + buf.length > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
+      if (badLineEnd(buf, 0)) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
+      return false;
+    }
+    if (lf === 0 || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
+    this.trailerBytes += lf + 1;
+    if (this.trailerBytes > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
+    this.buf = lf + 1 < buf.length ? buf.subarray(lf + 1) : null;
+    if (lf === 1) {
+      this.finishBody();
+      return true;
+    }
+    const lineEnd = lf - 1;
+    let i = 0;
+    while (i < lineEnd && TOKEN[buf[i] as number] === 1) i++;
+    if (i === 0 || buf[i] !== 58) throw bad('invalid_chunk', 'malformed trailer field');
+    for (i++; i < lineEnd; i++) {
+      const c = buf[i] as number;
+      if ((c < 32 && c !== 9) || c === 127) throw bad('invalid_chunk', 'invalid character in a trailer field');
+    }
+    return true;
+  }
+
+  private finishBody(): void {
+    const parts = this.parts;
+    const body = parts.length === 1 ? (parts[0] as Buffer) : parts.length === 0 ? EMPTY : Buffer.concat(parts);
+    parts.length = 0;
+    this.dispatch(body);
+  }
+
+  // ---- handling and responding ------------------------------------------------------------------
+
+  private dispatch(body: Buffer): void {
+    this.state = S_BUSY;
+    this.timerKind = T_NONE; // no timeout while the handler has the request
+    const req: FrontRequest = { method: this.method, url: this.url, headers: this.headers, body, httpVersion: this.v11 ? '1.1' : '1.0' };
+    const res = new Res(this, this.isHead, this.v11, this.keepAlive);
+    this.res = res;
+    try {
+      this.cfg.handler(req, res);
+    } catch {
+      if (res.finished || this.socket.destroyed) return;
+      if (res.untouched) {
+        res.finished = true;
+        this.res = null;
+        this.fail(500, 'internal_error', 'internal server error');
+      } else this.socket.destroy();
+    }
+  }
+
+  /**
+   * Write `pre` (latin1: head and/or chunk-size line), the piece, then `post` (ASCII), in one socket
+   * write. `ascii`: `pre` is ASCII, so with a string piece it can all go as one UTF-8 string.
+   */
+  send(pre: string, chunk: Buffer | string, len: number, post: string, ascii: boolean): boolean {
+    const socket = this.socket;
+    const total = pre.length + len + post.length;
+    if (total <= COALESCE_MAX) {
+      if (typeof chunk === 'string' && ascii) return socket.write(`${pre}${chunk}${post}`);
+      const out = Buffer.allocUnsafe(total) as RawWriter;
+      let o = pre.length === 0 ? 0 : out.latin1Write(pre, 0);
+      o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
+      if (post.length !== 0) out.latin1Write(post, o);
+      return socket.write(out);
+    }
+    socket.cork();
+    if (pre.length !== 0) socket.write(pre, 'latin1');
+    socket.write(chunk);
+    if (post.length !== 0) socket.write(post, 'latin1');
+    socket.uncork();
+    return !socket.writableNeedDrain;
+  }
+
+  /** The response was handed to the socket: close, or go on with the next request. */
+  responseDone(res: Res): void {
+    if (this.res !== res) return;
+    this.res = null;
+    if (this.state !== S_BUSY) return;
+    if (res.closeAfter) {
+      this.closeQuietly();
+      return;
+    }
+    this.state = S_HEAD;
+    const pend = this.pend;
+    if (pend !== null) {
+      this.pend = null;
+      this.pendLen = 0;
+      const lead = this.buf;
+      if (lead !== null) pend.unshift(lead);
+      this.buf = pend.length === 1 ? (pend[0] as Buffer) : Buffer.concat(pend);
+      if (this.paused) {
+        this.paused = false;
+        this.socket.resume();
+      }
+    }
+    if (this.buf === null) {
+      this.arm(T_IDLE, this.cfg.keepAliveMs);
+      return;
+    }
+    // pipelined bytes: parse them, but not from inside the handler's end() (unless the parsing loop is
+    // what called the handler: it carries on by itself)
+    if (this.parsing || this.tickQueued) return;
+    this.tickQueued = true;
+    process.nextTick(this.onTick);
+  }
+
+  /** Our side is done: send FIN once everything written has gone (the timer then waits for theirs). */
+  private closeQuietly(): void {
+    this.state = S_DEAD;
+    this.buf = null;
+    this.pend = null;
+    this.timerKind = T_NONE;
+    const socket = this.socket;
+    if (this.paused) {
+      this.paused = false;
+      socket.resume();
+    }
+    if (!socket.destroyed) socket.end();
+  }
+
+  /** An answer of our own (bad request, timeout, handler crash…), then close. */
+  private fail(status: number, code: string, message: string): void {
+    const socket = this.socket;
+    this.state = S_DEAD;
+    this.buf = null;
+    this.pend = null;
+    this.parts.length = 0;
+    this.timerKind = T_NONE;
+    if (socket.destroyed) return;
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (this.paused) {
+      this.paused = false;
+      socket.resume(); // read (and drop) the rest so their FIN, and our linger timer, can end it
+    }
+    const body = this.cfg.errorBody(status, code, message);
+    socket.end(
+      `${statusLine(status)}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\ndate: ${httpDate()}\r\n\r\n${body}`,
+    );
+  }
+}
+
+/** A net.Server serving HTTP/1.1 with `handler`; closeAllConnections() destroys every open socket. */
+export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Server & { closeAllConnections(): void } {
+  const cfg = new FrontConfig(handler, opts);
+  const conns = new Set<Conn>();
+  // half-open so that a client's FIN is ours to handle (see Conn.onEnd)
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    conns.add(new Conn(socket, cfg, conns));
+  });
+  return Object.assign(server, {
+    closeAllConnections(): void {
+      for (const c of conns) c.socket.destroy();
+    },
+  });
+}

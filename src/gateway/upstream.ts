@@ -1,0 +1,687 @@
+// The data plane's HTTP/1.1 client to workers: keep-alive connection pools over net/tls, one request per connection at a time.
+//
+// Why not undici here: measured on a 2-core machine, undici's dispatcher costs ~28 µs of CPU per
+// request more than this client (bench/results/gateway.md); the gateway's whole budget is 80 µs.
+// Workers are trusted, speak HTTP/1.1 with keep-alive, and the gateway needs exactly one request
+// shape (POST a JSON body, read a status, a content type and a body framed by Content-Length,
+// chunked encoding or the connection's end). Everything else in the project still uses undici.
+import net from 'node:net';
+import tls from 'node:tls';
+import { performance } from 'node:perf_hooks';
+
+/** Lets the request's owner stop it or apply back-pressure. */
+export interface UpstreamController {
+  readonly aborted: boolean;
+  abort(reason: Error): void;
+  pause(): void;
+  resume(): void;
+}
+
+/**
+ * Callbacks for one request, in order: onRequestStart (synchronously from dispatch), then either
+ * onResponseStart → onResponseData* → onResponseEnd, or onResponseError at any point (also
+ * synchronously from `abort`). Exactly one of onResponseEnd / onResponseError ends it.
+ */
+export interface UpstreamHandler {
+  onRequestStart(c: UpstreamController): void;
+  onResponseStart(c: UpstreamController, status: number, contentType: string | undefined): void;
+  /** Body bytes, framing removed; one call per socket read at most. */
+  onResponseData(c: UpstreamController, chunk: Buffer): void;
+  onResponseEnd(): void;
+  onResponseError(c: UpstreamController, err: Error): void;
+}
+
+/** Could not open a connection to the worker (refused, unreachable, timed out): the worker, not the request. */
+export class ConnectError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The worker broke HTTP (bad status line, bad framing, head too large). */
+export class ProtocolError extends Error {
+  readonly code = 'UPSTREAM_PROTOCOL';
+}
+
+export interface UpstreamOptions {
+  /** Most connections open to this worker at once; further requests wait in FIFO order. */
+  connections: number;
+  connectTimeoutMs: number;
+  /** Idle keep-alive connections are closed after this long (or the worker's own `keep-alive: timeout` less 1 s). */
+  keepAliveTimeoutMs: number;
+}
+
+const MAX_HEAD_BYTES = 64 * 1024;
+const CRLF2 = Buffer.from('\r\n\r\n', 'latin1');
+/** A body at most this large is copied into the head's buffer: one write, one system call. */
+const COPY_BODY_MAX = 64 * 1024;
+
+/** Response framing states. */
+const enum S {
+  Head,
+  Length,
+  Close,
+  ChunkSize,
+  ChunkExt,
+  ChunkSizeLf,
+  ChunkData,
+  ChunkDataCr,
+  ChunkDataLf,
+  Trailer,
+  Done,
+}
+
+/** One request's controller; also the link between the pool and the connection carrying it. */
+class Exchange implements UpstreamController {
+  aborted = false;
+  conn: Connection | undefined;
+  /** True while waiting in the pool's queue. */
+  queued = false;
+  ended = false;
+  /** Sent again once already (a stale keep-alive connection). */
+  resent = false;
+  readonly handler: UpstreamHandler;
+  prefix: Buffer | undefined;
+  body: Buffer | undefined;
+  private readonly pool: UpstreamPool;
+
+  constructor(pool: UpstreamPool, handler: UpstreamHandler) {
+    this.pool = pool;
+    this.handler = handler;
+  }
+
+  abort(reason: Error): void {
+    if (this.aborted || this.ended) return;
+    this.aborted = true;
+    const c = this.conn;
+    this.conn = undefined;
+    if (c !== undefined) c.drop();
+    else if (this.queued) this.pool.unqueue(this);
+    this.ended = true;
+    this.handler.onResponseError(this, reason);
+  }
+
+  pause(): void {
+    this.conn?.socket.pause();
+  }
+
+  resume(): void {
+    this.conn?.socket.resume();
+  }
+}
+
+/** One keep-alive connection; carries one exchange at a time. */
+class Connection {
+  readonly socket: net.Socket;
+  private readonly pool: UpstreamPool;
+  ex: Exchange | undefined;
+  /** Requests this connection has carried (a reused connection may have been closed by the worker). */
+  uses = 0;
+  connected = false;
+  idleSince = 0;
+  idleLimitMs: number;
+  private connectTimer: NodeJS.Timeout | undefined;
+  private state = S.Head;
+  private head: Buffer | undefined;
+  private remaining = 0;
+  private chunkSize = 0;
+  private sizeDigits = 0;
+  private keepAlive = true;
+  private gotBytes = false;
+  private trailerLine = 0;
+  private dead = false;
+
+  constructor(pool: UpstreamPool) {
+    this.pool = pool;
+    this.idleLimitMs = pool.opts.keepAliveTimeoutMs;
+    const o = pool.target;
+    this.socket = o.tls ? tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] }) : net.connect(o.port, o.host);
+    this.socket.setNoDelay(true);
+    this.connectTimer = setTimeout(() => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${pool.origin} timed out after ${pool.opts.connectTimeoutMs} ms`)), pool.opts.connectTimeoutMs);
+    this.socket.once(o.tls ? 'secureConnect' : 'connect', () => {
+      clearTimeout(this.connectTimer);
+      this.connectTimer = undefined;
+      this.connected = true;
+    });
+    this.socket.on('data', (d: Buffer) => this.onData(d));
+    this.socket.on('error', (err: NodeJS.ErrnoException) => {
+      this.fail(this.connected ? err : new ConnectError(err.code ?? 'ECONNECT', `could not connect to ${pool.origin}: ${err.message}`));
+    });
+    this.socket.on('close', () => this.onClose());
+    this.socket.on('end', () => this.onEnd());
+  }
+
+  /** Send a request (the socket may still be connecting: Node queues the write). */
+  send(ex: Exchange): void {
+    const prefix = ex.prefix as Buffer;
+    const body = ex.body as Buffer;
+    this.ex = ex;
+    ex.conn = this;
+    this.uses++;
+    this.state = S.Head;
+    this.head = undefined;
+    this.gotBytes = false;
+    this.keepAlive = true;
+    const len = String(body.length);
+    const s = this.socket;
+    if (body.length <= COPY_BODY_MAX) {
+      const n = prefix.length + len.length + 4;
+      const out = Buffer.allocUnsafe(n + body.length);
+      prefix.copy(out, 0);
+      out.write(len, prefix.length, 'latin1');
+      CRLF2.copy(out, prefix.length + len.length);
+      body.copy(out, n);
+      s.write(out);
+    } else {
+      s.cork();
+      s.write(prefix);
+      s.write(`${len}\r\n\r\n`, 'latin1');
+      s.write(body);
+      s.uncork();
+    }
+  }
+
+  /** The exchange gave up on this connection: it cannot be reused. */
+  drop(): void {
+    this.ex = undefined;
+    this.destroy();
+  }
+
+  destroy(): void {
+    if (this.dead) return;
+    this.dead = true;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.socket.destroy();
+    this.pool.forget(this);
+  }
+
+  private fail(err: Error): void {
+    const ex = this.ex;
+    this.ex = undefined;
+    const reused = this.uses > 1;
+    const early = !this.gotBytes;
+    this.destroy();
+    if (ex === undefined || ex.ended) return;
+    ex.conn = undefined;
+    // a keep-alive connection the worker closed while idle: the request never reached it, so it
+    // is sent again on a fresh connection (once) instead of failing a healthy worker
+    if (reused && early && !ex.resent && !(err instanceof ProtocolError)) {
+      this.pool.redispatch(ex);
+      return;
+    }
+    ex.ended = true;
+    ex.handler.onResponseError(ex, err);
+  }
+
+  private onEnd(): void {
+    if (this.state === S.Close) {
+      this.finish();
+      return;
+    }
+    if (this.ex !== undefined) {
+      const e: NodeJS.ErrnoException = new Error(this.gotBytes ? 'worker closed the connection mid-response' : 'worker closed the connection before answering');
+      e.code = 'ECONNRESET';
+      this.fail(e);
+    } else this.destroy();
+  }
+
+  private onClose(): void {
+    if (this.ex !== undefined && !this.dead) {
+      const e: NodeJS.ErrnoException = new Error('connection to the worker closed');
+      e.code = 'ECONNRESET';
+      this.fail(e);
+      return;
+    }
+    this.destroy();
+  }
+
+  private onData(d: Buffer): void {
+    const ex = this.ex;
+    if (ex === undefined) {
+      // bytes with no request outstanding: the worker is confused; do not reuse the connection
+      this.destroy();
+      return;
+    }
+    this.gotBytes = true;
+    let pos = 0;
+    if (this.state === S.Head) {
+      let buf = d;
+      if (this.head !== undefined) {
+        buf = Buffer.concat([this.head, d]);
+        this.head = undefined;
+      }
+      pos = this.parseHead(buf, ex);
+      if (pos < 0) return;
+      d = buf;
+      if (this.ex !== ex || ex.ended) return;
+    }
+    switch (this.state) {
+      case S.Length: {
+        const n = d.length - pos;
+        if (n <= 0) return;
+        if (n <= this.remaining) {
+          this.remaining -= n;
+          ex.handler.onResponseData(ex, pos === 0 ? d : d.subarray(pos));
+        } else {
+          // more than the body: the worker broke framing
+          ex.handler.onResponseData(ex, d.subarray(pos, pos + this.remaining));
+          this.remaining = 0;
+          this.keepAlive = false;
+        }
+        if (this.remaining === 0 && this.ex === ex && !ex.ended) this.finish();
+        return;
+      }
+      case S.Close:
+        if (pos < d.length) ex.handler.onResponseData(ex, pos === 0 ? d : d.subarray(pos));
+        return;
+      case S.Done:
+        return;
+      default:
+        this.chunked(d, pos, ex);
+    }
+  }
+
+  /** Parse the status line and headers; returns the body's offset in `buf`, or -1 (incomplete or failed). */
+  private parseHead(buf: Buffer, ex: Exchange): number {
+    const end = buf.indexOf(CRLF2);
+    if (end === -1) {
+      if (buf.length > MAX_HEAD_BYTES) this.fail(new ProtocolError(`response head larger than ${MAX_HEAD_BYTES} bytes`));
+      else this.head = buf;
+      return -1;
+    }
+    const h = buf.toString('latin1', 0, end);
+    // HTTP/1.x SP 3DIGIT
+    if (h.charCodeAt(0) !== 72 || !h.startsWith('HTTP/1.') || h.charCodeAt(8) !== 32) {
+      this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
+      return -1;
+    }
+    const status = Number(h.slice(9, 12));
+    if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32)) {
+      this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
+      return -1;
+    }
+    if (status < 200) {
+      // 100 Continue and friends: skip and read the real answer
+      if (status === 101) {
+        this.fail(new ProtocolError('worker switched protocols'));
+        return -1;
+      }
+      const rest = buf.subarray(end + 4);
+      if (rest.length === 0) return -1;
+      const at = this.parseHead(rest, ex);
+      return at < 0 ? at : end + 4 + at;
+    }
+    if (h.charCodeAt(7) === 48 /* HTTP/1.0 */) this.keepAlive = false;
+    let contentType: string | undefined;
+    let length = -1;
+    let chunked = false;
+    let lineStart = h.indexOf('\r\n') + 2;
+    while (lineStart > 1 && lineStart < h.length) {
+      let lineEnd = h.indexOf('\r\n', lineStart);
+      if (lineEnd === -1) lineEnd = h.length;
+      const colon = h.indexOf(':', lineStart);
+      if (colon !== -1 && colon < lineEnd) {
+        const nameLen = colon - lineStart;
+        // only the headers the gateway acts on; compared case-insensitively by length first
+        if (nameLen === 12 || nameLen === 14 || nameLen === 17 || nameLen === 10) {
+          const name = h.slice(lineStart, colon).toLowerCase();
+          const value = h.slice(colon + 1, lineEnd).trim();
+          if (name === 'content-type') contentType = value;
+          else if (name === 'content-length') {
+            const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+            if (n !== n || (length !== -1 && length !== n)) {
+              this.fail(new ProtocolError(`bad content-length ${JSON.stringify(value)}`));
+              return -1;
+            }
+            length = n;
+          } else if (name === 'transfer-encoding') {
+            if (value.toLowerCase() !== 'chunked') {
+              this.fail(new ProtocolError(`unsupported transfer-encoding ${JSON.stringify(value)}`));
+              return -1;
+            }
+            chunked = true;
+          } else if (name === 'connection') {
+            const v = value.toLowerCase();
+            if (v.includes('close')) this.keepAlive = false;
+            else if (v.includes('keep-alive')) this.keepAlive = true;
+          } else if (name === 'keep-alive') {
+            const m = /timeout\s*=\s*(\d+)/i.exec(value);
+            if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+          }
+        }
+      }
+      lineStart = lineEnd + 2;
+    }
+    if (chunked && length !== -1) {
+      this.fail(new ProtocolError('response has both content-length and chunked encoding'));
+      return -1;
+    }
+    ex.handler.onResponseStart(ex, status, contentType);
+    if (this.ex !== ex || ex.ended) return -1;
+    if (status === 204 || status === 304) {
+      this.finish();
+      return -1;
+    }
+    if (chunked) {
+      this.state = S.ChunkSize;
+      this.chunkSize = 0;
+      this.sizeDigits = 0;
+    } else if (length >= 0) {
+      this.state = S.Length;
+      this.remaining = length;
+      if (length === 0) {
+        this.finish();
+        return -1;
+      }
+    } else {
+      this.state = S.Close;
+      this.keepAlive = false;
+    }
+    return end + 4;
+  }
+
+  /** Decode chunked framing from `d` at `pos`; the read's data goes to the handler in one call. */
+  private chunked(d: Buffer, pos: number, ex: Exchange): void {
+    let first: Buffer | undefined;
+    let more: Buffer[] | undefined;
+    const n = d.length;
+    while (pos < n) {
+      switch (this.state) {
+        case S.ChunkSize: {
+          const c = d[pos] as number;
+          const v = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+          if (v >= 0) {
+            if (++this.sizeDigits > 12) return this.badChunk(ex, 'chunk size too long');
+            this.chunkSize = this.chunkSize * 16 + v;
+            pos++;
+          } else if (this.sizeDigits === 0) {
+            return this.badChunk(ex, 'chunk size missing');
+          } else if (c === 13) {
+            this.state = S.ChunkSizeLf;
+            pos++;
+          } else if (c === 59 /* ; */ || c === 32 || c === 9) {
+            this.state = S.ChunkExt;
+            pos++;
+          } else return this.badChunk(ex, 'bad character in chunk size');
+          break;
+        }
+        case S.ChunkExt: {
+          const cr = d.indexOf(13, pos);
+          if (cr === -1) pos = n;
+          else {
+            pos = cr + 1;
+            this.state = S.ChunkSizeLf;
+          }
+          break;
+        }
+        case S.ChunkSizeLf:
+          if (d[pos] !== 10) return this.badChunk(ex, 'chunk size line not ended by CRLF');
+          pos++;
+          if (this.chunkSize === 0) {
+            this.state = S.Trailer;
+            this.trailerLine = 0;
+          } else {
+            this.state = S.ChunkData;
+            this.remaining = this.chunkSize;
+          }
+          break;
+        case S.ChunkData: {
+          const take = Math.min(this.remaining, n - pos);
+          const part = take === n && pos === 0 ? d : d.subarray(pos, pos + take);
+          if (first === undefined) first = part;
+          else (more ??= [first]).push(part);
+          pos += take;
+          this.remaining -= take;
+          if (this.remaining === 0) this.state = S.ChunkDataCr;
+          break;
+        }
+        case S.ChunkDataCr:
+          if (d[pos] !== 13) return this.badChunk(ex, 'chunk data not followed by CRLF');
+          pos++;
+          this.state = S.ChunkDataLf;
+          break;
+        case S.ChunkDataLf:
+          if (d[pos] !== 10) return this.badChunk(ex, 'chunk data not followed by CRLF');
+          pos++;
+          this.state = S.ChunkSize;
+          this.chunkSize = 0;
+          this.sizeDigits = 0;
+          break;
+        case S.Trailer: {
+          // trailer lines until an empty one; `trailerLine` counts bytes of the current line
+          const c = d[pos] as number;
+          pos++;
+          if (c === 10) {
+            if (this.trailerLine <= 1) {
+              this.state = S.Done;
+              if (pos < n) this.keepAlive = false; // bytes after the response: do not trust the connection
+            }
+            this.trailerLine = 0;
+          } else if (++this.trailerLine > MAX_HEAD_BYTES) return this.badChunk(ex, 'trailers too large');
+          break;
+        }
+        default:
+          pos = n;
+      }
+    }
+    if (first !== undefined) {
+      ex.handler.onResponseData(ex, more === undefined ? first : Buffer.concat(more));
+      if (this.ex !== ex || ex.ended) return;
+    }
+    if (this.state === S.Done) this.finish();
+  }
+
+  private badChunk(ex: Exchange, what: string): void {
+    if (this.ex === ex) this.fail(new ProtocolError(`bad chunked encoding from the worker: ${what}`));
+  }
+
+  /** The response is complete: hand the connection back (or close it) and tell the handler. */
+  private finish(): void {
+    const ex = this.ex as Exchange;
+    this.ex = undefined;
+    ex.conn = undefined;
+    ex.ended = true;
+    this.state = S.Head;
+    if (this.keepAlive && !this.dead) this.pool.release(this);
+    else this.destroy();
+    ex.handler.onResponseEnd();
+  }
+}
+
+/** Requests to one worker over at most `connections` keep-alive connections. */
+export class UpstreamPool {
+  readonly origin: string;
+  readonly opts: UpstreamOptions;
+  readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
+  private readonly idle: Connection[] = [];
+  private readonly all = new Set<Connection>();
+  private queue: Exchange[] = [];
+  private qHead = 0;
+  /** path → the request heads (JSON, event stream) up to the Content-Length value. */
+  private readonly prefixes = new Map<string, [Buffer, Buffer]>();
+  /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
+  readonly pathPrefix: string;
+  private sweeper: NodeJS.Timeout | undefined;
+  private closing: (() => void) | undefined;
+  private closed = false;
+
+  constructor(url: string, opts: UpstreamOptions) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`worker URL must be http(s), got ${url}`);
+    const isTls = u.protocol === 'https:';
+    this.origin = u.origin;
+    this.pathPrefix = u.pathname.replace(/\/$/, '');
+    this.opts = opts;
+    this.target = {
+      host: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
+      port: u.port === '' ? (isTls ? 443 : 80) : Number(u.port),
+      tls: isTls,
+      hostHeader: u.host,
+    };
+  }
+
+  private head(path: string, accept: string): Buffer {
+    const target = this.pathPrefix + path;
+    if (!/^\/[\x21-\x7e]*$/.test(target)) throw new Error(`bad request path ${JSON.stringify(target)}`);
+    return Buffer.from(`POST ${target} HTTP/1.1\r\nhost: ${this.target.hostHeader}\r\ncontent-type: application/json\r\naccept: ${accept}\r\ncontent-length: `, 'latin1');
+  }
+
+  /** Connections open now (busy or idle). */
+  get size(): number {
+    return this.all.size;
+  }
+
+  /**
+   * POST `body` (JSON) to the worker's path prefix + `path`, accepting an event stream or JSON.
+   * Never throws: failures reach the handler.
+   */
+  dispatch(path: string, stream: boolean, body: Buffer, handler: UpstreamHandler): UpstreamController {
+    const ex = new Exchange(this, handler);
+    handler.onRequestStart(ex);
+    if (ex.aborted) return ex;
+    if (this.closed) {
+      ex.ended = true;
+      handler.onResponseError(ex, new ConnectError('ECLOSED', `the pool for ${this.origin} is closed`));
+      return ex;
+    }
+    let shapes = this.prefixes.get(path);
+    if (shapes === undefined) {
+      shapes = [this.head(path, 'application/json'), this.head(path, 'text/event-stream')];
+      if (this.prefixes.size < 64) this.prefixes.set(path, shapes);
+    }
+    const prefix = shapes[stream ? 1 : 0];
+    ex.prefix = prefix;
+    ex.body = body;
+    this.run(ex);
+    return ex;
+  }
+
+  private run(ex: Exchange): void {
+    const c = this.idle.pop();
+    if (c !== undefined) {
+      c.send(ex);
+      return;
+    }
+    if (this.all.size < this.opts.connections) {
+      this.open().send(ex);
+      return;
+    }
+    ex.queued = true;
+    this.queue.push(ex);
+  }
+
+  private open(): Connection {
+    const c = new Connection(this);
+    this.all.add(c);
+    this.ensureSweeper();
+    return c;
+  }
+
+  /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
+  redispatch(ex: Exchange): void {
+    ex.resent = true;
+    this.open().send(ex);
+  }
+
+  /** The next waiting request, if any. */
+  private dequeue(): Exchange | undefined {
+    if (this.qHead >= this.queue.length) return undefined;
+    const ex = this.queue[this.qHead] as Exchange;
+    this.queue[this.qHead] = undefined as unknown as Exchange;
+    this.qHead++;
+    if (this.qHead === this.queue.length) {
+      this.queue = [];
+      this.qHead = 0;
+    } else if (this.qHead > 1024 && this.qHead * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.qHead);
+      this.qHead = 0;
+    }
+    ex.queued = false;
+    return ex;
+  }
+
+  unqueue(ex: Exchange): void {
+    ex.queued = false;
+    for (let i = this.qHead; i < this.queue.length; i++) {
+      if (this.queue[i] === ex) {
+        this.queue.splice(i, 1);
+        return;
+      }
+    }
+  }
+
+  /** A connection finished a response and can carry another. */
+  release(c: Connection): void {
+    const next = this.dequeue();
+    if (next !== undefined) {
+      c.send(next);
+      return;
+    }
+    if (this.closed) {
+      c.destroy();
+      return;
+    }
+    c.idleSince = performance.now();
+    this.idle.push(c);
+  }
+
+  forget(c: Connection): void {
+    this.all.delete(c);
+    const i = this.idle.indexOf(c);
+    if (i !== -1) this.idle.splice(i, 1);
+    // a waiting request can use the freed slot
+    if (!this.closed && this.all.size < this.opts.connections) {
+      const next = this.dequeue();
+      if (next !== undefined) this.run(next);
+    }
+    if (this.closing !== undefined && this.all.size === 0) this.closing();
+  }
+
+  /** Close idle connections past their limit; one timer per pool, never per request. */
+  private ensureSweeper(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(() => {
+      const now = performance.now();
+      for (let i = this.idle.length - 1; i >= 0; i--) {
+        const c = this.idle[i] as Connection;
+        if (now - c.idleSince >= c.idleLimitMs) c.destroy();
+      }
+      if (this.all.size === 0 && this.sweeper !== undefined) {
+        clearInterval(this.sweeper);
+        this.sweeper = undefined;
+      }
+    }, 250);
+    this.sweeper.unref();
+  }
+
+  /** Stop taking requests; resolves when in-flight ones have finished and every connection is closed. */
+  close(): Promise<void> {
+    this.closed = true;
+    for (const c of [...this.idle]) c.destroy();
+    if (this.all.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.closing = resolve;
+    });
+  }
+
+  /** Close everything now; requests in flight fail. */
+  destroy(): void {
+    this.closed = true;
+    const waiting = this.queue.slice(this.qHead);
+    this.queue = [];
+    this.qHead = 0;
+    for (const ex of waiting) {
+      ex.queued = false;
+      ex.abort(new ConnectError('ECLOSED', `the pool for ${this.origin} was closed`));
+    }
+    for (const c of [...this.all]) {
+      const ex = c.ex;
+      if (ex !== undefined) ex.abort(new ConnectError('ECLOSED', `the pool for ${this.origin} was closed`));
+      else c.destroy();
+    }
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+}

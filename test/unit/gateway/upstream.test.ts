@@ -1,0 +1,319 @@
+// The gateway's HTTP/1.1 client to workers, against raw TCP servers that send exact bytes.
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConnectError, ProtocolError, UpstreamPool } from '../../../src/gateway/upstream.js';
+import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
+
+interface Result {
+  status: number;
+  contentType: string | undefined;
+  /** Each onResponseData call's bytes. */
+  parts: string[];
+  error: Error | undefined;
+  events: string[];
+}
+
+/** A handler that records everything; resolves when the exchange ends either way. */
+function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body = '{"a":1}', onData?: () => void): { done: Promise<Result>; ctl: () => UpstreamController } {
+  const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [] };
+  let ctl: UpstreamController | undefined;
+  let resolve!: (x: Result) => void;
+  const done = new Promise<Result>((res) => (resolve = res));
+  const h: UpstreamHandler = {
+    onRequestStart(c) {
+      ctl = c;
+      r.events.push('start');
+    },
+    onResponseStart(_c, status, ct) {
+      r.status = status;
+      r.contentType = ct;
+      r.events.push('head');
+    },
+    onResponseData(_c, chunk) {
+      r.parts.push(chunk.toString('latin1'));
+      onData?.();
+    },
+    onResponseEnd() {
+      r.events.push('end');
+      resolve(r);
+    },
+    onResponseError(_c, err) {
+      r.error = err;
+      r.events.push('error');
+      resolve(r);
+    },
+  };
+  pool.dispatch(path, stream, Buffer.from(body), h);
+  return { done, ctl: () => ctl as UpstreamController };
+}
+
+interface RawServer {
+  port: number;
+  /** Request heads+bodies received, per connection index. */
+  requests: string[];
+  connections: number;
+  sockets: net.Socket[];
+  closed: Promise<void>[];
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP server that answers each complete request (head + Content-Length body) with `answer(i)`'s
+ * byte pieces, written one by one (each piece its own write).
+ */
+async function rawServer(answer: (i: number, sock: net.Socket) => (string | Buffer)[] | undefined): Promise<RawServer> {
+  const st: RawServer = { port: 0, requests: [], connections: 0, sockets: [], closed: [], close: () => Promise.resolve() };
+  const srv = net.createServer((sock) => {
+    st.connections++;
+    st.sockets.push(sock);
+    st.closed.push(new Promise((r) => sock.once('close', () => r())));
+    sock.on('error', () => undefined);
+    let buf = '';
+    sock.on('data', (d: Buffer) => {
+      buf += d.toString('latin1');
+      for (;;) {
+        const e = buf.indexOf('\r\n\r\n');
+        if (e === -1) return;
+        const m = /content-length: (\d+)/i.exec(buf.slice(0, e));
+        const len = m ? Number(m[1]) : 0;
+        if (buf.length < e + 4 + len) return;
+        const req = buf.slice(0, e + 4 + len);
+        buf = buf.slice(e + 4 + len);
+        const i = st.requests.length;
+        st.requests.push(req);
+        const pieces = answer(i, sock);
+        if (pieces) for (const p of pieces) sock.write(p);
+      }
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  st.port = (srv.address() as AddressInfo).port;
+  st.close = () =>
+    new Promise<void>((r) => {
+      for (const s of st.sockets) s.destroy();
+      srv.close(() => r());
+    });
+  return st;
+}
+
+const OPTS = { connections: 4, connectTimeoutMs: 1000, keepAliveTimeoutMs: 4000 };
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(answer: Parameters<typeof rawServer>[0], opts = OPTS, suffix = ''): Promise<{ srv: RawServer; pool: UpstreamPool }> {
+  const srv = await rawServer(answer);
+  const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}${suffix}`, opts);
+  cleanups.push(() => srv.close(), () => pool.destroy());
+  return { srv, pool };
+}
+
+const json = (body: string, extra = '') => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n${extra}\r\n${body}`;
+
+describe('UpstreamPool', () => {
+  it('sends one well-formed POST and reads a Content-Length answer; the connection is reused', async () => {
+    const { srv, pool } = await setup(() => [json('{"ok":1}')]);
+    const a = await call(pool, '/v1/chat/completions', true, '{"x":"y"}').done;
+    expect(a).toMatchObject({ status: 200, contentType: 'application/json', events: ['start', 'head', 'end'] });
+    expect(a.parts.join('')).toBe('{"ok":1}');
+    expect(srv.requests[0]).toBe(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${srv.port}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: 9\r\n\r\n{"x":"y"}`,
+    );
+    const b = await call(pool).done;
+    expect(b.parts.join('')).toBe('{"ok":1}');
+    expect(srv.requests[1]).toContain('accept: application/json\r\n');
+    expect(srv.connections).toBe(1);
+  });
+
+  it('puts the worker URL path before every request path', async () => {
+    const { srv, pool } = await setup(() => [json('{}')], OPTS, '/model-a/');
+    await call(pool).done;
+    expect(srv.requests[0]?.startsWith('POST /model-a/v1/completions HTTP/1.1\r\n')).toBe(true);
+  });
+
+  it('decodes chunked answers: extensions, trailers and framing split anywhere across reads', async () => {
+    const wire = '5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\ntrailer: x\r\n\r\n';
+    // every piece its own write (several writes may still arrive in one read)
+    const { pool } = await setup(() => ['HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n', ...wire.split('')]);
+    const r = await call(pool, '/v1/completions', true).done;
+    expect(r.error).toBeUndefined();
+    expect(r.parts.join('')).toBe('hello, world');
+    expect(r.contentType).toBe('text/event-stream');
+  });
+
+  it('hands the body of one read over in one call, however many chunks it holds', async () => {
+    const { pool } = await setup(() => ['HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n3\r\nghi\r\n0\r\n\r\n']);
+    const r = await call(pool).done;
+    expect(r.parts).toEqual(['abcdefghi']);
+  });
+
+  it('reads a close-delimited answer to its end and does not reuse that connection', async () => {
+    const { srv, pool } = await setup((_i, sock) => {
+      sock.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end');
+      return undefined;
+    });
+    const r = await call(pool).done;
+    expect(r.parts.join('')).toBe('until the end');
+    expect(r.events).toEqual(['start', 'head', 'end']);
+    await call(pool).done;
+    expect(srv.connections).toBe(2);
+  });
+
+  it('closes after `connection: close` and HTTP/1.0 answers', async () => {
+    const { srv, pool } = await setup((i) => [i === 0 ? json('{}', 'connection: close\r\n') : 'HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}']);
+    await call(pool).done;
+    await srv.closed[0];
+    await call(pool).done;
+    await srv.closed[1];
+    expect(srv.connections).toBe(2);
+  });
+
+  it('skips 100 Continue and reads the real answer', async () => {
+    const { pool } = await setup(() => ['HTTP/1.1 100 Continue\r\n\r\n', json('{"late":true}')]);
+    const r = await call(pool).done;
+    expect(r.status).toBe(200);
+    expect(r.parts.join('')).toBe('{"late":true}');
+  });
+
+  it('passes 4xx and 5xx answers with their bodies', async () => {
+    const { pool } = await setup(() => ['HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy']);
+    const r = await call(pool).done;
+    expect(r.status).toBe(503);
+    expect(r.parts.join('')).toBe('busy');
+  });
+
+  it('holds requests beyond `connections` and sends them in arrival order as connections free up', async () => {
+    let release!: () => void;
+    let firstArrived!: () => void;
+    const arrived = new Promise<void>((r) => (firstArrived = r));
+    const { srv, pool } = await setup(
+      (i, sock) => {
+        if (i === 0) {
+          release = () => sock.write(json(`{"i":${i}}`));
+          firstArrived();
+          return undefined;
+        }
+        return [json(`{"i":${i}}`)];
+      },
+      { ...OPTS, connections: 1 },
+    );
+    const a = call(pool, '/v1/completions', false, '{"n":0}');
+    const b = call(pool, '/v1/completions', false, '{"n":1}');
+    const c = call(pool, '/v1/completions', false, '{"n":2}');
+    await arrived;
+    expect(srv.requests).toHaveLength(1);
+    release();
+    const results = await Promise.all([a.done, b.done, c.done]);
+    expect(results.map((r) => r.parts.join(''))).toEqual(['{"i":0}', '{"i":1}', '{"i":2}']);
+    expect(srv.requests.map((r) => r.slice(-7))).toEqual(['{"n":0}', '{"n":1}', '{"n":2}']);
+    expect(srv.connections).toBe(1);
+  });
+
+  it('reports a refused connection as a ConnectError', async () => {
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const pool = new UpstreamPool(`http://127.0.0.1:${port}`, OPTS);
+    cleanups.push(() => pool.destroy());
+    const r = await call(pool).done;
+    expect(r.error).toBeInstanceOf(ConnectError);
+    expect((r.error as ConnectError).code).toBe('ECONNREFUSED');
+  });
+
+  it('sends a request again on a fresh connection when the worker closed the idle keep-alive one', async () => {
+    const { srv, pool } = await setup((i, sock) => {
+      if (i === 0) {
+        sock.write(json('{"first":1}'));
+        // the worker's idle timeout, as uvicorn does after 5 s: close without saying so
+        setImmediate(() => sock.end());
+        return undefined;
+      }
+      return [json('{"second":1}')];
+    });
+    await call(pool).done;
+    await srv.closed[0];
+    const r = await call(pool).done;
+    expect(r.error).toBeUndefined();
+    expect(r.parts.join('')).toBe('{"second":1}');
+    expect(srv.connections).toBe(2);
+  });
+
+  it('a fresh connection that breaks before answering is an error, not a silent resend', async () => {
+    const { srv, pool } = await setup((_i, sock) => {
+      sock.destroy();
+      return undefined;
+    });
+    const r = await call(pool).done;
+    expect(r.error).toBeDefined();
+    expect((r.error as NodeJS.ErrnoException).code).toBe('ECONNRESET');
+    expect(srv.requests).toHaveLength(1);
+  });
+
+  it('abort mid-answer reports the reason synchronously and closes the connection', async () => {
+    const { srv, pool } = await setup(() => ['HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n']);
+    let gotData!: () => void;
+    const data = new Promise<void>((r) => (gotData = r));
+    const x = call(pool, '/v1/completions', true, '{}', gotData);
+    await data;
+    const reason = new Error('client left');
+    x.ctl().abort(reason);
+    const r = await x.done;
+    expect(r.error).toBe(reason);
+    expect(r.events.at(-1)).toBe('error');
+    await srv.closed[0];
+  });
+
+  it.each([
+    ['a bad status line', 'HTTP/2 200 OK\r\n\r\n'],
+    ['an unknown transfer-encoding', 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n'],
+    ['both content-length and chunked', 'HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n'],
+    ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n'],
+    ['chunk data without CRLF', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcX'],
+    ['two different content-lengths', 'HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\nabc'],
+  ])('reports %s as a ProtocolError and drops the connection', async (_name, answer) => {
+    const { srv, pool } = await setup(() => [answer]);
+    const r = await call(pool).done;
+    expect(r.error).toBeInstanceOf(ProtocolError);
+    await srv.closed[0];
+  });
+
+  it('closes idle connections after the worker\'s keep-alive hint less a second', async () => {
+    const { srv, pool } = await setup(() => [json('{}', 'keep-alive: timeout=1\r\n')]);
+    await call(pool).done;
+    // the sweeper closes it (1 s hint − 1 s = at once); the server sees the close
+    await srv.closed[0];
+    expect(pool.size).toBe(0);
+  });
+
+  it('close() waits for requests in flight; destroy() fails them', async () => {
+    let answer!: () => void;
+    let arrivedNow!: () => void;
+    const arrived = new Promise<void>((r) => (arrivedNow = r));
+    const { pool } = await setup((_i, sock) => {
+      answer = () => sock.write(json('{"late":1}'));
+      arrivedNow();
+      return undefined;
+    });
+    const a = call(pool);
+    await arrived;
+    let closed = false;
+    const closing = pool.close().then(() => (closed = true));
+    expect(closed).toBe(false);
+    answer();
+    expect((await a.done).parts.join('')).toBe('{"late":1}');
+    await closing;
+    expect(pool.size).toBe(0);
+    const after = await call(pool).done;
+    expect(after.error).toBeInstanceOf(ConnectError);
+
+    const { pool: p2 } = await setup(() => undefined);
+    const b = call(p2);
+    p2.destroy();
+    const rb = await b.done;
+    expect(rb.error).toBeInstanceOf(ConnectError);
+    expect((rb.error as ConnectError).code).toBe('ECLOSED');
+  });
+});
