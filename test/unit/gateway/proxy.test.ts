@@ -4,7 +4,6 @@ import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { ProxyRequest } from '../../../src/gateway/proxy.js';
-import type { FrontResponse } from '../../../src/gateway/front.js';
 import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
 import type { ProxyContext } from '../../../src/gateway/proxy.js';
 import { parseRequest } from '../../../src/gateway/request.js';
