@@ -187,6 +187,13 @@ export const DEFAULTS = {
     stages: [2, 5, 10, 25, 50, 100],
     /** Least time at each stage before it may advance (it also waits for enough samples). */
     stageDurationMs: 5 * 60_000,
+    /**
+     * The canary's first requests (shadow copies included) are left out of its judgement: a
+     * version that just started serving runs on cold caches, fresh connections and unoptimised
+     * code (Kayenta's `beginCanaryAnalysisAfterMins` for the same reason). Counted again after a
+     * gateway restart, when the same is true.
+     */
+    canaryIgnoreFirstRequests: 10,
     /** Canary rollback: how long the canary's in-flight requests may finish before they are aborted. */
     rollbackDrainTimeoutMs: 30_000,
     /**

@@ -180,6 +180,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
         maxQualityDecrease: m.canary.max_quality_decrease,
         minSamples: m.canary.min_samples,
         shadowShare: m.canary.shadow_share,
+        ignoreFirstRequests: m.canary.ignore_first_requests,
       },
       monitor: {
         enabled: m.monitor.enabled,

@@ -157,6 +157,8 @@ const modelSchema = z
         min_samples: posInt().optional(),
         /** Pairwise judging: mirror this share of stable requests to the canary as shadow traffic. */
         shadow_share: fraction().optional(),
+        /** The canary's first requests (cold caches and connections) are not judged. */
+        ignore_first_requests: nonNegInt().optional(),
       })
       .strict()
       .optional(),

@@ -71,6 +71,7 @@ export interface CanarySettings {
   maxQualityDecrease?: number | undefined;
   minSamples?: number | undefined;
   shadowShare?: number | undefined;
+  ignoreFirstRequests?: number | undefined;
 }
 
 export interface JudgeEndpointConfig {

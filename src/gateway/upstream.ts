@@ -484,6 +484,9 @@ class Connection {
     ex.conn = undefined;
     ex.ended = true;
     this.state = S.Head;
+    // a handler that paused for a slow client and never resumed (its response ended meanwhile)
+    // must not leave the next request on this connection unread
+    if (this.socket.isPaused()) this.socket.resume();
     if (this.keepAlive && !this.dead) this.pool.release(this);
     else this.destroy();
     ex.handler.onResponseEnd();

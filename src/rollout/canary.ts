@@ -90,7 +90,7 @@ export class CanaryController {
 
   private track(state: CanaryState, revision: number): Live {
     const m = this.cp.modelConfig(state.model);
-    const l: Live = { state, samples: new PairSamples(state.model, state.stable, state.canary, DEFAULTS.rollout.maxSamplesPerVersion), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false, seen: -1 };
+    const l: Live = { state, samples: canarySamples(state, m.canary), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false, seen: -1 };
     this.live.set(state.id, l);
     return l;
   }
@@ -181,7 +181,7 @@ export class CanaryController {
         if (TERMINAL.includes(s.phase)) return Promise.resolve();
         s.stageIndex = 0;
         s.stageStartedAt = Date.now();
-        l.samples = new PairSamples(s.model, s.stable, s.canary, DEFAULTS.rollout.maxSamplesPerVersion);
+        l.samples = canarySamples(s, this.cp.modelConfig(s.model).canary);
         l.seen = -1;
         this.applyWeights(l, currentPercent(s));
         this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
@@ -396,4 +396,9 @@ export class CanaryController {
     }
     this.cp.events.emit({ kind: `canary_${kind}`, model: l.state.model, version: l.state.canary, message: `${l.state.id}: ${message}`, at });
   }
+}
+
+/** The stable and canary samples one canary is judged on; the canary's first requests are left out. */
+function canarySamples(s: CanaryState, settings: CanarySettings | undefined): PairSamples {
+  return new PairSamples(s.model, s.stable, s.canary, DEFAULTS.rollout.maxSamplesPerVersion, settings?.ignoreFirstRequests ?? DEFAULTS.rollout.canaryIgnoreFirstRequests);
 }

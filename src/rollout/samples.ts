@@ -76,15 +76,21 @@ export class PairSamples {
     readonly versionA: string,
     readonly versionB: string,
     cap: number,
+    /** B's first records are left out (a canary's cold start); `skippedB` counts them. */
+    private readonly skipB = 0,
   ) {
     this.a = new VersionSamples(cap);
     this.b = new VersionSamples(cap);
   }
+  skippedB = 0;
   record(r: RequestRecord): void {
     if (r.model !== this.model) return;
     // shadow traffic measures the candidate too (it is real work on its workers)
     if (r.version === this.versionA) this.a.add(r);
-    else if (r.version === this.versionB) this.b.add(r);
+    else if (r.version === this.versionB) {
+      if (this.skippedB < this.skipB) this.skippedB++;
+      else this.b.add(r);
+    }
   }
   quality(version: string, score: number): void {
     if (version === this.versionA) this.a.quality.push(score);

@@ -127,6 +127,31 @@ describe('UpstreamPool', () => {
     expect(srv.connections).toBe(1);
   });
 
+  it('a connection paused by a slow client and never resumed still carries the next request', async () => {
+    const { srv, pool } = await setup(() => [json('{"ok":1}')]);
+    const paused = await new Promise<Result>((resolve) => {
+      const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [] };
+      pool.dispatch('/v1/completions', false, Buffer.from('{}'), {
+        onRequestStart: () => undefined,
+        onResponseStart: (_c, status) => (r.status = status),
+        // the client is slow: pause, and the response ends before anyone resumes
+        onResponseData: (c, chunk) => {
+          c.pause();
+          r.parts.push(chunk.toString());
+        },
+        onResponseEnd: () => resolve(r),
+        onResponseError: (_c, err) => {
+          r.error = err;
+          resolve(r);
+        },
+      });
+    });
+    expect(paused.parts.join('')).toBe('{"ok":1}');
+    const next = await call(pool).done;
+    expect(next.parts.join('')).toBe('{"ok":1}');
+    expect(srv.connections).toBe(1);
+  });
+
   it('puts the worker URL path before every request path', async () => {
     const { srv, pool } = await setup(() => [json('{}')], OPTS, '/model-a/');
     await call(pool).done;
