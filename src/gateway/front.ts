@@ -208,6 +208,17 @@ interface RawWriter extends Buffer {
   utf8Write(s: string, offset: number): number;
 }
 
+/**
+ * Copy a latin1 string into `out` at `o`; returns the offset after it. Short ones (a chunk-size
+ * line, CRLF — one per streamed chunk) byte by byte: cheaper than a call into C++.
+ */
+function putLatin1(out: RawWriter, str: string, o: number): number {
+  const n = str.length;
+  if (n > 32) return o + out.latin1Write(str, o);
+  for (let i = 0; i < n; i++) out[o + i] = str.charCodeAt(i);
+  return o + n;
+}
+
 class FrontConfig {
   readonly handler: FrontHandler;
   readonly maxBody: number;
@@ -884,9 +895,9 @@ class Conn {
     if (total <= COALESCE_MAX) {
       if (typeof chunk === 'string' && ascii) return socket.write(`${pre}${chunk}${post}`);
       const out = Buffer.allocUnsafe(total) as RawWriter;
-      let o = pre.length === 0 ? 0 : out.latin1Write(pre, 0);
+      let o = putLatin1(out, pre, 0);
       o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
-      if (post.length !== 0) out.latin1Write(post, o);
+      putLatin1(out, post, o);
       return socket.write(out);
     }
     socket.cork();

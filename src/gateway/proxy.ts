@@ -219,23 +219,33 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
           controller.resume();
         });
       }
-    } else {
-      this.chunks.push(chunk);
-      this.buffered += chunk.length;
-      // bounded: a worker answer larger than the request limit × 16 is garbage
-      if (this.buffered > this.ctx.cfg.maxBodyBytes * 16) {
-        // a garbage answer is not retried elsewhere (it would cost another worker the same)
-        this.chunks = [];
-        this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
-        controller.abort(new Error('too large'));
-      }
+    } else if (!this.buffer(chunk)) {
+      controller.abort(new Error('too large'));
     }
   }
 
-  onResponseEnd(): void {
+  /** Keep a piece of a buffered answer; false (and the request failed) past the bound. */
+  private buffer(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    // bounded: a worker answer larger than the request limit × 16 is garbage
+    if (this.buffered <= this.ctx.cfg.maxBodyBytes * 16) return true;
+    // a garbage answer is not retried elsewhere (it would cost another worker the same)
+    this.chunks = [];
+    this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
+    return false;
+  }
+
+  onResponseEnd(tail?: Buffer): void {
     if (this.timer) clearTimeout(this.timer);
     const w = this.worker as Worker;
     w.succeeded();
+    if (this.phase === 'streaming') {
+      this.releaseWorker();
+      this.endStream(w, tail);
+      return;
+    }
+    if (tail !== undefined && !this.buffer(tail)) return;
     if (this.phase === 'retrying') {
       const body = Buffer.concat(this.chunks);
       this.chunks = [];
@@ -251,17 +261,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       return;
     }
     this.releaseWorker();
-    if (this.phase === 'streaming') {
-      const meter = this.meter as SseMeter;
-      if (!meter.done) {
-        this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
-        return;
-      }
-      this.startStream(); // an empty 200 stream still answers the client
-      this.res.end();
-      this.finishStream(200, undefined);
-      return;
-    }
     // buffered (non-streaming or 4xx)
     const body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
     this.chunks = [];
@@ -327,6 +326,26 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   }
 
   // ---- endings ----------------------------------------------------------------------------
+
+  /** The worker finished its stream; `tail` (its last bytes, if they came with the end) goes out with the end: one write. */
+  private endStream(w: Worker, tail: Buffer | undefined): void {
+    const meter = this.meter as SseMeter;
+    if (tail !== undefined) {
+      if (!meter.feed(tail, performance.now())) {
+        this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${w.id} sent ${meter.malformed ?? 'a malformed event'}`));
+        return;
+      }
+      if (this.capture !== undefined) this.capture.push(tail);
+    }
+    this.startStream(); // an empty 200 stream still answers the client
+    if (!meter.done) {
+      if (tail !== undefined) this.res.write(tail);
+      this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
+      return;
+    }
+    this.res.end(tail);
+    this.finishStream(200, undefined);
+  }
 
   /** Send the stream's headers once, when its first bytes (or its end) reach the client. */
   private startStream(): void {

@@ -59,6 +59,8 @@ export class SseMeter {
     // CRLF or CR line endings (allowed by the SSE spec): measure on LF. A CRLF cut between two
     // chunks becomes an extra blank line, which `event` skips.
     if (s.indexOf('\r') !== -1) s = s.replace(/\r\n?/g, '\n');
+    this.keyPos = -2;
+    this.usagePos = -2;
     let pos = 0;
     const n = s.length;
     while (pos < n) {
@@ -77,6 +79,24 @@ export class SseMeter {
     return true;
   }
 
+  /**
+   * Next position of the text key / the usage key at or after `from` in the chunk being fed (-1:
+   * none left). Each search resumes where the last one found its match, so a chunk of events
+   * without the key costs one scan, not one scan per event (no per-event substrings either).
+   */
+  private keyPos = -2;
+  private usagePos = -2;
+
+  private keyAt(s: string, from: number): number {
+    if (this.keyPos === -2 || (this.keyPos !== -1 && this.keyPos < from)) this.keyPos = s.indexOf(this.key, from);
+    return this.keyPos;
+  }
+
+  private usageAt(s: string, from: number): number {
+    if (this.usagePos === -2 || (this.usagePos !== -1 && this.usagePos < from)) this.usagePos = s.indexOf('"usage":{', from);
+    return this.usagePos;
+  }
+
   private event(s: string, pos: number, end: number, now: number): boolean {
     // extra blank lines between events are allowed
     while (pos < end && s.charCodeAt(pos) === 10) pos++;
@@ -93,23 +113,20 @@ export class SseMeter {
     }
     // the space after `data:` is optional in SSE
     const body = s.charCodeAt(pos + 5) === 32 ? pos + 6 : pos + 5;
-    // searches run on the event alone: indexOf on the whole chunk scanned to its end for every
-    // event without a match, which made metering quadratic in the chunk size
-    const ev = s.slice(body, end);
-    if (ev.charCodeAt(0) === 91 /* [ */ && ev.startsWith('[DONE]')) {
+    if (s.charCodeAt(body) === 91 /* [ */ && s.startsWith('[DONE]', body)) {
       this.done = true;
       return true;
     }
-    if (ev.charCodeAt(0) !== 123 /* { */ || ev.charCodeAt(ev.length - 1) !== 125 /* } */) {
-      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(ev.slice(0, 40))}`;
+    if (s.charCodeAt(body) !== 123 /* { */ || s.charCodeAt(end - 1) !== 125 /* } */) {
+      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
       return false;
     }
-    // one pass: the text key, then the usage key from there on (vLLM puts usage last)
-    const k = ev.indexOf(this.key);
-    const text = k !== -1 && ev.charCodeAt(k + this.key.length) !== 34;
-    if (ev.indexOf('"usage":{', k === -1 ? 0 : k) !== -1) {
+    const k = this.keyAt(s, body);
+    const text = k !== -1 && k < end && s.charCodeAt(k + this.key.length) !== 34;
+    const u = this.usageAt(s, body);
+    if (u !== -1 && u < end) {
       try {
-        const parsed = JSON.parse(ev) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
+        const parsed = JSON.parse(s.slice(body, end)) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
         if (parsed.usage) {
           this.usagePrompt = parsed.usage.prompt_tokens ?? -1;
           this.usageCompletion = parsed.usage.completion_tokens ?? -1;

@@ -20,14 +20,16 @@ export interface UpstreamController {
 /**
  * Callbacks for one request, in order: onRequestStart (synchronously from dispatch), then either
  * onResponseStart → onResponseData* → onResponseEnd, or onResponseError at any point (also
- * synchronously from `abort`). Exactly one of onResponseEnd / onResponseError ends it.
+ * synchronously from `abort`). Exactly one of onResponseEnd / onResponseError ends it. Body bytes
+ * that arrive in the same read as the response's end come with onResponseEnd (`tail`), so a
+ * proxy can forward them and finish in one write.
  */
 export interface UpstreamHandler {
   onRequestStart(c: UpstreamController): void;
   onResponseStart(c: UpstreamController, status: number, contentType: string | undefined): void;
   /** Body bytes, framing removed; one call per socket read at most. */
   onResponseData(c: UpstreamController, chunk: Buffer): void;
-  onResponseEnd(): void;
+  onResponseEnd(tail?: Buffer): void;
   onResponseError(c: UpstreamController, err: Error): void;
 }
 
@@ -261,16 +263,16 @@ class Connection {
       case S.Length: {
         const n = d.length - pos;
         if (n <= 0) return;
-        if (n <= this.remaining) {
+        if (n < this.remaining) {
           this.remaining -= n;
           ex.handler.onResponseData(ex, pos === 0 ? d : d.subarray(pos));
-        } else {
-          // more than the body: the worker broke framing
-          ex.handler.onResponseData(ex, d.subarray(pos, pos + this.remaining));
-          this.remaining = 0;
-          this.keepAlive = false;
+          return;
         }
-        if (this.remaining === 0 && this.ex === ex && !ex.ended) this.finish();
+        // the rest of the body (more than that: the worker broke framing)
+        if (n > this.remaining) this.keepAlive = false;
+        const tail = pos === 0 && n === this.remaining ? d : d.subarray(pos, pos + this.remaining);
+        this.remaining = 0;
+        this.finish(tail);
         return;
       }
       case S.Close:
@@ -466,11 +468,12 @@ class Connection {
           pos = n;
       }
     }
-    if (first !== undefined) {
-      ex.handler.onResponseData(ex, more === undefined ? first : Buffer.concat(more));
-      if (this.ex !== ex || ex.ended) return;
+    const data = first === undefined ? undefined : more === undefined ? first : Buffer.concat(more);
+    if (this.state === S.Done) {
+      this.finish(data);
+      return;
     }
-    if (this.state === S.Done) this.finish();
+    if (data !== undefined) ex.handler.onResponseData(ex, data);
   }
 
   private badChunk(ex: Exchange, what: string): void {
@@ -478,7 +481,7 @@ class Connection {
   }
 
   /** The response is complete: hand the connection back (or close it) and tell the handler. */
-  private finish(): void {
+  private finish(tail?: Buffer): void {
     const ex = this.ex as Exchange;
     this.ex = undefined;
     ex.conn = undefined;
@@ -489,7 +492,7 @@ class Connection {
     if (this.socket.isPaused()) this.socket.resume();
     if (this.keepAlive && !this.dead) this.pool.release(this);
     else this.destroy();
-    ex.handler.onResponseEnd();
+    ex.handler.onResponseEnd(tail);
   }
 }
 

@@ -8,7 +8,7 @@ import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/u
 interface Result {
   status: number;
   contentType: string | undefined;
-  /** Each onResponseData call's bytes. */
+  /** Each onResponseData call's bytes (and the tail that came with the end). */
   parts: string[];
   error: Error | undefined;
   events: string[];
@@ -34,7 +34,8 @@ function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body
       r.parts.push(chunk.toString('latin1'));
       onData?.();
     },
-    onResponseEnd() {
+    onResponseEnd(tail) {
+      if (tail !== undefined) r.parts.push(tail.toString('latin1'));
       r.events.push('end');
       resolve(r);
     },
@@ -133,13 +134,16 @@ describe('UpstreamPool', () => {
       const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [] };
       pool.dispatch('/v1/completions', false, Buffer.from('{}'), {
         onRequestStart: () => undefined,
-        onResponseStart: (_c, status) => (r.status = status),
-        // the client is slow: pause, and the response ends before anyone resumes
-        onResponseData: (c, chunk) => {
+        // the client is slow: pause; the whole answer is in this read, so it ends before anyone resumes
+        onResponseStart: (c, status) => {
+          r.status = status;
           c.pause();
-          r.parts.push(chunk.toString());
         },
-        onResponseEnd: () => resolve(r),
+        onResponseData: (_c, chunk) => r.parts.push(chunk.toString()),
+        onResponseEnd: (tail) => {
+          if (tail !== undefined) r.parts.push(tail.toString());
+          resolve(r);
+        },
         onResponseError: (_c, err) => {
           r.error = err;
           resolve(r);
