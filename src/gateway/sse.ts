@@ -123,7 +123,10 @@ export class SseMeter {
     }
     const k = this.keyAt(s, body);
     const text = k !== -1 && k < end && s.charCodeAt(k + this.key.length) !== 34;
-    const u = this.usageAt(s, body);
+    // a token event that ends with its choices array (`…}]}`, as vLLM, SGLang and llama.cpp send
+    // them) has no usage after it: no search per token. Usage-only events (`"choices":[]`) and
+    // events ending in another object (continuous usage stats) are searched.
+    const u = text && s.charCodeAt(end - 2) === 93 /* ] */ ? -1 : this.usageAt(s, body);
     if (u !== -1 && u < end) {
       try {
         const parsed = JSON.parse(s.slice(body, end)) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
