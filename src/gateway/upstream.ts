@@ -56,6 +56,8 @@ export interface UpstreamOptions {
 }
 
 const MAX_HEAD_BYTES = 64 * 1024;
+/** Where plain-TCP reads from workers land before being copied out (one process, one event loop: one buffer). */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 const CRLF2 = Buffer.from('\r\n\r\n', 'latin1');
 /** A body at most this large is copied into the head's buffer: one write, one system call. */
 const COPY_BODY_MAX = 64 * 1024;
@@ -139,7 +141,25 @@ class Connection {
     this.pool = pool;
     this.idleLimitMs = pool.opts.keepAliveTimeoutMs;
     const o = pool.target;
-    this.socket = o.tls ? tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] }) : net.connect(o.port, o.host);
+    if (o.tls) {
+      this.socket = tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] });
+      } else {
+      // reads land in one shared buffer and come straight here, past the stream machinery (a read
+      // per token on paced streams); what is read is copied out at once, so nothing keeps the buffer
+      this.socket = net.connect({
+        host: o.host,
+        port: o.port,
+        onread: {
+          buffer: READ_BUFFER,
+          callback: (n: number, buf: Uint8Array): boolean => {
+            const d = Buffer.allocUnsafe(n);
+            d.set(n === buf.length ? buf : buf.subarray(0, n));
+            this.onData(d);
+            return true;
+          },
+        },
+      });
+    }
     this.socket.setNoDelay(true);
     this.connectTimer = setTimeout(() => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${pool.origin} timed out after ${pool.opts.connectTimeoutMs} ms`)), pool.opts.connectTimeoutMs);
     this.socket.once(o.tls ? 'secureConnect' : 'connect', () => {
