@@ -18,7 +18,9 @@ export class SseMeter {
   private readonly key: string;
 
   constructor(endpoint: 'chat' | 'completions' = 'chat') {
-    this.key = endpoint === 'chat' ? '"content":"' : '"text":"';
+    // without the opening quote: V8 searches a pattern that starts with a rare letter several times
+    // faster than one that starts with `"`, the commonest byte of JSON (checked in keyAt)
+    this.key = endpoint === 'chat' ? 'content":"' : 'text":"';
   }
 
   /** A meter for a request path (`…/chat/completions` or `…/completions`). */
@@ -88,7 +90,12 @@ export class SseMeter {
   private usagePos = -2;
 
   private keyAt(s: string, from: number): number {
-    if (this.keyPos === -2 || (this.keyPos !== -1 && this.keyPos < from)) this.keyPos = s.indexOf(this.key, from);
+    if (this.keyPos === -2 || (this.keyPos !== -1 && this.keyPos < from)) {
+      let k = s.indexOf(this.key, from);
+      // `"text":"`, not `"context_text":"`
+      while (k !== -1 && s.charCodeAt(k - 1) !== 34) k = s.indexOf(this.key, k + 1);
+      this.keyPos = k;
+    }
     return this.keyPos;
   }
 

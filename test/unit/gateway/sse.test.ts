@@ -93,6 +93,14 @@ describe('SseMeter', () => {
     expect(m.usagePrompt).toBe(-1);
   });
 
+  it('a key that only ends like the text key is not it', () => {
+    const m = new SseMeter('completions');
+    m.feed(b('data: {"choices":[{"index":0,"context_text":"no","text":""}]}\n\ndata: {"choices":[{"pretext":"x"}]}\n\n'), 1);
+    expect(m.tokenEvents).toBe(0);
+    m.feed(b('data: {"choices":[{"pretext":"x","text":"yes"}]}\n\n'), 2);
+    expect(m.tokenEvents).toBe(1);
+  });
+
   it('content that starts with an escaped quote is a token', () => {
     const m = new SseMeter();
     m.feed(b(`data: ${JSON.stringify({ choices: [{ delta: { content: '"quoted"' } }] })}\n\n`), 1);
