@@ -12,6 +12,7 @@ import { cpuMs, freePort, percentile, start, waitFor } from './lib/proc.js';
 import { Telemetry } from '../src/telemetry/telemetry.js';
 import type { RequestRecord } from '../src/telemetry/record.js';
 import type { Proc } from './lib/proc.js';
+import type { LoadResult } from './lib/loadgen.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -22,16 +23,6 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 6_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
 /** Each cell is measured this many times, interleaved across targets; the table shows medians. */
 const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 3));
-
-interface LoadResult {
-  requests: number;
-  errors: number;
-  tokens: number;
-  elapsedMs: number;
-  latencyMs: number[];
-  ttftMs: number[];
-  itlMs: number[];
-}
 
 interface Row {
   scenario: string;

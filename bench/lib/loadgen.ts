@@ -13,7 +13,8 @@ interface Options {
   maxTokens: number;
 }
 
-interface Result {
+/** What one load run measured (the benchmark parses it from this process's output). */
+export interface LoadResult {
   requests: number;
   errors: number;
   tokens: number;
@@ -23,10 +24,10 @@ interface Result {
   itlMs: number[];
 }
 
-async function run(o: Options): Promise<Result> {
+async function run(o: Options): Promise<LoadResult> {
   const agent = new Agent({ connections: o.connections, pipelining: 1, keepAliveTimeout: 60_000 });
   const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.maxTokens, temperature: 0, stream: o.stream, ignore_eos: true });
-  const res: Result = { requests: 0, errors: 0, tokens: 0, elapsedMs: 0, latencyMs: [], ttftMs: [], itlMs: [] };
+  const res: LoadResult = { requests: 0, errors: 0, tokens: 0, elapsedMs: 0, latencyMs: [], ttftMs: [], itlMs: [] };
   const t0 = performance.now();
   const measureFrom = t0 + o.warmupMs;
   const end = measureFrom + o.durationMs;

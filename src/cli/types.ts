@@ -1,14 +1,5 @@
 // The admin API's JSON shapes as the CLI reads them (src/api/views.ts and src/rollout/bluegreen.ts write them).
-
-export interface ArchitectureView {
-  layers: number;
-  kvHeads: number;
-  headDim: number;
-  blockSize: number;
-  maxContext: number;
-  tokenizer: string;
-  family?: string;
-}
+import type { Architecture } from '../domain/card.js';
 
 export interface VersionView {
   model: string;
@@ -25,7 +16,7 @@ export interface VersionView {
   weight_hash: string | null;
   base_model: string;
   quantization: string;
-  architecture: ArchitectureView;
+  architecture: Architecture;
   gpu_memory_gb: number;
   warmup_tokens: number;
   provider: string;

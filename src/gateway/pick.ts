@@ -24,9 +24,6 @@ function eligible(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | und
   return w.routable && w.ejectedUntil <= now && (exclude === undefined || !exclude.has(w));
 }
 
-/** Deterministic PRNG so picks are reproducible in tests. */
-export { mulberry32 } from '../domain/random.js';
-
 /**
  * Least outstanding requests with power-of-two choices: sample two distinct eligible workers and
  * take the less loaded (ties: the first sampled). Avoids the herd effect of global least-loaded

@@ -198,17 +198,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       this.timer.refresh();
     }
     if (this.phase === 'streaming') {
-      const meter = this.meter as SseMeter;
-      if (!meter.feed(chunk, now)) {
-        // finish first: the pool calls onResponseError synchronously from abort(), which would
-        // otherwise record the generic upstream_stream_broken instead of this code
-        this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
+      if (!this.meterChunk(chunk, now)) {
+        // finished first (meterChunk): the pool calls onResponseError synchronously from abort(),
+        // which would otherwise record the generic upstream_stream_broken instead
         controller.abort(new Error('malformed'));
         return;
       }
       const res = this.res;
       this.startStream();
-      if (this.capture !== undefined) this.capture.push(chunk);
       if (!res.write(chunk)) {
         controller.pause();
         // the client is slow, not the worker: no idle timeout while we hold the worker back
@@ -327,18 +324,22 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
 
   // ---- endings ----------------------------------------------------------------------------
 
+  /** Measure a piece of the stream (and copy it when sampled); a malformed event ends the stream and returns false. */
+  private meterChunk(chunk: Buffer, now: number): boolean {
+    const meter = this.meter as SseMeter;
+    if (!meter.feed(chunk, now)) {
+      this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
+      return false;
+    }
+    if (this.capture !== undefined) this.capture.push(chunk);
+    return true;
+  }
+
   /** The worker finished its stream; `tail` (its last bytes, if they came with the end) goes out with the end: one write. */
   private endStream(w: Worker, tail: Buffer | undefined): void {
-    const meter = this.meter as SseMeter;
-    if (tail !== undefined) {
-      if (!meter.feed(tail, performance.now())) {
-        this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${w.id} sent ${meter.malformed ?? 'a malformed event'}`));
-        return;
-      }
-      if (this.capture !== undefined) this.capture.push(tail);
-    }
+    if (tail !== undefined && !this.meterChunk(tail, performance.now())) return;
     this.startStream(); // an empty 200 stream still answers the client
-    if (!meter.done) {
+    if (!(this.meter as SseMeter).done) {
       if (tail !== undefined) this.res.write(tail);
       this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
       return;

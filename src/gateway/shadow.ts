@@ -92,14 +92,18 @@ class ShadowRequest implements UpstreamHandler {
     this.arm(this.ctx.cfg.idleTimeoutMs);
   }
 
-  onResponseData(_c: UpstreamController | undefined, chunk: Buffer): void {
+  onResponseData(_c: UpstreamController, chunk: Buffer): void {
     this.timer?.refresh();
+    this.take(chunk);
+  }
+
+  private take(chunk: Buffer): void {
     this.meter?.feed(chunk, performance.now());
     this.parts.push(chunk);
   }
 
   onResponseEnd(tail?: Buffer): void {
-    if (tail !== undefined) this.onResponseData(undefined, tail);
+    if (tail !== undefined) this.take(tail);
     const body = Buffer.concat(this.parts).toString('utf8');
     let errorCode: string | undefined;
     if (this.status >= 500) errorCode = 'upstream_error';

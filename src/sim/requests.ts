@@ -115,6 +115,24 @@ export function renderChat(messages: readonly Message[], addGenerationPrompt: bo
   return s;
 }
 
+type CommonBody = z.output<z.ZodObject<typeof common>>;
+
+/** What both endpoints ask of generation, from the fields they share. */
+function sampling(b: CommonBody, maxTokens: number | null, top: number): Pick<InferenceRequest, 'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs'> {
+  return {
+    stream: b.stream ?? false,
+    includeUsage: b.stream_options?.include_usage ?? false,
+    continuousUsage: b.stream_options?.continuous_usage_stats ?? false,
+    maxTokens,
+    minTokens: b.min_tokens ?? 0,
+    ignoreEos: b.ignore_eos ?? false,
+    temperature: b.temperature ?? 1,
+    seed: b.seed ?? undefined,
+    stop: stops(b.stop),
+    topLogprobs: top,
+  };
+}
+
 export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest {
   const b = parse(chatSchema, body);
   const top = b.logprobs ? (b.top_logprobs ?? 0) : -1;
@@ -133,16 +151,7 @@ export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest 
     model: b.model,
     prompt: renderChat(b.messages, addGen, cont),
     messages: b.messages,
-    stream: b.stream ?? false,
-    includeUsage: b.stream_options?.include_usage ?? false,
-    continuousUsage: b.stream_options?.continuous_usage_stats ?? false,
-    maxTokens,
-    minTokens: b.min_tokens ?? 0,
-    ignoreEos: b.ignore_eos ?? false,
-    temperature: b.temperature ?? 1,
-    seed: b.seed ?? undefined,
-    stop: stops(b.stop),
-    topLogprobs: top,
+    ...sampling(b, maxTokens, top),
   };
 }
 
@@ -160,15 +169,6 @@ export function parseCompletion(body: unknown, maxLogprobs: number): InferenceRe
     model: b.model,
     prompt,
     messages: null,
-    stream: b.stream ?? false,
-    includeUsage: b.stream_options?.include_usage ?? false,
-    continuousUsage: b.stream_options?.continuous_usage_stats ?? false,
-    maxTokens: b.max_tokens ?? null,
-    minTokens: b.min_tokens ?? 0,
-    ignoreEos: b.ignore_eos ?? false,
-    temperature: b.temperature ?? 1,
-    seed: b.seed ?? undefined,
-    stop: stops(b.stop),
-    topLogprobs: top,
+    ...sampling(b, b.max_tokens ?? null, top),
   };
 }

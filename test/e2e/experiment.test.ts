@@ -12,6 +12,7 @@ import type { SimHandle } from '../../src/sim/index.js';
 import { LoadGen, canaryConfigYaml, recordAcceptance, startJudge } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView } from '../helpers/e2e-up.js';
+import type { ExperimentResult } from '../../src/analysis/experiment.js';
 
 const MODEL = 'ab';
 const HALLUCINATION_A = 0.02;
@@ -23,25 +24,7 @@ const LIMIT_MS = 40_000;
 
 interface Analysis {
   phase: string;
-  result: {
-    status: string;
-    n_a: number;
-    n_b: number;
-    mean_a: number;
-    mean_b: number;
-    std_a: number;
-    std_b: number;
-    p_value: number;
-    p_value_sequential: number;
-    significant: boolean;
-    decision: string;
-    effect_size: number;
-    win_rate: number;
-    samples_needed_for_power: number;
-    samples_needed_sequential: number;
-    additional_samples_needed: number;
-    min_detectable_effect: number;
-  };
+  result: ExperimentResult;
 }
 
 let judge: SimHandle;

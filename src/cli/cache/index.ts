@@ -4,21 +4,7 @@ import type { Command } from 'commander';
 import { enc, err, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
-
-interface CacheView {
-  model: string;
-  version: string;
-  path: string;
-  source: string;
-  bytes: number;
-  durationMs: number;
-  hash: string;
-  verified: boolean;
-  expectedHash?: string;
-  alreadyCached: boolean;
-  evicted: { model: string; version: string; bytes: number }[];
-  notes: string[];
-}
+import type { CacheResult } from '../../fleet/cache.js';
 
 function fmtBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -45,7 +31,7 @@ export function register(program: Command): void {
     const id = textFlag('--version', o.version) as string; // a required option: commander refuses a missing one
     const model = await resolveModel(s, o.model);
     if (!s.json) err(`caching ${model}/${id}…`);
-    const r = await s.client.post<CacheView>(modelPath(model, `/versions/${enc(id)}/cache`), { force: o.force ?? false }, { long: true });
+    const r = await s.client.post<CacheResult>(modelPath(model, `/versions/${enc(id)}/cache`), { force: o.force ?? false }, { long: true });
     if (s.json) return printJson(r);
     if (r.alreadyCached) out(`${r.model}/${r.version} already cached at ${r.path} (${fmtBytes(r.bytes)}, ${r.hash}${r.verified ? ', verified' : ''})`);
     else out(`Cached ${r.model}/${r.version}: ${fmtBytes(r.bytes)} from ${r.source} in ${fmtMs(r.durationMs)} → ${r.path}`);

@@ -127,17 +127,22 @@ async function pollCanary(api: AdminApi, model: string, cond: 'canary_succeeded'
   return { state: 'waiting', detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stageIndex ?? 0) + 1}/${c.stages?.length ?? '?'})` };
 }
 
+/** A version's view, or undefined while it is not registered (404). */
+async function registeredVersion(api: AdminApi, model: string, version: string): Promise<VersionJson | undefined> {
+  try {
+    return await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(version)}`);
+  } catch (err) {
+    if (httpStatus(err) === 404) return undefined;
+    throw err;
+  }
+}
+
 export async function pollCondition(api: AdminApi, model: string, cond: WaitCondition, version: string | undefined): Promise<Poll> {
   if (cond === 'canary_succeeded' || cond === 'rollout_done') return pollCanary(api, model, cond, version);
   if (cond === 'version_ready') {
     if (version === undefined) return { state: 'failed', detail: 'version_ready needs a version: give the step a version: or set $VERSION' };
-    let v: VersionJson;
-    try {
-      v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(version)}`);
-    } catch (err) {
-      if (httpStatus(err) === 404) return { state: 'waiting', detail: `${version} is not registered yet` };
-      throw err;
-    }
+    const v = await registeredVersion(api, model, version);
+    if (v === undefined) return { state: 'waiting', detail: `${version} is not registered yet` };
     if (['ready', 'active', 'standby'].includes(v.status)) return { state: 'done', detail: `${version} is loaded (${v.status})` };
     if (v.status === 'failed') return { state: 'failed', detail: `${version} failed to load${v.failure?.message ? `: ${v.failure.message}` : ''}` };
     if (v.status === 'retired') return { state: 'failed', detail: `${version} was retired` };
@@ -149,14 +154,9 @@ export async function pollCondition(api: AdminApi, model: string, cond: WaitCond
       const ready = st.models.find((x) => x.model === model)?.versions.find((v) => v.status === 'ready');
       return ready ? { state: 'done', detail: `${ready.version} is ready` } : { state: 'waiting', detail: `no version of ${model} is ready yet` };
     }
-    let v: VersionJson;
-    try {
-      v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(version)}`);
-    } catch (err) {
-      // the deploy may not have registered it yet
-      if (httpStatus(err) === 404) return { state: 'waiting', detail: `${version} is not registered yet` };
-      throw err;
-    }
+    // the deploy may not have registered it yet
+    const v = await registeredVersion(api, model, version);
+    if (v === undefined) return { state: 'waiting', detail: `${version} is not registered yet` };
     if (v.status === 'ready') return { state: 'done', detail: `${version} is ready` };
     if (v.status === 'failed') return { state: 'failed', detail: `${version} failed to load${v.failure?.message ? `: ${v.failure.message}` : ''}` };
     if (v.status === 'retired') return { state: 'failed', detail: `${version} was retired` };

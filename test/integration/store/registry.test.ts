@@ -3,23 +3,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GlidepathConfig, ModelConfig, VersionConfig } from '../../../src/config/types.js';
-import { GlidepathError } from '../../../src/errors.js';
 import { Registry } from '../../../src/store/registry.js';
 import { openMemoryStore, openStore } from '../../../src/store/sqlite.js';
 import type { Store } from '../../../src/store/types.js';
 import { versionConfig } from '../../unit/domain/version-fixture.js';
+import { caught } from '../../helpers/errors.js';
 
 const T0 = 1_700_000_000_000;
-
-function caught(fn: () => unknown): GlidepathError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof GlidepathError) return e;
-    throw e;
-  }
-  throw new Error('expected an error');
-}
 
 /** A registry with a fake clock that advances 1 ms per read. */
 function setup(store: Store = openMemoryStore()): { reg: Registry; store: Store } {

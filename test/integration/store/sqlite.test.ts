@@ -5,23 +5,13 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fromConfig } from '../../../src/domain/version.js';
-import { GlidepathError } from '../../../src/errors.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from '../../../src/store/migrations/index.js';
 import { openMemoryStore, openStore, SqliteStore } from '../../../src/store/sqlite.js';
 import type { Store, StoredRoute } from '../../../src/store/types.js';
 import { versionConfig } from '../../unit/domain/version-fixture.js';
+import { caught } from '../../helpers/errors.js';
 
 const T0 = 1_700_000_000_000;
-
-function caught(fn: () => unknown): GlidepathError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof GlidepathError) return e;
-    throw e;
-  }
-  throw new Error('expected an error');
-}
 
 let dir: string;
 const open: Store[] = [];

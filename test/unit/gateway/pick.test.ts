@@ -1,7 +1,8 @@
 // Pickers, table-driven with exact pick sequences. The expected sequences were computed by an
 // independent Python implementation of mulberry32 and the power-of-two-choices rule, not by this code.
 import { describe, expect, it } from 'vitest';
-import { createPicker, mulberry32, PowerOfTwoPicker, RoundRobinPicker } from '../../../src/gateway/pick.js';
+import { createPicker, PowerOfTwoPicker, RoundRobinPicker } from '../../../src/gateway/pick.js';
+import { mulberry32 } from '../../../src/domain/random.js';
 import type { Pickable } from '../../../src/gateway/pick.js';
 
 interface W extends Pickable {

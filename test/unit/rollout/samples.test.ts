@@ -2,10 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { PairSamples } from '../../../src/rollout/samples.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
+import { record } from '../../helpers/records.js';
 
-function rec(version: string, latencyMs: number, over: Partial<RequestRecord> = {}): RequestRecord {
-  return { model: 'm', version, worker: 'w', status: 200, errorCode: undefined, stream: false, ttftMs: NaN, tpotMs: NaN, itlMs: [], latencyMs, promptTokens: 1, completionTokens: 1, at: Date.now(), retries: 0, shadow: false, ...over };
-}
+const rec = (version: string, latencyMs: number, over: Partial<RequestRecord> = {}): RequestRecord => record({ version, latencyMs, stream: false, ...over });
 
 describe('PairSamples', () => {
   it("leaves out the candidate's first records (shadow copies included) and keeps every stable one", () => {

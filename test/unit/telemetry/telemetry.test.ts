@@ -3,27 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { Telemetry } from '../../../src/telemetry/telemetry.js';
+import { record } from '../../helpers/records.js';
 
-function rec(over: Partial<RequestRecord> = {}): RequestRecord {
-  return {
-    model: 'm',
-    version: 'v1',
-    worker: 'w',
-    status: 200,
-    errorCode: undefined,
-    stream: true,
-    ttftMs: 120,
-    tpotMs: 15,
-    itlMs: [15, 15],
-    latencyMs: 1500,
-    promptTokens: 7,
-    completionTokens: 3,
-    at: Date.now(),
-    retries: 0,
-    shadow: false,
-    ...over,
-  };
-}
+const rec = (over: Partial<RequestRecord> = {}): RequestRecord =>
+  record({ ttftMs: 120, tpotMs: 15, itlMs: [15, 15], latencyMs: 1500, promptTokens: 7, completionTokens: 3, at: Date.now(), ...over });
 
 describe('Telemetry', () => {
   it('records into the version window, Prometheus and subscribers', async () => {

@@ -1,30 +1,10 @@
 // Sliding windows: count and age bounds, percentiles against NumPy, error rate, rates.
 import { describe, expect, it } from 'vitest';
-import { mulberry32 } from '../../../src/gateway/pick.js';
+import { mulberry32 } from '../../../src/domain/random.js';
 import { isVersionError } from '../../../src/telemetry/record.js';
-import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { percentileSorted, SlidingWindow } from '../../../src/telemetry/window.js';
+import { record as rec } from '../../helpers/records.js';
 
-function rec(over: Partial<RequestRecord> = {}): RequestRecord {
-  return {
-    model: 'm',
-    version: 'v1',
-    worker: 'w',
-    status: 200,
-    errorCode: undefined,
-    stream: true,
-    ttftMs: 10,
-    tpotMs: 2,
-    itlMs: [],
-    latencyMs: 100,
-    promptTokens: 5,
-    completionTokens: 10,
-    at: 1_000_000,
-    retries: 0,
-    shadow: false,
-    ...over,
-  };
-}
 
 describe('percentileSorted (NumPy linear)', () => {
   it('matches NumPy on small arrays', () => {

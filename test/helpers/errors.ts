@@ -1,0 +1,12 @@
+// The GlidepathError a call throws (any other outcome fails the test).
+import { GlidepathError } from '../../src/errors.js';
+
+export function caught(fn: () => unknown): GlidepathError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof GlidepathError) return e;
+    throw e;
+  }
+  throw new Error('expected an error');
+}
