@@ -313,16 +313,7 @@ export class DataPlane {
     const at = Date.now();
     try {
       checkContentType(req.headers['content-type']);
-    } catch (err) {
-      sendError(res, toGlidepathError(err));
-      return;
-    }
-    this.route(req, res, endpoint, req.body, startedAt, at);
-  }
-
-  private route(req: FrontRequest, res: FrontResponse, endpoint: Endpoint, raw: Buffer, startedAt: number, at: number): void {
-    try {
-      const parsed = parseRequest(raw, endpoint);
+      const parsed = parseRequest(req.body, endpoint);
       const st = this.models.get(parsed.model);
       if (st === undefined) {
         throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);

@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import type { ErrorBody } from '../errors.js';
+import { DEFAULTS } from '../defaults.js';
 
 export interface FrontRequest {
   /** As sent (a token, e.g. 'POST'). */
@@ -41,9 +42,9 @@ export interface FrontOptions {
   maxBodyBytes: number;
   /** Default 16 KiB: request line + headers; over it 431. */
   maxHeaderBytes?: number;
-  /** Default 65_000: an idle keep-alive connection is closed after it (0: never). */
+  /** Default DEFAULTS.gateway.clientKeepAliveMs (65 s): an idle keep-alive connection is closed after it (0: never). */
   keepAliveTimeoutMs?: number;
-  /** Default 30_000: a request whose head (and body) has not fully arrived in this time gets 408 and close (0: no limit). */
+  /** Default DEFAULTS.gateway.clientHeadersTimeoutMs (30 s): a request whose head (and body) has not fully arrived in this time gets 408 and close (0: no limit). */
   headersTimeoutMs?: number;
   /** Body for error answers the server writes itself (400/408/413/417/431/500/501/505). Default: OpenAI-style JSON. */
   errorBody?: (status: number, code: string, message: string) => string;
@@ -236,8 +237,8 @@ class FrontConfig {
     this.handler = handler;
     this.maxBody = opts.maxBodyBytes;
     this.maxHeader = opts.maxHeaderBytes ?? 16 * 1024;
-    this.keepAliveMs = opts.keepAliveTimeoutMs ?? 65_000;
-    this.requestMs = opts.headersTimeoutMs ?? 30_000;
+    this.keepAliveMs = opts.keepAliveTimeoutMs ?? DEFAULTS.gateway.clientKeepAliveMs;
+    this.requestMs = opts.headersTimeoutMs ?? DEFAULTS.gateway.clientHeadersTimeoutMs;
     this.maxBuffered = this.maxHeader + this.maxBody;
     this.errorBody = opts.errorBody ?? defaultErrorBody;
     const hint = Math.floor(this.keepAliveMs / 1000);

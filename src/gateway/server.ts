@@ -5,7 +5,6 @@ import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
 import { createFrontServer } from './front.js';
 import type { FrontRequest, FrontResponse } from './front.js';
-import { DEFAULTS } from '../defaults.js';
 
 /** A listening socket server that can also drop its open connections (node:http's Server, the data plane's front). */
 export type ClosableServer = Server & { closeAllConnections(): void };
@@ -106,9 +105,5 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
       else sendError(res, new NotFoundError('not_found', `no route for ${method} ${path}`));
     }
   };
-  return createFrontServer(handler, {
-    maxBodyBytes: dp.cfg.maxBodyBytes,
-    keepAliveTimeoutMs: DEFAULTS.gateway.clientKeepAliveMs,
-    headersTimeoutMs: DEFAULTS.gateway.clientHeadersTimeoutMs,
-  });
+  return createFrontServer(handler, { maxBodyBytes: dp.cfg.maxBodyBytes });
 }

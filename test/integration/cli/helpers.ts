@@ -137,14 +137,16 @@ export function gp(args: readonly string[], env: Record<string, string> = {}, op
 }
 
 /** `script` gives the CLI a terminal (stdin and stderr are TTYs); undefined where it is missing. */
-export const SCRIPT = ['/usr/bin/script', '/bin/script'].find((p) => existsSync(p));
+const SCRIPT = ['/usr/bin/script', '/bin/script'].find((p) => existsSync(p));
 
 /** Run the CLI on a pseudo-terminal with `input` typed in (for prompts). Output is stdout+stderr. */
 export function gpTty(args: readonly string[], env: Record<string, string>, input: string): Promise<Run> {
+  // not skipped when missing: .ci/run installs bsdutils, which has script(1)
+  if (SCRIPT === undefined) return Promise.reject(new Error('script(1) is not installed (Debian package bsdutils): the terminal prompt cannot be tested'));
   const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
   const cmd = [process.execPath, MAIN, ...args].map(quote).join(' ');
   return new Promise((resolve, reject) => {
-    const child = spawn(SCRIPT as string, ['-qec', cmd, '/dev/null'], { cwd: tmpdir(), env: cleanEnv(env) });
+    const child = spawn(SCRIPT, ['-qec', cmd, '/dev/null'], { cwd: tmpdir(), env: cleanEnv(env) });
     let stdout = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.resume();
