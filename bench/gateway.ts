@@ -115,7 +115,8 @@ async function glidepath(port: number, upstream: number, dir: string): Promise<P
       '',
     ].join('\n'),
   );
-  const p = start(process.execPath, [CLI, 'up', '--config', cfg]);
+  // the script itself, as `glidepath up` runs: its `#!` line carries the gateway's V8 heap flags
+  const p = start(CLI, ['up', '--config', cfg]);
   await waitFor(`http://127.0.0.1:${port}/ready`, 60_000);
   return p;
 }

@@ -11,6 +11,7 @@ import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { parseSseEvent } from '../../src/cli/client.js';
 import { pidAlive } from '../../src/providers/child.js';
+import { GATEWAY_NODE_FLAGS } from '../../src/cli/up/node-flags.js';
 
 /** The repository root: the nearest directory above this file with a package.json (this file may run compiled, e.g. from dist-bench/). */
 function findRoot(start: string): string {
@@ -131,7 +132,7 @@ export function removeDir(dir: string): void {
  * Rejects with its stderr if it exits first or does not come up within `timeoutMs`.
  */
 export async function startUp(opts: { configFile: string; dataDir: string; keepWorkers?: boolean; timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<UpProcess> {
-  const args = [CLI, 'up', '--config', opts.configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--data-dir', opts.dataDir];
+  const args = [...GATEWAY_NODE_FLAGS, CLI, 'up', '--config', opts.configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--data-dir', opts.dataDir];
   if (opts.keepWorkers) args.push('--keep-workers');
   const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.env } });
   started.add(proc);

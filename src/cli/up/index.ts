@@ -7,6 +7,7 @@ import type { GlidepathConfig } from '../../config/types.js';
 import { UsageError } from '../output.js';
 import { startGlidepath } from '../../control/app.js';
 import { parseHostPort } from '../../gateway/server.js';
+import { missingNodeFlags } from './node-flags.js';
 
 interface UpOptions {
   config: string;
@@ -52,8 +53,12 @@ export function register(program: Command): void {
     .option('--data-dir <dir>', 'state directory (SQLite, admin token, worker logs)')
     .option('--keep-workers', 'leave workers running on shutdown (the next `up` adopts them)')
     .action(async (opts: UpOptions) => {
-      const cfg = override(loadConfigFile(opts.config), opts);
       const say = (m: string) => process.stderr.write(`${m}\n`);
+      const missing = missingNodeFlags(process.execArgv, process.env.NODE_OPTIONS);
+      if (missing.length > 0) {
+        say(`glidepath: warning: node was started without ${missing.join(' ')}; the gateway then spends up to a third more CPU in garbage collection (run the glidepath command itself, or see docs/gateway.md "Memory and garbage collection")`);
+      }
+      const cfg = override(loadConfigFile(opts.config), opts);
       const app = await startGlidepath(cfg, { onProgress: say });
       say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${cfg.server.dataDir}`);
       const model = cfg.models[0]?.name ?? 'model';
