@@ -88,8 +88,16 @@ export class SseMeter {
    */
   private keyPos = -2;
   private usagePos = -2;
+  /**
+   * Where the text key sat in the last token event, counted from its `{`: the fields before it (id,
+   * object, created, model, index) keep their length through a stream, so the next event is checked
+   * there first — a string compare instead of a scan (a scan for `text":"` stops at every `t`).
+   */
+  private keyOffset = -1;
 
-  private keyAt(s: string, from: number): number {
+  private keyAt(s: string, from: number, end: number): number {
+    const guess = from + this.keyOffset;
+    if (this.keyOffset > 0 && guess + this.key.length < end && s.charCodeAt(guess - 1) === 34 && s.startsWith(this.key, guess)) return guess;
     if (this.keyPos === -2 || (this.keyPos !== -1 && this.keyPos < from)) {
       let k = s.indexOf(this.key, from);
       // `"text":"`, not `"context_text":"`
@@ -128,8 +136,9 @@ export class SseMeter {
       this.malformed = `SSE data is not a JSON object: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
       return false;
     }
-    const k = this.keyAt(s, body);
+    const k = this.keyAt(s, body, end);
     const text = k !== -1 && k < end && s.charCodeAt(k + this.key.length) !== 34;
+    if (text) this.keyOffset = k - body;
     // a token event that ends with its choices array (`…}]}`, as vLLM, SGLang and llama.cpp send
     // them) has no usage after it: no search per token. Usage-only events (`"choices":[]`) and
     // events ending in another object (continuous usage stats) are searched.

@@ -1,9 +1,11 @@
 // Simulator metrics: vLLM's names and types with a `model_name` label, plus injected-fault counters.
 //
-// Every worker has its own prom-client Registry. The per-token inter-token-latency histogram is a
-// small array-backed histogram (observing n tokens at once costs one bucket search, not n) that
-// renders through the same registry.
+// Every worker has its own prom-client Registry. The per-token inter-token-latency histogram is
+// array-backed (observing n tokens at once costs one bucket search, not n) and renders through the
+// same registry.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { ArrayHistogram } from '../telemetry/prom.js';
+import type { HistogramChild } from '../telemetry/prom.js';
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560];
 const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
@@ -11,46 +13,6 @@ const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 6
 
 export type FaultKind = 'error' | 'crash' | 'hang' | 'latency' | 'corrupt' | 'process_exit';
 export const FAULT_KINDS: readonly FaultKind[] = ['error', 'crash', 'hang', 'latency', 'corrupt', 'process_exit'];
-
-/** Array-backed histogram rendered through prom-client's text format (duck-typed metric). */
-class BatchHistogram {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  private readonly counts: number[];
-  private sum = 0;
-  private count = 0;
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    private readonly buckets: readonly number[],
-    private readonly labels: Record<string, string>,
-  ) {
-    this.counts = buckets.map(() => 0);
-  }
-  /** Record `n` observations of `v` seconds. */
-  observe(v: number, n = 1): void {
-    this.sum += v * n;
-    this.count += n;
-    for (let i = 0; i < this.buckets.length; i++) {
-      if (v <= (this.buckets[i] ?? Infinity)) {
-        this.counts[i] = (this.counts[i] ?? 0) + n;
-        return;
-      }
-    }
-  }
-  get(): { name: string; help: string; type: string; aggregator: string; values: { metricName: string; labels: Record<string, string | number>; value: number }[] } {
-    const values: { metricName: string; labels: Record<string, string | number>; value: number }[] = [];
-    let acc = 0;
-    this.buckets.forEach((b, i) => {
-      acc += this.counts[i] ?? 0;
-      values.push({ metricName: `${this.name}_bucket`, labels: { ...this.labels, le: b }, value: acc });
-    });
-    values.push({ metricName: `${this.name}_bucket`, labels: { ...this.labels, le: '+Inf' }, value: this.count });
-    values.push({ metricName: `${this.name}_sum`, labels: this.labels, value: this.sum });
-    values.push({ metricName: `${this.name}_count`, labels: this.labels, value: this.count });
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-}
 
 export interface EngineState {
   running(): number;
@@ -66,7 +28,7 @@ export class SimMetrics {
   private readonly ttft: Histogram<'model_name'>;
   private readonly e2e: Histogram<'model_name'>;
   private readonly queue: Histogram<'model_name'>;
-  private readonly itl: BatchHistogram;
+  private readonly itl: HistogramChild;
   private readonly promptTokens: Counter<'model_name'>;
   private readonly genTokens: Counter<'model_name'>;
   private readonly success: Counter<'model_name' | 'finished_reason'>;
@@ -105,9 +67,7 @@ export class SimMetrics {
     this.ttft = hist('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', TTFT_BUCKETS);
     this.e2e = hist('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.', E2E_BUCKETS);
     this.queue = hist('vllm:request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.', E2E_BUCKETS);
-    this.itl = new BatchHistogram('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', ITL_BUCKETS, l);
-    // prom-client accepts any object with name/help/type/get(); this histogram is not one of its classes
-    r.registerMetric(this.itl as unknown as Histogram);
+    this.itl = new ArrayHistogram({ name: 'vllm:inter_token_latency_seconds', help: 'Histogram of inter-token latency in seconds.', labelNames: ['model_name'], buckets: ITL_BUCKETS, registers: [r] }).labels(model);
     this.promptTokens = new Counter({ name: 'vllm:prompt_tokens_total', help: 'Number of prefill tokens processed.', labelNames: ['model_name'], registers: [r] });
     this.genTokens = new Counter({ name: 'vllm:generation_tokens_total', help: 'Number of generation tokens processed.', labelNames: ['model_name'], registers: [r] });
     this.success = new Counter({

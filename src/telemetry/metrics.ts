@@ -1,30 +1,32 @@
-// The gateway's Prometheus metrics (prom-client), with label children cached per pool for the hot path.
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+// The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
+import { Counter, Gauge, Registry } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
+import { ArrayCounter, ArrayHistogram } from './prom.js';
+import type { CounterChild, HistogramChild } from './prom.js';
 
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
+  readonly requests = new ArrayCounter({
     name: 'glidepath_requests_total',
     help: 'Requests finished, by model, version and HTTP status code sent to the client.',
     labelNames: ['model', 'version', 'code'] as const,
     registers: [this.registry],
   });
-  readonly ttft = new Histogram({
+  readonly ttft = new ArrayHistogram({
     name: 'glidepath_time_to_first_token_seconds',
     help: 'Time from receiving a request to its first token.',
     labelNames: ['model', 'version'] as const,
     buckets: [...DEFAULTS.telemetry.latencyBucketsS],
     registers: [this.registry],
   });
-  readonly tpot = new Histogram({
+  readonly tpot = new ArrayHistogram({
     name: 'glidepath_time_per_output_token_seconds',
     help: 'Mean time between output tokens after the first, per request.',
     labelNames: ['model', 'version'] as const,
     buckets: [...DEFAULTS.telemetry.tpotBucketsS],
     registers: [this.registry],
   });
-  readonly duration = new Histogram({
+  readonly duration = new ArrayHistogram({
     name: 'glidepath_request_duration_seconds',
     help: 'Time from receiving a request to its last byte.',
     labelNames: ['model', 'version'] as const,
@@ -48,7 +50,7 @@ export class GatewayMetrics {
     // a re-deployed version's new pool replaces the old one's source
     this.inflightSources.set(`${model}\u0000${version}`, { model, version, size });
   }
-  readonly tokens = new Counter({
+  readonly tokens = new ArrayCounter({
     name: 'glidepath_tokens_total',
     help: 'Tokens processed, by kind (prompt or completion).',
     labelNames: ['model', 'version', 'kind'] as const,
@@ -66,7 +68,7 @@ export class GatewayMetrics {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
-  readonly splitRequests = new Counter({
+  readonly splitRequests = new ArrayCounter({
     name: 'glidepath_split_requests_total',
     help: 'Requests assigned to each version by the splitter, by reason (header, override, sticky, weighted): the actual share.',
     labelNames: ['model', 'version', 'reason'] as const,
@@ -116,13 +118,13 @@ export class GatewayMetrics {
 }
 
 export class VersionMetrics {
-  readonly ttft;
-  readonly tpot;
-  readonly duration;
-  readonly promptTokens;
-  readonly completionTokens;
+  readonly ttft: HistogramChild;
+  readonly tpot: HistogramChild;
+  readonly duration: HistogramChild;
+  readonly promptTokens: CounterChild;
+  readonly completionTokens: CounterChild;
   readonly retries;
-  private readonly codes = new Map<number, { inc(v?: number): void }>();
+  private readonly codes = new Map<number, CounterChild>();
   private readonly parent: GatewayMetrics;
   readonly model: string;
   readonly version: string;
@@ -144,7 +146,7 @@ export class VersionMetrics {
     this.parent.trackInflight(this.model, this.version, size);
   }
 
-  code(status: number): { inc(v?: number): void } {
+  code(status: number): CounterChild {
     let c = this.codes.get(status);
     if (!c) {
       c = this.parent.requests.labels(this.model, this.version, String(status));
