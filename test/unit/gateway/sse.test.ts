@@ -190,3 +190,39 @@ describe('sseErrorEvent', () => {
     expect(m.done).toBe(true);
   });
 });
+
+describe('SseMeter fast path (text key checked where the last token event had it)', () => {
+  const ev = (id: string, text: string, tail = ']}') => `data: {"id":"${id}","object":"text_completion","choices":[{"index":0,"text":${JSON.stringify(text)},"finish_reason":null}${tail}\n\n`;
+
+  it('follows the key when the fields before it change length, and an empty value is no token', () => {
+    const m = new SseMeter('completions');
+    expect(m.feed(b(ev('a', ' x') + ev('a', ' y') + ev('abc', ' z') + ev('abc', '') + ev('a', ' w') + 'data: [DONE]\n\n'), 1)).toBe(true);
+    expect(m.tokenEvents).toBe(4);
+    expect(m.done).toBe(true);
+  });
+
+  it('a line that is not `data: ` at the same place is still malformed', () => {
+    const m = new SseMeter('completions');
+    expect(m.feed(b(ev('a', ' x')), 1)).toBe(true);
+    expect(m.feed(b(ev('a', ' y').replace('data: ', 'datx: ')), 2)).toBe(false);
+    expect(m.malformed).toMatch(/unexpected SSE line "datx: /);
+    expect(m.tokenEvents).toBe(1);
+  });
+
+  it('the key at the remembered place but with another key name is not a token', () => {
+    const m = new SseMeter('completions');
+    expect(m.feed(b(ev('a', ' x')), 1)).toBe(true);
+    expect(m.feed(b(ev('a', ' y').replace('"text":', '"test":')), 2)).toBe(true);
+    expect(m.tokenEvents).toBe(1);
+  });
+
+  it('counts the same with a carried tail and with CRLF (positions shifted from the chunk)', () => {
+    const text = ev('a', ' x') + ev('a', ' y') + ev('a', ' z') + 'data: [DONE]\n\n';
+    for (const t of [text, text.replace(/\n/g, '\r\n')]) {
+      const m = new SseMeter('completions');
+      expect(feedCut(m, t, [5, 90, 91, 200])).toBe(true);
+      expect(m.tokenEvents).toBe(3);
+      expect(m.done).toBe(true);
+    }
+  });
+});
