@@ -23,9 +23,12 @@ export interface FrontResponse {
   readonly headersSent: boolean;
   /** Status line + headers (names given lower-case by callers; values string or number). */
   writeHead(status: number, headers: Readonly<Record<string, string | number>>): void;
-  /** Body bytes. Returns false when the socket's write buffer is over its high-water mark (wait for onceDrain). */
+  /**
+   * Body bytes, copied before write returns (the caller may reuse the memory). Returns false when the
+   * socket's write buffer is over its high-water mark (wait for onceDrain).
+   */
   write(chunk: Buffer | string): boolean;
-  /** Finish the response (optionally with a last piece). */
+  /** Finish the response (optionally with a last piece, copied like write's). */
   end(chunk?: Buffer | string): void;
   /** Called once if the connection closes before this response has been fully handed to the socket (client disconnect). Not called for a response that ended normally. */
   onClose(cb: () => void): void;
@@ -59,8 +62,15 @@ const EMPTY = Buffer.alloc(0);
 const HEADERS_PROTO = Object.create(null) as object;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 const CONTINUE = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
-/** Responses up to this size (head + piece) are copied into one Buffer; larger ones go out corked (one writev). */
+/** A string piece with an ASCII head up to this size goes out as one string. */
 const COALESCE_MAX = 16 * 1024;
+/**
+ * Head + piece + framing are copied into one frame and written at once: into this shared one when
+ * they fit (no allocation per response while the kernel takes each write whole, as it does unless
+ * the client reads slowly), else into a new Buffer.
+ */
+const FRAME_SIZE = 64 * 1024;
+let frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
 /** A chunk-size line with its extensions. */
 const MAX_CHUNK_LINE = 4096;
 const MAX_CHUNK_DIGITS = 16;
@@ -893,20 +903,18 @@ class Conn {
   send(pre: string, chunk: Buffer | string, len: number, post: string, ascii: boolean): boolean {
     const socket = this.socket;
     const total = pre.length + len + post.length;
-    if (total <= COALESCE_MAX) {
-      if (typeof chunk === 'string' && ascii) return socket.write(`${pre}${chunk}${post}`);
-      const out = Buffer.allocUnsafe(total) as RawWriter;
-      let o = putLatin1(out, pre, 0);
-      o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
-      putLatin1(out, post, o);
-      return socket.write(out);
-    }
-    socket.cork();
-    if (pre.length !== 0) socket.write(pre, 'latin1');
-    socket.write(chunk);
-    if (post.length !== 0) socket.write(post, 'latin1');
-    socket.uncork();
-    return !socket.writableNeedDrain;
+    if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) return socket.write(`${pre}${chunk}${post}`);
+    // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer),
+    // into the shared frame when it fits; the socket keeps a frame only while its write is pending
+    const shared = total <= FRAME_SIZE;
+    const out = (shared ? frame : Buffer.allocUnsafe(total)) as RawWriter;
+    let o = putLatin1(out, pre, 0);
+    o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
+    putLatin1(out, post, o);
+    const ok = socket.write(shared ? out.subarray(0, total) : out);
+    // not all taken by the kernel at once: that frame is the socket's until written
+    if (shared && socket.writableLength !== 0) frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
+    return ok;
   }
 
   /** The response was handed to the socket: close, or go on with the next request. */

@@ -223,7 +223,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
 
   /** Keep a piece of a buffered answer; false (and the request failed) past the bound. */
   private buffer(chunk: Buffer): boolean {
-    this.chunks.push(chunk);
+    this.chunks.push(Buffer.from(chunk)); // borrowed from the pool's read buffer
     this.buffered += chunk.length;
     // bounded: a worker answer larger than the request limit × 16 is garbage
     if (this.buffered <= this.ctx.cfg.maxBodyBytes * 16) return true;
@@ -331,7 +331,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
       return false;
     }
-    if (this.capture !== undefined) this.capture.push(chunk);
+    if (this.capture !== undefined) this.capture.push(Buffer.from(chunk)); // borrowed, see buffer()
     return true;
   }
 

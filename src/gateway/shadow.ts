@@ -99,7 +99,7 @@ class ShadowRequest implements UpstreamHandler {
 
   private take(chunk: Buffer): void {
     this.meter?.feed(chunk, performance.now());
-    this.parts.push(chunk);
+    this.parts.push(Buffer.from(chunk)); // borrowed from the pool's read buffer
   }
 
   onResponseEnd(tail?: Buffer): void {

@@ -27,8 +27,12 @@ export interface UpstreamController {
 export interface UpstreamHandler {
   onRequestStart(c: UpstreamController): void;
   onResponseStart(c: UpstreamController, status: number, contentType: string | undefined): void;
-  /** Body bytes, framing removed; one call per socket read at most. */
+  /**
+   * Body bytes, framing removed; one call per socket read at most. Borrowed: the bytes may live in
+   * the pool's shared read buffer and are only valid during the call (copy what you keep).
+   */
   onResponseData(c: UpstreamController, chunk: Buffer): void;
+  /** The response is complete; `tail` (its last bytes, if they came with the end) is borrowed like onResponseData's chunk. */
   onResponseEnd(tail?: Buffer): void;
   onResponseError(c: UpstreamController, err: Error): void;
 }
@@ -145,16 +149,15 @@ class Connection {
       this.socket = tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] });
       } else {
       // reads land in one shared buffer and come straight here, past the stream machinery (a read
-      // per token on paced streams); what is read is copied out at once, so nothing keeps the buffer
+      // per token on paced streams); handlers get views of it, valid until the next read (they copy
+      // what they keep: the client frame, the SSE meter's text, a buffered answer)
       this.socket = net.connect({
         host: o.host,
         port: o.port,
         onread: {
           buffer: READ_BUFFER,
-          callback: (n: number, buf: Uint8Array): boolean => {
-            const d = Buffer.allocUnsafe(n);
-            d.set(n === buf.length ? buf : buf.subarray(0, n));
-            this.onData(d);
+          callback: (n: number): boolean => {
+            this.onData(n === READ_BUFFER.length ? READ_BUFFER : READ_BUFFER.subarray(0, n));
             return true;
           },
         },
@@ -310,7 +313,7 @@ class Connection {
     const end = buf.indexOf(CRLF2);
     if (end === -1) {
       if (buf.length > MAX_HEAD_BYTES) this.fail(new ProtocolError(`response head larger than ${MAX_HEAD_BYTES} bytes`));
-      else this.head = buf;
+      else this.head = Buffer.from(buf); // the read buffer is reused by the next read
       return -1;
     }
     const h = buf.toString('latin1', 0, end);

@@ -291,3 +291,32 @@ describe('versions and headers', () => {
     }
   });
 });
+
+describe('answers larger than one socket read', () => {
+  // the upstream pool reads plain TCP into one shared 64 KiB buffer: whatever keeps bytes past a read
+  // must have copied them, or a later read overwrites them
+  const bigText = Array.from({ length: 30_000 }, (_, i) => `w${i}`).join(' ');
+
+  it('a ~200 KiB JSON answer reaches the client byte for byte', async () => {
+    const up = await upstream();
+    const body = chatBody(bigText);
+    up.script(json(body));
+    const gw = await gateway(oneModel([up.url]));
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(200);
+    expect(r.raw.length).toBeGreaterThan(3 * 64 * 1024);
+    expect(r.raw.equals(Buffer.from(JSON.stringify(body)))).toBe(true);
+  });
+
+  it('a stream whose events are larger than a read reaches the client byte for byte and is measured', async () => {
+    const up = await upstream();
+    const events = sseEvents(6, { usage: { prompt_tokens: 3, completion_tokens: 6 } }).map((e) => e.replace('"content":"', `"content":"${bigText}`));
+    up.script(stream(events));
+    const gw = await gateway(oneModel([up.url]));
+    const records: number[] = [];
+    gw.telemetry.subscribe((rec) => records.push(rec.completionTokens));
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.raw.equals(Buffer.from(events.join('')))).toBe(true);
+    expect(records).toEqual([6]);
+  });
+});
