@@ -2,8 +2,8 @@
 
 /** Looks at each chunk once, never changes it; the bytes are forwarded exactly as the worker sent them. */
 export class SseMeter {
-  /** Incomplete event text carried to the next chunk. */
-  private carry = '';
+  /** Bytes of an incomplete event carried to the next chunk. */
+  private carry: Buffer | null = null;
   /** Events that carried generated text. */
   tokenEvents = 0;
   firstAt = NaN;
@@ -16,6 +16,7 @@ export class SseMeter {
   malformed: string | undefined;
   /** The JSON key that carries generated text for this endpoint (chat: content, completions: text). */
   private readonly key: string;
+  /** The same as bytes, for the fast path. */
   private readonly keyBytes: Buffer;
 
   constructor(endpoint: 'chat' | 'completions' = 'chat') {
@@ -49,61 +50,79 @@ export class SseMeter {
   }
 
   /**
-   * Feed one chunk (decoded as latin1: structure is ASCII and JSON stays parseable byte-for-byte).
-   * Returns false when the chunk holds a malformed event (the caller stops forwarding).
+   * Feed one chunk. Returns false when the chunk holds a malformed event (the caller stops
+   * forwarding). The chunk may be borrowed (the upstream pool's read buffer): nothing of it is kept
+   * past the call except a copy of an incomplete last event.
    */
   feed(chunk: Buffer, now: number): boolean {
-    let s = chunk.toString('latin1');
-    // `s` is the chunk byte for byte (latin1): the fast path compares on the Buffer (typed-array
-    // reads), unless a carried tail or CR removal shifts the positions
-    let b: Buffer | null = chunk;
-    if (this.carry.length > 0) {
-      s = this.carry + s;
-      this.carry = '';
-      b = null;
+    let b = chunk;
+    if (this.carry !== null) {
+      b = Buffer.concat([this.carry, chunk]);
+      this.carry = null;
     }
-    // CRLF or CR line endings (allowed by the SSE spec): measure on LF. A CRLF cut between two
-    // chunks becomes an extra blank line, which `event` skips.
-    if (s.indexOf('\r') !== -1) {
-      s = s.replace(/\r\n?/g, '\n');
-      b = null;
-    }
-    this.keyPos = -2;
-    this.usagePos = -2;
+    // CRLF or CR line endings (allowed by the SSE spec): measured as text with LF only. A CRLF cut
+    // between two chunks becomes an extra blank line, which `event` skips.
+    if (b.indexOf(13) !== -1) return this.feedText(b.toString('latin1').replace(/\r\n?/g, '\n'), now);
+    const n = b.length;
+    const kb = this.keyBytes;
+    const kl = kb.length;
     let pos = 0;
-    const n = s.length;
-    const key = this.key;
-    const kl = key.length;
     while (pos < n) {
-      // a blank line ends an event (one-character search: V8 runs it as a fast scan)
-      let end = s.indexOf('\n', pos);
-      while (end !== -1 && s.charCodeAt(end + 1) !== 10) end = s.indexOf('\n', end + 1);
-      if (end === -1) {
-        this.carry = s.slice(pos);
-        if (this.carry.length > 1 << 20) {
-          this.malformed = 'an SSE event longer than 1 MiB';
-          return false;
-        }
-        break;
-      }
-      // the common event, checked inline: `data: {…}]}` with a non-empty text value where the last
-      // token event had its key — a token, and no usage can follow its choices array (see event)
+      // a blank line ends an event
+      let end = b.indexOf(10, pos);
+      while (end !== -1 && b[end + 1] !== 10) end = b.indexOf(10, end + 1);
+      if (end === -1) return this.keep(b.subarray(pos));
+      // the common event, checked on the bytes: `data: {…}]}` with a non-empty text value where
+      // the last token event had its key — a token, and no usage can follow its choices array (see
+      // event). Anything else is read as text by event().
       const off = this.keyOffset;
       const g = pos + 6 + off;
       if (
         off > 0 &&
         g + kl < end &&
-        s.charCodeAt(end - 1) === 125 /* } */ &&
-        s.charCodeAt(end - 2) === 93 /* ] */ &&
-        s.charCodeAt(pos + 6) === 123 /* { */ &&
-        s.charCodeAt(g - 1) === 34 &&
-        s.charCodeAt(g + kl) !== 34 &&
-        (b === null ? isAt(s, pos, 'data: ') && isAt(s, g, key) : bytesAt(b, pos, DATA) && bytesAt(b, g, this.keyBytes))
+        b[end - 1] === 125 /* } */ &&
+        b[end - 2] === 93 /* ] */ &&
+        b[pos + 6] === 123 /* { */ &&
+        b[g - 1] === 34 &&
+        b[g + kl] !== 34 &&
+        bytesAt(b, pos, DATA) &&
+        bytesAt(b, g, kb)
       ) {
         this.token(now);
-      } else if (!this.event(s, pos, end, now)) return false;
+      } else {
+        const s = b.toString('latin1', pos, end);
+        this.keyPos = -2;
+        this.usagePos = -2;
+        if (!this.event(s, 0, s.length, now)) return false;
+      }
       pos = end + 2;
     }
+    return true;
+  }
+
+  /** The text path (decoded as latin1: structure is ASCII and JSON stays parseable byte for byte). */
+  private feedText(s: string, now: number): boolean {
+    this.keyPos = -2;
+    this.usagePos = -2;
+    let pos = 0;
+    const n = s.length;
+    while (pos < n) {
+      let end = s.indexOf('\n', pos);
+      while (end !== -1 && s.charCodeAt(end + 1) !== 10) end = s.indexOf('\n', end + 1);
+      if (end === -1) return this.keep(Buffer.from(s.slice(pos), 'latin1'));
+      if (!this.event(s, pos, end, now)) return false;
+      pos = end + 2;
+    }
+    return true;
+  }
+
+  /** Keep (a copy of) the incomplete last event for the next chunk. */
+  private keep(tail: Buffer): boolean {
+    if (tail.length > 1 << 20) {
+      this.malformed = 'an SSE event longer than 1 MiB';
+      return false;
+    }
+    this.carry = Buffer.from(tail);
     return true;
   }
 
@@ -191,13 +210,7 @@ export class SseMeter {
   }
 }
 
-/** `lit` occurs in `s` at `pos` (char by char: String#startsWith with a position costs ~15 ns a call). */
-function isAt(s: string, pos: number, lit: string): boolean {
-  for (let i = 0; i < lit.length; i++) if (s.charCodeAt(pos + i) !== lit.charCodeAt(i)) return false;
-  return true;
-}
-
-/** `lit` occurs in `b` at `pos` (typed-array reads: about half the cost of charCodeAt). */
+/** `lit` occurs in `b` at `pos` (typed-array reads; String#startsWith with a position costs ~15 ns a call). */
 function bytesAt(b: Buffer, pos: number, lit: Buffer): boolean {
   for (let i = 0; i < lit.length; i++) if (b[pos + i] !== lit[i]) return false;
   return true;

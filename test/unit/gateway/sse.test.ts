@@ -216,6 +216,19 @@ describe('SseMeter fast path (text key checked where the last token event had it
     expect(m.tokenEvents).toBe(1);
   });
 
+  it('keeps a copy of an incomplete event: the chunk it came in may be overwritten (a borrowed read buffer)', () => {
+    const m = new SseMeter('completions');
+    const text = ev('a', ' x') + ev('a', ' y');
+    const shared = Buffer.from(text);
+    const cut = text.length - 20;
+    expect(m.feed(shared.subarray(0, cut), 1)).toBe(true);
+    const rest = Buffer.from(shared.subarray(cut));
+    shared.fill(0x7a); // the next read lands in the same memory
+    expect(m.feed(rest, 2)).toBe(true);
+    expect(m.tokenEvents).toBe(2);
+    expect(m.malformed).toBeUndefined();
+  });
+
   it('counts the same with a carried tail and with CRLF (positions shifted from the chunk)', () => {
     const text = ev('a', ' x') + ev('a', ' y') + ev('a', ' z') + 'data: [DONE]\n\n';
     for (const t of [text, text.replace(/\n/g, '\r\n')]) {
