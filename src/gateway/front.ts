@@ -213,6 +213,38 @@ function checkField(name: string, value: string): boolean {
   return ascii;
 }
 
+/** Response header fields checked and formatted (`name: value\r\n` lines, framing and connection left out). */
+interface Fields {
+  lines: string;
+  hasLength: boolean;
+  hasDate: boolean;
+  /** All ASCII. */
+  ascii: boolean;
+  /** A `connection: close` among them. */
+  close: boolean;
+}
+
+/** Frozen header objects (a worker's stream headers, the same for every stream) are checked and formatted once. */
+const formatted = new WeakMap<object, Fields>();
+
+function formatFields(headers: Readonly<Record<string, string | number>>): Fields {
+  const f: Fields = { lines: '', hasLength: false, hasDate: false, ascii: true, close: false };
+  for (const name in headers) {
+    const v = headers[name] as string | number;
+    const value = typeof v === 'number' ? `${v}` : v;
+    const n = name.length;
+    if (n === 14 && name.toLowerCase() === 'content-length') f.hasLength = true;
+    else if (n === 17 && name.toLowerCase() === 'transfer-encoding') continue; // framing is ours
+    else if (n === 10 && name.toLowerCase() === 'connection') {
+      if ((connectionFlags(value) & C_CLOSE) !== 0) f.close = true;
+      continue;
+    } else if (n === 4 && name.toLowerCase() === 'date') f.hasDate = true;
+    if (!checkField(name, value)) f.ascii = false;
+    f.lines += `${name}: ${value}\r\n`;
+  }
+  return f;
+}
+
 /** Buffer's encoding-specific writers (on Buffer.prototype since Node's early days): no argument juggling. */
 interface RawWriter extends Buffer {
   latin1Write(s: string, offset: number): number;
@@ -290,24 +322,16 @@ class Res implements FrontResponse {
   writeHead(status: number, headers: Readonly<Record<string, string | number>>): void {
     if (this.headersSent) throw new Error('writeHead() called twice');
     if (!Number.isInteger(status) || status < 100 || status > 999) throw new Error(`invalid status code ${status}`);
-    let h = statusLine(status);
-    let hasLength = false;
-    let hasDate = false;
-    let ascii = true;
-    let close = this.closeAfter;
-    for (const name in headers) {
-      const v = headers[name] as string | number;
-      const value = typeof v === 'number' ? `${v}` : v;
-      const n = name.length;
-      if (n === 14 && name.toLowerCase() === 'content-length') hasLength = true;
-      else if (n === 17 && name.toLowerCase() === 'transfer-encoding') continue; // framing is ours
-      else if (n === 10 && name.toLowerCase() === 'connection') {
-        if ((connectionFlags(value) & C_CLOSE) !== 0) close = true;
-        continue;
-      } else if (n === 4 && name.toLowerCase() === 'date') hasDate = true;
-      if (!checkField(name, value)) ascii = false;
-      h += `${name}: ${value}\r\n`;
+    const frozen = Object.isFrozen(headers);
+    let f = frozen ? formatted.get(headers) : undefined;
+    if (f === undefined) {
+      f = formatFields(headers);
+      if (frozen) formatted.set(headers, f);
     }
+    let h = statusLine(status) + f.lines;
+    const hasLength = f.hasLength;
+    const ascii = f.ascii;
+    let close = this.closeAfter || f.close;
     if (this.isHead || status === 204 || status === 304 || status < 200) this.mode = M_NONE;
     else if (hasLength) this.mode = M_RAW;
     else if (this.v11) {
@@ -321,7 +345,7 @@ class Res implements FrontResponse {
     this.asciiHead = ascii;
     this.closeAfter = close;
     h += close ? 'connection: close\r\n' : this.conn.cfg.keepAliveLines;
-    if (!hasDate) h += `date: ${httpDate()}\r\n`;
+    if (!f.hasDate) h += `date: ${httpDate()}\r\n`;
     this.head = `${h}\r\n`;
   }
 

@@ -352,13 +352,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   private startStream(): void {
     if (this.clientStarted) return;
     this.clientStarted = true;
-    const w = this.worker as Worker;
-    this.res.writeHead(200, {
-      'content-type': this.contentType ?? 'text/event-stream',
-      'cache-control': 'no-cache',
-      'x-glidepath-version': w.headers.version,
-      'x-glidepath-worker': w.headers.worker,
-    });
+    this.res.writeHead(200, (this.worker as Worker).streamHeaders(this.contentType ?? 'text/event-stream'));
   }
 
   private sendBuffered(status: number, body: Buffer): void {

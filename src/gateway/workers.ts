@@ -31,6 +31,7 @@ export class Worker implements Pickable {
   connectFailures = 0;
   /** Precomputed response headers (no per-request string building). */
   readonly headers: { version: string; worker: string };
+  private readonly streamHeads = new Map<string, Readonly<Record<string, string>>>();
 
   constructor(spec: WorkerSpec, version: string, opts: PoolOptions) {
     this.id = spec.id;
@@ -46,6 +47,17 @@ export class Worker implements Pickable {
     const ms = Math.min(maxMs, baseMs * 2 ** (this.connectFailures - 1));
     this.ejectedUntil = now + ms;
     return ms;
+  }
+
+  /** The headers of a stream this worker serves, one frozen object per content type (the front formats each once). */
+  streamHeaders(contentType: string): Readonly<Record<string, string>> {
+    let h = this.streamHeads.get(contentType);
+    if (h === undefined) {
+      h = Object.freeze({ 'content-type': contentType, 'cache-control': 'no-cache', 'x-glidepath-version': this.headers.version, 'x-glidepath-worker': this.headers.worker });
+      // bounded: a worker that varies its content type gets fresh objects past a few
+      if (this.streamHeads.size < 8) this.streamHeads.set(contentType, h);
+    }
+    return h;
   }
 
   succeeded(): void {

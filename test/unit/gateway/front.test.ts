@@ -475,6 +475,44 @@ describe('responses', () => {
     raw.socket.destroy();
   });
 
+  it('a frozen header object (formatted once, then reused) gives the same heads as a fresh one; a bad frozen one still throws', async () => {
+    const frozen = Object.freeze({ 'content-type': 'text/event-stream', 'x-glidepath-worker': 'w0', connection: 'close' });
+    const bad = Object.freeze({ 'x-bad': 'a\r\nset-cookie: x' });
+    const errors: string[] = [];
+    const { port } = await start((req, res) => {
+      if (req.url === '/bad') {
+        for (let i = 0; i < 2; i++) {
+          try {
+            res.writeHead(200, bad);
+          } catch (e) {
+            errors.push((e as Error).message);
+          }
+        }
+        res.writeHead(200, {});
+        res.end('ok');
+        return;
+      }
+      res.writeHead(200, req.url === '/fresh' ? { ...frozen } : frozen);
+      res.end('x');
+    });
+    const heads: Record<string, string>[] = [];
+    for (const path of ['/frozen', '/frozen', '/fresh']) {
+      const raw = new Raw(port).send(get(path));
+      const [r] = await raw.responses(1);
+      delete r!.headers.date;
+      heads.push(r!.headers);
+      raw.socket.destroy();
+    }
+    expect(heads[0]).toEqual({ 'content-type': 'text/event-stream', 'x-glidepath-worker': 'w0', 'transfer-encoding': 'chunked', connection: 'close' });
+    expect(heads[1]).toEqual(heads[0]);
+    expect(heads[2]).toEqual(heads[0]);
+    const raw = new Raw(port).send(get('/bad'));
+    const [r] = await raw.responses(1);
+    expect(r!.body).toBe('ok');
+    expect(errors).toEqual(['invalid character in response header x-bad', 'invalid character in response header x-bad']);
+    raw.socket.destroy();
+  });
+
   it('frames write()s as chunks (empty ones skipped) and ends with the last chunk; undici decodes it', async () => {
     const { port, url } = await start((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
