@@ -140,6 +140,8 @@ class Connection {
   private gotBytes = false;
   private trailerLine = 0;
   private dead = false;
+  /** The last `keep-alive` header value seen (idleLimitMs follows from it). */
+  private keepAliveHint = '';
 
   constructor(pool: UpstreamPool) {
     this.pool = pool;
@@ -349,9 +351,9 @@ class Connection {
       const colon = h.indexOf(':', lineStart);
       if (colon !== -1 && colon < lineEnd) {
         const nameLen = colon - lineStart;
-        // only the headers the gateway acts on; compared case-insensitively by length first
-        if (nameLen === 12 || nameLen === 14 || nameLen === 17 || nameLen === 10) {
-          const name = h.slice(lineStart, colon).toLowerCase();
+        // only the headers the gateway acts on; compared case-insensitively by length first, in place
+        const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
+        if (name !== '' && nameIs(h, lineStart, name)) {
           const value = h.slice(colon + 1, lineEnd).trim();
           if (name === 'content-type') contentType = value;
           else if (name === 'content-length') {
@@ -371,7 +373,9 @@ class Connection {
             const v = value.toLowerCase();
             if (v.includes('close')) this.keepAlive = false;
             else if (v.includes('keep-alive')) this.keepAlive = true;
-          } else if (name === 'keep-alive') {
+          } else if (value !== this.keepAliveHint) {
+            // keep-alive (the same value every time from a given worker: parsed once)
+            this.keepAliveHint = value;
             const m = /timeout\s*=\s*(\d+)/i.exec(value);
             if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
           }
@@ -517,6 +521,16 @@ class Connection {
     else this.destroy();
     ex.handler.onResponseEnd(tail);
   }
+}
+
+/** The header name at `start` in `h` is `lower` (given in lower case; ASCII letters and '-' compared without case). */
+function nameIs(h: string, start: number, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) {
+    const c = h.charCodeAt(start + i);
+    const l = lower.charCodeAt(i);
+    if (c !== l && !(l >= 97 && l <= 122 && c === l - 32)) return false;
+  }
+  return true;
 }
 
 /** Requests to one worker over at most `connections` keep-alive connections. */

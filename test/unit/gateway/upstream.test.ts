@@ -190,6 +190,19 @@ describe('UpstreamPool', () => {
     expect(srv.connections).toBe(2);
   });
 
+  it('reads the header names it acts on in any case, and no look-alikes', async () => {
+    const { pool } = await setup((i) => [
+      i === 0
+        ? 'HTTP/1.1 200 OK\r\nCONTENT-TYPE: text/event-stream\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=30\r\n\r\n3\r\nabc\r\n0\r\n\r\n'
+        : 'HTTP/1.1 200 OK\r\ncontent_type: text/plain\r\ncontent-lengtx: 99\r\nContent-Length: 2\r\nConnection: CLOSE\r\n\r\nhi',
+    ]);
+    const a = await call(pool).done;
+    expect(a).toMatchObject({ status: 200, contentType: 'text/event-stream', parts: ['abc'] });
+    const b = await call(pool).done;
+    expect(b).toMatchObject({ status: 200, contentType: undefined, parts: ['hi'], events: ['start', 'head', 'end'] });
+    expect(pool.size).toBe(0); // connection: close
+  });
+
   it('closes after `connection: close` and HTTP/1.0 answers', async () => {
     const { srv, pool } = await setup((i) => [i === 0 ? json('{}', 'connection: close\r\n') : 'HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}']);
     await call(pool).done;
