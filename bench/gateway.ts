@@ -26,8 +26,8 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 6_000);
  */
 const S3_DURATION_MS = Number(process.env.BENCH_S3_DURATION_MS ?? 15_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
-/** Each cell is measured this many times, interleaved across targets; the table shows medians. */
-const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 3));
+/** Each cell is measured this many times, interleaved and rotated across targets (4: each target once in each position); the table shows medians. */
+const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 4));
 
 interface Row {
   scenario: string;
@@ -243,14 +243,19 @@ async function main(): Promise<void> {
     ] as const;
     for (const [scenario, fast, opts] of scenarios) {
       const runs = new Map<string, Row[]>();
-      // interleaved (A B C D A B C D …) so a slow moment of the shared machine hits every target
+      const all = targets(fast);
+      // interleaved so a slow moment of the shared machine hits every target, and rotated (A B C D,
+      // B C D A, …) so each target follows each other one: the cell before changes the shared
+      // simulator's state, and a fixed order measured Glidepath after the pass-through every time
+      // (measured: 67 µs of CPU per S2 stream there, 56 µs after HAProxy)
       for (let i = 0; i < REPEATS; i++) {
-        for (const [name, port, pid] of targets(fast)) {
+        for (let k = 0; k < all.length; k++) {
+          const [name, port, pid] = all[(i + k) % all.length] as (typeof all)[number];
           const r = await measure(scenario, name, `http://127.0.0.1:${port}`, pid, opts);
           runs.set(name, [...(runs.get(name) ?? []), r]);
         }
       }
-      for (const [, rs] of runs) rows.push(medianRow(rs));
+      for (const [name] of all) rows.push(medianRow(runs.get(name) as Row[]));
     }
   } finally {
     for (const p of procs.reverse()) await p.stop();
@@ -262,7 +267,7 @@ async function main(): Promise<void> {
 function report(rows: Row[]): void {
   const get = (sc: string, t: string) => rows.find((r) => r.scenario.startsWith(sc) && r.target === t) as Row;
   const lines: string[] = [];
-  lines.push(`# Gateway benchmark`, '', `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; ${DURATION_MS} ms (S3: ${S3_DURATION_MS} ms) measured after ${WARMUP_MS} ms warm-up per cell, each cell run ${REPEATS}× interleaved with the other targets; rates and CPU are medians of the runs, latency percentiles are over the runs' samples pooled (errors: the sum); load generator in its own process; simulator at zero delay (S1, S2) or 20 ms/token (S3), one worker.`, '');
+  lines.push(`# Gateway benchmark`, '', `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; ${DURATION_MS} ms (S3: ${S3_DURATION_MS} ms) measured after ${WARMUP_MS} ms warm-up per cell, each cell run ${REPEATS}× interleaved with the other targets in rotated order; rates and CPU are medians of the runs, latency percentiles are over the runs' samples pooled (errors: the sum); load generator in its own process; simulator at zero delay (S1, S2) or 20 ms/token (S3), one worker.`, '');
   lines.push('| scenario | target | req/s | tokens/s | p50 ms | p99 ms | TTFT p50 / p99 ms | ITL mean / p99 ms | proxy CPU µs/req | proxy CPU µs/token | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
