@@ -355,7 +355,14 @@ class Connection {
         const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
         if (name !== '' && nameIs(h, lineStart, name)) {
           const value = h.slice(colon + 1, lineEnd).trim();
-          if (name === 'content-type') contentType = value;
+          if (name === 'content-type') {
+            // it is sent on to the client: a control character would split that response's head
+            if (hasCtl(value)) {
+              this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
+              return -1;
+            }
+            contentType = value;
+          }
           else if (name === 'content-length') {
             const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
             if (n !== n || (length !== -1 && length !== n)) {
@@ -521,6 +528,15 @@ class Connection {
     else this.destroy();
     ex.handler.onResponseEnd(tail);
   }
+}
+
+/** A control character (other than tab) or DEL in a header value. */
+function hasCtl(v: string): boolean {
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if ((c < 32 && c !== 9) || c === 127) return true;
+  }
+  return false;
 }
 
 /** The header name at `start` in `h` is `lower` (given in lower case; ASCII letters and '-' compared without case). */

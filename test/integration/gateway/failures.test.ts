@@ -283,6 +283,22 @@ describe('broken and garbage upstream answers', () => {
     await a.requests[0]!.closed;
   });
 
+  it('a content-type with a control character (it would split the client head) → 502, and the gateway keeps serving', async () => {
+    const a = await upstream();
+    a.setDefault((c) => {
+      c.req.socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\x01\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
+    });
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }]);
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.status).toBe(502);
+    expect(r.json()).toMatchObject({ error: { code: 'upstream_closed' } });
+    expect((r.json() as { error: { message: string } }).error.message).toMatch(/control character in content-type/);
+    a.setDefault(stream(sseEvents(2)));
+    const ok = await post(gw.url, chatReq({ stream: true }));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toBe(sseEvents(2).join(''));
+  });
+
   it('a 200 answer with an HTML body for a non-streaming request → 502', async () => {
     const a = await upstream();
     a.setDefault(raw(200, '<html>oops</html>', 'text/html'));

@@ -203,6 +203,14 @@ describe('UpstreamPool', () => {
     expect(pool.size).toBe(0); // connection: close
   });
 
+  it('a content-type with a control character is a protocol error (it would be sent on to the client)', async () => {
+    const { pool } = await setup(() => ['HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\x01\r\ncontent-length: 2\r\n\r\nhi']);
+    const a = await call(pool).done;
+    expect(a.error).toBeInstanceOf(ProtocolError);
+    expect(a.error?.message).toMatch(/control character in content-type/);
+    expect(a.events).toEqual(['start', 'error']);
+  });
+
   it('closes after `connection: close` and HTTP/1.0 answers', async () => {
     const { srv, pool } = await setup((i) => [i === 0 ? json('{}', 'connection: close\r\n') : 'HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}']);
     await call(pool).done;
