@@ -362,8 +362,7 @@ class Connection {
               return -1;
             }
             contentType = value;
-          }
-          else if (name === 'content-length') {
+          } else if (name === 'content-length') {
             const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
             if (n !== n || (length !== -1 && length !== n)) {
               this.fail(new ProtocolError(`bad content-length ${JSON.stringify(value)}`));
