@@ -242,10 +242,16 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       this.endStream(w, tail);
       return;
     }
-    if (tail !== undefined && !this.buffer(tail)) return;
-    if (this.phase === 'retrying') {
-      const body = Buffer.concat(this.chunks);
+    // an answer that came in one read (the common case) is used where it lies, in the pool's read
+    // buffer: the front copies it into the client frame
+    let body: Buffer;
+    if (this.chunks.length === 0) body = tail ?? Buffer.alloc(0);
+    else {
+      if (tail !== undefined && !this.buffer(tail)) return;
+      body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
       this.chunks = [];
+    }
+    if (this.phase === 'retrying') {
       const err = new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
       if (!this.clientStarted && this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
         this.retryOrFail(err);
@@ -259,8 +265,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     }
     this.releaseWorker();
     // buffered (non-streaming or 4xx)
-    const body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
-    this.chunks = [];
     if (this.status === 200) {
       let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
       try {
@@ -270,6 +274,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
         return;
       }
       this.sendBuffered(200, body);
+      // finish() below hands the capture to the tap as text before anything else is read
       if (this.capture !== undefined) this.capture.push(body);
       const latency = performance.now() - this.startedAt;
       this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);

@@ -71,7 +71,8 @@ export class SseMeter {
       // a blank line ends an event
       let end = b.indexOf(10, pos);
       while (end !== -1 && b[end + 1] !== 10) end = b.indexOf(10, end + 1);
-      if (end === -1) return this.keep(b.subarray(pos));
+      // the chunk may be borrowed: a piece of it is copied; a concatenation is ours already
+      if (end === -1) return this.keep(b === chunk ? Buffer.from(b.subarray(pos)) : b.subarray(pos));
       // the common event, checked on the bytes: `data: {…}]}` with a non-empty text value where
       // the last token event had its key — a token, and no usage can follow its choices array (see
       // event). Anything else is read as text by event().
@@ -116,13 +117,13 @@ export class SseMeter {
     return true;
   }
 
-  /** Keep (a copy of) the incomplete last event for the next chunk. */
+  /** Keep the incomplete last event (bytes the meter owns) for the next chunk. */
   private keep(tail: Buffer): boolean {
     if (tail.length > 1 << 20) {
       this.malformed = 'an SSE event longer than 1 MiB';
       return false;
     }
-    this.carry = Buffer.from(tail);
+    this.carry = tail;
     return true;
   }
 

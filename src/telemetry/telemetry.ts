@@ -47,8 +47,9 @@ export class Telemetry {
     vt.window.push(r);
     const m = vt.metrics;
     m.code(r.status).inc();
-    if (r.ttftMs === r.ttftMs) m.ttft.observe(r.ttftMs / 1000);
-    if (r.tpotMs === r.tpotMs) m.tpot.observe(r.tpotMs / 1000);
+    // NaN (no token, fewer than two) is not observed
+    m.ttft.observe(r.ttftMs / 1000);
+    m.tpot.observe(r.tpotMs / 1000);
     m.duration.observe(r.latencyMs / 1000);
     if (r.promptTokens > 0) m.promptTokens.inc(r.promptTokens);
     if (r.completionTokens > 0) m.completionTokens.inc(r.completionTokens);
