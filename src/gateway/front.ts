@@ -155,6 +155,38 @@ function statusLine(status: number): string {
   return line;
 }
 
+/**
+ * Header names clients commonly send, by length. parseHead matches them in place: no slice, no
+ * lower-cased copy, and the property key is an internalised constant (a fresh string key costs a
+ * string-table lookup on every store and load).
+ */
+const KNOWN_NAMES: (string[] | undefined)[] = [];
+for (const n of [
+  'host', 'accept', 'expect', 'connection', 'user-agent', 'keep-alive', 'content-type', 'content-length', 'transfer-encoding',
+  'authorization', 'accept-encoding', 'accept-language', 'traceparent', 'x-request-id', 'x-session-id',
+  'x-glidepath-version', 'x-glidepath-category', 'openai-organization', 'openai-project',
+  'x-stainless-os', 'x-stainless-lang', 'x-stainless-arch', 'x-stainless-runtime', 'x-stainless-runtime-version',
+  'x-stainless-package-version', 'x-stainless-retry-count', 'x-stainless-timeout',
+]) {
+  (KNOWN_NAMES[n.length] ??= []).push(n);
+}
+
+/**
+ * The known name at s[from, to), case-insensitively, else undefined. The caller has checked that
+ * every character is a token character: known names are [a-z0-9-], and among token characters
+ * only a letter's upper case gives the same value with 0x20 set.
+ */
+function knownName(s: string, from: number, to: number): string | undefined {
+  const list = KNOWN_NAMES[to - from];
+  if (list === undefined) return undefined;
+  next: for (let j = 0; j < list.length; j++) {
+    const k = list[j] as string;
+    for (let i = 0; i < k.length; i++) if ((s.charCodeAt(from + i) | 32) !== k.charCodeAt(i)) continue next;
+    return k;
+  }
+  return undefined;
+}
+
 function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;
 }
@@ -222,13 +254,23 @@ interface Fields {
   ascii: boolean;
   /** A `connection: close` among them. */
   close: boolean;
+  /**
+   * The last whole head built from frozen fields, reused while what else goes into it is the same:
+   * status, framing, connection lines and the date (a new one each second). One flat string
+   * instead of a concatenation per response.
+   */
+  head: string;
+  headStatus: number;
+  headMode: number;
+  headConn: string;
+  headDate: string;
 }
 
 /** Frozen header objects (a worker's stream headers, the same for every stream) are checked and formatted once. */
 const formatted = new WeakMap<object, Fields>();
 
 function formatFields(headers: Readonly<Record<string, string | number>>): Fields {
-  const f: Fields = { lines: '', hasLength: false, hasDate: false, ascii: true, close: false };
+  const f: Fields = { lines: '', hasLength: false, hasDate: false, ascii: true, close: false, head: '', headStatus: 0, headMode: 0, headConn: '', headDate: '' };
   for (const name in headers) {
     const v = headers[name] as string | number;
     const value = typeof v === 'number' ? `${v}` : v;
@@ -328,25 +370,39 @@ class Res implements FrontResponse {
       f = formatFields(headers);
       if (frozen) formatted.set(headers, f);
     }
-    let h = statusLine(status) + f.lines;
     const hasLength = f.hasLength;
-    const ascii = f.ascii;
     let close = this.closeAfter || f.close;
-    if (this.isHead || status === 204 || status === 304 || status < 200) this.mode = M_NONE;
-    else if (hasLength) this.mode = M_RAW;
-    else if (this.v11) {
-      this.mode = M_CHUNKED;
-      h += 'transfer-encoding: chunked\r\n';
-    } else {
-      this.mode = M_RAW;
+    let mode: number;
+    if (this.isHead || status === 204 || status === 304 || status < 200) mode = M_NONE;
+    else if (hasLength) mode = M_RAW;
+    else if (this.v11) mode = M_CHUNKED;
+    else {
+      mode = M_RAW;
       close = true; // HTTP/1.0 without a length: the end of the body is the end of the connection
     }
+    this.mode = mode;
     this.headersSent = true;
-    this.asciiHead = ascii;
+    this.asciiHead = f.ascii;
     this.closeAfter = close;
-    h += close ? 'connection: close\r\n' : this.conn.cfg.keepAliveLines;
-    if (!f.hasDate) h += `date: ${httpDate()}\r\n`;
-    this.head = `${h}\r\n`;
+    const conn = close ? 'connection: close\r\n' : this.conn.cfg.keepAliveLines;
+    const date = f.hasDate ? '' : httpDate();
+    if (f.head !== '' && f.headStatus === status && f.headMode === mode && f.headConn === conn && f.headDate === date) {
+      this.head = f.head;
+      return;
+    }
+    let h = statusLine(status) + f.lines;
+    if (mode === M_CHUNKED) h += 'transfer-encoding: chunked\r\n';
+    h += conn;
+    if (date !== '') h += `date: ${date}\r\n`;
+    h += '\r\n';
+    this.head = h;
+    if (frozen) {
+      f.head = h;
+      f.headStatus = status;
+      f.headMode = mode;
+      f.headConn = conn;
+      f.headDate = date;
+    }
   }
 
   write(chunk: Buffer | string): boolean {
@@ -362,8 +418,8 @@ class Res implements FrontResponse {
     this.head = null;
     this.flushed = true;
     const ascii = head === null || this.asciiHead;
-    if (this.mode === M_CHUNKED) return this.conn.send(`${head ?? ''}${len.toString(16)}\r\n`, chunk, len, '\r\n', ascii);
-    return this.conn.send(head ?? '', chunk, len, '', ascii);
+    if (this.mode === M_CHUNKED) return this.conn.send(head ?? '', `${len.toString(16)}\r\n`, chunk, len, '\r\n', ascii);
+    return this.conn.send(head ?? '', '', chunk, len, '', ascii);
   }
 
   end(chunk?: Buffer | string): void {
@@ -381,8 +437,8 @@ class Res implements FrontResponse {
     if (chunk === undefined || len === 0) {
       const out = mode === M_CHUNKED ? `${pre}0\r\n\r\n` : pre;
       if (out.length !== 0) socket.write(out, 'latin1');
-    } else if (mode === M_CHUNKED) conn.send(`${pre}${len.toString(16)}\r\n`, chunk, len, '\r\n0\r\n\r\n', this.asciiHead);
-    else conn.send(pre, chunk, len, '', this.asciiHead);
+    } else if (mode === M_CHUNKED) conn.send(pre, `${len.toString(16)}\r\n`, chunk, len, '\r\n0\r\n\r\n', this.asciiHead);
+    else conn.send(pre, '', chunk, len, '', this.asciiHead);
     conn.responseDone(this);
   }
 
@@ -697,8 +753,8 @@ class Conn {
       }
       if (i === lineEnd) throw bad('invalid_header', 'header field without a colon');
       if (i === pos) throw bad('invalid_header', 'empty header field name');
-      let name = s.slice(pos, i);
-      if (upper) name = name.toLowerCase();
+      let name = knownName(s, pos, i);
+      if (name === undefined) name = upper ? s.slice(pos, i).toLowerCase() : s.slice(pos, i);
       let vs = i + 1;
       let ve = lineEnd;
       while (vs < ve && (s.charCodeAt(vs) === 32 || s.charCodeAt(vs) === 9)) vs++;
@@ -921,18 +977,20 @@ class Conn {
   }
 
   /**
-   * Write `pre` (latin1: head and/or chunk-size line), the piece, then `post` (ASCII), in one socket
-   * write. `ascii`: `pre` is ASCII, so with a string piece it can all go as one UTF-8 string.
+   * Write `head` (latin1; '' once sent), `size` (the chunk-size line or ''), the piece, then `post`
+   * (ASCII), in one socket write. `ascii`: `head` is ASCII, so with a string piece it can all go as
+   * one UTF-8 string. Head and size line are copied one after the other, not joined first: a head
+   * reused for many responses stays one flat string.
    */
-  send(pre: string, chunk: Buffer | string, len: number, post: string, ascii: boolean): boolean {
+  send(head: string, size: string, chunk: Buffer | string, len: number, post: string, ascii: boolean): boolean {
     const socket = this.socket;
-    const total = pre.length + len + post.length;
-    if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) return socket.write(`${pre}${chunk}${post}`);
+    const total = head.length + size.length + len + post.length;
+    if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) return socket.write(`${head}${size}${chunk}${post}`);
     // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer),
     // into the shared frame when it fits; the socket keeps a frame only while its write is pending
     const shared = total <= FRAME_SIZE;
     const out = (shared ? frame : Buffer.allocUnsafe(total)) as RawWriter;
-    let o = putLatin1(out, pre, 0);
+    let o = putLatin1(out, size, putLatin1(out, head, 0));
     o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
     putLatin1(out, post, o);
     const ok = socket.write(shared ? out.subarray(0, total) : out);

@@ -1,6 +1,6 @@
 // One client request's trip to a worker: dispatch over the upstream pool, retry before the first byte, stream
 // through without buffering, enforce timeouts, honour disconnects and drains, and record the result.
-import { performance } from 'node:perf_hooks';
+// performance.now() is the global one (not node:perf_hooks'), so fake timers in tests can move it too
 import type { GatewayConfig } from '../config/types.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
@@ -52,7 +52,17 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   /** Bytes in `chunks` (the bound on buffered answers is checked without re-summing). */
   private buffered = 0;
   private meter: SseMeter | undefined;
+  /**
+   * The request's one timer. It is not moved per chunk: it fires at the earliest moment a deadline
+   * could have passed (never later than the idle limit from when it was set) and then checks the
+   * real one — first token by `firstDeadline`, idle by `lastDataAt` — setting itself again for
+   * what is left.
+   */
   private timer: NodeJS.Timeout | undefined;
+  /** performance.now() by which the first byte must come (this attempt). */
+  private firstDeadline = 0;
+  /** performance.now() of the last bytes from the worker (or of the client draining its buffer). */
+  private lastDataAt = 0;
   private gotFirstByte = false;
   private clientStarted = false;
   private abortKind: AbortReason['kind'] | undefined;
@@ -134,14 +144,36 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.status = 0;
     this.gotFirstByte = false;
     this.controller = undefined;
-    this.armTimer(this.req.stream ? this.ctx.cfg.firstTokenTimeoutMs : this.ctx.cfg.requestTimeoutMs, 'first_token_timeout');
+    const cfg = this.ctx.cfg;
+    const ms = this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs;
+    this.firstDeadline = performance.now() + ms;
+    this.setTimer(ms);
     w.upstream.dispatch(this.path, this.req.stream, this.req.raw, this);
   }
 
-  private armTimer(ms: number, kind: 'first_token_timeout' | 'idle_timeout'): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.abort(kind), ms);
+  /** (Re)start the timer, `ms` from now at most the idle limit (see `timer`). */
+  private setTimer(ms: number): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    const idle = this.ctx.cfg.idleTimeoutMs;
+    this.timer = setTimeout(this.onTimer, ms < idle ? ms : idle);
   }
+
+  private stopTimer(): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private readonly onTimer = (): void => {
+    this.timer = undefined;
+    if (this.finished) return;
+    const first = !this.gotFirstByte;
+    const left = (first ? this.firstDeadline : this.lastDataAt + this.ctx.cfg.idleTimeoutMs) - performance.now();
+    // timers run on the loop's millisecond clock: less than a millisecond early is on time
+    if (left >= 1) this.setTimer(Math.ceil(left));
+    else this.abort(first ? 'first_token_timeout' : 'idle_timeout');
+  };
 
   private releaseWorker(): void {
     if (this.holding && this.worker) {
@@ -191,12 +223,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
 
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     const now = performance.now();
-    if (!this.gotFirstByte) {
-      this.gotFirstByte = true;
-      this.armTimer(this.ctx.cfg.idleTimeoutMs, 'idle_timeout');
-    } else if (this.timer) {
-      this.timer.refresh();
-    }
+    this.gotFirstByte = true;
+    this.lastDataAt = now;
     if (this.phase === 'streaming') {
       if (!this.meterChunk(chunk, now)) {
         // finished first (meterChunk): the pool calls onResponseError synchronously from abort(),
@@ -209,10 +237,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       if (!res.write(chunk)) {
         controller.pause();
         // the client is slow, not the worker: no idle timeout while we hold the worker back
-        if (this.timer) clearTimeout(this.timer);
+        this.stopTimer();
         res.onceDrain(() => {
           if (this.finished) return;
-          this.armTimer(this.ctx.cfg.idleTimeoutMs, 'idle_timeout');
+          this.lastDataAt = performance.now();
+          this.setTimer(this.ctx.cfg.idleTimeoutMs);
           controller.resume();
         });
       }
@@ -234,7 +263,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   }
 
   onResponseEnd(tail?: Buffer): void {
-    if (this.timer) clearTimeout(this.timer);
+    this.stopTimer();
     const w = this.worker as Worker;
     w.succeeded();
     if (this.phase === 'streaming') {
@@ -286,7 +315,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   }
 
   onResponseError(_c: UpstreamController, err: Error): void {
-    if (this.timer) clearTimeout(this.timer);
+    this.stopTimer();
     if (this.finished) return;
     const kind = err instanceof AbortReason ? err.kind : this.abortKind;
     if (kind === 'client') {
@@ -385,7 +414,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
 
   private fail(err: GlidepathError): void {
     if (this.finished) return;
-    if (this.timer) clearTimeout(this.timer);
+    this.stopTimer();
     if (!this.clientStarted && !this.res.destroyed) {
       const extra: Record<string, string> = {};
       if (this.worker) {
@@ -406,7 +435,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   private finish(status: number, errorCode: string | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
     if (this.finished) return;
     this.finished = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.stopTimer();
     this.releaseWorker();
     this.pool.leave(this);
     const m = this.meter;

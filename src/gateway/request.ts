@@ -17,6 +17,7 @@ export interface ParsedRequest {
 /** Content type must be JSON (charset and other parameters allowed). */
 export function checkContentType(ct: string | undefined): void {
   if (ct === undefined) throw new UnsupportedMediaTypeError(undefined);
+  if (ct === 'application/json') return; // what nearly every client sends: no copies
   const semi = ct.indexOf(';');
   const base = (semi === -1 ? ct : ct.slice(0, semi)).trim().toLowerCase();
   if (base !== 'application/json') throw new UnsupportedMediaTypeError(ct);
@@ -66,16 +67,15 @@ function bad(param: string, message: string): never {
   throw new BadRequestError('invalid_request', `${param}: ${message}`);
 }
 
-function optInt(body: Record<string, unknown>, key: string, min: number): number | undefined {
-  const v = body[key];
+// values passed, not looked up by key: a named property load stays monomorphic, a keyed one does not
+function optInt(v: unknown, key: string, min: number): number | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v)) bad(key, `expected an integer, got ${typeName(v)} ${JSON.stringify(v)}`);
   if (v < min) bad(key, `must be at least ${min}, got ${v}`);
   return v;
 }
 
-function optNumber(body: Record<string, unknown>, key: string, lo: number, hi: number): void {
-  const v = body[key];
+function optNumber(v: unknown, key: string, lo: number, hi: number): void {
   if (v === undefined || v === null) return;
   if (typeof v !== 'number' || !Number.isFinite(v)) bad(key, `expected a number, got ${typeName(v)}`);
   if (v < lo || v > hi) bad(key, `must be between ${lo} and ${hi}, got ${v}`);
@@ -122,10 +122,10 @@ export function parseRequest(raw: Buffer, endpoint: Endpoint): ParsedRequest {
     if (p === undefined) bad('prompt', 'required');
     if (typeof p !== 'string' && !Array.isArray(p)) bad('prompt', `expected a string or an array, got ${typeName(p)}`);
   }
-  const maxTokens = optInt(b, 'max_tokens', 1) ?? optInt(b, 'max_completion_tokens', 1);
-  optInt(b, 'n', 1);
-  optNumber(b, 'temperature', 0, 2);
-  optNumber(b, 'top_p', 0, 1);
+  const maxTokens = optInt(b.max_tokens, 'max_tokens', 1) ?? optInt(b.max_completion_tokens, 'max_completion_tokens', 1);
+  optInt(b.n, 'n', 1);
+  optNumber(b.temperature, 'temperature', 0, 2);
+  optNumber(b.top_p, 'top_p', 0, 1);
   const user = b.user;
   if (user !== undefined && user !== null && typeof user !== 'string') bad('user', `expected a string, got ${typeName(user)}`);
   return { raw, body: b, model, stream: stream === true, user: typeof user === 'string' ? user : undefined, maxTokens };

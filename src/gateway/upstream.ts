@@ -324,7 +324,7 @@ class Connection {
       this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
       return -1;
     }
-    const status = Number(h.slice(9, 12));
+    const status = digit(h, 9) * 100 + digit(h, 10) * 10 + digit(h, 11);
     if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32)) {
       this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
       return -1;
@@ -354,15 +354,27 @@ class Connection {
         // only the headers the gateway acts on; compared case-insensitively by length first, in place
         const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
         if (name !== '' && nameIs(h, lineStart, name)) {
-          const value = h.slice(colon + 1, lineEnd).trim();
+          // the value without its surrounding whitespace, compared in place where it can be
+          let vs = colon + 1;
+          let ve = lineEnd;
+          while (vs < ve && (h.charCodeAt(vs) === 32 || h.charCodeAt(vs) === 9)) vs++;
+          while (ve > vs && (h.charCodeAt(ve - 1) === 32 || h.charCodeAt(ve - 1) === 9)) ve--;
           if (name === 'content-type') {
-            // it is sent on to the client: a control character would split that response's head
-            if (hasCtl(value)) {
-              this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
-              return -1;
+            // the same value from a worker every time: its string (checked once) is reused
+            const last = this.pool.lastContentType;
+            if (last !== undefined && ve - vs === last.length && h.startsWith(last, vs)) contentType = last;
+            else {
+              const value = h.slice(vs, ve);
+              // it is sent on to the client: a control character would split that response's head
+              if (hasCtl(value)) {
+                this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
+                return -1;
+              }
+              contentType = value;
+              this.pool.lastContentType = value;
             }
-            contentType = value;
           } else if (name === 'content-length') {
+            const value = h.slice(vs, ve);
             const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
             if (n !== n || (length !== -1 && length !== n)) {
               this.fail(new ProtocolError(`bad content-length ${JSON.stringify(value)}`));
@@ -370,20 +382,27 @@ class Connection {
             }
             length = n;
           } else if (name === 'transfer-encoding') {
-            if (value.toLowerCase() !== 'chunked') {
-              this.fail(new ProtocolError(`unsupported transfer-encoding ${JSON.stringify(value)}`));
+            if (ve - vs !== 7 || !nameIs(h, vs, 'chunked')) {
+              this.fail(new ProtocolError(`unsupported transfer-encoding ${JSON.stringify(h.slice(vs, ve))}`));
               return -1;
             }
             chunked = true;
           } else if (name === 'connection') {
-            const v = value.toLowerCase();
-            if (v.includes('close')) this.keepAlive = false;
-            else if (v.includes('keep-alive')) this.keepAlive = true;
-          } else if (value !== this.keepAliveHint) {
+            if (ve - vs === 10 && nameIs(h, vs, 'keep-alive')) this.keepAlive = true;
+            else {
+              const v = h.slice(vs, ve).toLowerCase();
+              if (v.includes('close')) this.keepAlive = false;
+              else if (v.includes('keep-alive')) this.keepAlive = true;
+            }
+          } else {
             // keep-alive (the same value every time from a given worker: parsed once)
-            this.keepAliveHint = value;
-            const m = /timeout\s*=\s*(\d+)/i.exec(value);
-            if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+            const hint = this.keepAliveHint;
+            if (ve - vs !== hint.length || !h.startsWith(hint, vs)) {
+              const value = h.slice(vs, ve);
+              this.keepAliveHint = value;
+              const m = /timeout\s*=\s*(\d+)/i.exec(value);
+              if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+            }
           }
         }
       }
@@ -538,6 +557,12 @@ function hasCtl(v: string): boolean {
   return false;
 }
 
+/** The decimal digit at `i`, or NaN. */
+function digit(h: string, i: number): number {
+  const d = h.charCodeAt(i) - 48;
+  return d >= 0 && d <= 9 ? d : NaN;
+}
+
 /** The header name at `start` in `h` is `lower` (given in lower case; ASCII letters and '-' compared without case). */
 function nameIs(h: string, start: number, lower: string): boolean {
   for (let i = 0; i < lower.length; i++) {
@@ -561,6 +586,8 @@ export class UpstreamPool {
   private readonly prefixes = new Map<string, [Buffer, Buffer]>();
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
   readonly pathPrefix: string;
+  /** The content type of the last response (checked): a worker sends the same one every time. */
+  lastContentType: string | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;

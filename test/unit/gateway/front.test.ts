@@ -213,6 +213,31 @@ describe('requests', () => {
     expect(pe.headers['content-length']).toBe('7');
   });
 
+  it('header names in any case become lower case: common names matched in place, near misses and others copied', async () => {
+    const { port } = await start();
+    const raw = new Raw(port).send(
+      post('/', 'x', 'CONTENT-TYPE: a/b\r\nX-Session-Id: s1\r\nx-session-ix: s2\r\nX-Sessio_-id: s3\r\nUser-Agent: u\r\nx-rare-Header: r\r\nx-glidepath-version: v\r\n'),
+    );
+    const [r] = await raw.responses(1);
+    const e = echoed(r!);
+    expect(e.body).toBe('x');
+    expect(e.headers).toMatchObject({
+      host: 'a',
+      'content-length': '1',
+      'content-type': 'a/b',
+      'x-session-id': 's1',
+      'x-session-ix': 's2',
+      'x-sessio_-id': 's3',
+      'user-agent': 'u',
+      'x-rare-header': 'r',
+      'x-glidepath-version': 'v',
+    });
+    expect(Object.keys(e.headers).sort()).toEqual(
+      ['content-length', 'content-type', 'host', 'user-agent', 'x-glidepath-version', 'x-rare-header', 'x-sessio_-id', 'x-session-id', 'x-session-ix'].sort(),
+    );
+    raw.socket.destroy();
+  });
+
   it('a large body spanning many reads arrives whole', async () => {
     const { url } = await start((req, res) => {
       const sum = createHash('sha256').update(req.body).digest('hex');

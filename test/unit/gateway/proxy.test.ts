@@ -108,7 +108,8 @@ function harness(stream = true): Harness {
 }
 
 beforeEach(() => {
-  vi.useFakeTimers();
+  // performance too: the proxy's timer checks its deadlines on performance.now()
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'] });
 });
 afterEach(() => {
   vi.useRealTimers();
@@ -162,6 +163,47 @@ describe('ProxyRequest orderings', () => {
     expect(h.res.headers['x-glidepath-worker']).toBe('w1');
     expect(h.records.map((r) => [r.status, r.retries, r.worker])).toEqual([[200, 1, 'w1']]);
     expect(h.pool.workers.map((w) => w.outstanding)).toEqual([0, 0]);
+  });
+
+  it('the timer is not moved per chunk, yet first-token and idle limits fire on time (first token 1000 ms, idle 500 ms)', () => {
+    const h = harness();
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c = new FakeController(first);
+    first.onRequestStart(c);
+    // the one timer wakes at the idle limit (500 ms), finds the first-token deadline not reached
+    vi.advanceTimersByTime(999);
+    expect(c.aborted).toBe(false);
+    first.onResponseStart(c, 200, 'text/event-stream');
+    const event = Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+    first.onResponseData(c, event);
+    // tokens every 400 ms keep it alive past both limits
+    for (let i = 0; i < 5; i++) {
+      vi.advanceTimersByTime(400);
+      expect(c.aborted).toBe(false);
+      first.onResponseData(c, event);
+    }
+    // then silence: aborted 500 ms after the last token, not before
+    vi.advanceTimersByTime(499);
+    expect(c.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(c.aborted).toBe(true);
+    expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[200, 'upstream_idle_timeout']]);
+    expect(h.res.body).toContain('"code":"upstream_idle_timeout"');
+  });
+
+  it('a first-token deadline longer than the idle limit fires at its own time', () => {
+    const h = harness();
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c = new FakeController(first);
+    first.onRequestStart(c);
+    vi.advanceTimersByTime(999);
+    expect(c.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(c.aborted).toBe(true);
+    // a first-token timeout retries on the other worker
+    expect(h.dispatched.map((d) => d.worker)).toEqual(['w0', 'w1']);
   });
 
   it('a drain abort during a stream ends it in-band and counts it once', () => {

@@ -203,6 +203,34 @@ describe('UpstreamPool', () => {
     expect(pool.size).toBe(0); // connection: close
   });
 
+  it('header values: the last content type is reused only when identical, whitespace trimmed, chunked and keep-alive in any case', async () => {
+    const answers = [
+      'HTTP/1.1 200 OK\r\ncontent-type:  text/event-stream \r\ntransfer-encoding: CHUNKED\r\nconnection: Keep-Alive\r\n\r\n1\r\na\r\n0\r\n\r\n',
+      'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1\r\n\r\nb',
+      'HTTP/1.1 200 OK\r\ncontent-type: Text/Event-Stream\r\ncontent-length: 1\r\n\r\nc',
+      'HTTP/1.1 200 OK\r\ncontent-type: text/event-streamX\r\ncontent-length: 1\r\n\r\nd',
+      'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\x01\r\ncontent-length: 1\r\n\r\ne',
+    ];
+    const { srv, pool } = await setup((i) => [answers[i] as string]);
+    const got: (string | undefined)[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await call(pool).done;
+      expect(r.error).toBeUndefined();
+      got.push(r.contentType);
+    }
+    expect(got).toEqual(['text/event-stream', 'text/event-stream', 'Text/Event-Stream', 'text/event-streamX']);
+    // the control character is caught even right after a clean value of the same length
+    expect((await call(pool).done).error?.message).toMatch(/control character in content-type/);
+    expect(srv.connections).toBe(1); // all on one keep-alive connection
+  });
+
+  it('a status line with a non-digit status code is a protocol error', async () => {
+    const { pool } = await setup(() => ['HTTP/1.1 2x0 OK\r\ncontent-length: 2\r\n\r\nhi']);
+    const a = await call(pool).done;
+    expect(a.error).toBeInstanceOf(ProtocolError);
+    expect(a.error?.message).toMatch(/bad status line/);
+  });
+
   it('a content-type with a control character is a protocol error (it would be sent on to the client)', async () => {
     const { pool } = await setup(() => ['HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\x01\r\ncontent-length: 2\r\n\r\nhi']);
     const a = await call(pool).done;
