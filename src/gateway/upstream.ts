@@ -63,6 +63,8 @@ const MAX_HEAD_BYTES = 64 * 1024;
 /** Where plain-TCP reads from workers land before being copied out (one process, one event loop: one buffer). */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 const CRLF2 = Buffer.from('\r\n\r\n', 'latin1');
+/** Response heads up to this size are remembered per connection (see parseHead). */
+const HEAD_CACHE_BYTES = 1024;
 /** A body at most this large is copied into the head's buffer: one write, one system call. */
 const COPY_BODY_MAX = 64 * 1024;
 
@@ -142,6 +144,14 @@ class Connection {
   private dead = false;
   /** The last `keep-alive` header value seen (idleLimitMs follows from it). */
   private keepAliveHint = '';
+  /** The last response head that parsed cleanly (its first headCacheLen bytes; -1: none) and what it said. */
+  private headCache: Buffer | undefined;
+  private headCacheLen = -1;
+  private headStatus = 0;
+  private headContentType: string | undefined;
+  private headLength = -1;
+  private headChunked = false;
+  private headKeepAlive = true;
 
   constructor(pool: UpstreamPool) {
     this.pool = pool;
@@ -318,99 +328,123 @@ class Connection {
       else this.head = Buffer.from(buf); // the read buffer is reused by the next read
       return -1;
     }
-    const h = buf.toString('latin1', 0, end);
-    // HTTP/1.x SP 3DIGIT
-    if (h.charCodeAt(0) !== 72 || !h.startsWith('HTTP/1.') || h.charCodeAt(8) !== 32) {
-      this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
-      return -1;
-    }
-    const status = digit(h, 9) * 100 + digit(h, 10) * 10 + digit(h, 11);
-    if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32)) {
-      this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
-      return -1;
-    }
-    if (status < 200) {
-      // 100 Continue and friends: skip and read the real answer
-      if (status === 101) {
-        this.fail(new ProtocolError('worker switched protocols'));
-        return -1;
-      }
-      const rest = buf.subarray(end + 4);
-      if (rest.length === 0) return -1;
-      const at = this.parseHead(rest, ex);
-      return at < 0 ? at : end + 4 + at;
-    }
-    if (h.charCodeAt(7) === 48 /* HTTP/1.0 */) this.keepAlive = false;
+    let status: number;
     let contentType: string | undefined;
     let length = -1;
     let chunked = false;
-    let lineStart = h.indexOf('\r\n') + 2;
-    while (lineStart > 1 && lineStart < h.length) {
-      let lineEnd = h.indexOf('\r\n', lineStart);
-      if (lineEnd === -1) lineEnd = h.length;
-      const colon = h.indexOf(':', lineStart);
-      if (colon !== -1 && colon < lineEnd) {
-        const nameLen = colon - lineStart;
-        // only the headers the gateway acts on; compared case-insensitively by length first, in place
-        const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
-        if (name !== '' && nameIs(h, lineStart, name)) {
-          // the value without its surrounding whitespace, compared in place where it can be
-          let vs = colon + 1;
-          let ve = lineEnd;
-          while (vs < ve && (h.charCodeAt(vs) === 32 || h.charCodeAt(vs) === 9)) vs++;
-          while (ve > vs && (h.charCodeAt(ve - 1) === 32 || h.charCodeAt(ve - 1) === 9)) ve--;
-          if (name === 'content-type') {
-            // the same value from a worker every time: its string (checked once) is reused
-            const last = this.pool.lastContentType;
-            if (last !== undefined && ve - vs === last.length && h.startsWith(last, vs)) contentType = last;
-            else {
+    parse: {
+      // the same bytes as the last head that parsed cleanly: the same answer (a worker sends one head
+      // for every stream, the Date changing once a second)
+      const n = this.headCacheLen;
+      if (n === end && (this.headCache as Buffer).compare(buf, 0, end, 0, end) === 0) {
+        status = this.headStatus;
+        contentType = this.headContentType;
+        length = this.headLength;
+        chunked = this.headChunked;
+        this.keepAlive = this.headKeepAlive;
+        break parse;
+      }
+      const h = buf.toString('latin1', 0, end);
+      // HTTP/1.x SP 3DIGIT
+      if (h.charCodeAt(0) !== 72 || !h.startsWith('HTTP/1.') || h.charCodeAt(8) !== 32) {
+        this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
+        return -1;
+      }
+      status = digit(h, 9) * 100 + digit(h, 10) * 10 + digit(h, 11);
+      if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32)) {
+        this.fail(new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`));
+        return -1;
+      }
+      if (status < 200) {
+        // 100 Continue and friends: skip and read the real answer
+        if (status === 101) {
+          this.fail(new ProtocolError('worker switched protocols'));
+          return -1;
+        }
+        const rest = buf.subarray(end + 4);
+        if (rest.length === 0) return -1;
+        const at = this.parseHead(rest, ex);
+        return at < 0 ? at : end + 4 + at;
+      }
+      if (h.charCodeAt(7) === 48 /* HTTP/1.0 */) this.keepAlive = false;
+      let lineStart = h.indexOf('\r\n') + 2;
+      while (lineStart > 1 && lineStart < h.length) {
+        let lineEnd = h.indexOf('\r\n', lineStart);
+        if (lineEnd === -1) lineEnd = h.length;
+        const colon = h.indexOf(':', lineStart);
+        if (colon !== -1 && colon < lineEnd) {
+          const nameLen = colon - lineStart;
+          // only the headers the gateway acts on; compared case-insensitively by length first, in place
+          const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
+          if (name !== '' && nameIs(h, lineStart, name)) {
+            // the value without its surrounding whitespace, compared in place where it can be
+            let vs = colon + 1;
+            let ve = lineEnd;
+            while (vs < ve && (h.charCodeAt(vs) === 32 || h.charCodeAt(vs) === 9)) vs++;
+            while (ve > vs && (h.charCodeAt(ve - 1) === 32 || h.charCodeAt(ve - 1) === 9)) ve--;
+            if (name === 'content-type') {
+              // the same value from a worker every time: its string (checked once) is reused
+              const last = this.pool.lastContentType;
+              if (last !== undefined && ve - vs === last.length && h.startsWith(last, vs)) contentType = last;
+              else {
+                const value = h.slice(vs, ve);
+                // it is sent on to the client: a control character would split that response's head
+                if (hasCtl(value)) {
+                  this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
+                  return -1;
+                }
+                contentType = value;
+                this.pool.lastContentType = value;
+              }
+            } else if (name === 'content-length') {
               const value = h.slice(vs, ve);
-              // it is sent on to the client: a control character would split that response's head
-              if (hasCtl(value)) {
-                this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
+              const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+              if (n !== n || (length !== -1 && length !== n)) {
+                this.fail(new ProtocolError(`bad content-length ${JSON.stringify(value)}`));
                 return -1;
               }
-              contentType = value;
-              this.pool.lastContentType = value;
-            }
-          } else if (name === 'content-length') {
-            const value = h.slice(vs, ve);
-            const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
-            if (n !== n || (length !== -1 && length !== n)) {
-              this.fail(new ProtocolError(`bad content-length ${JSON.stringify(value)}`));
-              return -1;
-            }
-            length = n;
-          } else if (name === 'transfer-encoding') {
-            if (ve - vs !== 7 || !nameIs(h, vs, 'chunked')) {
-              this.fail(new ProtocolError(`unsupported transfer-encoding ${JSON.stringify(h.slice(vs, ve))}`));
-              return -1;
-            }
-            chunked = true;
-          } else if (name === 'connection') {
-            if (ve - vs === 10 && nameIs(h, vs, 'keep-alive')) this.keepAlive = true;
-            else {
-              const v = h.slice(vs, ve).toLowerCase();
-              if (v.includes('close')) this.keepAlive = false;
-              else if (v.includes('keep-alive')) this.keepAlive = true;
-            }
-          } else {
-            // keep-alive (the same value every time from a given worker: parsed once)
-            const hint = this.keepAliveHint;
-            if (ve - vs !== hint.length || !h.startsWith(hint, vs)) {
-              const value = h.slice(vs, ve);
-              this.keepAliveHint = value;
-              const m = /timeout\s*=\s*(\d+)/i.exec(value);
-              if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+              length = n;
+            } else if (name === 'transfer-encoding') {
+              if (ve - vs !== 7 || !nameIs(h, vs, 'chunked')) {
+                this.fail(new ProtocolError(`unsupported transfer-encoding ${JSON.stringify(h.slice(vs, ve))}`));
+                return -1;
+              }
+              chunked = true;
+            } else if (name === 'connection') {
+              if (ve - vs === 10 && nameIs(h, vs, 'keep-alive')) this.keepAlive = true;
+              else {
+                const v = h.slice(vs, ve).toLowerCase();
+                if (v.includes('close')) this.keepAlive = false;
+                else if (v.includes('keep-alive')) this.keepAlive = true;
+              }
+            } else {
+              // keep-alive (the same value every time from a given worker: parsed once)
+              const hint = this.keepAliveHint;
+              if (ve - vs !== hint.length || !h.startsWith(hint, vs)) {
+                const value = h.slice(vs, ve);
+                this.keepAliveHint = value;
+                const m = /timeout\s*=\s*(\d+)/i.exec(value);
+                if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+              }
             }
           }
         }
+        lineStart = lineEnd + 2;
       }
-      lineStart = lineEnd + 2;
-    }
-    if (chunked && length !== -1) {
-      this.fail(new ProtocolError('response has both content-length and chunked encoding'));
-      return -1;
+      if (chunked && length !== -1) {
+        this.fail(new ProtocolError('response has both content-length and chunked encoding'));
+        return -1;
+      }
+      if (end <= HEAD_CACHE_BYTES) {
+        const c = (this.headCache ??= Buffer.allocUnsafe(HEAD_CACHE_BYTES));
+        buf.copy(c, 0, 0, end);
+        this.headCacheLen = end;
+        this.headStatus = status;
+        this.headContentType = contentType;
+        this.headLength = length;
+        this.headChunked = chunked;
+        this.headKeepAlive = this.keepAlive;
+      }
     }
     ex.handler.onResponseStart(ex, status, contentType);
     if (this.ex !== ex || ex.ended) return -1;

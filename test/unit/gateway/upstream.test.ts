@@ -224,6 +224,17 @@ describe('UpstreamPool', () => {
     expect(srv.connections).toBe(1); // all on one keep-alive connection
   });
 
+  it('a head identical to the last one on the connection gives the same answer (remembered); a different one is read afresh', async () => {
+    const head = 'HTTP/1.1 201 Created\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n';
+    const { srv, pool } = await setup((i) => [i < 3 ? `${head}\r\n${i}${i}` : `${head}connection: close\r\n\r\n${i}${i}`]);
+    for (let i = 0; i < 4; i++) {
+      const r = await call(pool).done;
+      expect(r).toMatchObject({ status: 201, contentType: 'text/plain', parts: [`${i}${i}`], events: ['start', 'head', 'end'] });
+    }
+    expect(srv.connections).toBe(1);
+    expect(pool.size).toBe(0); // the last head said close
+  });
+
   it('a status line with a non-digit status code is a protocol error', async () => {
     const { pool } = await setup(() => ['HTTP/1.1 2x0 OK\r\ncontent-length: 2\r\n\r\nhi']);
     const a = await call(pool).done;
