@@ -67,6 +67,13 @@ const CRLF2 = Buffer.from('\r\n\r\n', 'latin1');
 const HEAD_CACHE_BYTES = 1024;
 /** A body at most this large is copied into the head's buffer: one write, one system call. */
 const COPY_BODY_MAX = 64 * 1024;
+/**
+ * Requests are assembled in this shared frame when they fit (no allocation per request while the
+ * kernel takes each write whole); a socket that keeps a write pending keeps the frame, and a new
+ * one takes its place. The front's client frame works the same way.
+ */
+const FRAME_SIZE = 64 * 1024;
+let frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
 
 /** Response framing states. */
 const enum S {
@@ -201,20 +208,27 @@ class Connection {
     this.head = undefined;
     this.gotBytes = false;
     this.keepAlive = true;
-    const len = String(body.length);
     const s = this.socket;
-    if (body.length <= COPY_BODY_MAX) {
-      const n = prefix.length + len.length + 4;
-      const out = Buffer.allocUnsafe(n + body.length);
-      prefix.copy(out, 0);
-      out.write(len, prefix.length, 'latin1');
-      CRLF2.copy(out, prefix.length + len.length);
-      body.copy(out, n);
-      s.write(out);
+    const bl = body.length;
+    if (bl <= COPY_BODY_MAX) {
+      // head, Content-Length digits, blank line and body in one frame, one write
+      const total = prefix.length + decimalDigits(bl) + 4 + bl;
+      const shared = total <= FRAME_SIZE;
+      const out = shared ? frame : Buffer.allocUnsafe(total);
+      out.set(prefix, 0);
+      let o = putDecimal(out, prefix.length, bl);
+      out[o++] = 13;
+      out[o++] = 10;
+      out[o++] = 13;
+      out[o++] = 10;
+      out.set(body, o);
+      s.write(shared ? out.subarray(0, total) : out);
+      // not all taken by the kernel at once (or still connecting): that frame is the socket's now
+      if (shared && s.writableLength !== 0) frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
     } else {
       s.cork();
       s.write(prefix);
-      s.write(`${len}\r\n\r\n`, 'latin1');
+      s.write(`${bl}\r\n\r\n`, 'latin1');
       s.write(body);
       s.uncork();
     }
@@ -589,6 +603,19 @@ function hasCtl(v: string): boolean {
     if ((c < 32 && c !== 9) || c === 127) return true;
   }
   return false;
+}
+
+function decimalDigits(n: number): number {
+  let digits = 1;
+  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
+  return digits;
+}
+
+/** Write the decimal digits of `n` (a non-negative integer) at `o`; returns the offset after them. */
+function putDecimal(out: Buffer, o: number, n: number): number {
+  const end = o + decimalDigits(n);
+  for (let i = end - 1, x = n; i >= o; i--, x = Math.floor(x / 10)) out[i] = 48 + (x % 10);
+  return end;
 }
 
 /** The decimal digit at `i`, or NaN. */

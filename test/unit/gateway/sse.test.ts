@@ -216,6 +216,36 @@ describe('SseMeter fast path (text key checked where the last token event had it
     expect(m.tokenEvents).toBe(1);
   });
 
+  it('the fast path compares every byte of `data: ` and of the key (chat and completions)', () => {
+    const chat = (t: string) => `data: {"id":"c","choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
+    const done = 'data: [DONE]\n\n';
+    for (const [endpoint, make, key] of [
+      ['chat', chat, 'content":"'],
+      ['completions', (t: string) => ev('a', t), 'text":"'],
+    ] as const) {
+      const good = make(' y');
+      const k = good.indexOf(key);
+      // each byte of the key replaced: not a token (the text path finds no key there); each byte of
+      // `data: ` replaced: not a data line, so malformed (or, for the space, `data:` with no space and
+      // a body that does not start with `{`)
+      for (let i = 0; i < key.length; i++) {
+        const m = new SseMeter(endpoint);
+        const bad = good.slice(0, k + i) + (good[k + i] === 'x' ? 'y' : 'x') + good.slice(k + i + 1);
+        expect(m.feed(b(make(' x') + bad + make(' z') + done), 1), `${endpoint} key byte ${i}`).toBe(true);
+        expect(m.tokenEvents, `${endpoint} key byte ${i}`).toBe(2);
+      }
+      for (let i = 0; i < 6; i++) {
+        const m = new SseMeter(endpoint);
+        const bad = good.slice(0, i) + 'x' + good.slice(i + 1);
+        expect(m.feed(b(make(' x') + bad + done), 1), `${endpoint} data byte ${i}`).toBe(false);
+        expect(m.tokenEvents).toBe(1);
+      }
+      const m = new SseMeter(endpoint);
+      expect(m.feed(b(make(' x') + good + make(' z') + done), 1)).toBe(true);
+      expect(m.tokenEvents).toBe(3);
+    }
+  });
+
   it('keeps a copy of an incomplete event: the chunk it came in may be overwritten (a borrowed read buffer)', () => {
     const m = new SseMeter('completions');
     const text = ev('a', ' x') + ev('a', ' y');
