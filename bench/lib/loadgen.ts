@@ -11,6 +11,12 @@ interface Options {
   warmupMs: number;
   stream: boolean;
   maxTokens: number;
+  /**
+   * Spread the connections' first requests evenly over this many ms (0: all at once). A closed
+   * loop whose requests all start together and last equally long stays in lock-step: every stream
+   * ends and restarts in the same millisecond, round after round.
+   */
+  staggerMs?: number;
 }
 
 /** What one load run measured (the benchmark parses it from this process's output). */
@@ -31,7 +37,9 @@ async function run(o: Options): Promise<LoadResult> {
   const t0 = performance.now();
   const measureFrom = t0 + o.warmupMs;
   const end = measureFrom + o.durationMs;
-  const worker = async () => {
+  const stagger = o.staggerMs ?? 0;
+  const worker = async (i: number) => {
+    if (stagger > 0) await new Promise((r) => setTimeout(r, (stagger * i) / o.connections));
     while (performance.now() < end) {
       const s = performance.now();
       const measured = s >= measureFrom;
@@ -78,7 +86,7 @@ async function run(o: Options): Promise<LoadResult> {
       }
     }
   };
-  await Promise.all(Array.from({ length: o.connections }, worker));
+  await Promise.all(Array.from({ length: o.connections }, (_, i) => worker(i)));
   res.elapsedMs = Math.min(performance.now(), end) - measureFrom;
   await agent.close();
   return res;
