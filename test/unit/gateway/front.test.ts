@@ -500,6 +500,30 @@ describe('responses', () => {
     raw.socket.destroy();
   });
 
+  it('a head reused from frozen headers still follows each response: status, framing, keep-alive or close, HTTP/1.0', async () => {
+    const frozen = Object.freeze({ 'content-type': 'text/plain', 'x-glidepath-worker': 'w0' });
+    const { port } = await start((req, res) => {
+      res.writeHead(req.url === '/201' ? 201 : 200, frozen);
+      res.end('x');
+    });
+    const raw = new Raw(port).send(get('/a') + get('/a') + get('/201') + get('/a', 'Connection: close\r\n'));
+    const rs = await raw.responses(4);
+    expect(rs.map((r) => [r.status, r.headers['transfer-encoding'], r.headers.connection, r.body])).toEqual([
+      [200, 'chunked', 'keep-alive', 'x'],
+      [200, 'chunked', 'keep-alive', 'x'],
+      [201, 'chunked', 'keep-alive', 'x'],
+      [200, 'chunked', 'close', 'x'],
+    ]);
+    expect({ ...rs[1]!.headers, date: '' }).toEqual({ ...rs[0]!.headers, date: '' });
+    raw.socket.destroy();
+    const old = new Raw(port).send('GET /a HTTP/1.0\r\n\r\n');
+    const [r] = await old.responses(1);
+    expect(r!.headers['transfer-encoding']).toBeUndefined();
+    expect(r!.headers.connection).toBe('close');
+    expect(r!.body).toBe('x');
+    old.socket.destroy();
+  });
+
   it('a frozen header object (formatted once, then reused) gives the same heads as a fresh one; a bad frozen one still throws', async () => {
     const frozen = Object.freeze({ 'content-type': 'text/event-stream', 'x-glidepath-worker': 'w0', connection: 'close' });
     const bad = Object.freeze({ 'x-bad': 'a\r\nset-cookie: x' });
