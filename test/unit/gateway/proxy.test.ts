@@ -107,6 +107,15 @@ function harness(stream = true): Harness {
   return { pr, res, dispatched, records, pool };
 }
 
+/** Start the request and let the pool start it on the first worker. */
+function startFirst(h: Harness): { first: UpstreamHandler; c: FakeController } {
+  h.pr.start();
+  const first = h.dispatched[0]!.handler;
+  const c = new FakeController(first);
+  first.onRequestStart(c);
+  return { first, c };
+}
+
 beforeEach(() => {
   // performance too: the proxy's timer checks its deadlines on performance.now()
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'] });
@@ -146,10 +155,7 @@ describe('ProxyRequest orderings', () => {
 
   it('a first-token timeout retries on the other worker, and the late answer of the first is ignored', () => {
     const h = harness(false);
-    h.pr.start();
-    const first = h.dispatched[0]!.handler;
-    const c0 = new FakeController(first);
-    first.onRequestStart(c0);
+    const { c: c0 } = startFirst(h);
     vi.advanceTimersByTime(1000);
     expect(c0.aborted).toBe(true);
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0', 'w1']);
@@ -167,10 +173,7 @@ describe('ProxyRequest orderings', () => {
 
   it('the timer is not moved per chunk, yet first-token and idle limits fire on time (first token 1000 ms, idle 500 ms)', () => {
     const h = harness();
-    h.pr.start();
-    const first = h.dispatched[0]!.handler;
-    const c = new FakeController(first);
-    first.onRequestStart(c);
+    const { first, c } = startFirst(h);
     // the one timer wakes at the idle limit (500 ms), finds the first-token deadline not reached
     vi.advanceTimersByTime(999);
     expect(c.aborted).toBe(false);
@@ -194,10 +197,7 @@ describe('ProxyRequest orderings', () => {
 
   it('a first-token deadline longer than the idle limit fires at its own time', () => {
     const h = harness();
-    h.pr.start();
-    const first = h.dispatched[0]!.handler;
-    const c = new FakeController(first);
-    first.onRequestStart(c);
+    const { c } = startFirst(h);
     vi.advanceTimersByTime(999);
     expect(c.aborted).toBe(false);
     vi.advanceTimersByTime(1);
@@ -208,10 +208,7 @@ describe('ProxyRequest orderings', () => {
 
   it('a drain abort during a stream ends it in-band and counts it once', () => {
     const h = harness();
-    h.pr.start();
-    const first = h.dispatched[0]!.handler;
-    const c = new FakeController(first);
-    first.onRequestStart(c);
+    const { first, c } = startFirst(h);
     first.onResponseStart(c, 200, 'text/event-stream');
     first.onResponseData(c, Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'));
     h.pr.abortForDrain();
