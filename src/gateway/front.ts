@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import type { ErrorBody } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
+import { frameFor, putLatin1, writeFrame } from './frame.js';
 
 export interface FrontRequest {
   /** As sent (a token, e.g. 'POST'). */
@@ -64,13 +65,6 @@ const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 const CONTINUE = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
 /** A string piece with an ASCII head up to this size goes out as one string. */
 const COALESCE_MAX = 16 * 1024;
-/**
- * Head + piece + framing are copied into one frame and written at once: into this shared one when
- * they fit (no allocation per response while the kernel takes each write whole, as it does unless
- * the client reads slowly), else into a new Buffer.
- */
-const FRAME_SIZE = 64 * 1024;
-let frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
 /** A chunk-size line with its extensions. */
 const MAX_CHUNK_LINE = 4096;
 const MAX_CHUNK_DIGITS = 16;
@@ -287,23 +281,6 @@ function formatFields(headers: Readonly<Record<string, string | number>>): Field
   return f;
 }
 
-/** Buffer's encoding-specific writers (on Buffer.prototype since Node's early days): no argument juggling. */
-interface RawWriter extends Buffer {
-  latin1Write(s: string, offset: number): number;
-  utf8Write(s: string, offset: number): number;
-}
-
-/**
- * Copy a latin1 string into `out` at `o`; returns the offset after it. Short ones (a chunk-size
- * line, CRLF — one per streamed chunk) byte by byte: cheaper than a call into C++.
- */
-function putLatin1(out: RawWriter, str: string, o: number): number {
-  const n = str.length;
-  if (n > 32) return o + out.latin1Write(str, o);
-  for (let i = 0; i < n; i++) out[o + i] = str.charCodeAt(i);
-  return o + n;
-}
-
 class FrontConfig {
   readonly handler: FrontHandler;
   readonly maxBody: number;
@@ -370,11 +347,10 @@ class Res implements FrontResponse {
       f = formatFields(headers);
       if (frozen) formatted.set(headers, f);
     }
-    const hasLength = f.hasLength;
     let close = this.closeAfter || f.close;
     let mode: number;
     if (this.isHead || status === 204 || status === 304 || status < 200) mode = M_NONE;
-    else if (hasLength) mode = M_RAW;
+    else if (f.hasLength) mode = M_RAW;
     else if (this.v11) mode = M_CHUNKED;
     else {
       mode = M_RAW;
@@ -986,17 +962,12 @@ class Conn {
     const socket = this.socket;
     const total = head.length + size.length + len + post.length;
     if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) return socket.write(`${head}${size}${chunk}${post}`);
-    // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer),
-    // into the shared frame when it fits; the socket keeps a frame only while its write is pending
-    const shared = total <= FRAME_SIZE;
-    const out = (shared ? frame : Buffer.allocUnsafe(total)) as RawWriter;
+    // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer)
+    const out = frameFor(total);
     let o = putLatin1(out, size, putLatin1(out, head, 0));
     o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
     putLatin1(out, post, o);
-    const ok = socket.write(shared ? out.subarray(0, total) : out);
-    // not all taken by the kernel at once: that frame is the socket's until written
-    if (shared && socket.writableLength !== 0) frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
-    return ok;
+    return writeFrame(socket, out, total);
   }
 
   /** The response was handed to the socket: close, or go on with the next request. */

@@ -8,6 +8,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
+import { frameFor, putLatin1, writeFrame } from './frame.js';
 
 /** Lets the request's owner stop it or apply back-pressure. */
 export interface UpstreamController {
@@ -67,13 +68,17 @@ const CRLF2 = Buffer.from('\r\n\r\n', 'latin1');
 const HEAD_CACHE_BYTES = 1024;
 /** A body at most this large is copied into the head's buffer: one write, one system call. */
 const COPY_BODY_MAX = 64 * 1024;
-/**
- * Requests are assembled in this shared frame when they fit (no allocation per request while the
- * kernel takes each write whole); a socket that keeps a write pending keeps the frame, and a new
- * one takes its place. The front's client frame works the same way.
- */
-const FRAME_SIZE = 64 * 1024;
-let frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
+
+/** A response head's bytes (the first `len` of `bytes`) and what parsing them gave. */
+interface LastHead {
+  bytes: Buffer;
+  len: number;
+  status: number;
+  contentType: string | undefined;
+  length: number;
+  chunked: boolean;
+  keepAlive: boolean;
+}
 
 /** Response framing states. */
 const enum S {
@@ -151,14 +156,8 @@ class Connection {
   private dead = false;
   /** The last `keep-alive` header value seen (idleLimitMs follows from it). */
   private keepAliveHint = '';
-  /** The last response head that parsed cleanly (its first headCacheLen bytes; -1: none) and what it said. */
-  private headCache: Buffer | undefined;
-  private headCacheLen = -1;
-  private headStatus = 0;
-  private headContentType: string | undefined;
-  private headLength = -1;
-  private headChunked = false;
-  private headKeepAlive = true;
+  /** The last response head that parsed cleanly (up to HEAD_CACHE_BYTES) and what it said. */
+  private last: LastHead | undefined;
 
   constructor(pool: UpstreamPool) {
     this.pool = pool;
@@ -211,20 +210,13 @@ class Connection {
     const s = this.socket;
     const bl = body.length;
     if (bl <= COPY_BODY_MAX) {
-      // head, Content-Length digits, blank line and body in one frame, one write
-      const total = prefix.length + decimalDigits(bl) + 4 + bl;
-      const shared = total <= FRAME_SIZE;
-      const out = shared ? frame : Buffer.allocUnsafe(total);
+      // head, Content-Length value, blank line and body in one frame, one write
+      const len = String(bl);
+      const total = prefix.length + len.length + 4 + bl;
+      const out = frameFor(total);
       out.set(prefix, 0);
-      let o = putDecimal(out, prefix.length, bl);
-      out[o++] = 13;
-      out[o++] = 10;
-      out[o++] = 13;
-      out[o++] = 10;
-      out.set(body, o);
-      s.write(shared ? out.subarray(0, total) : out);
-      // not all taken by the kernel at once (or still connecting): that frame is the socket's now
-      if (shared && s.writableLength !== 0) frame = Buffer.allocUnsafeSlow(FRAME_SIZE);
+      out.set(body, putLatin1(out, '\r\n\r\n', putLatin1(out, len, prefix.length)));
+      writeFrame(s, out, total);
     } else {
       s.cork();
       s.write(prefix);
@@ -349,13 +341,10 @@ class Connection {
     parse: {
       // the same bytes as the last head that parsed cleanly: the same answer (a worker sends one head
       // for every stream, the Date changing once a second)
-      const n = this.headCacheLen;
-      if (n === end && (this.headCache as Buffer).compare(buf, 0, end, 0, end) === 0) {
-        status = this.headStatus;
-        contentType = this.headContentType;
-        length = this.headLength;
-        chunked = this.headChunked;
-        this.keepAlive = this.headKeepAlive;
+      const last = this.last;
+      if (last !== undefined && last.len === end && last.bytes.compare(buf, 0, end, 0, end) === 0) {
+        ({ status, contentType, length, chunked } = last);
+        this.keepAlive = last.keepAlive;
         break parse;
       }
       const h = buf.toString('latin1', 0, end);
@@ -397,19 +386,13 @@ class Connection {
             while (vs < ve && (h.charCodeAt(vs) === 32 || h.charCodeAt(vs) === 9)) vs++;
             while (ve > vs && (h.charCodeAt(ve - 1) === 32 || h.charCodeAt(ve - 1) === 9)) ve--;
             if (name === 'content-type') {
-              // the same value from a worker every time: its string (checked once) is reused
-              const last = this.pool.lastContentType;
-              if (last !== undefined && ve - vs === last.length && h.startsWith(last, vs)) contentType = last;
-              else {
-                const value = h.slice(vs, ve);
-                // it is sent on to the client: a control character would split that response's head
-                if (hasCtl(value)) {
-                  this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
-                  return -1;
-                }
-                contentType = value;
-                this.pool.lastContentType = value;
+              const value = h.slice(vs, ve);
+              // it is sent on to the client: a control character would split that response's head
+              if (hasCtl(value)) {
+                this.fail(new ProtocolError(`control character in content-type ${JSON.stringify(value)}`));
+                return -1;
               }
+              contentType = value;
             } else if (name === 'content-length') {
               const value = h.slice(vs, ve);
               const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
@@ -450,14 +433,9 @@ class Connection {
         return -1;
       }
       if (end <= HEAD_CACHE_BYTES) {
-        const c = (this.headCache ??= Buffer.allocUnsafe(HEAD_CACHE_BYTES));
-        buf.copy(c, 0, 0, end);
-        this.headCacheLen = end;
-        this.headStatus = status;
-        this.headContentType = contentType;
-        this.headLength = length;
-        this.headChunked = chunked;
-        this.headKeepAlive = this.keepAlive;
+        const bytes = this.last?.bytes ?? Buffer.allocUnsafe(HEAD_CACHE_BYTES);
+        buf.copy(bytes, 0, 0, end);
+        this.last = { bytes, len: end, status, contentType, length, chunked, keepAlive: this.keepAlive };
       }
     }
     ex.handler.onResponseStart(ex, status, contentType);
@@ -605,19 +583,6 @@ function hasCtl(v: string): boolean {
   return false;
 }
 
-function decimalDigits(n: number): number {
-  let digits = 1;
-  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
-  return digits;
-}
-
-/** Write the decimal digits of `n` (a non-negative integer) at `o`; returns the offset after them. */
-function putDecimal(out: Buffer, o: number, n: number): number {
-  const end = o + decimalDigits(n);
-  for (let i = end - 1, x = n; i >= o; i--, x = Math.floor(x / 10)) out[i] = 48 + (x % 10);
-  return end;
-}
-
 /** The decimal digit at `i`, or NaN. */
 function digit(h: string, i: number): number {
   const d = h.charCodeAt(i) - 48;
@@ -647,8 +612,6 @@ export class UpstreamPool {
   private readonly prefixes = new Map<string, [Buffer, Buffer]>();
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
   readonly pathPrefix: string;
-  /** The content type of the last response (checked): a worker sends the same one every time. */
-  lastContentType: string | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;

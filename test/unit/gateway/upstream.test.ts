@@ -203,7 +203,7 @@ describe('UpstreamPool', () => {
     expect(pool.size).toBe(0); // connection: close
   });
 
-  it('header values: the last content type is reused only when identical, whitespace trimmed, chunked and keep-alive in any case', async () => {
+  it('header values: content types passed exactly (whitespace trimmed), a control character caught after a clean value, chunked and keep-alive in any case', async () => {
     const answers = [
       'HTTP/1.1 200 OK\r\ncontent-type:  text/event-stream \r\ntransfer-encoding: CHUNKED\r\nconnection: Keep-Alive\r\n\r\n1\r\na\r\n0\r\n\r\n',
       'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1\r\n\r\nb',
