@@ -485,6 +485,60 @@ class Res implements FrontResponse {
   }
 }
 
+/**
+ * A connection's last request head, kept so that the next one, when it is the same, is not parsed
+ * again: a client on a keep-alive connection sends the same head every time (the OpenAI SDKs,
+ * undici, a load balancer's pooled connection), except for Content-Length's digits. Only heads
+ * without Transfer-Encoding or Expect, with at most one plain Content-Length, are kept.
+ */
+class LastHead {
+  constructor(
+    private whole: string,
+    /** Where Content-Length's value starts and ends in `whole` (-1, -1: no Content-Length). */
+    private readonly from: number,
+    private to: number,
+    /** Content-Length's digits in `whole` and `headers` (null: none). */
+    private length: string | null,
+    /** Never changed once handed to a handler (FrontRequest.headers is read-only): shared by the requests of a connection. */
+    public headers: Record<string, string>,
+    readonly method: string,
+    readonly url: string,
+    readonly v11: boolean,
+    readonly keepAlive: boolean,
+  ) {}
+
+  /** `s` is this head with Content-Length's digits (or none) changed at most: those digits (null: no Content-Length); else undefined. */
+  match(s: string): string | null | undefined {
+    const w = this.whole;
+    // flat strings compare like memcmp; String#startsWith is several times slower
+    if (s === w) return this.length;
+    const from = this.from;
+    if (from < 0) return undefined;
+    const to = s.length - (w.length - this.to);
+    if (to <= from || to - from > 15) return undefined;
+    for (let i = from; i < to; i++) if (!isDigit(s.charCodeAt(i))) return undefined;
+    if (s.slice(0, from) !== w.slice(0, from) || s.slice(to) !== w.slice(this.to)) return undefined;
+    return s.slice(from, to);
+  }
+
+  /**
+   * The headers of head `s`, which match() gave Content-Length `d`: the last ones, or a copy with
+   * the new length (the last ones may still be in use), which `s` and its headers then replace.
+   */
+  headersOf(s: string, d: string | null): Record<string, string> {
+    if (d === this.length) return this.headers;
+    const last = this.headers;
+    const h = Object.create(HEADERS_PROTO) as Record<string, string>;
+    for (const k in last) h[k] = last[k] as string;
+    h['content-length'] = d as string; // match() gives another length only for a head that has one
+    this.whole = s;
+    this.to = this.from + (d as string).length;
+    this.length = d;
+    this.headers = h;
+    return h;
+  }
+}
+
 /** One client connection: its parser state, the response in progress and its one timer. */
 class Conn {
   readonly socket: Socket;
@@ -495,6 +549,7 @@ class Conn {
   private buf: Buffer | null = null;
   /** Where to resume looking for the end of an incomplete head. */
   private scan = 0;
+  private lastHead: LastHead | null = null;
   /** What arrived while a request was being handled. */
   private pend: Buffer[] | null = null;
   private pendLen = 0;
@@ -686,6 +741,18 @@ class Conn {
     if (e + 4 > cfg.maxHeader) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${cfg.maxHeader} bytes`);
     this.scan = 0;
     const s = buf.toString('latin1', start, e + 2);
+    const last = this.lastHead;
+    const d = last === null ? undefined : last.match(s);
+    if (d !== undefined) {
+      const lh = last as LastHead;
+      this.method = lh.method;
+      this.url = lh.url;
+      this.v11 = lh.v11;
+      this.keepAlive = lh.keepAlive;
+      this.isHead = lh.method === 'HEAD';
+      this.headers = lh.headersOf(s, d);
+      return this.startBody(buf, e + 4, null, d, false);
+    }
 
     // request line: method SP origin-form SP HTTP/1.x
     const le = s.indexOf('\r\n');
@@ -713,6 +780,9 @@ class Conn {
     let conn = 0;
     let expect: string | null = null;
     let hosts = 0;
+    // where a single plain Content-Length value sits in `s` (-2: not a head to keep, see LastHead)
+    let clFrom = -1;
+    let clTo = -1;
     const end = s.length;
     let pos = le + 2;
     while (pos < end) {
@@ -745,6 +815,10 @@ class Conn {
         case 'content-length': {
           const d = contentLength(value);
           if (d === null || (cl !== null && d !== cl)) throw bad('invalid_content_length', 'Content-Length must be one non-negative integer (repeated values must be identical)');
+          if (cl === null && d === value) {
+            clFrom = vs;
+            clTo = ve;
+          } else clFrom = -2;
           cl = d;
           headers[name] = d;
           continue;
@@ -779,12 +853,19 @@ class Conn {
     this.keepAlive = (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0);
     this.isHead = this.method === 'HEAD';
     this.headers = headers;
+    if (te === null && expect === null && clFrom !== -2) {
+      this.lastHead = new LastHead(s, clFrom, clTo, cl, headers, this.method, this.url, v11, this.keepAlive);
+    }
+    return this.startBody(buf, e + 4, te, cl, expectContinue);
+  }
 
-    // body framing (RFC 9112 §6.3)
-    const bodyStart = e + 4;
+  /** The head ended just before `bodyStart`: frame the body (RFC 9112 §6.3) and dispatch the request once it is all here. */
+  private startBody(buf: Buffer, bodyStart: number, te: string | null, cl: string | null, expectContinue: boolean): boolean {
+    const cfg = this.cfg;
+    const len = buf.length;
     if (te !== null) {
       if (cl !== null) throw bad('conflicting_framing', 'both Transfer-Encoding and Content-Length are present');
-      if (!v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
+      if (!this.v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
       if (te.length !== 7 || te.toLowerCase() !== 'chunked') {
         throw new ParseError(501, 'unsupported_transfer_encoding', `501 Not Implemented: transfer-encoding ${JSON.stringify(te)} (only "chunked" is supported)`);
       }

@@ -22,6 +22,7 @@ export class SseMeter {
   constructor(endpoint: 'chat' | 'completions' = 'chat') {
     this.chat = endpoint === 'chat';
     this.key = this.chat ? CHAT_KEY : TEXT_KEY;
+    this.keyOffset = this.chat ? chatOffsetHint : textOffsetHint;
   }
 
   /** A meter for a request path (`…/chat/completions` or `…/completions`). */
@@ -90,6 +91,8 @@ export class SseMeter {
         (chat ? isChatKey(b, g) : isTextKey(b, g))
       ) {
         this.token(now);
+      } else if (end - pos === 12 && b[pos + 6] === 91 /* [ */ && isDataField(b, pos) && isDone(b, pos + 7)) {
+        this.done = true;
       } else {
         const s = b.toString('latin1', pos, end);
         this.keyPos = -2;
@@ -138,8 +141,10 @@ export class SseMeter {
    * Where the text key sat in the last token event, counted from its `{`: the fields before it (id,
    * object, created, model, index) keep their length through a stream, so feed checks the next
    * event there first — a comparison of a dozen bytes instead of a scan (a scan for `text":"` stops at every `t`).
+   * A new meter starts from the offset the last meter of its endpoint learnt (a worker's streams
+   * share it): a wrong guess only means the text path, where the offset is learnt again.
    */
-  private keyOffset = -1;
+  private keyOffset: number;
 
   private keyAt(s: string, from: number): number {
     if (this.keyPos === -2 || (this.keyPos !== -1 && this.keyPos < from)) {
@@ -182,7 +187,11 @@ export class SseMeter {
     }
     const k = this.keyAt(s, body);
     const text = k !== -1 && k < end && s.charCodeAt(k + this.key.length) !== 34;
-    if (text) this.keyOffset = k - body;
+    if (text) {
+      this.keyOffset = k - body;
+      if (this.chat) chatOffsetHint = this.keyOffset;
+      else textOffsetHint = this.keyOffset;
+    }
     // a token event that ends with its choices array (`…}]}`, as vLLM, SGLang and llama.cpp send
     // them) has no usage after it: no search per token. Usage-only events (`"choices":[]`) and
     // events ending in another object (continuous usage stats) are searched.
@@ -236,6 +245,11 @@ function isChatKey(b: Buffer, g: number): boolean {
   );
 }
 
+/** `DONE]` at `p` (after `data: [`). */
+function isDone(b: Buffer, p: number): boolean {
+  return b[p] === 68 && b[p + 1] === 79 && b[p + 2] === 78 && b[p + 3] === 69 && b[p + 4] === 93;
+}
+
 /** TEXT_KEY (`text":"`) at `g`. */
 function isTextKey(b: Buffer, g: number): boolean {
   return b[g] === 116 && b[g + 1] === 101 && b[g + 2] === 120 && b[g + 3] === 116 && b[g + 4] === 34 && b[g + 5] === 58 && b[g + 6] === 34;
@@ -245,6 +259,9 @@ function isTextKey(b: Buffer, g: number): boolean {
 // faster than one that starts with `"`, the commonest byte of JSON (checked in keyAt)
 const CHAT_KEY = 'content":"';
 const TEXT_KEY = 'text":"';
+/** Where the last learnt text key sat, per endpoint (see SseMeter.keyOffset); -1: none yet. */
+let chatOffsetHint = -1;
+let textOffsetHint = -1;
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
 export function sseErrorEvent(message: string, code: string, type = 'upstream_error'): string {

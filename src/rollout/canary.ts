@@ -57,7 +57,7 @@ export class CanaryController {
 
   /** Resume every rollout the store says is still running, and start listening to telemetry. */
   recover(): void {
-    const { unsubscribe, stored } = trackRollouts<CanaryState>(this.cp, 'canary', () => this.live.values());
+    const { unsubscribe, stored } = trackRollouts<CanaryState>(this.cp, 'canary', this.live);
     this.unsubscribe = unsubscribe;
     for (const { state: st, revision } of stored) {
       const l = this.track(st, revision);

@@ -63,7 +63,7 @@ export class ExperimentManager {
   constructor(private readonly cp: ControlPlane) {}
 
   recover(): void {
-    const { unsubscribe, stored } = trackRollouts<ExperimentState>(this.cp, 'experiment', () => this.live.values());
+    const { unsubscribe, stored } = trackRollouts<ExperimentState>(this.cp, 'experiment', this.live);
     this.unsubscribe = unsubscribe;
     for (const { state: st, revision } of stored) {
       this.live.set(st.id, { state: st, samples: new PairSamples(st.model, st.a, st.b, DEFAULTS.rollout.maxSamplesPerVersion), revision });

@@ -100,15 +100,16 @@ export class PairSamples {
 
 /**
  * What canaries and experiments share: every telemetry record goes to the samples of the live
- * rollouts `live()` yields, and the store's unfinished rollouts of `kind` are handed back to resume.
+ * rollouts in `live`, and the store's unfinished rollouts of `kind` are handed back to resume.
  */
 export function trackRollouts<S extends { kind: string }>(
   cp: ControlPlane,
   kind: S['kind'],
-  live: () => Iterable<{ samples: PairSamples }>,
+  live: ReadonlyMap<string, { samples: PairSamples }>,
 ): { unsubscribe: () => void; stored: { state: S; revision: number }[] } {
   const unsubscribe = cp.dp.telemetry.subscribe((r) => {
-    for (const l of live()) l.samples.record(r);
+    // every request's record comes here: no iterator while nothing is live (the usual case)
+    if (live.size !== 0) for (const l of live.values()) l.samples.record(r);
   });
   const stored: { state: S; revision: number }[] = [];
   for (const rec of cp.store.listActiveRollouts()) {

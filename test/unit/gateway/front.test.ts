@@ -366,6 +366,47 @@ describe('keep-alive and pipelining', () => {
     raw.socket.destroy();
   });
 
+  it('a head repeated on a connection (only Content-Length may change) is read like a fresh one; earlier requests keep their headers', async () => {
+    const { port, seen } = await start(echo, { maxBodyBytes: 200 });
+    const body = (n: number): string => 'x'.repeat(n);
+    const h = 'X-Session-Id: s1\r\nContent-Type: application/json\r\n';
+    const sizes = [7, 7, 12, 99, 100, 100, 0, 3];
+    const raw = new Raw(port).send(sizes.map((n) => post('/v1/completions', body(n), h)).join(''));
+    const rs = await raw.responses(sizes.length);
+    for (const [i, n] of sizes.entries()) {
+      const e = echoed(rs[i]!);
+      expect(e.body).toBe(body(n));
+      expect(e.headers).toEqual({ host: 'a', 'content-length': String(n), 'x-session-id': 's1', 'content-type': 'application/json' });
+      // the objects the handler got are not changed by the requests after them
+      expect(seen[i]!.headers['content-length']).toBe(String(n));
+      expect(seen[i]!.body.toString()).toBe(body(n));
+    }
+    // the same head: the same (read-only) object; another length: another object
+    expect(seen[1]!.headers).toBe(seen[0]!.headers);
+    expect(seen[2]!.headers).not.toBe(seen[1]!.headers);
+    // a head that differs anywhere else is parsed afresh, and still checked: a bad Content-Length
+    // in the place of the digits, a changed value, a new header, another target, and a body over the limit
+    raw.send(post('/v1/completions', 'abc', 'X-Session-Id: s2\r\nContent-Type: application/json\r\n'));
+    raw.send(post('/v1/chat/completions', 'abc', h));
+    raw.send(post('/v1/chat/completions', 'abcd', `${h}X-Extra: 1\r\n`));
+    raw.send(post('/v1/chat/completions', body(201), h));
+    const more = await raw.responses(sizes.length + 4);
+    expect(echoed(more[8]!).headers['x-session-id']).toBe('s2');
+    expect(echoed(more[9]!).url).toBe('/v1/chat/completions');
+    expect(echoed(more[10]!).headers['x-extra']).toBe('1');
+    expect(echoed(more[10]!).body).toBe('abcd');
+    expect(more[11]!.status).toBe(413);
+    await raw.close();
+
+    for (const bad of ['1a', '+5', '', ' 5 6', '5, 6', '9999999999999999']) {
+      const r2 = new Raw(port).send(post('/', 'ok', h) + `POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${bad}\r\n${h}\r\n`);
+      const [ok, refused] = await r2.responses(2);
+      expect(ok!.status, bad).toBe(200);
+      expect(refused!.status, bad).toBe(bad === '9999999999999999' ? 413 : 400);
+      await r2.close();
+    }
+  });
+
   it('pauses a connection that pipelines more than head + body limits while busy, and answers everything after', async () => {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));

@@ -1,5 +1,5 @@
 // SseMeter: events split across chunks, [DONE], usage, token timing, malformed input, comments.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SseMeter, sseErrorEvent } from '../../../src/gateway/sse.js';
 import { sseEvents } from '../../helpers/upstream.js';
 
@@ -243,6 +243,31 @@ describe('SseMeter fast path (text key checked where the last token event had it
       const m = new SseMeter(endpoint);
       expect(m.feed(b(make(' x') + good + make(' z') + done), 1)).toBe(true);
       expect(m.tokenEvents).toBe(3);
+    }
+  });
+
+  it('a new meter starts where the last one found the key: a stream of token events and [DONE] is never decoded as text; a wrong guess is only slower', () => {
+    const stream = (id: string, n: number) => Array.from({ length: n }, (_, i) => ev(id, ` t${i}`)).join('') + 'data: [DONE]\n\n';
+    expect(new SseMeter('completions').feed(b(stream('a', 2)), 1)).toBe(true);
+    const toString = vi.spyOn(Buffer.prototype, 'toString');
+    try {
+      const m = new SseMeter('completions');
+      expect(m.feed(b(stream('a', 5)), 1)).toBe(true);
+      expect(toString).not.toHaveBeenCalled();
+      expect([m.tokenEvents, m.done]).toEqual([5, true]);
+    } finally {
+      toString.mockRestore();
+    }
+    // other streams (the key elsewhere, chat instead of completions) are read right after it, and after each other
+    for (const [endpoint, text, tokens] of [
+      ['completions', stream('abcdef', 3), 3],
+      ['completions', stream('a', 4).replace('"text":', '"test":'), 3],
+      ['chat', `data: {"id":"c","choices":[{"index":0,"delta":{"content":" x"}}]}\n\n${stream('a', 2)}`, 1],
+      ['completions', stream('a', 1), 1],
+    ] as const) {
+      const m = new SseMeter(endpoint);
+      expect(m.feed(b(text), 1)).toBe(true);
+      expect([m.tokenEvents, m.done]).toEqual([tokens, true]);
     }
   });
 
