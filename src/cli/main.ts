@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --initial-old-space-size=128 --min-semi-space-size=32 --max-semi-space-size=32
+#!/usr/bin/env -S node --initial-old-space-size=128
 // The `glidepath` command: registers one verb per folder and is the single exit point.
 import { Command, CommanderError } from 'commander';
 import { registerVerbs } from './verbs.js';
