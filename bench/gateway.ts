@@ -36,8 +36,9 @@ const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
 /**
  * Each cell is measured this many times, interleaved and rotated across targets (a multiple of 4:
  * each target equally often in each position); the table shows medians. S1 and S2 8×: their
- * throughput ratios move with the shared machine's speed from minute to minute (per-round S2
- * ratios of one run spread over ±0.05), so more rounds give a steadier median. S3 4× (its cells are
+ * throughput ratios move with the shared machine's speed from minute to minute (Glidepath's S2
+ * tokens/s over HAProxy's ranged 0.84–1.02 across the eight rounds of one run), so more rounds
+ * give a steadier median. S3 4× (its cells are
  * 15 s long and its figures are percentiles over all rounds' samples pooled).
  */
 const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 8));

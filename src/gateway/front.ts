@@ -68,6 +68,8 @@ const COALESCE_MAX = 16 * 1024;
 /** A chunk-size line with its extensions. */
 const MAX_CHUNK_LINE = 4096;
 const MAX_CHUNK_DIGITS = 16;
+/** A connection keeps its last request head for reuse (LastHead) only up to this size: an idle connection holds it. */
+const MAX_KEPT_HEAD = 4096;
 /** How long a connection we are closing may wait for the client's FIN once our side is written. */
 const LINGER_MS = 5000;
 
@@ -489,7 +491,8 @@ class Res implements FrontResponse {
  * A connection's last request head, kept so that the next one, when it is the same, is not parsed
  * again: a client on a keep-alive connection sends the same head every time (the OpenAI SDKs,
  * undici, a load balancer's pooled connection), except for Content-Length's digits. Only heads
- * without Transfer-Encoding or Expect, with at most one plain Content-Length, are kept.
+ * without Transfer-Encoding or Expect, with at most one plain Content-Length, up to MAX_KEPT_HEAD
+ * bytes, are kept.
  */
 class LastHead {
   constructor(
@@ -853,7 +856,7 @@ class Conn {
     this.keepAlive = (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0);
     this.isHead = this.method === 'HEAD';
     this.headers = headers;
-    if (te === null && expect === null && clFrom !== -2) {
+    if (te === null && expect === null && clFrom !== -2 && s.length <= MAX_KEPT_HEAD) {
       this.lastHead = new LastHead(s, clFrom, clTo, cl, headers, this.method, this.url, v11, this.keepAlive);
     }
     return this.startBody(buf, e + 4, te, cl, expectContinue);
