@@ -37,9 +37,9 @@ const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
  * Each cell is measured this many times, interleaved and rotated across targets (a multiple of 4:
  * each target equally often in each position); the table shows medians. S1 and S2 8×: their
  * throughput ratios move with the shared machine's speed from minute to minute (Glidepath's S2
- * tokens/s over HAProxy's ranged 0.84–1.02 across the eight rounds of one run), so more rounds
- * give a steadier median. S3 4× (its cells are
- * 15 s long and its figures are percentiles over all rounds' samples pooled).
+ * tokens/s over HAProxy's ranged 0.75–1.12 between single rounds, runs K–O in
+ * bench/results/gateway-runs.md), so more rounds give a steadier median. S3 4×: its cells are 15 s
+ * long and its figures are percentiles over all rounds' samples pooled.
  */
 const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 8));
 const S3_REPEATS = Math.max(1, Number(process.env.BENCH_S3_REPEATS ?? 4));
@@ -240,6 +240,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-bench-'));
   const procs: Proc[] = [];
   const rows: Row[] = [];
+  /** Every cell's measurement, in the order taken. */
   const rounds: Round[] = [];
   try {
     const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced, ptFast, ptPaced] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
@@ -264,7 +265,6 @@ async function main(): Promise<void> {
       ['S3 64 streams, 20 ms/token', false, S3_REPEATS, { stream: true, connections: 64, maxTokens: 64, durationMs: S3_DURATION_MS, staggerMs: S3_STAGGER_MS }],
     ] as const;
     for (const [scenario, fast, repeats, opts] of scenarios) {
-      const runs = new Map<string, Row[]>();
       const all = targets(fast);
       // interleaved so a slow moment of the shared machine hits every target, and rotated (A B C D,
       // B C D A, …) so each target follows each other one: the cell before changes the shared
@@ -273,12 +273,10 @@ async function main(): Promise<void> {
       for (let i = 0; i < repeats; i++) {
         for (let k = 0; k < all.length; k++) {
           const [name, port, pid] = all[(i + k) % all.length] as (typeof all)[number];
-          const r = await measure(scenario, name, `http://127.0.0.1:${port}`, pid, opts);
-          runs.set(name, [...(runs.get(name) ?? []), r]);
-          rounds.push({ scenario, round: i, target: name, rps: r.rps, tokensPerS: r.tokensPerS, cpuPerReqUs: r.cpuPerReqUs });
+          rounds.push({ round: i, row: await measure(scenario, name, `http://127.0.0.1:${port}`, pid, opts) });
         }
       }
-      for (const [name] of all) rows.push(medianRow(runs.get(name) as Row[]));
+      for (const [name] of all) rows.push(medianRow(rounds.filter((r) => r.row.scenario === scenario && r.row.target === name).map((r) => r.row)));
     }
   } finally {
     for (const p of procs.reverse()) await p.stop();
@@ -287,19 +285,15 @@ async function main(): Promise<void> {
   report(rows, rounds);
 }
 
-/** One cell's measurement in one round (kept in the JSON: how far the rounds spread). */
+/** One cell's measurement in one round (every round goes into the JSON: how far the rounds spread). */
 interface Round {
-  scenario: string;
   round: number;
-  target: string;
-  rps: number;
-  tokensPerS: number;
-  cpuPerReqUs: number;
+  row: Row;
 }
 
 /** Glidepath's tokens/s over HAProxy's in each round of a scenario, sorted. */
 function roundRatios(rounds: Round[], sc: string): number[] {
-  const of = (t: string, i: number) => rounds.find((r) => r.scenario.startsWith(sc) && r.target === t && r.round === i);
+  const of = (t: string, i: number) => rounds.find((r) => r.row.scenario.startsWith(sc) && r.row.target === t && r.round === i)?.row;
   const out: number[] = [];
   for (let i = 0; ; i++) {
     const g = of('glidepath', i);
@@ -347,7 +341,7 @@ function report(rows: Row[], rounds: Round[]): void {
   const outDir = path.join(root, 'bench', 'results');
   mkdirSync(outDir, { recursive: true });
   writeFileSync(path.join(outDir, 'gateway.md'), md);
-  writeFileSync(path.join(outDir, 'gateway.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, durationMs: DURATION_MS, s3DurationMs: S3_DURATION_MS, repeats: REPEATS, s3Repeats: S3_REPEATS, rows: rows.map(({ samples: _, ...r }) => r), rounds, checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })) }, null, 2));
+  writeFileSync(path.join(outDir, 'gateway.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, durationMs: DURATION_MS, s3DurationMs: S3_DURATION_MS, repeats: REPEATS, s3Repeats: S3_REPEATS, rows: rows.map(({ samples: _, ...r }) => r), rounds: rounds.map(({ round, row }) => ({ scenario: row.scenario, round, target: row.target, rps: row.rps, tokensPerS: row.tokensPerS, cpuPerReqUs: row.cpuPerReqUs })), checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })) }, null, 2));
   process.stdout.write(md);
 }
 

@@ -62,13 +62,15 @@ const EMPTY = Buffer.alloc(0);
  */
 const HEADERS_PROTO = Object.create(null) as object;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+/** A connection's head before its first request. */
+const NO_HEAD: RequestHead = { method: '', url: '', v11: true, keepAlive: true, headers: {} };
 const CONTINUE = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
 /** A string piece with an ASCII head up to this size goes out as one string. */
 const COALESCE_MAX = 16 * 1024;
 /** A chunk-size line with its extensions. */
 const MAX_CHUNK_LINE = 4096;
 const MAX_CHUNK_DIGITS = 16;
-/** A connection keeps its last request head for reuse (LastHead) only up to this size: an idle connection holds it. */
+/** A connection keeps its last request head for reuse (LastRequestHead) only up to this size: an idle connection holds it. */
 const MAX_KEPT_HEAD = 4096;
 /** How long a connection we are closing may wait for the client's FIN once our side is written. */
 const LINGER_MS = 5000;
@@ -487,6 +489,16 @@ class Res implements FrontResponse {
   }
 }
 
+/** What a request head says. Never changed once made: requests on a connection may share one (see LastRequestHead). */
+interface RequestHead {
+  readonly method: string;
+  readonly url: string;
+  readonly v11: boolean;
+  readonly keepAlive: boolean;
+  /** Read-only too (FrontRequest.headers). */
+  readonly headers: Record<string, string>;
+}
+
 /**
  * A connection's last request head, kept so that the next one, when it is the same, is not parsed
  * again: a client on a keep-alive connection sends the same head every time (the OpenAI SDKs,
@@ -494,20 +506,15 @@ class Res implements FrontResponse {
  * without Transfer-Encoding or Expect, with at most one plain Content-Length, up to MAX_KEPT_HEAD
  * bytes, are kept.
  */
-class LastHead {
+class LastRequestHead {
   constructor(
     private whole: string,
     /** Where Content-Length's value starts and ends in `whole` (-1, -1: no Content-Length). */
     private readonly from: number,
     private to: number,
-    /** Content-Length's digits in `whole` and `headers` (null: none). */
+    /** Content-Length's digits in `whole` and `head.headers` (null: none). */
     private length: string | null,
-    /** Never changed once handed to a handler (FrontRequest.headers is read-only): shared by the requests of a connection. */
-    public headers: Record<string, string>,
-    readonly method: string,
-    readonly url: string,
-    readonly v11: boolean,
-    readonly keepAlive: boolean,
+    private head: RequestHead,
   ) {}
 
   /** `s` is this head with Content-Length's digits (or none) changed at most: those digits (null: no Content-Length); else undefined. */
@@ -525,20 +532,20 @@ class LastHead {
   }
 
   /**
-   * The headers of head `s`, which match() gave Content-Length `d`: the last ones, or a copy with
-   * the new length (the last ones may still be in use), which `s` and its headers then replace.
+   * What head `s`, which match() gave Content-Length `d`, says: the last one, or a copy with the new
+   * length (the last one may still be in use), which `s` and the copy then replace.
    */
-  headersOf(s: string, d: string | null): Record<string, string> {
-    if (d === this.length) return this.headers;
-    const last = this.headers;
-    const h = Object.create(HEADERS_PROTO) as Record<string, string>;
-    for (const k in last) h[k] = last[k] as string;
-    h['content-length'] = d as string; // match() gives another length only for a head that has one
+  headOf(s: string, d: string | null): RequestHead {
+    if (d === this.length) return this.head;
+    const last = this.head.headers;
+    const headers = Object.create(HEADERS_PROTO) as Record<string, string>;
+    for (const k in last) headers[k] = last[k] as string;
+    headers['content-length'] = d as string; // match() gives another length only for a head that has one
     this.whole = s;
     this.to = this.from + (d as string).length;
     this.length = d;
-    this.headers = h;
-    return h;
+    this.head = { ...this.head, headers };
+    return this.head;
   }
 }
 
@@ -552,7 +559,7 @@ class Conn {
   private buf: Buffer | null = null;
   /** Where to resume looking for the end of an incomplete head. */
   private scan = 0;
-  private lastHead: LastHead | null = null;
+  private lastHead: LastRequestHead | null = null;
   /** What arrived while a request was being handled. */
   private pend: Buffer[] | null = null;
   private pendLen = 0;
@@ -560,12 +567,7 @@ class Conn {
   private parsing = false;
   private tickQueued = false;
   // the request being read
-  private method = '';
-  private url = '';
-  private v11 = true;
-  private keepAlive = true;
-  private isHead = false;
-  private headers: Record<string, string> = {};
+  private head: RequestHead = NO_HEAD;
   private remaining = 0;
   private readonly parts: Buffer[] = [];
   private bodyLen = 0;
@@ -747,13 +749,7 @@ class Conn {
     const last = this.lastHead;
     const d = last === null ? undefined : last.match(s);
     if (d !== undefined) {
-      const lh = last as LastHead;
-      this.method = lh.method;
-      this.url = lh.url;
-      this.v11 = lh.v11;
-      this.keepAlive = lh.keepAlive;
-      this.isHead = lh.method === 'HEAD';
-      this.headers = lh.headersOf(s, d);
+      this.head = (last as LastRequestHead).headOf(s, d);
       return this.startBody(buf, e + 4, null, d, false);
     }
 
@@ -783,7 +779,7 @@ class Conn {
     let conn = 0;
     let expect: string | null = null;
     let hosts = 0;
-    // where a single plain Content-Length value sits in `s` (-2: not a head to keep, see LastHead)
+    // where a single plain Content-Length value sits in `s` (-2: not a head to keep, see LastRequestHead)
     let clFrom = -1;
     let clTo = -1;
     const end = s.length;
@@ -850,15 +846,9 @@ class Conn {
       expectContinue = v11; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
     }
 
-    this.method = s.slice(0, sp1);
-    this.url = s.slice(sp1 + 1, sp2);
-    this.v11 = v11;
-    this.keepAlive = (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0);
-    this.isHead = this.method === 'HEAD';
-    this.headers = headers;
-    if (te === null && expect === null && clFrom !== -2 && s.length <= MAX_KEPT_HEAD) {
-      this.lastHead = new LastHead(s, clFrom, clTo, cl, headers, this.method, this.url, v11, this.keepAlive);
-    }
+    const head: RequestHead = { method: s.slice(0, sp1), url: s.slice(sp1 + 1, sp2), v11, keepAlive: (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0), headers };
+    this.head = head;
+    if (te === null && expect === null && clFrom !== -2 && s.length <= MAX_KEPT_HEAD) this.lastHead = new LastRequestHead(s, clFrom, clTo, cl, head);
     return this.startBody(buf, e + 4, te, cl, expectContinue);
   }
 
@@ -868,7 +858,7 @@ class Conn {
     const len = buf.length;
     if (te !== null) {
       if (cl !== null) throw bad('conflicting_framing', 'both Transfer-Encoding and Content-Length are present');
-      if (!this.v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
+      if (!this.head.v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
       if (te.length !== 7 || te.toLowerCase() !== 'chunked') {
         throw new ParseError(501, 'unsupported_transfer_encoding', `501 Not Implemented: transfer-encoding ${JSON.stringify(te)} (only "chunked" is supported)`);
       }
@@ -1021,8 +1011,9 @@ class Conn {
   private dispatch(body: Buffer): void {
     this.state = S_BUSY;
     this.timerKind = T_NONE; // no timeout while the handler has the request
-    const req: FrontRequest = { method: this.method, url: this.url, headers: this.headers, body, httpVersion: this.v11 ? '1.1' : '1.0' };
-    const res = new Res(this, this.isHead, this.v11, this.keepAlive);
+    const h = this.head;
+    const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0' };
+    const res = new Res(this, h.method === 'HEAD', h.v11, h.keepAlive);
     this.res = res;
     try {
       this.cfg.handler(req, res);

@@ -70,7 +70,7 @@ const HEAD_CACHE_BYTES = 1024;
 const COPY_BODY_MAX = 64 * 1024;
 
 /** A response head's bytes (the first `len` of `bytes`) and what parsing them gave. */
-interface LastHead {
+interface LastResponseHead {
   bytes: Buffer;
   len: number;
   status: number;
@@ -157,7 +157,7 @@ class Connection {
   /** The last `keep-alive` header value seen (idleLimitMs follows from it). */
   private keepAliveHint = '';
   /** The last response head that parsed cleanly (up to HEAD_CACHE_BYTES) and what it said. */
-  private last: LastHead | undefined;
+  private last: LastResponseHead | undefined;
 
   constructor(pool: UpstreamPool) {
     this.pool = pool;
