@@ -45,6 +45,18 @@ export const DEFAULTS = {
     /** Client connections: idle keep-alive limit, and the time a request's head and body may take. */
     clientKeepAliveMs: 65_000,
     clientHeadersTimeoutMs: 30_000,
+    /**
+     * A response the client does not take: when the bytes already handed to its socket have not
+     * drained for this long, the connection is closed and the worker released (nginx's
+     * `send_timeout` is 60 s). A client reading a stream at any pace keeps it alive.
+     */
+    sendTimeoutMs: 60_000,
+    /**
+     * While a request is being answered, at most this much of what the client sends next
+     * (pipelined requests) is read ahead before the socket is paused: a pipelining client gains
+     * nothing from more, and a hostile one cannot park megabytes per connection.
+     */
+    clientReadAheadBytes: 64 * KiB,
     /** Whether clients may pick a version with `x-glidepath-version`. */
     allowVersionHeader: true,
     /** Sticky-session header; the body's `user` is the fallback key. */
@@ -65,6 +77,40 @@ export const DEFAULTS = {
     holdQueueTimeoutMs: 30_000,
     /** Retry-After seconds sent with 503s from the hold queue / no healthy worker. */
     retryAfterS: 1,
+  },
+
+  /** Connection admission per listener (src/gateway/limits.ts); 0 means off, or "auto" where noted. */
+  limits: {
+    /**
+     * Descriptors kept back from the client-connection ceiling for everything else the process opens
+     * (store, logs, the admin API, pipes to child processes), or this share of the limit if larger.
+     */
+    fdReserve: 256,
+    fdReserveShare: 0.05,
+    /**
+     * Data plane: most client connections at once; 0 = auto, half of the descriptor limit after the
+     * reserve (each client connection may hold a worker connection too). Past it new connections get
+     * 503 + Retry-After at once, before the process runs out of descriptors.
+     */
+    dataMaxConnections: 0,
+    /**
+     * Data plane, per client address: off. Behind a load balancer every request comes from the
+     * balancer's few addresses, so a per-address default would throttle everyone; set them when
+     * clients connect directly.
+     */
+    dataPerClientConnections: 0,
+    dataPerClientRps: 0,
+    dataPerClientBurst: 0,
+    /** Admin API: operators and their tools are few; 256 connections is far above any real use. */
+    adminMaxConnections: 256,
+    /** Admin API per address: a CLI or dashboard uses a handful of connections and a few requests a second; polling scripts fit under 100/s. */
+    adminPerClientConnections: 64,
+    adminPerClientRps: 100,
+    adminPerClientBurst: 200,
+    /** Retry-After seconds on a 503 for a full listener. */
+    retryAfterS: 1,
+    /** A log line about refused connections or local resource errors at most this often (the count of the rest goes into the next line). */
+    logIntervalMs: 10_000,
   },
 
   telemetry: {

@@ -104,7 +104,12 @@ export class Router {
       if (r.method !== method) continue;
       const params: Record<string, string> = {};
       r.keys.forEach((k, i) => {
-        params[k] = decodeURIComponent(m[i + 1] as string);
+        const raw = m[i + 1] as string;
+        try {
+          params[k] = decodeURIComponent(raw);
+        } catch {
+          throw new BadRequestError('invalid_path', `malformed percent-encoding in the path segment ${JSON.stringify(raw.slice(0, 200))} (${k})`);
+        }
       });
       return { route: r, params };
     }

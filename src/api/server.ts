@@ -1,13 +1,19 @@
 // The admin REST API under /admin/v1: authenticated, role-checked, audited changes, JSON in and out.
 import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import { z } from 'zod';
 import { kvCacheCompatible } from '../domain/card.js';
 import { routeToSpec } from '../domain/route.js';
 import type { RouteSpec } from '../domain/route.js';
 import { normalizeVersion } from '../config/load.js';
 import { versionSchema } from '../config/schema.js';
-import { BadRequestError, ForbiddenError, UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, ForbiddenError, TooManyRequestsError, UnsupportedMediaTypeError } from '../errors.js';
+import type { ListenerLimitsConfig } from '../config/types.js';
+import { admission } from '../gateway/server.js';
+import type { Admission, ClosableServer } from '../gateway/server.js';
+import { refuseConnection } from '../gateway/front.js';
+import { isValidHost } from '../gateway/http1/host.js';
 import type { ControlPlane } from '../control/plane.js';
 import { cacheDownload } from '../fleet/cache.js';
 import { deployGreen, retire, rollback, swap } from '../rollout/bluegreen.js';
@@ -284,16 +290,58 @@ export function buildRouter(cp: ControlPlane, extensions: readonly ApiExtension[
   return r;
 }
 
-export function createAdminServer(cp: ControlPlane, auth: Authenticator, extensions: readonly ApiExtension[] = []): Server {
+/**
+ * The admin API's listener. With `limits`, connections are admitted first (the connection ceiling
+ * and per-address limits, as on the data plane) and only admitted ones reach the HTTP server.
+ */
+export function createAdminServer(cp: ControlPlane, auth: Authenticator, extensions: readonly ApiExtension[] = [], limits?: ListenerLimitsConfig): ClosableServer {
   const router = buildRouter(cp, extensions);
-  return createServer((req: IncomingMessage, res: ServerResponse) => {
-    void handle(cp, router, auth, req, res);
+  const adm = limits === undefined ? undefined : admission('admin', limits, cp.dp.telemetry);
+  const http = createServer((req: IncomingMessage, res: ServerResponse) => {
+    void handle(cp, router, auth, adm, req, res);
   });
+  if (adm === undefined) return http;
+  const front = createNetServer((socket) => {
+    const addr = socket.remoteAddress ?? '';
+    const why = adm.limits.admit(addr);
+    if (why !== undefined) {
+      adm.refused(why, addr);
+      refuseConnection(socket, why, adm.limits);
+      return;
+    }
+    socket.once('close', () => adm.limits.close(addr));
+    http.emit('connection', socket);
+  });
+  // node:http starts enforcing its header and request timeouts on 'listening'; it never listens itself here
+  front.on('listening', () => http.emit('listening'));
+  front.on('close', () => http.close());
+  adm.watch(front);
+  return Object.assign(front, { closeAllConnections: () => http.closeAllConnections() });
 }
 
-async function handle(cp: ControlPlane, router: Router, auth: Authenticator, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** A path to match routes with: decoded segments are checked by the router; here the target must parse at all. */
+function adminUrl(target: string): URL {
   try {
-    const url = new URL(req.url ?? '/', 'http://admin');
+    return new URL(target, 'http://admin');
+  } catch {
+    throw new BadRequestError('invalid_path', `the request target ${JSON.stringify(target.slice(0, 200))} is not a valid path`);
+  }
+}
+
+async function handle(cp: ControlPlane, router: Router, auth: Authenticator, adm: Admission | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    if (adm !== undefined && adm.limits.rateLimited) {
+      const addr = req.socket.remoteAddress ?? '';
+      const wait = adm.limits.take(addr);
+      if (wait > 0) {
+        adm.refused('client_rate', addr);
+        throw new TooManyRequestsError('rate_limited', `too many requests from ${addr}: at most ${adm.limits.settings.perClientRps} per second (burst ${adm.limits.settings.perClientBurst})`, wait);
+      }
+    }
+    // RFC 9112 §3.2: one Host with a valid value (node:http already requires one on HTTP/1.1)
+    const host = req.headers.host;
+    if (host !== undefined && !isValidHost(host)) throw new BadRequestError('invalid_host', `invalid Host header value ${JSON.stringify(host.slice(0, 64))}`);
+    const url = adminUrl(req.url ?? '/');
     if (!url.pathname.startsWith(API_PREFIX)) {
       throw new BadRequestError('not_admin_path', `admin endpoints live under ${API_PREFIX}/ (got ${url.pathname})`);
     }

@@ -11,7 +11,7 @@ import { fromSnakeFaults } from '../sim/options.js';
 import { DEFAULTS } from '../defaults.js';
 import { configSchema } from './schema.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
-import type { GlidepathConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
+import type { GlidepathConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 
 /** `models[0].versions[1].tp` from ['models', 0, 'versions', 1, 'tp']. */
 export function formatPath(p: readonly PropertyKey[]): string {
@@ -216,7 +216,9 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       drainTimeoutMs: g.drain_timeout_ms,
       holdQueueMax: g.hold_queue_max,
       holdQueueTimeoutMs: g.hold_queue_timeout_ms,
+      sendTimeoutMs: g.send_timeout_ms,
     },
+    limits: { dataPlane: listenerLimits(raw.limits.data_plane), admin: listenerLimits(raw.limits.admin) },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
     notifications: { webhooks: raw.notifications.webhooks },
     control: { tickMs: raw.control.tick_ms },
@@ -235,6 +237,16 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       maxBytes: raw.cache.max_bytes,
     },
     models,
+  };
+}
+
+function listenerLimits(l: RawConfig['limits']['admin']): ListenerLimitsConfig {
+  const rps = l.per_client_requests_per_s;
+  return {
+    maxConnections: l.max_connections,
+    perClientConnections: l.per_client_connections,
+    perClientRps: rps,
+    perClientBurst: rps > 0 ? Math.max(1, l.per_client_burst > 0 ? l.per_client_burst : Math.ceil(rps)) : 0,
   };
 }
 

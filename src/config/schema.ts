@@ -189,6 +189,21 @@ const gpuSchema = z.object({ id: z.union([z.string(), nonNegInt()]), memory_gb: 
 
 const G = DEFAULTS.gateway;
 const T = DEFAULTS.telemetry;
+const L = DEFAULTS.limits;
+
+/** One listener's admission limits; 0 turns a limit off (max_connections 0 on the data plane: derived from the descriptor limit). */
+function listenerLimits(maxConnections: number, perClientConnections: number, perClientRps: number, perClientBurst: number) {
+  return z
+    .object({
+      max_connections: nonNegInt().default(maxConnections),
+      per_client_connections: nonNegInt().default(perClientConnections),
+      per_client_requests_per_s: z.number(msg('a non-negative number')).min(0, msg('a non-negative number')).default(perClientRps),
+      /** Requests above the sustained rate one address may start at once; 0: the rate rounded up. */
+      per_client_burst: nonNegInt().default(perClientBurst),
+    })
+    .strict()
+    .prefault({});
+}
 
 export const configSchema = z
   .object({
@@ -227,6 +242,15 @@ export const configSchema = z
         drain_timeout_ms: posInt().default(G.drainTimeoutMs),
         hold_queue_max: posInt().default(G.holdQueueMax),
         hold_queue_timeout_ms: posInt().default(G.holdQueueTimeoutMs),
+        send_timeout_ms: nonNegInt().default(G.sendTimeoutMs),
+      })
+      .strict()
+      .prefault({}),
+    /** Connection admission per listener (src/gateway/limits.ts, docs/security.md). */
+    limits: z
+      .object({
+        data_plane: listenerLimits(L.dataMaxConnections, L.dataPerClientConnections, L.dataPerClientRps, L.dataPerClientBurst),
+        admin: listenerLimits(L.adminMaxConnections, L.adminPerClientConnections, L.adminPerClientRps, L.adminPerClientBurst),
       })
       .strict()
       .prefault({}),

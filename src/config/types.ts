@@ -138,6 +138,18 @@ export interface GatewayConfig {
   drainTimeoutMs: number;
   holdQueueMax: number;
   holdQueueTimeoutMs: number;
+  /** Bytes written to a client that stay undrained this long close its connection and release its worker (0: never). */
+  sendTimeoutMs: number;
+}
+
+/** One listener's admission limits (0: off; see src/gateway/limits.ts). */
+export interface ListenerLimitsConfig {
+  /** Data plane: 0 = derived from the descriptor limit at start-up. */
+  maxConnections: number;
+  perClientConnections: number;
+  perClientRps: number;
+  /** At least 1 whenever perClientRps is set. */
+  perClientBurst: number;
 }
 
 export interface GlidepathConfig {
@@ -147,6 +159,7 @@ export interface GlidepathConfig {
   auth: { tokens: TokenConfig[] };
   gpus: GpuConfig[];
   gateway: GatewayConfig;
+  limits: { dataPlane: ListenerLimitsConfig; admin: ListenerLimitsConfig };
   telemetry: { windowMaxSamples: number; windowMaxAgeMs: number };
   notifications: { webhooks: string[] };
   control: { tickMs: number };

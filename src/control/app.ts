@@ -52,10 +52,10 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
     const adminTokenHint = bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
     await cp.boot(say);
     const d = parseHostPort(cfg.server.listen);
-    data = await startListening(createDataServer(dp), d.host, d.port);
+    data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);
     const auth = new Authenticator(store);
-    admin = await startListening(createAdminServer(cp, auth, features), a.host, a.port);
+    admin = await startListening(createAdminServer(cp, auth, features, cfg.limits.admin), a.host, a.port);
     for (const f of features) await f.start?.(cp);
     const dataS = data;
     const adminS = admin;

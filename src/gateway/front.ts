@@ -1,10 +1,13 @@
-// The data plane's HTTP/1.1 server over node:net: strict request parsing and framing, keep-alive, pipelining, coalesced responses, timeouts.
+// The data plane's HTTP/1.1 server over node:net: strict request parsing and framing, keep-alive, pipelining, coalesced responses, timeouts,
+// and what bounds a client: admission, read-ahead, body memory, the time its unread answers may wait.
 import { STATUS_CODES } from 'node:http';
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import type { ErrorBody } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
 import { frameFor, putLatin1, writeFrame } from './frame.js';
+import { isValidHost } from './http1/host.js';
+import type { ClientLimits, Refusal } from './limits.js';
 
 export interface FrontRequest {
   /** As sent (a token, e.g. 'POST'). */
@@ -16,6 +19,8 @@ export interface FrontRequest {
   /** The complete body (Content-Length or chunked, decoded); empty Buffer when none. */
   readonly body: Buffer;
   readonly httpVersion: '1.0' | '1.1';
+  /** The client's address as the socket saw it ('' when unknown). */
+  readonly remoteAddress: string;
 }
 
 export interface FrontResponse {
@@ -35,6 +40,8 @@ export interface FrontResponse {
   onClose(cb: () => void): void;
   /** Called once the socket's buffer drains after write() returned false. */
   onceDrain(cb: () => void): void;
+  /** The connection was closed because the client took nothing of what was written to it for the send timeout. */
+  readonly sendTimedOut: boolean;
   /** Drop the connection (e.g. the upstream broke a non-streaming answer). */
   destroy(): void;
 }
@@ -50,8 +57,21 @@ export interface FrontOptions {
   keepAliveTimeoutMs?: number;
   /** Default DEFAULTS.gateway.clientHeadersTimeoutMs (30 s): a request whose head (and body) has not fully arrived in this time gets 408 and close (0: no limit). */
   headersTimeoutMs?: number;
-  /** Body for error answers the server writes itself (400/408/413/417/431/500/501/505). Default: OpenAI-style JSON. */
+  /** Default DEFAULTS.gateway.sendTimeoutMs (60 s): bytes written to a client that stay undrained this long close the connection (0: no limit). */
+  sendTimeoutMs?: number;
+  /** Default DEFAULTS.gateway.clientReadAheadBytes: what a client may send ahead (pipelined) while its request is answered, before reading pauses. */
+  readAheadBytes?: number;
+  /** Admission: the connection ceiling and per-client-address limits (none when absent). */
+  limits?: ClientLimits;
+  /** Told of refused connections and requests, and of send timeouts (metrics, logs). */
+  events?: FrontEvents;
+  /** Body for error answers the server writes itself (400/408/413/417/429/431/500/501/503/505). Default: OpenAI-style JSON. */
   errorBody?: (status: number, code: string, message: string) => string;
+}
+
+export interface FrontEvents {
+  refused?(reason: Refusal, addr: string): void;
+  sendTimeout?(): void;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -74,6 +94,10 @@ const MAX_CHUNK_DIGITS = 16;
 const MAX_KEPT_HEAD = 4096;
 /** How long a connection we are closing may wait for the client's FIN once our side is written. */
 const LINGER_MS = 5000;
+/** A refused connection (429/503 at accept) waits at most this long for the client's FIN: it holds a descriptor meanwhile. */
+const REFUSED_LINGER_MS = 1000;
+/** A body that arrives in pieces is gathered into one buffer, which starts at this size and doubles (chunked) up to the limit. */
+const MIN_BODY_BUFFER = 16 * 1024;
 
 /** RFC 9110 tchar. */
 const TOKEN = new Uint8Array(256);
@@ -92,7 +116,9 @@ const S_CHUNK_DATA = 3;
 const S_CHUNK_CRLF = 4;
 const S_TRAILERS = 5;
 const S_BUSY = 6;
-const S_DEAD = 7;
+/** The answer is complete but the client has not taken it yet: nothing more is parsed until it drains. */
+const S_FLUSH = 7;
+const S_DEAD = 8;
 
 // what the connection's one timer is counting
 const T_NONE = 0;
@@ -102,6 +128,8 @@ const T_IDLE = 1;
 const T_REQUEST = 2;
 /** Our side is closed and written: destroy if the client does not close its side. */
 const T_LINGER = 3;
+/** Written bytes wait for the client to read them: destroy when it does not (send timeout). */
+const T_SEND = 4;
 
 // response body framing
 const M_RAW = 0;
@@ -127,7 +155,8 @@ function bad(code: string, message: string): ParseError {
 }
 
 function defaultErrorBody(status: number, code: string, message: string): string {
-  const body: ErrorBody = { error: { message, type: status === 500 ? 'server_error' : 'invalid_request_error', code } };
+  const type = status === 500 ? 'server_error' : status === 503 ? 'unavailable_error' : status === 429 ? 'rate_limit_error' : 'invalid_request_error';
+  const body: ErrorBody = { error: { message, type, code } };
   return JSON.stringify(body);
 }
 
@@ -291,8 +320,11 @@ class FrontConfig {
   readonly maxHeader: number;
   readonly keepAliveMs: number;
   readonly requestMs: number;
+  readonly sendMs: number;
   /** While a response is in progress, read at most this much of what follows before pausing the socket. */
   readonly maxBuffered: number;
+  readonly limits: ClientLimits | null;
+  readonly events: FrontEvents;
   readonly errorBody: (status: number, code: string, message: string) => string;
   /** `connection: keep-alive` plus the timeout hint node:http sends (clients stop reusing a socket before we close it). */
   readonly keepAliveLines: string;
@@ -304,7 +336,10 @@ class FrontConfig {
     this.maxHeader = opts.maxHeaderBytes ?? 16 * 1024;
     this.keepAliveMs = opts.keepAliveTimeoutMs ?? DEFAULTS.gateway.clientKeepAliveMs;
     this.requestMs = opts.headersTimeoutMs ?? DEFAULTS.gateway.clientHeadersTimeoutMs;
-    this.maxBuffered = this.maxHeader + this.maxBody;
+    this.sendMs = opts.sendTimeoutMs ?? DEFAULTS.gateway.sendTimeoutMs;
+    this.maxBuffered = opts.readAheadBytes ?? DEFAULTS.gateway.clientReadAheadBytes;
+    this.limits = opts.limits ?? null;
+    this.events = opts.events ?? {};
     this.errorBody = opts.errorBody ?? defaultErrorBody;
     const hint = Math.floor(this.keepAliveMs / 1000);
     this.keepAliveLines = hint >= 1 ? `connection: keep-alive\r\nkeep-alive: timeout=${hint}\r\n` : 'connection: keep-alive\r\n';
@@ -340,6 +375,10 @@ class Res implements FrontResponse {
 
   get destroyed(): boolean {
     return this.conn.socket.destroyed;
+  }
+
+  get sendTimedOut(): boolean {
+    return this.conn.sendTimedOut;
   }
 
   writeHead(status: number, headers: Readonly<Record<string, string | number>>): void {
@@ -416,7 +455,7 @@ class Res implements FrontResponse {
     const len = chunk === undefined || mode === M_NONE ? 0 : typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
     if (chunk === undefined || len === 0) {
       const out = mode === M_CHUNKED ? `${pre}0\r\n\r\n` : pre;
-      if (out.length !== 0) socket.write(out, 'latin1');
+      if (out.length !== 0 && !socket.write(out, 'latin1')) conn.waitSend();
     } else if (mode === M_CHUNKED) conn.send(pre, `${len.toString(16)}\r\n`, chunk, len, '\r\n0\r\n\r\n', this.asciiHead);
     else conn.send(pre, '', chunk, len, '', this.asciiHead);
     conn.responseDone(this);
@@ -469,7 +508,7 @@ class Res implements FrontResponse {
     if (head === null) return;
     this.head = null;
     this.flushed = true;
-    this.conn.socket.write(head, 'latin1');
+    if (!this.conn.socket.write(head, 'latin1')) this.conn.waitSend();
   }
 
   drained(): void {
@@ -553,10 +592,13 @@ class LastRequestHead {
 class Conn {
   readonly socket: Socket;
   readonly cfg: FrontConfig;
+  readonly addr: string;
   private readonly conns: Set<Conn>;
   private state = S_HEAD;
-  /** Received and not yet consumed. */
+  /** Received and not yet consumed: `buf` from `off` on. */
   private buf: Buffer | null = null;
+  /** Consumed bytes at the start of `buf` (the chunked decoder moves it instead of slicing per chunk). */
+  private off = 0;
   /** Where to resume looking for the end of an incomplete head. */
   private scan = 0;
   private lastHead: LastRequestHead | null = null;
@@ -569,18 +611,24 @@ class Conn {
   // the request being read
   private head: RequestHead = NO_HEAD;
   private remaining = 0;
-  private readonly parts: Buffer[] = [];
+  /** The body so far: its first piece as it came (no copy when it is the only one)… */
+  private first: Buffer | null = null;
+  /** …or every piece copied into one buffer (never a list of pieces: a body in one-byte chunks would cost a Buffer each). */
+  private acc: Buffer | null = null;
   private bodyLen = 0;
   private trailerBytes = 0;
   private res: Res | null = null;
   private timer: NodeJS.Timeout | null = null;
   private timerKind = T_NONE;
   private timerMs = 0;
+  /** The send timeout closed this connection. */
+  sendTimedOut = false;
 
-  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>) {
+  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string) {
     this.socket = socket;
     this.cfg = cfg;
     this.conns = conns;
+    this.addr = addr;
     socket.setNoDelay(true);
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
@@ -597,17 +645,22 @@ class Conn {
   private readonly onData = (chunk: Buffer): void => {
     const st = this.state;
     if (st === S_DEAD) return;
-    if (st === S_BUSY) {
+    if (st === S_BUSY || st === S_FLUSH) {
       (this.pend ??= []).push(chunk);
       this.pendLen += chunk.length;
-      if (!this.paused && this.pendLen + (this.buf === null ? 0 : this.buf.length) > this.cfg.maxBuffered) {
+      if (!this.paused && this.pendLen > this.cfg.maxBuffered) {
         this.paused = true;
         this.socket.pause();
       }
       return;
     }
     const buf = this.buf;
-    this.buf = buf === null ? chunk : Buffer.concat([buf, chunk], buf.length + chunk.length);
+    if (buf === null) this.buf = chunk;
+    else {
+      const off = this.off;
+      this.buf = Buffer.concat([off === 0 ? buf : buf.subarray(off), chunk], buf.length - off + chunk.length);
+      this.off = 0;
+    }
     this.parse();
   };
 
@@ -615,7 +668,7 @@ class Conn {
   private readonly onEnd = (): void => {
     const st = this.state;
     if (st === S_BUSY) this.socket.destroy();
-    else if (st !== S_DEAD) this.closeQuietly(); // nothing complete is left to answer
+    else if (st !== S_DEAD) this.closeQuietly(); // nothing complete is left to answer (a finished one still flushes)
   };
 
   private readonly onError = (): void => {
@@ -626,13 +679,13 @@ class Conn {
     this.state = S_DEAD;
     this.buf = null;
     this.pend = null;
-    this.parts.length = 0;
+    this.dropBody();
     this.timerKind = T_NONE;
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    this.conns.delete(this);
+    if (this.conns.delete(this)) this.cfg.limits?.close(this.addr);
     const res = this.res;
     if (res !== null) {
       this.res = null;
@@ -641,6 +694,11 @@ class Conn {
   };
 
   private readonly onDrain = (): void => {
+    if (this.timerKind === T_SEND) this.timerKind = T_NONE;
+    if (this.state === S_FLUSH) {
+      this.next();
+      return;
+    }
     const res = this.res;
     if (res !== null) res.drained();
   };
@@ -654,6 +712,11 @@ class Conn {
     this.timerKind = T_NONE;
     if (kind === T_IDLE || kind === T_LINGER) this.socket.destroy();
     else if (kind === T_REQUEST && this.state < S_BUSY) this.fail(408, 'request_timeout', `the request did not arrive completely within ${this.cfg.requestMs} ms`);
+    else if (kind === T_SEND) {
+      this.sendTimedOut = true;
+      this.cfg.events.sendTimeout?.();
+      this.socket.destroy();
+    }
   };
 
   private readonly onTick = (): void => {
@@ -682,34 +745,52 @@ class Conn {
     this.timer = nt;
   }
 
+  /** A write left bytes the client has not taken: the send timeout runs until they drain ('drain' stops it). */
+  waitSend(): void {
+    if (this.timerKind !== T_SEND) this.arm(T_SEND, this.cfg.sendMs);
+  }
+
   // ---- parsing ---------------------------------------------------------------------------------
+
+  /** Move past `to` in `buf`: what is left stays where it is (no slice per chunk). */
+  private consume(buf: Buffer, to: number): void {
+    if (to >= buf.length) {
+      this.buf = null;
+      this.off = 0;
+    } else this.off = to;
+  }
 
   private parse(): void {
     this.parsing = true;
     try {
       for (;;) {
         const st = this.state;
-        const buf = this.buf;
+        let buf = this.buf;
         if (st >= S_BUSY || buf === null) break;
         let progressed: boolean;
         switch (st) {
           case S_HEAD:
+            if (this.off !== 0) {
+              buf = buf.subarray(this.off);
+              this.buf = buf;
+              this.off = 0;
+            }
             progressed = this.parseHead(buf);
             break;
           case S_BODY:
-            progressed = this.readBody(buf);
+            progressed = this.readBody(buf, this.off);
             break;
           case S_CHUNK_SIZE:
-            progressed = this.readChunkSize(buf);
+            progressed = this.readChunkSize(buf, this.off);
             break;
           case S_CHUNK_DATA:
-            progressed = this.readChunkData(buf);
+            progressed = this.readChunkData(buf, this.off);
             break;
           case S_CHUNK_CRLF:
-            progressed = this.readChunkEnd(buf);
+            progressed = this.readChunkEnd(buf, this.off);
             break;
           default:
-            progressed = this.readTrailers(buf);
+            progressed = this.readTrailers(buf, this.off);
         }
         if (!progressed) break;
       }
@@ -833,6 +914,8 @@ class Conn {
           break;
         case 'host':
           if (++hosts > 1) throw bad('invalid_host', 'more than one Host header');
+          // RFC 9112 §3.2: a Host that is not `host[:port]` is a 400
+          if (!isValidHost(value)) throw bad('invalid_host', `invalid Host header value ${JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value)}`);
           break;
       }
       const prev = headers[name];
@@ -856,6 +939,7 @@ class Conn {
   private startBody(buf: Buffer, bodyStart: number, te: string | null, cl: string | null, expectContinue: boolean): boolean {
     const cfg = this.cfg;
     const len = buf.length;
+    this.off = 0;
     if (te !== null) {
       if (cl !== null) throw bad('conflicting_framing', 'both Transfer-Encoding and Content-Length are present');
       if (!this.head.v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
@@ -880,6 +964,7 @@ class Conn {
           return true;
         }
         this.remaining = n;
+        this.bodyLen = n;
         this.state = S_BODY;
         this.buf = have > 0 ? buf.subarray(bodyStart) : null;
         if (expectContinue && have === 0) this.socket.write(CONTINUE);
@@ -891,40 +976,41 @@ class Conn {
     return true;
   }
 
-  private readBody(buf: Buffer): boolean {
+  /** A Content-Length body (`bodyLen` bytes in all): keep what is here. */
+  private readBody(buf: Buffer, off: number): boolean {
     const need = this.remaining;
-    if (buf.length >= need) {
-      this.parts.push(buf.length === need ? buf : buf.subarray(0, need));
-      this.buf = buf.length > need ? buf.subarray(need) : null;
-      this.finishBody();
-      return true;
+    const have = buf.length - off;
+    const take = have < need ? have : need;
+    this.keep(buf, off, off + take, this.bodyLen, true);
+    this.consume(buf, off + take);
+    if (take < need) {
+      this.remaining = need - take;
+      return false;
     }
-    this.parts.push(buf);
-    this.remaining = need - buf.length;
-    this.buf = null;
-    return false;
+    this.finishBody();
+    return true;
   }
 
-  private readChunkSize(buf: Buffer): boolean {
-    const lf = buf.indexOf(10);
+  private readChunkSize(buf: Buffer, off: number): boolean {
+    const lf = buf.indexOf(10, off);
     if (lf === -1) {
-      if (buf.length > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
-      const cr = buf.indexOf(13);
+      if (buf.length - off > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
+      const cr = buf.indexOf(13, off);
       if (cr !== -1 && cr < buf.length - 1) throw bad('invalid_chunk', 'chunk size line must end with CRLF');
       return false;
     }
-    if (lf === 0 || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'chunk size line must end with CRLF');
+    if (lf === off || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'chunk size line must end with CRLF');
     const lineEnd = lf - 1;
-    if (lineEnd > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
-    let i = 0;
+    if (lineEnd - off > MAX_CHUNK_LINE) throw bad('invalid_chunk', 'chunk size line too long');
+    let i = off;
     let size = 0;
     for (; i < lineEnd; i++) {
       const h = HEX[buf[i] as number] as number;
       if (h < 0) break;
       size = size * 16 + h;
     }
-    if (i === 0) throw bad('invalid_chunk', 'invalid chunk size (hexadecimal digits expected)');
-    if (i > MAX_CHUNK_DIGITS) throw bad('invalid_chunk', 'chunk size has too many digits');
+    if (i === off) throw bad('invalid_chunk', 'invalid chunk size (hexadecimal digits expected)');
+    if (i - off > MAX_CHUNK_DIGITS) throw bad('invalid_chunk', 'chunk size has too many digits');
     if (i < lineEnd) {
       // chunk extensions: BWS ";" …, ignored
       let j = i;
@@ -935,7 +1021,7 @@ class Conn {
         if ((c < 32 && c !== 9) || c === 127) throw bad('invalid_chunk', 'invalid character in a chunk extension');
       }
     }
-    this.buf = lf + 1 < buf.length ? buf.subarray(lf + 1) : null;
+    this.consume(buf, lf + 1);
     if (size === 0) {
       this.state = S_TRAILERS;
       this.trailerBytes = 0;
@@ -947,51 +1033,50 @@ class Conn {
     return true;
   }
 
-  private readChunkData(buf: Buffer): boolean {
+  private readChunkData(buf: Buffer, off: number): boolean {
     const need = this.remaining;
-    if (buf.length >= need) {
-      this.parts.push(buf.length === need ? buf : buf.subarray(0, need));
-      this.bodyLen += need;
-      this.buf = buf.length > need ? buf.subarray(need) : null;
-      this.state = S_CHUNK_CRLF;
-      return true;
+    const have = buf.length - off;
+    const take = have < need ? have : need;
+    this.keep(buf, off, off + take, this.cfg.maxBody, false);
+    this.bodyLen += take;
+    this.consume(buf, off + take);
+    if (take < need) {
+      this.remaining = need - take;
+      return false;
     }
-    this.parts.push(buf);
-    this.bodyLen += buf.length;
-    this.remaining = need - buf.length;
-    this.buf = null;
-    return false;
+    this.state = S_CHUNK_CRLF;
+    return true;
   }
 
-  private readChunkEnd(buf: Buffer): boolean {
-    if (buf[0] !== 13 || (buf.length > 1 && buf[1] !== 10)) throw bad('invalid_chunk', 'chunk data must be followed by CRLF');
-    if (buf.length < 2) return false;
-    this.buf = buf.length > 2 ? buf.subarray(2) : null;
+  private readChunkEnd(buf: Buffer, off: number): boolean {
+    if (buf[off] !== 13 || (buf.length > off + 1 && buf[off + 1] !== 10)) throw bad('invalid_chunk', 'chunk data must be followed by CRLF');
+    if (buf.length < off + 2) return false;
+    this.consume(buf, off + 2);
     this.state = S_CHUNK_SIZE;
     return true;
   }
 
   /** Trailer fields after the last chunk: checked for shape, bounded, ignored. */
-  private readTrailers(buf: Buffer): boolean {
+  private readTrailers(buf: Buffer, off: number): boolean {
     const max = this.cfg.maxHeader;
-    const lf = buf.indexOf(10);
+    const lf = buf.indexOf(10, off);
     if (lf === -1) {
-      if (this.trailerBytes + buf.length > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
-      if (badLineEnd(buf, 0)) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
+      if (this.trailerBytes + buf.length - off > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
+      if (badLineEnd(buf, off)) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
       return false;
     }
-    if (lf === 0 || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
-    this.trailerBytes += lf + 1;
+    if (lf === off || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
+    this.trailerBytes += lf + 1 - off;
     if (this.trailerBytes > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
-    this.buf = lf + 1 < buf.length ? buf.subarray(lf + 1) : null;
-    if (lf === 1) {
+    this.consume(buf, lf + 1);
+    if (lf === off + 1) {
       this.finishBody();
       return true;
     }
     const lineEnd = lf - 1;
-    let i = 0;
+    let i = off;
     while (i < lineEnd && TOKEN[buf[i] as number] === 1) i++;
-    if (i === 0 || buf[i] !== 58) throw bad('invalid_chunk', 'malformed trailer field');
+    if (i === off || buf[i] !== 58) throw bad('invalid_chunk', 'malformed trailer field');
     for (i++; i < lineEnd; i++) {
       const c = buf[i] as number;
       if ((c < 32 && c !== 9) || c === 127) throw bad('invalid_chunk', 'invalid character in a trailer field');
@@ -999,10 +1084,49 @@ class Conn {
     return true;
   }
 
+  /**
+   * Keep body bytes buf[from, to). The first piece is kept as it came; from the second on, pieces are
+   * copied into one buffer: `exact` (Content-Length) allocates `cap`, the known size, at once;
+   * otherwise (chunked) it starts at MIN_BODY_BUFFER and doubles, never past `cap` (the body limit).
+   * So a body costs its size and at most one spare buffer while it grows, however it is cut up.
+   */
+  private keep(buf: Buffer, from: number, to: number, cap: number, exact: boolean): void {
+    const n = to - from;
+    if (n === 0) return;
+    const acc = this.acc;
+    const first = this.first;
+    if (acc === null && first === null) {
+      this.first = buf.subarray(from, to);
+      return;
+    }
+    const fill = acc === null ? (first as Buffer).length : this.accLen;
+    const need = fill + n;
+    let out = acc;
+    if (out === null || out.length < need) {
+      const grown = exact ? cap : Math.min(cap, Math.max(need, MIN_BODY_BUFFER, out === null ? 0 : out.length * 2));
+      out = Buffer.allocUnsafe(grown);
+      if (acc === null) (first as Buffer).copy(out, 0);
+      else acc.copy(out, 0, 0, fill);
+      this.first = null;
+      this.acc = out;
+    }
+    buf.copy(out, fill, from, to);
+    this.accLen = need;
+  }
+
+  /** Bytes used in `acc`. */
+  private accLen = 0;
+
+  private dropBody(): void {
+    this.first = null;
+    this.acc = null;
+    this.accLen = 0;
+  }
+
   private finishBody(): void {
-    const parts = this.parts;
-    const body = parts.length === 1 ? (parts[0] as Buffer) : parts.length === 0 ? EMPTY : Buffer.concat(parts);
-    parts.length = 0;
+    const acc = this.acc;
+    const body = acc !== null ? acc.subarray(0, this.accLen) : (this.first ?? EMPTY);
+    this.dropBody();
     this.dispatch(body);
   }
 
@@ -1012,9 +1136,20 @@ class Conn {
     this.state = S_BUSY;
     this.timerKind = T_NONE; // no timeout while the handler has the request
     const h = this.head;
-    const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0' };
+    const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0', remoteAddress: this.addr };
     const res = new Res(this, h.method === 'HEAD', h.v11, h.keepAlive);
     this.res = res;
+    const limits = this.cfg.limits;
+    if (limits !== null && limits.rateLimited) {
+      const wait = limits.take(this.addr);
+      if (wait > 0) {
+        this.cfg.events.refused?.('client_rate', this.addr);
+        const text = this.cfg.errorBody(429, 'rate_limited', `too many requests from ${this.addr}: at most ${limits.settings.perClientRps} per second (burst ${limits.settings.perClientBurst})`);
+        res.writeHead(429, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'retry-after': wait });
+        res.end(text);
+        return;
+      }
+    }
     try {
       this.cfg.handler(req, res);
     } catch {
@@ -1036,16 +1171,21 @@ class Conn {
   send(head: string, size: string, chunk: Buffer | string, len: number, post: string, ascii: boolean): boolean {
     const socket = this.socket;
     const total = head.length + size.length + len + post.length;
-    if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) return socket.write(`${head}${size}${chunk}${post}`);
-    // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer)
-    const out = frameFor(total);
-    let o = putLatin1(out, size, putLatin1(out, head, 0));
-    o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
-    putLatin1(out, post, o);
-    return writeFrame(socket, out, total);
+    let ok: boolean;
+    if (typeof chunk === 'string' && ascii && total <= COALESCE_MAX) ok = socket.write(`${head}${size}${chunk}${post}`);
+    else {
+      // the piece is always copied (callers may pass borrowed bytes: the upstream pool's read buffer)
+      const out = frameFor(total);
+      let o = putLatin1(out, size, putLatin1(out, head, 0));
+      o += typeof chunk === 'string' ? out.utf8Write(chunk, o) : chunk.copy(out, o);
+      putLatin1(out, post, o);
+      ok = writeFrame(socket, out, total);
+    }
+    if (!ok) this.waitSend();
+    return ok;
   }
 
-  /** The response was handed to the socket: close, or go on with the next request. */
+  /** The response was handed to the socket: close, or go on with the next request once the client has taken it. */
   responseDone(res: Res): void {
     if (this.res !== res) return;
     this.res = null;
@@ -1054,14 +1194,27 @@ class Conn {
       this.closeQuietly();
       return;
     }
+    if (this.socket.writableNeedDrain) {
+      // like node:http: no further request is read or answered while this answer waits for the
+      // client (a client that pipelines and never reads would otherwise fill memory with answers)
+      this.state = S_FLUSH;
+      this.waitSend();
+      return;
+    }
+    this.next();
+  }
+
+  /** Ready for the next request: parse what the client sent meanwhile, or wait for it. */
+  private next(): void {
     this.state = S_HEAD;
     const pend = this.pend;
     if (pend !== null) {
       this.pend = null;
       this.pendLen = 0;
       const lead = this.buf;
-      if (lead !== null) pend.unshift(lead);
+      if (lead !== null) pend.unshift(this.off === 0 ? lead : lead.subarray(this.off));
       this.buf = pend.length === 1 ? (pend[0] as Buffer) : Buffer.concat(pend);
+      this.off = 0;
       if (this.paused) {
         this.paused = false;
         this.socket.resume();
@@ -1089,7 +1242,14 @@ class Conn {
       this.paused = false;
       socket.resume();
     }
-    if (!socket.destroyed) socket.end();
+    if (socket.destroyed) return;
+    socket.end();
+    this.lingerUnsent();
+  }
+
+  /** After end(): what the client has not taken yet gets the send timeout ('finish' replaces it by the linger once it has). */
+  private lingerUnsent(): void {
+    if (this.socket.writableLength > 0) this.arm(T_SEND, this.cfg.sendMs);
   }
 
   /** An answer of our own (bad request, timeout, handler crash…), then close. */
@@ -1098,7 +1258,7 @@ class Conn {
     this.state = S_DEAD;
     this.buf = null;
     this.pend = null;
-    this.parts.length = 0;
+    this.dropBody();
     this.timerKind = T_NONE;
     if (socket.destroyed) return;
     if (!socket.writable) {
@@ -1109,11 +1269,36 @@ class Conn {
       this.paused = false;
       socket.resume(); // read (and drop) the rest so their FIN, and our linger timer, can end it
     }
-    const body = this.cfg.errorBody(status, code, message);
-    socket.end(
-      `${statusLine(status)}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\ndate: ${httpDate()}\r\n\r\n${body}`,
-    );
+    socket.end(errorResponse(this.cfg, status, code, message, ''));
+    this.lingerUnsent();
   }
+}
+
+/** A complete `connection: close` answer of the server's own. */
+function errorResponse(cfg: FrontConfig, status: number, code: string, message: string, extra: string): string {
+  return closingResponse(status, cfg.errorBody(status, code, message), extra);
+}
+
+function closingResponse(status: number, body: string, extra: string): string {
+  return `${statusLine(status)}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\ndate: ${httpDate()}\r\n\r\n${body}`;
+}
+
+/**
+ * Answer a connection that was not admitted (503 when the listener is full, 429 when its client has
+ * too many) and close it. What the client sent is read and dropped until its FIN or a short limit:
+ * the descriptor is what a full listener is short of. Used by the admin API's listener too.
+ */
+export function refuseConnection(socket: Socket, why: Refusal, limits: ClientLimits, errorBody: (status: number, code: string, message: string) => string = defaultErrorBody): void {
+  const retry = `retry-after: ${DEFAULTS.limits.retryAfterS}\r\n`;
+  const out =
+    why === 'capacity'
+      ? closingResponse(503, errorBody(503, 'server_overloaded', `the server is at its limit of ${limits.settings.maxConnections} client connections; retry shortly`), retry)
+      : closingResponse(429, errorBody(429, 'too_many_connections', `too many connections from ${socket.remoteAddress ?? 'this address'}: at most ${limits.settings.perClientConnections} at once`), retry);
+  socket.on('error', () => undefined);
+  socket.on('end', () => socket.destroy());
+  socket.end(out);
+  socket.resume();
+  setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
 }
 
 /** A net.Server serving HTTP/1.1 with `handler`; closeAllConnections() destroys every open socket. */
@@ -1122,7 +1307,17 @@ export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Se
   const conns = new Set<Conn>();
   // half-open so that a client's FIN is ours to handle (see Conn.onEnd)
   const server = createServer({ allowHalfOpen: true }, (socket) => {
-    conns.add(new Conn(socket, cfg, conns));
+    const addr = socket.remoteAddress ?? '';
+    const limits = cfg.limits;
+    if (limits !== null) {
+      const why = limits.admit(addr);
+      if (why !== undefined) {
+        cfg.events.refused?.(why, addr);
+        refuseConnection(socket, why, limits, cfg.errorBody);
+        return;
+      }
+    }
+    conns.add(new Conn(socket, cfg, conns, addr));
   });
   return Object.assign(server, {
     closeAllConnections(): void {

@@ -26,7 +26,7 @@ export interface ProxyContext {
 }
 
 class AbortReason extends Error {
-  constructor(readonly kind: 'client' | 'first_token_timeout' | 'idle_timeout' | 'drain') {
+  constructor(readonly kind: 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain') {
     super(kind);
   }
 }
@@ -96,7 +96,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   start(): void {
     this.pool.enter(this);
     this.res.onClose(() => {
-      if (!this.finished) this.abort('client');
+      // a client that took nothing for the send timeout is cut off by the front: the worker goes free
+      if (!this.finished) this.abort(this.res.sendTimedOut ? 'send_timeout' : 'client');
     });
     this.attempt();
   }
@@ -123,6 +124,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
         return new UnavailableError('drain_aborted', `version ${this.pool.version} was drained and the drain timed out before this request finished`, { retryAfterS: 1 });
       case 'client':
         return new UpstreamError('client_closed', 'client closed the connection');
+      case 'send_timeout':
+        return new UpstreamError('client_send_timeout', `the client took nothing of the response for ${this.ctx.cfg.sendTimeoutMs} ms; its connection was closed`);
     }
   }
 
@@ -318,9 +321,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.stopTimer();
     if (this.finished) return;
     const kind = err instanceof AbortReason ? err.kind : this.abortKind;
-    if (kind === 'client') {
+    if (kind === 'client' || kind === 'send_timeout') {
       this.releaseWorker();
-      this.finishStream(499, 'client_closed');
+      this.finishStream(499, kind === 'client' ? 'client_closed' : 'client_send_timeout');
       return;
     }
     if (kind === 'drain') {

@@ -5,6 +5,11 @@ import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
 import { createFrontServer } from './front.js';
 import type { FrontRequest, FrontResponse } from './front.js';
+import type { ListenerLimitsConfig } from '../config/types.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import { ThrottledWarning } from '../telemetry/log.js';
+import { ClientLimits, autoMaxConnections, descriptorLimit } from './limits.js';
+import type { Refusal } from './limits.js';
 
 /** A listening socket server that can also drop its open connections (node:http's Server, the data plane's front). */
 export type ClosableServer = Server & { closeAllConnections(): void };
@@ -53,6 +58,55 @@ export function startListening(server: ClosableServer, host: string, port: numbe
 export interface DataServerOptions {
   /** Extra model entries for /v1/models (adapters known to the control plane). */
   extraModels?: () => { id: string; parent?: string }[];
+  /** Admission for the listener (none when absent, as in tests and benchmarks that drive the data plane directly). */
+  limits?: ListenerLimitsConfig;
+}
+
+/** A listener's admission, wired to metrics and the log: what both the data plane and the admin API use. */
+export interface Admission {
+  readonly limits: ClientLimits;
+  refused(reason: Refusal, addr: string): void;
+  /** Attach to a listening server: accept errors (EMFILE…) are logged, never fatal. */
+  watch(server: Server): void;
+}
+
+/**
+ * Admission for `listener` from its configuration: a data-plane ceiling of 0 is derived from the
+ * descriptor limit (logged once at start); refusals are counted and logged at most once per interval.
+ */
+export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig, telemetry: Telemetry): Admission {
+  const fdLimit = descriptorLimit();
+  const max = listener === 'data' && cfg.maxConnections === 0 ? autoMaxConnections(fdLimit) : cfg.maxConnections;
+  const limits = new ClientLimits({ ...cfg, maxConnections: max });
+  const metrics = telemetry.metrics;
+  metrics.trackConnections(listener, () => limits.open, max);
+  const children = new Map<Refusal, { inc(): void }>();
+  const warning = new ThrottledWarning(telemetry.log);
+  const acceptWarning = new ThrottledWarning(telemetry.log);
+  if (listener === 'data') telemetry.log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
+  return {
+    limits,
+    refused(reason, addr) {
+      let c = children.get(reason);
+      if (c === undefined) {
+        c = metrics.clientRefused.labels(listener, reason);
+        children.set(reason, c);
+      }
+      c.inc();
+      if (reason === 'capacity') {
+        warning.warn({ listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null }, `${listener} listener at its ceiling of ${max} client connections: new connections get 503`);
+      } else {
+        warning.warn({ listener, reason, client: addr }, `${listener} listener: client ${addr} over its per-client limit (429)`);
+      }
+    },
+    watch(server) {
+      server.on('error', (err: NodeJS.ErrnoException) => {
+        if (!server.listening) return; // listen's own failure: startListening reports it
+        // after listen() succeeded, 'error' is an accept failure (EMFILE, ENFILE…): the listener keeps going
+        acceptWarning.warn({ listener, code: err.code ?? null, syscall: err.syscall ?? null, open: limits.open, fdLimit: fdLimit ?? null }, `${listener} listener could not accept a connection: ${err.message}`);
+      });
+    },
+  };
 }
 
 const GET_PATHS: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics', '/v1/models']);
@@ -105,5 +159,14 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
       else sendError(res, new NotFoundError('not_found', `no route for ${method} ${path}`));
     }
   };
-  return createFrontServer(handler, { maxBodyBytes: dp.cfg.maxBodyBytes });
+  const metrics = dp.telemetry.metrics;
+  const adm = opts.limits === undefined ? undefined : admission('data', opts.limits, dp.telemetry);
+  const server = createFrontServer(handler, {
+    maxBodyBytes: dp.cfg.maxBodyBytes,
+    sendTimeoutMs: dp.cfg.sendTimeoutMs,
+    ...(adm === undefined ? {} : { limits: adm.limits }),
+    events: { sendTimeout: () => metrics.sendTimeouts.inc(), ...(adm === undefined ? {} : { refused: (why, addr) => adm.refused(why, addr) }) },
+  });
+  adm?.watch(server);
+  return server;
 }

@@ -1,11 +1,16 @@
 // The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
 import { ArrayCounter, ArrayHistogram } from './prom.js';
 import type { CounterChild, HistogramChild } from './prom.js';
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  constructor() {
+    // process_open_fds / process_max_fds (a gateway near its descriptor limit refuses connections),
+    // CPU, memory, event-loop lag and GC: prom-client's standard process metrics, read at scrape time
+    collectDefaultMetrics({ register: this.registry });
+  }
   readonly requests = new ArrayCounter({
     name: 'glidepath_requests_total',
     help: 'Requests finished, by model, version and HTTP status code sent to the client.',
@@ -110,6 +115,43 @@ export class GatewayMetrics {
     labelNames: ['model', 'version', 'worker'] as const,
     registers: [this.registry],
   });
+
+  /** Open client connections per listener, read from the listeners when scraped. */
+  private readonly connectionSources = new Map<string, { open: () => number; max: number }>();
+  readonly clientConnections = new Gauge({
+    name: 'glidepath_client_connections',
+    help: 'Client connections open now, by listener (data, admin).',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [l, s] of this.connectionSources) this.clientConnections.labels(l).set(s.open());
+    },
+  });
+  readonly clientConnectionsMax = new Gauge({
+    name: 'glidepath_client_connections_max',
+    help: 'The ceiling on client connections per listener (0: none); past it new connections get 503.',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [l, s] of this.connectionSources) this.clientConnectionsMax.labels(l).set(s.max);
+    },
+  });
+  readonly clientRefused = new Counter({
+    name: 'glidepath_client_refused_total',
+    help: 'Connections and requests refused by admission, by listener and reason (capacity: 503 at the ceiling; client_connections, client_rate: 429 for one address).',
+    labelNames: ['listener', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly sendTimeouts = new Counter({
+    name: 'glidepath_client_send_timeouts_total',
+    help: 'Client connections closed because the client did not take what was written to it within the send timeout (its worker released).',
+    registers: [this.registry],
+  });
+
+  /** Report a listener's open connections and ceiling at every scrape. */
+  trackConnections(listener: string, open: () => number, max: number): void {
+    this.connectionSources.set(listener, { open, max });
+  }
 
   /** Cached children for one (model, version): label lookup once, not per request. */
   forVersion(model: string, version: string): VersionMetrics {

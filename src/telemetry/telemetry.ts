@@ -4,6 +4,8 @@ import { SlidingWindow } from './window.js';
 import type { WindowStats, MetricSamples } from './window.js';
 import { GatewayMetrics } from './metrics.js';
 import type { VersionMetrics } from './metrics.js';
+import { createLogger } from './log.js';
+import type { Logger } from './log.js';
 
 export type RecordListener = (r: RequestRecord) => void;
 
@@ -17,14 +19,17 @@ export interface VersionTelemetry {
 
 export class Telemetry {
   readonly metrics = new GatewayMetrics();
+  /** The process's operational log (see log.ts). */
+  readonly log: Logger;
   private readonly versions = new Map<string, VersionTelemetry>();
   private listeners: RecordListener[] = [];
   private readonly windowMaxSamples: number;
   private readonly windowMaxAgeMs: number;
 
-  constructor(opts: { windowMaxSamples: number; windowMaxAgeMs: number }) {
+  constructor(opts: { windowMaxSamples: number; windowMaxAgeMs: number; log?: Logger }) {
     this.windowMaxSamples = opts.windowMaxSamples;
     this.windowMaxAgeMs = opts.windowMaxAgeMs;
+    this.log = opts.log ?? createLogger();
   }
 
   forVersion(model: string, version: string): VersionTelemetry {

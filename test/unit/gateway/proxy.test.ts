@@ -35,6 +35,7 @@ class FakeController implements UpstreamController {
 /** A response that records what was written to it. */
 class FakeRes extends EventEmitter {
   destroyed = false;
+  sendTimedOut = false;
   headersSent = false;
   status = 0;
   headers: Record<string, unknown> = {};
