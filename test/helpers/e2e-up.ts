@@ -131,10 +131,12 @@ export function removeDir(dir: string): void {
  * Start `glidepath up` and resolve once it prints its listening line (both listeners on port 0).
  * Rejects with its stderr if it exits first or does not come up within `timeoutMs`.
  */
-export async function startUp(opts: { configFile: string; dataDir: string; keepWorkers?: boolean; timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<UpProcess> {
+export async function startUp(opts: { configFile: string; dataDir: string; keepWorkers?: boolean; timeoutMs?: number; env?: NodeJS.ProcessEnv; nofile?: number }): Promise<UpProcess> {
   const args = [...GATEWAY_NODE_FLAGS, CLI, 'up', '--config', opts.configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--data-dir', opts.dataDir];
   if (opts.keepWorkers) args.push('--keep-workers');
-  const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.env } });
+  // nofile: run under that descriptor limit, soft and hard (util-linux's prlimit, on every Debian)
+  const [cmd, argv] = opts.nofile === undefined ? [process.execPath, args] : ['prlimit', [`--nofile=${opts.nofile}:${opts.nofile}`, process.execPath, ...args]];
+  const proc = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.env } });
   started.add(proc);
   let err = '';
   const exited = new Promise<Exit>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));

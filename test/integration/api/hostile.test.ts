@@ -1,0 +1,105 @@
+// Hostile and broken clients against the admin API (issue 12): bad paths and Host values are 400s
+// before authentication, and admission (connection ceiling, per-address connections and rate) holds.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../../src/config/load.js';
+import { startGlidepath } from '../../../src/control/app.js';
+import type { App } from '../../../src/control/app.js';
+import { Raw } from '../../helpers/raw.js';
+
+let dir: string;
+let worker: Server;
+let app: App;
+let port: number;
+
+function get(p: string, extra = 'Host: admin\r\n'): string {
+  return `GET ${p} HTTP/1.1\r\n${extra}Authorization: Bearer op-token\r\n\r\n`;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'gp-admin-hostile-'));
+  worker = createServer((req, res) => res.writeHead(req.url === '/health' ? 200 : 404).end('ok'));
+  await new Promise<void>((r) => worker.listen(0, '127.0.0.1', r));
+  const workerUrl = `http://127.0.0.1:${(worker.address() as AddressInfo).port}`;
+  const cfg = parseConfig({
+    server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(dir, 'state') },
+    auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }] },
+    limits: { admin: { max_connections: 6, per_client_connections: 4, per_client_requests_per_s: 5, per_client_burst: 5 } },
+    models: [{ name: 'llama', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } }] }],
+  });
+  app = await startGlidepath(cfg);
+  port = app.admin.port;
+});
+
+afterAll(async () => {
+  await app?.close();
+  worker.closeAllConnections();
+  await new Promise((r) => worker.close(r));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('issue 12: the admin API against hostile clients', () => {
+  it('malformed percent-encoding in an admin path is a 400 with an error body, before authentication', async () => {
+    for (const p of ['/admin/v1/models/%E0%A4%A/versions', '/admin/v1/models/%/versions', '/admin/v1/models/%zz/versions/%C0']) {
+      const raw = new Raw(port, '127.0.0.11').send(`GET ${p} HTTP/1.1\r\nHost: admin\r\n\r\n`);
+      const [r] = await raw.responses(1);
+      expect(r!.status, p).toBe(400);
+      expect(JSON.parse(r!.body), p).toMatchObject({ error: { code: 'invalid_path', type: 'invalid_request_error' } });
+      raw.socket.destroy();
+    }
+  });
+
+  it('an invalid Host value is a 400', async () => {
+    const raw = new Raw(port, '127.0.0.12').send(get('/admin/v1/status', 'Host: a b@c\r\n'));
+    const [r] = await raw.responses(1);
+    expect(r!.status).toBe(400);
+    expect(JSON.parse(r!.body)).toMatchObject({ error: { code: 'invalid_host' } });
+    raw.socket.destroy();
+  });
+
+  it('one address over its request rate gets 429 with Retry-After; another address is served', async () => {
+    const raw = new Raw(port, '127.0.0.13');
+    let all = '';
+    for (let i = 0; i < 8; i++) all += get('/admin/v1/status');
+    raw.send(all);
+    const rs = await raw.responses(8);
+    const codes = rs.map((r) => r.status);
+    expect(codes.filter((c) => c === 200).length).toBeGreaterThanOrEqual(5);
+    expect(codes).toContain(429);
+    const limited = rs.find((r) => r.status === 429)!;
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(JSON.parse(limited.body)).toMatchObject({ error: { code: 'rate_limited', type: 'rate_limit_error' } });
+    const other = new Raw(port, '127.0.0.14').send(get('/admin/v1/status'));
+    expect((await other.responses(1))[0]!.status).toBe(200);
+    raw.socket.destroy();
+    other.socket.destroy();
+  });
+
+  it('one address over its connection limit gets 429 at accept; the listener ceiling gives 503', async () => {
+    const mine = [0, 1, 2, 3].map(() => new Raw(port, '127.0.0.15').send(get('/admin/v1/openapi.json')));
+    for (const r of mine) expect((await r.responses(1))[0]!.status).toBe(200);
+    const fifth = new Raw(port, '127.0.0.15');
+    await fifth.close();
+    expect(fifth.text).toMatch(/^HTTP\/1\.1 429 /);
+    expect(fifth.text).toMatch(/too_many_connections/);
+    // 4 open from .15: two more from elsewhere reach the ceiling of 6
+    const others = [new Raw(port, '127.0.0.16'), new Raw(port, '127.0.0.17')];
+    for (const o of others) o.send(get('/admin/v1/status'));
+    for (const o of others) await o.responses(1);
+    const over = new Raw(port, '127.0.0.18');
+    await over.close();
+    expect(over.text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(over.text).toMatch(/retry-after: 1/);
+    expect(over.text).toMatch(/server_overloaded/);
+    const text = await app.cp.dp.telemetry.metrics.registry.metrics();
+    expect(text).toMatch(/glidepath_client_refused_total\{listener="admin",reason="client_connections"\} 1/);
+    expect(text).toMatch(/glidepath_client_refused_total\{listener="admin",reason="capacity"\} 1/);
+    expect(text).toMatch(/glidepath_client_connections_max\{listener="admin"\} 6/);
+    for (const r of [...mine, ...others]) r.socket.destroy();
+  });
+});

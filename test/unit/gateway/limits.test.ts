@@ -1,0 +1,62 @@
+// Admission arithmetic (src/gateway/limits.ts): the connection ceiling, per-address counts, the token bucket on a fake clock, bounded memory.
+import { describe, expect, it } from 'vitest';
+import { ClientLimits, autoMaxConnections } from '../../../src/gateway/limits.js';
+
+describe('ClientLimits', () => {
+  it('admits up to the ceiling and again after a close', () => {
+    const l = new ClientLimits({ maxConnections: 2, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
+    expect([l.admit('a'), l.admit('b'), l.admit('c')]).toEqual([undefined, undefined, 'capacity']);
+    l.close('a');
+    expect(l.admit('c')).toBeUndefined();
+    expect(l.open).toBe(2);
+    expect(l.tracked).toBe(0); // no per-client limit: no per-client state at all
+  });
+
+  it('counts connections per address', () => {
+    const l = new ClientLimits({ maxConnections: 0, perClientConnections: 2, perClientRps: 0, perClientBurst: 0 });
+    expect([l.admit('a'), l.admit('a'), l.admit('a'), l.admit('b')]).toEqual([undefined, undefined, 'client_connections', undefined]);
+    l.close('a');
+    expect(l.admit('a')).toBeUndefined();
+    l.close('a');
+    l.close('a');
+    l.close('b');
+    expect(l.tracked).toBe(0);
+  });
+
+  it('a token bucket per address: the burst at once, then the rate; Retry-After in whole seconds', () => {
+    let now = 0;
+    const l = new ClientLimits({ maxConnections: 0, perClientConnections: 0, perClientRps: 0.5, perClientBurst: 2 }, () => now);
+    expect([l.take('a'), l.take('a'), l.take('a')]).toEqual([0, 0, 2]);
+    expect(l.take('b')).toBe(0);
+    now += 1000; // half a token
+    expect(l.take('a')).toBe(1);
+    now += 1000;
+    expect(l.take('a')).toBe(0);
+    now += 60_000; // refills to the burst, not beyond
+    expect([l.take('a'), l.take('a'), l.take('a')]).toEqual([0, 0, 2]);
+  });
+
+  it('forgets addresses with no connection and a full bucket: memory stays bounded under many clients', () => {
+    let now = 0;
+    const l = new ClientLimits({ maxConnections: 0, perClientConnections: 4, perClientRps: 10, perClientBurst: 10 }, () => now);
+    for (let i = 0; i < 50_000; i++) {
+      const a = `10.0.${i >> 8}.${i & 255}`;
+      l.admit(a);
+      l.take(a);
+      now += 1;
+      l.close(a);
+    }
+    // each address spent a token and was kept until refilled (0.1 s at 10/s): only the last ~100 ms of addresses remain, give or take the sweep's slack
+    expect(l.tracked).toBeLessThan(2048);
+  });
+});
+
+describe('autoMaxConnections', () => {
+  it('is half of what the descriptor limit leaves after the reserve', () => {
+    expect(autoMaxConnections(20_000)).toBe(9_500);
+    expect(autoMaxConnections(1_048_576)).toBe(498_073);
+    expect(autoMaxConnections(320)).toBe(32);
+    expect(autoMaxConnections(100)).toBe(1);
+    expect(autoMaxConnections(undefined)).toBe(0);
+  });
+});
