@@ -107,6 +107,12 @@ export const DEFAULTS = {
     adminPerClientConnections: 64,
     adminPerClientRps: 100,
     adminPerClientBurst: 200,
+    /**
+     * Data plane at its ceiling: this many more connections are taken for /health, /ready and
+     * /metrics only (one request each, then closed): a saturated gateway must not fail its liveness
+     * probe and get restarted, nor vanish from Prometheus. Counted in the descriptor reserve.
+     */
+    probeConnections: 8,
     /** Retry-After seconds on a 503 for a full listener. */
     retryAfterS: 1,
     /** A log line about refused connections or local resource errors at most this often (the count of the rest goes into the next line). */

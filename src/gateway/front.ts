@@ -65,6 +65,12 @@ export interface FrontOptions {
   limits?: ClientLimits;
   /** Told of refused connections and requests, and of send timeouts (metrics, logs). */
   events?: FrontEvents;
+  /**
+   * GET/HEAD paths (health, readiness, metrics) still answered at the connection ceiling, on a few
+   * connections beyond it (DEFAULTS.limits.probeConnections), one request each: a saturated
+   * gateway must not look dead to its liveness probe and must stay visible to Prometheus.
+   */
+  probePaths?: ReadonlySet<string>;
   /** Body for error answers the server writes itself (400/408/413/417/429/431/500/501/503/505). Default: OpenAI-style JSON. */
   errorBody?: (status: number, code: string, message: string) => string;
 }
@@ -325,6 +331,9 @@ class FrontConfig {
   readonly maxBuffered: number;
   readonly limits: ClientLimits | null;
   readonly events: FrontEvents;
+  readonly probePaths: ReadonlySet<string> | null;
+  /** Connections admitted past the ceiling for probe paths only. */
+  probeOpen = 0;
   readonly errorBody: (status: number, code: string, message: string) => string;
   /** `connection: keep-alive` plus the timeout hint node:http sends (clients stop reusing a socket before we close it). */
   readonly keepAliveLines: string;
@@ -340,6 +349,7 @@ class FrontConfig {
     this.maxBuffered = opts.readAheadBytes ?? DEFAULTS.gateway.clientReadAheadBytes;
     this.limits = opts.limits ?? null;
     this.events = opts.events ?? {};
+    this.probePaths = opts.probePaths ?? null;
     this.errorBody = opts.errorBody ?? defaultErrorBody;
     const hint = Math.floor(this.keepAliveMs / 1000);
     this.keepAliveLines = hint >= 1 ? `connection: keep-alive\r\nkeep-alive: timeout=${hint}\r\n` : 'connection: keep-alive\r\n';
@@ -623,12 +633,15 @@ class Conn {
   private timerMs = 0;
   /** The send timeout closed this connection. */
   sendTimedOut = false;
+  /** Admitted past the ceiling: one request, to a probe path only. */
+  private readonly probeOnly: boolean;
 
-  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string) {
+  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string, probeOnly: boolean) {
     this.socket = socket;
     this.cfg = cfg;
     this.conns = conns;
     this.addr = addr;
+    this.probeOnly = probeOnly;
     socket.setNoDelay(true);
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
@@ -685,7 +698,10 @@ class Conn {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.conns.delete(this)) this.cfg.limits?.close(this.addr);
+    if (this.conns.delete(this)) {
+      if (this.probeOnly) this.cfg.probeOpen--;
+      else this.cfg.limits?.close(this.addr);
+    }
     const res = this.res;
     if (res !== null) {
       this.res = null;
@@ -1137,8 +1153,16 @@ class Conn {
     this.timerKind = T_NONE; // no timeout while the handler has the request
     const h = this.head;
     const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0', remoteAddress: this.addr };
-    const res = new Res(this, h.method === 'HEAD', h.v11, h.keepAlive);
+    const res = new Res(this, h.method === 'HEAD', h.v11, h.keepAlive && !this.probeOnly);
     this.res = res;
+    if (this.probeOnly && !this.isProbe(h)) {
+      this.cfg.events.refused?.('capacity', this.addr);
+      const l = this.cfg.limits as ClientLimits;
+      const text = this.cfg.errorBody(503, 'server_overloaded', `the server is at its limit of ${l.settings.maxConnections} client connections; retry shortly`);
+      res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'retry-after': DEFAULTS.limits.retryAfterS });
+      res.end(text);
+      return;
+    }
     const limits = this.cfg.limits;
     if (limits !== null && limits.rateLimited) {
       const wait = limits.take(this.addr);
@@ -1160,6 +1184,12 @@ class Conn {
         this.fail(500, 'internal_error', 'internal server error');
       } else this.socket.destroy();
     }
+  }
+
+  private isProbe(h: RequestHead): boolean {
+    if (h.method !== 'GET' && h.method !== 'HEAD') return false;
+    const q = h.url.indexOf('?');
+    return (this.cfg.probePaths as ReadonlySet<string>).has(q === -1 ? h.url : h.url.slice(0, q));
   }
 
   /**
@@ -1311,13 +1341,18 @@ export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Se
     const limits = cfg.limits;
     if (limits !== null) {
       const why = limits.admit(addr);
+      if (why === 'capacity' && cfg.probePaths !== null && cfg.probeOpen < DEFAULTS.limits.probeConnections) {
+        cfg.probeOpen++;
+        conns.add(new Conn(socket, cfg, conns, addr, true));
+        return;
+      }
       if (why !== undefined) {
         cfg.events.refused?.(why, addr);
         refuseConnection(socket, why, limits, cfg.errorBody);
         return;
       }
     }
-    conns.add(new Conn(socket, cfg, conns, addr));
+    conns.add(new Conn(socket, cfg, conns, addr, false));
   });
   return Object.assign(server, {
     closeAllConnections(): void {

@@ -81,7 +81,7 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
   const metrics = telemetry.metrics;
   metrics.trackConnections(listener, () => limits.open, max);
   const children = new Map<Refusal, { inc(): void }>();
-  const warning = new ThrottledWarning(telemetry.log);
+  const warnings = new Map<Refusal, ThrottledWarning>();
   const acceptWarning = new ThrottledWarning(telemetry.log);
   if (listener === 'data') telemetry.log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
   return {
@@ -93,6 +93,11 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
         children.set(reason, c);
       }
       c.inc();
+      let warning = warnings.get(reason);
+      if (warning === undefined) {
+        warning = new ThrottledWarning(telemetry.log);
+        warnings.set(reason, warning);
+      }
       if (reason === 'capacity') {
         warning.warn({ listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null }, `${listener} listener at its ceiling of ${max} client connections: new connections get 503`);
       } else {
@@ -110,6 +115,8 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
 }
 
 const GET_PATHS: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics', '/v1/models']);
+/** Still answered at the connection ceiling (FrontOptions.probePaths). */
+const PROBE_PATHS: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics']);
 
 export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): ClosableServer {
   const created = Math.floor(Date.now() / 1000);
@@ -164,7 +171,7 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
   const server = createFrontServer(handler, {
     maxBodyBytes: dp.cfg.maxBodyBytes,
     sendTimeoutMs: dp.cfg.sendTimeoutMs,
-    ...(adm === undefined ? {} : { limits: adm.limits }),
+    ...(adm === undefined ? {} : { limits: adm.limits, probePaths: PROBE_PATHS }),
     events: { sendTimeout: () => metrics.sendTimeouts.inc(), ...(adm === undefined ? {} : { refused: (why, addr) => adm.refused(why, addr) }) },
   });
   adm?.watch(server);
