@@ -219,7 +219,7 @@ function medianRow(rs: Row[]): Row {
 function recordCostUs(): number {
   const t = new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 });
   const vt = t.forVersion('bench', 'v1');
-  const rec: RequestRecord = { model: 'bench', version: 'v1', worker: 'w', status: 200, errorCode: undefined, stream: true, ttftMs: 5, tpotMs: 1, itlMs: [], latencyMs: 70, promptTokens: 5, completionTokens: 64, at: Date.now(), retries: 0, shadow: false };
+  const rec: RequestRecord = { model: 'bench', version: 'v1', worker: 'w', status: 200, errorCode: undefined, stream: true, ttftMs: 5, tpotMs: 1, itlMs: [], latencyMs: 70, promptTokens: 5, completionTokens: 64, queueMs: 0, at: Date.now(), retries: 0, shadow: false };
   for (let i = 0; i < 100_000; i++) t.record(vt, rec);
   const n = 500_000;
   const t0 = performance.now();

@@ -19,7 +19,10 @@ export const DEFAULTS = {
     maxBodyBytes: 4 * MiB,
     /** TCP connect to a worker. Loopback/LAN connects take well under a second. */
     connectTimeoutMs: 2_000,
-    /** Request sent → first byte of the response (covers queueing + prefill on the worker). */
+    /**
+     * Request written to a worker's connection → first byte of the response (covers queueing and
+     * prefill on the worker; the gateway's own wait for a connection has queueTimeoutMs instead).
+     */
     firstTokenTimeoutMs: 60_000,
     /**
      * Non-streaming requests: the worker sends its first byte only when generation ends, so the
@@ -36,6 +39,19 @@ export const DEFAULTS = {
     ejectMaxMs: 30_000,
     /** Keep-alive connections per worker (further requests wait their turn in arrival order). */
     connectionsPerWorker: 128,
+    /**
+     * Requests waiting for a connection to one worker: two rounds of its 128 connections. With
+     * streams of 10–15 s the last of 256 waits two rounds, 20–30 s, about queueTimeoutMs: a longer
+     * line would only end in queue timeouts. Past it the request goes to another worker of the pool,
+     * or gets 503 + Retry-After at once rather than after a wait that fails anyway.
+     */
+    workerQueueMax: 256,
+    /**
+     * Longest a request waits for a connection to a worker before 503 + Retry-After. Half the
+     * first-token limit: a client's own timeout (often 60 s) should see the gateway's answer first,
+     * and a request that could not start in 30 s will rarely finish soon enough to be useful.
+     */
+    queueTimeoutMs: 30_000,
     /**
      * An idle keep-alive connection to a worker is closed after this long. uvicorn (vLLM, SGLang)
      * closes idle connections after 5 s; a worker's own `keep-alive: timeout=N` hint, less 1 s,
@@ -77,6 +93,16 @@ export const DEFAULTS = {
     holdQueueTimeoutMs: 30_000,
     /** Retry-After seconds sent with 503s from the hold queue / no healthy worker. */
     retryAfterS: 1,
+    /**
+     * Retry-After seconds with 503s for the gateway's own exhaustion (descriptors, ports, memory):
+     * such an episode lasts until connections close (idle keep-alive ones after 4 s), not a moment.
+     */
+    localResourceRetryAfterS: 5,
+    /**
+     * The gateway's own resource exhaustion is written to stderr at most once per this interval
+     * (with a count of the failures since): every failed request of an episode would flood the log.
+     */
+    localResourceLogIntervalMs: 10_000,
   },
 
   /** Connection admission per listener (src/gateway/limits.ts); 0 means off, or "auto" where noted. */
@@ -128,6 +154,11 @@ export const DEFAULTS = {
     latencyBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160],
     /** Histogram buckets for time per output token (seconds): 1 ms to 1 s. */
     tpotBucketsS: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1],
+    /**
+     * Histogram buckets for time waiting for a connection to a worker (seconds): from a token's
+     * time (another stream on the connection just ending) to the 30 s queue limit.
+     */
+    queueBucketsS: [0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30],
   },
 
   sim: {

@@ -233,6 +233,8 @@ export const configSchema = z
         eject_base_ms: posInt().default(G.ejectBaseMs),
         eject_max_ms: posInt().default(G.ejectMaxMs),
         connections_per_worker: posInt().default(G.connectionsPerWorker),
+        worker_queue_max: nonNegInt().default(G.workerQueueMax),
+        queue_timeout_ms: posInt().default(G.queueTimeoutMs),
         allow_version_header: bool().default(G.allowVersionHeader),
         sticky_header: str().default(G.stickyHeader),
         category_header: str().default(G.categoryHeader),

@@ -129,6 +129,10 @@ export interface GatewayConfig {
   ejectBaseMs: number;
   ejectMaxMs: number;
   connectionsPerWorker: number;
+  /** Requests waiting for a connection to one worker; past it the request goes elsewhere or gets 503 (0: none wait). */
+  workerQueueMax: number;
+  /** Longest wait for a connection to a worker before 503 (it does not count towards the first-token limit). */
+  queueTimeoutMs: number;
   allowVersionHeader: boolean;
   stickyHeader: string;
   categoryHeader: string;

@@ -22,6 +22,8 @@ import type { ProxyContext } from './proxy.js';
 import { sendError } from './respond.js';
 import { DEFAULTS } from '../defaults.js';
 import { mirror } from './shadow.js';
+import { episodeLog } from './local.js';
+import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './shadow.js';
 
 interface SplitCounter {
@@ -66,10 +68,17 @@ export class DataPlane {
   private readonly shadowRand: () => number;
   private pairSeq = 0;
 
-  constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number } = {}) {
+  /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: a line on stderr at most every 10 s). */
+  constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number; onLocalResourceError?: LocalResourceReporter } = {}) {
     this.cfg = cfg;
     this.telemetry = telemetry;
-    this.ctx = { cfg, telemetry, metrics: telemetry.metrics, picker: opts.picker ?? createPicker(cfg.picker, opts.rand) };
+    this.ctx = {
+      cfg,
+      telemetry,
+      metrics: telemetry.metrics,
+      picker: opts.picker ?? createPicker(cfg.picker, opts.rand),
+      onLocalResourceError: opts.onLocalResourceError ?? episodeLog(),
+    };
     this.shadowRand = opts.rand ?? Math.random;
   }
 
@@ -143,7 +152,15 @@ export class DataPlane {
         next.push(prev);
         old.delete(s.id);
       } else {
-        next.push(new Worker(s, version, { connectTimeoutMs: this.cfg.connectTimeoutMs, connections: this.cfg.connectionsPerWorker, keepAliveTimeoutMs: DEFAULTS.gateway.upstreamKeepAliveMs }));
+        next.push(
+          new Worker(s, version, {
+            connectTimeoutMs: this.cfg.connectTimeoutMs,
+            connections: this.cfg.connectionsPerWorker,
+            keepAliveTimeoutMs: DEFAULTS.gateway.upstreamKeepAliveMs,
+            queueMax: this.cfg.workerQueueMax,
+            queueTimeoutMs: this.cfg.queueTimeoutMs,
+          }),
+        );
       }
     }
     pool.workers = next;

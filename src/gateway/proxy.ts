@@ -12,17 +12,20 @@ import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.
 import type { GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
-import { ConnectError } from './upstream.js';
+import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { deliver } from './shadow.js';
 import type { ResponseTap } from './shadow.js';
 import { DEFAULTS } from '../defaults.js';
+import type { LocalResourceReporter } from './local.js';
 
 export interface ProxyContext {
   readonly cfg: GatewayConfig;
   readonly telemetry: Telemetry;
   readonly metrics: GatewayMetrics;
   readonly picker: Picker;
+  /** Told when the gateway's own resources ran out (rate-limiting is its business); undefined: not reported. */
+  readonly onLocalResourceError?: LocalResourceReporter | undefined;
 }
 
 class AbortReason extends Error {
@@ -64,6 +67,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   /** performance.now() of the last bytes from the worker (or of the client draining its buffer). */
   private lastDataAt = 0;
   private gotFirstByte = false;
+  /** ms waited for a connection to a worker, all attempts together. */
+  private queueMs = 0;
   private clientStarted = false;
   private abortKind: AbortReason['kind'] | undefined;
   private lastError: GlidepathError | undefined;
@@ -133,10 +138,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     const now = Date.now();
     const w = this.ctx.picker.pick(this.pool.workers, now, this.tried);
     if (w === undefined) {
-      this.fail(
-        this.lastError ??
-          new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS }),
-      );
+      const err = this.lastError ?? new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS });
+      if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
+      this.fail(err);
       return;
     }
     this.worker = w;
@@ -147,10 +151,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.status = 0;
     this.gotFirstByte = false;
     this.controller = undefined;
-    const cfg = this.ctx.cfg;
-    const ms = this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs;
-    this.firstDeadline = performance.now() + ms;
-    this.setTimer(ms);
+    // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
     w.upstream.dispatch(this.path, this.req.stream, this.req.raw, this);
   }
 
@@ -209,6 +210,19 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   onRequestStart(controller: UpstreamController): void {
     this.controller = controller;
     if (this.abortKind !== undefined) controller.abort(new AbortReason(this.abortKind));
+  }
+
+  onRequestSent(queuedMs: number): void {
+    const cfg = this.ctx.cfg;
+    const ms = this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs;
+    this.firstDeadline = performance.now() + ms;
+    this.setTimer(ms);
+    if (queuedMs > 0) this.waited(queuedMs);
+  }
+
+  private waited(ms: number): void {
+    this.queueMs += ms;
+    this.pool.telemetry.metrics.queueTime.observe(ms / 1000);
   }
 
   onResponseStart(_c: UpstreamController, statusCode: number, contentType: string | undefined): void {
@@ -348,6 +362,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       this.retryOrFail(this.abortError(kind));
       return;
     }
+    if (err instanceof WorkerQueueError) {
+      this.queueRefused(err);
+      return;
+    }
+    if (err instanceof LocalResourceError) {
+      this.outOfLocalResources(err);
+      return;
+    }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     const w = this.worker as Worker;
     if (err instanceof ConnectError || (code === 'ECONNRESET' && this.status === 0)) {
@@ -357,6 +379,47 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       return;
     }
     this.retryOrFail(new UpstreamError('upstream_closed', `worker ${w.id} failed before answering: ${errText(err)}`));
+  }
+
+  /**
+   * The worker's queue refused the request or it waited there too long. Neither is a failure of the
+   * worker (no ejection) nor a hang (no retry as one): a full queue sends it to another worker of
+   * the pool that has room, without spending a retry; a timed-out wait is answered 503.
+   */
+  private queueRefused(err: WorkerQueueError): void {
+    const w = this.worker as Worker;
+    const { model, version } = this.pool;
+    const retryAfterS = DEFAULTS.gateway.retryAfterS;
+    this.releaseWorker();
+    if (err.reason === 'full') {
+      (this.tried ??= new Set()).add(w);
+      this.attempts--;
+      // reported only when no other worker can take the request either (see attempt)
+      this.lastError = new UnavailableError(
+        'worker_queue_full',
+        `every worker of ${model} version ${version} that could take this request is saturated: worker ${w.id} has all ${this.ctx.cfg.connectionsPerWorker} connections busy and ${this.ctx.cfg.workerQueueMax} requests waiting (worker_queue_max)`,
+        { retryAfterS },
+      );
+      this.attempt();
+      return;
+    }
+    this.waited(err.queuedMs);
+    this.ctx.metrics.queueRejected.labels(model, version, 'timeout').inc();
+    this.fail(new UnavailableError('worker_queue_timeout', `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${w.id} of ${model} version ${version} (queue_timeout_ms); it is saturated`, { retryAfterS }));
+  }
+
+  /** The gateway itself ran out of descriptors, ports or memory: not the worker's fault, and not retried elsewhere (the next connect would fail alike). */
+  private outOfLocalResources(err: LocalResourceError): void {
+    const w = this.worker as Worker;
+    this.releaseWorker();
+    this.ctx.metrics.localResourceErrors.labels(err.code).inc();
+    const e = new UnavailableError(
+      'local_resources_exhausted',
+      `the gateway could not open a connection to worker ${w.id}: ${err.code}, out of ${err.resource}. This is the gateway's own limit, not the worker's; retry later`,
+      { retryAfterS: DEFAULTS.gateway.localResourceRetryAfterS },
+    );
+    this.ctx.onLocalResourceError?.(err.code, e.message);
+    this.fail(e);
   }
 
   // ---- endings ----------------------------------------------------------------------------
@@ -458,6 +521,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       latencyMs: latency,
       promptTokens,
       completionTokens,
+      queueMs: this.queueMs,
       at: this.at,
       retries: this.attempts > 0 ? this.attempts - 1 : 0,
       shadow: false,

@@ -5,6 +5,7 @@ import type { ProxyContext } from './proxy.js';
 import type { VersionPool, Worker } from './workers.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
+import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 
 /** A captured response (sampled client response or shadow answer) for quality judging. */
@@ -48,7 +49,6 @@ export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest,
   if (w === undefined) return;
   const s = new ShadowRequest(ctx, pool, w, req, path, tap, pairId, startedAt, at);
   w.outstanding++;
-  s.arm(ctx.cfg.firstTokenTimeoutMs);
   w.upstream.dispatch(path, req.stream, req.raw, s);
 }
 
@@ -60,6 +60,7 @@ class ShadowRequest implements UpstreamHandler {
   private timer: NodeJS.Timeout | undefined;
   private ctl: UpstreamController | undefined;
   private timedOut = false;
+  private queueMs = 0;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -87,6 +88,17 @@ class ShadowRequest implements UpstreamHandler {
     this.ctl = c;
   }
 
+  /** Like the client's request, the first-token limit starts when the worker has the request, not while it waits for a connection. */
+  onRequestSent(queuedMs: number): void {
+    this.arm(this.ctx.cfg.firstTokenTimeoutMs);
+    if (queuedMs > 0) this.waited(queuedMs);
+  }
+
+  private waited(ms: number): void {
+    this.queueMs += ms;
+    this.pool.telemetry.metrics.queueTime.observe(ms / 1000);
+  }
+
   onResponseStart(_c: UpstreamController, status: number): void {
     this.status = status;
     this.arm(this.ctx.cfg.idleTimeoutMs);
@@ -112,7 +124,15 @@ class ShadowRequest implements UpstreamHandler {
   }
 
   onResponseError(_c: UpstreamController, err: Error): void {
-    this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
+    // refused before reaching the worker: recorded under the same codes as a client's request
+    if (err instanceof WorkerQueueError) {
+      if (err.queuedMs > 0) this.waited(err.queuedMs);
+      this.done(503, err.reason === 'full' ? 'worker_queue_full' : 'worker_queue_timeout', err.message);
+    } else if (err instanceof LocalResourceError) {
+      this.ctx.metrics.localResourceErrors.labels(err.code).inc();
+      this.ctx.onLocalResourceError?.(err.code, `shadow request: ${err.message}`);
+      this.done(503, 'local_resources_exhausted', err.message);
+    } else this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
   }
 
   private done(status: number, code: string | undefined, body: string): void {
@@ -142,6 +162,7 @@ class ShadowRequest implements UpstreamHandler {
       latencyMs,
       promptTokens: meter ? meter.promptTokens() : (usage?.prompt_tokens ?? 0),
       completionTokens: meter ? meter.completionTokens() : (usage?.completion_tokens ?? 0),
+      queueMs: this.queueMs,
       at: this.at,
       retries: 0,
       shadow: true,

@@ -1,13 +1,14 @@
-// The data plane's HTTP/1.1 client to workers: keep-alive connection pools over net/tls, one request per connection at a time.
+// The data plane's HTTP/1.1 client to workers: keep-alive connection pools over net/tls, one request per connection at a time, a bounded wait for one.
 //
 // Why not undici here: measured on a 2-core machine, undici's dispatcher costs ~28 µs of CPU per
 // request more than this client (bench/results/gateway.md); the gateway's whole budget is 80 µs.
 // Workers are trusted, speak HTTP/1.1 with keep-alive, and the gateway needs exactly one request
 // shape (POST a JSON body, read a status, a content type and a body framed by Content-Length,
 // chunked encoding or the connection's end). Everything else in the project still uses undici.
+//
+// performance.now() is the global one (not node:perf_hooks'), so fake timers in tests move queue waits too.
 import net from 'node:net';
 import tls from 'node:tls';
-import { performance } from 'node:perf_hooks';
 import { frameFor, putLatin1, writeFrame } from './frame.js';
 
 /** Lets the request's owner stop it or apply back-pressure. */
@@ -19,14 +20,20 @@ export interface UpstreamController {
 }
 
 /**
- * Callbacks for one request, in order: onRequestStart (synchronously from dispatch), then either
- * onResponseStart → onResponseData* → onResponseEnd, or onResponseError at any point (also
- * synchronously from `abort`). Exactly one of onResponseEnd / onResponseError ends it. Body bytes
- * that arrive in the same read as the response's end come with onResponseEnd (`tail`), so a
- * proxy can forward them and finish in one write.
+ * Callbacks for one request, in order: onRequestStart (synchronously from dispatch), onRequestSent
+ * (synchronously from dispatch when a connection is free, later when the request waited for one),
+ * then onResponseStart → onResponseData* → onResponseEnd; or onResponseError at any point (also
+ * synchronously from `abort`, and from dispatch when the request cannot even wait). Exactly one of
+ * onResponseEnd / onResponseError ends it. Body bytes that arrive in the same read as the
+ * response's end come with onResponseEnd (`tail`), so a proxy can forward them and finish in one write.
  */
 export interface UpstreamHandler {
   onRequestStart(c: UpstreamController): void;
+  /**
+   * The request was written to a connection (one still connecting queues the write): from here on
+   * the worker has it. `queuedMs` is how long it waited for the connection (0 when one was free).
+   */
+  onRequestSent(queuedMs: number): void;
   onResponseStart(c: UpstreamController, status: number, contentType: string | undefined): void;
   /**
    * Body bytes, framing removed; one call per socket read at most. Borrowed: the bytes may live in
@@ -47,6 +54,53 @@ export class ConnectError extends Error {
   }
 }
 
+/**
+ * errno → what ran out, for connect failures that are the gateway's own limits and no sign of the
+ * worker's health: descriptors (process, system), kernel buffers, memory, local ports.
+ */
+const LOCAL_RESOURCES: ReadonlyMap<string, string> = new Map([
+  ['EMFILE', "file descriptors (the gateway process's limit, RLIMIT_NOFILE)"],
+  ['ENFILE', "file descriptors (the system's open-file table is full)"],
+  ['ENOBUFS', 'kernel buffer space'],
+  ['ENOMEM', 'memory'],
+  ['EADDRNOTAVAIL', 'local ports (the ephemeral port range is used up)'],
+]);
+
+/** The gateway could not open a connection for lack of its own resources: not the worker's fault. */
+export class LocalResourceError extends Error {
+  /** The errno, e.g. EMFILE. */
+  readonly code: string;
+  /** What ran out, in words ("file descriptors (…)"). */
+  readonly resource: string;
+  constructor(code: string, resource: string, message: string) {
+    super(message);
+    this.code = code;
+    this.resource = resource;
+  }
+}
+
+/** A failed connect as the error its handler gets: the gateway's own exhaustion, or the worker's. */
+function connectFailure(err: NodeJS.ErrnoException, origin: string): Error {
+  const code = err.code ?? 'ECONNECT';
+  const resource = LOCAL_RESOURCES.get(code);
+  if (resource !== undefined) return new LocalResourceError(code, resource, `could not open a connection to ${origin}: ${err.message}`);
+  return new ConnectError(code, `could not connect to ${origin}: ${err.message}`);
+}
+
+/** The request never reached the worker: its queue was full, or it waited there past the limit. */
+export class WorkerQueueError extends Error {
+  readonly code: 'EQUEUEFULL' | 'EQUEUETIMEOUT';
+  readonly reason: 'full' | 'timeout';
+  /** How long it waited (0 when it could not wait at all). */
+  readonly queuedMs: number;
+  constructor(reason: 'full' | 'timeout', queuedMs: number, message: string) {
+    super(message);
+    this.reason = reason;
+    this.code = reason === 'full' ? 'EQUEUEFULL' : 'EQUEUETIMEOUT';
+    this.queuedMs = queuedMs;
+  }
+}
+
 /** The worker broke HTTP (bad status line, bad framing, head too large). */
 export class ProtocolError extends Error {
   readonly code = 'UPSTREAM_PROTOCOL';
@@ -55,6 +109,10 @@ export class ProtocolError extends Error {
 export interface UpstreamOptions {
   /** Most connections open to this worker at once; further requests wait in FIFO order. */
   connections: number;
+  /** Most requests waiting for a connection; past it dispatch fails the request (WorkerQueueError 'full'). */
+  queueMax: number;
+  /** Longest a request waits for a connection (WorkerQueueError 'timeout'). */
+  queueTimeoutMs: number;
   connectTimeoutMs: number;
   /** Idle keep-alive connections are closed after this long (or the worker's own `keep-alive: timeout` less 1 s). */
   keepAliveTimeoutMs: number;
@@ -101,6 +159,8 @@ class Exchange implements UpstreamController {
   conn: Connection | undefined;
   /** True while waiting in the pool's queue. */
   queued = false;
+  /** performance.now() when it joined the queue (-1: never waited). */
+  queuedAt = -1;
   ended = false;
   /** Sent again once already (a stale keep-alive connection). */
   resent = false;
@@ -190,7 +250,7 @@ class Connection {
     });
     this.socket.on('data', (d: Buffer) => this.onData(d));
     this.socket.on('error', (err: NodeJS.ErrnoException) => {
-      this.fail(this.connected ? err : new ConnectError(err.code ?? 'ECONNECT', `could not connect to ${pool.origin}: ${err.message}`));
+      this.fail(this.connected ? err : connectFailure(err, pool.origin));
     });
     this.socket.on('close', () => this.onClose());
     this.socket.on('end', () => this.onEnd());
@@ -223,6 +283,11 @@ class Connection {
       s.write(`${bl}\r\n\r\n`, 'latin1');
       s.write(body);
       s.uncork();
+    }
+    // a resend (see fail) is the same request: its time started with the first send
+    if (!ex.resent) {
+      const q = ex.queuedAt;
+      ex.handler.onRequestSent(q < 0 ? 0 : performance.now() - q);
     }
   }
 
@@ -613,6 +678,8 @@ export class UpstreamPool {
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
   readonly pathPrefix: string;
   private sweeper: NodeJS.Timeout | undefined;
+  /** Set while requests wait: fires when the oldest one's wait reaches queueTimeoutMs (one timer per pool). */
+  private queueTimer: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;
 
@@ -640,6 +707,11 @@ export class UpstreamPool {
   /** Connections open now (busy or idle). */
   get size(): number {
     return this.all.size;
+  }
+
+  /** Requests waiting for a connection now. */
+  get queued(): number {
+    return this.queue.length - this.qHead;
   }
 
   /**
@@ -674,15 +746,32 @@ export class UpstreamPool {
       return;
     }
     if (this.all.size < this.opts.connections) {
-      this.open().send(ex);
+      this.open(ex)?.send(ex);
+      return;
+    }
+    if (this.queue.length - this.qHead >= this.opts.queueMax) {
+      ex.ended = true;
+      ex.handler.onResponseError(ex, new WorkerQueueError('full', 0, `all ${this.opts.connections} connections to ${this.origin} are busy and ${this.opts.queueMax} requests wait for one`));
       return;
     }
     ex.queued = true;
+    ex.queuedAt = performance.now();
     this.queue.push(ex);
+    if (this.queueTimer === undefined) this.armQueueTimer(this.opts.queueTimeoutMs);
   }
 
-  private open(): Connection {
-    const c = new Connection(this);
+  /** A new connection for `ex`; undefined (and `ex` failed) when even creating the socket threw. */
+  private open(ex: Exchange): Connection | undefined {
+    let c: Connection;
+    try {
+      c = new Connection(this);
+    } catch (err) {
+      // net.connect may throw instead of emitting 'error' (out of descriptors or memory): the handler
+      // hears of it either way, and dispatch never throws
+      ex.ended = true;
+      ex.handler.onResponseError(ex, connectFailure(err as NodeJS.ErrnoException, this.origin));
+      return undefined;
+    }
     this.all.add(c);
     this.ensureSweeper();
     return c;
@@ -691,8 +780,35 @@ export class UpstreamPool {
   /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
   redispatch(ex: Exchange): void {
     ex.resent = true;
-    this.open().send(ex);
+    this.open(ex)?.send(ex);
   }
+
+  private armQueueTimer(ms: number): void {
+    this.queueTimer = setTimeout(this.expireQueue, ms);
+    // the waiting requests' own sockets keep the process alive, not this
+    this.queueTimer.unref();
+  }
+
+  /** Fail the requests that waited queueTimeoutMs (the oldest are first: one limit, FIFO), then wait for the next. */
+  private readonly expireQueue = (): void => {
+    this.queueTimer = undefined;
+    const limit = this.opts.queueTimeoutMs;
+    const now = performance.now();
+    while (this.qHead < this.queue.length) {
+      const ex = this.queue[this.qHead] as Exchange;
+      const waited = now - ex.queuedAt;
+      // timers run on the loop's millisecond clock: less than a millisecond early is on time
+      if (limit - waited >= 1) {
+        // a handler below may have queued a request (and armed the timer for its later limit)
+        if (this.queueTimer !== undefined) clearTimeout(this.queueTimer);
+        this.armQueueTimer(Math.ceil(limit - waited));
+        return;
+      }
+      this.dequeue();
+      ex.ended = true;
+      ex.handler.onResponseError(ex, new WorkerQueueError('timeout', waited, `waited ${Math.round(waited)} ms for one of the ${this.opts.connections} connections to ${this.origin}`));
+    }
+  };
 
   /** The next waiting request, if any. */
   private dequeue(): Exchange | undefined {
@@ -792,5 +908,7 @@ export class UpstreamPool {
     }
     if (this.sweeper !== undefined) clearInterval(this.sweeper);
     this.sweeper = undefined;
+    if (this.queueTimer !== undefined) clearTimeout(this.queueTimer);
+    this.queueTimer = undefined;
   }
 }

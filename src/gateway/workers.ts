@@ -13,6 +13,9 @@ export interface PoolOptions {
   connectTimeoutMs: number;
   connections: number;
   keepAliveTimeoutMs: number;
+  /** Requests that may wait for a connection, and for how long (see UpstreamOptions). */
+  queueMax: number;
+  queueTimeoutMs: number;
 }
 
 /** Something in flight that a drain may have to abort. */
@@ -37,7 +40,13 @@ export class Worker implements Pickable {
     this.id = spec.id;
     this.url = spec.url;
     // timeouts for answers are enforced per request by the proxy (first token vs idle differ)
-    this.upstream = new UpstreamPool(spec.url, { connections: opts.connections, connectTimeoutMs: opts.connectTimeoutMs, keepAliveTimeoutMs: opts.keepAliveTimeoutMs });
+    this.upstream = new UpstreamPool(spec.url, {
+      connections: opts.connections,
+      connectTimeoutMs: opts.connectTimeoutMs,
+      keepAliveTimeoutMs: opts.keepAliveTimeoutMs,
+      queueMax: opts.queueMax,
+      queueTimeoutMs: opts.queueTimeoutMs,
+    });
     this.headers = { version, worker: spec.id };
   }
 
@@ -100,6 +109,11 @@ export class VersionPool {
     this.cardChecksum = cardChecksum;
     this.telemetry = telemetry;
     telemetry.metrics.trackInflight(() => this.inflight.size);
+    telemetry.metrics.trackQueued(() => {
+      let n = 0;
+      for (const w of this.workers) n += w.upstream.queued;
+      return n;
+    });
   }
 
   enter(a: Abortable): void {

@@ -55,6 +55,42 @@ export class GatewayMetrics {
     // a re-deployed version's new pool replaces the old one's source
     this.inflightSources.set(`${model}\u0000${version}`, { model, version, size });
   }
+  /** Like in-flight counts, queue depths are read from the pools when scraped. */
+  private readonly queuedSources = new Map<string, { model: string; version: string; size: () => number }>();
+  readonly queueDepth = new Gauge({
+    name: 'glidepath_upstream_queue_depth',
+    help: 'Requests waiting for a free connection to a worker (every connection busy), by model and version.',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const s of this.queuedSources.values()) this.queueDepth.labels(s.model, s.version).set(s.size());
+    },
+  });
+
+  /** Report `size()` as the number of requests of (model, version) waiting for a connection, at every scrape. */
+  trackQueued(model: string, version: string, size: () => number): void {
+    this.queuedSources.set(`${model}\u0000${version}`, { model, version, size });
+  }
+  /** Observed only for requests that waited: its count over glidepath_requests_total is the share that did. */
+  readonly queueTime = new ArrayHistogram({
+    name: 'glidepath_upstream_queue_seconds',
+    help: 'Time a request waited for a free connection to a worker (requests that found one free are not observed).',
+    labelNames: ['model', 'version'] as const,
+    buckets: [...DEFAULTS.telemetry.queueBucketsS],
+    registers: [this.registry],
+  });
+  readonly queueRejected = new Counter({
+    name: 'glidepath_upstream_queue_rejected_total',
+    help: 'Requests answered 503 because workers were saturated: every queue of the pool full (reason full) or waited past queue_timeout_ms (reason timeout).',
+    labelNames: ['model', 'version', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly localResourceErrors = new Counter({
+    name: 'glidepath_local_resource_errors_total',
+    help: "Connections to workers the gateway could not open for lack of its own resources (descriptors, ports, memory), by errno; never counted against a worker.",
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
   readonly tokens = new ArrayCounter({
     name: 'glidepath_tokens_total',
     help: 'Tokens processed, by kind (prompt or completion).',
@@ -163,6 +199,7 @@ export class VersionMetrics {
   readonly ttft: HistogramChild;
   readonly tpot: HistogramChild;
   readonly duration: HistogramChild;
+  readonly queueTime: HistogramChild;
   readonly promptTokens: CounterChild;
   readonly completionTokens: CounterChild;
   readonly retries;
@@ -178,6 +215,7 @@ export class VersionMetrics {
     this.ttft = m.ttft.labels(model, version);
     this.tpot = m.tpot.labels(model, version);
     this.duration = m.duration.labels(model, version);
+    this.queueTime = m.queueTime.labels(model, version);
     this.promptTokens = m.tokens.labels(model, version, 'prompt');
     this.completionTokens = m.tokens.labels(model, version, 'completion');
     this.retries = m.retries.labels(model, version);
@@ -186,6 +224,11 @@ export class VersionMetrics {
   /** Report the pool's in-flight count under this (model, version) at every scrape. */
   trackInflight(size: () => number): void {
     this.parent.trackInflight(this.model, this.version, size);
+  }
+
+  /** Report the pool's waiting requests under this (model, version) at every scrape. */
+  trackQueued(size: () => number): void {
+    this.parent.trackQueued(this.model, this.version, size);
   }
 
   code(status: number): CounterChild {

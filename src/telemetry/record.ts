@@ -9,8 +9,10 @@ export interface RequestRecord {
   /** Stable error code when the request failed (`upstream_connect_failed`, `drain_aborted`, …). */
   errorCode: string | undefined;
   stream: boolean;
-  /** ms from receiving the request to the first token (NaN when none arrived). */
+  /** ms from receiving the request to the first token (NaN when none arrived); includes queueMs. */
   ttftMs: number;
+  /** ms spent waiting for a free connection to a worker, over all attempts (0 when one was free). */
+  queueMs: number;
   /** mean ms between tokens after the first (NaN with fewer than two tokens). */
   tpotMs: number;
   /** per-token gaps in ms (streams only; empty otherwise). */
@@ -32,6 +34,8 @@ export interface RequestRecord {
  */
 export function isVersionError(r: Pick<RequestRecord, 'status' | 'errorCode'>): boolean {
   if (r.status >= 400 && r.status < 500) return false;
+  // the gateway's own exhaustion (descriptors, ports): no version's fault, and it must not roll one back
+  if (r.errorCode === 'local_resources_exhausted') return false;
   // 5xx, or a stream that started with 200 and then failed (error code set)
   return r.status >= 500 || r.errorCode !== undefined;
 }

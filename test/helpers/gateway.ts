@@ -6,7 +6,6 @@ import { parseConfig } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/types.js';
 import type { RouteSpec } from '../../src/domain/route.js';
 import { DataPlane } from '../../src/gateway/dataplane.js';
-import type { Picker } from '../../src/gateway/pick.js';
 import { createDataServer, startListening } from '../../src/gateway/server.js';
 import type { ListeningServer } from '../../src/gateway/server.js';
 import { Telemetry } from '../../src/telemetry/telemetry.js';
@@ -39,7 +38,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(models: ModelSetup[], over: Partial<GatewayConfig> = {}, opts: { picker?: Picker; rand?: () => number } = {}): Promise<Gateway> {
+export async function startGateway(models: ModelSetup[], over: Partial<GatewayConfig> = {}, opts: ConstructorParameters<typeof DataPlane>[2] = {}): Promise<Gateway> {
   const cfg = defaultGatewayConfig(over);
   const telemetry = new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 });
   const dp = new DataPlane(cfg, telemetry, opts);

@@ -15,6 +15,7 @@ export function record(over: Partial<RequestRecord> = {}): RequestRecord {
     latencyMs: 100,
     promptTokens: 5,
     completionTokens: 10,
+    queueMs: 0,
     at: 1_000_000,
     retries: 0,
     shadow: false,

@@ -1,13 +1,14 @@
 // Shadow traffic: mirrored copies never reach or slow the client, and are measured as shadow.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
-import { chatBody, hang, json, sseEvents, startUpstream, status, stream } from '../../helpers/upstream.js';
+import { chatBody, deferred, hang, json, sseEvents, startUpstream, status, stream } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
 import { chatReq, post, startGateway, until } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
+  vi.useRealTimers();
   while (cleanups.length) await cleanups.pop()!();
 });
 
@@ -76,5 +77,39 @@ describe('shadow traffic', () => {
     // the one request v2 got is the served one, not a mirror of it
     await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
     expect(shadow.requests).toHaveLength(2);
+  });
+
+  it('a shadow waiting for a connection to its worker is not timed out as a hung worker', async () => {
+    const main = await startUpstream(json(chatBody('main')));
+    const gate = deferred();
+    // the shadow worker holds its first request until the gate opens; its one connection is busy meanwhile
+    const shadow = await startUpstream(json(chatBody('shadow')));
+    shadow.script(async (c) => {
+      await gate.promise;
+      await json(chatBody('shadow'))(c);
+    });
+    const gw = await startGateway(
+      [{ name: 'm', versions: [{ id: 'v1', workers: [main.url] }, { id: 'v2', workers: [shadow.url] }], route: { weights: { v1: 1 }, shadow: { version: 'v2', share: 1 } } }],
+      { connectionsPerWorker: 1, firstTokenTimeoutMs: 1000, requestTimeoutMs: 1000 },
+      { rand: () => 0.5 },
+    );
+    cleanups.push(() => main.close(), () => shadow.close(), () => gw.close());
+    const recs: RequestRecord[] = [];
+    gw.telemetry.subscribe((r) => recs.push(r));
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    await shadow.request(1);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    expect(gw.dp.pool('m', 'v2').workers[0]!.outstanding).toBe(2);
+    vi.advanceTimersByTime(3000);
+    gate.resolve();
+    await until(() => recs.filter((x) => x.shadow).length === 2, 'both shadow records');
+    const shadows = recs.filter((x) => x.shadow);
+    expect(shadows.map((x) => [x.status, x.errorCode])).toEqual([
+      [200, undefined],
+      [200, undefined],
+    ]);
+    expect(shadows[1]!.queueMs).toBeGreaterThanOrEqual(3000);
+    expect(gw.telemetry.stats('m', 'v2').errors).toBe(0);
   });
 });

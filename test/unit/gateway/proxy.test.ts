@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { ProxyRequest } from '../../../src/gateway/proxy.js';
+import { LocalResourceError, WorkerQueueError } from '../../../src/gateway/upstream.js';
 import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
 import type { ProxyContext } from '../../../src/gateway/proxy.js';
 import { parseRequest } from '../../../src/gateway/request.js';
@@ -79,18 +80,19 @@ interface Harness {
   dispatched: { worker: string; handler: UpstreamHandler }[];
   records: RequestRecord[];
   pool: VersionPool;
+  telemetry: Telemetry;
 }
 
-function harness(stream = true): Harness {
+function harness(stream = true, over: Partial<ProxyContext> = {}): Harness {
   const cfg = defaultGatewayConfig({ firstTokenTimeoutMs: 1000, requestTimeoutMs: 1000, idleTimeoutMs: 500 });
   const telemetry = new Telemetry({ windowMaxSamples: 10, windowMaxAgeMs: 60_000 });
   const records: RequestRecord[] = [];
   telemetry.subscribe((r) => records.push(r));
-  const ctx: ProxyContext = { cfg, telemetry, metrics: telemetry.metrics, picker: new RoundRobinPicker() };
+  const ctx: ProxyContext = { cfg, telemetry, metrics: telemetry.metrics, picker: new RoundRobinPicker(), ...over };
   const pool = new VersionPool('m', 'v1', 'card', telemetry.forVersion('m', 'v1'));
   const dispatched: Harness['dispatched'] = [];
   pool.workers = ['w0', 'w1'].map((id) => {
-    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', { connectTimeoutMs: 1000, connections: 1, keepAliveTimeoutMs: 1000 });
+    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', { connectTimeoutMs: 1000, connections: 1, keepAliveTimeoutMs: 1000, queueMax: 1, queueTimeoutMs: 1000 });
     // nothing goes to the network: the test plays the upstream pool
     Object.defineProperty(w, 'upstream', {
       value: {
@@ -105,16 +107,21 @@ function harness(stream = true): Harness {
   const res = new FakeRes();
   const parsed = parseRequest(Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream })), 'chat');
   const pr = new ProxyRequest(ctx, pool, res, parsed, '/v1/chat/completions', performance.now(), Date.now());
-  return { pr, res, dispatched, records, pool };
+  return { pr, res, dispatched, records, pool, telemetry };
 }
 
-/** Start the request and let the pool start it on the first worker. */
+/** Start the request and let the pool start it on the first worker and send it at once (a free connection). */
 function startFirst(h: Harness): { first: UpstreamHandler; c: FakeController } {
   h.pr.start();
   const first = h.dispatched[0]!.handler;
   const c = new FakeController(first);
   first.onRequestStart(c);
+  first.onRequestSent(0);
   return { first, c };
+}
+
+async function metricsText(h: Harness): Promise<string> {
+  return h.telemetry.metrics.registry.metrics();
 }
 
 beforeEach(() => {
@@ -130,12 +137,23 @@ describe('ProxyRequest orderings', () => {
     const h = harness();
     h.pr.start();
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0']);
-    // still queued in the pool (no onRequestStart yet) when the first-token timeout fires
-    vi.advanceTimersByTime(1000);
-    h.res.hangUp();
-    // the pool finally starts the request: the pending abort is applied there
     const first = h.dispatched[0]!.handler;
-    first.onRequestStart(new FakeController(first));
+    // a pool that reports the abort only later: the first-token timeout's abort is pending while the client leaves
+    let reason: Error | undefined;
+    const c: UpstreamController = {
+      aborted: false,
+      abort(r: Error) {
+        reason = r;
+      },
+      pause: () => undefined,
+      resume: () => undefined,
+    };
+    first.onRequestStart(c);
+    first.onRequestSent(0);
+    vi.advanceTimersByTime(1000);
+    expect(reason).toBeDefined();
+    h.res.hangUp();
+    first.onResponseError(c, reason!);
     expect(h.dispatched.map((d) => d.worker)).toEqual(['w0']);
     expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[499, 'client_closed']]);
     expect(h.pool.inflight.size).toBe(0);
@@ -251,5 +269,105 @@ describe('ProxyRequest orderings', () => {
     expect(h.res.status).toBe(502);
     expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'upstream_error' } });
     expect(h.records.map((r) => [r.status, r.retries])).toEqual([[502, 1]]);
+  });
+
+  it('a queued request is not mistaken for a hung worker: its first-token deadline starts when the pool sends it', () => {
+    const h = harness();
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c = new FakeController(first);
+    first.onRequestStart(c);
+    // waiting for a connection five times the first-token limit: no abort, no retry
+    vi.advanceTimersByTime(5000);
+    expect(c.aborted).toBe(false);
+    expect(h.dispatched).toHaveLength(1);
+    first.onRequestSent(5000);
+    vi.advanceTimersByTime(999);
+    expect(c.aborted).toBe(false);
+    first.onResponseStart(c, 200, 'text/event-stream');
+    first.onResponseData(c, Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'));
+    first.onResponseEnd(Buffer.from('data: [DONE]\n\n'));
+    expect(h.records.map((r) => [r.status, r.errorCode, r.retries, r.queueMs])).toEqual([[200, undefined, 0, 5000]]);
+    // TTFT stays what the client saw: from its request, wait included
+    expect(h.records[0]!.ttftMs).toBeGreaterThanOrEqual(5999);
+  });
+
+  it('a full worker queue sends the request to another worker without spending a retry or ejecting', async () => {
+    const h = harness(false, { cfg: defaultGatewayConfig({ maxRetries: 0 }) });
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c0 = new FakeController(first);
+    first.onRequestStart(c0);
+    first.onResponseError(c0, new WorkerQueueError('full', 0, 'full'));
+    expect(h.dispatched.map((d) => d.worker)).toEqual(['w0', 'w1']);
+    const second = h.dispatched[1]!.handler;
+    const c1 = new FakeController(second);
+    second.onRequestStart(c1);
+    second.onRequestSent(0);
+    second.onResponseStart(c1, 200, 'application/json');
+    second.onResponseEnd(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":2}}'));
+    expect(h.res.status).toBe(200);
+    expect(h.records.map((r) => [r.status, r.retries, r.worker])).toEqual([[200, 0, 'w1']]);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([[0, 0], [0, 0]]);
+    const text = await metricsText(h);
+    expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
+    expect(text).not.toContain('glidepath_worker_ejections_total{');
+  });
+
+  it('every worker queue full: 503 worker_queue_full with Retry-After, counted', async () => {
+    const h = harness(false);
+    h.pr.start();
+    for (let i = 0; i < 2; i++) {
+      const d = h.dispatched[i]!.handler;
+      const c = new FakeController(d);
+      d.onRequestStart(c);
+      d.onResponseError(c, new WorkerQueueError('full', 0, 'full'));
+    }
+    expect(h.dispatched).toHaveLength(2);
+    expect(h.res.status).toBe(503);
+    expect(h.res.headers['retry-after']).toBe('1');
+    expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'worker_queue_full', type: 'unavailable_error' } });
+    expect(h.records.map((r) => [r.status, r.errorCode, r.retries])).toEqual([[503, 'worker_queue_full', 0]]);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([[0, 0], [0, 0]]);
+    expect(await metricsText(h)).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="full"} 1');
+  });
+
+  it('a queue timeout answers 503 worker_queue_timeout: not retried as a hang, nobody ejected', async () => {
+    const h = harness();
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c = new FakeController(first);
+    first.onRequestStart(c);
+    first.onResponseError(c, new WorkerQueueError('timeout', 30_000, 'waited'));
+    expect(h.dispatched).toHaveLength(1);
+    expect(h.res.status).toBe(503);
+    expect(h.res.headers['retry-after']).toBe('1');
+    expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'worker_queue_timeout', type: 'unavailable_error' } });
+    expect(h.records.map((r) => [r.status, r.errorCode, r.retries, r.queueMs])).toEqual([[503, 'worker_queue_timeout', 0, 30_000]]);
+    expect(h.pool.workers.map((w) => w.ejectedUntil)).toEqual([0, 0]);
+    const text = await metricsText(h);
+    expect(text).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="timeout"} 1');
+    expect(text).toContain('glidepath_upstream_queue_seconds_count{model="m",version="v1"} 1');
+  });
+
+  it("the gateway's own exhaustion (EMFILE) answers 503 local_resources_exhausted: no ejection, no retry, counted and reported", async () => {
+    const reported: [string, string][] = [];
+    const h = harness(false, { onLocalResourceError: (code, message) => reported.push([code, message]) });
+    h.pr.start();
+    const first = h.dispatched[0]!.handler;
+    const c = new FakeController(first);
+    first.onRequestStart(c);
+    first.onResponseError(c, new LocalResourceError('EMFILE', 'file descriptors (the limit)', 'could not open a connection'));
+    expect(h.dispatched).toHaveLength(1);
+    expect(h.res.status).toBe(503);
+    expect(h.res.headers['retry-after']).toBe('5');
+    const body = JSON.parse(h.res.body) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('local_resources_exhausted');
+    expect(body.error.message).toMatch(/EMFILE, out of file descriptors \(the limit\)\. This is the gateway's own limit, not the worker's/);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.connectFailures, w.outstanding])).toEqual([[0, 0, 0], [0, 0, 0]]);
+    expect(reported).toEqual([['EMFILE', body.error.message]]);
+    const text = await metricsText(h);
+    expect(text).toContain('glidepath_local_resource_errors_total{kind="EMFILE"} 1');
+    expect(text).not.toContain('glidepath_worker_ejections_total{');
   });
 });

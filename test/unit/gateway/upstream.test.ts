@@ -1,8 +1,8 @@
 // The gateway's HTTP/1.1 client to workers, against raw TCP servers that send exact bytes.
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ConnectError, ProtocolError, UpstreamPool } from '../../../src/gateway/upstream.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ConnectError, LocalResourceError, ProtocolError, UpstreamPool, WorkerQueueError } from '../../../src/gateway/upstream.js';
 import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
 
 interface Result {
@@ -12,11 +12,13 @@ interface Result {
   parts: string[];
   error: Error | undefined;
   events: string[];
+  /** What onRequestSent said (-1: not called). */
+  queuedMs: number;
 }
 
 /** A handler that records everything; resolves when the exchange ends either way. */
-function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body = '{"a":1}', onData?: () => void): { done: Promise<Result>; ctl: () => UpstreamController } {
-  const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [] };
+function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body = '{"a":1}', onData?: () => void): { done: Promise<Result>; ctl: () => UpstreamController; r: Result } {
+  const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [], queuedMs: -1 };
   let ctl: UpstreamController | undefined;
   let resolve!: (x: Result) => void;
   const done = new Promise<Result>((res) => (resolve = res));
@@ -24,6 +26,10 @@ function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body
     onRequestStart(c) {
       ctl = c;
       r.events.push('start');
+    },
+    onRequestSent(queuedMs) {
+      r.queuedMs = queuedMs;
+      r.events.push('sent');
     },
     onResponseStart(_c, status, ct) {
       r.status = status;
@@ -46,7 +52,7 @@ function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body
     },
   };
   pool.dispatch(path, stream, Buffer.from(body), h);
-  return { done, ctl: () => ctl as UpstreamController };
+  return { done, ctl: () => ctl as UpstreamController, r };
 }
 
 interface RawServer {
@@ -98,7 +104,7 @@ async function rawServer(answer: (i: number, sock: net.Socket) => (string | Buff
   return st;
 }
 
-const OPTS = { connections: 4, connectTimeoutMs: 1000, keepAliveTimeoutMs: 4000 };
+const OPTS = { connections: 4, connectTimeoutMs: 1000, keepAliveTimeoutMs: 4000, queueMax: 256, queueTimeoutMs: 30_000 };
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -117,7 +123,7 @@ describe('UpstreamPool', () => {
   it('sends one well-formed POST and reads a Content-Length answer; the connection is reused', async () => {
     const { srv, pool } = await setup(() => [json('{"ok":1}')]);
     const a = await call(pool, '/v1/chat/completions', true, '{"x":"y"}').done;
-    expect(a).toMatchObject({ status: 200, contentType: 'application/json', events: ['start', 'head', 'end'] });
+    expect(a).toMatchObject({ status: 200, contentType: 'application/json', events: ['start', 'sent', 'head', 'end'], queuedMs: 0 });
     expect(a.parts.join('')).toBe('{"ok":1}');
     expect(srv.requests[0]).toBe(
       `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${srv.port}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: 9\r\n\r\n{"x":"y"}`,
@@ -131,9 +137,10 @@ describe('UpstreamPool', () => {
   it('a connection paused by a slow client and never resumed still carries the next request', async () => {
     const { srv, pool } = await setup(() => [json('{"ok":1}')]);
     const paused = await new Promise<Result>((resolve) => {
-      const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [] };
+      const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [], queuedMs: -1 };
       pool.dispatch('/v1/completions', false, Buffer.from('{}'), {
         onRequestStart: () => undefined,
+        onRequestSent: () => undefined,
         // the client is slow: pause; the whole answer is in this read, so it ends before anyone resumes
         onResponseStart: (c, status) => {
           r.status = status;
@@ -185,7 +192,7 @@ describe('UpstreamPool', () => {
     });
     const r = await call(pool).done;
     expect(r.parts.join('')).toBe('until the end');
-    expect(r.events).toEqual(['start', 'head', 'end']);
+    expect(r.events).toEqual(['start', 'sent', 'head', 'end']);
     await call(pool).done;
     expect(srv.connections).toBe(2);
   });
@@ -199,7 +206,7 @@ describe('UpstreamPool', () => {
     const a = await call(pool).done;
     expect(a).toMatchObject({ status: 200, contentType: 'text/event-stream', parts: ['abc'] });
     const b = await call(pool).done;
-    expect(b).toMatchObject({ status: 200, contentType: undefined, parts: ['hi'], events: ['start', 'head', 'end'] });
+    expect(b).toMatchObject({ status: 200, contentType: undefined, parts: ['hi'], events: ['start', 'sent', 'head', 'end'] });
     expect(pool.size).toBe(0); // connection: close
   });
 
@@ -229,7 +236,7 @@ describe('UpstreamPool', () => {
     const { srv, pool } = await setup((i) => [i < 3 ? `${head}\r\n${i}${i}` : `${head}connection: close\r\n\r\n${i}${i}`]);
     for (let i = 0; i < 4; i++) {
       const r = await call(pool).done;
-      expect(r).toMatchObject({ status: 201, contentType: 'text/plain', parts: [`${i}${i}`], events: ['start', 'head', 'end'] });
+      expect(r).toMatchObject({ status: 201, contentType: 'text/plain', parts: [`${i}${i}`], events: ['start', 'sent', 'head', 'end'] });
     }
     expect(srv.connections).toBe(1);
     expect(pool.size).toBe(0); // the last head said close
@@ -247,7 +254,7 @@ describe('UpstreamPool', () => {
     const a = await call(pool).done;
     expect(a.error).toBeInstanceOf(ProtocolError);
     expect(a.error?.message).toMatch(/control character in content-type/);
-    expect(a.events).toEqual(['start', 'error']);
+    expect(a.events).toEqual(['start', 'sent', 'error']);
   });
 
   it('closes after `connection: close` and HTTP/1.0 answers', async () => {
@@ -291,11 +298,20 @@ describe('UpstreamPool', () => {
     const a = call(pool, '/v1/completions', false, '{"n":0}');
     const b = call(pool, '/v1/completions', false, '{"n":1}');
     const c = call(pool, '/v1/completions', false, '{"n":2}');
+    // sent at once when a connection is free; the others only wait
+    expect([a.r.events, b.r.events, c.r.events]).toEqual([['start', 'sent'], ['start'], ['start']]);
+    expect(pool.queued).toBe(2);
     await arrived;
     expect(srv.requests).toHaveLength(1);
     release();
     const results = await Promise.all([a.done, b.done, c.done]);
     expect(results.map((r) => r.parts.join(''))).toEqual(['{"i":0}', '{"i":1}', '{"i":2}']);
+    expect(results.map((r) => r.events)).toEqual([['start', 'sent', 'head', 'end'], ['start', 'sent', 'head', 'end'], ['start', 'sent', 'head', 'end']]);
+    // how long each waited is told when it is sent
+    expect(results[0].queuedMs).toBe(0);
+    expect(results[1].queuedMs).toBeGreaterThan(0);
+    expect(results[2].queuedMs).toBeGreaterThan(0);
+    expect(pool.queued).toBe(0);
     expect(srv.requests.map((r) => r.slice(-7))).toEqual(['{"n":0}', '{"n":1}', '{"n":2}']);
     expect(srv.connections).toBe(1);
   });
@@ -404,5 +420,146 @@ describe('UpstreamPool', () => {
     const rb = await b.done;
     expect(rb.error).toBeInstanceOf(ConnectError);
     expect((rb.error as ConnectError).code).toBe('ECLOSED');
+  });
+});
+
+describe('UpstreamPool: waiting for a connection', () => {
+  /** One connection whose first request is answered only on `release()`; later ones at once. */
+  async function busyWorker(opts: Partial<typeof OPTS>): Promise<{ srv: RawServer; pool: UpstreamPool; arrived: Promise<void>; release: () => void }> {
+    let release!: () => void;
+    let firstArrived!: () => void;
+    const arrived = new Promise<void>((r) => (firstArrived = r));
+    const { srv, pool } = await setup(
+      (i, sock) => {
+        if (i === 0) {
+          release = () => sock.write(json('{"i":0}'));
+          firstArrived();
+          return undefined;
+        }
+        return [json(`{"i":${i}}`)];
+      },
+      { ...OPTS, connections: 1, ...opts },
+    );
+    return { srv, pool, arrived, release: () => release() };
+  }
+
+  it('refuses a request past queueMax at once (WorkerQueueError full), leaving the others alone', async () => {
+    const { srv, pool, arrived, release } = await busyWorker({ queueMax: 1 });
+    const a = call(pool);
+    const b = call(pool);
+    const c = call(pool);
+    // refused synchronously, from dispatch: the caller can go elsewhere before anything else happens
+    expect(c.r.events).toEqual(['start', 'error']);
+    expect(c.r.error).toBeInstanceOf(WorkerQueueError);
+    expect(c.r.error).toMatchObject({ reason: 'full', code: 'EQUEUEFULL', queuedMs: 0 });
+    expect(pool.queued).toBe(1);
+    await arrived;
+    release();
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    expect([ra.parts.join(''), rb.parts.join('')]).toEqual(['{"i":0}', '{"i":1}']);
+    expect(srv.requests).toHaveLength(2);
+  });
+
+  it('queueMax 0: nothing waits', async () => {
+    const { pool, arrived, release } = await busyWorker({ queueMax: 0 });
+    const a = call(pool);
+    const b = call(pool);
+    expect(b.r.error).toMatchObject({ reason: 'full' });
+    await arrived;
+    release();
+    expect((await a.done).parts.join('')).toBe('{"i":0}');
+  });
+
+  it('fails a request that waited queueTimeoutMs (WorkerQueueError timeout) and only that one', async () => {
+    const { srv, pool, arrived, release } = await busyWorker({ queueTimeoutMs: 1000 });
+    const a = call(pool);
+    await arrived;
+    // the connection is up (its connect timer is gone): only the queue's timer is left to fake
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const b = call(pool);
+      vi.advanceTimersByTime(400);
+      const c = call(pool);
+      vi.advanceTimersByTime(599);
+      expect(b.r.events).toEqual(['start']);
+      vi.advanceTimersByTime(1);
+      expect(b.r.events).toEqual(['start', 'error']);
+      expect(b.r.error).toBeInstanceOf(WorkerQueueError);
+      expect(b.r.error).toMatchObject({ reason: 'timeout', code: 'EQUEUETIMEOUT', queuedMs: 1000 });
+      // c joined 400 ms later: it has 400 ms left
+      expect(pool.queued).toBe(1);
+      vi.advanceTimersByTime(399);
+      expect(c.r.events).toEqual(['start']);
+      vi.advanceTimersByTime(1);
+      expect(c.r.error).toMatchObject({ reason: 'timeout', queuedMs: 1000 });
+      expect(pool.queued).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+    // the request on the connection never noticed
+    expect(a.r.events).toEqual(['start', 'sent']);
+    release();
+    expect((await a.done).parts.join('')).toBe('{"i":0}');
+    expect(srv.requests).toHaveLength(1);
+  });
+
+  it('an aborted waiting request leaves the queue and its timer finds nothing to fail', async () => {
+    const { pool, arrived, release } = await busyWorker({ queueTimeoutMs: 1000 });
+    const a = call(pool);
+    await arrived;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const b = call(pool);
+      b.ctl().abort(new Error('client left'));
+      expect(b.r.error?.message).toBe('client left');
+      expect(pool.queued).toBe(0);
+      vi.advanceTimersByTime(1000);
+      expect(b.r.events).toEqual(['start', 'error']);
+    } finally {
+      vi.useRealTimers();
+    }
+    release();
+    expect((await a.done).events).toEqual(['start', 'sent', 'head', 'end']);
+  });
+});
+
+describe("UpstreamPool: the gateway's own exhaustion", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('a connect that throws EMFILE synchronously reaches the handler as a LocalResourceError; dispatch does not throw', async () => {
+    const { pool } = await setup(() => [json('{}')]);
+    vi.spyOn(net, 'connect').mockImplementationOnce(() => {
+      const e: NodeJS.ErrnoException = new Error('socket: too many open files');
+      e.code = 'EMFILE';
+      throw e;
+    });
+    const a = call(pool);
+    expect(a.r.events).toEqual(['start', 'error']);
+    expect(a.r.error).toBeInstanceOf(LocalResourceError);
+    expect(a.r.error).not.toBeInstanceOf(ConnectError);
+    expect(a.r.error).toMatchObject({ code: 'EMFILE', resource: expect.stringContaining('file descriptors') as unknown });
+    expect(pool.size).toBe(0);
+    // the pool is fine once descriptors are back
+    expect((await call(pool).done).status).toBe(200);
+  });
+
+  it('a connect that emits ENFILE, ENOBUFS, ENOMEM or EADDRNOTAVAIL is a LocalResourceError too; ECONNREFUSED stays a ConnectError', async () => {
+    const { pool } = await setup(() => [json('{}')]);
+    const real = net.connect.bind(net);
+    for (const code of ['ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL', 'ECONNREFUSED']) {
+      vi.spyOn(net, 'connect').mockImplementationOnce(((opts: net.NetConnectOpts) => {
+        const sock = real(opts);
+        const e: NodeJS.ErrnoException = new Error(`connect ${code}`);
+        e.code = code;
+        sock.destroy(e);
+        return sock;
+      }) as typeof net.connect);
+      const r = await call(pool).done;
+      if (code === 'ECONNREFUSED') expect(r.error).toBeInstanceOf(ConnectError);
+      else expect(r.error).toBeInstanceOf(LocalResourceError);
+      expect(r.error).toMatchObject({ code });
+    }
   });
 });

@@ -125,6 +125,9 @@ describe('isVersionError', () => {
     [500, 'upstream_error', true],
     [502, 'upstream_invalid_json', true],
     [503, 'drain_aborted', true],
+    [503, 'worker_queue_timeout', true],
+    // the gateway's own exhaustion is no version's fault
+    [503, 'local_resources_exhausted', false],
     [504, 'upstream_timeout', true],
   ];
   for (const [status, errorCode, expected] of table) {

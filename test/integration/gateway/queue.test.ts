@@ -1,0 +1,171 @@
+// Waiting for a connection to a worker (every one of connections_per_worker busy): a bounded,
+// timed wait of its own, never taken for a hung or failed worker.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { RoundRobinPicker } from '../../../src/gateway/pick.js';
+import type { RequestRecord } from '../../../src/telemetry/record.js';
+import { chatBody, deferred, json, sseEvents, stream } from '../../helpers/upstream.js';
+import type { Behaviour } from '../../helpers/upstream.js';
+import { chatReq, gatewayFixtures, oneModel, openStream, post, until } from '../../helpers/gateway.js';
+import type { Gateway } from '../../helpers/gateway.js';
+
+const { upstream, gateway } = gatewayFixtures();
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function records(gw: Gateway): RequestRecord[] {
+  const out: RequestRecord[] = [];
+  gw.telemetry.subscribe((r) => out.push(r));
+  return out;
+}
+
+/** A stream that sends two events, then holds its connection until `release()`. */
+function heldStream(): { behaviour: Behaviour; events: string[]; release: () => void } {
+  const events = sseEvents(4);
+  const gate = deferred();
+  return { behaviour: stream(events, { gate: { before: 2, until: gate.promise } }), events, release: () => gate.resolve() };
+}
+
+function queued(gw: Gateway, worker = 0): number {
+  return gw.dp.pool('m', 'v1').workers[worker]!.upstream.queued;
+}
+
+async function metrics(gw: Gateway): Promise<string> {
+  return gw.telemetry.metrics.registry.metrics();
+}
+
+/** Fake the clock the proxy's and the pool's deadlines run on; sockets stay real. */
+function fakeClock(): void {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+}
+
+describe('waiting for a connection to a worker', () => {
+  it('a queued request is not mistaken for a hung worker', async () => {
+    const u = await upstream();
+    const long = heldStream();
+    u.script(long.behaviour);
+    u.setDefault(json(chatBody('after the wait')));
+    const gw = await gateway(oneModel([u.url]), { connectionsPerWorker: 1, firstTokenTimeoutMs: 1000, requestTimeoutMs: 1000 });
+    const recs = records(gw);
+    const a = openStream(gw.url, chatReq({ stream: true }));
+    await a.firstChunk;
+    fakeClock();
+    const b = post(gw.url, chatReq());
+    await until(() => gw.dp.pool('m', 'v1').inflight.size === 2, 'the second request to wait for the connection');
+    const whileWaiting = await metrics(gw);
+    // three first-token limits pass while it waits behind the long stream
+    vi.advanceTimersByTime(3000);
+    long.release();
+    const rb = await b;
+    expect(rb.status).toBe(200);
+    expect(rb.json()).toMatchObject({ choices: [{ message: { content: 'after the wait' } }] });
+    expect((await a.done).toString()).toBe(long.events.join(''));
+    // one request each reached the worker: nothing was retried or ejected
+    expect(u.requests).toHaveLength(2);
+    const rec = recs.find((r) => !r.stream)!;
+    expect(rec).toMatchObject({ status: 200, errorCode: undefined, retries: 0 });
+    expect(rec.queueMs).toBeGreaterThanOrEqual(3000);
+    expect(gw.dp.pool('m', 'v1').workers[0]!.ejectedUntil).toBe(0);
+    const text = await metrics(gw);
+    expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
+    expect(text).not.toContain('glidepath_worker_ejections_total{');
+    expect(text).toContain('glidepath_upstream_queue_seconds_count{model="m",version="v1"} 1');
+    expect(text).toContain('glidepath_upstream_queue_seconds_bucket{le="5",model="m",version="v1"} 1');
+    expect(whileWaiting).toContain('glidepath_upstream_queue_depth{model="m",version="v1"} 1');
+    expect(text).toContain('glidepath_upstream_queue_depth{model="m",version="v1"} 0');
+  });
+
+  it('a request whose worker has a full queue goes to another worker of the pool, without a retry or an ejection', async () => {
+    const busy = await upstream();
+    const free = await upstream();
+    const long = heldStream();
+    busy.script(long.behaviour);
+    free.setDefault(json(chatBody('from the free worker')));
+    const gw = await gateway(
+      [{ name: 'm', versions: [{ id: 'v1', workers: [busy.url, free.url] }], route: { weights: { v1: 1 } } }],
+      { connectionsPerWorker: 1, workerQueueMax: 1 },
+      { picker: new RoundRobinPicker() },
+    );
+    const recs = records(gw);
+    // round-robin: w0 (held), w1, w0 (waits: its queue is now full), w1, then w0 again
+    const a = openStream(gw.url, chatReq({ stream: true }));
+    await a.firstChunk;
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    const waiting = post(gw.url, chatReq());
+    await until(() => queued(gw) === 1, 'a request to wait for w0');
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(200);
+    expect(r.headers['x-glidepath-worker']).toBe('v1-w1');
+    expect(recs.at(-1)).toMatchObject({ status: 200, worker: 'v1-w1', retries: 0 });
+    expect(gw.dp.pool('m', 'v1').workers.map((w) => w.ejectedUntil)).toEqual([0, 0]);
+    const text = await metrics(gw);
+    expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
+    expect(text).not.toContain('glidepath_worker_ejections_total{');
+    expect(text).not.toContain('glidepath_upstream_queue_rejected_total{');
+    long.release();
+    expect((await waiting).status).toBe(200);
+    await a.done;
+  });
+
+  it('every worker busy and its queue full: 503 worker_queue_full with Retry-After at once, counted', async () => {
+    const u = await upstream();
+    const long = heldStream();
+    u.script(long.behaviour);
+    const gw = await gateway(oneModel([u.url]), { connectionsPerWorker: 1, workerQueueMax: 1 });
+    const recs = records(gw);
+    const a = openStream(gw.url, chatReq({ stream: true }));
+    await a.firstChunk;
+    const waiting = post(gw.url, chatReq());
+    await until(() => queued(gw) === 1, 'a request to wait');
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(r.json()).toMatchObject({ error: { code: 'worker_queue_full', type: 'unavailable_error' } });
+    expect((r.json() as { error: { message: string } }).error.message).toMatch(/worker_queue_max/);
+    expect(recs.at(-1)).toMatchObject({ status: 503, errorCode: 'worker_queue_full', retries: 0 });
+    expect(gw.dp.pool('m', 'v1').workers[0]!.ejectedUntil).toBe(0);
+    expect(await metrics(gw)).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="full"} 1');
+    long.release();
+    expect((await waiting).status).toBe(200);
+    await a.done;
+    expect(u.requests).toHaveLength(2);
+  });
+
+  it('a request that waits past queue_timeout_ms gets 503 worker_queue_timeout, not a retry and not a worker failure', async () => {
+    const busy = await upstream();
+    const other = await upstream();
+    const long = heldStream();
+    busy.script(long.behaviour);
+    const gw = await gateway(
+      [{ name: 'm', versions: [{ id: 'v1', workers: [busy.url, other.url] }], route: { weights: { v1: 1 } } }],
+      { connectionsPerWorker: 1, queueTimeoutMs: 2000, firstTokenTimeoutMs: 500, requestTimeoutMs: 500 },
+      { picker: new RoundRobinPicker() },
+    );
+    const recs = records(gw);
+    const a = openStream(gw.url, chatReq({ stream: true }));
+    await a.firstChunk;
+    expect((await post(gw.url, chatReq())).status).toBe(200); // w1, so the next goes to w0
+    fakeClock();
+    const waiting = post(gw.url, chatReq());
+    await until(() => queued(gw) === 1, 'a request to wait for w0');
+    vi.advanceTimersByTime(1999);
+    expect(queued(gw)).toBe(1);
+    vi.advanceTimersByTime(1);
+    const r = await waiting;
+    expect(r.status).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(r.json()).toMatchObject({ error: { code: 'worker_queue_timeout', type: 'unavailable_error' } });
+    expect(recs.at(-1)).toMatchObject({ status: 503, errorCode: 'worker_queue_timeout', retries: 0, queueMs: 2000 });
+    // not sent anywhere else, nobody ejected, and the stream it waited behind is untouched
+    expect(other.requests).toHaveLength(1);
+    expect(gw.dp.pool('m', 'v1').workers.map((w) => w.ejectedUntil)).toEqual([0, 0]);
+    const text = await metrics(gw);
+    expect(text).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="timeout"} 1');
+    expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
+    expect(text).not.toContain('glidepath_worker_ejections_total{');
+    long.release();
+    expect((await a.done).toString()).toBe(long.events.join(''));
+  });
+});
