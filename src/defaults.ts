@@ -98,11 +98,6 @@ export const DEFAULTS = {
      * such an episode lasts until connections close (idle keep-alive ones after 4 s), not a moment.
      */
     localResourceRetryAfterS: 5,
-    /**
-     * The gateway's own resource exhaustion is written to stderr at most once per this interval
-     * (with a count of the failures since): every failed request of an episode would flood the log.
-     */
-    localResourceLogIntervalMs: 10_000,
   },
 
   /** Connection admission per listener (src/gateway/limits.ts); 0 means off, or "auto" where noted. */

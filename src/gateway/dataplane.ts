@@ -22,7 +22,7 @@ import type { ProxyContext } from './proxy.js';
 import { sendError } from './respond.js';
 import { DEFAULTS } from '../defaults.js';
 import { mirror } from './shadow.js';
-import { episodeLog } from './local.js';
+import { localResourceLog } from './local.js';
 import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './shadow.js';
 
@@ -68,7 +68,7 @@ export class DataPlane {
   private readonly shadowRand: () => number;
   private pairSeq = 0;
 
-  /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: a line on stderr at most every 10 s). */
+  /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: the telemetry log, at most one warning per 10 s). */
   constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number; onLocalResourceError?: LocalResourceReporter } = {}) {
     this.cfg = cfg;
     this.telemetry = telemetry;
@@ -77,7 +77,7 @@ export class DataPlane {
       telemetry,
       metrics: telemetry.metrics,
       picker: opts.picker ?? createPicker(cfg.picker, opts.rand),
-      onLocalResourceError: opts.onLocalResourceError ?? episodeLog(),
+      onLocalResourceError: opts.onLocalResourceError ?? localResourceLog(telemetry.log),
     };
     this.shadowRand = opts.rand ?? Math.random;
   }

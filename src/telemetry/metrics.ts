@@ -10,6 +10,9 @@ export class GatewayMetrics {
     // process_open_fds / process_max_fds (a gateway near its descriptor limit refuses connections),
     // CPU, memory, event-loop lag and GC: prom-client's standard process metrics, read at scrape time
     collectDefaultMetrics({ register: this.registry });
+    // gauges that prom-client names *_total, which `promtool check metrics` rejects (and which say
+    // little about a gateway: libuv handles and requests)
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
   }
   readonly requests = new ArrayCounter({
     name: 'glidepath_requests_total',

@@ -5,7 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { episodeLog } from '../../../src/gateway/local.js';
+import { pino } from 'pino';
+import { localResourceLog } from '../../../src/gateway/local.js';
 import { chatReq, gatewayFixtures, oneModel } from '../../helpers/gateway.js';
 
 const { upstream, gateway } = gatewayFixtures();
@@ -69,7 +70,7 @@ describe("the gateway's own limits", () => {
     const gw = await gateway(
       oneModel(workers.map((w) => w.url)),
       {},
-      { onLocalResourceError: episodeLog((line) => lines.push(line)) },
+      { onLocalResourceError: localResourceLog(pino({}, { write: (line: string) => lines.push(line) })) },
     );
     // client connections opened, and accepted by the gateway, while descriptors are still there
     const agents = [0, 1, 2].map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
