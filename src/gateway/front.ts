@@ -633,6 +633,8 @@ class Conn {
   private timerMs = 0;
   /** The send timeout closed this connection. */
   sendTimedOut = false;
+  /** 'HEAD' once the request line being parsed says so ('' otherwise): its refusals carry no body. */
+  private method = '';
   /** Admitted past the ceiling: one request, to a probe path only. */
   private readonly probeOnly: boolean;
 
@@ -830,6 +832,8 @@ class Conn {
   private parseHead(buf: Buffer): boolean {
     const cfg = this.cfg;
     const len = buf.length;
+    // a refusal of this request must not go by the last one's method (HEAD: no body)
+    this.method = '';
     let start = 0;
     // RFC 9112 §2.2: empty lines before a request line are ignored (they count towards the limit)
     while (start + 1 < len && buf[start] === 13 && buf[start + 1] === 10) start += 2;
@@ -847,6 +851,7 @@ class Conn {
     const d = last === null ? undefined : last.match(s);
     if (d !== undefined) {
       this.head = (last as LastRequestHead).headOf(s, d);
+      this.method = this.head.method;
       return this.startBody(buf, e + 4, null, d, false);
     }
 
@@ -855,6 +860,7 @@ class Conn {
     const sp1 = s.indexOf(' ');
     if (sp1 <= 0 || sp1 > le) throw bad('invalid_request_line', 'malformed request line');
     for (let i = 0; i < sp1; i++) if (TOKEN[s.charCodeAt(i)] !== 1) throw bad('invalid_method', 'the request method is not a valid token');
+    if (sp1 === 4 && s.startsWith('HEAD')) this.method = 'HEAD';
     const sp2 = s.indexOf(' ', sp1 + 1);
     if (sp2 === -1 || sp2 > le) throw bad('invalid_request_line', 'malformed request line');
     if (s.charCodeAt(sp1 + 1) !== 47) throw bad('invalid_request_target', 'the request target must be in origin-form (start with "/")');
@@ -1299,7 +1305,9 @@ class Conn {
       this.paused = false;
       socket.resume(); // read (and drop) the rest so their FIN, and our linger timer, can end it
     }
-    socket.end(errorResponse(this.cfg, status, code, message, ''));
+    // the answer to a HEAD request has no body, even a refusal (RFC 9110 §9.3.2)
+    const head = errorResponse(this.cfg, status, code, message, '');
+    socket.end(this.method === 'HEAD' ? head.slice(0, head.indexOf('\r\n\r\n') + 4) : head);
     this.lingerUnsent();
   }
 }
@@ -1309,6 +1317,7 @@ function errorResponse(cfg: FrontConfig, status: number, code: string, message: 
   return closingResponse(status, cfg.errorBody(status, code, message), extra);
 }
 
+/** The whole answer; a caller that must send no body cuts it after the head's blank line. */
 function closingResponse(status: number, body: string, extra: string): string {
   return `${statusLine(status)}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\ndate: ${httpDate()}\r\n\r\n${body}`;
 }

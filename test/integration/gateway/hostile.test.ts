@@ -191,6 +191,18 @@ describe('issue 12: hostile and broken clients', () => {
     }
   });
 
+  it('a refused HEAD request gets the refusal without a body (RFC 9110 §9.3.2)', async () => {
+    const { port } = await start(ok, { maxBodyBytes: 10 });
+    for (const [extra, status] of [['Expect: bogus\r\n', 417], ['Content-Length: 11\r\n', 413], ['Transfer-Encoding: gzip\r\n', 501]] as const) {
+      const raw = new Raw(port).send(`HEAD / HTTP/1.1\r\nHost: a\r\n${extra}\r\n`);
+      await raw.close();
+      const [r] = raw.text.split('\r\n\r\n');
+      expect(r, extra).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(raw.text.endsWith('\r\n\r\n'), `${extra}: ${raw.text}`).toBe(true);
+      expect(raw.text).toMatch(/content-length: [1-9]/);
+    }
+  });
+
   it('at the connection ceiling new connections get 503 with Retry-After at once, and are served again below it', async () => {
     const limits = new ClientLimits({ maxConnections: 2, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
     const refused: Refusal[] = [];
