@@ -65,7 +65,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     seconds: 120,
     maxCases: Infinity,
     concurrency: 4,
-    timing: { caseMs: 20_000, quietMs: 400, closeMs: 5_000 },
+    timing: { caseMs: 60_000, quietMs: 400, closeMs: 5_000 },
     canaryIntervalMs: 10,
     canaryP99Ms: 500,
     rssBoundMiB: 150,
@@ -323,7 +323,7 @@ export function summary(r: RunResult): string {
   const fam = FAMILIES.map((f) => `${f} ${r.byFamily[f]}`).join(', ');
   const pressure =
     Object.entries(r.pressure)
-      .map(([k, n]) => `${k} ×${n}${r.rss.byPressure[k] === undefined ? '' : ` (RSS up to ${r.rss.byPressure[k].toFixed(0)} MiB while one ran)`}`)
+      .map(([k, n]) => `${k} ×${n}${r.rss.byPressure[k] === undefined ? '' : ` (RSS rose by up to ${r.rss.byPressure[k].toFixed(0)} MiB while one ran)`}`)
       .join(', ') || 'none';
   const known = KNOWN_DEFECTS.map((d) => [d.id, r.known.filter((f) => f.problems.some((x) => x.known === d.id)).length] as const).filter(([, n]) => n > 0);
   const rss = r.rss.available

@@ -112,7 +112,11 @@ export interface RssStats {
   hwmEndMiB: number;
   /** Cases in flight when the highest sample was taken. */
   peakCases: string[];
-  /** The highest RSS sampled while a pressure case of each kind ran (they run one at a time). */
+  /**
+   * The largest rise of RSS while a pressure case of each kind ran (they run one at a time): its
+   * highest sample less the RSS when it started. V8 keeps memory it has grown into, so a case that
+   * comes after a bigger one may reuse it and show less.
+   */
   byPressure: Record<string, number>;
 }
 
@@ -120,7 +124,7 @@ export class RssSampler {
   private timer: NodeJS.Timeout | undefined;
   private peak = 0;
   private peakCases: string[] = [];
-  private window: { kind: string; max: number } | undefined;
+  private window: { kind: string; start: number; max: number } | undefined;
   private readonly byPressure: Record<string, number> = {};
   private readonly baseline: number;
   private readonly hwmStart: number;
@@ -151,7 +155,8 @@ export class RssSampler {
 
   /** A pressure case of `kind` starts (one at a time). */
   startWindow(kind: string): void {
-    this.window = { kind, max: memoryOf(this.pid)?.rssMiB ?? 0 };
+    const now = memoryOf(this.pid)?.rssMiB ?? 0;
+    this.window = { kind, start: now, max: now };
   }
 
   endWindow(): void {
@@ -159,7 +164,7 @@ export class RssSampler {
     if (w === undefined) return;
     this.window = undefined;
     w.max = Math.max(w.max, memoryOf(this.pid)?.rssMiB ?? 0);
-    this.byPressure[w.kind] = Math.max(this.byPressure[w.kind] ?? 0, w.max);
+    this.byPressure[w.kind] = Math.max(this.byPressure[w.kind] ?? 0, w.max - w.start);
   }
 
   stop(): RssStats {

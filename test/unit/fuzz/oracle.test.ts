@@ -101,8 +101,8 @@ describe('the generator', () => {
   const ctx = { model: 'm', maxBodyBytes: 4 << 20, maxHeaderBytes: 16384, adminToken: 'gp_token', scale: PROFILES.short.scale };
 
   it('builds case i of seed s from (s, i) alone: the same bytes in any order', () => {
-    const forward = Array.from({ length: 300 }, (_, i) => generate(7, i, ctx));
-    const backward = Array.from({ length: 300 }, (_, i) => generate(7, 299 - i, ctx)).reverse();
+    const forward = Array.from({ length: 200 }, (_, i) => generate(7, i, ctx));
+    const backward = Array.from({ length: 200 }, (_, i) => generate(7, 199 - i, ctx)).reverse();
     expect(backward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')])).toEqual(forward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')]));
     expect(new Set(forward.map((c) => c.family)).size).toBe(5);
     expect(generate(8, 0, ctx).label === forward[0]!.label && Buffer.concat(generate(8, 0, ctx).pieces).equals(Buffer.concat(forward[0]!.pieces))).toBe(false);
