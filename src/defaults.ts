@@ -68,6 +68,12 @@ export const DEFAULTS = {
      */
     sendTimeoutMs: 60_000,
     /**
+     * Deepest JSON nesting accepted in a request body of more than 16 KiB (smaller ones are not
+     * scanned). Chat requests with tool schemas nest a few dozen levels; megabytes of brackets
+     * would otherwise hold JSON.parse, and every other client, for seconds.
+     */
+    maxJsonDepth: 256,
+    /**
      * While a request is being answered, at most this much of what the client sends next
      * (pipelined requests) is read ahead before the socket is paused: a pipelining client gains
      * nothing from more, and a hostile one cannot park megabytes per connection.

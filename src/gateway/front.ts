@@ -102,6 +102,13 @@ const MAX_KEPT_HEAD = 4096;
 const LINGER_MS = 5000;
 /** A refused connection (429/503 at accept) waits at most this long for the client's FIN: it holds a descriptor meanwhile. */
 const REFUSED_LINGER_MS = 1000;
+/**
+ * Pipelined requests answered for one connection per turn of the event loop: past it the next one
+ * waits for setImmediate, so a burst of thousands of pipelined requests on one connection cannot
+ * keep every other client waiting (answers that resolve in promises would otherwise chain on
+ * nextTick forever).
+ */
+const PIPELINE_TURN = 16;
 /** A body that arrives in pieces is gathered into one buffer, which starts at this size and doubles (chunked) up to the limit. */
 const MIN_BODY_BUFFER = 16 * 1024;
 
@@ -618,6 +625,8 @@ class Conn {
   private paused = false;
   private parsing = false;
   private tickQueued = false;
+  /** Requests dispatched since the connection last got a turn of its own (I/O or setImmediate). */
+  private served = 0;
   // the request being read
   private head: RequestHead = NO_HEAD;
   private remaining = 0;
@@ -669,6 +678,7 @@ class Conn {
       }
       return;
     }
+    this.served = 0;
     const buf = this.buf;
     if (buf === null) this.buf = chunk;
     else {
@@ -742,6 +752,30 @@ class Conn {
     if (this.state < S_BUSY && this.buf !== null) this.parse();
   };
 
+  /** A turn of its own after PIPELINE_TURN requests: reading resumes and parsing goes on. */
+  private readonly onTurn = (): void => {
+    this.tickQueued = false;
+    this.served = 0;
+    if (this.state >= S_BUSY) return;
+    if (this.paused) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    if (this.buf !== null) this.parse();
+  };
+
+  /** This connection had its share of the turn: go on in a later one (reading paused past the read-ahead). */
+  private yieldTurn(): void {
+    const buf = this.buf as Buffer;
+    if (!this.paused && buf.length - this.off > this.cfg.maxBuffered) {
+      this.paused = true;
+      this.socket.pause();
+    }
+    if (this.tickQueued) return;
+    this.tickQueued = true;
+    setImmediate(this.onTurn);
+  }
+
   // ---- timer -----------------------------------------------------------------------------------
 
   /** Point the connection's one timer at `kind`, `ms` from now (refreshed, re-created only when the duration changes). */
@@ -788,6 +822,11 @@ class Conn {
         let progressed: boolean;
         switch (st) {
           case S_HEAD:
+            if (this.served >= PIPELINE_TURN) {
+              this.yieldTurn();
+              progressed = false;
+              break;
+            }
             if (this.off !== 0) {
               buf = buf.subarray(this.off);
               this.buf = buf;
@@ -1156,6 +1195,7 @@ class Conn {
 
   private dispatch(body: Buffer): void {
     this.state = S_BUSY;
+    this.served++;
     this.timerKind = T_NONE; // no timeout while the handler has the request
     const h = this.head;
     const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0', remoteAddress: this.addr };
@@ -1264,7 +1304,8 @@ class Conn {
     // what called the handler: it carries on by itself)
     if (this.parsing || this.tickQueued) return;
     this.tickQueued = true;
-    process.nextTick(this.onTick);
+    if (this.served >= PIPELINE_TURN) setImmediate(this.onTurn);
+    else process.nextTick(this.onTick);
   }
 
   /** Our side is done: send FIN once everything written has gone (the timer then waits for theirs). */

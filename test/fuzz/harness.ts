@@ -47,7 +47,8 @@ export interface Profile {
 }
 
 export const PROFILES: Record<Profile['name'], Profile> = {
-  // `npm test`: a few seconds, pressure cases small enough not to trip today's known defects
+  // `npm test`: a few seconds; pressure cases big enough that the defects issue 12 fixed would show
+  // (a body in one-byte chunks, thousands of pipelined requests never read), small enough to be quick
   short: {
     name: 'short',
     seconds: 6,
@@ -57,7 +58,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     canaryIntervalMs: 10,
     canaryP99Ms: 500,
     rssBoundMiB: 150,
-    scale: { bigBody: 256 * 1024, maxDepth: 20_000, pipelineFlood: 100, oneByteChunked: 16 * 1024, slowReaderTokens: 300, holdMs: 200, pressureWeight: 0.6, overLimitBytesWeight: 0.2 },
+    scale: { bigBody: 256 * 1024, maxDepth: 20_000, pipelineFlood: 2_000, oneByteChunked: 256 * 1024, slowReaderTokens: 1_000, holdMs: 200, pressureWeight: 0.6, overLimitBytesWeight: 0.2 },
   },
   // `npm run fuzz`: two minutes, full-size pressure cases (a 4 MiB body in 1-byte chunks, 20k pipelined requests never read)
   long: {

@@ -88,6 +88,29 @@ describe('issue 12: hostile and broken clients', () => {
     client.destroy();
   });
 
+  it('a burst of pipelined requests on one connection does not starve other clients', async () => {
+    const order: string[] = [];
+    const { port } = await start((req, res) => {
+      order.push(req.url);
+      // answered from a promise, as /metrics is: the old front chained these on nextTick without end
+      void Promise.resolve().then(() => ok(req, res));
+    });
+    const flood = connect(port, '127.0.0.1');
+    let got = 0;
+    flood.on('data', (d: Buffer) => (got += d.length));
+    flood.write(Array.from({ length: 5000 }, (_, i) => get(`/a${i}`)).join(''));
+    await until(() => order.length > 0, 'the flood to start');
+    const other = new Raw(port).send(get('/b'));
+    await other.responses(1);
+    const at = order.indexOf('/b');
+    // one turn of the event loop answers at most 16 of the flood's requests before others get theirs
+    expect(at).toBeGreaterThan(0);
+    expect(at).toBeLessThan(1000);
+    await until(() => order.length === 5001, 'the whole flood', 20_000);
+    flood.destroy();
+    other.socket.destroy();
+  });
+
   it('a chunked body in one-byte chunks costs about its size, not a Buffer per chunk', async () => {
     const size = 1 << 20;
     const seen: number[] = [];
