@@ -1270,9 +1270,10 @@ class Conn {
       this.closeQuietly();
       return;
     }
-    if (this.socket.writableNeedDrain) {
-      // like node:http: no further request is read or answered while this answer waits for the
-      // client (a client that pipelines and never reads would otherwise fill memory with answers)
+    if (this.socket.writableLength > this.cfg.maxBuffered) {
+      // no further request is read or answered while this much of the answers waits for the client
+      // (one that pipelines and never reads would otherwise fill memory with answers); node:http
+      // stops at 16 KiB, which makes a pipelining client that does read wait for every drain
       this.state = S_FLUSH;
       this.waitSend();
       return;
