@@ -1,7 +1,6 @@
 // Regression: `canary start` with the defaults at the example's traffic needed hours and said
 // nothing. It now prints the expected duration from the power analysis (the stage plan `plan`
 // shows) and warns on stderr when that is long.
-/* eslint-disable @typescript-eslint/no-unsafe-call -- the CLI's JSON output is checked field by field */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gp, startUp } from './helpers.js';
 import type { Run, Up } from './helpers.js';
