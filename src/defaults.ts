@@ -272,6 +272,12 @@ export const DEFAULTS = {
     /** Least time at each stage before it may advance (it also waits for enough samples). */
     stageDurationMs: 5 * 60_000,
     /**
+     * `canary start` warns when the power analysis expects the stages to take longer than this at
+     * the live request rate: seed 000's whole canary takes ~30 min, and one that outlasts the
+     * operator's working hour was rarely meant (too little traffic for the small stages).
+     */
+    canaryLongWarnMs: 60 * 60_000,
+    /**
      * The canary's first requests (shadow copies included) are left out of its judgement: a
      * version that just started serving runs on cold caches, fresh connections and unoptimised
      * code (Kayenta's `beginCanaryAnalysisAfterMins` for the same reason). Counted again after a

@@ -8,6 +8,7 @@ import type { ControlPlane } from '../control/plane.js';
 import type { RouteDef, Ctx } from '../api/router.js';
 import { CanaryController } from './canary.js';
 import type { CanaryState } from './canary-state.js';
+import { stagePlanFor } from './stage-plan.js';
 import { TERMINAL, currentPercent } from './canary-state.js';
 import { EXPERIMENT_METRICS, ExperimentManager } from './experiment.js';
 import type { ExperimentMetric } from './experiment.js';
@@ -127,7 +128,8 @@ export class Rollouts {
         handler: async (c) => {
           const b = await c.body(startBody);
           const s = await this.canary.start(model(c), { version: b.version, stages: b.stages, stageDurationMs: b.stage_duration_ms, shadowShare: b.shadow_share }, actor(c));
-          return this.canaryView(s.model, s.id);
+          // how long its stages should take at the live rate (the same power analysis as `plan`)
+          return { ...this.canaryView(s.model, s.id), stage_plan: stagePlanFor(cp, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs }) };
         },
       },
       { method: 'GET', path: '/models/:model/canary', role: 'viewer', summary: 'the running (or last) canary with live numbers', handler: (c) => this.canaryView(model(c), c.query.get('id') ?? undefined) },

@@ -63,13 +63,13 @@ export function planStages(liveRps: number, stages: readonly number[], stageDura
   };
 }
 
-/** The stage plan for a model from its config and live windows. */
-export function stagePlanFor(cp: ControlPlane, model: string): StagePlan {
+/** The stage plan for a model from its config (or a canary's own stages) and live windows. */
+export function stagePlanFor(cp: ControlPlane, model: string, own: { stages?: readonly number[]; stageDurationMs?: number } = {}): StagePlan {
   const m = cp.modelConfig(model);
   const route = cp.route(model);
   let rps = 0;
   for (const v of route.versions) rps += cp.dp.telemetry.stats(model, v.id).rps;
   const cfg = judgeConfig(judgeOverrides(m.canary));
   const alphaPerCheck = cfg.alpha / statisticalCheckCount(cfg);
-  return planStages(rps, m.canary?.stages ?? [...DEFAULTS.rollout.stages], m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);
+  return planStages(rps, own.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages], own.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);
 }
