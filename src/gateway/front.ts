@@ -871,11 +871,11 @@ class Conn {
   private parseHead(buf: Buffer): boolean {
     const cfg = this.cfg;
     const len = buf.length;
-    // a refusal of this request must not go by the last one's method (HEAD: no body)
-    this.method = '';
     let start = 0;
     // RFC 9112 §2.2: empty lines before a request line are ignored (they count towards the limit)
     while (start + 1 < len && buf[start] === 13 && buf[start + 1] === 10) start += 2;
+    // known before the head is complete, so that even a refusal of a broken head gets no body
+    this.method = buf[start] === 72 && buf[start + 1] === 69 && buf[start + 2] === 65 && buf[start + 3] === 68 && buf[start + 4] === 32 ? 'HEAD' : '';
     const e = buf.indexOf(CRLFCRLF, this.scan > start ? this.scan : start);
     if (e === -1) {
       if (len > cfg.maxHeader) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${cfg.maxHeader} bytes`);
@@ -890,7 +890,6 @@ class Conn {
     const d = last === null ? undefined : last.match(s);
     if (d !== undefined) {
       this.head = (last as LastRequestHead).headOf(s, d);
-      this.method = this.head.method;
       return this.startBody(buf, e + 4, null, d, false);
     }
 
@@ -899,7 +898,6 @@ class Conn {
     const sp1 = s.indexOf(' ');
     if (sp1 <= 0 || sp1 > le) throw bad('invalid_request_line', 'malformed request line');
     for (let i = 0; i < sp1; i++) if (TOKEN[s.charCodeAt(i)] !== 1) throw bad('invalid_method', 'the request method is not a valid token');
-    if (sp1 === 4 && s.startsWith('HEAD')) this.method = 'HEAD';
     const sp2 = s.indexOf(' ', sp1 + 1);
     if (sp2 === -1 || sp2 > le) throw bad('invalid_request_line', 'malformed request line');
     if (s.charCodeAt(sp1 + 1) !== 47) throw bad('invalid_request_target', 'the request target must be in origin-form (start with "/")');

@@ -216,7 +216,7 @@ describe('issue 12: hostile and broken clients', () => {
 
   it('a refused HEAD request gets the refusal without a body (RFC 9110 §9.3.2)', async () => {
     const { port } = await start(ok, { maxBodyBytes: 10 });
-    for (const [extra, status] of [['Expect: bogus\r\n', 417], ['Content-Length: 11\r\n', 413], ['Transfer-Encoding: gzip\r\n', 501]] as const) {
+    for (const [extra, status] of [['Expect: bogus\r\n', 417], ['Content-Length: 11\r\n', 413], ['Transfer-Encoding: gzip\r\n', 501], ['X: a\nY: b\r\n', 400]] as const) {
       const raw = new Raw(port).send(`HEAD / HTTP/1.1\r\nHost: a\r\n${extra}\r\n`);
       await raw.close();
       const [r] = raw.text.split('\r\n\r\n');
