@@ -250,6 +250,25 @@ describe('issue 12: hostile and broken clients', () => {
     b.socket.destroy();
   });
 
+  it('at the ceiling a few more connections still get health, readiness and metrics (one request each), nothing else', async () => {
+    const limits = new ClientLimits({ maxConnections: 1, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
+    const refused: Refusal[] = [];
+    const { port } = await start(ok, { limits, probePaths: new Set(['/health']), events: { refused: (r) => refused.push(r) } });
+    const holder = new Raw(port).send(get('/held'));
+    await holder.responses(1);
+    const probe = new Raw(port).send(get('/health?verbose=1') + get('/health'));
+    await probe.close();
+    const rs = await probe.responses(1);
+    expect(rs).toHaveLength(1); // one request, then closed
+    expect(rs[0]!.status).toBe(200);
+    expect(rs[0]!.headers['connection']).toBe('close');
+    const other = new Raw(port).send(`POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}`);
+    await other.close();
+    expect((await other.responses(1))[0]!.status).toBe(503);
+    expect(refused).toEqual(['capacity']);
+    holder.socket.destroy();
+  });
+
   it('one client address over its connection limit gets 429 at accept; its other connections keep working', async () => {
     const limits = new ClientLimits({ maxConnections: 0, perClientConnections: 2, perClientRps: 0, perClientBurst: 0 });
     const { port } = await start(ok, { limits });
