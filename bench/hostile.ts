@@ -40,8 +40,19 @@ const MODEL = 'm';
 /** S1: pipelined requests written at once by the client that never reads, and how long it keeps not reading. */
 const FLOOD_REQUESTS = 3000;
 const FLOOD_HOLD_MS = 5_000;
+/**
+ * S1: each pipelined request is a streaming chat completion of this many tokens (~FLOOD_TOKENS × 200 B
+ * of answer). Small requests, large answers: the old front answered pipelined requests one after the
+ * other into memory, so what it held grew with the answers' size. With 8-token answers (~620 B) a
+ * first run saw no difference between the builds — both had ~2300 answers in 5 s, all still within
+ * the kernel's socket buffers.
+ */
+const FLOOD_TOKENS = 128;
+function floodRequest(): string {
+  return chatRequest(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: FLOOD_TOKENS, temperature: 0, stream: true, ignore_eos: true }));
+}
 /** S1: once the client reads, its answers must all arrive within this (else: reported as not all answered). */
-const FLOOD_DRAIN_BOUND_MS = 20_000;
+const FLOOD_DRAIN_BOUND_MS = 30_000;
 /** S2: the body's size (just under the default 4 MiB `gateway.max_body_bytes`: a valid request), and the bound on its answer. */
 const TRICKLE_BODY_BYTES = 4 * 1024 * 1024 - 64;
 const TRICKLE_BOUND_MS = 45_000;
@@ -486,7 +497,7 @@ async function flood(t: Target, base: string): Promise<Cell> {
   try {
     const gwMetrics = `http://127.0.0.1:${up.port}/metrics`;
     const simMetrics = `${up.workers[0]?.endpoint ?? ''}/metrics`;
-    const one = chatRequest(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0 }));
+    const one = floodRequest();
     const wire = Buffer.from(one.repeat(FLOOD_REQUESTS), 'latin1');
     const obs = await startObserver({ port: up.port, pid: up.proc.pid, chat: true, boundMs: 60_000 });
     await sleep(QUIET_MS);
@@ -499,6 +510,7 @@ async function flood(t: Target, base: string): Promise<Cell> {
     await sleep(FLOOD_HOLD_MS);
     const [gw1, sim1] = [await metric(gwMetrics, 'glidepath_requests_total'), await metric(simMetrics, 'vllm:request_success_total')];
     const queued = sendQueues(up.port, [c.socket.localPort ?? -1])[0] ?? NaN;
+    const holdEnd = now();
     const t0 = performance.now();
     c.socket.resume();
     const all = await c.answers.wait(FLOOD_REQUESTS, FLOOD_DRAIN_BOUND_MS);
@@ -507,8 +519,11 @@ async function flood(t: Target, base: string): Promise<Cell> {
     await sleep(AFTER_MS);
     const o = await obs.stop();
     const ok = c.answers.statuses.filter((s) => s === 200).length;
+    const common = summarise(S_FLOOD, t.name, o, from);
     return {
-      ...summarise(S_FLOOD, t.name, o, from),
+      ...common,
+      // the hostile part is the hold: the answers served once the client reads are ordinary work
+      rssPeakMiB: Math.max(...o.rss.filter((s) => s.at >= from && s.at <= holdEnd).map((s) => s.kb)) / 1024,
       victim: `all ${FLOOD_REQUESTS} answers read, once the client reads`,
       victimMs: drainMs,
       victimDone: all,
@@ -520,6 +535,7 @@ async function flood(t: Target, base: string): Promise<Cell> {
         answered200: ok,
         answerBytesMean: Math.round(c.answers.bytes / Math.max(1, c.answers.count)),
         gatewaySendQueueBytesAtHoldEnd: queued,
+        rssPeakWhileDrainingMiB: Math.round(Math.max(...o.rss.filter((s) => s.at > holdEnd).map((s) => s.kb)) / 1024),
       },
     };
   } finally {
@@ -704,7 +720,7 @@ function victimText(c: Cell, bound: number): string {
 
 function extraText(c: Cell): string {
   const e = c.extra;
-  if (c.scenario === S_FLOOD) return `${e.reachedWorkerDuringHold} of ${FLOOD_REQUESTS} reached the worker during the hold; gateway's kernel send queue to the client then ${f(Number(e.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB (answers ~${e.answerBytesMean} B each); ${e.answered200} × 200 in all`;
+  if (c.scenario === S_FLOOD) return `${e.reachedWorkerDuringHold} of ${FLOOD_REQUESTS} reached the worker during the hold; gateway's kernel send queue to the client then ${f(Number(e.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB (answers ~${e.answerBytesMean} B each); ${e.answered200} × 200 in all; RSS peak while serving them ${e.rssPeakWhileDrainingMiB} MiB`;
   if (c.scenario === S_TRICKLE) return `status ${e.status}; client done writing after ${f(Number(e.allSentMs) / 1000, 1)} s`;
   return `send timeout ${typeof e.sendTimeoutMs === 'number' ? `${e.sendTimeoutMs} ms` : 'none'}; fired ${e.sendTimeouts}×; victim status ${e.victimStatus}; gateway's kernel send queue to the slow readers ${e.gatewaySendQueueAtVictimSend} when the victim was sent, ${e.gatewaySendQueueAtVictimEnd} when it ended`;
 }
@@ -728,7 +744,15 @@ function findings(cells: Cell[], targets: Target[]): string[] {
   for (const v of [SLOW_FAST, SLOW_PACED]) {
     const s3 = by(v.scenario);
     const name = v === SLOW_FAST ? 'S3a' : 'S3b';
-    if (s3.length) out.push(`**${name}** — with ${SLOW_POOL} ${v === SLOW_FAST ? 'full-speed' : '1 ms/token'} streams not being read holding the ${SLOW_POOL}-connection pool, one more request for the model was answered after ${each(s3, (c) => victimText(c, v.boundMs))} (send timeout: ${each(s3, (c) => (typeof c.extra.sendTimeoutMs === 'number' ? `${c.extra.sendTimeoutMs} ms` : 'none'))}).`);
+    if (s3.length === 0) continue;
+    let why = '';
+    const timed = s3.filter((c) => typeof c.extra.sendTimeoutMs === 'number' && c.victimDone);
+    for (const c of timed) {
+      // the victim needs one slot: the first slow reader cut off frees it
+      const fill = (c.victimMs + SLOW_SETTLE_MS - SEND_TIMEOUT_MS) / 1000;
+      if (fill > 2) why += ` On ${c.target} the send timeout could only start once the kernel's send buffer towards a slow reader was full — the gateway's Send-Q was ${c.extra.gatewaySendQueueAtVictimEnd} connections when the victim was answered — which took ~${f(fill, 0)} s of streaming: the victim's wait is that fill time plus the ${SEND_TIMEOUT_MS / 1000} s timeout, not the timeout alone.`;
+    }
+    out.push(`**${name}** — with ${SLOW_POOL} ${v === SLOW_FAST ? 'full-speed' : '1 ms/token'} streams not being read holding the ${SLOW_POOL}-connection pool, one more request for the model was answered after ${each(s3, (c) => victimText(c, v.boundMs))} (send timeout: ${each(s3, (c) => (typeof c.extra.sendTimeoutMs === 'number' ? `${c.extra.sendTimeoutMs} ms` : 'none'))}).${why}`);
   }
   return out;
 }
@@ -756,7 +780,7 @@ function report(cells: Cell[], targets: Target[], startedAt: Date, elapsedMs: nu
   }
   lines.push('', '## What each scenario does', '');
   lines.push(
-    `- **S1** — one connection, paused from the start (the client never reads), gets ${FLOOD_REQUESTS} pipelined non-streaming chat completions (max_tokens 8) in one write (${f((FLOOD_REQUESTS * chatRequest(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0 })).length) / 1024)} KiB); held ${FLOOD_HOLD_MS / 1000} s; "reached the worker" is the simulator's own \`vllm:request_success_total\` over the hold, the send queue is \`ss\`'s Send-Q of the gateway's socket. Then the client reads: the victim time is until all ${FLOOD_REQUESTS} answers have arrived (bound ${FLOOD_DRAIN_BOUND_MS / 1000} s). Simulator at zero delay.`,
+    `- **S1** — one connection, paused from the start (the client never reads), gets ${FLOOD_REQUESTS} pipelined streaming chat completions (max_tokens ${FLOOD_TOKENS}, ignore_eos: ~${f((FLOOD_TOKENS * 205) / 1024)} KiB of answer each) in one write (${f((FLOOD_REQUESTS * floodRequest().length) / 1024)} KiB); held ${FLOOD_HOLD_MS / 1000} s; "reached the worker" is the simulator's own \`vllm:request_success_total\` over the hold, the send queue is \`ss\`'s Send-Q of the gateway's socket, and the RSS peak is the peak during the hold (the peak while the answers are then served is in the details). Then the client reads: the victim time is until all ${FLOOD_REQUESTS} answers have arrived (bound ${FLOOD_DRAIN_BOUND_MS / 1000} s). Simulator at zero delay.`,
     `- **S2** — a valid chat completion whose JSON body is ${TRICKLE_BODY_BYTES} bytes (a short prompt, padded with JSON whitespace so the simulator's work is trivial and the time is the gateway's), sent with \`Transfer-Encoding: chunked\` as one-byte chunks (${f((TRICKLE_BODY_BYTES * 6) / 1048576, 1)} MiB on the wire) in ${TRICKLE_WRITE_BYTES / 1024} KiB socket writes; the victim time runs from the first byte sent to the complete answer (bound ${TRICKLE_BOUND_MS / 1000} s). Simulator at zero delay.`,
     `- **S3** — \`gateway.connections_per_worker: ${SLOW_POOL}\` (default 128; smaller to keep the run short on 2 cores — the effect is the same: every connection to the worker is held) and, where the build has it, \`gateway.send_timeout_ms: ${SEND_TIMEOUT_MS}\` (default 60 000). ${SLOW_POOL} clients each start a streaming chat completion (ignore_eos) and never read; ${SLOW_SETTLE_MS} ms later one non-streaming chat completion goes to the same model, and the victim time is until it is answered. **S3a**: simulator at zero delay, max_tokens ${SLOW_FAST.maxTokens} (~${f((SLOW_FAST.maxTokens * 205) / 1048576)} MiB per stream, more than the socket buffers hold), bound ${SLOW_FAST.boundMs / 1000} s. **S3b**: simulator at 1 ms/token (~200 KB/s per stream), max_tokens ${SLOW_PACED.maxTokens} (~${SLOW_PACED.maxTokens / 1000} s of tokens), bound ${SLOW_PACED.boundMs / 1000} s. The send queues are \`ss\`'s Send-Q of the gateway's sockets to the slow readers.`,
     '',
@@ -777,7 +801,7 @@ function report(cells: Cell[], targets: Target[], startedAt: Date, elapsedMs: nu
         cpus: cpu.length,
         cpuModel: cpu[0]?.model ?? '',
         elapsedMs: Math.round(elapsedMs),
-        settings: { FLOOD_REQUESTS, FLOOD_HOLD_MS, FLOOD_DRAIN_BOUND_MS, TRICKLE_BODY_BYTES, TRICKLE_WRITE_BYTES, TRICKLE_BOUND_MS, SLOW_POOL, SEND_TIMEOUT_MS, SLOW_SETTLE_MS, SLOW_FAST, SLOW_PACED, QUIET_MS, AFTER_MS, HEALTH_EVERY_MS, CHAT_EVERY_MS, RSS_EVERY_MS },
+        settings: { FLOOD_REQUESTS, FLOOD_TOKENS, FLOOD_HOLD_MS, FLOOD_DRAIN_BOUND_MS, TRICKLE_BODY_BYTES, TRICKLE_WRITE_BYTES, TRICKLE_BOUND_MS, SLOW_POOL, SEND_TIMEOUT_MS, SLOW_SETTLE_MS, SLOW_FAST, SLOW_PACED, QUIET_MS, AFTER_MS, HEALTH_EVERY_MS, CHAT_EVERY_MS, RSS_EVERY_MS },
         targets,
         cells,
       },
