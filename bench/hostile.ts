@@ -71,6 +71,8 @@ const AFTER_MS = 1_000;
 const HEALTH_EVERY_MS = 10;
 const CHAT_EVERY_MS = 100;
 const RSS_EVERY_MS = 50;
+/** A bystander request in flight when its scenario ends may take this long before it is counted as unanswered. */
+const STOP_GRACE_MS = 1_000;
 /** The whole run stops (and cleans up) after this, whatever happens. */
 const RUN_BOUND_MS = 10 * 60_000;
 
@@ -137,14 +139,17 @@ async function observe(o: ObserverOptions, stopped: Promise<void>, ready: () => 
           ok = false;
         }
         pending = null;
-        if (stop) break;
         const t1 = now();
         into.push({ at: t0, ms: t1 - t0, ok });
+        if (stop) break;
         const wait = t0 + every - t1;
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
     };
-    await Promise.race([run(), done]);
+    const running = run();
+    await Promise.race([running, done]);
+    // a request in flight when the scenario ends gets a moment to finish; one still waiting after it is counted as cut
+    await Promise.race([running, new Promise((r) => setTimeout(r, STOP_GRACE_MS))]);
     const p = pending as { at: number } | null;
     if (p !== null) into.push({ at: p.at, ms: now() - p.at, ok: false, cut: true });
     await client.destroy();
@@ -709,7 +714,7 @@ function f(n: number, d = 0): string {
 
 function lat(l: Latency | null): string {
   if (l === null) return '–';
-  const cut = l.cut > 0 ? ` (${l.cut} unanswered)` : '';
+  const cut = l.cut > 0 ? ` (${l.cut} unanswered ${STOP_GRACE_MS / 1000} s after the end)` : '';
   const err = l.errors > 0 ? ` (${l.errors} errors)` : '';
   return `${f(l.p50, 1)} / ${f(l.p99, 1)} / ${f(l.max, 0)}${cut}${err} (n=${l.n})`;
 }
@@ -738,7 +743,7 @@ function findings(cells: Cell[], targets: Target[]): string[] {
   const growth = (c: Cell) => `${f(c.rssPeakMiB - c.rssStartMiB)} MiB`;
   const each = (cs: Cell[], g: (c: Cell) => string) => cs.map((c) => `${g(c)} (${c.target})`).join(' vs ');
   const s1 = by(S_FLOOD);
-  if (s1.length) out.push(`**S1** — requests that reached the worker while the client read nothing: ${each(s1, (c) => `${c.extra.reachedWorkerDuringHold} of ${FLOOD_REQUESTS}`)}; gateway RSS growth over the quiet level: ${each(s1, growth)}; once the client reads, all its answers arrive in ${each(s1, (c) => victimText(c, FLOOD_DRAIN_BOUND_MS))}.`);
+  if (s1.length) out.push(`**S1** — requests that reached the worker while the client read nothing: ${each(s1, (c) => `${c.extra.reachedWorkerDuringHold} of ${FLOOD_REQUESTS}`)}; gateway RSS growth over the quiet level: ${each(s1, growth)}; once the client reads, all its answers arrive in ${each(s1, (c) => victimText(c, FLOOD_DRAIN_BOUND_MS))}. At the end of the hold the kernel held ${each(s1, (c) => `${f(Number(c.extra.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB`)} unsent on the gateway's socket (\`ss\` Send-Q): answers the kernel accepts count as taken by the client, so how many requests get through before the gateway stops reading depends on that buffer (~3.7 MiB on loopback here) and the answers' size.`);
   const s2 = by(S_TRICKLE);
   if (s2.length) out.push(`**S2** — the 4 MiB body in one-byte chunks was answered after ${each(s2, (c) => victimText(c, TRICKLE_BOUND_MS))}, with RSS growth ${each(s2, growth)} (end ${each(s2, (c) => `${f(c.rssEndMiB)} MiB`)}) and bystander /health p99 ${each(s2, (c) => `${f(c.health.p99, 1)} ms`)}.`);
   for (const v of [SLOW_FAST, SLOW_PACED]) {
