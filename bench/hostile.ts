@@ -687,17 +687,20 @@ function target(name: string, cli: string, base: string): Target {
   if (!existsSync(cli)) throw new Error(`${cli} does not exist: build that checkout first (npm run build)`);
   // a config with the issue-12 keys: a build that rejects them gets configs without them
   const probe = path.join(base, `probe-${name}.yaml`);
+  let said = '';
   const valid = (withLimits: boolean): boolean => {
     writeFileSync(probe, configYaml(base, 1, 2, { name, cli, hasLimits: withLimits, commit: '' }, { gateway: ['send_timeout_ms: 1000'], sim: FAST_SIM }));
     try {
-      execFileSync(cli, ['config', 'check', probe], { stdio: 'ignore' });
+      execFileSync(cli, ['config', 'check', probe], { stdio: 'pipe', timeout: 30_000 });
       return true;
-    } catch {
+    } catch (err) {
+      const e = err as { stdout?: Buffer; stderr?: Buffer };
+      said = `${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`.slice(-1000);
       return false;
     }
   };
   const hasLimits = valid(true);
-  if (!hasLimits && !valid(false)) throw new Error(`${cli} rejects the bench's config even without the issue-12 keys: run \`${cli} config check ${probe}\``);
+  if (!hasLimits && !valid(false)) throw new Error(`${cli} config check fails on the bench's config even without the issue-12 keys:\n${said}`);
   let commit = 'unknown';
   try {
     commit = execFileSync('git', ['-C', path.dirname(cli), 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
