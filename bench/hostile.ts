@@ -287,7 +287,13 @@ async function startUp(t: Target, s: Scenario, base: string): Promise<Up> {
     }
   };
   try {
-    await waitFor(`http://127.0.0.1:${port}/ready`, 60_000);
+    // an `up` that exits (a bad config, a missing module) fails at once rather than at the wait's bound
+    const exited = new Promise<never>((_, reject) => {
+      if (proc.child.exitCode !== null || proc.child.signalCode !== null) reject(new Error('glidepath up exited'));
+      proc.child.once('exit', (code) => reject(new Error(`glidepath up exited (${code})`)));
+    });
+    exited.catch(() => {});
+    await Promise.race([waitFor(`http://127.0.0.1:${port}/ready`, 60_000), exited]);
     const token = readFileSync(path.join(dir, 'data', 'admin-token'), 'utf8').trim();
     const r = await request(`http://127.0.0.1:${admin}/admin/v1/workers`, { headers: { authorization: `Bearer ${token}` } });
     const ws = (await r.body.json()) as { pid: number | null; endpoint: string }[];
