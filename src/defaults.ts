@@ -156,6 +156,17 @@ export const DEFAULTS = {
     queueBucketsS: [0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30],
   },
 
+  /** The HTTP helpers of node:http servers: the simulator and the admin API (src/http). */
+  http: {
+    /**
+     * After refusing a body (413), how long the connection keeps reading and dropping what the
+     * client still sends, our side already closed, before it is destroyed: a client that writes its
+     * whole body before reading gets the answer instead of EPIPE, and one that never stops cannot
+     * hold the socket. The data plane's own HTTP/1 server lingers as long.
+     */
+    closeLingerMs: 5_000,
+  },
+
   sim: {
     /** Time until /health turns 200 after start (ms). Real 70B loads take 45–120 s; tests want fast. */
     loadTimeMs: 0,

@@ -2,7 +2,7 @@
 // candidate answer (pairwise, both orders to cancel position bias) with any OpenAI-compatible judge.
 import { request } from 'undici';
 import type { ParsedRequest } from '../gateway/request.js';
-import type { TappedResponse } from '../gateway/shadow.js';
+import type { TappedResponse } from '../gateway/tap.js';
 
 export interface JudgeEndpoint {
   /** Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:9000 (…/v1/chat/completions is appended). */

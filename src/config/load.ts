@@ -7,9 +7,9 @@ import type { Document } from 'yaml';
 import { ConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { cardChecksum } from '../domain/card.js';
-import { fromSnakeFaults } from '../sim/options.js';
 import { DEFAULTS } from '../defaults.js';
 import { configSchema } from './schema.js';
+import { fromSnakeFaults } from './sim-faults.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 

@@ -14,8 +14,8 @@ import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
 import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
-import { deliver } from './shadow.js';
-import type { ResponseTap } from './shadow.js';
+import { deliver } from './tap.js';
+import type { ResponseTap } from './tap.js';
 import { DEFAULTS } from '../defaults.js';
 import type { LocalResourceReporter } from './local.js';
 

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, UnavailableError } from '../errors.js';
 import { SimEngine } from './engine.js';
 import { readJson, sendError, sendJson, sendText } from './http.js';
-import { faultSchema, formatZod, fromSnakeFaults, toSnakeFaults, type SimOptions } from './options.js';
+import { fromSnakeFaults, toSnakeFaults } from '../config/sim-faults.js';
+import { faultSchema, formatZod, type SimOptions } from './options.js';
 import { parseChat, parseCompletion } from './requests.js';
 import type { Clock } from './timing.js';
 
