@@ -43,17 +43,6 @@ export async function readJson(req: IncomingMessage): Promise<unknown> {
   return raw.length === 0 ? {} : parseJsonBody(raw);
 }
 
-/** zod issues → one message naming every bad field. */
-export function zodMessage(err: z.ZodError): string {
-  return err.issues
-    .map((i) => {
-      const p = i.path.map(String).join('.');
-      if (i.code === 'unrecognized_keys') return `${p ? `${p}: ` : ''}unknown field(s) ${i.keys.join(', ')}`;
-      return `${p || 'body'}: ${i.message}`;
-    })
-    .join('; ');
-}
-
 export class Router {
   private readonly routes: Compiled[] = [];
 

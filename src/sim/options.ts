@@ -1,6 +1,7 @@
 // Simulator options: the resolved per-worker settings (SimSettings + identity), and the fault set.
 import { z } from 'zod';
 import type { SimSettings } from '../config/types.js';
+import { zodLines } from '../config/issues.js';
 import { toSnakeFaults, type SimFaultSpec, type SnakeFaults } from '../config/sim-faults.js';
 import { DEFAULTS } from '../defaults.js';
 import { fnv1a } from './tokenizer.js';
@@ -106,8 +107,8 @@ export function checkOptions(o: SimOptions): string[] {
   need(Number.isInteger(o.maxWaitingRequests) && o.maxWaitingRequests >= 0, 'maxWaitingRequests', 'a non-negative integer', o.maxWaitingRequests);
   need(Number.isInteger(o.port) && o.port >= 0 && o.port <= 65535, 'port', 'a port 0-65535', o.port);
   need(o.model.length > 0, 'model', 'a non-empty name', o.model);
-  const f = faultSchema.safeParse(toSnakeFaults(o.faults));
-  if (!f.success) p.push(...formatZod(f.error, 'faults.'));
+  const f = faultSchema.safeParse(toSnakeFaults(o.faults), { reportInput: true });
+  if (!f.success) p.push(...zodLines(f.error, 'faults', ['faults']));
   return p;
 }
 
@@ -123,12 +124,3 @@ export const faultSchema = z
     process_exit: z.boolean().optional(),
   })
   .strict() satisfies z.ZodType<SnakeFaults>;
-
-/** zod issues as "path: message" lines. */
-export function formatZod(err: z.ZodError, prefix = ''): string[] {
-  return err.issues.map((i) => {
-    const path = i.path.map(String).join('.');
-    if (i.code === 'unrecognized_keys') return `${prefix}${path ? `${path}: ` : ''}unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(', ')}`;
-    return `${prefix}${path || '(body)'}: ${i.message}`;
-  });
-}

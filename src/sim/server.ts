@@ -5,7 +5,8 @@ import { BadRequestError, MethodNotAllowedError, NotFoundError, UnavailableError
 import { SimEngine } from './engine.js';
 import { readJson, sendError, sendJson, sendText } from './http.js';
 import { fromSnakeFaults, toSnakeFaults } from '../config/sim-faults.js';
-import { faultSchema, formatZod, type SimOptions } from './options.js';
+import { zodMessage } from '../config/issues.js';
+import { faultSchema, type SimOptions } from './options.js';
 import { parseChat, parseCompletion } from './requests.js';
 import type { Clock } from './timing.js';
 
@@ -126,8 +127,8 @@ export class SimServer {
     add('GET', '/admin/faults', (_req, res) => sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) }));
     add('POST', '/admin/faults', async (req, res) => {
       const body = await readJson(req, limit);
-      const r = faultSchema.safeParse(body);
-      if (!r.success) throw new BadRequestError('invalid_faults', `invalid fault set: ${formatZod(r.error).join('; ')}`);
+      const r = faultSchema.safeParse(body, { reportInput: true });
+      if (!r.success) throw new BadRequestError('invalid_faults', `invalid fault set: ${zodMessage(r.error)}`);
       e.faults.set(fromSnakeFaults(r.data));
       sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) });
     });
