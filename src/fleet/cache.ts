@@ -376,7 +376,7 @@ export class WeightCache {
     // one agent per download: redirects followed (model hubs redirect to CDNs), sockets closed after
     const agent = new Agent();
     try {
-      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: 5 })), url, tmp, budget, signal, what);
+      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: DEFAULTS.control.cacheMaxRedirects })), url, tmp, budget, signal, what);
     } finally {
       await agent.close().catch(() => undefined);
     }

@@ -6,6 +6,7 @@ import { SimEngine } from './engine.js';
 import { readJson, sendError, sendJson, sendText } from './http.js';
 import { fromSnakeFaults, toSnakeFaults } from '../config/sim-faults.js';
 import { zodMessage } from '../config/issues.js';
+import { DEFAULTS } from '../defaults.js';
 import { faultSchema, type SimOptions } from './options.js';
 import { parseChat, parseCompletion } from './requests.js';
 import type { Clock } from './timing.js';
@@ -25,7 +26,7 @@ export class SimServer {
   ) {
     this.engine = new SimEngine(opts, () => this.processExit(), clock);
     this.routes = this.buildRoutes();
-    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.handle(req, res));
+    this.server = createServer({ keepAliveTimeout: DEFAULTS.sim.keepAliveTimeoutMs }, (req, res) => this.handle(req, res));
     // a client error (bad HTTP) must never take the process down
     this.server.on('clientError', (_err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
