@@ -5,7 +5,7 @@ import type { GatewayConfig } from '../config/types.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { Picker } from './pick.js';
-import type { Abortable, VersionPool, Worker } from './workers.js';
+import type { Abortable, VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter, sseErrorEvent } from './sse.js';
 import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';

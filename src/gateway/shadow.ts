@@ -2,7 +2,7 @@
 // its latency never adds to the client's. Measured like any request (flagged `shadow`).
 import { performance } from 'node:perf_hooks';
 import type { ProxyContext } from './proxy.js';
-import type { VersionPool, Worker } from './workers.js';
+import type { VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
 import { deliver } from './tap.js';
