@@ -25,7 +25,8 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Client, request } from 'undici';
-import { freePort, percentile, start, waitFor } from './lib/proc.js';
+import { freePort, start, waitFor } from './lib/proc.js';
+import { quantileSorted as percentile } from '../src/domain/quantile.js';
 import type { Proc } from './lib/proc.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

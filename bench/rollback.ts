@@ -21,6 +21,7 @@ import { Agent, request } from 'undici';
 import { CLI, ROOT, cleanupAll, removeDir, simConfigYaml, startUp, tempDir, trackWorkerPids, writeConfig } from '../test/helpers/e2e-up.js';
 import type { UpProcess, WorkerView } from '../test/helpers/e2e-up.js';
 import { parseConfig } from '../src/config/load.js';
+import { quantileSorted } from '../src/domain/quantile.js';
 import { DataPlane } from '../src/gateway/dataplane.js';
 import { Telemetry } from '../src/telemetry/telemetry.js';
 
@@ -54,11 +55,10 @@ interface Stats {
   mean: number;
 }
 
-/** Nearest-rank percentiles. */
+/** Percentiles as everywhere in Glidepath (NumPy's linear, src/domain/quantile.ts). */
 function stats(xs: number[]): Stats {
   const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
-  return { n: s.length, p50: q(50), p90: q(90), p99: q(99), max: s[s.length - 1] ?? NaN, min: s[0] ?? NaN, mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length) };
+  return { n: s.length, p50: quantileSorted(s, 0.5), p90: quantileSorted(s, 0.9), p99: quantileSorted(s, 0.99), max: s[s.length - 1] ?? NaN, min: s[0] ?? NaN, mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length) };
 }
 
 /**

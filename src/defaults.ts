@@ -115,6 +115,11 @@ export const DEFAULTS = {
     fdReserve: 256,
     fdReserveShare: 0.05,
     /**
+     * The per-client table is swept of idle entries when it reaches this size, then again each time
+     * it doubles: sweeping costs a pass over the table, so it runs about once per doubling.
+     */
+    clientTableSweepAt: 1_024,
+    /**
      * Data plane: most client connections at once; 0 = auto, half of the descriptor limit after the
      * reserve (each client connection may hold a worker connection too). Past it new connections get
      * 503 + Retry-After at once, before the process runs out of descriptors.
@@ -160,6 +165,17 @@ export const DEFAULTS = {
      * time (another stream on the connection just ending) to the 30 s queue limit.
      */
     queueBucketsS: [0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30],
+  },
+
+  /** The HTTP helpers of node:http servers: the simulator and the admin API (src/http). */
+  http: {
+    /**
+     * After refusing a body (413), how long the connection keeps reading and dropping what the
+     * client still sends, our side already closed, before it is destroyed: a client that writes its
+     * whole body before reading gets the answer instead of EPIPE, and one that never stops cannot
+     * hold the socket. The data plane's own HTTP/1 server lingers as long.
+     */
+    closeLingerMs: 5_000,
   },
 
   sim: {
@@ -211,6 +227,46 @@ export const DEFAULTS = {
     corruptLogprobShift: 3,
     /** `glidepath sim` listen port when none is given (vLLM's default). */
     port: 8000,
+    /**
+     * Idle keep-alive connections are closed after this long: longer than any client's own idle
+     * limit (the gateway closes its idle upstream connections after 4 s), so the simulator never
+     * closes a connection under a request that is just being sent.
+     */
+    keepAliveTimeoutMs: 65_000,
+    /** Encoded token literals kept for reuse; the vocabulary is a few hundred words, so this is only a bound. */
+    jsonCacheMax: 4_096,
+  },
+
+  /** How workers are started, probed, put to sleep and woken (src/providers). */
+  providers: {
+    /** One health probe of an engine; one that has not opened its port yet fails at once anyway. */
+    probeTimeoutMs: 2_000,
+    /**
+     * Polling a starting or waking engine's health endpoint (vLLM's /health has no push): the first
+     * wait, doubling up to the longest, so a fast simulator is seen in tens of ms and a loading
+     * engine is asked twice a second.
+     */
+    healthPollFirstMs: 20,
+    healthPollMaxMs: 500,
+    /** `process`: start → healthy. Real engines load 70B weights in 45–120 s (seed 000); from network storage, minutes. */
+    processStartTimeoutMs: 900_000,
+    /** `sim`: allowed beyond the configured load time before a start fails (a Node process starting on a busy machine). */
+    simStartSlackMs: 15_000,
+    /** `sim`: tries with a fresh port (the port picked may be taken before the simulator binds it). */
+    simStartAttempts: 3,
+    /** `sim`: SIGTERM → SIGKILL for a simulator whose start failed: it serves nothing to finish. */
+    failedStartGraceMs: 1_000,
+    /** `static`: an existing endpoint must answer /health within this (it is already running, or soon). */
+    staticStartTimeoutMs: 30_000,
+    /** Engine sleep (vLLM `POST /sleep`): level 1 copies the weights to CPU memory, tens of seconds for 70B. */
+    sleepTimeoutMs: 60_000,
+    /** Engine wake (`POST /wake_up`, then healthy): after level 2 the weights are reloaded, as long as a start. */
+    wakeTimeoutMs: 900_000,
+    /** A worker adopted after a restart is not our child: its pid is probed (signal 0) this often to notice its exit. */
+    adoptedPollMs: 500,
+    /** Stopping an adopted worker: its exit is polled from this wait, doubling up to the longest. */
+    stopPollFirstMs: 10,
+    stopPollMaxMs: 100,
   },
 
   control: {
@@ -245,6 +301,8 @@ export const DEFAULTS = {
     cacheMaxBytes: 1024 * 1024 * MiB,
     /** Weight cache: an HTTP source may be silent this long (until headers, or between chunks). */
     cacheIdleTimeoutMs: 60_000,
+    /** Weight cache: HTTP redirects followed (model hubs send downloads to a CDN, once or twice). */
+    cacheMaxRedirects: 5,
     /** Weight cache: one whole download; 140 GB at 0.5 GB/s (seed 000's single-stream S3) takes ~5 min. */
     cacheDownloadTimeoutMs: 2 * 60 * 60_000,
     /** Planner: load-time estimate for a version never loaded: weights GB / this (seed 000: NFS 1.1 GB/s, 70B in ~127 s). */
@@ -311,6 +369,12 @@ export const DEFAULTS = {
     timeoutMs: 30_000,
     /** How long half of a shadow pair waits for the other half. */
     pairTtlMs: 120_000,
+    /** Expired halves are looked for only once this many wait (a pass over them each time). */
+    pairSweepAt: 1_024,
+    /** Halves waiting at most; beyond it (a flood of unmatched ones) the oldest are dropped. */
+    pairsMax: 4_096,
+    /** The judge's reply is `{"score": n}`: a few tokens, with room for a model that says a little more. */
+    maxTokens: 64,
   },
 
   /** `glidepath pipeline run` (src/rollout/pipeline). */

@@ -78,11 +78,3 @@ export function cpuMs(pid: number): number {
   const stime = Number(rest[12]);
   return ((utime + stime) * 1000) / TICKS;
 }
-
-export function percentile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.min(lo + 1, sorted.length - 1);
-  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (pos - lo);
-}

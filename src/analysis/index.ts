@@ -2,5 +2,5 @@
 // they are built on. Pure functions only; nothing here does I/O or imports gateway/api/rollout.
 
 export * from './judge.js';
-export * from './experiment.js';
+export * from './ab-test.js';
 export * as stats from './stats/index.js';

@@ -1,8 +1,9 @@
 // LLM-as-judge: score sampled responses (pointwise) or compare a stable answer with its shadow
 // candidate answer (pairwise, both orders to cancel position bias) with any OpenAI-compatible judge.
 import { request } from 'undici';
+import { DEFAULTS } from '../defaults.js';
 import type { ParsedRequest } from '../gateway/request.js';
-import type { TappedResponse } from '../gateway/shadow.js';
+import type { TappedResponse } from '../gateway/tap.js';
 
 export interface JudgeEndpoint {
   /** Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:9000 (…/v1/chat/completions is appended). */
@@ -69,7 +70,7 @@ async function ask(ep: JudgeEndpoint, system: string, user: string): Promise<str
     res = await request(`${ep.url.replace(/\/$/, '')}/v1/chat/completions`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ model: ep.model, temperature: 0, max_tokens: 64, messages: [{ role: 'system', content: system }, { role: 'user', content: user }] }),
+      body: JSON.stringify({ model: ep.model, temperature: 0, max_tokens: DEFAULTS.judge.maxTokens, messages: [{ role: 'system', content: system }, { role: 'user', content: user }] }),
       headersTimeout: ep.timeoutMs,
       bodyTimeout: ep.timeoutMs,
     });
@@ -173,11 +174,11 @@ export class QualityJudge {
   };
 
   private expirePairs(): void {
-    if (this.pairs.size < 1024) return;
+    if (this.pairs.size < DEFAULTS.judge.pairSweepAt) return;
     const cutoff = Date.now() - this.opts.pairTtlMs;
     for (const [k, v] of this.pairs) if (v.at < cutoff) this.pairs.delete(k);
     // still too many (a flood of unmatched halves): drop the oldest
-    while (this.pairs.size > 4096) {
+    while (this.pairs.size > DEFAULTS.judge.pairsMax) {
       const k = this.pairs.keys().next().value as number;
       this.pairs.delete(k);
     }

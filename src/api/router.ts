@@ -2,7 +2,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import type { Role } from '../config/types.js';
-import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError, toGlidepathError } from '../errors.js';
+import { BadRequestError, MethodNotAllowedError, NotFoundError, toGlidepathError } from '../errors.js';
+import { parseJsonBody, readBody } from '../http/body.js';
 import type { Principal } from './auth.js';
 
 export interface Ctx {
@@ -36,43 +37,10 @@ interface Compiled extends RouteDef {
 
 const MAX_BODY = 1 << 20;
 
-/** The caller (ctx.body) has already refused a non-JSON content type. */
-export function readJson(req: IncomingMessage): Promise<unknown> {
-  const len = Number(req.headers['content-length'] ?? '0');
-  if (len > MAX_BODY) return Promise.reject(new PayloadTooLargeError(MAX_BODY));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        reject(new PayloadTooLargeError(MAX_BODY));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      if (size === 0) return resolve({});
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch (err) {
-        reject(new BadRequestError('invalid_json', `request body is not valid JSON: ${(err as Error).message}`));
-      }
-    });
-    req.on('error', reject);
-  });
-}
-
-/** zod issues → one message naming every bad field. */
-export function zodMessage(err: z.ZodError): string {
-  return err.issues
-    .map((i) => {
-      const p = i.path.map(String).join('.');
-      if (i.code === 'unrecognized_keys') return `${p ? `${p}: ` : ''}unknown field(s) ${i.keys.join(', ')}`;
-      return `${p || 'body'}: ${i.message}`;
-    })
-    .join('; ');
+/** The caller (ctx.body) has already refused a non-JSON content type. An empty body is `{}`. */
+export async function readJson(req: IncomingMessage): Promise<unknown> {
+  const raw = await readBody(req, MAX_BODY);
+  return raw.length === 0 ? {} : parseJsonBody(raw);
 }
 
 export class Router {

@@ -7,21 +7,12 @@ import type { Document } from 'yaml';
 import { ConfigError } from '../errors.js';
 import type { ConfigIssue } from '../errors.js';
 import { cardChecksum } from '../domain/card.js';
-import { fromSnakeFaults } from '../sim/options.js';
 import { DEFAULTS } from '../defaults.js';
+import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
+import { fromSnakeFaults } from './sim-faults.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
-
-/** `models[0].versions[1].tp` from ['models', 0, 'versions', 1, 'tp']. */
-export function formatPath(p: readonly PropertyKey[]): string {
-  let out = '';
-  for (const seg of p) {
-    if (typeof seg === 'number') out += `[${seg}]`;
-    else out += out ? `.${String(seg)}` : String(seg);
-  }
-  return out;
-}
 
 function lineOf(doc: Document | undefined, lc: LineCounter | undefined, p: readonly PropertyKey[]): number | undefined {
   if (!doc || !lc) return undefined;
@@ -264,12 +255,9 @@ function deepFreeze<T>(o: T): T {
 export function parseConfig(value: unknown, opts: { source?: string; doc?: Document; lineCounter?: LineCounter } = {}): GlidepathConfig {
   const res = configSchema.safeParse(value ?? {}, { reportInput: true });
   if (!res.success) {
-    const issues: ConfigIssue[] = res.error.issues.map((iss) => {
-      let message = iss.message;
-      if (iss.code === 'unrecognized_keys') message = `unknown key(s): ${iss.keys.join(', ')}`;
-      else if (iss.code === 'invalid_type' && iss.input === undefined) message = 'required';
-      const line = lineOf(opts.doc, opts.lineCounter, iss.path);
-      return line === undefined ? { path: formatPath(iss.path), message } : { path: formatPath(iss.path), message, line };
+    const issues: ConfigIssue[] = zodIssues(res.error).map(({ path: p, message }) => {
+      const line = lineOf(opts.doc, opts.lineCounter, p);
+      return line === undefined ? { path: formatPath(p), message } : { path: formatPath(p), message, line };
     });
     throw new ConfigError(issues, opts.source);
   }

@@ -1,56 +1,12 @@
 // The normalized, frozen configuration every other module reads (camelCase, defaults applied).
-import type { Architecture } from '../domain/card.js';
+import type { ProviderConfig, SimFaults, SimSettings, VersionConfig } from '../domain/spec.js';
+
+// What a version is registered with lives in domain/ (the registry's records are built from it);
+// re-exported here so the config's readers find every config type in one place.
+export type { ProviderConfig, SimFaults, SimSettings, VersionConfig };
 
 export type Priority = 'critical' | 'high' | 'medium' | 'low';
 export type Role = 'viewer' | 'operator' | 'admin';
-
-export interface SimFaults {
-  errorRate?: number;
-  errorStatus?: number;
-  crashAfterTokens?: number;
-  hang?: boolean;
-  latencyMultiplier?: number;
-  corrupt?: boolean;
-}
-
-/** Per-version simulator settings; anything unset falls back to DEFAULTS.sim. */
-export interface SimSettings {
-  seed?: number;
-  loadTimeMs?: number;
-  prefillTokensPerS?: number;
-  interTokenMs?: number;
-  itlGrowthPerSeq?: number;
-  jitter?: number;
-  kvCapacityTokens?: number;
-  maxNumSeqs?: number;
-  maxModelLen?: number;
-  hallucinationRate?: number;
-  maxLoras?: number;
-  faults?: SimFaults;
-}
-
-export type ProviderConfig =
-  | { kind: 'sim'; sim: SimSettings }
-  | { kind: 'static'; endpoints: string[] }
-  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number };
-
-export interface VersionConfig {
-  id: string;
-  model: string;
-  weights: string;
-  weightHash?: string | undefined;
-  baseModel: string;
-  quantization: string;
-  tp: number;
-  gpuMemoryGb: number;
-  architecture: Architecture;
-  engine: Record<string, string | number | boolean>;
-  cardChecksum: string;
-  replicas: number;
-  provider: ProviderConfig;
-  warmup: { requests: number; maxTokens: number };
-  metadata: Record<string, unknown>;
-}
 
 export interface RouteConfig {
   /** Normalised to fractions that sum to 1. */

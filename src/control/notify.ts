@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
+import { redactUrl } from '../http/url.js';
 import type { Store } from '../store/types.js';
 import type { EventBus } from './events.js';
 
@@ -49,20 +50,6 @@ export interface NotifyOptions {
   store?: Store | undefined;
   /** Injectable for tests. */
   sleep?: (ms: number) => Promise<unknown>;
-}
-
-/** Hide user:password and query strings (tokens often live there) in anything recorded. */
-export function redactUrl(u: string): string {
-  try {
-    const url = new URL(u);
-    url.username = '';
-    url.password = '';
-    url.search = '';
-    url.hash = '';
-    return url.toString();
-  } catch {
-    return '(invalid url)';
-  }
 }
 
 export function webhookBody(e: NotifyEvent): WebhookBody {

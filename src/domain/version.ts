@@ -1,8 +1,8 @@
 // Model versions: the record the registry keeps per version and the pure rules of its lifecycle.
 //
-// Only type imports here (the config's VersionConfig is the registration input); no I/O, no clock:
-// every function takes `now` so the rules are testable without a store.
-import type { VersionConfig } from '../config/types.js';
+// No I/O, no clock: every function takes `now` so the rules are testable without a store. What a
+// version is registered with (VersionConfig) is in spec.ts.
+import type { VersionConfig } from './spec.js';
 
 export type VersionStatus = 'registered' | 'loading' | 'ready' | 'active' | 'standby' | 'retired' | 'failed';
 

@@ -22,8 +22,8 @@ import { Agent, interceptors, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError, UpstreamError } from '../errors.js';
-import type { ControlPlane } from '../control/plane.js';
-import { redactUrl } from '../control/notify.js';
+import type { VersionStatus } from '../domain/version.js';
+import { redactUrl } from '../http/url.js';
 
 /** What the cache needs of a version (a registry `Version` or a `VersionConfig` fits). */
 export interface CacheSource {
@@ -376,7 +376,7 @@ export class WeightCache {
     // one agent per download: redirects followed (model hubs redirect to CDNs), sockets closed after
     const agent = new Agent();
     try {
-      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: 5 })), url, tmp, budget, signal, what);
+      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: DEFAULTS.control.cacheMaxRedirects })), url, tmp, budget, signal, what);
     } finally {
       await agent.close().catch(() => undefined);
     }
@@ -483,10 +483,26 @@ function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, m
   return [`only protected versions remain beyond max_versions ${max}: kept ${kept.map((k) => `${k.model}/${k.version}`).join(', ')} (active, standby or just downloaded)`];
 }
 
-const caches = new WeakMap<ControlPlane, WeightCache>();
+/**
+ * What the cache's admin operation needs of the control plane (ControlPlane provides it): the
+ * cache settings, the versions, the audit log and the event stream. A port, so that fleet/ does not
+ * import the composition root.
+ */
+export interface CacheHost {
+  readonly cfg: { readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number }; readonly source?: string | undefined };
+  readonly registry: {
+    list(model: undefined, status: readonly VersionStatus[]): ReadonlyArray<{ model: string; id: string }>;
+    update(model: string, id: string, patch: { metadata: Record<string, unknown> }): unknown;
+  };
+  readonly events: { emit(e: { kind: string; model: string; version: string; message: string; data: unknown }): unknown };
+  version(model: string, id: string): CacheSource & { metadata: Record<string, unknown> };
+  audited<T>(actor: { name: string }, action: string, target: string, params: unknown, fn: () => Promise<T>): Promise<T>;
+}
+
+const caches = new WeakMap<CacheHost, WeightCache>();
 
 /** The control plane's cache (one per control plane): the config's directory and bound; active, standby and loading versions protected. */
-function cacheFor(cp: ControlPlane): WeightCache {
+function cacheFor(cp: CacheHost): WeightCache {
   const have = caches.get(cp);
   if (have) return have;
   const c = cp.cfg.cache;
@@ -503,7 +519,7 @@ function cacheFor(cp: ControlPlane): WeightCache {
 }
 
 /** `cache download`: audited, for the admin API. */
-export async function cacheDownload(cp: ControlPlane, model: string, versionId: string, actor: { name: string }, opts: { force?: boolean } = {}): Promise<CacheResult> {
+export async function cacheDownload(cp: CacheHost, model: string, versionId: string, actor: { name: string }, opts: { force?: boolean } = {}): Promise<CacheResult> {
   return cp.audited(actor, 'cache_download', `${model}/${versionId}`, { model, version: versionId, ...opts }, async () => {
     const v = cp.version(model, versionId);
     const r = await cacheFor(cp).download(v, opts);

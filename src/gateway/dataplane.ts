@@ -12,9 +12,10 @@ import { SplitState } from './split.js';
 import type { SplitReason } from './split.js';
 import { HoldQueue } from './hold.js';
 import type { HoldRejected } from './hold.js';
-import { VersionPool, Worker } from './workers.js';
-import type { DrainResult, WorkerSpec } from './workers.js';
-import { checkContentType, parseRequest } from './request.js';
+import { VersionPool, Worker } from './pool.js';
+import type { DrainResult, WorkerSpec } from './pool.js';
+import { checkContentType } from '../http/body.js';
+import { parseRequest } from './request.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Endpoint } from './request.js';
 import { ProxyRequest } from './proxy.js';
@@ -24,7 +25,7 @@ import { DEFAULTS } from '../defaults.js';
 import { mirror } from './shadow.js';
 import { localResourceLog } from './local.js';
 import type { LocalResourceReporter } from './local.js';
-import type { ResponseTap } from './shadow.js';
+import type { ResponseTap } from './tap.js';
 
 interface SplitCounter {
   inc(): void;

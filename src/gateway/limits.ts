@@ -57,7 +57,7 @@ export class ClientLimits {
   readonly settings: ListenerLimits;
   private readonly clients = new Map<string, ClientEntry>();
   private readonly now: () => number;
-  private sweepAt = 1024;
+  private sweepAt: number = DEFAULTS.limits.clientTableSweepAt;
   /** Client connections open now (admitted and not yet closed). */
   open = 0;
   /** The per-client map is kept at all (a limit per address is set). */
@@ -135,6 +135,6 @@ export class ClientLimits {
 
   private sweep(): void {
     for (const [addr, e] of this.clients) if (e.conns <= 0 && this.refilled(e)) this.clients.delete(addr);
-    this.sweepAt = Math.max(1024, this.clients.size * 2);
+    this.sweepAt = Math.max(DEFAULTS.limits.clientTableSweepAt, this.clients.size * 2);
   }
 }

@@ -1,7 +1,7 @@
-// Reading and checking an OpenAI request body: size, content type, JSON, and the fields routing needs.
-import type { IncomingMessage } from 'node:http';
-import { BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
-import { DEFAULTS } from '../defaults.js';
+// Checking an OpenAI request body: JSON, and the fields routing needs (the body itself is read by
+// the HTTP/1 front; the content type is checked by http/body.ts).
+import { BadRequestError } from '../errors.js';
+import { parseJsonBody } from '../http/body.js';
 
 export type Endpoint = 'chat' | 'completions';
 
@@ -13,49 +13,6 @@ export interface ParsedRequest {
   user: string | undefined;
   /** Tokens the client allows (max_tokens / max_completion_tokens), when given. */
   maxTokens: number | undefined;
-}
-
-/** Content type must be JSON (charset and other parameters allowed). */
-export function checkContentType(ct: string | undefined): void {
-  if (ct === undefined) throw new UnsupportedMediaTypeError(undefined);
-  if (ct === 'application/json') return; // what nearly every client sends: no copies
-  const semi = ct.indexOf(';');
-  const base = (semi === -1 ? ct : ct.slice(0, semi)).trim().toLowerCase();
-  if (base !== 'application/json') throw new UnsupportedMediaTypeError(ct);
-}
-
-/** Read the whole body, refusing early (by Content-Length) or as soon as the limit is crossed. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) {
-    req.resume();
-    return Promise.reject(new PayloadTooLargeError(limit));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    req.on('data', (c: Buffer) => {
-      if (failed) return;
-      size += c.length;
-      if (size > limit) {
-        failed = true;
-        chunks.length = 0;
-        reject(new PayloadTooLargeError(limit));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      if (!failed) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
-    });
-    req.on('error', (err) => {
-      if (!failed) {
-        failed = true;
-        reject(new BadRequestError('body_read_failed', `could not read the request body: ${err.message}`));
-      }
-    });
-  });
 }
 
 function typeName(v: unknown): string {
@@ -82,50 +39,12 @@ function optNumber(v: unknown, key: string, lo: number, hi: number): void {
   if (v < lo || v > hi) bad(key, `must be between ${lo} and ${hi}, got ${v}`);
 }
 
-/** Bodies up to this size are parsed without a depth scan (at most ~10 ms of JSON.parse however they nest). */
-const JSON_SCAN_FROM = 16 * 1024;
-
-/**
- * The deepest nesting of arrays and objects in `raw` (brackets inside strings do not count), or
- * `limit + 1` as soon as it is passed. Not a validator: JSON.parse still decides what is valid.
- */
-export function jsonDepth(raw: Buffer, limit: number): number {
-  let depth = 0;
-  let max = 0;
-  let inString = false;
-  for (let i = 0; i < raw.length; i++) {
-    const c = raw[i] as number;
-    if (inString) {
-      if (c === 92) i++; // backslash: skip the escaped byte
-      else if (c === 34) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 91 || c === 123) {
-      if (++depth > max) {
-        max = depth;
-        if (max > limit) return max;
-      }
-    } else if (c === 93 || c === 125) depth--;
-  }
-  return max;
-}
-
 /**
  * Parse and check the fields the gateway relies on; the worker validates the rest as it always
  * does. Errors name the field and what was wrong, OpenAI style.
  */
 export function parseRequest(raw: Buffer, endpoint: Endpoint): ParsedRequest {
-  if (raw.length === 0) throw new BadRequestError('invalid_json', 'request body is empty; expected a JSON object');
-  // JSON.parse takes ~0.6 µs per level of nesting: megabytes of brackets would hold the event loop
-  // for seconds. Small bodies cannot nest deep enough to matter and are not scanned.
-  if (raw.length > JSON_SCAN_FROM && jsonDepth(raw, DEFAULTS.gateway.maxJsonDepth) > DEFAULTS.gateway.maxJsonDepth) {
-    throw new BadRequestError('invalid_json', `request body nests JSON deeper than ${DEFAULTS.gateway.maxJsonDepth} levels`);
-  }
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw new BadRequestError('invalid_json', `request body is not valid JSON: ${(err as Error).message}`);
-  }
+  const body = parseJsonBody(raw);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new BadRequestError('invalid_json', `request body must be a JSON object, got ${typeName(body)}`);
   }

@@ -2,43 +2,13 @@
 // its latency never adds to the client's. Measured like any request (flagged `shadow`).
 import { performance } from 'node:perf_hooks';
 import type { ProxyContext } from './proxy.js';
-import type { VersionPool, Worker } from './workers.js';
+import type { VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
+import { deliver } from './tap.js';
+import type { ResponseTap } from './tap.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
-
-/** A captured response (sampled client response or shadow answer) for quality judging. */
-export interface TappedResponse {
-  model: string;
-  version: string;
-  /** Set on a client response and the shadow answer to the same request: join them on it. */
-  pairId: number | undefined;
-  shadow: boolean;
-  request: ParsedRequest;
-  status: number;
-  /** Full response body as the worker sent it (SSE text for streams). */
-  body: string;
-  latencyMs: number;
-}
-
-export type TapListener = (r: TappedResponse) => void;
-
-/** Per-model capture settings: `share` of client responses are copied to `listener`. */
-export interface ResponseTap {
-  share: number;
-  listener: TapListener;
-}
-
-/** Deliver to a tap; a listener's failure must never affect serving. */
-export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
-  if (tap === undefined) return;
-  try {
-    tap.listener(r);
-  } catch {
-    // ignored on purpose
-  }
-}
 
 /**
  * Mirror `req` to a worker of `pool`. `startedAt`/`at` are the client request's arrival, so the

@@ -5,6 +5,8 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { DEFAULTS } from '../defaults.js';
+import { answersHealth } from './engine.js';
 import type { WorkerExit } from './types.js';
 
 export interface Child {
@@ -71,12 +73,18 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   });
 }
 
+/** A worker process we watch but did not start (adopted after a restart). */
+export interface Adopted {
+  exited: Promise<WorkerExit>;
+  stop(graceMs: number): Promise<void>;
+}
+
 /**
  * A worker adopted after a restart is not our child: no exit event and no ChildProcess to signal.
  * Its pid is watched instead (signal-0 probe every `intervalMs`), so an unexpected exit is noticed,
  * and stopping it waits for the exit (SIGTERM, then SIGKILL after the grace period) as for a child.
  */
-export function adoptedPid(pid: number, intervalMs = 500): { exited: Promise<WorkerExit>; stop(graceMs: number): Promise<void> } {
+export function adoptedPid(pid: number, intervalMs: number = DEFAULTS.providers.adoptedPollMs): Adopted {
   let expected = false;
   let timer: NodeJS.Timeout | undefined;
   let onExit: () => void = () => undefined;
@@ -98,9 +106,31 @@ export function adoptedPid(pid: number, intervalMs = 500): { exited: Promise<Wor
       process.kill(pid, 'SIGTERM');
       const deadline = Date.now() + graceMs;
       // polling is the only way to see a non-child exit
-      for (let wait = 10; pidAlive(pid) && Date.now() < deadline; wait = Math.min(100, wait * 2)) await new Promise((r) => setTimeout(r, wait));
+      const { stopPollFirstMs: first, stopPollMaxMs: most } = DEFAULTS.providers;
+      for (let wait: number = first; pidAlive(pid) && Date.now() < deadline; wait = Math.min(most, wait * 2)) await new Promise((r) => setTimeout(r, wait));
       if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
       onExit();
     },
   };
+}
+
+/** A process worker recorded before a restart, adopted when its pid is alive and it answers its health endpoint. */
+export async function adoptProcess(pid: number | undefined, url: string, healthPath: string): Promise<{ pid: number; adopted: Adopted } | undefined> {
+  if (pid === undefined || !pidAlive(pid)) return undefined;
+  if (!(await answersHealth(url, healthPath))) return undefined;
+  return { pid, adopted: adoptedPid(pid) };
+}
+
+/** What a process provider keeps of a worker to stop it: the child it started, or the process it adopted. */
+export interface ProcessWorker {
+  readonly pid: number | undefined;
+  child: Child | undefined;
+  adopted?: Adopted | undefined;
+}
+
+/** Stop a worker we started or adopted; one we know only by pid gets a SIGTERM. */
+export async function stopProcess(w: ProcessWorker, graceMs: number): Promise<void> {
+  if (w.child) await w.child.stop(graceMs);
+  else if (w.adopted) await w.adopted.stop(graceMs);
+  else if (w.pid !== undefined && pidAlive(w.pid)) process.kill(w.pid, 'SIGTERM');
 }

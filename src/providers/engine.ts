@@ -1,8 +1,14 @@
-// Talking to an engine's HTTP admin endpoints (health, sleep, wake): only providers do this.
+// Talking to an engine's HTTP admin endpoints (health, sleep, wake): only providers do this, and
+// every provider the same way (vLLM's sleep mode; the simulator serves the same endpoints).
 import { request } from 'undici';
+import { DEFAULTS } from '../defaults.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
+import type { WorkerHandle } from './types.js';
 
-export async function getStatus(url: string, path: string, timeoutMs: number): Promise<number> {
+const P = DEFAULTS.providers;
+
+/** Status of one GET, 0 when there was no answer. */
+export async function getStatus(url: string, path: string, timeoutMs: number = P.probeTimeoutMs): Promise<number> {
   try {
     const res = await request(url + path, { method: 'GET', headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     await res.body.dump();
@@ -12,23 +18,27 @@ export async function getStatus(url: string, path: string, timeoutMs: number): P
   }
 }
 
+/** Does the engine answer its health endpoint now (one probe)? */
+export async function answersHealth(url: string, path: string): Promise<boolean> {
+  return (await getStatus(url, path)) === 200;
+}
+
 /**
- * Poll `url+path` until it answers 200, the deadline passes, or `abort` resolves (the process died).
- * Polling is the engine's contract (vLLM's /health has no push); the interval starts at 20 ms and
- * backs off to 500 ms.
+ * Poll `url+path` until it answers 200, the deadline passes, or `died` resolves (the process
+ * ended). Polling is the engine's contract: vLLM's /health has no push.
  */
 export async function waitHealthy(url: string, path: string, deadlineMs: number, died: Promise<unknown>): Promise<void> {
   const until = Date.now() + deadlineMs;
-  let delay = 20;
+  let delay: number = P.healthPollFirstMs;
   let dead = false;
   void died.then(() => {
     dead = true;
   });
   while (Date.now() < until) {
     if (dead) throw new UnavailableError('worker_exited', `worker at ${url} exited before it became healthy`);
-    if ((await getStatus(url, path, 2_000)) === 200) return;
+    if (await answersHealth(url, path)) return;
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(500, delay * 2);
+    delay = Math.min(P.healthPollMaxMs, delay * 2);
   }
   throw new UnavailableError('worker_start_timeout', `worker at ${url} did not become healthy within ${deadlineMs} ms`);
 }
@@ -42,4 +52,15 @@ export async function post(url: string, path: string, timeoutMs: number): Promis
   }
   const text = await res.body.text();
   if (res.statusCode >= 300) throw new UpstreamError('engine_refused', `${url}${path} answered ${res.statusCode}: ${text.slice(0, 200)}`);
+}
+
+/** Engine sleep mode (`POST /sleep?level=`): level 1 keeps the weights in CPU memory, 2 discards them. */
+export function sleepEngine(h: WorkerHandle, level: 1 | 2): Promise<void> {
+  return post(h.url, `/sleep?level=${level}`, P.sleepTimeoutMs);
+}
+
+/** `POST /wake_up`, then wait until the engine answers its health endpoint again (or exits). */
+export async function wakeEngine(h: WorkerHandle, healthPath: string): Promise<void> {
+  await post(h.url, '/wake_up', P.wakeTimeoutMs);
+  await waitHealthy(h.url, healthPath, P.wakeTimeoutMs, h.exited);
 }

@@ -3,9 +3,9 @@
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, UnavailableError } from '../errors.js';
-import { adoptedPid, freePort, pidAlive, spawnChild } from './child.js';
-import type { Child } from './child.js';
-import { getStatus, post, waitHealthy } from './engine.js';
+import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
+import type { ProcessWorker } from './child.js';
+import { sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 /** Split a command template into argv (quotes group words; no shell is involved, so no injection). */
@@ -30,19 +30,17 @@ export function renderCommand(template: string, vars: Record<(typeof PLACEHOLDER
   );
 }
 
-interface ProcHandle extends WorkerHandle {
-  child: Child | undefined;
+interface ProcHandle extends WorkerHandle, ProcessWorker {
   graceMs: number;
-  /** Set for a worker adopted after a restart (not our child). */
-  adopted?: ReturnType<typeof adoptedPid> | undefined;
+  /** The version's health path: probed on start, adoption and wake. */
+  healthPath: string;
 }
 
 export class ProcessProvider implements Provider {
   readonly kind = 'process';
   private readonly startTimeoutMs: number;
   constructor(opts: { startTimeoutMs?: number } = {}) {
-    // real engines load 70B weights in 45–120 s (seed 000); allow generous time
-    this.startTimeoutMs = opts.startTimeoutMs ?? 900_000;
+    this.startTimeoutMs = opts.startTimeoutMs ?? DEFAULTS.providers.processStartTimeoutMs;
   }
 
   async start(req: StartRequest): Promise<WorkerHandle> {
@@ -64,33 +62,29 @@ export class ProcessProvider implements Provider {
       const msg = err instanceof Error ? err.message : String(err);
       throw new UnavailableError('worker_start_failed', `${msg}; log: ${child.logFile}`);
     }
-    const h: ProcHandle = { id: req.workerId, model: v.model, version: v.id, url, provider: this.kind, gpus: req.gpus, pid: child.pid, exited: child.exited, info: { logFile: child.logFile, port }, child, graceMs: p.gracePeriodMs };
+    const h: ProcHandle = { id: req.workerId, model: v.model, version: v.id, url, provider: this.kind, gpus: req.gpus, pid: child.pid, exited: child.exited, info: { logFile: child.logFile, port }, child, graceMs: p.gracePeriodMs, healthPath: p.healthPath };
     return h;
   }
 
   async stop(h: WorkerHandle, graceMs?: number): Promise<void> {
     const ph = h as ProcHandle;
-    if (ph.child) await ph.child.stop(graceMs ?? ph.graceMs);
-    else if (ph.adopted) await ph.adopted.stop(graceMs ?? ph.graceMs);
-    else if (h.pid !== undefined && pidAlive(h.pid)) process.kill(h.pid, 'SIGTERM');
+    await stopProcess(ph, graceMs ?? ph.graceMs);
   }
 
   sleep(h: WorkerHandle, level: 1 | 2): Promise<void> {
-    return post(h.url, `/sleep?level=${level}`, 60_000);
+    return sleepEngine(h, level);
   }
 
-  async wake(h: WorkerHandle): Promise<void> {
-    await post(h.url, '/wake_up', 900_000);
-    await waitHealthy(h.url, '/health', 900_000, h.exited);
+  wake(h: WorkerHandle): Promise<void> {
+    return wakeEngine(h, (h as ProcHandle).healthPath);
   }
 
   async adopt(rec: { id: string; version: VersionConfig; url: string; pid?: number | undefined; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
-    if (rec.pid === undefined || !pidAlive(rec.pid)) return undefined;
-    const hp = rec.version.provider.kind === 'process' ? rec.version.provider.healthPath : '/health';
-    if ((await getStatus(rec.url, hp, 2_000)) !== 200) return undefined;
-    const grace = rec.version.provider.kind === 'process' ? rec.version.provider.gracePeriodMs : DEFAULTS.control.stopGraceMs;
-    const adopted = adoptedPid(rec.pid);
-    const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: rec.pid, exited: adopted.exited, info: {}, child: undefined, graceMs: grace, adopted };
+    const p = rec.version.provider.kind === 'process' ? rec.version.provider : undefined;
+    const healthPath = p?.healthPath ?? '/health';
+    const found = await adoptProcess(rec.pid, rec.url, healthPath);
+    if (found === undefined) return undefined;
+    const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: found.pid, exited: found.adopted.exited, info: {}, child: undefined, graceMs: p?.gracePeriodMs ?? DEFAULTS.control.stopGraceMs, healthPath, adopted: found.adopted };
     return h;
   }
 }

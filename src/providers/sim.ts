@@ -4,9 +4,9 @@ import path from 'node:path';
 import type { SimSettings, VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
-import { adoptedPid, freePort, spawnChild, pidAlive } from './child.js';
-import type { Child } from './child.js';
-import { getStatus, post, waitHealthy } from './engine.js';
+import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
+import type { ProcessWorker } from './child.js';
+import { sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/main.js');
@@ -41,18 +41,16 @@ function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   return a;
 }
 
-interface SimHandle extends WorkerHandle {
-  child: Child | undefined;
-  /** Set for a worker adopted after a restart (not our child). */
-  adopted?: ReturnType<typeof adoptedPid> | undefined;
-}
+type SimHandle = WorkerHandle & ProcessWorker;
+
+const P = DEFAULTS.providers;
 
 export class SimProvider implements Provider {
   readonly kind = 'sim';
   /** Longest a simulated worker may take to report healthy beyond its configured load time. */
   private readonly startSlackMs: number;
   constructor(opts: { startSlackMs?: number } = {}) {
-    this.startSlackMs = opts.startSlackMs ?? 15_000;
+    this.startSlackMs = opts.startSlackMs ?? P.simStartSlackMs;
   }
 
   async start(req: StartRequest): Promise<WorkerHandle> {
@@ -62,7 +60,7 @@ export class SimProvider implements Provider {
     // A port chosen here (not --port 0) so nothing has to be read from the worker's stdout: its
     // output goes to a log file and it survives a crash of this process.
     let lastErr: unknown;
-    for (let attempt = 0; attempt < 3; attempt++) {
+    for (let attempt = 0; attempt < P.simStartAttempts; attempt++) {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
       const child = spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port)], {
@@ -74,7 +72,7 @@ export class SimProvider implements Provider {
       try {
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited);
       } catch (err) {
-        await child.stop(1_000);
+        await child.stop(P.failedStartGraceMs);
         lastErr = err;
         continue; // most likely the port was taken in between: try another
       }
@@ -85,39 +83,21 @@ export class SimProvider implements Provider {
   }
 
   async stop(h: WorkerHandle, graceMs = DEFAULTS.control.stopGraceMs): Promise<void> {
-    const sh = h as SimHandle;
-    if (sh.child) await sh.child.stop(graceMs);
-    else if (sh.adopted) await sh.adopted.stop(graceMs);
-    else if (h.pid !== undefined && pidAlive(h.pid)) process.kill(h.pid, 'SIGTERM');
+    await stopProcess(h as SimHandle, graceMs);
   }
 
   sleep(h: WorkerHandle, level: 1 | 2): Promise<void> {
-    return post(h.url, `/sleep?level=${level}`, 10_000);
+    return sleepEngine(h, level);
   }
 
-  async wake(h: WorkerHandle): Promise<void> {
-    await post(h.url, '/wake_up', 600_000);
-    await waitHealthy(h.url, '/health', 600_000, h.exited);
+  wake(h: WorkerHandle): Promise<void> {
+    return wakeEngine(h, '/health');
   }
 
   async adopt(rec: { id: string; version: VersionConfig; url: string; pid?: number | undefined; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
-    if (rec.pid === undefined || !pidAlive(rec.pid)) return undefined;
-    if ((await getStatus(rec.url, '/health', 2_000)) !== 200) return undefined;
-    const pid = rec.pid;
-    const adopted = adoptedPid(pid);
-    const h: SimHandle = {
-      id: rec.id,
-      model: rec.version.model,
-      version: rec.version.id,
-      url: rec.url,
-      provider: this.kind,
-      gpus: rec.gpus,
-      pid,
-      exited: adopted.exited,
-      info: {},
-      child: undefined,
-      adopted,
-    };
+    const found = await adoptProcess(rec.pid, rec.url, '/health');
+    if (found === undefined) return undefined;
+    const h: SimHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: found.pid, exited: found.adopted.exited, info: {}, child: undefined, adopted: found.adopted };
     return h;
   }
 }

@@ -1,6 +1,7 @@
 // The `static` provider: workers that already exist at fixed endpoints; Glidepath never starts or stops them.
+import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
-import { getStatus, post, waitHealthy } from './engine.js';
+import { answersHealth, sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerExit, WorkerHandle } from './types.js';
 
 const never = new Promise<WorkerExit>(() => undefined);
@@ -16,7 +17,7 @@ export class StaticProvider implements Provider {
     const url = v.provider.endpoints[idx];
     if (url === undefined) throw new UnavailableError('no_endpoint', `version ${v.id} lists ${v.provider.endpoints.length} endpoint(s); worker ${idx} has none`);
     const base = url.replace(/\/$/, '');
-    await waitHealthy(base, '/health', 30_000, never);
+    await waitHealthy(base, '/health', DEFAULTS.providers.staticStartTimeoutMs, never);
     return { id: req.workerId, model: v.model, version: v.id, url: base, provider: this.kind, gpus: req.gpus, pid: undefined, exited: never, info: {} };
   }
 
@@ -25,16 +26,15 @@ export class StaticProvider implements Provider {
   }
 
   sleep(h: WorkerHandle, level: 1 | 2): Promise<void> {
-    return post(h.url, `/sleep?level=${level}`, 10_000);
+    return sleepEngine(h, level);
   }
 
-  async wake(h: WorkerHandle): Promise<void> {
-    await post(h.url, '/wake_up', 600_000);
-    await waitHealthy(h.url, '/health', 600_000, never);
+  wake(h: WorkerHandle): Promise<void> {
+    return wakeEngine(h, '/health');
   }
 
   async adopt(rec: { id: string; version: { model: string; id: string }; url: string; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
-    if ((await getStatus(rec.url, '/health', 2_000)) !== 200) return undefined;
+    if (!(await answersHealth(rec.url, '/health'))) return undefined;
     return { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: undefined, exited: never, info: {} };
   }
 }

@@ -5,7 +5,7 @@ import type { RouteSpec } from '../domain/route.js';
 import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { BadRequestError, ConflictError } from '../errors.js';
-import type { DrainResult } from '../gateway/workers.js';
+import type { DrainResult } from '../gateway/pool.js';
 import type { Actor, ControlPlane } from '../control/plane.js';
 
 export type SwapMode = 'overlap' | 'drain-first';

@@ -1,8 +1,8 @@
 // A/B experiments between two loaded versions: a sticky split, per-version samples of one metric,
 // and an analysis that says with confidence which is better (and how many samples it still needs).
 import { randomUUID } from 'node:crypto';
-import { analyzeExperiment } from '../analysis/experiment.js';
-import type { ExperimentResult } from '../analysis/experiment.js';
+import { analyzeExperiment } from '../analysis/ab-test.js';
+import type { ExperimentResult } from '../analysis/ab-test.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';

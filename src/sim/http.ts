@@ -1,19 +1,13 @@
-// HTTP plumbing for the simulator: JSON request bodies (read by the gateway's reader) and error/JSON replies.
+// HTTP plumbing for the simulator: JSON request bodies (read by the shared reader) and error/JSON replies.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GlidepathError } from '../errors.js';
-import { BadRequestError, toGlidepathError } from '../errors.js';
-import { checkContentType, readBody } from '../gateway/request.js';
+import { toGlidepathError } from '../errors.js';
+import { checkContentType, closeAfterAnswer, parseJsonBody, readBody } from '../http/body.js';
 
 /** A JSON body: 415 unless the content type is JSON (as vLLM), 413 past `limit` bytes, 400 if not JSON. */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
   checkContentType(req.headers['content-type']);
-  const buf = await readBody(req, limit);
-  if (buf.length === 0) throw new BadRequestError('invalid_json', 'request body is empty; expected a JSON object');
-  try {
-    return JSON.parse(buf.toString('utf8')) as unknown;
-  } catch (e) {
-    throw new BadRequestError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`);
-  }
+  return parseJsonBody(await readBody(req, limit));
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -27,7 +21,7 @@ export function sendText(res: ServerResponse, status: number, text: string, type
   res.end(text);
 }
 
-/** Answer with an OpenAI error body; 413s also close the connection (the body may still be arriving). */
+/** Answer with an OpenAI error body; 413s also close the connection, gently (the body may still be arriving). */
 export function sendError(res: ServerResponse, err: unknown): void {
   const e: GlidepathError = toGlidepathError(err);
   if (res.headersSent) {
@@ -36,9 +30,9 @@ export function sendError(res: ServerResponse, err: unknown): void {
   }
   const headers: Record<string, string | number> = { 'content-type': 'application/json' };
   if (e.retryAfterS !== undefined) headers['retry-after'] = e.retryAfterS;
-  if (e.status === 413) headers.connection = 'close';
   const s = JSON.stringify(e.toBody());
   headers['content-length'] = Buffer.byteLength(s);
+  if (e.status === 413) closeAfterAnswer(res);
   res.writeHead(e.status, headers);
   res.end(s);
 }

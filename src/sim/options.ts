@@ -1,13 +1,12 @@
 // Simulator options: the resolved per-worker settings (SimSettings + identity), and the fault set.
 import { z } from 'zod';
-import type { SimFaults, SimSettings } from '../config/types.js';
+import type { SimSettings } from '../config/types.js';
+import { zodLines } from '../config/issues.js';
+import { toSnakeFaults, type SimFaultSpec, type SnakeFaults } from '../config/sim-faults.js';
 import { DEFAULTS } from '../defaults.js';
 import { fnv1a } from './tokenizer.js';
 
-/** Faults: the config's SimFaults plus `processExit` (exit on the next inference request). */
-export interface SimFaultSpec extends SimFaults {
-  processExit?: boolean;
-}
+export type { SimFaultSpec };
 
 /** What happens on the process-exit fault: `exit` ends the process (CLI), `close` drops the server (in-process). */
 export type ExitMode = 'exit' | 'close';
@@ -108,12 +107,12 @@ export function checkOptions(o: SimOptions): string[] {
   need(Number.isInteger(o.maxWaitingRequests) && o.maxWaitingRequests >= 0, 'maxWaitingRequests', 'a non-negative integer', o.maxWaitingRequests);
   need(Number.isInteger(o.port) && o.port >= 0 && o.port <= 65535, 'port', 'a port 0-65535', o.port);
   need(o.model.length > 0, 'model', 'a non-empty name', o.model);
-  const f = faultSchema.safeParse(toSnakeFaults(o.faults));
-  if (!f.success) p.push(...formatZod(f.error, 'faults.'));
+  const f = faultSchema.safeParse(toSnakeFaults(o.faults), { reportInput: true });
+  if (!f.success) p.push(...zodLines(f.error, 'faults', ['faults']));
   return p;
 }
 
-/** Admin API / YAML form of the faults (snake_case), validated strictly: unknown keys are errors. */
+/** The body of the simulator's POST /admin/faults (snake_case names: config/sim-faults.ts), validated strictly: unknown keys are errors. */
 export const faultSchema = z
   .object({
     error_rate: z.number().min(0).max(1).optional(),
@@ -124,43 +123,4 @@ export const faultSchema = z
     corrupt: z.boolean().optional(),
     process_exit: z.boolean().optional(),
   })
-  .strict();
-
-export type SnakeFaults = z.output<typeof faultSchema>;
-
-/** camelCase fault name ↔ the admin API / YAML snake_case name (one table for both directions). */
-const FAULT_NAMES: readonly (readonly [keyof SimFaultSpec, keyof SnakeFaults])[] = [
-  ['errorRate', 'error_rate'],
-  ['errorStatus', 'error_status'],
-  ['crashAfterTokens', 'crash_after_tokens'],
-  ['hang', 'hang'],
-  ['latencyMultiplier', 'latency_multiplier'],
-  ['corrupt', 'corrupt'],
-  ['processExit', 'process_exit'],
-];
-
-function renameFaults(from: Record<string, unknown>, dir: 0 | 1): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const names of FAULT_NAMES) {
-    const v = from[names[dir]];
-    if (v !== undefined) out[names[1 - dir] as string] = v;
-  }
-  return out;
-}
-
-export function fromSnakeFaults(f: SnakeFaults): SimFaultSpec {
-  return renameFaults(f, 1);
-}
-
-export function toSnakeFaults(f: SimFaultSpec): SnakeFaults {
-  return renameFaults(f as Record<string, unknown>, 0);
-}
-
-/** zod issues as "path: message" lines. */
-export function formatZod(err: z.ZodError, prefix = ''): string[] {
-  return err.issues.map((i) => {
-    const path = i.path.map(String).join('.');
-    if (i.code === 'unrecognized_keys') return `${prefix}${path ? `${path}: ` : ''}unknown field(s) ${i.keys.map((k) => JSON.stringify(k)).join(', ')}`;
-    return `${prefix}${path || '(body)'}: ${i.message}`;
-  });
-}
+  .strict() satisfies z.ZodType<SnakeFaults>;

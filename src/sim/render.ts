@@ -3,6 +3,7 @@
 // The streaming fast path concatenates `prefix + tokenJson + suffix` per token; prefixes hold the
 // request id, created time and model name, serialised once per request. Output is the same JSON
 // vLLM sends (`choices[0].delta.content` for chat, `choices[0].text` for completions).
+import { DEFAULTS } from '../defaults.js';
 import type { Generated, TopLogprob } from './generator.js';
 
 export interface RenderContext {
@@ -30,14 +31,13 @@ function complTop(token: string, logprob: number, top: TopLogprob[]): Record<str
   return d;
 }
 
-/** UTF-8 bytes of token JSON literals; the vocabulary is small, so the cache stays bounded. */
+/** UTF-8 bytes of token JSON literals; the vocabulary is small, and the cache is bounded all the same. */
 const JSON_BYTES = new Map<string, Buffer>();
-const JSON_CACHE_MAX = 4096;
 function jsonBytes(json: string): Buffer {
   let b = JSON_BYTES.get(json);
   if (b === undefined) {
     b = Buffer.from(json);
-    if (JSON_BYTES.size < JSON_CACHE_MAX) JSON_BYTES.set(json, b);
+    if (JSON_BYTES.size < DEFAULTS.sim.jsonCacheMax) JSON_BYTES.set(json, b);
   }
   return b;
 }

@@ -1,7 +1,7 @@
 // Inference request bodies: validation (vLLM's rules, OpenAI error bodies) and the chat template.
 import { z } from 'zod';
 import { BadRequestError } from '../errors.js';
-import { formatZod } from './options.js';
+import { zodMessage } from '../config/issues.js';
 
 const stopSchema = z.union([z.string(), z.array(z.string()).max(16)]).nullish();
 const streamOptions = z.object({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish();
@@ -73,8 +73,8 @@ function parse<T>(schema: z.ZodType<T>, body: unknown): T {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new BadRequestError('invalid_request', 'request body must be a JSON object');
   }
-  const r = schema.safeParse(body);
-  if (!r.success) throw new BadRequestError('invalid_request', formatZod(r.error).join('; '));
+  const r = schema.safeParse(body, { reportInput: true });
+  if (!r.success) throw new BadRequestError('invalid_request', zodMessage(r.error));
   return r.data;
 }
 

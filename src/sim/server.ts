@@ -4,7 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, UnavailableError } from '../errors.js';
 import { SimEngine } from './engine.js';
 import { readJson, sendError, sendJson, sendText } from './http.js';
-import { faultSchema, formatZod, fromSnakeFaults, toSnakeFaults, type SimOptions } from './options.js';
+import { fromSnakeFaults, toSnakeFaults } from '../config/sim-faults.js';
+import { zodMessage } from '../config/issues.js';
+import { DEFAULTS } from '../defaults.js';
+import { faultSchema, type SimOptions } from './options.js';
 import { parseChat, parseCompletion } from './requests.js';
 import type { Clock } from './timing.js';
 
@@ -23,7 +26,7 @@ export class SimServer {
   ) {
     this.engine = new SimEngine(opts, () => this.processExit(), clock);
     this.routes = this.buildRoutes();
-    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.handle(req, res));
+    this.server = createServer({ keepAliveTimeout: DEFAULTS.sim.keepAliveTimeoutMs }, (req, res) => this.handle(req, res));
     // a client error (bad HTTP) must never take the process down
     this.server.on('clientError', (_err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
@@ -125,8 +128,8 @@ export class SimServer {
     add('GET', '/admin/faults', (_req, res) => sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) }));
     add('POST', '/admin/faults', async (req, res) => {
       const body = await readJson(req, limit);
-      const r = faultSchema.safeParse(body);
-      if (!r.success) throw new BadRequestError('invalid_faults', `invalid fault set: ${formatZod(r.error).join('; ')}`);
+      const r = faultSchema.safeParse(body, { reportInput: true });
+      if (!r.success) throw new BadRequestError('invalid_faults', `invalid fault set: ${zodMessage(r.error)}`);
       e.faults.set(fromSnakeFaults(r.data));
       sendJson(res, 200, { faults: toSnakeFaults(e.faults.current) });
     });

@@ -1,4 +1,5 @@
 // Sliding per-(model, version) windows bounded by count and age: percentiles, rates and raw samples.
+import { quantileSorted } from '../domain/quantile.js';
 import type { RequestRecord } from './record.js';
 import { isVersionError } from './record.js';
 
@@ -47,25 +48,13 @@ export interface MetricSamples {
   quality?: number[];
 }
 
-/** Linear-interpolated percentile of a sorted array (NumPy's default), NaN when empty. */
-export function percentileSorted(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  const pos = (n - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.min(lo + 1, n - 1);
-  const a = sorted[lo] as number;
-  const b = sorted[hi] as number;
-  return a + (b - a) * (pos - lo);
-}
-
 function summarize(values: number[]): Percentiles {
   const v = values.filter((x) => Number.isFinite(x));
   if (v.length === 0) return { p50: NaN, p90: NaN, p99: NaN, mean: NaN };
   const s = Float64Array.from(v).sort();
   let sum = 0;
   for (const x of s) sum += x;
-  return { p50: percentileSorted(s, 0.5), p90: percentileSorted(s, 0.9), p99: percentileSorted(s, 0.99), mean: sum / s.length };
+  return { p50: quantileSorted(s, 0.5), p90: quantileSorted(s, 0.9), p99: quantileSorted(s, 0.99), mean: sum / s.length };
 }
 
 /**

@@ -12,7 +12,7 @@ import type { SimHandle } from '../../src/sim/index.js';
 import { LoadGen, canaryConfigYaml, recordAcceptance, startJudge } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView } from '../helpers/e2e-up.js';
-import type { ExperimentResult } from '../../src/analysis/experiment.js';
+import type { ExperimentResult } from '../../src/analysis/ab-test.js';
 
 const MODEL = 'ab';
 const HALLUCINATION_A = 0.02;

@@ -1,5 +1,6 @@
 // Descriptive statistics and the small array helpers every test shares: NaN removal, sorting,
 // mean/variance, quantiles with NumPy's default (linear) interpolation, and tie groups.
+import { quantileSorted } from '../../domain/quantile.js';
 
 /** Keeps finite numbers only. This is the analysis-wide NaN policy ("remove", as Kayenta's default). */
 export function finite(values: ArrayLike<number | null | undefined>): number[] {
@@ -52,17 +53,8 @@ export function std(values: ArrayLike<number>, ddof = 1): number {
   return Math.sqrt(variance(values, ddof));
 }
 
-/** Quantile of an ascending sorted array, q in [0, 1], NumPy's default 'linear' method. */
-export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
-  if (n === 0) return NaN;
-  const h = (n - 1) * q;
-  const lo = Math.floor(h);
-  const hi = Math.min(lo + 1, n - 1);
-  const a = sorted[lo] as number;
-  const b = sorted[hi] as number;
-  return a + (h - lo) * (b - a);
-}
+// One definition of a quantile for the whole project (NumPy's linear): domain/quantile.ts.
+export { quantileSorted };
 
 export function quantile(values: readonly number[], q: number): number {
   return quantileSorted(sortedCopy(values), q);

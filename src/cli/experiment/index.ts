@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { choiceFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
-import type { ExperimentResult } from '../../analysis/experiment.js';
+import type { ExperimentResult } from '../../analysis/ab-test.js';
 
 interface ExperimentView {
   id: string;

@@ -1,7 +1,8 @@
 // The `rollback.notify` of a pipeline: one `pipeline_rolled_back` event POSTed through the control
 // plane's webhook notifier (timeouts, retries) to every webhook the run knows: the `notify:` value
 // when it is a URL, `--notify-url`, and the webhooks of `--config`; with none, the run says so.
-import { notify, redactUrl } from '../../control/notify.js';
+import { notify } from '../../control/notify.js';
+import { redactUrl } from '../../http/url.js';
 import type { WebhookResult } from '../../control/notify.js';
 
 /** The event's `data`: everything about the rollback a responder needs. */

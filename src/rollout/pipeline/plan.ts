@@ -2,7 +2,7 @@
 // (every stage and step with variables substituted, the trigger in its normalised form).
 import { PIPELINE_DEFAULTS } from './defaults.js';
 import { CLI_ALIASES, resolveArgv } from './exec.js';
-import { redactUrl } from '../../control/notify.js';
+import { redactUrl } from '../../http/url.js';
 import { notifyTargets } from './notify.js';
 import type { Command, Pipeline, Step } from './spec.js';
 import { formatTrigger } from './trigger.js';

@@ -4,7 +4,7 @@
 import { isNode } from 'yaml';
 import type { Document, LineCounter } from 'yaml';
 import { z } from 'zod';
-import { formatPath } from '../../config/load.js';
+import { formatPath } from '../../config/issues.js';
 import type { ConfigIssue } from '../../errors.js';
 import { parseDuration } from './words.js';
 

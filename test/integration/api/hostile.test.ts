@@ -1,8 +1,10 @@
 // Hostile and broken clients against the admin API (issue 12): bad paths and Host values are 400s
-// before authentication, and admission (connection ceiling, per-address connections and rate) holds.
+// before authentication, admission (connection ceiling, per-address connections and rate) holds, and an
+// oversized body gets a 413 the client can read.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
+import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,6 +43,44 @@ afterAll(async () => {
   worker.closeAllConnections();
   await new Promise((r) => worker.close(r));
   rmSync(dir, { recursive: true, force: true });
+});
+
+// Regression: the admin API answered an oversized body with 413 and destroyed the request at once,
+// so a client still writing a chunked body got ECONNRESET (or EPIPE) instead of the answer. It now
+// uses the one body reader (src/http/body.ts), which reads and drops the rest.
+/** Send a head and a body the server refuses, read one whole answer, then close; any socket error is returned. */
+function oversized(head: string, body: Buffer[], localAddress: string): Promise<{ reply: string; error: string | undefined }> {
+  return new Promise((resolve) => {
+    let reply = '';
+    let error: string | undefined;
+    const s = connect({ port, host: '127.0.0.1', localAddress }, () => {
+      s.write(head);
+      for (const part of body) s.write(part);
+    });
+    s.on('data', (d: Buffer) => {
+      reply += d.toString('latin1');
+      const end = reply.indexOf('\r\n\r\n');
+      const len = /content-length: (\d+)/i.exec(reply);
+      if (end !== -1 && len && reply.length >= end + 4 + Number(len[1])) s.end();
+    });
+    s.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message));
+    s.on('close', () => resolve({ reply, error }));
+  });
+}
+
+describe('the admin API refuses an oversized body with a 413 the client can read', () => {
+  const big = Buffer.alloc(4 * 1024 * 1024, 'y');
+  const start = 'POST /admin/v1/models/llama/versions HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer op-token\r\ncontent-type: application/json\r\n';
+
+  it.each([
+    ['content-length', `${start}content-length: ${big.length}\r\n\r\n`, [big], '127.0.0.21'],
+    ['chunked', `${start}transfer-encoding: chunked\r\n\r\n`, [Buffer.from(`${big.length.toString(16)}\r\n`), big, Buffer.from('\r\n0\r\n\r\n')], '127.0.0.22'],
+  ])('a client still sending (%s) reads its 413 instead of a reset', async (_name, head, body, from) => {
+    const { reply, error } = await oversized(head, body, from);
+    expect(error).toBeUndefined();
+    expect(reply).toMatch(/^HTTP\/1\.1 413 /);
+    expect(reply).toMatch(/"code":"body_too_large"/);
+  });
 });
 
 describe('issue 12: the admin API against hostile clients', () => {

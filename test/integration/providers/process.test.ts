@@ -25,6 +25,8 @@ else process.on('SIGTERM', () => process.exit(0));
 if (mode === 'early') process.exit(3);
 console.log('engine starting on', port);
 http.createServer((req, res) => {
+  // 'ready' answers its health on /ready only (a health_path other than /health), and has vLLM's sleep mode
+  if (mode === 'ready') { const ok = req.url === '/ready' || (req.method === 'POST' && (req.url.startsWith('/sleep') || req.url === '/wake_up')); res.writeHead(ok ? 200 : 404); res.end(); return; }
   if (req.url === '/health') { res.writeHead(200); res.end('ok', () => { if (mode === 'crash') setTimeout(() => process.exit(3), 50); }); return; }
   if (req.url === '/env') { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ gpus: process.env.CUDA_VISIBLE_DEVICES, extra: process.env.EXTRA })); return; }
   res.writeHead(404); res.end();
@@ -32,10 +34,10 @@ http.createServer((req, res) => {
 `,
 );
 
-function version(mode: string, grace = 500): VersionConfig {
+function version(mode: string, grace = 500, healthPath = '/health'): VersionConfig {
   const cfg = parseConfig({
     gpus: { count: 4 },
-    models: [{ name: 'm', versions: [{ id: 'v1', tp: 2, provider: { kind: 'process', command: `${process.execPath} ${engine} {port} ${mode}`, env: { EXTRA: 'yes' }, grace_period_ms: grace } }] }],
+    models: [{ name: 'm', versions: [{ id: 'v1', tp: 2, provider: { kind: 'process', command: `${process.execPath} ${engine} {port} ${mode}`, env: { EXTRA: 'yes' }, grace_period_ms: grace, health_path: healthPath } }] }],
   });
   return cfg.models[0]!.versions[0]!;
 }
@@ -82,5 +84,19 @@ describe('process provider', () => {
     const cfg = parseConfig({ gpus: { count: 1 }, models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'process', command: '/nonexistent/engine --port {port}' } }] }] });
     const p = new ProcessProvider({ startTimeoutMs: 5_000 });
     await expect(p.start({ version: cfg.models[0]!.versions[0]!, workerId: 'm/v1/0', gpus: ['0'], workDir: dir })).rejects.toThrow(/log: /);
+  });
+
+  // Regression: wake waited for /health whatever the version's health_path, so an engine healthy
+  // only on its own path never woke (the wait ran into its 15-minute limit).
+  it('wakes an engine whose health_path is not /health: the wake waits on that path', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    const h = await p.start({ version: version('ready', 500, '/ready'), workerId: 'm/v1/4', gpus: ['0'], workDir: dir });
+    try {
+      await p.sleep(h, 1);
+      const tooLong = new Promise((_, reject) => setTimeout(() => reject(new Error('wake still waiting after 5 s')), 5_000).unref());
+      await expect(Promise.race([p.wake(h), tooLong])).resolves.toBeUndefined();
+    } finally {
+      await p.stop(h);
+    }
   });
 });

@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EventBus } from '../../../src/control/events.js';
 import type { ControlEvent } from '../../../src/control/events.js';
-import { notify, redactUrl } from '../../../src/control/notify.js';
+import { notify } from '../../../src/control/notify.js';
+import { redactUrl } from '../../../src/http/url.js';
 import { openMemoryStore } from '../../../src/store/sqlite.js';
 
 interface Hit {

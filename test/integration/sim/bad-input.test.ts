@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type SimHandle } from '../../../src/sim/index.js';
 import { chat, get, post } from './helpers.js';
@@ -58,6 +59,31 @@ describe('bad input gets vLLM statuses and OpenAI error bodies', () => {
       req.end('"}]}');
     });
     expect(status).toBe(413);
+  });
+
+  // Regression: the simulator answered 413 and reset the connection at once, so a client still
+  // writing its body got EPIPE (or ECONNRESET) instead of the answer. 4 MiB is more than the
+  // socket buffers take: the client is still writing when the answer goes out.
+  it.each([
+    ['content-length', (n: number) => `content-length: ${n}\r\n\r\n`, (b: Buffer) => [b]],
+    ['chunked', () => 'transfer-encoding: chunked\r\n\r\n', (b: Buffer) => [Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n0\r\n\r\n')]],
+  ] as const)('a client still sending an oversized body (%s) reads its 413 instead of EPIPE', async (_name, head, frame) => {
+    const u = new URL(sim.url);
+    const body = Buffer.alloc(4 * 1024 * 1024, 'y');
+    const { reply, error } = await new Promise<{ reply: string; error: string | undefined }>((resolve) => {
+      let reply = '';
+      let error: string | undefined;
+      const s = connect(Number(u.port), u.hostname, () => {
+        s.write(`POST ${CHAT} HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\n${head(body.length)}`);
+        for (const part of frame(body)) s.write(part);
+      });
+      s.on('data', (d: Buffer) => (reply += d.toString('latin1')));
+      s.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message));
+      s.on('close', () => resolve({ reply, error }));
+    });
+    expect(error).toBeUndefined();
+    expect(reply).toMatch(/^HTTP\/1\.1 413 /);
+    expect(reply).toMatch(/exceeds the limit of 2048 bytes/);
   });
 
   it('a malformed HTTP request does not take the process down', async () => {

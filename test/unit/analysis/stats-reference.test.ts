@@ -15,6 +15,7 @@ import {
   mannWhitneyU,
   mean,
   normCdf,
+  quantileSorted,
   normIsf,
   normPpf,
   normSf,
@@ -47,6 +48,7 @@ interface Reference {
     betainc: { x: number; a: number; b: number; value: number }[];
   };
   msprt: { z: number; information: number; tau: number; pTwoSided: number; pGreater: number }[];
+  quantile: { x: number[]; q: number[]; quantile: number[] }[];
 }
 
 const ref = JSON.parse(readFileSync(new URL('../../fixtures/stats/reference.json', import.meta.url), 'utf8')) as Reference;
@@ -150,5 +152,12 @@ describe('always-valid p-value (mSPRT) vs the formula written out in Python', ()
     close(alwaysValidPValue(c.z, c.information, { tau: c.tau }), c.pTwoSided, 'two-sided');
     close(alwaysValidPValue(c.z, c.information, { tau: c.tau, alternative: 'greater' }), c.pGreater, 'greater');
     close(alwaysValidPValue(-c.z, c.information, { tau: c.tau, alternative: 'less' }), c.pGreater, 'less mirrors greater');
+  });
+});
+
+describe('quantiles vs numpy.quantile (its default, linear): the one definition of a percentile', () => {
+  it.each(ref.quantile.map((c) => ({ ...c, n: c.x.length })))('n=$n', ({ x, q, quantile }) => {
+    // bit for bit: the windows, the judge, the reports and the benchmarks all state these numbers
+    expect(q.map((p) => quantileSorted(x, p))).toEqual(quantile);
   });
 });

@@ -32,6 +32,6 @@ describe('cache and monitor config', () => {
     }
     expect(err).toBeInstanceOf(ConfigError);
     const paths = (err as ConfigError).issues.map((i) => i.path).sort();
-    expect(paths).toEqual(['cache', 'cache.max_versions', 'models[0].monitor.interval_ms', 'models[0].monitor.max_error_rate']);
+    expect(paths).toEqual(['cache.extra', 'cache.max_versions', 'models[0].monitor.interval_ms', 'models[0].monitor.max_error_rate']);
   });
 });

@@ -56,6 +56,7 @@ describe('send timeout and admission config', () => {
     }
     expect(err).toBeInstanceOf(ConfigError);
     const paths = (err as ConfigError).issues.map((i) => i.path).sort();
-    expect(paths).toEqual(['gateway.send_timeout_ms', 'limits.admin', 'limits.admin.per_client_burst', 'limits.data_plane.max_connections', 'limits.data_plane.per_client_requests_per_s']);
+    expect(paths).toEqual(['gateway.send_timeout_ms', 'limits.admin.nope', 'limits.admin.per_client_burst', 'limits.data_plane.max_connections', 'limits.data_plane.per_client_requests_per_s']);
+    expect((err as ConfigError).issues.find((i) => i.path === 'limits.admin.nope')?.message).toBe('unknown key "nope"');
   });
 });

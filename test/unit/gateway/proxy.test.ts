@@ -8,7 +8,7 @@ import { LocalResourceError, WorkerQueueError } from '../../../src/gateway/upstr
 import type { UpstreamController, UpstreamHandler } from '../../../src/gateway/upstream.js';
 import type { ProxyContext } from '../../../src/gateway/proxy.js';
 import { parseRequest } from '../../../src/gateway/request.js';
-import { VersionPool, Worker } from '../../../src/gateway/workers.js';
+import { VersionPool, Worker } from '../../../src/gateway/pool.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { Telemetry } from '../../../src/telemetry/telemetry.js';
 import { defaultGatewayConfig } from '../../helpers/gateway.js';

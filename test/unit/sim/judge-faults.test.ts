@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { judgePair, judgeReply, judgeScore, TIE_MARGIN } from '../../../src/sim/judge.js';
 import { FaultState } from '../../../src/sim/faults.js';
-import { checkOptions, faultSchema, fromSnakeFaults, resolveOptions, toSnakeFaults } from '../../../src/sim/options.js';
+import { fromSnakeFaults, toSnakeFaults } from '../../../src/config/sim-faults.js';
+import { checkOptions, faultSchema, resolveOptions } from '../../../src/sim/options.js';
 import { generate, versionKey } from '../../../src/sim/generator.js';
 import { hashContext } from '../../../src/sim/tokenizer.js';
 import { GlidepathError } from '../../../src/errors.js';

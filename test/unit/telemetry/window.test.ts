@@ -2,23 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../../../src/domain/random.js';
 import { isVersionError } from '../../../src/telemetry/record.js';
-import { percentileSorted, SlidingWindow } from '../../../src/telemetry/window.js';
+import { SlidingWindow } from '../../../src/telemetry/window.js';
 import { record as rec } from '../../helpers/records.js';
-
-
-describe('percentileSorted (NumPy linear)', () => {
-  it('matches NumPy on small arrays', () => {
-    // np.percentile([15,20,35,40,50], [50,90,99]) = [35, 46, 49.6]
-    expect(percentileSorted([15, 20, 35, 40, 50], 0.5)).toBe(35);
-    expect(percentileSorted([15, 20, 35, 40, 50], 0.9)).toBeCloseTo(46, 12);
-    expect(percentileSorted([15, 20, 35, 40, 50], 0.99)).toBeCloseTo(49.6, 12);
-    expect(percentileSorted([1, 2], 0.9)).toBeCloseTo(1.9, 12);
-    expect(percentileSorted([3.5], 0.99)).toBe(3.5);
-    expect(percentileSorted([], 0.5)).toBeNaN();
-    expect(percentileSorted([1, 2, 3], 0)).toBe(1);
-    expect(percentileSorted([1, 2, 3], 1)).toBe(3);
-  });
-});
 
 describe('SlidingWindow', () => {
   it('percentiles match NumPy for 1000 seeded samples pushed in random order', () => {

@@ -1,7 +1,7 @@
 // A/B analysis: decisions in both directions, every-pair win rate, and that a 10 % quality difference
 // becomes significant at about the sample size the power analysis predicts.
 import { describe, expect, it } from 'vitest';
-import { analyzeExperiment, sequentialSampleSize } from '../../../src/analysis/experiment.js';
+import { analyzeExperiment, sequentialSampleSize } from '../../../src/analysis/ab-test.js';
 import { draw, rng } from './random.js';
 
 describe('analyzeExperiment', () => {

@@ -1,0 +1,52 @@
+// What a version is registered with: weights, engine and card, replicas, and how its workers are
+// provided. The config pipeline produces these (config/load.ts) and the registry keeps them in its
+// records (domain/version.ts), so they live here, below both.
+import type { Architecture } from './card.js';
+
+export interface SimFaults {
+  errorRate?: number;
+  errorStatus?: number;
+  crashAfterTokens?: number;
+  hang?: boolean;
+  latencyMultiplier?: number;
+  corrupt?: boolean;
+}
+
+/** Per-version simulator settings; anything unset falls back to DEFAULTS.sim. */
+export interface SimSettings {
+  seed?: number;
+  loadTimeMs?: number;
+  prefillTokensPerS?: number;
+  interTokenMs?: number;
+  itlGrowthPerSeq?: number;
+  jitter?: number;
+  kvCapacityTokens?: number;
+  maxNumSeqs?: number;
+  maxModelLen?: number;
+  hallucinationRate?: number;
+  maxLoras?: number;
+  faults?: SimFaults;
+}
+
+export type ProviderConfig =
+  | { kind: 'sim'; sim: SimSettings }
+  | { kind: 'static'; endpoints: string[] }
+  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number };
+
+export interface VersionConfig {
+  id: string;
+  model: string;
+  weights: string;
+  weightHash?: string | undefined;
+  baseModel: string;
+  quantization: string;
+  tp: number;
+  gpuMemoryGb: number;
+  architecture: Architecture;
+  engine: Record<string, string | number | boolean>;
+  cardChecksum: string;
+  replicas: number;
+  provider: ProviderConfig;
+  warmup: { requests: number; maxTokens: number };
+  metadata: Record<string, unknown>;
+}

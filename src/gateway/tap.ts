@@ -1,0 +1,35 @@
+// Response taps: copies of answers (sampled client responses, shadow answers) handed to a listener
+// for quality judging, off the serving path: a listener's failure never reaches a client.
+import type { ParsedRequest } from './request.js';
+
+/** A captured response (sampled client response or shadow answer) for quality judging. */
+export interface TappedResponse {
+  model: string;
+  version: string;
+  /** Set on a client response and the shadow answer to the same request: join them on it. */
+  pairId: number | undefined;
+  shadow: boolean;
+  request: ParsedRequest;
+  status: number;
+  /** Full response body as the worker sent it (SSE text for streams). */
+  body: string;
+  latencyMs: number;
+}
+
+export type TapListener = (r: TappedResponse) => void;
+
+/** Per-model capture settings: `share` of client responses are copied to `listener`. */
+export interface ResponseTap {
+  share: number;
+  listener: TapListener;
+}
+
+/** Deliver to a tap; a listener's failure must never affect serving. */
+export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
+  if (tap === undefined) return;
+  try {
+    tap.listener(r);
+  } catch {
+    // ignored on purpose
+  }
+}
