@@ -17,7 +17,7 @@ import { isValidHost } from '../gateway/http1/host.js';
 import type { ControlPlane } from '../control/plane.js';
 import { cacheDownload } from '../fleet/cache.js';
 import { deployGreen, retire, rollback, swap } from '../rollout/bluegreen.js';
-import { planFor } from '../rollout/plan.js';
+import { planFor } from '../rollout/planner.js';
 import { ROLE_RANK } from './auth.js';
 import type { Authenticator } from './auth.js';
 import { Router, readJson, sendErr, sendJsonRes, zodMessage } from './router.js';

@@ -13,9 +13,9 @@ import type { Providers } from '../providers/index.js';
 import { Registry } from '../store/registry.js';
 import type { Store, StoredRoute } from '../store/types.js';
 import { EventBus } from './events.js';
-import { notify } from './notify.js';
-import type { NotifyEvent, WebhookResult } from './notify.js';
-import { WorkerManager } from './workers.js';
+import { notify } from '../rollout/webhooks.js';
+import type { NotifyEvent, WebhookResult } from '../rollout/webhooks.js';
+import { WorkerManager } from './worker-manager.js';
 
 export interface Actor {
   /** Token name, or `controller` / `config` for automatic changes. */

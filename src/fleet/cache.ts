@@ -23,7 +23,7 @@ import type { Dispatcher } from 'undici';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError, UpstreamError } from '../errors.js';
 import type { ControlPlane } from '../control/plane.js';
-import { redactUrl } from '../control/notify.js';
+import { redactUrl } from '../rollout/webhooks.js';
 
 /** What the cache needs of a version (a registry `Version` or a `VersionConfig` fits). */
 export interface CacheSource {

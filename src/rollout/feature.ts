@@ -6,11 +6,11 @@ import { DEFAULTS } from '../defaults.js';
 import type { Feature } from '../control/app.js';
 import type { ControlPlane } from '../control/plane.js';
 import type { RouteDef, Ctx } from '../api/router.js';
-import { CanaryController } from './canary.js';
+import { CanaryController } from './canary-controller.js';
 import type { CanaryState } from './canary-state.js';
 import { TERMINAL, currentPercent } from './canary-state.js';
-import { EXPERIMENT_METRICS, ExperimentManager } from './experiment.js';
-import type { ExperimentMetric } from './experiment.js';
+import { EXPERIMENT_METRICS, ExperimentManager } from './experiment-controller.js';
+import type { ExperimentMetric } from './experiment-controller.js';
 
 const startBody = z
   .object({

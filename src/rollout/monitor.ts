@@ -7,8 +7,9 @@ import { z } from 'zod';
 import type { RouteDef } from '../api/router.js';
 import type { MonitorConfig } from '../config/types.js';
 import type { Feature } from '../control/app.js';
-import type { WebhookResult } from '../control/notify.js';
-import { notifyConfigured } from '../control/notify.js';
+import type { WebhookResult } from './webhooks.js';
+import { notify } from './webhooks.js';
+import type { NotifyEvent } from './webhooks.js';
 import type { ControlPlane } from '../control/plane.js';
 import { DEFAULTS } from '../defaults.js';
 import { toGlidepathError } from '../errors.js';
@@ -93,7 +94,7 @@ export interface MonitorDeps {
   timer?: MonitorTimer;
   now?: () => number;
   rollback?: typeof rollback;
-  notify?: (cp: ControlPlane, e: Parameters<typeof notifyConfigured>[1]) => Promise<WebhookResult[]>;
+  notify?: (cp: ControlPlane, e: NotifyEvent) => Promise<WebhookResult[]>;
 }
 
 interface ModelState {
@@ -126,7 +127,7 @@ export class RollbackMonitor {
     this.timer = deps.timer ?? realTimer;
     this.now = deps.now ?? Date.now;
     this.rollbackFn = deps.rollback ?? rollback;
-    this.notifyFn = deps.notify ?? ((c, e) => notifyConfigured(c, e));
+    this.notifyFn = deps.notify ?? ((c, e) => notify(c.cfg.notifications.webhooks, e, { events: c.events, audit: c.store }));
   }
 
   private st(model: string): ModelState {

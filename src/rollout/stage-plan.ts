@@ -4,7 +4,7 @@ import { canarySamplesNeeded } from '../analysis/stats/index.js';
 import { judgeConfig, statisticalCheckCount } from '../analysis/judge.js';
 import { DEFAULTS } from '../defaults.js';
 import type { ControlPlane } from '../control/plane.js';
-import { judgeOverrides } from './canary.js';
+import { judgeOverrides } from './canary-controller.js';
 
 export interface StagePlanRow {
   percent: number;

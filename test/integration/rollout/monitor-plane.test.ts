@@ -17,7 +17,7 @@ import { cacheDownload } from '../../../src/fleet/cache.js';
 import { versionSpec } from '../../../src/domain/version.js';
 import { deployGreen, swap } from '../../../src/rollout/bluegreen.js';
 import { monitorFor } from '../../../src/rollout/monitor.js';
-import { planFor } from '../../../src/rollout/plan.js';
+import { planFor } from '../../../src/rollout/planner.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 
 let dir: string;

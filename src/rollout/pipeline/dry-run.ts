@@ -2,8 +2,8 @@
 // (every stage and step with variables substituted, the trigger in its normalised form).
 import { PIPELINE_DEFAULTS } from './defaults.js';
 import { CLI_ALIASES, resolveArgv } from './exec.js';
-import { redactUrl } from '../../control/notify.js';
-import { notifyTargets } from './notify.js';
+import { redactUrl } from '../webhooks.js';
+import { notifyTargets } from './rollback-notice.js';
 import type { Command, Pipeline, Step } from './spec.js';
 import { formatTrigger } from './trigger.js';
 import { formatDuration, renderArgv } from './words.js';
