@@ -27,10 +27,12 @@ export interface StoredRollout<S extends RolloutState = RolloutState> {
   updatedAt: number;
 }
 
-/** JSON turns NaN and ±Infinity into null (p-values of checks without data, empty quantiles): read them back as NaN. */
+/**
+ * A number as statistics produce them: NaN and ±Infinity included (p-values of checks without data,
+ * empty quantiles). JSON writes those as null: read null back as NaN.
+ */
 const num = z
-  .number()
-  .nullable()
+  .custom<number | null>((v) => v === null || typeof v === 'number', { message: 'expected a number' })
   .transform((v) => v ?? Number.NaN);
 const str = z.string();
 
