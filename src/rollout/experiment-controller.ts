@@ -156,17 +156,20 @@ export class ExperimentController {
   /** Analyse the samples so far (always-valid p-values: look as often as you like). */
   async analyze(model: string): Promise<ExperimentState & { result: ExperimentResult & { at: number } }> {
     this.ports.models.config(model);
-    const l = this.running(model);
-    if (!l) throw new ConflictError('no_experiment', `model ${model} has no running experiment`);
-    const s = l.state;
-    const direction = s.metric === 'quality' ? 'higher' : 'lower';
-    const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), { direction, alpha: s.alpha, power: s.power, minDetectableEffect: s.minDetectableEffect, previousPValue: l.pMin });
-    if (res.status === 'analyzed' && Number.isFinite(res.p_value_sequential)) l.pMin = res.p_value_sequential;
-    const result = { ...res, at: this.ports.clock.now() };
-    s.result = result;
-    s.updatedAt = result.at;
-    l.revision = await this.ports.rollouts.save(s, l.revision);
-    return { ...s, result };
+    // under the model's lock: two analyses (or an analysis and a stop) never write the same revision
+    return this.ports.exclusive(model, async () => {
+      const l = this.running(model);
+      if (!l) throw new ConflictError('no_experiment', `model ${model} has no running experiment`);
+      const s = l.state;
+      const direction = s.metric === 'quality' ? 'higher' : 'lower';
+      const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), { direction, alpha: s.alpha, power: s.power, minDetectableEffect: s.minDetectableEffect, previousPValue: l.pMin });
+      if (res.status === 'analyzed' && Number.isFinite(res.p_value_sequential)) l.pMin = res.p_value_sequential;
+      const result = { ...res, at: this.ports.clock.now() };
+      s.result = result;
+      s.updatedAt = result.at;
+      l.revision = await this.ports.rollouts.save(s, l.revision);
+      return { ...s, result };
+    });
   }
 
   /** End it: restore the route it replaced (or send everything to `promote`). */
