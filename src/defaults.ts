@@ -68,6 +68,12 @@ export const DEFAULTS = {
      */
     sendTimeoutMs: 60_000,
     /**
+     * Deepest JSON nesting accepted in a request body of more than 16 KiB (smaller ones are not
+     * scanned). Chat requests with tool schemas nest a few dozen levels; megabytes of brackets
+     * would otherwise hold JSON.parse, and every other client, for seconds.
+     */
+    maxJsonDepth: 256,
+    /**
      * While a request is being answered, at most this much of what the client sends next
      * (pipelined requests) is read ahead before the socket is paused: a pipelining client gains
      * nothing from more, and a hostile one cannot park megabytes per connection.
@@ -265,6 +271,12 @@ export const DEFAULTS = {
     stages: [2, 5, 10, 25, 50, 100],
     /** Least time at each stage before it may advance (it also waits for enough samples). */
     stageDurationMs: 5 * 60_000,
+    /**
+     * `canary start` warns when the power analysis expects the stages to take longer than this at
+     * the live request rate: seed 000's whole canary takes ~30 min, and one that outlasts the
+     * operator's working hour was rarely meant (too little traffic for the small stages).
+     */
+    canaryLongWarnMs: 60 * 60_000,
     /**
      * The canary's first requests (shadow copies included) are left out of its judgement: a
      * version that just started serving runs on cold caches, fresh connections and unoptimised

@@ -3,6 +3,7 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { BadRequestError, TooManyRequestsError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ListenerLimitsConfig } from '../config/types.js';
 import { admission } from '../gateway/server.js';
@@ -35,6 +36,12 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   const adm = limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry);
   const http = createServer((req: IncomingMessage, res: ServerResponse) => {
     void handle(ctx, router, auth, adm, req, res);
+  });
+  // CONNECT is no admin method: node:http would drop the connection without a word
+  http.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    const body = JSON.stringify({ error: { message: 'CONNECT is not supported by the admin API', type: 'invalid_request_error', code: 'method_not_allowed' } });
+    socket.on('error', () => undefined);
+    socket.end(`HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
   if (adm === undefined) return http;
   const front = createNetServer((socket) => {

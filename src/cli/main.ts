@@ -2,7 +2,7 @@
 // The `glidepath` command: registers one verb per folder and is the single exit point.
 import { Command, CommanderError } from 'commander';
 import { registerVerbs } from './verbs.js';
-import { exitCodeFor, printError } from './output.js';
+import { exitCodeFor, onOutputClosed, printError } from './output.js';
 
 const program = new Command();
 program
@@ -12,7 +12,9 @@ program
   .exitOverride();
 
 // the first argument that is not an option names the verb (`glidepath swap --confirm`)
-await registerVerbs(program, process.argv.slice(2).find((a) => !a.startsWith('-')));
+const verb = process.argv.slice(2).find((a) => !a.startsWith('-'));
+onOutputClosed(verb === 'up' || verb === 'sim' ? 'keep-running' : 'exit');
+await registerVerbs(program, verb);
 
 try {
   await program.parseAsync(process.argv);

@@ -25,6 +25,21 @@ export function exitCodeFor(err: unknown): number {
   return EXIT.refused;
 }
 
+/**
+ * A reader that closed our output (`glidepath status | head -2`) has what it wanted: end quietly, as
+ * git and ls do, instead of dying of EPIPE with a stack trace. A server (`up`, `sim`) keeps serving
+ * without its output instead of exiting, so that its workers are still stopped by its signals.
+ */
+export function onOutputClosed(then: 'exit' | 'keep-running'): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err;
+      // exit code already set by a failure stays; otherwise the command did its job for the reader
+      if (then === 'exit') process.exit();
+    });
+  }
+}
+
 export function printError(err: unknown): void {
   if (err instanceof ConfigError) {
     process.stderr.write(`${err.message}\n`);

@@ -102,6 +102,13 @@ const MAX_KEPT_HEAD = 4096;
 const LINGER_MS = 5000;
 /** A refused connection (429/503 at accept) waits at most this long for the client's FIN: it holds a descriptor meanwhile. */
 const REFUSED_LINGER_MS = 1000;
+/**
+ * Pipelined requests answered for one connection per turn of the event loop: past it the next one
+ * waits for setImmediate, so a burst of thousands of pipelined requests on one connection cannot
+ * keep every other client waiting (answers that resolve in promises would otherwise chain on
+ * nextTick forever).
+ */
+const PIPELINE_TURN = 16;
 /** A body that arrives in pieces is gathered into one buffer, which starts at this size and doubles (chunked) up to the limit. */
 const MIN_BODY_BUFFER = 16 * 1024;
 
@@ -618,6 +625,8 @@ class Conn {
   private paused = false;
   private parsing = false;
   private tickQueued = false;
+  /** Requests dispatched since the connection last got a turn of its own (I/O or setImmediate). */
+  private served = 0;
   // the request being read
   private head: RequestHead = NO_HEAD;
   private remaining = 0;
@@ -633,6 +642,8 @@ class Conn {
   private timerMs = 0;
   /** The send timeout closed this connection. */
   sendTimedOut = false;
+  /** 'HEAD' once the request line being parsed says so ('' otherwise): its refusals carry no body. */
+  private method = '';
   /** Admitted past the ceiling: one request, to a probe path only. */
   private readonly probeOnly: boolean;
 
@@ -667,6 +678,7 @@ class Conn {
       }
       return;
     }
+    this.served = 0;
     const buf = this.buf;
     if (buf === null) this.buf = chunk;
     else {
@@ -740,6 +752,30 @@ class Conn {
     if (this.state < S_BUSY && this.buf !== null) this.parse();
   };
 
+  /** A turn of its own after PIPELINE_TURN requests: reading resumes and parsing goes on. */
+  private readonly onTurn = (): void => {
+    this.tickQueued = false;
+    this.served = 0;
+    if (this.state >= S_BUSY) return;
+    if (this.paused) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    if (this.buf !== null) this.parse();
+  };
+
+  /** This connection had its share of the turn: go on in a later one (reading paused past the read-ahead). */
+  private yieldTurn(): void {
+    const buf = this.buf as Buffer;
+    if (!this.paused && buf.length - this.off > this.cfg.maxBuffered) {
+      this.paused = true;
+      this.socket.pause();
+    }
+    if (this.tickQueued) return;
+    this.tickQueued = true;
+    setImmediate(this.onTurn);
+  }
+
   // ---- timer -----------------------------------------------------------------------------------
 
   /** Point the connection's one timer at `kind`, `ms` from now (refreshed, re-created only when the duration changes). */
@@ -786,6 +822,11 @@ class Conn {
         let progressed: boolean;
         switch (st) {
           case S_HEAD:
+            if (this.served >= PIPELINE_TURN) {
+              this.yieldTurn();
+              progressed = false;
+              break;
+            }
             if (this.off !== 0) {
               buf = buf.subarray(this.off);
               this.buf = buf;
@@ -833,6 +874,8 @@ class Conn {
     let start = 0;
     // RFC 9112 §2.2: empty lines before a request line are ignored (they count towards the limit)
     while (start + 1 < len && buf[start] === 13 && buf[start + 1] === 10) start += 2;
+    // known before the head is complete, so that even a refusal of a broken head gets no body
+    this.method = buf[start] === 72 && buf[start + 1] === 69 && buf[start + 2] === 65 && buf[start + 3] === 68 && buf[start + 4] === 32 ? 'HEAD' : '';
     const e = buf.indexOf(CRLFCRLF, this.scan > start ? this.scan : start);
     if (e === -1) {
       if (len > cfg.maxHeader) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${cfg.maxHeader} bytes`);
@@ -1150,6 +1193,7 @@ class Conn {
 
   private dispatch(body: Buffer): void {
     this.state = S_BUSY;
+    this.served++;
     this.timerKind = T_NONE; // no timeout while the handler has the request
     const h = this.head;
     const req: FrontRequest = { method: h.method, url: h.url, headers: h.headers, body, httpVersion: h.v11 ? '1.1' : '1.0', remoteAddress: this.addr };
@@ -1224,9 +1268,10 @@ class Conn {
       this.closeQuietly();
       return;
     }
-    if (this.socket.writableNeedDrain) {
-      // like node:http: no further request is read or answered while this answer waits for the
-      // client (a client that pipelines and never reads would otherwise fill memory with answers)
+    if (this.socket.writableLength > this.cfg.maxBuffered) {
+      // no further request is read or answered while this much of the answers waits for the client
+      // (one that pipelines and never reads would otherwise fill memory with answers); node:http
+      // stops at 16 KiB, which makes a pipelining client that does read wait for every drain
       this.state = S_FLUSH;
       this.waitSend();
       return;
@@ -1258,7 +1303,8 @@ class Conn {
     // what called the handler: it carries on by itself)
     if (this.parsing || this.tickQueued) return;
     this.tickQueued = true;
-    process.nextTick(this.onTick);
+    if (this.served >= PIPELINE_TURN) setImmediate(this.onTurn);
+    else process.nextTick(this.onTick);
   }
 
   /** Our side is done: send FIN once everything written has gone (the timer then waits for theirs). */
@@ -1299,7 +1345,9 @@ class Conn {
       this.paused = false;
       socket.resume(); // read (and drop) the rest so their FIN, and our linger timer, can end it
     }
-    socket.end(errorResponse(this.cfg, status, code, message, ''));
+    // the answer to a HEAD request has no body, even a refusal (RFC 9110 §9.3.2)
+    const head = errorResponse(this.cfg, status, code, message, '');
+    socket.end(this.method === 'HEAD' ? head.slice(0, head.indexOf('\r\n\r\n') + 4) : head);
     this.lingerUnsent();
   }
 }
@@ -1309,6 +1357,7 @@ function errorResponse(cfg: FrontConfig, status: number, code: string, message: 
   return closingResponse(status, cfg.errorBody(status, code, message), extra);
 }
 
+/** The whole answer; a caller that must send no body cuts it after the head's blank line. */
 function closingResponse(status: number, body: string, extra: string): string {
   return `${statusLine(status)}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\ndate: ${httpDate()}\r\n\r\n${body}`;
 }

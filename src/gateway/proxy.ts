@@ -375,10 +375,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     if (err instanceof ConnectError || (code === 'ECONNRESET' && this.status === 0)) {
       const ms = w.eject(Date.now(), this.ctx.cfg.ejectBaseMs, this.ctx.cfg.ejectMaxMs);
       this.ctx.metrics.ejections.labels(this.pool.model, this.pool.version, w.id).inc();
-      this.retryOrFail(new UpstreamError('upstream_connect_failed', `could not connect to worker ${w.id} (${code}); ejected for ${ms} ms`));
+      // connected, then closed before a response head: the worker took the request and dropped it (crashed, stopped), it did not refuse a connection
+      const what = err instanceof ConnectError ? `could not connect to worker ${w.id} (${code})` : `worker ${w.id} dropped the request: it closed the connection before answering (${code})`;
+      this.retryOrFail(new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`));
       return;
     }
-    this.retryOrFail(new UpstreamError('upstream_closed', `worker ${w.id} failed before answering: ${errText(err)}`));
+    this.retryOrFail(new UpstreamError('upstream_closed', `worker ${w.id} failed ${this.status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`));
   }
 
   /**

@@ -63,13 +63,13 @@ export function planStages(liveRps: number, stages: readonly number[], stageDura
   };
 }
 
-/** The stage plan for a model from its config and live windows. */
-export function stagePlanFor(ports: Pick<ControllerPorts, 'models' | 'routes' | 'telemetry'>, model: string): StagePlan {
+/** The stage plan for a model from its config (or a canary's own stages) and live windows. */
+export function stagePlanFor(ports: Pick<ControllerPorts, 'models' | 'routes' | 'telemetry'>, model: string, own: { stages?: readonly number[]; stageDurationMs?: number } = {}): StagePlan {
   const m = ports.models.config(model);
   const route = ports.routes.current(model);
   let rps = 0;
   for (const v of route.versions) rps += ports.telemetry.stats(model, v.id).rps;
   const cfg = judgeConfig(judgeOverrides(m.canary));
   const alphaPerCheck = cfg.alpha / statisticalCheckCount(cfg);
-  return planStages(rps, m.canary?.stages ?? [...DEFAULTS.rollout.stages], m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);
+  return planStages(rps, own.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages], own.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);
 }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '../../defaults.js';
 import { TERMINAL, currentPercent } from '../../rollout/canary-state.js';
 import type { Actor } from '../../rollout/ports.js';
+import { stagePlanFor } from '../../rollout/stage-plan.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
 import type { AdminContext } from './context.js';
@@ -64,7 +65,8 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
   return [
     post('/models/:model/canary', { role: 'operator', body: startBody, summary: 'start a progressive canary of a version against the active one' }, async (c, b) => {
       const s = await canary.start(modelOf(cp, c), { version: b.version, stages: b.stages, stageDurationMs: b.stage_duration_ms, shadowShare: b.shadow_share }, actorOf(c));
-      return canaryView(ctx, s.model, s.id);
+      // how long its stages should take at the live rate (the same power analysis as `plan`)
+      return { ...(await canaryView(ctx, s.model, s.id)), stage_plan: stagePlanFor(ctx.controllers.ports, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs }) };
     }),
     get('/models/:model/canary', { role: 'viewer', summary: 'the running (or last) canary with live numbers' }, (c) => canaryView(ctx, modelOf(cp, c), c.query.get('id') ?? undefined)),
     get('/models/:model/canary/history', { role: 'viewer', summary: 'past canaries of the model, newest first' }, async (c) =>

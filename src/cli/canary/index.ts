@@ -1,9 +1,11 @@
 // `glidepath canary start|status|pause|resume|promote|abort|history`: the progressive canary.
 import type { Command } from 'commander';
 import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
-import { durationFlag, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { durationFlag, err, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
+import { formatCanaryEstimate } from '../../rollout/planner.js';
+import type { StagePlan } from '../../rollout/stage-plan.js';
 
 interface MetricRow {
   name: string;
@@ -114,9 +116,12 @@ export function register(program: Command): void {
       if (!(shadow >= 0 && shadow <= 1)) throw new UsageError(`--shadow-share must be a number from 0 to 1, got ${JSON.stringify(o.shadowShare)}`);
     }
     const model = await resolveModel(s, o.model);
-    const v = await s.client.post<CanaryView>(modelPath(model, '/canary'), { version, ...(stages ? { stages } : {}), ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}), ...(shadow !== undefined ? { shadow_share: shadow } : {}) });
+    const v = await s.client.post<CanaryView & { stage_plan?: StagePlan }>(modelPath(model, '/canary'), { version, ...(stages ? { stages } : {}), ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}), ...(shadow !== undefined ? { shadow_share: shadow } : {}) });
+    const estimate = v.stage_plan ? formatCanaryEstimate(v.stage_plan) : undefined;
+    if (estimate?.warning) err(estimate.warning);
     if (s.json) return printJson(v);
     out(`Started ${v.id}: ${v.canary} vs ${v.stable}, stages ${v.stages.join(',')}%; follow it with \`glidepath canary status --model ${model} --watch\``);
+    for (const l of estimate?.lines ?? []) out(l);
   });
 
   withCommon(

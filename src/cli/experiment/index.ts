@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { choiceFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
+import type { ExperimentResult } from '../../analysis/experiment.js';
 
 interface ExperimentView {
   id: string;
@@ -13,8 +14,11 @@ interface ExperimentView {
   metric: string;
   phase: string;
   stoppedReason?: string;
-  result?: Record<string, unknown> & { decision?: string; n_a: number; n_b: number; mean_a: number; mean_b: number; std_a: number; std_b: number; p_value: number; significant?: boolean };
+  /** The analysis as JSON carries it: NaN and Infinity arrive as null. */
+  result?: Nullable<ExperimentResult> & { at: number };
 }
+
+type Nullable<T> = { [K in keyof T]: T[K] extends number ? number | null : T[K] extends [number, number] ? [number | null, number | null] : T[K] extends Record<string, number> ? { [J in keyof T[K]]: number | null } : T[K] };
 
 const num = (flag: string, v: string | undefined, lo: number, hi: number, open = true): number | undefined => {
   if (v === undefined) return undefined;
@@ -23,32 +27,78 @@ const num = (flag: string, v: string | undefined, lo: number, hi: number, open =
   return n;
 };
 
-function fmt(x: unknown): string {
-  if (typeof x === 'number') return Number.isFinite(x) ? (Math.abs(x) >= 100 ? x.toFixed(1) : Number(x.toPrecision(4)).toString()) : '-';
-  if (x === null || x === undefined) return '-';
-  return typeof x === 'string' ? x : JSON.stringify(x);
+type Num = number | null | undefined;
+const known = (x: Num): x is number => typeof x === 'number' && Number.isFinite(x);
+
+/** 4 significant digits, one decimal from 100 up; '-' when missing. */
+function fmt(x: Num): string {
+  if (!known(x)) return '-';
+  return Math.abs(x) >= 100 ? x.toFixed(1) : Number(x.toPrecision(4)).toString();
+}
+/** Fixed decimals (effect sizes, probabilities, test statistics); '-' when missing. */
+const fixed = (x: Num, digits: number): string => (known(x) ? x.toFixed(digits) : '-');
+const signed = (x: Num, f: (x: Num) => string = fmt): string => (known(x) && x > 0 ? `+${f(x)}` : f(x));
+/** p-values: two significant digits, and a floor instead of digits nobody reads. */
+function fmtP(p: Num): string {
+  if (!known(p)) return '-';
+  return p < 1e-4 ? '< 0.0001' : Number(p.toPrecision(2)).toString();
+}
+const count = (n: Num): string => (known(n) ? String(Math.ceil(n)) : 'unknown');
+
+/** The metric's unit, after a number. */
+const unitOf = (metric: string): string => (metric === 'quality' ? '' : ' ms');
+
+function decisionText(v: ExperimentView, r: NonNullable<ExperimentView['result']>): string {
+  const better = v.metric === 'quality' ? 'higher' : 'lower';
+  switch (r.decision) {
+    case 'b_better':
+      return `B (${v.b}) is better: ${better} ${v.metric}, significant at α ${fmt(r.alpha)}`;
+    case 'a_better':
+      return `A (${v.a}) is better: ${better} ${v.metric}, significant at α ${fmt(r.alpha)}`;
+    case 'no_difference':
+      return `no significant difference at α ${fmt(r.alpha)}`;
+    default:
+      return `not enough samples to analyse yet (${r.n_a} and ${r.n_b} so far)`;
+  }
 }
 
-function render(v: ExperimentView): string {
+/** `experiment status|analyze` as text: both versions side by side, then the analysis line by line. */
+export function renderExperiment(v: ExperimentView): string {
   const lines = [`${v.id}  ${v.model}: A=${v.a} vs B=${v.b} on ${v.metric}, ${Math.round(v.split * 100)}% to B  ${v.phase.toUpperCase()}${v.stoppedReason ? ` (${v.stoppedReason})` : ''}`];
   const r = v.result;
-  if (r) {
-    lines.push(
-      table(
-        ['', 'N', 'MEAN', 'STD'],
-        [
-          [`A ${v.a}`, r.n_a, fmt(r.mean_a), fmt(r.std_a)],
-          [`B ${v.b}`, r.n_b, fmt(r.mean_b), fmt(r.std_b)],
-        ],
-      ).trimEnd(),
-    );
-    for (const k of Object.keys(r)) {
-      if (['n_a', 'n_b', 'mean_a', 'mean_b', 'std_a', 'std_b', 'at', 'status'].includes(k)) continue;
-      lines.push(`${k.padEnd(28)} ${fmt(r[k])}`);
-    }
-  } else {
+  if (!r) {
     lines.push('no analysis yet: run `glidepath experiment analyze`');
+    return lines.join('\n') + '\n';
   }
+  const u = unitOf(v.metric);
+  const head = ['', 'N', `MEAN${u}`, `MEDIAN${u}`, `STD${u}`];
+  lines.push(
+    table(head, [
+      [`A ${v.a}`, r.n_a, fmt(r.mean_a), fmt(r.median_a), fmt(r.std_a)],
+      [`B ${v.b}`, r.n_b, fmt(r.mean_b), fmt(r.median_b), fmt(r.std_b)],
+    ]).trimEnd(),
+    '',
+  );
+  const sequential = r.method === 'msprt';
+  const more = known(r.additional_samples_needed) && r.additional_samples_needed <= 0 ? 'enough already' : `${count(r.additional_samples_needed)} more`;
+  const samples: [string, string] = [
+    'samples',
+    `${count(sequential ? r.samples_needed_sequential : r.samples_needed_for_power)} per version to detect ${fmt(r.min_detectable_effect)}${u} with the configured power${sequential ? ` (${count(r.samples_needed_for_power)} for a single look)` : ''}: ${more}`,
+  ];
+  const rows: [string, string][] =
+    r.status === 'insufficient_data'
+      ? [['decision', decisionText(v, r)], samples]
+      : [
+          ['decision', decisionText(v, r)],
+          ['p-value', sequential ? `${fmtP(r.p_value_sequential)} always-valid (mSPRT; ${fmtP(r.p_value)} for a single look)` : `${fmtP(r.p_value)} (Mann-Whitney, a single look)`],
+          ['shift B − A', `${signed(r.hl_shift)}${u} [${fmt(r.hl_ci[0])}, ${fmt(r.hl_ci[1])}] (Hodges-Lehmann, ${known(r.hl_conf_level) ? Math.round(r.hl_conf_level * 100) : '-'} % interval)`],
+          ['effect size', `d ${signed(r.effect_size, (x) => fixed(x, 2))} (Cohen's; seed 001's formula ${signed(r.effect_size_seed, (x) => fixed(x, 2))})`],
+          ['win rate', `P(B > A) ${fixed(r.win_rate, 2)}`],
+          ['Welch t-test', `t ${fixed(r.welch.t, 2)}, df ${fixed(r.welch.df, 0)}, p ${fmtP(r.welch.p)}`],
+          samples,
+        ];
+  const width = Math.max(...rows.map(([k]) => k.length));
+  for (const [k, val] of rows) lines.push(`${k.padEnd(width)}  ${val}`);
   return lines.join('\n') + '\n';
 }
 
@@ -90,7 +140,7 @@ export function register(program: Command): void {
     const model = await resolveModel(s, o.model);
     const v = await s.client.get<ExperimentView>(modelPath(model, '/experiments'), o.id ? { id: o.id } : {});
     if (s.json) return printJson(v);
-    out(render(v));
+    out(renderExperiment(v));
   });
 
   withCommon(exp.command('analyze').description('n, means, std, p-value, effect size, win rate, decision, samples still needed'), { model: 'one' }).action(async (o: CommonOptions) => {
@@ -98,7 +148,7 @@ export function register(program: Command): void {
     const model = await resolveModel(s, o.model);
     const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/analyze'), {});
     if (s.json) return printJson(v);
-    out(render(v));
+    out(renderExperiment(v));
   });
 
   withCommon(exp.command('stop').description('end the experiment: restore the previous route, or promote the winner').option('--promote <a|b>', 'send all traffic to A or B and make it active'), { model: 'one' }).action(

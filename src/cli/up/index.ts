@@ -8,6 +8,7 @@ import { UsageError } from '../output.js';
 import { startGlidepath } from '../../control/app.js';
 import { parseHostPort } from '../../gateway/server.js';
 import { missingNodeFlags } from './node-flags.js';
+import { checkListenAddresses, explainListenError, listenersOf } from './listen-check.js';
 
 interface UpOptions {
   config: string;
@@ -59,7 +60,12 @@ export function register(program: Command): void {
         say(`glidepath: warning: node was started without ${missing.join(' ')}; the gateway then spends up to a third more CPU in garbage collection (run the glidepath command itself, or see docs/gateway.md "Memory and garbage collection")`);
       }
       const cfg = override(loadConfigFile(opts.config), opts);
-      const app = await startGlidepath(cfg, { onProgress: say });
+      // before loading a single worker: a taken port is found now, not after every worker warmed up
+      const listeners = listenersOf(cfg);
+      await checkListenAddresses(listeners);
+      const app = await startGlidepath(cfg, { onProgress: say }).catch((err: unknown) => {
+        throw explainListenError(listeners, err);
+      });
       say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${cfg.server.dataDir}`);
       const model = cfg.models[0]?.name ?? 'model';
       process.stdout.write(

@@ -54,6 +54,13 @@ describe('issue 12: the admin API against hostile clients', () => {
     }
   });
 
+  it('CONNECT is answered 405 with an error body, not dropped', async () => {
+    const raw = new Raw(port, '127.0.0.19').send('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    await raw.close();
+    expect(raw.text).toMatch(/^HTTP\/1\.1 405 /);
+    expect(raw.text).toMatch(/"code":"method_not_allowed"/);
+  });
+
   it('an invalid Host value is a 400', async () => {
     const raw = new Raw(port, '127.0.0.12').send(get('/admin/v1/status', 'Host: a b@c\r\n'));
     const [r] = await raw.responses(1);

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gp, gpTty, startUp } from './helpers.js';
+import { gp, gpTty, itWithTty, startUp } from './helpers.js';
 import type { Run, Up } from './helpers.js';
 
 const CONFIG = `
@@ -131,7 +131,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(st.models[0]!.active).toBe('v1');
   });
 
-  it('swap on a terminal asks first; anything but yes changes nothing (exit 1)', async () => {
+  itWithTty('swap on a terminal asks first; anything but yes changes nothing (exit 1)', async () => {
     const r = await gpTty(['swap'], env, 'n\n');
     expect(r.stdout).toContain('Swap chat: v1 → v2 (overlap)? [y/N]');
     expect(r.stdout).toContain('error: swap not confirmed; nothing changed');

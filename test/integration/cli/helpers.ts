@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { OPTIONAL_TOOLS, findTool, itWithTool } from '../../helpers/tools.js';
 
 export const ROOT = join(import.meta.dirname, '../../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
@@ -137,12 +138,14 @@ export function gp(args: readonly string[], env: Record<string, string> = {}, op
 }
 
 /** `script` gives the CLI a terminal (stdin and stderr are TTYs); undefined where it is missing. */
-const SCRIPT = ['/usr/bin/script', '/bin/script'].find((p) => existsSync(p));
+const SCRIPT = findTool('script');
+
+/** `it` for tests that use gpTty: skipped where script(1) is missing, a failure under CI. */
+export const itWithTty = itWithTool('script', OPTIONAL_TOOLS.script);
 
 /** Run the CLI on a pseudo-terminal with `input` typed in (for prompts). Output is stdout+stderr. */
 export function gpTty(args: readonly string[], env: Record<string, string>, input: string): Promise<Run> {
-  // not skipped when missing: .ci/run installs bsdutils, which has script(1)
-  if (SCRIPT === undefined) return Promise.reject(new Error('script(1) is not installed (Debian package bsdutils): the terminal prompt cannot be tested'));
+  if (SCRIPT === undefined) return Promise.reject(new Error(`script(1) is not installed (apt-get install ${OPTIONAL_TOOLS.script}): use itWithTty`));
   const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
   const cmd = [process.execPath, MAIN, ...args].map(quote).join(' ');
   return new Promise((resolve, reject) => {

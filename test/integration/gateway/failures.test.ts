@@ -101,6 +101,34 @@ describe('retries before the first byte', () => {
     expect(r.headers['x-glidepath-worker']).toBe('v1-w1');
   });
 
+  // regression: a worker that dropped the request was reported as "could not connect to worker (ECONNRESET)"
+  it('a worker that drops the request before answering is said to have dropped it, not to refuse connections', async () => {
+    const a = await upstream();
+    a.setDefault(resetBeforeAnswer());
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }]);
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(502);
+    const err = (r.json() as { error: { code: string; message: string } }).error;
+    expect(err.code).toBe('upstream_connect_failed');
+    expect(err.message).toMatch(/^worker v1-w0 dropped the request: it closed the connection before answering \(ECONNRESET\); ejected for \d+ ms$/);
+    expect(err.message).not.toMatch(/could not connect/);
+  });
+
+  it('a worker that drops a non-streaming answer mid-body is said to fail mid-response, not before answering', async () => {
+    const a = await upstream();
+    a.setDefault(async (c) => {
+      c.res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      await c.write('{"id":"x",');
+      c.res.socket?.destroy();
+    });
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }]);
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(502);
+    const err = (r.json() as { error: { code: string; message: string } }).error;
+    expect(err.code).toBe('upstream_closed');
+    expect(err.message).toMatch(/^worker v1-w0 failed mid-response: ECONNRESET: worker closed the connection mid-response/);
+  });
+
   it('never retries a 4xx and never ejects for it', async () => {
     const a = await upstream();
     const b = await upstream();

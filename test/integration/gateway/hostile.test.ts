@@ -88,6 +88,29 @@ describe('issue 12: hostile and broken clients', () => {
     client.destroy();
   });
 
+  it('a burst of pipelined requests on one connection does not starve other clients', async () => {
+    const order: string[] = [];
+    const { port } = await start((req, res) => {
+      order.push(req.url);
+      // answered from a promise, as /metrics is: the old front chained these on nextTick without end
+      void Promise.resolve().then(() => ok(req, res));
+    });
+    const flood = connect(port, '127.0.0.1');
+    let got = 0;
+    flood.on('data', (d: Buffer) => (got += d.length));
+    flood.write(Array.from({ length: 5000 }, (_, i) => get(`/a${i}`)).join(''));
+    await until(() => order.length > 0, 'the flood to start');
+    const other = new Raw(port).send(get('/b'));
+    await other.responses(1);
+    const at = order.indexOf('/b');
+    // one turn of the event loop answers at most 16 of the flood's requests before others get theirs
+    expect(at).toBeGreaterThan(0);
+    expect(at).toBeLessThan(1000);
+    await until(() => order.length === 5001, 'the whole flood', 20_000);
+    flood.destroy();
+    other.socket.destroy();
+  });
+
   it('a chunked body in one-byte chunks costs about its size, not a Buffer per chunk', async () => {
     const size = 1 << 20;
     const seen: number[] = [];
@@ -191,6 +214,18 @@ describe('issue 12: hostile and broken clients', () => {
     }
   });
 
+  it('a refused HEAD request gets the refusal without a body (RFC 9110 §9.3.2)', async () => {
+    const { port } = await start(ok, { maxBodyBytes: 10 });
+    for (const [extra, status] of [['Expect: bogus\r\n', 417], ['Content-Length: 11\r\n', 413], ['Transfer-Encoding: gzip\r\n', 501], ['X: a\nY: b\r\n', 400]] as const) {
+      const raw = new Raw(port).send(`HEAD / HTTP/1.1\r\nHost: a\r\n${extra}\r\n`);
+      await raw.close();
+      const [r] = raw.text.split('\r\n\r\n');
+      expect(r, extra).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(raw.text.endsWith('\r\n\r\n'), `${extra}: ${raw.text}`).toBe(true);
+      expect(raw.text).toMatch(/content-length: [1-9]/);
+    }
+  });
+
   it('at the connection ceiling new connections get 503 with Retry-After at once, and are served again below it', async () => {
     const limits = new ClientLimits({ maxConnections: 2, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
     const refused: Refusal[] = [];
@@ -213,6 +248,25 @@ describe('issue 12: hostile and broken clients', () => {
     expect((await d.responses(1))[0]!.status).toBe(200);
     d.socket.destroy();
     b.socket.destroy();
+  });
+
+  it('at the ceiling a few more connections still get health, readiness and metrics (one request each), nothing else', async () => {
+    const limits = new ClientLimits({ maxConnections: 1, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
+    const refused: Refusal[] = [];
+    const { port } = await start(ok, { limits, probePaths: new Set(['/health']), events: { refused: (r) => refused.push(r) } });
+    const holder = new Raw(port).send(get('/held'));
+    await holder.responses(1);
+    const probe = new Raw(port).send(get('/health?verbose=1') + get('/health'));
+    await probe.close();
+    const rs = await probe.responses(1);
+    expect(rs).toHaveLength(1); // one request, then closed
+    expect(rs[0]!.status).toBe(200);
+    expect(rs[0]!.headers['connection']).toBe('close');
+    const other = new Raw(port).send(`POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}`);
+    await other.close();
+    expect((await other.responses(1))[0]!.status).toBe(503);
+    expect(refused).toEqual(['capacity']);
+    holder.socket.destroy();
   });
 
   it('one client address over its connection limit gets 429 at accept; its other connections keep working', async () => {

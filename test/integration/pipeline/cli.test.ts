@@ -389,7 +389,7 @@ describe('glidepath pipeline run --dry-run and check', () => {
   it('check passes examples/deployment.yaml and lists the variables to give', async () => {
     const r = await cli(['pipeline', 'check', join(ROOT, 'examples/deployment.yaml')]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^ok: 5 stage\(s\): validate, cache_weights, load_green, canary, promote\nvariables to give with --var NAME=value \(or the environment\) when running: MODEL \(lines [\d, ]+\), MODEL_PATH \(lines [\d, ]+\), VERSION \(lines [\d, ]+\)\n$/);
+    expect(r.stdout).toMatch(/^ok: 3 stage\(s\): validate, canary, promote\nvariables to give with --var NAME=value \(or the environment\) when running: MODEL \(lines [\d, ]+\), VERSION \(lines [\d, ]+\)\n$/);
     const bad = await cli(['pipeline', 'check', file('pipeline:\n  stages:\n    - name: a\n      steps:\n        - runn: x\n'), '-o', 'json']);
     expect(bad.code).toBe(2);
     expect(JSON.parse(bad.stdout)).toMatchObject({ ok: false, issues: [{ path: 'pipeline.stages[0].steps[0]', line: 5, message: 'unknown step kind "runn"; expected run, wait_for, monitor or on_failure' }] });

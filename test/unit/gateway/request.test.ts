@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { GlidepathError } from '../../../src/errors.js';
-import { checkContentType, parseRequest, readBody } from '../../../src/gateway/request.js';
+import { checkContentType, jsonDepth, parseRequest, readBody } from '../../../src/gateway/request.js';
 import type { Endpoint } from '../../../src/gateway/request.js';
 
 function errorOf(fn: () => unknown): GlidepathError {
@@ -72,6 +72,21 @@ describe('parseRequest', () => {
       expect(e.toBody()).toEqual({ error: { message: e.message, type: 'invalid_request_error', code } });
     });
   }
+});
+
+describe('deeply nested JSON (a body that holds JSON.parse for seconds)', () => {
+  it('jsonDepth counts array and object nesting, not brackets inside strings, and stops past the limit', () => {
+    expect(jsonDepth(Buffer.from('{"a":[1,{"b":[]}]}'), 10)).toBe(4);
+    expect(jsonDepth(Buffer.from('{"a":"[[[[{{{{\\"[[["}'), 10)).toBe(1);
+    expect(jsonDepth(Buffer.from('['.repeat(1000)), 10)).toBe(11);
+  });
+
+  it('a large body nested past the limit is a 400 naming the limit; one with brackets in its strings is parsed', () => {
+    const deep = Buffer.from(`{"model":"m","messages":${'['.repeat(300_000)}${']'.repeat(300_000)}}`);
+    expect(() => parseRequest(deep, 'chat')).toThrow(/nests JSON deeper than 256 levels/);
+    const text = '['.repeat(40_000);
+    expect(parseRequest(buf(chat({ messages: [{ role: 'user', content: text }] })), 'chat').model).toBe('m');
+  });
 });
 
 describe('checkContentType', () => {

@@ -1,0 +1,74 @@
+// Tests that need a program from a Debian package (promtool, script…): they run where the program is
+// installed; elsewhere they are skipped with one printed line naming the package, so that `npm test`
+// passes right after `npm install` on a fresh machine. Under CI (`.ci/run` sets CI=true and installs
+// every package) a missing program is a failure instead, so CI never passes by skipping.
+import { accessSync, constants } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { it } from 'vitest';
+
+/** The programs the tests use that `npm install` does not bring, and the Debian package of each. */
+export const OPTIONAL_TOOLS = {
+  /** validates the gateway's and the simulator's /metrics exposition */
+  promtool: 'prometheus',
+  /** script(1): a pseudo-terminal for the CLI's confirmation prompt */
+  script: 'bsdutils',
+} as const;
+
+// sbin directories are searched too: an ordinary user's PATH often lacks them
+const EXTRA_DIRS = ['/usr/local/sbin', '/usr/sbin', '/sbin'];
+
+/** The absolute path of the executable `name` on PATH (or in the sbin directories), if any. */
+export function findTool(name: string, path: string = process.env.PATH ?? ''): string | undefined {
+  for (const dir of [...path.split(delimiter).filter((d) => d !== ''), ...EXTRA_DIRS]) {
+    const file = join(dir, name);
+    try {
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** CI=true (or 1): a missing tool fails the test instead of skipping it. */
+export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.CI === 'true' || env.CI === '1';
+}
+
+export type ToolCheck = { run: true; path: string } | { run: false; skip: string } | { run: false; fail: string };
+
+/** Pure decision: run (installed), skip (with the line to print), or fail (missing under CI). */
+export function checkTool(name: string, pkg: string, env: NodeJS.ProcessEnv = process.env): ToolCheck {
+  const path = findTool(name, env.PATH ?? '');
+  if (path !== undefined) return { run: true, path };
+  if (isCi(env)) return { run: false, fail: `${name} is not installed (apt-get install ${pkg}); CI=true requires every optional test tool (.ci/run installs them)` };
+  return { run: false, skip: `skipped: ${name} not installed (apt-get install ${pkg})` };
+}
+
+type TestBody = () => unknown;
+export type ToolIt = (title: string, fn: TestBody, timeout?: number) => void;
+
+const announced = new Set<string>();
+
+/**
+ * `it` for tests that need the program `name` from Debian package `pkg`. Installed: the test runs.
+ * Missing: the test is skipped and one line says what to install (once per test file), or under CI
+ * the test fails with that message.
+ */
+export function itWithTool(name: string, pkg: string): ToolIt {
+  const check = checkTool(name, pkg);
+  if (check.run) return (title, fn, timeout) => it(title, fn, timeout);
+  if ('fail' in check) {
+    const message = check.fail;
+    return (title) =>
+      it(title, () => {
+        throw new Error(message);
+      });
+  }
+  if (!announced.has(name)) {
+    announced.add(name);
+    process.stderr.write(`${check.skip}\n`);
+  }
+  return (title, fn, timeout) => it.skip(title, fn, timeout);
+}
