@@ -77,29 +77,7 @@ export const RULES: readonly Rule[] = [
  * shrinks. Never add to it: fix the import, or change a rule above (and DESIGN.md) for a reason.
  */
 export const ALLOWED: readonly Allowance[] = [
-  // Strategies and planners take the ControlPlane (the composition root) and reach through it
-  // (cp.dp.*, cp.store.*, cp.workers.*); the ports (RolloutContext) replace it.
-  { rule: 'controllers-see-ports', from: 'rollout/bluegreen.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/canary.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/experiment.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/feature.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/monitor.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/plan.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/samples.ts', to: 'control/plane.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/stage-plan.ts', to: 'control/plane.ts' },
-  // The `Feature` interface lives in the composition root, and the features import it back: the
-  // cycle control/app.ts ↔ rollout/{feature,monitor}.ts (type-only, still a cycle).
-  { rule: 'controllers-see-ports', from: 'rollout/feature.ts', to: 'control/app.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/monitor.ts', to: 'control/app.ts' },
-  { rule: 'no-cycles', from: 'rollout/feature.ts', to: 'control/app.ts' },
-  { rule: 'no-cycles', from: 'rollout/monitor.ts', to: 'control/app.ts' },
-  // Strategies define their own admin routes; every route moves to src/api/.
-  { rule: 'controllers-see-ports', from: 'rollout/feature.ts', to: 'api/router.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/monitor.ts', to: 'api/router.ts' },
-  // Webhook notifications are the control plane's; controllers get them through a port (events/notify).
-  { rule: 'controllers-see-ports', from: 'rollout/monitor.ts', to: 'control/notify.ts' },
-  { rule: 'controllers-see-ports', from: 'rollout/pipeline/notify.ts', to: 'control/notify.ts' },
   // The pipeline runner's `run:` steps spawn operator commands. Not a worker, but a process all the
-  // same: behind a port of its own, or named as an exception in the rule, when the ports land.
+  // same: behind a port of its own, or named as an exception in the rule.
   { rule: 'processes-in-providers', from: 'rollout/pipeline/exec.ts', to: 'node:child_process' },
 ];

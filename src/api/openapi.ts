@@ -2,15 +2,10 @@
 import { z } from 'zod';
 import type { RouteDef } from './router.js';
 
-/** JSON Schema of a request body (input side: defaults make fields optional); a plain object when unknown. */
-function bodySchema(schema: z.ZodType | undefined): Record<string, unknown> {
-  if (!schema) return { type: 'object' };
-  try {
-    const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { unrepresentable: 'any', io: 'input' }) as Record<string, unknown>;
-    return rest;
-  } catch {
-    return { type: 'object' };
-  }
+/** JSON Schema of a request body (input side: defaults make fields optional). */
+function bodySchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { unrepresentable: 'any', io: 'input' }) as Record<string, unknown>;
+  return rest;
 }
 
 export function openApiDocument(routes: readonly RouteDef[]): Record<string, unknown> {
@@ -23,7 +18,7 @@ export function openApiDocument(routes: readonly RouteDef[]): Record<string, unk
       description: `Requires role: ${r.role}.`,
       parameters: params,
       security: [{ bearer: [] }],
-      ...(r.method === 'POST' || r.method === 'PUT' ? { requestBody: { content: { 'application/json': { schema: bodySchema(r.body) } } } } : {}),
+      ...(r.body ? { requestBody: { required: false, content: { 'application/json': { schema: bodySchema(r.body) } } } } : {}),
       responses: {
         '200': { description: 'OK', content: { 'application/json': { schema: { type: 'object' } } } },
         '400': { $ref: '#/components/responses/Error' },

@@ -1,6 +1,8 @@
 // A small method+path router for the admin API with typed params, JSON bodies and error rendering.
+// A route that takes a body declares its schema once (`post`/`put` below): the same schema
+// validates the body before the handler runs and is the request body of the OpenAPI document.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { Role } from '../config/types.js';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, toGlidepathError } from '../errors.js';
 import { parseJsonBody, readBody } from '../http/body.js';
@@ -12,7 +14,7 @@ export interface Ctx {
   params: Record<string, string>;
   query: URLSearchParams;
   principal: Principal;
-  /** Parsed and validated JSON body. */
+  /** The JSON body parsed and validated (used by `post`/`put` with the route's own schema). */
   body<T extends z.ZodType>(schema: T): Promise<z.output<T>>;
 }
 
@@ -26,9 +28,32 @@ export interface RouteDef {
   handler: Handler;
   /** Handler writes the response itself (SSE). */
   raw?: boolean;
-  /** The JSON body's schema, for the OpenAPI document (the handler still validates with `ctx.body`). */
+  /** The JSON body's schema: every POST and PUT has one (the router refuses a route without). */
   body?: z.ZodType;
 }
+
+interface RouteInfo {
+  role: Role;
+  summary: string;
+  raw?: boolean;
+}
+
+export function get(path: string, info: RouteInfo, handler: Handler): RouteDef {
+  return { method: 'GET', path, ...info, handler };
+}
+
+/** A POST whose body is validated against `body` before `handler` runs; `body` is also its OpenAPI request schema. */
+export function post<S extends z.ZodType>(path: string, info: RouteInfo & { body: S }, handler: (ctx: Ctx, body: z.output<S>) => unknown): RouteDef {
+  return { method: 'POST', path, ...info, handler: async (c) => handler(c, await c.body(info.body)) };
+}
+
+/** A PUT, as `post`. */
+export function put<S extends z.ZodType>(path: string, info: RouteInfo & { body: S }, handler: (ctx: Ctx, body: z.output<S>) => unknown): RouteDef {
+  return { method: 'PUT', path, ...info, handler: async (c) => handler(c, await c.body(info.body)) };
+}
+
+/** The body of a POST that takes none: `{}` or nothing at all (anything else is refused). */
+export const noBody = z.object({}).strict();
 
 interface Compiled extends RouteDef {
   re: RegExp;
@@ -47,6 +72,8 @@ export class Router {
   private readonly routes: Compiled[] = [];
 
   add(def: RouteDef): void {
+    if ((def.method === 'POST' || def.method === 'PUT') && def.body === undefined) throw new Error(`admin route ${def.method} ${def.path} declares no body schema`);
+    if (this.routes.some((r) => r.method === def.method && r.path === def.path)) throw new Error(`admin route ${def.method} ${def.path} is defined twice`);
     const keys: string[] = [];
     const re = new RegExp(
       '^' +

@@ -144,7 +144,7 @@ const modelSchema = z
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),
     route: routeSchema.optional(),
-    /** Progressive canary settings of this model (src/rollout/canary.ts); judge gates are in docs/analysis.md. */
+    /** Progressive canary settings of this model (src/rollout/canary-controller.ts); judge gates are in docs/analysis.md. */
     canary: z
       .object({
         stages: z.array(z.number(msg('a percentage 0 < p <= 100')).gt(0, msg('a percentage 0 < p <= 100')).max(100, msg('a percentage 0 < p <= 100'))).min(1).optional(),

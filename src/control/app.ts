@@ -1,4 +1,5 @@
-// The composition root: config → store → telemetry → data plane → providers → control plane → listeners.
+// The composition root: config → store → telemetry → data plane → providers → control plane →
+// ports → controllers → listeners. Everything is built per App: two Apps in one process share nothing.
 import type { GlidepathConfig } from '../config/types.js';
 import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
@@ -9,14 +10,18 @@ import { openStore } from '../store/sqlite.js';
 import type { Store } from '../store/types.js';
 import { Authenticator, bootstrapTokens } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
-import type { ApiExtension } from '../api/extensions.js';
+import type { ControllerPorts } from '../rollout/ports.js';
+import { buildControllers } from './controllers.js';
+import type { Controllers } from './controllers.js';
 import { ControlPlane } from './plane.js';
-import { monitorFeature } from '../rollout/monitor.js';
-import { rolloutsFeature } from '../rollout/feature.js';
+import { controlPorts } from './ports.js';
 
 export interface App {
   cfg: GlidepathConfig;
   cp: ControlPlane;
+  /** What the controllers see (src/rollout/ports.ts), implemented over `cp`. */
+  ports: ControllerPorts;
+  controllers: Controllers;
   store: Store;
   data: ListeningServer;
   admin: ListeningServer;
@@ -26,26 +31,14 @@ export interface App {
   close(opts?: { stopWorkers?: boolean }): Promise<void>;
 }
 
-/** Feature modules register admin endpoints and background loops here (canary, experiments…). */
-export interface Feature extends ApiExtension {
-  start?(cp: ControlPlane): void | Promise<void>;
-  stop?(): void | Promise<void>;
-}
-
-const features: Feature[] = [];
-function registerFeature(f: Feature): void {
-  if (!features.some((x) => x.name === f.name)) features.push(f);
-}
-// registered here, not by the module itself: a module that app.ts imports runs before `features` exists
-registerFeature(monitorFeature);
-registerFeature(rolloutsFeature);
-
 export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: (m: string) => void; providers?: Providers } = {}): Promise<App> {
   const say = opts.onProgress ?? (() => undefined);
   const store = openStore(cfg.server.dataDir);
   const telemetry = new Telemetry(cfg.telemetry);
   const dp = new DataPlane(cfg.gateway, telemetry);
   const cp = new ControlPlane(cfg, store, dp, opts.providers ?? new Providers());
+  const ports = controlPorts(cp);
+  const controllers = buildControllers(cfg, ports, dp);
   let data: ListeningServer | undefined;
   let admin: ListeningServer | undefined;
   try {
@@ -55,13 +48,15 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);
     const auth = new Authenticator(store);
-    admin = await startListening(createAdminServer(cp, auth, features, cfg.limits.admin), a.host, a.port);
-    for (const f of features) await f.start?.(cp);
+    admin = await startListening(createAdminServer({ cp, controllers }, auth, cfg.limits.admin), a.host, a.port);
+    await controllers.run();
     const dataS = data;
     const adminS = admin;
     return {
       cfg,
       cp,
+      ports,
+      controllers,
       store,
       data: dataS,
       admin: adminS,
@@ -69,7 +64,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
       adminUrl: adminS.url,
       adminTokenHint,
       async close(o = {}) {
-        for (const f of features) await f.stop?.();
+        controllers.shutdown();
         await adminS.close();
         await dataS.close();
         await cp.shutdown(o.stopWorkers ?? true);
@@ -77,6 +72,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
       },
     };
   } catch (err) {
+    controllers.shutdown();
     await admin?.close();
     await data?.close();
     await cp.shutdown(true).catch(() => undefined);

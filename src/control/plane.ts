@@ -13,9 +13,9 @@ import type { Providers } from '../providers/index.js';
 import { Registry } from '../store/registry.js';
 import type { Store, StoredRoute } from '../store/types.js';
 import { EventBus } from './events.js';
-import { notify } from './notify.js';
-import type { NotifyEvent, WebhookResult } from './notify.js';
-import { WorkerManager } from './workers.js';
+import { notify } from '../rollout/webhooks.js';
+import type { NotifyEvent, WebhookResult } from '../rollout/webhooks.js';
+import { WorkerManager } from './worker-manager.js';
 
 export interface Actor {
   /** Token name, or `controller` / `config` for automatic changes. */
@@ -156,8 +156,8 @@ export class ControlPlane {
         }
         if (adopted > 0) await this.workers.stopVersion(m.name, id, 2_000);
         await this.load(v, CONTROLLER, onProgress, v.status === 'registered' || v.status === 'failed' || v.status === 'retired');
-        const slept = this.store.getSetting<number>(`sleep:${m.name}/${id}`);
-        if (slept === 1 || slept === 2) await this.workers.sleepVersion(m.name, id, slept);
+        const slept = this.workers.sleptLevel(m.name, id);
+        if (slept !== undefined) await this.workers.sleepVersion(m.name, id, slept);
       }
       if (first) {
         const route = this.dp.setRoute(spec);

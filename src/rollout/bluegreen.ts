@@ -1,12 +1,12 @@
 // Blue-green: deploy green beside blue, swap (overlap or drain-first), instant rollback by one route
 // swap, retire. Every operation holds the model's lock, is audited, and leaves the store consistent.
+// Sees only the ports (src/rollout/ports.ts).
 import { performance } from 'node:perf_hooks';
 import type { RouteSpec } from '../domain/route.js';
 import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { BadRequestError, ConflictError } from '../errors.js';
-import type { DrainResult } from '../gateway/pool.js';
-import type { Actor, ControlPlane } from '../control/plane.js';
+import type { Actor, ControllerPorts, DrainReport as PortDrain } from './ports.js';
 
 export type SwapMode = 'overlap' | 'drain-first';
 export type StandbyMode = 'warm' | 'sleep';
@@ -18,7 +18,7 @@ export interface DrainReport {
   elapsed_ms: number;
 }
 
-function drainReport(d: DrainResult | undefined): DrainReport | undefined {
+function drainReport(d: PortDrain | undefined): DrainReport | undefined {
   return d && { drained: d.drained, aborted: d.aborted, elapsed_ms: d.elapsedMs };
 }
 
@@ -49,177 +49,177 @@ export interface RollbackResult {
 }
 
 /** Route that sends everything to `active` and keeps `keep` versions at weight 0 (header preview, instant rollback). */
-function routeTo(cp: ControlPlane, model: string, active: string, keep: readonly string[]): RouteSpec {
-  const cur = routeToSpec(cp.route(model));
+function routeTo(current: RouteSpec, model: string, active: string, keep: readonly string[]): RouteSpec {
   const weights: Record<string, number> = { [active]: 1 };
   for (const k of keep) if (k !== active) weights[k] = 0;
-  return { model, weights, stable: active, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: cur.shadow && cur.shadow.version !== active ? cur.shadow : undefined };
+  return { model, weights, stable: active, overrides: current.overrides, stickySalt: current.stickySalt, shadow: current.shadow && current.shadow.version !== active ? current.shadow : undefined };
 }
 
-/** Versions with workers that may stay in the route at weight 0. */
-function loadedIds(cp: ControlPlane, model: string): string[] {
-  return cp.registry.list(model, ['active', 'standby', 'ready']).map((v) => v.id);
+export interface RetireResult {
+  model: string;
+  version: string;
+  freed_gpus: number;
+  drain?: DrainReport | undefined;
 }
 
-/** `deploy green`: load a version on free GPUs while blue keeps serving, warm it, mark it ready. */
-export async function deployGreen(cp: ControlPlane, model: string, id: string, actor: Actor, onProgress: (m: string) => void = () => undefined): Promise<Version> {
-  return cp.exclusive(model, () =>
-    cp.audited(actor, 'deploy_green', `${model}/${id}`, { model, version: id }, async () => {
-      const v = cp.version(model, id);
-      if (v.status === 'ready' || v.status === 'standby' || v.status === 'active') {
-        throw new ConflictError('already_loaded', `version ${model}/${id} is already loaded (${v.status})`);
-      }
-      if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
-      const ready = await cp.load(v, actor, onProgress);
-      // in the route at weight 0: reachable with the version header for preview, never by weight
-      // the route in force stays as it is (a canary split keeps its traffic); green joins at weight 0
-      const cur = routeToSpec(cp.route(model));
-      const weights = { ...cur.weights };
-      for (const k of loadedIds(cp, model)) weights[k] ??= 0;
-      cp.publishRoute({ ...cur, weights });
-      return ready;
-    }),
-  );
-}
+/** The blue-green strategy over the ports; the monitor's rollback is `rollback` here. */
+export class BlueGreen {
+  constructor(private readonly ports: ControllerPorts) {}
 
-/**
- * Swap: make `to` (default: the one ready version) active. overlap: new requests go to green at
- * once, blue's in-flight finish there. drain-first: new requests wait in the gateway's hold queue
- * until blue has drained, so the two versions never serve at the same time. Blue becomes standby
- * (still loaded; asleep at level 1 with `standby: 'sleep'`).
- */
-export async function swap(
-  cp: ControlPlane,
-  model: string,
-  opts: { to?: string | undefined; mode?: SwapMode; drainTimeoutMs?: number | undefined; standby?: StandbyMode },
-  actor: Actor,
-): Promise<SwapResult> {
-  const mode = opts.mode ?? 'overlap';
-  const standby = opts.standby ?? 'warm';
-  return cp.exclusive(model, () =>
-    cp.audited(actor, 'swap', model, { model, ...opts, mode }, async () => {
-      const t0 = performance.now();
-      const ready = cp.registry.list(model, ['ready']);
-      let green: Version;
-      if (opts.to !== undefined) {
-        green = cp.version(model, opts.to);
-        if (green.status !== 'ready' && green.status !== 'standby') {
-          throw new ConflictError('not_ready', `version ${model}/${opts.to} is ${green.status}; only a ready (or standby) version can be swapped in — deploy it first`);
+  /** Versions with workers that may stay in the route at weight 0. */
+  private async loadedIds(model: string): Promise<string[]> {
+    return (await this.ports.versions.list(model, ['active', 'standby', 'ready'])).map((v) => v.id);
+  }
+
+  /** `deploy green`: load a version on free GPUs while blue keeps serving, warm it, mark it ready. */
+  async deploy(model: string, id: string, actor: Actor, onProgress: (m: string) => void = () => undefined): Promise<Version> {
+    const p = this.ports;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'deploy_green', `${model}/${id}`, { model, version: id }, async () => {
+        const v = await p.versions.get(model, id);
+        if (v.status === 'ready' || v.status === 'standby' || v.status === 'active') {
+          throw new ConflictError('already_loaded', `version ${model}/${id} is already loaded (${v.status})`);
         }
-      } else {
-        if (ready.length === 0) throw new ConflictError('no_green', `model ${model} has no ready version to swap in; run \`glidepath deploy green --version V\` first`);
-        if (ready.length > 1) throw new BadRequestError('ambiguous_green', `model ${model} has ${ready.length} ready versions (${ready.map((v) => v.id).join(', ')}); say which with --to`);
-        green = ready[0] as Version;
-      }
-      const blue = cp.registry.active(model);
-      if (blue && blue.id === green.id) throw new ConflictError('already_active', `version ${model}/${green.id} is already active`);
-      if (cp.workers.isAsleep(model, green.id)) await cp.workers.wakeVersion(model, green.id);
-      // awake from now on: a restart must not put the new active version back to sleep
-      cp.store.deleteSetting(`sleep:${model}/${green.id}`);
-      const keep = loadedIds(cp, model);
-      let switchMs: number;
-      let heldMs: number | undefined;
-      let drain: DrainResult | undefined;
-      if (mode === 'drain-first' && blue) {
-        const h0 = performance.now();
-        cp.dp.hold(model);
+        if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
+        const ready = await p.workers.load(v, actor, onProgress);
+        // in the route at weight 0: reachable with the version header for preview, never by weight;
+        // the route in force stays as it is (a canary split keeps its traffic)
+        const cur = routeToSpec(p.routes.current(model));
+        const weights = { ...cur.weights };
+        for (const k of await this.loadedIds(model)) weights[k] ??= 0;
+        await p.routes.publish({ ...cur, weights });
+        return ready;
+      }),
+    );
+  }
+
+  /**
+   * Swap: make `to` (default: the one ready version) active. overlap: new requests go to green at
+   * once, blue's in-flight finish there. drain-first: new requests wait in the gateway's hold queue
+   * until blue has drained, so the two versions never serve at the same time. Blue becomes standby
+   * (still loaded; asleep at level 1 with `standby: 'sleep'`).
+   */
+  async swap(model: string, opts: { to?: string | undefined; mode?: SwapMode; drainTimeoutMs?: number | undefined; standby?: StandbyMode }, actor: Actor): Promise<SwapResult> {
+    const p = this.ports;
+    const mode = opts.mode ?? 'overlap';
+    const standby = opts.standby ?? 'warm';
+    return p.exclusive(model, () =>
+      p.audited(actor, 'swap', model, { model, ...opts, mode }, async () => {
+        const t0 = performance.now();
+        const ready = await p.versions.list(model, ['ready']);
+        let green: Version;
+        if (opts.to !== undefined) {
+          green = await p.versions.get(model, opts.to);
+          if (green.status !== 'ready' && green.status !== 'standby') {
+            throw new ConflictError('not_ready', `version ${model}/${opts.to} is ${green.status}; only a ready (or standby) version can be swapped in — deploy it first`);
+          }
+        } else {
+          if (ready.length === 0) throw new ConflictError('no_green', `model ${model} has no ready version to swap in; run \`glidepath deploy green --version V\` first`);
+          if (ready.length > 1) throw new BadRequestError('ambiguous_green', `model ${model} has ${ready.length} ready versions (${ready.map((v) => v.id).join(', ')}); say which with --to`);
+          green = ready[0] as Version;
+        }
+        const blue = await p.versions.active(model);
+        if (blue && blue.id === green.id) throw new ConflictError('already_active', `version ${model}/${green.id} is already active`);
+        // awake from now on, and across restarts: the new active version never goes back to sleep
+        await p.workers.wake(model, green.id);
+        const keep = await this.loadedIds(model);
+        const target = routeTo(routeToSpec(p.routes.current(model)), model, green.id, keep);
+        let switchMs: number;
+        let heldMs: number | undefined;
+        let drain: PortDrain | undefined;
+        if (mode === 'drain-first' && blue) {
+          const h0 = performance.now();
+          p.routes.hold(model);
+          try {
+            switchMs = (await p.routes.publish(target)).switchMs;
+            drain = await p.routes.drain(model, blue.id, opts.drainTimeoutMs);
+            p.routes.undrain(model, blue.id);
+          } finally {
+            p.routes.release(model);
+          }
+          heldMs = performance.now() - h0;
+        } else {
+          switchMs = (await p.routes.publish(target)).switchMs;
+        }
+        await p.versions.promote(model, green.id, { actor: actor.name, reason: `swap (${mode})` });
+        if (blue && standby === 'sleep') await p.workers.sleep(model, blue.id, 1);
+        p.emit({ kind: 'swap', model, version: green.id, message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms` });
+        return { model, from: blue?.id, to: green.id, mode, switch_ms: switchMs, held_ms: heldMs, drain: drainReport(drain), standby, total_ms: performance.now() - t0 };
+      }),
+    );
+  }
+
+  /**
+   * Instant rollback: route back to the standby version by one snapshot swap. A sleeping standby
+   * (time-shared) is woken first and the longer time is reported honestly.
+   */
+  async rollback(model: string, actor: Actor, reason?: string): Promise<RollbackResult> {
+    const p = this.ports;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'rollback', model, { model, reason }, async () => {
+        const t0 = performance.now();
+        const target = await p.versions.standby(model);
+        if (!target) {
+          // let the registry produce its precise error (which standbys exist and why they are blocked)
+          await p.versions.rollback(model, { actor: actor.name });
+          throw new ConflictError('no_standby', `model ${model} has no standby version to roll back to`);
+        }
+        const cur = await p.versions.active(model);
+        let wakeMs = 0;
+        if (p.workers.isAsleep(model, target.id)) {
+          const w0 = performance.now();
+          await p.workers.wake(model, target.id);
+          wakeMs = performance.now() - w0;
+        }
+        const { switchMs } = await p.routes.publish(routeTo(routeToSpec(p.routes.current(model)), model, target.id, await this.loadedIds(model)));
+        await p.versions.rollback(model, { actor: actor.name, reason: reason ?? 'rollback' });
+        const res: RollbackResult = {
+          model,
+          rolled_back_to: target.id,
+          rolled_back_from: cur?.id,
+          elapsed_ms: switchMs,
+          wake_ms: wakeMs,
+          total_ms: performance.now() - t0,
+          method: wakeMs > 0 ? 'wake_then_route_switch' : 'instant_route_switch',
+        };
+        p.emit({ kind: 'rollback', model, version: target.id, message: `${model}: rolled back to ${target.id} in ${switchMs.toFixed(3)} ms${wakeMs > 0 ? ` (+${wakeMs.toFixed(0)} ms wake)` : ''}`, data: res });
+        return res;
+      }),
+    );
+  }
+
+  /** Retire: unload a version and free its GPUs; never the active one; standby only when forced. */
+  async retire(model: string, id: string, opts: { force?: boolean }, actor: Actor): Promise<RetireResult> {
+    const p = this.ports;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'retire', `${model}/${id}`, { model, version: id, ...opts }, async () => {
+        const v = await p.versions.get(model, id);
+        if (v.status === 'active') throw new ConflictError('retire_active', `version ${model}/${id} is active; swap or roll back to another version first`);
+        if (v.status === 'retired') throw new ConflictError('already_retired', `version ${model}/${id} is already retired`);
+        if (v.status === 'standby' && !opts.force) {
+          throw new ConflictError('retire_standby', `version ${model}/${id} is the standby (rollback target); pass --force to retire it anyway`);
+        }
+        if (v.status === 'loading') throw new ConflictError('retire_loading', `version ${model}/${id} is loading; wait for it to finish or fail`);
+        let drain: PortDrain | undefined;
+        const route = p.routes.current(model);
+        if (route.versions.some((x) => x.id === id) || Object.values(route.overrides).includes(id) || route.shadow?.version === id) {
+          const spec = routeToSpec(route);
+          const weights = { ...spec.weights };
+          if ((weights[id] ?? 0) > 0) throw new ConflictError('retire_serving', `version ${model}/${id} still has weight ${weights[id]}; move its traffic first`);
+          delete weights[id];
+          const overrides = Object.fromEntries(Object.entries(spec.overrides ?? {}).filter(([, vid]) => vid !== id));
+          await p.routes.publish({ ...spec, weights, overrides, shadow: spec.shadow?.version === id ? undefined : spec.shadow });
+        }
         try {
-          switchMs = cp.publishRoute(routeTo(cp, model, green.id, keep)).switchMs;
-          drain = await cp.dp.drain(model, blue.id, opts.drainTimeoutMs ?? cp.cfg.gateway.drainTimeoutMs);
-          cp.dp.undrain(model, blue.id);
-        } finally {
-          cp.dp.release(model);
+          drain = await p.routes.drain(model, id);
+        } catch {
+          // the data plane may not know it (never loaded)
         }
-        heldMs = performance.now() - h0;
-      } else {
-        switchMs = cp.publishRoute(routeTo(cp, model, green.id, keep)).switchMs;
-      }
-      cp.registry.promote(model, green.id, { actor: actor.name, reason: `swap (${mode})` });
-      if (blue && standby === 'sleep') {
-        await cp.workers.sleepVersion(model, blue.id, 1);
-        cp.store.setSetting(`sleep:${model}/${blue.id}`, 1, Date.now());
-      }
-      cp.events.emit({ kind: 'swap', model, version: green.id, message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms` });
-      return { model, from: blue?.id, to: green.id, mode, switch_ms: switchMs, held_ms: heldMs, drain: drainReport(drain), standby, total_ms: performance.now() - t0 };
-    }),
-  );
-}
-
-/**
- * Instant rollback: route back to the standby version by one snapshot swap. A sleeping standby
- * (time-shared) is woken first and the longer time is reported honestly.
- */
-export async function rollback(cp: ControlPlane, model: string, actor: Actor, reason?: string): Promise<RollbackResult> {
-  return cp.exclusive(model, () =>
-    cp.audited(actor, 'rollback', model, { model, reason }, async () => {
-      const t0 = performance.now();
-      const target = cp.registry.standby(model);
-      if (!target) {
-        // let the registry produce its precise error (which standbys exist and why they are blocked)
-        cp.registry.rollback(model, { actor: actor.name });
-        throw new ConflictError('no_standby', `model ${model} has no standby version to roll back to`);
-      }
-      const cur = cp.registry.active(model);
-      let wakeMs = 0;
-      if (cp.workers.isAsleep(model, target.id)) {
-        const w0 = performance.now();
-        await cp.workers.wakeVersion(model, target.id);
-        cp.store.deleteSetting(`sleep:${model}/${target.id}`);
-        wakeMs = performance.now() - w0;
-      }
-      const { switchMs } = cp.publishRoute(routeTo(cp, model, target.id, loadedIds(cp, model)));
-      cp.registry.rollback(model, { actor: actor.name, reason: reason ?? 'rollback' });
-      const res: RollbackResult = {
-        model,
-        rolled_back_to: target.id,
-        rolled_back_from: cur?.id,
-        elapsed_ms: switchMs,
-        wake_ms: wakeMs,
-        total_ms: performance.now() - t0,
-        method: wakeMs > 0 ? 'wake_then_route_switch' : 'instant_route_switch',
-      };
-      cp.events.emit({ kind: 'rollback', model, version: target.id, message: `${model}: rolled back to ${target.id} in ${switchMs.toFixed(3)} ms${wakeMs > 0 ? ` (+${wakeMs.toFixed(0)} ms wake)` : ''}`, data: res });
-      return res;
-    }),
-  );
-}
-
-/** Retire: unload a version and free its GPUs; never the active one; standby only when forced. */
-export async function retire(cp: ControlPlane, model: string, id: string, opts: { force?: boolean }, actor: Actor): Promise<{ model: string; version: string; freed_gpus: number; drain?: DrainReport | undefined }> {
-  return cp.exclusive(model, () =>
-    cp.audited(actor, 'retire', `${model}/${id}`, { model, version: id, ...opts }, async () => {
-      const v = cp.version(model, id);
-      if (v.status === 'active') throw new ConflictError('retire_active', `version ${model}/${id} is active; swap or roll back to another version first`);
-      if (v.status === 'retired') throw new ConflictError('already_retired', `version ${model}/${id} is already retired`);
-      if (v.status === 'standby' && !opts.force) {
-        throw new ConflictError('retire_standby', `version ${model}/${id} is the standby (rollback target); pass --force to retire it anyway`);
-      }
-      if (v.status === 'loading') throw new ConflictError('retire_loading', `version ${model}/${id} is loading; wait for it to finish or fail`);
-      let drain: DrainResult | undefined;
-      const route = cp.route(model);
-      if (route.versions.some((x) => x.id === id) || Object.values(route.overrides).includes(id) || route.shadow?.version === id) {
-        const spec = routeToSpec(route);
-        const weights = { ...spec.weights };
-        if ((weights[id] ?? 0) > 0) throw new ConflictError('retire_serving', `version ${model}/${id} still has weight ${weights[id]}; move its traffic first`);
-        delete weights[id];
-        const overrides = Object.fromEntries(Object.entries(spec.overrides ?? {}).filter(([, vid]) => vid !== id));
-        cp.publishRoute({ ...spec, weights, overrides, shadow: spec.shadow?.version === id ? undefined : spec.shadow });
-      }
-      try {
-        drain = await cp.dp.drain(model, id, cp.cfg.gateway.drainTimeoutMs);
-      } catch {
-        // the data plane may not know it (never loaded)
-      }
-      const freedGpus = await cp.workers.stopVersion(model, id);
-      try {
-        await cp.dp.removeVersion(model, id);
-      } catch {
-        // not known to the data plane
-      }
-      cp.store.deleteSetting(`sleep:${model}/${id}`);
-      cp.registry.transition(model, id, 'retired', { gpus: [] }, { actor: actor.name, reason: 'retired' });
-      cp.events.emit({ kind: 'retire', model, version: id, message: `${model}/${id} retired, freed ${freedGpus} GPU(s)` });
-      return { model, version: id, freed_gpus: freedGpus, drain: drainReport(drain) };
-    }),
-  );
+        const freedGpus = await p.workers.unload(model, id);
+        await p.versions.transition(model, id, 'retired', { gpus: [] }, { actor: actor.name, reason: 'retired' });
+        p.emit({ kind: 'retire', model, version: id, message: `${model}/${id} retired, freed ${freedGpus} GPU(s)` });
+        return { model, version: id, freed_gpus: freedGpus, drain: drainReport(drain) };
+      }),
+    );
+  }
 }

@@ -1,5 +1,7 @@
-// The canary rollout's persisted state and its pure decision rule: (state, verdict, now) → next step.
-import type { Verdict } from '../analysis/judge.js';
+// The canary rollout's persisted state and its pure decision rule: (state, verdict, now) → next step;
+// and the model's canary settings as the judge's configuration.
+import type { JudgeConfigOverrides, Verdict } from '../analysis/judge.js';
+import type { CanarySettings } from '../config/types.js';
 
 export type CanaryPhase = 'pending' | 'loading' | 'progressing' | 'paused' | 'promoting' | 'rolling_back' | 'succeeded' | 'rolled_back' | 'aborted' | 'failed';
 export const TERMINAL: readonly CanaryPhase[] = ['succeeded', 'rolled_back', 'aborted', 'failed'];
@@ -141,4 +143,23 @@ export function summarizeVerdict(v: Verdict, s: CanaryState, now: number, decisi
     })),
     decisive,
   };
+}
+
+/** Config overrides (glidepath.yaml `models[].canary`) → the judge's configuration. */
+export function judgeOverrides(c: CanarySettings | undefined): JudgeConfigOverrides {
+  if (!c) return {};
+  const o: JudgeConfigOverrides = {};
+  if (c.alpha !== undefined) o.alpha = c.alpha;
+  const lat = (extra: object) => ({ ...(c.maxP99Increase !== undefined ? { maxP99Increase: c.maxP99Increase } : {}), ...(c.minSamples !== undefined ? { minSamples: c.minSamples } : {}), ...extra });
+  o.latency = lat({});
+  o.ttft = lat({});
+  o.tpot = lat({});
+  o.errors = {
+    ...(c.maxErrorRate !== undefined ? { maxRate: c.maxErrorRate } : {}),
+    ...(c.maxErrorIncrease !== undefined ? { maxRelativeIncrease: c.maxErrorIncrease } : {}),
+    ...(c.minSamples !== undefined ? { minRequests: c.minSamples } : {}),
+  };
+  o.quality = { ...(c.maxQualityDecrease !== undefined ? { maxDecrease: c.maxQualityDecrease } : {}), ...(c.minSamples !== undefined ? { minSamples: Math.min(30, c.minSamples) } : {}) };
+  o.throughput = c.minSamples !== undefined ? { minRequests: c.minSamples } : {};
+  return o;
 }

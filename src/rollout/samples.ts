@@ -2,7 +2,6 @@
 // the sequential canary judge looks at again and again.
 import type { MetricSamples } from '../analysis/judge.js';
 import type { RequestRecord } from '../telemetry/record.js';
-import type { ControlPlane } from '../control/plane.js';
 import { isVersionError } from '../telemetry/record.js';
 
 /** A growable Float64 array with a hard cap (the analysis needs raw samples; memory stays bounded). */
@@ -96,27 +95,6 @@ export class PairSamples {
     if (version === this.versionA) this.a.quality.push(score);
     else if (version === this.versionB) this.b.quality.push(score);
   }
-}
-
-/**
- * What canaries and experiments share: every telemetry record goes to the samples of the live
- * rollouts in `live`, and the store's unfinished rollouts of `kind` are handed back to resume.
- */
-export function trackRollouts<S extends { kind: string }>(
-  cp: ControlPlane,
-  kind: S['kind'],
-  live: ReadonlyMap<string, { samples: PairSamples }>,
-): { unsubscribe: () => void; stored: { state: S; revision: number }[] } {
-  const unsubscribe = cp.dp.telemetry.subscribe((r) => {
-    // every request's record comes here: no iterator while nothing is live (the usual case)
-    if (live.size !== 0) for (const l of live.values()) l.samples.record(r);
-  });
-  const stored: { state: S; revision: number }[] = [];
-  for (const rec of cp.store.listActiveRollouts()) {
-    const st = rec.state as S | null;
-    if (st && typeof st === 'object' && st.kind === kind) stored.push({ state: st, revision: rec.revision });
-  }
-  return { unsubscribe, stored };
 }
 
 /** Route weights with every version of `current` kept at 0 (instant rollback, header previews) and `set` on top. */

@@ -3,8 +3,8 @@
 import { canarySamplesNeeded } from '../analysis/stats/index.js';
 import { judgeConfig, statisticalCheckCount } from '../analysis/judge.js';
 import { DEFAULTS } from '../defaults.js';
-import type { ControlPlane } from '../control/plane.js';
-import { judgeOverrides } from './canary.js';
+import { judgeOverrides } from './canary-state.js';
+import type { ControllerPorts } from './ports.js';
 
 export interface StagePlanRow {
   percent: number;
@@ -64,11 +64,11 @@ export function planStages(liveRps: number, stages: readonly number[], stageDura
 }
 
 /** The stage plan for a model from its config (or a canary's own stages) and live windows. */
-export function stagePlanFor(cp: ControlPlane, model: string, own: { stages?: readonly number[]; stageDurationMs?: number } = {}): StagePlan {
-  const m = cp.modelConfig(model);
-  const route = cp.route(model);
+export function stagePlanFor(ports: Pick<ControllerPorts, 'models' | 'routes' | 'telemetry'>, model: string, own: { stages?: readonly number[]; stageDurationMs?: number } = {}): StagePlan {
+  const m = ports.models.config(model);
+  const route = ports.routes.current(model);
   let rps = 0;
-  for (const v of route.versions) rps += cp.dp.telemetry.stats(model, v.id).rps;
+  for (const v of route.versions) rps += ports.telemetry.stats(model, v.id).rps;
   const cfg = judgeConfig(judgeOverrides(m.canary));
   const alphaPerCheck = cfg.alpha / statisticalCheckCount(cfg);
   return planStages(rps, own.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages], own.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);

@@ -4,7 +4,7 @@ import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
 import { durationFlag, err, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
-import { formatCanaryEstimate } from '../../rollout/plan.js';
+import { formatCanaryEstimate } from '../../rollout/planner.js';
 import type { StagePlan } from '../../rollout/stage-plan.js';
 
 interface MetricRow {

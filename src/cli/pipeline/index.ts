@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { loadConfigFile } from '../../config/load.js';
 import { ConfigError } from '../../errors.js';
 import { PIPELINE_DEFAULTS } from '../../rollout/pipeline/defaults.js';
-import { planOf, renderPlan } from '../../rollout/pipeline/plan.js';
+import { planOf, renderPlan } from '../../rollout/pipeline/dry-run.js';
 import { runPipeline } from '../../rollout/pipeline/runner.js';
 import type { Reporter, RunResult } from '../../rollout/pipeline/runner.js';
 import { loadPipelineFile } from '../../rollout/pipeline/spec.js';

@@ -1,8 +1,8 @@
 // `glidepath plan --to V`: seed 000's strategy comparison for this cluster (extra GPUs, downtime,
 // capacity drop, rollback and deploy time) from the real inventory and measured load times.
 import type { Command } from 'commander';
-import { formatPlan } from '../../rollout/plan.js';
-import type { StrategyPlan } from '../../rollout/plan.js';
+import { formatPlan } from '../../rollout/planner.js';
+import type { StrategyPlan } from '../../rollout/planner.js';
 import { modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';

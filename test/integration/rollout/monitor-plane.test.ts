@@ -15,9 +15,7 @@ import { startGlidepath } from '../../../src/control/app.js';
 import type { App } from '../../../src/control/app.js';
 import { cacheDownload } from '../../../src/fleet/cache.js';
 import { versionSpec } from '../../../src/domain/version.js';
-import { deployGreen, swap } from '../../../src/rollout/bluegreen.js';
-import { monitorFor } from '../../../src/rollout/monitor.js';
-import { planFor } from '../../../src/rollout/plan.js';
+import { planFor } from '../../../src/rollout/planner.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 
 let dir: string;
@@ -81,8 +79,8 @@ beforeAll(async () => {
     ],
   });
   app = await startGlidepath(cfg);
-  await deployGreen(app.cp, 'llama', 'v2', ops);
-  await swap(app.cp, 'llama', {}, ops);
+  await app.controllers.blueGreen.deploy('llama', 'v2', ops);
+  await app.controllers.blueGreen.swap('llama', {}, ops);
 });
 
 afterAll(async () => {
@@ -116,7 +114,7 @@ describe('monitored rollback on a real control plane', () => {
   });
 
   it('a healthy window leaves it alone; a failing one rolls back once and notifies with the numbers', async () => {
-    const mon = monitorFor(app.cp);
+    const mon = app.controllers.monitor;
     const tel = app.cp.dp.telemetry;
     const vt = tel.forVersion('llama', 'v2');
     expect((await mon.check('llama')).action).toBe('ok'); // 0 requests: not judged
@@ -141,14 +139,14 @@ describe('monitored rollback on a real control plane', () => {
 });
 
 describe('plan and cache through the control plane', () => {
-  it('planFor uses the inventory and the measured load times', () => {
-    const p = planFor(app.cp, 'llama', 'v2');
+  it('planFor uses the inventory and the measured load times', async () => {
+    const p = await planFor(app.ports, 'llama', 'v2');
     expect(p.current.id).toBe('v1');
     expect(p.cluster).toEqual({ totalGpus: 4, freeGpus: 4 });
     expect(p.risk.level).toBe('medium');
     expect(p.target.loadTimeEstimated).toBe(false);
     expect(p.rows.find((r) => r.strategy === 'blue-green')?.feasible).toBe(true);
-    expect(() => planFor(app.cp, 'llama', 'v1')).toThrow(/already active/);
+    await expect(planFor(app.ports, 'llama', 'v1')).rejects.toThrow(/already active/);
   });
 
   it('cacheDownload copies, verifies, audits', async () => {

@@ -3,7 +3,7 @@
 // shows) and warns past DEFAULTS.rollout.canaryLongWarnMs.
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS } from '../../../src/defaults.js';
-import { formatCanaryEstimate } from '../../../src/rollout/plan.js';
+import { formatCanaryEstimate } from '../../../src/rollout/planner.js';
 import { planStages } from '../../../src/rollout/stage-plan.js';
 import type { StagePlan } from '../../../src/rollout/stage-plan.js';
 

@@ -15,8 +15,7 @@
 import { describe, expect, it } from 'vitest';
 import { judgeCanary, judgeConfig } from '../../../src/analysis/judge.js';
 import type { JudgeConfig, MetricSamples } from '../../../src/analysis/judge.js';
-import { judgeOverrides } from '../../../src/rollout/canary.js';
-import { decide, nextStage } from '../../../src/rollout/canary-state.js';
+import { decide, judgeOverrides, nextStage } from '../../../src/rollout/canary-state.js';
 import type { CanaryState } from '../../../src/rollout/canary-state.js';
 import { rng } from '../analysis/random.js';
 import type { Rng } from '../analysis/random.js';

@@ -4,7 +4,7 @@
 import { DEFAULTS } from '../defaults.js';
 import type { Version } from '../domain/version.js';
 import { ConflictError } from '../errors.js';
-import type { ControlPlane } from '../control/plane.js';
+import type { ControllerPorts } from './ports.js';
 import { stagePlanFor } from './stage-plan.js';
 import type { StagePlan } from './stage-plan.js';
 
@@ -281,16 +281,16 @@ function recommend(rows: StrategyRow[], risk: Risk, cluster: PlanCluster, tgtGpu
  * Plan for a model in a running control plane: the active version → `targetId`, free GPUs counted
  * from the inventory (those with enough memory for one TP rank of the target).
  */
-export function planFor(cp: ControlPlane, model: string, targetId: string, opts: PlanOptions = {}): StrategyPlan {
-  const target = cp.version(model, targetId);
-  const current: Version | undefined = cp.registry.active(model);
+export async function planFor(ports: ControllerPorts, model: string, targetId: string, opts: PlanOptions = {}): Promise<StrategyPlan> {
+  const target = await ports.versions.get(model, targetId);
+  const current: Version | undefined = await ports.versions.active(model);
   if (!current) throw new ConflictError('no_active_version', `model ${model} has no active version to plan from; deploy ${targetId} green and swap`);
   if (current.id === target.id) throw new ConflictError('already_active', `version ${model}/${targetId} is already active`);
   const perGpu = target.gpuMemoryGb / target.tp;
-  const free = cp.inventory.free().filter((g) => g.memoryGb >= perGpu).length;
+  const free = (await ports.gpus.free()).filter((g) => g.memoryGb >= perGpu).length;
   // a static version runs one worker per listed endpoint, whatever `replicas` says
   const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
-  return { ...planStrategies({ totalGpus: cp.inventory.total, freeGpus: free }, shape(current), shape(target), opts), canaryStages: stagePlanFor(cp, model) };
+  return { ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), opts), canaryStages: stagePlanFor(ports, model) };
 }
 
 function fmtMs(ms: number): string {

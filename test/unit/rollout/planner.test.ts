@@ -1,7 +1,7 @@
 // planStrategies / assessRisk: seed 000's table and seed 001's risk policy with exact numbers.
 import { describe, expect, it } from 'vitest';
-import { assessRisk, formatPlan, loadTime, planStrategies } from '../../../src/rollout/plan.js';
-import type { PlanVersion, StrategyRow } from '../../../src/rollout/plan.js';
+import { assessRisk, formatPlan, loadTime, planStrategies } from '../../../src/rollout/planner.js';
+import type { PlanVersion, StrategyRow } from '../../../src/rollout/planner.js';
 
 const v = (over: Partial<PlanVersion> = {}): PlanVersion => ({
   id: 'v2.3.0',

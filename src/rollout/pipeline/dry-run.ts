@@ -3,7 +3,7 @@
 import { PIPELINE_DEFAULTS } from './defaults.js';
 import { CLI_ALIASES, resolveArgv } from './exec.js';
 import { redactUrl } from '../../http/url.js';
-import { notifyTargets } from './notify.js';
+import { notifyTargets } from './rollback-notice.js';
 import type { Command, Pipeline, Step } from './spec.js';
 import { formatTrigger } from './trigger.js';
 import { formatDuration, renderArgv } from './words.js';

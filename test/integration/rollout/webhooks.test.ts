@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EventBus } from '../../../src/control/events.js';
 import type { ControlEvent } from '../../../src/control/events.js';
-import { notify } from '../../../src/control/notify.js';
+import { notify } from '../../../src/rollout/webhooks.js';
 import { redactUrl } from '../../../src/http/url.js';
 import { openMemoryStore } from '../../../src/store/sqlite.js';
 
@@ -95,7 +95,7 @@ describe('notify', () => {
     const events = new EventBus();
     const seen: ControlEvent[] = [];
     events.subscribe((e) => seen.push(e));
-    await notify([`${good.url}/h?token=secret`, `http://user:pw@127.0.0.1:${new URL(bad.url).port}/x`], { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'm' }, { attempts: 1, events, store });
+    await notify([`${good.url}/h?token=secret`, `http://user:pw@127.0.0.1:${new URL(bad.url).port}/x`], { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'm' }, { attempts: 1, events, audit: store });
     expect(seen.map((e) => e.kind)).toEqual(['notification', 'notification_failed']);
     expect(JSON.stringify(seen)).not.toContain('secret');
     const audit = store.queryAudit({ action: 'notify' });

@@ -1,9 +1,9 @@
 // The `rollback.notify` of a pipeline: one `pipeline_rolled_back` event POSTed through the control
 // plane's webhook notifier (timeouts, retries) to every webhook the run knows: the `notify:` value
 // when it is a URL, `--notify-url`, and the webhooks of `--config`; with none, the run says so.
-import { notify } from '../../control/notify.js';
+import { notify } from '../webhooks.js';
 import { redactUrl } from '../../http/url.js';
-import type { WebhookResult } from '../../control/notify.js';
+import type { WebhookResult } from '../webhooks.js';
 
 /** The event's `data`: everything about the rollback a responder needs. */
 export interface RollbackNotice {

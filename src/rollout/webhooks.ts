@@ -5,8 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
 import { redactUrl } from '../http/url.js';
-import type { Store } from '../store/types.js';
-import type { EventBus } from './events.js';
+import type { AuditInput } from '../store/types.js';
 
 /** What callers hand in; `at` defaults to now. */
 export interface NotifyEvent {
@@ -39,15 +38,25 @@ export interface WebhookResult {
   durationMs: number;
 }
 
+/** Where outcomes go as control events (the control plane's event bus fits). */
+export interface EventSink {
+  emit(e: { kind: string; model?: string | undefined; version?: string | undefined; message: string; data?: unknown }): unknown;
+}
+
+/** Where outcomes go as audit entries (the store fits). */
+export interface AuditSink {
+  appendAudit(e: AuditInput): unknown;
+}
+
 export interface NotifyOptions {
   timeoutMs?: number;
   attempts?: number;
   /** Wait before retry n is backoffMs × 2^(n-1). */
   backoffMs?: number;
   /** Outcomes are emitted here as `notification` / `notification_failed` events. */
-  events?: EventBus | undefined;
+  events?: EventSink | undefined;
   /** Outcomes are appended to the audit log (actor `notify`, action `notify`). */
-  store?: Store | undefined;
+  audit?: AuditSink | undefined;
   /** Injectable for tests. */
   sleep?: (ms: number) => Promise<unknown>;
 }
@@ -140,7 +149,7 @@ function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions): void
       message: r.ok ? `notified ${r.url} of ${event.kind}` : `notification of ${event.kind} to ${r.url} failed after ${r.attempts} attempt(s): ${r.error ?? 'unknown error'}`,
       data: { ...r, event: event.kind },
     });
-    opts.store?.appendAudit({
+    opts.audit?.appendAudit({
       at: Date.now(),
       actor: 'notify',
       action: 'notify',
@@ -153,9 +162,4 @@ function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions): void
   } catch {
     // recording is best effort: a closed store must not turn a notification into a crash
   }
-}
-
-/** Notify the control plane's configured webhooks, recording outcomes in its events and audit log. */
-export function notifyConfigured(cp: { cfg: { notifications: { webhooks: readonly string[] } }; events: EventBus; store: Store }, event: NotifyEvent, opts: Omit<NotifyOptions, 'events' | 'store'> = {}): Promise<WebhookResult[]> {
-  return notify(cp.cfg.notifications.webhooks, event, { ...opts, events: cp.events, store: cp.store });
 }

@@ -1,5 +1,6 @@
 // Worker lifecycle for the control plane: place on GPUs, start via the provider, warm up, record,
-// publish to the data plane, notice unexpected exits, adopt survivors after a restart, stop.
+// publish to the data plane, notice unexpected exits, adopt survivors after a restart, sleep and
+// wake (the sleep state is owned and persisted here, nowhere else), stop.
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
@@ -145,7 +146,15 @@ export class WorkerManager {
     return n;
   }
 
-  /** Stop every worker of a version and free its GPUs. */
+  /** Stop every worker of a version, free its GPUs and drop it from the data plane; returns the GPUs freed. */
+  async unloadVersion(model: string, version: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<number> {
+    const freed = await this.stopVersion(model, version, graceMs);
+    // a version the data plane never knew (never loaded) is fine: nothing to remove
+    await this.dp.removeVersion(model, version).catch(() => undefined);
+    return freed;
+  }
+
+  /** Stop every worker of a version and free its GPUs; it is no longer asleep either. */
   async stopVersion(model: string, version: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<number> {
     const hs = this.of(model, version);
     for (const h of hs) this.stopping.add(h.id);
@@ -160,9 +169,14 @@ export class WorkerManager {
       }),
     );
     for (const r of this.store.listWorkers({ model, versionId: version })) this.store.deleteWorker(r.id);
+    this.store.deleteSetting(sleepKey(model, version));
     return this.inventory.releaseVersion(model, version);
   }
 
+  /**
+   * Put a version's workers to sleep (out of rotation, weights off the GPU) and remember it: a
+   * restarted control plane that has to reload the version puts it back to sleep (see `sleptLevel`).
+   */
   async sleepVersion(model: string, version: string, level: 1 | 2): Promise<void> {
     for (const h of this.of(model, version)) {
       await this.providers.for(h.provider as 'sim').sleep(h, level);
@@ -171,9 +185,18 @@ export class WorkerManager {
       const rec = this.store.getWorker(h.id);
       if (rec) this.store.upsertWorker({ ...rec, state: 'sleeping', updatedAt: Date.now(), info: { ...rec.info, sleepLevel: level } });
     }
+    this.store.setSetting(sleepKey(model, version), level, Date.now());
   }
 
+  /** The level a version was put to sleep at and not woken since (survives restarts). */
+  sleptLevel(model: string, version: string): 1 | 2 | undefined {
+    const l = this.store.getSetting<number>(sleepKey(model, version));
+    return l === 1 || l === 2 ? l : undefined;
+  }
+
+  /** Wake a version's sleeping workers; whether any slept or not, it stays awake across restarts. */
   async wakeVersion(model: string, version: string): Promise<void> {
+    this.store.deleteSetting(sleepKey(model, version));
     await Promise.all(
       this.of(model, version).map(async (h) => {
         if (!this.sleeping.has(h.id)) return;
@@ -201,6 +224,11 @@ export class WorkerManager {
       }),
     );
   }
+}
+
+/** The one place the sleep record's key is built. */
+function sleepKey(model: string, version: string): string {
+  return `sleep:${model}/${version}`;
 }
 
 export function workerId(v: { model: string; id: string }, i: number): string {

@@ -1,0 +1,32 @@
+// Every admin route, area by area (one file each); the OpenAPI document is built from this list.
+import type { RouteDef } from '../router.js';
+import { auditRoutes } from './audit.js';
+import { blueGreenRoutes } from './bluegreen.js';
+import { cacheRoutes } from './cache.js';
+import { canaryRoutes } from './canary.js';
+import type { AdminContext } from './context.js';
+import { experimentRoutes } from './experiments.js';
+import { judgeRoutes } from './judge.js';
+import { monitorRoutes } from './monitor.js';
+import { planRoutes } from './plan.js';
+import { routeRoutes } from './routes.js';
+import { statusRoutes } from './status.js';
+import { versionRoutes } from './versions.js';
+
+export type { AdminContext } from './context.js';
+
+export function adminRoutes(ctx: AdminContext): RouteDef[] {
+  return [
+    ...statusRoutes(ctx),
+    ...versionRoutes(ctx),
+    ...blueGreenRoutes(ctx),
+    ...routeRoutes(ctx),
+    ...planRoutes(ctx),
+    ...cacheRoutes(ctx),
+    ...canaryRoutes(ctx),
+    ...experimentRoutes(ctx),
+    ...judgeRoutes(ctx),
+    ...monitorRoutes(ctx),
+    ...auditRoutes(ctx),
+  ];
+}

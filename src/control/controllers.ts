@@ -1,0 +1,77 @@
+// The controllers of one App, built over its ports: blue-green, canary, experiments, the monitored
+// rollback and the LLM judge feed. Nothing here is module-level: two Apps in one process (tests)
+// have two sets. `run` resumes what the store says is unfinished and starts the loops; `shutdown`
+// stops them.
+import type { GlidepathConfig } from '../config/types.js';
+import type { DataPlane } from '../gateway/dataplane.js';
+import { BlueGreen } from '../rollout/bluegreen.js';
+import { CanaryController } from '../rollout/canary-controller.js';
+import type { CanaryState } from '../rollout/canary-state.js';
+import { ExperimentController } from '../rollout/experiment-controller.js';
+import type { ExperimentState } from '../rollout/experiment-state.js';
+import { RollbackMonitor } from '../rollout/monitor.js';
+import type { ControllerPorts } from '../rollout/ports.js';
+import type { StoredRollout } from '../rollout/rollout-record.js';
+import { QualityFeed } from './quality-judge.js';
+
+export interface Controllers {
+  readonly ports: ControllerPorts;
+  readonly blueGreen: BlueGreen;
+  readonly canary: CanaryController;
+  readonly experiments: ExperimentController;
+  readonly monitor: RollbackMonitor;
+  /** Present when the config has a `judge:` section. */
+  readonly judge: QualityFeed | undefined;
+  run(): Promise<void>;
+  shutdown(): void;
+}
+
+export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, dp: DataPlane): Controllers {
+  const blueGreen = new BlueGreen(ports);
+  const canary = new CanaryController(ports, { tickMs: cfg.control.tickMs });
+  const experiments = new ExperimentController(ports);
+  const monitor = new RollbackMonitor(ports, (model, actor, reason) => blueGreen.rollback(model, actor, reason));
+  const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
+  return {
+    ports,
+    blueGreen,
+    canary,
+    experiments,
+    monitor,
+    judge,
+    async run() {
+      judge?.run();
+      canary.run();
+      experiments.run();
+      await resumeRollouts(ports, canary, experiments);
+      await monitor.run();
+    },
+    shutdown() {
+      monitor.shutdown();
+      canary.shutdown();
+      experiments.shutdown();
+      judge?.shutdown();
+    },
+  };
+}
+
+/** Hand every unfinished rollout to its controller by kind; an unreadable one is reported and left alone. */
+async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, experiments: ExperimentController): Promise<void> {
+  const { rollouts, unreadable } = await ports.rollouts.unfinished();
+  const canaries: StoredRollout<CanaryState>[] = [];
+  const exps: StoredRollout<ExperimentState>[] = [];
+  for (const r of rollouts) {
+    const { state } = r;
+    switch (state.kind) {
+      case 'canary':
+        canaries.push({ ...r, state });
+        break;
+      case 'experiment':
+        exps.push({ ...r, state });
+        break;
+    }
+  }
+  for (const err of unreadable) ports.emit({ kind: 'rollout_unreadable', message: `not resumed: ${err.message}` });
+  experiments.recover(exps);
+  await canary.recover(canaries);
+}

@@ -1,0 +1,135 @@
+// The ports (src/rollout/ports.ts) implemented over the control plane: the data plane for traffic
+// and telemetry, the registry and the store for persistence, the worker manager for workers. The
+// store is synchronous today; every persistence-touching port already returns a Promise.
+import type { ModelConfig } from '../config/types.js';
+import { NotFoundError } from '../errors.js';
+import type { Clock, ControllerPorts, RolloutsPort } from '../rollout/ports.js';
+import { claimedKind, parseRolloutState, rowPhase, toStoredState } from '../rollout/rollout-record.js';
+import type { RolloutKind, StateOfKind, StoredRollout } from '../rollout/rollout-record.js';
+import { notify } from '../rollout/webhooks.js';
+import type { RolloutRecord, Store } from '../store/types.js';
+import { DEFAULTS } from '../defaults.js';
+import type { ControlPlane } from './plane.js';
+
+/** The process's clock: Date.now and unref'd timers. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  after(ms, fn) {
+    const t = setTimeout(fn, ms);
+    t.unref(); // a controller's timer never keeps the process alive
+    return () => clearTimeout(t);
+  },
+};
+
+/** Run a synchronous store call as the asynchronous port promises it (a throw becomes a rejection). */
+function later<T>(fn: () => T): Promise<T> {
+  return new Promise<T>((resolve) => resolve(fn()));
+}
+
+export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): ControllerPorts {
+  const { registry, workers, dp, store, inventory, events } = cp;
+  return {
+    clock,
+    models: {
+      config: (name: string): ModelConfig => cp.modelConfig(name),
+      names: () => cp.cfg.models.map((m) => m.name),
+    },
+    routes: {
+      current: (model) => cp.route(model),
+      publish: (spec) => later(() => cp.publishRoute(spec)),
+      drain: async (model, version, timeoutMs) => {
+        const d = await dp.drain(model, version, timeoutMs ?? cp.cfg.gateway.drainTimeoutMs);
+        return { drained: d.drained, aborted: d.aborted, elapsedMs: d.elapsedMs };
+      },
+      undrain: (model, version) => dp.undrain(model, version),
+      hold: (model) => dp.hold(model),
+      release: (model) => void dp.release(model),
+    },
+    versions: {
+      get: (model, id) => later(() => cp.version(model, id)),
+      list: (model, status) => later(() => registry.list(model, status)),
+      active: (model) => later(() => registry.active(model)),
+      standby: (model) => later(() => registry.standby(model)),
+      transition: (model, id, to, patch, opts) => later(() => registry.transition(model, id, to, patch, opts)),
+      promote: (model, id, opts) => later(() => registry.promote(model, id, opts)),
+      rollback: (model, opts) => later(() => registry.rollback(model, opts)),
+    },
+    workers: {
+      load: (v, actor, onProgress) => cp.load(v, actor, onProgress ?? (() => undefined)),
+      unload: (model, version) => workers.unloadVersion(model, version),
+      sleep: (model, version, level) => workers.sleepVersion(model, version, level),
+      wake: (model, version) => workers.wakeVersion(model, version),
+      isAsleep: (model, version) => workers.isAsleep(model, version),
+    },
+    telemetry: {
+      stats: (model, version, now) => dp.telemetry.stats(model, version, now),
+      subscribe: (listener) => dp.telemetry.subscribe(listener),
+    },
+    rollouts: storeRollouts(store, clock),
+    settings: {
+      get: <T>(key: string) => later(() => store.getSetting<T>(key)),
+      set: (key, value) => later(() => store.setSetting(key, value, clock.now())),
+      delete: (key) => later(() => void store.deleteSetting(key)),
+    },
+    gpus: {
+      total: () => inventory.total,
+      free: () => later(() => inventory.free().map((g) => ({ id: g.id, memoryGb: g.memoryGb }))),
+    },
+    exclusive: (model, fn) => cp.exclusive(model, fn),
+    audited: (actor, action, target, params, fn) => cp.audited(actor, action, target, params, fn),
+    emit: (e) => void events.emit(e),
+    notify: (e) => notify(cp.cfg.notifications.webhooks, e, { events, audit: store }).catch(() => []),
+  };
+}
+
+/** Rollout records as the store keeps them ↔ validated states of one discriminated union. */
+export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): RolloutsPort {
+  const read = (rec: RolloutRecord): StoredRollout => ({ state: parseRolloutState(rec.state, rec), revision: rec.revision, createdAt: rec.createdAt, updatedAt: rec.updatedAt });
+  /** Rows of one kind, newest first, read (and validated) only once their kind matches. */
+  const ofKind = <K extends RolloutKind>(model: string, kind: K, limit: number): StoredRollout<StateOfKind<K>>[] => {
+    const out: StoredRollout<StateOfKind<K>>[] = [];
+    // the table holds every kind: scan the model's newest rows and keep the asked kind only
+    for (const rec of store.listRollouts({ model, limit: DEFAULTS.store.listLimit })) {
+      if (claimedKind(rec.state) !== kind) continue;
+      const r = read(rec);
+      if (r.state.kind === kind) out.push({ ...r, state: r.state as StateOfKind<K> });
+      if (out.length >= limit) break;
+    }
+    return out;
+  };
+  return {
+    create: (state) => later(() => store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now()).revision),
+    save: (state, revision) => later(() => store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision).revision),
+    get: (id) =>
+      later(() => {
+        const rec = store.getRollout(id);
+        return rec ? read(rec) : undefined;
+      }),
+    latest: (model, kind) => later(() => ofKind(model, kind, 1)[0]),
+    history: (model, kind, limit) => later(() => ofKind(model, kind, limit)),
+    unfinished: () =>
+      later(() => {
+        const rollouts: StoredRollout[] = [];
+        const unreadable: Error[] = [];
+        for (const rec of store.listActiveRollouts()) {
+          try {
+            rollouts.push(read(rec));
+          } catch (err) {
+            unreadable.push(err as Error);
+          }
+        }
+        return { rollouts, unreadable };
+      }),
+    inProgress: (model) =>
+      later(() => {
+        const rec = store.listActiveRollouts().find((r) => r.model === model);
+        return rec ? { id: rec.id, kind: claimedKind(rec.state) ?? 'unknown' } : undefined;
+      }),
+    appendEvent: (id, e) => later(() => void store.appendRolloutEvent({ rolloutId: id, at: e.at, kind: e.kind, message: e.message, data: e.data })),
+    events: (id) =>
+      later(() => {
+        if (!store.getRollout(id)) throw new NotFoundError('rollout_not_found', `no rollout ${id}`);
+        return store.rolloutEvents(id);
+      }),
+  };
+}

@@ -1,0 +1,48 @@
+// The LLM judge wired into the running system: the data plane's response tap feeds the judge, and
+// every score goes to the telemetry windows and to the rollouts that judge quality (canary,
+// experiments). Built by the composition root only when glidepath.yaml has a `judge:` section.
+import { QualityJudge } from '../analysis/llmjudge.js';
+import type { JudgeEndpointConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import type { DataPlane } from '../gateway/dataplane.js';
+
+/** Anything that takes judge scores (the canary and experiment controllers). */
+export interface QualitySink {
+  quality(model: string, version: string, score: number): void;
+}
+
+export type JudgeStats = ReturnType<QualityJudge['stats']>;
+
+export class QualityFeed {
+  private readonly judge: QualityJudge;
+
+  constructor(
+    private readonly cfg: JudgeEndpointConfig,
+    private readonly models: readonly string[],
+    private readonly dp: DataPlane,
+    sinks: readonly QualitySink[],
+  ) {
+    this.judge = new QualityJudge(
+      { url: cfg.url, model: cfg.model, apiKey: cfg.apiKeyEnv ? process.env[cfg.apiKeyEnv] : undefined, timeoutMs: cfg.timeoutMs },
+      (r) => {
+        dp.telemetry.recordQuality(r.model, r.version, r.score);
+        for (const s of sinks) s.quality(r.model, r.version, r.score);
+      },
+      { concurrency: cfg.concurrency, queueMax: DEFAULTS.judge.queueMax, pairTtlMs: DEFAULTS.judge.pairTtlMs, pointwise: cfg.mode === 'pointwise' },
+    );
+  }
+
+  /** Tap every model's responses (pointwise: a sample share of them; pairwise: shadow pairs only). */
+  run(): void {
+    const share = this.cfg.mode === 'pointwise' ? this.cfg.sampleShare : 0;
+    for (const m of this.models) this.dp.setTap(m, { share, listener: this.judge.listener });
+  }
+
+  shutdown(): void {
+    for (const m of this.models) this.dp.setTap(m, undefined);
+  }
+
+  stats(): JudgeStats {
+    return this.judge.stats();
+  }
+}

@@ -1,0 +1,463 @@
+// The progressive canary: load the candidate beside stable, walk the stages, judge every tick with
+// the sequential canary judge, and advance, wait, pause, promote or roll back — persisted after
+// every step so a restarted control plane continues where it stopped. Sees only the ports.
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { judgeCanary, judgeConfig } from '../analysis/judge.js';
+import type { JudgeConfig, Verdict } from '../analysis/judge.js';
+import type { CanarySettings } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import { routeToSpec } from '../domain/route.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import type { Actor, ControllerPorts } from './ports.js';
+import type { StoredRollout } from './rollout-record.js';
+import { PairSamples, reweighted } from './samples.js';
+import { TERMINAL, checkStages, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
+import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
+
+export interface CanaryStartOptions {
+  version: string;
+  stages?: number[] | undefined;
+  stageDurationMs?: number | undefined;
+  shadowShare?: number | undefined;
+}
+
+interface Live {
+  state: CanaryState;
+  samples: PairSamples;
+  judge: JudgeConfig;
+  revision: number;
+  busy: boolean;
+  /** Sample count at the last look: an unchanged stream is not judged again. */
+  seen: number;
+  /** Writes of this rollout, one after the other (each names the revision the previous one made). */
+  saving: Promise<unknown>;
+}
+
+/** What the operator view shows of the samples a running canary is judged on. */
+export interface CanarySampleCounts {
+  stable: number;
+  canary: number;
+  min_samples: number;
+}
+
+export class CanaryController {
+  private readonly live = new Map<string, Live>();
+  private readonly background = new Set<Promise<unknown>>();
+  private unsubscribe: (() => void) | undefined;
+  private cancelTick: (() => void) | undefined;
+  private running = false;
+
+  constructor(
+    private readonly ports: ControllerPorts,
+    private readonly opts: { tickMs: number },
+  ) {}
+
+  /** Listen to telemetry and reconcile every `tickMs`; resumed rollouts come in through `recover`. */
+  run(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.ports.telemetry.subscribe((r) => {
+      // every request's record comes here: no iterator while nothing is live (the usual case)
+      if (this.live.size !== 0) for (const l of this.live.values()) l.samples.record(r);
+    });
+    this.schedule();
+  }
+
+  /** Stop ticking and listening. Work already under way (a load, a rollback) finishes on its own. */
+  shutdown(): void {
+    this.running = false;
+    this.cancelTick?.();
+    this.cancelTick = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  /** Resolves when no background step (load, tick, recovery) is running (tests: advance the clock, then await this). */
+  async whenIdle(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  private schedule(): void {
+    if (!this.running) return;
+    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => {
+      this.cancelTick = undefined;
+      this.inBackground(this.tick().finally(() => this.schedule()));
+    });
+  }
+
+  private inBackground(p: Promise<unknown>): void {
+    const tracked = p.catch(() => undefined).finally(() => this.background.delete(tracked));
+    this.background.add(tracked);
+  }
+
+  /** Resume the canaries the store says are unfinished (the composition root reads them once at start). */
+  async recover(stored: readonly StoredRollout<CanaryState>[]): Promise<void> {
+    for (const { state: st, revision } of stored) {
+      const l = this.track(st, revision);
+      if (st.phase === 'loading' || st.phase === 'pending') {
+        // the load was interrupted by the restart (boot marked the version failed)
+        this.inBackground(this.finish(l, 'failed', 'glidepath restarted while the canary was loading; start it again'));
+      } else if (st.phase === 'rolling_back') {
+        // the restart cut a rollback short after its route switch: finish drain and unload
+        this.inBackground(
+          this.ports
+            .exclusive(st.model, () => this.doRollback(l, st.rollbackReason ?? 'completing a rollback interrupted by a restart', st.rollbackTo ?? 'rolled_back'))
+            .catch((err: unknown) => this.event(l, 'error', `could not complete the rollback: ${(err as Error).message}`)),
+        );
+      } else if (st.phase === 'promoting') {
+        // the restart cut a promotion short; the tick never looks at this phase, so finish it here
+        // (publishing the route and the registry's promote are idempotent)
+        this.inBackground(
+          this.ports
+            .exclusive(st.model, () => this.doPromote(l, 'completing a promotion interrupted by a restart'))
+            .catch((err: unknown) => this.event(l, 'error', `could not complete the promotion: ${(err as Error).message}`)),
+        );
+      } else {
+        // the samples restart with this process; the verdict history is kept
+        st.look = 0;
+        st.previous = {};
+        await this.event(l, 'resumed', `resumed after a restart at stage ${st.stageIndex + 1} (${currentPercent(st)} %), phase ${st.phase}`);
+        await this.persist(l);
+      }
+    }
+  }
+
+  private track(state: CanaryState, revision: number): Live {
+    const m = this.ports.models.config(state.model);
+    const l: Live = { state, samples: canarySamples(state, m.canary), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false, seen: -1, saving: Promise.resolve() };
+    this.live.set(state.id, l);
+    return l;
+  }
+
+  /** Quality scores from the LLM judge for a model's versions. */
+  quality(model: string, version: string, score: number): void {
+    for (const l of this.live.values()) if (l.state.model === model) l.samples.quality(version, score);
+  }
+
+  private active(model: string): Live | undefined {
+    for (const l of this.live.values()) if (l.state.model === model && !TERMINAL.includes(l.state.phase)) return l;
+    return undefined;
+  }
+
+  /** Samples the running canary of a model is judged on (undefined when none runs). */
+  sampleCounts(model: string): CanarySampleCounts | undefined {
+    const l = this.active(model);
+    return l && { stable: l.samples.a.requests, canary: l.samples.b.requests, min_samples: l.judge.latency.minSamples };
+  }
+
+  /** The running canary of a model, else its newest one (by id: that one) — never another kind of rollout. */
+  async get(model: string, id?: string): Promise<CanaryState> {
+    this.ports.models.config(model);
+    if (id !== undefined) {
+      const l = this.live.get(id);
+      if (l && l.state.model === model) return l.state;
+      const r = await this.ports.rollouts.get(id);
+      if (!r || r.state.model !== model || r.state.kind !== 'canary') throw new NotFoundError('rollout_not_found', `no canary ${id} for model ${model}`);
+      return r.state;
+    }
+    const a = this.active(model);
+    if (a) return a.state;
+    const last = await this.ports.rollouts.latest(model, 'canary');
+    if (!last) throw new NotFoundError('rollout_not_found', `model ${model} has had no canary`);
+    return last.state;
+  }
+
+  /** Past canaries of the model, newest first. */
+  history(model: string, limit: number): Promise<StoredRollout<CanaryState>[]> {
+    this.ports.models.config(model);
+    return this.ports.rollouts.history(model, 'canary', limit);
+  }
+
+  /** The events of a canary (default: the running or newest one). */
+  async events(model: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+    const s = await this.get(model, id);
+    return this.ports.rollouts.events(s.id);
+  }
+
+  // ---- operator commands ----------------------------------------------------------------
+
+  async start(model: string, opts: CanaryStartOptions, actor: Actor): Promise<CanaryState> {
+    const p = this.ports;
+    const m = p.models.config(model);
+    const stages = opts.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages];
+    const bad = checkStages(stages);
+    if (bad) throw new BadRequestError('invalid_stages', bad);
+    const stageDurationMs = opts.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs;
+    const shadowShare = opts.shadowShare ?? m.canary?.shadowShare ?? 0;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'canary_start', model, { model, ...opts }, async () => {
+        const running = this.active(model);
+        if (running) throw new ConflictError('rollout_in_progress', `model ${model} already has a canary in progress (${running.state.id})`);
+        const stable = await p.versions.active(model);
+        if (!stable) throw new ConflictError('no_active_version', `model ${model} has no active version to compare the canary with`);
+        const v = await p.versions.get(model, opts.version);
+        if (v.id === stable.id) throw new ConflictError('canary_is_active', `version ${model}/${v.id} is already the active version`);
+        if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${v.id} is loading`);
+        const now = p.clock.now();
+        const state: CanaryState = {
+          kind: 'canary',
+          id: `canary-${randomUUID().slice(0, 8)}`,
+          model,
+          stable: stable.id,
+          canary: v.id,
+          stages,
+          stageIndex: 0,
+          stageDurationMs,
+          phase: 'pending',
+          createdAt: now,
+          startedAt: now,
+          stageStartedAt: now,
+          updatedAt: now,
+          look: 0,
+          previous: {},
+          verdicts: [],
+          loadedByRollout: !(v.status === 'ready' || v.status === 'standby'),
+          actor: actor.name,
+          shadowShare,
+        };
+        const revision = await p.rollouts.create(state);
+        const l = this.track(state, revision);
+        await this.event(l, 'started', `canary ${v.id} vs stable ${stable.id}, stages ${stages.join(',')} %, ${Math.round(stageDurationMs / 1000)} s each`);
+        this.inBackground(this.begin(l, actor));
+        return state;
+      }),
+    );
+  }
+
+  /** Load the canary if needed, then enter the first stage. Runs in the background. */
+  private async begin(l: Live, actor: Actor): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    try {
+      if (s.loadedByRollout) {
+        await this.setPhase(l, 'loading', `loading ${s.canary}`);
+        const v = await p.versions.get(s.model, s.canary);
+        await p.workers.load(v, actor, (msg) => void this.event(l, 'progress', msg));
+      }
+      await p.exclusive(s.model, async () => {
+        if (TERMINAL.includes(s.phase)) return;
+        s.stageIndex = 0;
+        s.stageStartedAt = p.clock.now();
+        l.samples = canarySamples(s, p.models.config(s.model).canary);
+        l.seen = -1;
+        await this.applyWeights(l, currentPercent(s));
+        await this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
+      });
+    } catch (err) {
+      await this.finish(l, 'failed', `could not start the canary: ${(err as Error).message}`);
+    }
+  }
+
+  async pause(model: string, actor: Actor, reason = 'paused by an operator'): Promise<CanaryState> {
+    return this.command(model, actor, 'canary_pause', async (l) => {
+      if (l.state.phase !== 'progressing') throw new ConflictError('not_progressing', `canary ${l.state.id} is ${l.state.phase}, not progressing`);
+      l.state.pausedReason = `${reason} (${actor.name})`;
+      await this.setPhase(l, 'paused', l.state.pausedReason);
+    });
+  }
+
+  async resume(model: string, actor: Actor): Promise<CanaryState> {
+    return this.command(model, actor, 'canary_resume', async (l) => {
+      if (l.state.phase !== 'paused') throw new ConflictError('not_paused', `canary ${l.state.id} is ${l.state.phase}, not paused`);
+      l.state.pausedReason = undefined;
+      // a human looked at an inconclusive stage and said go on: the stage counts as passed
+      await this.setPhase(l, 'progressing', `resumed by ${actor.name}`);
+      await this.apply(l, nextStage(l.state), 'resumed by an operator');
+    });
+  }
+
+  async promote(model: string, actor: Actor): Promise<CanaryState> {
+    return this.command(model, actor, 'canary_promote', (l) => {
+      if (l.state.phase !== 'progressing' && l.state.phase !== 'paused') throw new ConflictError('not_running', `canary ${l.state.id} is ${l.state.phase}`);
+      return this.doPromote(l, `promoted by ${actor.name}`);
+    });
+  }
+
+  async abort(model: string, actor: Actor, reason?: string): Promise<CanaryState> {
+    return this.command(model, actor, 'canary_abort', (l) => this.doRollback(l, reason ?? `aborted by ${actor.name}`, 'aborted'));
+  }
+
+  private async command(model: string, actor: Actor, action: string, fn: (l: Live) => Promise<void>): Promise<CanaryState> {
+    this.ports.models.config(model);
+    return this.ports.exclusive(model, () =>
+      this.ports.audited(actor, action, model, { model }, async () => {
+        const l = this.active(model);
+        if (!l) throw new ConflictError('no_canary', `model ${model} has no canary in progress`);
+        await fn(l);
+        return l.state;
+      }),
+    );
+  }
+
+  // ---- the loop ---------------------------------------------------------------------------
+
+  /** One reconcile pass over every running canary (the loop calls it every tick). */
+  async tick(now = this.ports.clock.now()): Promise<void> {
+    for (const l of [...this.live.values()]) {
+      if (l.busy || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) continue;
+      l.busy = true;
+      try {
+        await this.ports.exclusive(l.state.model, async () => {
+          // re-checked under the lock: an abort/promote queued ahead of this tick may have ended it
+          if (!this.live.has(l.state.id) || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) return;
+          await this.evaluate(l, now);
+        });
+      } catch (err) {
+        await this.event(l, 'error', `evaluation failed: ${(err as Error).message}`);
+      } finally {
+        l.busy = false;
+      }
+    }
+  }
+
+  /** Judge the cumulative samples, record the look, and act on the decision. */
+  private async evaluate(l: Live, now: number): Promise<{ verdict: Verdict; step: Step } | undefined> {
+    const s = l.state;
+    const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
+    // nothing new and the stage still holds: the verdict could not change
+    if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
+    l.seen = seen;
+    const verdict = judgeCanary(l.samples.a.toMetricSamples(), l.samples.b.toMetricSamples(), l.judge, { index: s.look, previous: s.previous });
+    s.look++;
+    s.previous = verdict.sequentialPValues;
+    const step = decide(s, verdict, now);
+    s.last = summarizeVerdict(verdict, s, now, step.kind !== 'none');
+    s.message = step.kind === 'none' ? step.why : undefined;
+    if (step.kind !== 'none') {
+      s.verdicts.push(s.last);
+      if (s.verdicts.length > DEFAULTS.rollout.maxVerdicts) s.verdicts.splice(0, s.verdicts.length - DEFAULTS.rollout.maxVerdicts);
+    }
+    await this.apply(l, step, verdict.reasons.join('; '), now);
+    if (step.kind === 'none') await this.persist(l);
+    return { verdict, step };
+  }
+
+  private async apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
+    const s = l.state;
+    switch (step.kind) {
+      case 'none':
+        return;
+      case 'advance':
+        s.stageIndex = step.to;
+        s.stageStartedAt = now;
+        await this.applyWeights(l, currentPercent(s));
+        await this.event(l, 'advance', `stage ${s.stageIndex + 1}: ${currentPercent(s)} % to ${s.canary}${why ? ` (${why})` : ''}`);
+        await this.persist(l);
+        return;
+      case 'promote':
+        await this.doPromote(l, why || 'every stage passed');
+        return;
+      case 'pause':
+        s.pausedReason = step.reason;
+        await this.setPhase(l, 'paused', step.reason);
+        return;
+      case 'rollback':
+        await this.doRollback(l, step.reason, 'rolled_back');
+        return;
+    }
+  }
+
+  // ---- actions ------------------------------------------------------------------------------
+
+  private async applyWeights(l: Live, percent: number): Promise<void> {
+    const s = l.state;
+    const cur = routeToSpec(this.ports.routes.current(s.model));
+    const weights = reweighted(cur.weights, stageWeights(s, percent));
+    const shadow = s.shadowShare > 0 && percent < 100 ? { version: s.canary, share: s.shadowShare } : undefined;
+    await this.ports.routes.publish({ model: s.model, weights, stable: s.stable, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow });
+  }
+
+  private async doPromote(l: Live, why: string): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    await this.setPhase(l, 'promoting', `promoting ${s.canary}: ${why}`);
+    const cur = routeToSpec(p.routes.current(s.model));
+    const weights = reweighted(cur.weights, { [s.canary]: 1 });
+    // stable stays loaded at weight 0: an instant rollback target
+    await p.routes.publish({ model: s.model, weights, stable: s.canary, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: undefined });
+    // idempotent: a promotion completed after a restart may find the registry already switched
+    await p.versions.promote(s.model, s.canary, { actor: 'canary', reason: `canary ${s.id} promoted` });
+    await this.finish(l, 'succeeded', `${s.canary} is active; ${s.stable} is standby`);
+  }
+
+  /**
+   * Seed 001's rollback sequence: all traffic to stable at once, drain the canary's in-flight
+   * requests (bounded), unload it if this rollout loaded it; timed step by step and notified.
+   */
+  private async doRollback(l: Live, reason: string, phase: 'rolled_back' | 'aborted'): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    const t0 = performance.now();
+    const percentAtRollback = currentPercent(s);
+    const cur = routeToSpec(p.routes.current(s.model));
+    const weights = reweighted(cur.weights, { [s.stable]: 1, [s.canary]: 0 });
+    if (s.loadedByRollout) delete weights[s.canary];
+    await p.routes.publish({ model: s.model, weights, stable: s.stable, overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)), stickySalt: cur.stickySalt, shadow: undefined });
+    const t1 = performance.now();
+    // persisted right after the switch: a restart finishes what follows
+    s.rollbackReason = reason;
+    s.rollbackTo = phase;
+    await this.setPhase(l, 'rolling_back', reason);
+    let drained = 0;
+    let aborted = 0;
+    if (s.loadedByRollout) {
+      const d = await p.routes.drain(s.model, s.canary, DEFAULTS.rollout.rollbackDrainTimeoutMs);
+      drained = d.drained;
+      aborted = d.aborted;
+    }
+    const t2 = performance.now();
+    if (s.loadedByRollout) {
+      await p.workers.unload(s.model, s.canary);
+      const v = await p.versions.get(s.model, s.canary);
+      if (v.status === 'ready' || v.status === 'standby') await p.versions.transition(s.model, s.canary, 'retired', { gpus: [] }, { actor: 'canary', reason });
+    }
+    const t3 = performance.now();
+    const rb: RollbackRecord = {
+      reason,
+      at: p.clock.now(),
+      timing: { traffic_shift_ms: t1 - t0, drain_ms: t2 - t1, unload_ms: t3 - t2, total_ms: t3 - t0 },
+      drained,
+      aborted,
+      canaryRequests: l.samples.b.requests,
+      percentAtRollback,
+    };
+    s.rollback = rb;
+    await this.finish(l, phase, `${phase === 'aborted' ? 'aborted' : 'rolled back'} at ${percentAtRollback} % after ${rb.canaryRequests} canary request(s): ${reason}`);
+  }
+
+  private async finish(l: Live, phase: CanaryPhase, message: string): Promise<void> {
+    await this.setPhase(l, phase, message);
+    this.live.delete(l.state.id);
+    await this.ports.notify({ kind: `canary_${phase}`, model: l.state.model, version: l.state.canary, message, data: { id: l.state.id, rollback: l.state.rollback, last: l.state.last } });
+  }
+
+  private async setPhase(l: Live, phase: CanaryPhase, message: string): Promise<void> {
+    l.state.phase = phase;
+    l.state.message = message;
+    await this.persist(l);
+    await this.event(l, phase, message);
+  }
+
+  /** Write the state as it is when its turn comes; writes of one rollout never overlap. */
+  private persist(l: Live): Promise<void> {
+    const run = l.saving.then(async () => {
+      l.state.updatedAt = this.ports.clock.now();
+      l.revision = await this.ports.rollouts.save(l.state, l.revision);
+    });
+    l.saving = run.catch(() => undefined);
+    return run;
+  }
+
+  private async event(l: Live, kind: string, message: string): Promise<void> {
+    const at = this.ports.clock.now();
+    this.ports.emit({ kind: `canary_${kind}`, model: l.state.model, version: l.state.canary, message: `${l.state.id}: ${message}`, at });
+    // the rollout's own event log is best effort: the control event above already went out
+    await this.ports.rollouts.appendEvent(l.state.id, { at, kind, message }).catch(() => undefined);
+  }
+}
+
+/** The stable and canary samples one canary is judged on; the canary's first requests are left out. */
+function canarySamples(s: CanaryState, settings: CanarySettings | undefined): PairSamples {
+  return new PairSamples(s.model, s.stable, s.canary, DEFAULTS.rollout.maxSamplesPerVersion, settings?.ignoreFirstRequests ?? DEFAULTS.rollout.canaryIgnoreFirstRequests);
+}

@@ -1,0 +1,286 @@
+// An in-memory world behind the controllers' ports (src/rollout/ports.ts): a fake clock that runs
+// timers only when the test advances it, routes built and validated by the real domain rules, the
+// real registry and rollout records over an in-memory SQLite store, workers that load, sleep and
+// unload instantly, and telemetry the test feeds record by record. Not a mock: it keeps state and
+// enforces the same rules, so a controller under test behaves as it would on the control plane.
+//
+// `fleet.ports()` is what one control-plane process would build; calling it again over the same
+// fleet is a restart: new locks, same persisted world.
+import { parseConfig } from '../../src/config/load.js';
+import type { GlidepathConfig } from '../../src/config/types.js';
+import { storeRollouts } from '../../src/control/ports.js';
+import { buildRoute, routeToSpec } from '../../src/domain/route.js';
+import type { RouteSnapshot, RouteSpec } from '../../src/domain/route.js';
+import { NotFoundError } from '../../src/errors.js';
+import type { Clock, ControlEventInput, ControllerPorts } from '../../src/rollout/ports.js';
+import type { NotifyEvent } from '../../src/rollout/webhooks.js';
+import { Registry } from '../../src/store/registry.js';
+import { openMemoryStore } from '../../src/store/sqlite.js';
+import type { SqliteStore } from '../../src/store/sqlite.js';
+import type { RequestRecord } from '../../src/telemetry/record.js';
+import type { WindowStats } from '../../src/telemetry/window.js';
+
+/** Timers run only when the test advances the clock, in time order. */
+export class FakeClock implements Clock {
+  private seq = 0;
+  private readonly tasks = new Map<number, { at: number; fn: () => void }>();
+  constructor(public t = 1_000_000) {}
+
+  now(): number {
+    return this.t;
+  }
+
+  after(ms: number, fn: () => void): () => void {
+    const id = ++this.seq;
+    this.tasks.set(id, { at: this.t + ms, fn });
+    return () => this.tasks.delete(id);
+  }
+
+  /** Due times of the pending timers, relative to now. */
+  pending(): number[] {
+    return [...this.tasks.values()].map((x) => x.at - this.t).sort((a, b) => a - b);
+  }
+
+  /** Run every timer due by now + ms in order; `settle` (a controller's whenIdle) is awaited after each. */
+  async advance(ms: number, settle: () => Promise<void> = () => Promise.resolve()): Promise<void> {
+    const end = this.t + ms;
+    for (;;) {
+      const next = [...this.tasks.entries()].filter(([, x]) => x.at <= end).sort((a, b) => a[1].at - b[1].at || a[0] - b[0])[0];
+      if (!next) break;
+      this.tasks.delete(next[0]);
+      this.t = next[1].at;
+      next[1].fn();
+      await settle();
+    }
+    this.t = end;
+    await settle();
+  }
+}
+
+export function emptyStats(): WindowStats {
+  const p = { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN };
+  return { requests: 0, errors: 0, errorRate: 0, ttftMs: p, tpotMs: p, latencyMs: p, rps: 0, tokensPerS: 0, spanS: 0 };
+}
+
+/** A successful streamed request of `version`; override any field. */
+export function requestRecord(model: string, version: string, o: Partial<RequestRecord> = {}): RequestRecord {
+  return { model, version, worker: `${model}/${version}/0`, status: 200, errorCode: undefined, stream: true, ttftMs: 20, queueMs: 0, tpotMs: 5, itlMs: [], latencyMs: 100, promptTokens: 8, completionTokens: 10, at: 0, retries: 0, shadow: false, ...o };
+}
+
+export interface FakeFleetOptions {
+  /** `models:` of glidepath.yaml (snake_case, parsed by the real config pipeline); versions use the static provider. */
+  models: Record<string, unknown>[];
+  gpus?: number;
+}
+
+export class FakeFleet {
+  readonly clock = new FakeClock();
+  readonly cfg: GlidepathConfig;
+  readonly store: SqliteStore = openMemoryStore();
+  readonly registry: Registry;
+  /** What the controllers did, in order (`publish llama v1=0.9,v2=0.1`, `drain llama/v2`, …). */
+  readonly log: string[] = [];
+  readonly events: ControlEventInput[] = [];
+  readonly notified: NotifyEvent[] = [];
+  readonly audit: { actor: string; action: string; target: string; result: 'ok' | 'error' }[] = [];
+  /** `model/version` with workers, and those asleep (the workers port's own state). */
+  readonly loaded = new Set<string>();
+  readonly asleep = new Map<string, 1 | 2>();
+  /** `model/version` → the message its next load fails with. */
+  readonly failLoad = new Map<string, string>();
+  private readonly routeOf = new Map<string, RouteSnapshot>();
+  private readonly stats = new Map<string, WindowStats>();
+  private readonly listeners = new Set<(r: RequestRecord) => void>();
+
+  constructor(opts: FakeFleetOptions) {
+    this.cfg = parseConfig({
+      server: { data_dir: '/nonexistent/fake-fleet' },
+      gpus: { count: opts.gpus ?? 8, memory_gb: 80 },
+      models: opts.models.map((m) => ({
+        ...m,
+        versions: (m.versions as Record<string, unknown>[]).map((v) => ({ provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] }, warmup: { requests: 0 }, ...v })),
+      })),
+    });
+    this.registry = new Registry(this.store, () => this.clock.now());
+    this.registry.seedFromConfig(this.cfg);
+    // what boot does on a first start: load the route's versions, make its stable one active
+    for (const m of this.cfg.models) {
+      const spec: RouteSpec = { model: m.name, weights: m.route.weights };
+      for (const [id, w] of Object.entries(m.route.weights)) {
+        if (w <= 0) continue;
+        this.registry.transition(m.name, id, 'loading');
+        this.registry.transition(m.name, id, 'ready', { loadTimeMs: 1 });
+        this.loaded.add(`${m.name}/${id}`);
+      }
+      const route = buildRoute(spec, 1, this.known(m.name), this.clock.now());
+      this.routeOf.set(m.name, route);
+      this.registry.promote(m.name, route.stable, { actor: 'config' });
+    }
+  }
+
+  private known(model: string): Set<string> {
+    return new Set(this.registry.list(model).map((v) => v.id));
+  }
+
+  route(model: string): RouteSnapshot {
+    const r = this.routeOf.get(model);
+    if (!r) throw new NotFoundError('model_not_found', `no model ${model}`);
+    return r;
+  }
+
+  /** Weights in force, as `{ v1: 0.9, v2: 0.1 }`. */
+  weights(model: string): Record<string, number> {
+    return Object.fromEntries(this.route(model).versions.map((v) => [v.id, v.weight]));
+  }
+
+  /** One request record to every subscriber, as the gateway produces it. */
+  record(r: RequestRecord): void {
+    for (const l of this.listeners) l(r);
+  }
+
+  /** `n` records of `version`; `f(i)` adjusts each (latency, status…). */
+  records(model: string, version: string, n: number, f: (i: number) => Partial<RequestRecord> = () => ({})): void {
+    for (let i = 0; i < n; i++) this.record(requestRecord(model, version, { at: this.clock.now(), ...f(i) }));
+  }
+
+  setStats(model: string, version: string, s: Partial<WindowStats>): void {
+    this.stats.set(`${model}/${version}`, { ...emptyStats(), ...s });
+  }
+
+  /** The ports one control-plane process builds over this world (again: a restart). */
+  ports(): ControllerPorts {
+    const locks = new Map<string, Promise<unknown>>();
+    const later = <T>(fn: () => T): Promise<T> => new Promise<T>((resolve) => resolve(fn()));
+    const models = {
+      config: (name: string) => {
+        const m = this.cfg.models.find((x) => x.name === name);
+        if (!m) throw new NotFoundError('model_not_found', `model ${JSON.stringify(name)} is not in the config`);
+        return m;
+      },
+      names: () => this.cfg.models.map((m) => m.name),
+    };
+    return {
+      clock: this.clock,
+      models,
+      routes: {
+        current: (model) => this.route(model),
+        publish: (spec) =>
+          later(() => {
+            const prev = this.route(spec.model);
+            const route = buildRoute(spec, prev.revision + 1, this.known(spec.model), this.clock.now(), prev);
+            this.routeOf.set(spec.model, route);
+            this.log.push(`publish ${spec.model} ${route.versions.map((v) => `${v.id}=${+v.weight.toFixed(4)}`).join(',')}${route.shadow ? ` shadow=${route.shadow.version}` : ''}`);
+            return { route, switchMs: 0.01 };
+          }),
+        drain: (model, version) =>
+          later(() => {
+            this.log.push(`drain ${model}/${version}`);
+            return { drained: 0, aborted: 0, elapsedMs: 0 };
+          }),
+        undrain: (model, version) => void this.log.push(`undrain ${model}/${version}`),
+        hold: (model) => void this.log.push(`hold ${model}`),
+        release: (model) => void this.log.push(`release ${model}`),
+      },
+      versions: {
+        get: (model, id) =>
+          later(() => {
+            models.config(model);
+            return this.registry.get(model, id);
+          }),
+        list: (model, status) => later(() => this.registry.list(model, status)),
+        active: (model) => later(() => this.registry.active(model)),
+        standby: (model) => later(() => this.registry.standby(model)),
+        transition: (model, id, to, patch, o) => later(() => this.registry.transition(model, id, to, patch, o)),
+        promote: (model, id, o) => later(() => this.registry.promote(model, id, o)),
+        rollback: (model, o) => later(() => this.registry.rollback(model, o)),
+      },
+      workers: {
+        load: async (v, actor, onProgress) => {
+          const key = `${v.model}/${v.id}`;
+          this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
+          await Promise.resolve();
+          onProgress?.(`${key}: loaded`);
+          const why = this.failLoad.get(key);
+          if (why !== undefined) {
+            this.failLoad.delete(key);
+            this.registry.transition(v.model, v.id, 'failed', { failure: { code: 'load_failed', message: why } }, { actor: actor.name });
+            throw new Error(why);
+          }
+          this.loaded.add(key);
+          this.log.push(`load ${key}`);
+          return this.registry.transition(v.model, v.id, 'ready', { loadTimeMs: 1 }, { actor: actor.name });
+        },
+        unload: (model, version) =>
+          later(() => {
+            this.loaded.delete(`${model}/${version}`);
+            this.asleep.delete(`${model}/${version}`);
+            this.log.push(`unload ${model}/${version}`);
+            return 1;
+          }),
+        sleep: (model, version, level) =>
+          later(() => {
+            this.asleep.set(`${model}/${version}`, level);
+            this.log.push(`sleep ${model}/${version}`);
+          }),
+        wake: (model, version) =>
+          later(() => {
+            if (this.asleep.delete(`${model}/${version}`)) this.log.push(`wake ${model}/${version}`);
+          }),
+        isAsleep: (model, version) => this.asleep.has(`${model}/${version}`),
+      },
+      telemetry: {
+        stats: (model, version) => this.stats.get(`${model}/${version}`) ?? emptyStats(),
+        subscribe: (l) => {
+          this.listeners.add(l);
+          return () => this.listeners.delete(l);
+        },
+      },
+      rollouts: storeRollouts(this.store, this.clock),
+      settings: {
+        get: <T>(key: string) => later(() => this.store.getSetting<T>(key)),
+        set: (key, value) => later(() => this.store.setSetting(key, value, this.clock.now())),
+        delete: (key) => later(() => void this.store.deleteSetting(key)),
+      },
+      gpus: {
+        total: () => this.cfg.gpus.length,
+        free: () => later(() => this.cfg.gpus.map((g) => ({ id: g.id, memoryGb: g.memoryGb }))),
+      },
+      async exclusive<T>(model: string, fn: () => Promise<T>): Promise<T> {
+        const prev = locks.get(model) ?? Promise.resolve();
+        const run = prev.then(fn, fn);
+        const tail = run.catch(() => undefined);
+        locks.set(model, tail);
+        try {
+          return await run;
+        } finally {
+          if (locks.get(model) === tail) locks.delete(model);
+        }
+      },
+      audited: async (actor, action, target, _params, fn) => {
+        try {
+          const r = await fn();
+          this.audit.push({ actor: actor.name, action, target, result: 'ok' });
+          return r;
+        } catch (err) {
+          this.audit.push({ actor: actor.name, action, target, result: 'error' });
+          throw err;
+        }
+      },
+      emit: (e) => void this.events.push({ ...e, at: e.at ?? this.clock.now() }),
+      notify: (e) => {
+        this.notified.push(e);
+        return Promise.resolve([]);
+      },
+    };
+  }
+
+  /** Kinds of the control events so far (`canary_progressing`, …), optionally of one prefix. */
+  eventKinds(prefix = ''): string[] {
+    return this.events.map((e) => e.kind).filter((k) => k.startsWith(prefix));
+  }
+
+  /** The current route as a spec (for assertions on overrides and shadow). */
+  spec(model: string): RouteSpec {
+    return routeToSpec(this.route(model));
+  }
+}

@@ -1,0 +1,65 @@
+// Blue-green over the fake ports: deploy green at weight 0, swap (overlap, drain-first with a hold,
+// a sleeping standby), instant rollback waking the standby first, retire.
+import { describe, expect, it } from 'vitest';
+import { BlueGreen } from '../../../src/rollout/bluegreen.js';
+import { FakeFleet } from '../../helpers/fake-ports.js';
+
+const M = 'llama';
+const OPS = { name: 'ops' };
+
+function world(): { f: FakeFleet; bg: BlueGreen } {
+  const f = new FakeFleet({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }, { id: 'v3' }], route: { weights: { v1: 1 } } }] });
+  return { f, bg: new BlueGreen(f.ports()) };
+}
+
+describe('BlueGreen (fake ports)', () => {
+  it('deploy keeps the route in force and adds green at weight 0; swap overlap makes it active', async () => {
+    const { f, bg } = world();
+    const v = await bg.deploy(M, 'v2', OPS);
+    expect(v.status).toBe('ready');
+    expect(f.weights(M)).toEqual({ v1: 1, v2: 0 });
+    await expect(bg.deploy(M, 'v2', OPS)).rejects.toMatchObject({ code: 'already_loaded' });
+    const r = await bg.swap(M, {}, OPS);
+    expect(r).toMatchObject({ from: 'v1', to: 'v2', mode: 'overlap', standby: 'warm' });
+    expect(f.weights(M)).toEqual({ v2: 1, v1: 0 });
+    expect((await f.ports().versions.standby(M))?.id).toBe('v1');
+  });
+
+  it('drain-first holds new requests while blue drains, then releases them', async () => {
+    const { f, bg } = world();
+    await bg.deploy(M, 'v2', OPS);
+    f.log.length = 0;
+    const r = await bg.swap(M, { mode: 'drain-first' }, OPS);
+    expect(f.log).toEqual(['hold llama', 'publish llama v1=0,v2=1', 'drain llama/v1', 'undrain llama/v1', 'release llama']);
+    expect(r.drain).toEqual({ drained: 0, aborted: 0, elapsed_ms: 0 });
+  });
+
+  it('a sleeping standby is woken before the rollback switch; the workers port keeps the sleep state', async () => {
+    const { f, bg } = world();
+    await bg.deploy(M, 'v2', OPS);
+    f.clock.t += 1;
+    await bg.swap(M, { standby: 'sleep' }, OPS);
+    expect(f.asleep.get('llama/v1')).toBe(1);
+    f.log.length = 0;
+    const r = await bg.rollback(M, OPS, 'bad');
+    expect(r).toMatchObject({ rolled_back_to: 'v1', rolled_back_from: 'v2', method: 'wake_then_route_switch' });
+    expect(f.log).toEqual(['wake llama/v1', 'publish llama v2=0,v1=1']);
+    expect(f.asleep.size).toBe(0);
+    // v2 was judged bad: not a rollback target any more
+    await expect(bg.rollback(M, OPS)).rejects.toMatchObject({ status: 409 });
+  });
+
+  it('retire refuses the active version and the standby without force; frees a ready one', async () => {
+    const { f, bg } = world();
+    await bg.deploy(M, 'v2', OPS);
+    await bg.swap(M, {}, OPS);
+    await expect(bg.retire(M, 'v2', {}, OPS)).rejects.toMatchObject({ code: 'retire_active' });
+    await expect(bg.retire(M, 'v1', {}, OPS)).rejects.toMatchObject({ code: 'retire_standby' });
+    await bg.deploy(M, 'v3', OPS);
+    const r = await bg.retire(M, 'v3', {}, OPS);
+    expect(r).toMatchObject({ model: M, version: 'v3', freed_gpus: 1 });
+    expect(f.weights(M)).toEqual({ v2: 1, v1: 0 });
+    expect(f.loaded.has('llama/v3')).toBe(false);
+    expect(f.audit.map((a) => `${a.action} ${a.result}`)).toEqual(['deploy_green ok', 'swap ok', 'retire error', 'retire error', 'deploy_green ok', 'retire ok']);
+  });
+});

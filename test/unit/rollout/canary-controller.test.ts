@@ -1,0 +1,260 @@
+// The canary controller's stage machine, in process and in milliseconds: the real controller and the
+// real sequential judge over the in-memory fake ports, the loop driven by a fake clock. Beside the
+// end-to-end runs (test/e2e/canary*.test.ts), which take the same paths with real workers.
+import { describe, expect, it } from 'vitest';
+import { CanaryController } from '../../../src/rollout/canary-controller.js';
+import type { CanaryState } from '../../../src/rollout/canary-state.js';
+import type { StoredRollout } from '../../../src/rollout/rollout-record.js';
+import { FakeFleet } from '../../helpers/fake-ports.js';
+
+const M = 'llama';
+const OPS = { name: 'ops' };
+const STAGE_MS = 60_000;
+const TICK_MS = 1_000;
+
+function fleet(canary: Record<string, unknown> = {}): FakeFleet {
+  return new FakeFleet({
+    models: [
+      {
+        name: M,
+        versions: [{ id: 'v1' }, { id: 'v2' }],
+        route: { weights: { v1: 1 } },
+        canary: { stages: [10, 50, 100], stage_duration_ms: STAGE_MS, min_samples: 20, ignore_first_requests: 0, ...canary },
+      },
+    ],
+  });
+}
+
+/** A controller as the composition root builds one: over the ports, ticking on the (fake) clock. */
+function controller(f: FakeFleet): CanaryController {
+  const c = new CanaryController(f.ports(), { tickMs: TICK_MS });
+  c.run();
+  return c;
+}
+
+/** Both versions serve `n` requests with the same deterministic spread of timings: an equal canary. */
+function equalTraffic(f: FakeFleet, n: number): void {
+  for (const v of ['v1', 'v2']) f.records(M, v, n, (i) => ({ latencyMs: 100 + (i % 10), ttftMs: 20 + (i % 5), tpotMs: 5 + (i % 3) }));
+}
+
+async function advance(f: FakeFleet, c: CanaryController, ms: number): Promise<void> {
+  await f.clock.advance(ms, () => c.whenIdle());
+}
+
+async function startCanary(f: FakeFleet, c: CanaryController): Promise<CanaryState> {
+  const s = await c.start(M, { version: 'v2' }, OPS);
+  await c.whenIdle();
+  return c.get(M, s.id);
+}
+
+/** The unfinished canaries a restarted control plane reads back from the store. */
+async function unfinishedCanaries(f: FakeFleet): Promise<StoredRollout<CanaryState>[]> {
+  const { rollouts, unreadable } = await f.ports().rollouts.unfinished();
+  expect(unreadable).toEqual([]);
+  return rollouts.flatMap((r) => (r.state.kind === 'canary' ? [{ ...r, state: r.state }] : []));
+}
+
+describe('canary stage machine (fake clock, fake ports)', () => {
+  it('loads the candidate, enters stage 1, holds the stage, advances through the stages and promotes at the end', async () => {
+    const f = fleet();
+    const c = controller(f);
+    const s0 = await startCanary(f, c);
+    // Given a canary of a registered version: the rollout loaded it and routed 10 % to it
+    expect(s0).toMatchObject({ phase: 'progressing', stageIndex: 0, loadedByRollout: true, stable: 'v1', canary: 'v2' });
+    expect(f.log).toEqual(['load llama/v2', 'publish llama v2=0.1,v1=0.9']);
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('ready');
+
+    // When equal traffic arrives before the stage has lasted its duration: the stage holds
+    equalTraffic(f, 40);
+    await advance(f, c, TICK_MS);
+    let s = await c.get(M);
+    expect(s.stageIndex).toBe(0);
+    expect(s.look).toBe(1);
+    expect(s.message).toMatch(/^stage holds \d+ s more$/);
+    expect(s.verdicts).toEqual([]);
+
+    // Then once the stage has lasted: pass → stage 2 at 50 %
+    await advance(f, c, STAGE_MS);
+    s = await c.get(M);
+    expect(s.stageIndex).toBe(1);
+    expect(f.weights(M)).toEqual({ v2: 0.5, v1: 0.5 });
+    expect(s.verdicts.map((v) => [v.percent, v.outcome, v.decisive])).toEqual([[10, 'pass', true]]);
+
+    // And after the last stage below 100 %: promoted, v1 kept loaded as the standby
+    equalTraffic(f, 40);
+    await advance(f, c, STAGE_MS);
+    s = await c.get(M);
+    expect(s.phase).toBe('succeeded');
+    expect(s.verdicts.map((v) => v.percent)).toEqual([10, 50]);
+    expect(f.weights(M)).toEqual({ v2: 1, v1: 0 });
+    expect(f.route(M).stable).toBe('v2');
+    expect((await f.ports().versions.active(M))?.id).toBe('v2');
+    expect((await f.ports().versions.standby(M))?.id).toBe('v1');
+    expect(f.notified.map((n) => n.kind)).toEqual(['canary_succeeded']);
+    expect(f.eventKinds('canary_')).toEqual(['canary_started', 'canary_loading', 'canary_progress', 'canary_progressing', 'canary_advance', 'canary_promoting', 'canary_succeeded']);
+    // the loop goes on ticking with nothing to do
+    expect(f.clock.pending()).toEqual([TICK_MS]);
+    c.shutdown();
+    expect(f.clock.pending()).toEqual([]);
+  });
+
+  it('waits for samples: a stage that has lasted but has too few samples is not judged passed', async () => {
+    const f = fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    equalTraffic(f, 5);
+    await advance(f, c, STAGE_MS + TICK_MS);
+    let s = await c.get(M);
+    expect(s).toMatchObject({ phase: 'progressing', stageIndex: 0 });
+    expect(s.message).toMatch(/^waiting for data: /);
+    expect(s.last?.outcome).toBe('nodata');
+    // the samples arrive: the next look advances
+    equalTraffic(f, 40);
+    await advance(f, c, TICK_MS);
+    s = await c.get(M);
+    expect(s.stageIndex).toBe(1);
+    expect(c.sampleCounts(M)).toEqual({ stable: 45, canary: 45, min_samples: 20 });
+  });
+
+  it('pause holds the stage whatever the samples say; resume counts the stage as passed', async () => {
+    const f = fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    const paused = await c.pause(M, OPS, 'looking at dashboards');
+    expect(paused).toMatchObject({ phase: 'paused', pausedReason: 'looking at dashboards (ops)' });
+    equalTraffic(f, 40);
+    await advance(f, c, 2 * STAGE_MS);
+    let s = await c.get(M);
+    expect(s).toMatchObject({ phase: 'paused', stageIndex: 0 });
+    expect(s.message).toBe('paused: looking at dashboards (ops)');
+    await expect(c.pause(M, OPS)).rejects.toMatchObject({ code: 'not_progressing' });
+
+    s = await c.resume(M, OPS);
+    expect(s).toMatchObject({ phase: 'progressing', stageIndex: 1, pausedReason: undefined });
+    expect(f.weights(M)).toEqual({ v2: 0.5, v1: 0.5 });
+    await expect(c.resume(M, OPS)).rejects.toMatchObject({ code: 'not_paused' });
+    expect(f.audit.filter((a) => a.action.startsWith('canary_')).map((a) => [a.action, a.result])).toEqual([
+      ['canary_start', 'ok'],
+      ['canary_pause', 'ok'],
+      ['canary_pause', 'error'],
+      ['canary_resume', 'ok'],
+      ['canary_resume', 'error'],
+    ]);
+  });
+
+  it('a failing verdict rolls back at once, before the stage has lasted: traffic to stable, drain, unload, retire, notify', async () => {
+    const f = fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    f.records(M, 'v1', 60, (i) => ({ latencyMs: 100 + (i % 10) }));
+    f.records(M, 'v2', 60, () => ({ status: 500, errorCode: 'upstream_5xx', completionTokens: 0 }));
+    await advance(f, c, TICK_MS);
+    const s = await c.get(M);
+    expect(s.phase).toBe('rolled_back');
+    expect(s.rollback).toMatchObject({ percentAtRollback: 10, canaryRequests: 60, drained: 0, aborted: 0 });
+    expect(s.rollback?.reason).toMatch(/critical metric errors failed/);
+    expect(s.verdicts.map((v) => [v.outcome, v.action])).toEqual([['fail', 'rollback']]);
+    // the canary this rollout loaded is gone from the route, drained, unloaded and retired
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    expect(f.log.slice(2)).toEqual(['publish llama v1=1', 'drain llama/v2', 'unload llama/v2']);
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('retired');
+    expect(f.notified.map((n) => [n.kind, n.version])).toEqual([['canary_rolled_back', 'v2']]);
+    expect(await f.ports().rollouts.inProgress(M)).toBeUndefined();
+  });
+
+  it('abort of a canary of a loaded version moves the traffic back and keeps the version loaded', async () => {
+    const f = fleet();
+    await f.ports().versions.transition(M, 'v2', 'loading');
+    await f.ports().versions.transition(M, 'v2', 'ready');
+    const c = controller(f);
+    const s0 = await startCanary(f, c);
+    expect(s0.loadedByRollout).toBe(false);
+    const s = await c.abort(M, OPS, 'wrong version');
+    expect(s).toMatchObject({ phase: 'aborted', rollback: { reason: 'wrong version' } });
+    expect(f.weights(M)).toEqual({ v1: 1, v2: 0 });
+    expect(f.log).not.toContain('unload llama/v2');
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('ready');
+  });
+
+  it('a canary whose version fails to load ends failed, and the model is free again', async () => {
+    const f = fleet();
+    f.failLoad.set('llama/v2', 'out of GPU memory');
+    const c = controller(f);
+    const s = await startCanary(f, c);
+    expect(s).toMatchObject({ phase: 'failed', message: 'could not start the canary: out of GPU memory' });
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    expect(await f.ports().rollouts.inProgress(M)).toBeUndefined();
+  });
+
+  it('resumes after a restart: a new controller over the same persisted state continues at the stage where the old one stopped', async () => {
+    const f = fleet();
+    const before = controller(f);
+    const started = await startCanary(f, before);
+    equalTraffic(f, 40);
+    await advance(f, before, STAGE_MS + TICK_MS);
+    const atCrash = await before.get(M);
+    expect(atCrash).toMatchObject({ phase: 'progressing', stageIndex: 1 });
+    // the process dies: nothing of the old controller survives but the store and the data plane
+    before.shutdown();
+
+    const after = controller(f);
+    await after.recover(await unfinishedCanaries(f));
+    let s = await after.get(M);
+    expect(s).toMatchObject({ id: started.id, phase: 'progressing', stageIndex: 1, look: 0, previous: {} });
+    // as JSON keeps them (NaN statistics read back as NaN where the schema knows the field, null inside free-form summaries)
+    expect(JSON.stringify(s.verdicts)).toBe(JSON.stringify(atCrash.verdicts));
+    expect(f.events.at(-1)?.message).toBe(`${started.id}: resumed after a restart at stage 2 (50 %), phase progressing`);
+    // the stage clock is the persisted one: the rest of stage 2, then promotion
+    equalTraffic(f, 40);
+    await advance(f, after, STAGE_MS);
+    s = await after.get(M);
+    expect(s.phase).toBe('succeeded');
+    expect(s.verdicts.map((v) => v.percent)).toEqual([10, 50]);
+    expect((await f.ports().versions.active(M))?.id).toBe('v2');
+  });
+
+  it('a restart while promoting completes the promotion (regression: it stayed "promoting" forever)', async () => {
+    const f = fleet();
+    const before = controller(f);
+    await startCanary(f, before);
+    before.shutdown();
+    // the crash came between persisting "promoting" and the registry switch
+    const [rec] = await unfinishedCanaries(f);
+    if (!rec) throw new Error('no unfinished canary');
+    await f.ports().rollouts.save({ ...rec.state, phase: 'promoting' }, rec.revision);
+
+    const after = controller(f);
+    await after.recover(await unfinishedCanaries(f));
+    await after.whenIdle();
+    expect((await after.get(M)).phase).toBe('succeeded');
+    expect(f.route(M).stable).toBe('v2');
+    expect((await f.ports().versions.active(M))?.id).toBe('v2');
+  });
+
+  it('a restart while rolling back finishes the drain and unload', async () => {
+    const f = fleet();
+    const before = controller(f);
+    await startCanary(f, before);
+    before.shutdown();
+    const [rec] = await unfinishedCanaries(f);
+    if (!rec) throw new Error('no unfinished canary');
+    await f.ports().rollouts.save({ ...rec.state, phase: 'rolling_back', rollbackReason: 'errors', rollbackTo: 'rolled_back' }, rec.revision);
+
+    const after = controller(f);
+    await after.recover(await unfinishedCanaries(f));
+    await after.whenIdle();
+    expect(await after.get(M)).toMatchObject({ phase: 'rolled_back', rollback: { reason: 'errors' } });
+    expect(f.loaded.has('llama/v2')).toBe(false);
+    expect(f.weights(M)).toEqual({ v1: 1 });
+  });
+
+  it('refuses a second canary, an unknown model and bad stages with clear codes', async () => {
+    const f = fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    await expect(c.start(M, { version: 'v2' }, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });
+    await expect(c.start('nope', { version: 'v2' }, OPS)).rejects.toMatchObject({ code: 'model_not_found' });
+    await expect(c.start(M, { version: 'v2', stages: [50, 10] }, OPS)).rejects.toMatchObject({ code: 'invalid_stages' });
+    await expect(c.get(M, 'canary-nope')).rejects.toMatchObject({ code: 'rollout_not_found' });
+  });
+});
