@@ -128,7 +128,7 @@ describe('admin routes and the OpenAPI document', () => {
     expect(res.statusCode).toBe(400);
     const body = (await res.body.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('invalid_body');
-    expect(body.error.message).toMatch(/unknown field\(s\) speed/);
+    expect(body.error.message).toMatch(/speed: unknown key "speed"/);
     expect(body.error.message).toMatch(/stages: /);
     expect(app.store.listRollouts({ model: 'llama' })).toEqual([]);
   });
