@@ -42,37 +42,18 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
   /** In-flight counts are read from the pools when scraped: nothing to update per request. */
-  private readonly inflightSources = new Map<string, { model: string; version: string; size: () => number }>();
-  readonly inflight = new Gauge({
-    name: 'glidepath_inflight_requests',
-    help: 'Requests in flight to workers, by model and version.',
-    labelNames: ['model', 'version'] as const,
-    registers: [this.registry],
-    collect: () => {
-      for (const s of this.inflightSources.values()) this.inflight.labels(s.model, s.version).set(s.size());
-    },
-  });
+  readonly inflight = poolGauge(this.registry, 'glidepath_inflight_requests', 'Requests in flight to workers, by model and version.');
+  /** Like in-flight counts, queue depths are read from the pools when scraped. */
+  readonly queueDepth = poolGauge(this.registry, 'glidepath_upstream_queue_depth', 'Requests waiting for a free connection to a worker (every connection busy), by model and version.');
 
   /** Report `size()` as the in-flight count of (model, version) at every scrape. */
   trackInflight(model: string, version: string, size: () => number): void {
-    // a re-deployed version's new pool replaces the old one's source
-    this.inflightSources.set(`${model}\u0000${version}`, { model, version, size });
+    this.inflight.track(model, version, size);
   }
-  /** Like in-flight counts, queue depths are read from the pools when scraped. */
-  private readonly queuedSources = new Map<string, { model: string; version: string; size: () => number }>();
-  readonly queueDepth = new Gauge({
-    name: 'glidepath_upstream_queue_depth',
-    help: 'Requests waiting for a free connection to a worker (every connection busy), by model and version.',
-    labelNames: ['model', 'version'] as const,
-    registers: [this.registry],
-    collect: () => {
-      for (const s of this.queuedSources.values()) this.queueDepth.labels(s.model, s.version).set(s.size());
-    },
-  });
 
   /** Report `size()` as the number of requests of (model, version) waiting for a connection, at every scrape. */
   trackQueued(model: string, version: string, size: () => number): void {
-    this.queuedSources.set(`${model}\u0000${version}`, { model, version, size });
+    this.queueDepth.track(model, version, size);
   }
   /** Observed only for requests that waited: its count over glidepath_requests_total is the share that did. */
   readonly queueTime = new ArrayHistogram({
@@ -196,6 +177,28 @@ export class GatewayMetrics {
   forVersion(model: string, version: string): VersionMetrics {
     return new VersionMetrics(this, model, version);
   }
+}
+
+/**
+ * A gauge per (model, version) whose values are read from sources when scraped. A re-deployed
+ * version's new pool replaces the old one's source.
+ */
+function poolGauge(registry: Registry, name: string, help: string): Gauge<'model' | 'version'> & { track(model: string, version: string, size: () => number): void } {
+  const sources = new Map<string, { model: string; version: string; size: () => number }>();
+  const g: Gauge<'model' | 'version'> = new Gauge({
+    name,
+    help,
+    labelNames: ['model', 'version'] as const,
+    registers: [registry],
+    collect: () => {
+      for (const src of sources.values()) g.labels(src.model, src.version).set(src.size());
+    },
+  });
+  return Object.assign(g, {
+    track(model: string, version: string, size: () => number): void {
+      sources.set(`${model}\u0000${version}`, { model, version, size });
+    },
+  });
 }
 
 export class VersionMetrics {
