@@ -8,7 +8,9 @@ import { BadRequestError, TooManyRequestsError, UnsupportedMediaTypeError } from
 import type { ListenerLimitsConfig } from '../config/types.js';
 import { admission } from '../gateway/server.js';
 import type { Admission, ClosableServer } from '../gateway/server.js';
-import { refuseConnection } from '../gateway/front.js';
+import { refusalAnswer } from '../gateway/limits.js';
+import { refuseConnection } from '../gateway/http1/response-writer.js';
+import { defaultErrorBody } from '../gateway/http1/server-options.js';
 import { isValidHost } from '../gateway/http1/host.js';
 import type { Authenticator } from './auth.js';
 import { zodMessage } from '../config/issues.js';
@@ -50,7 +52,7 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
     const why = adm.limits.admit(addr);
     if (why !== undefined) {
       adm.refused(why, addr);
-      refuseConnection(socket, why, adm.limits);
+      refuseConnection(socket, why, adm.limits, defaultErrorBody);
       return;
     }
     socket.once('close', () => adm.limits.close(addr));
@@ -79,7 +81,8 @@ async function handle({ cp }: AdminContext, router: Router, auth: Authenticator,
       const wait = adm.limits.take(addr);
       if (wait > 0) {
         adm.refused('client_rate', addr);
-        throw new TooManyRequestsError('rate_limited', `too many requests from ${addr}: at most ${adm.limits.settings.perClientRps} per second (burst ${adm.limits.settings.perClientBurst})`, wait);
+        const r = refusalAnswer('client_rate', adm.limits.settings, addr, wait);
+        throw new TooManyRequestsError(r.code, r.message, r.retryAfterS);
       }
     }
     // RFC 9112 §3.2: one Host with a valid value (node:http already requires one on HTTP/1.1)
