@@ -8,7 +8,7 @@ import type { Picker } from './pick.js';
 import type { Abortable, VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter, sseErrorEvent } from './sse.js';
-import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';
+import { UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
@@ -17,6 +17,8 @@ import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { deliver } from './tap.js';
 import type { ResponseTap } from './tap.js';
 import { DEFAULTS } from '../defaults.js';
+import { AbortReason, abortError, errText, localResourceError, queueError } from './upstream-failure.js';
+import type { AbortKind, FailedRequest } from './upstream-failure.js';
 import type { LocalResourceReporter } from './local.js';
 
 export interface ProxyContext {
@@ -28,22 +30,9 @@ export interface ProxyContext {
   readonly onLocalResourceError?: LocalResourceReporter | undefined;
 }
 
-class AbortReason extends Error {
-  constructor(readonly kind: 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain') {
-    super(kind);
-  }
-}
-
 type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
 
 export class ProxyRequest implements UpstreamHandler, Abortable {
-  private readonly ctx: ProxyContext;
-  private readonly pool: VersionPool;
-  private readonly res: FrontResponse;
-  private readonly req: ParsedRequest;
-  private readonly path: string;
-  private readonly startedAt: number;
-  private readonly at: number;
   private worker: Worker | undefined;
   private tried: Set<Worker> | undefined;
   private attempts = 0;
@@ -70,7 +59,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   /** ms waited for a connection to a worker, all attempts together. */
   private queueMs = 0;
   private clientStarted = false;
-  private abortKind: AbortReason['kind'] | undefined;
+  private abortKind: AbortKind | undefined;
   private lastError: GlidepathError | undefined;
   private finished = false;
   /** True while `worker.outstanding` counts this request. */
@@ -80,15 +69,16 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   private tap: ResponseTap | undefined;
   private pairId: number | undefined;
 
-  constructor(ctx: ProxyContext, pool: VersionPool, res: FrontResponse, req: ParsedRequest, path: string, startedAt: number, at: number) {
-    this.ctx = ctx;
-    this.pool = pool;
-    this.res = res;
-    this.req = req;
-    this.path = path;
-    this.startedAt = startedAt;
-    this.at = at;
-  }
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly pool: VersionPool,
+    private readonly res: FrontResponse,
+    private readonly req: ParsedRequest,
+    private readonly path: string,
+    /** performance.now() and Date.now() when the client's request arrived. */
+    private readonly startedAt: number,
+    private readonly at: number,
+  ) {}
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
   captureTo(tap: ResponseTap, pairId: number | undefined): this {
@@ -112,26 +102,20 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.abort('drain');
   }
 
-  private abort(kind: AbortReason['kind']): void {
+  private abort(kind: AbortKind): void {
     if (this.finished || this.abortKind !== undefined) return;
     this.abortKind = kind;
     // before the pool starts the request, onRequestStart sees the flag and aborts it there
     if (this.controller && !this.controller.aborted) this.controller.abort(new AbortReason(kind));
   }
 
-  private abortError(kind: AbortReason['kind']): GlidepathError {
-    switch (kind) {
-      case 'first_token_timeout':
-        return new GatewayTimeoutError('upstream_timeout', this.req.stream ? `worker ${this.worker?.id ?? '?'} sent no token within ${this.ctx.cfg.firstTokenTimeoutMs} ms` : `worker ${this.worker?.id ?? '?'} did not answer within ${this.ctx.cfg.requestTimeoutMs} ms`);
-      case 'idle_timeout':
-        return new GatewayTimeoutError('upstream_idle_timeout', `worker ${this.worker?.id ?? '?'} went silent for ${this.ctx.cfg.idleTimeoutMs} ms mid-response`);
-      case 'drain':
-        return new UnavailableError('drain_aborted', `version ${this.pool.version} was drained and the drain timed out before this request finished`, { retryAfterS: 1 });
-      case 'client':
-        return new UpstreamError('client_closed', 'client closed the connection');
-      case 'send_timeout':
-        return new UpstreamError('client_send_timeout', `the client took nothing of the response for ${this.ctx.cfg.sendTimeoutMs} ms; its connection was closed`);
-    }
+  /** What a failure of this request is about (for the errors that describe it). */
+  private get failed(): FailedRequest {
+    return { cfg: this.ctx.cfg, model: this.pool.model, version: this.pool.version, workerId: this.worker?.id ?? '?', stream: this.req.stream };
+  }
+
+  private abortError(kind: AbortKind): GlidepathError {
+    return abortError(kind, this.failed);
   }
 
   private attempt(): void {
@@ -367,7 +351,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       return;
     }
     if (err instanceof LocalResourceError) {
-      this.outOfLocalResources(err);
+      this.releaseWorker();
+      this.fail(localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
       return;
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
@@ -390,37 +375,18 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
    */
   private queueRefused(err: WorkerQueueError): void {
     const w = this.worker as Worker;
-    const { model, version } = this.pool;
-    const retryAfterS = DEFAULTS.gateway.retryAfterS;
     this.releaseWorker();
+    const e = queueError(err, this.failed);
     if (err.reason === 'full') {
       (this.tried ??= new Set()).add(w);
       this.attempts--;
       // reported only when no other worker can take the request either (see attempt)
-      this.lastError = new UnavailableError(
-        'worker_queue_full',
-        `every worker of ${model} version ${version} that could take this request is saturated: worker ${w.id} has all ${this.ctx.cfg.connectionsPerWorker} connections busy and ${this.ctx.cfg.workerQueueMax} requests waiting (worker_queue_max)`,
-        { retryAfterS },
-      );
+      this.lastError = e;
       this.attempt();
       return;
     }
     this.waited(err.queuedMs);
-    this.ctx.metrics.queueRejected.labels(model, version, 'timeout').inc();
-    this.fail(new UnavailableError('worker_queue_timeout', `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${w.id} of ${model} version ${version} (queue_timeout_ms); it is saturated`, { retryAfterS }));
-  }
-
-  /** The gateway itself ran out of descriptors, ports or memory: not the worker's fault, and not retried elsewhere (the next connect would fail alike). */
-  private outOfLocalResources(err: LocalResourceError): void {
-    const w = this.worker as Worker;
-    this.releaseWorker();
-    this.ctx.metrics.localResourceErrors.labels(err.code).inc();
-    const e = new UnavailableError(
-      'local_resources_exhausted',
-      `the gateway could not open a connection to worker ${w.id}: ${err.code}, out of ${err.resource}. This is the gateway's own limit, not the worker's; retry later`,
-      { retryAfterS: DEFAULTS.gateway.localResourceRetryAfterS },
-    );
-    this.ctx.onLocalResourceError?.(err.code, e.message);
+    this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'timeout').inc();
     this.fail(e);
   }
 
@@ -529,22 +495,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       shadow: false,
     });
     if (this.capture !== undefined && status === 200 && errorCode === undefined) {
-      deliver(this.tap, {
-        model: this.pool.model,
-        version: this.pool.version,
-        pairId: this.pairId,
-        shadow: false,
-        request: this.req,
-        status,
-        body: Buffer.concat(this.capture).toString('utf8'),
-        latencyMs: latency,
-      });
+      const body = Buffer.concat(this.capture).toString('utf8');
+      deliver(this.tap, { model: this.pool.model, version: this.pool.version, pairId: this.pairId, shadow: false, request: this.req, status, body, latencyMs: latency });
     }
     this.capture = undefined;
   }
-}
-
-function errText(err: Error): string {
-  const code = (err as NodeJS.ErrnoException).code;
-  return code ? `${code}: ${err.message}` : err.message;
 }

@@ -9,6 +9,8 @@ import { deliver } from './tap.js';
 import type { ResponseTap } from './tap.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
+import { localResourceError, queueError } from './upstream-failure.js';
+import type { FailedRequest } from './upstream-failure.js';
 
 /**
  * Mirror `req` to a worker of `pool`. `startedAt`/`at` are the client request's arrival, so the
@@ -95,13 +97,14 @@ class ShadowRequest implements UpstreamHandler {
 
   onResponseError(_c: UpstreamController, err: Error): void {
     // refused before reaching the worker: recorded under the same codes as a client's request
+    const f: FailedRequest = { cfg: this.ctx.cfg, model: this.pool.model, version: this.pool.version, workerId: this.w.id, stream: this.req.stream };
     if (err instanceof WorkerQueueError) {
       if (err.queuedMs > 0) this.waited(err.queuedMs);
-      this.done(503, err.reason === 'full' ? 'worker_queue_full' : 'worker_queue_timeout', err.message);
+      const e = queueError(err, f);
+      this.done(e.status, e.code, e.message);
     } else if (err instanceof LocalResourceError) {
-      this.ctx.metrics.localResourceErrors.labels(err.code).inc();
-      this.ctx.onLocalResourceError?.(err.code, `shadow request: ${err.message}`);
-      this.done(503, 'local_resources_exhausted', err.message);
+      const e = localResourceError(err, f, this.ctx.metrics, this.ctx.onLocalResourceError, 'a connection for a shadow request');
+      this.done(e.status, e.code, e.message);
     } else this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
   }
 

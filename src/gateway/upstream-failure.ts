@@ -1,0 +1,78 @@
+// What a failed request to a worker means and what the client is told: aborts (client gone, timeouts, drains), a saturated worker's queue, the gateway's own exhaustion.
+import type { GatewayConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { LocalResourceReporter } from './local.js';
+import type { LocalResourceError, WorkerQueueError } from './upstream.js';
+
+export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain';
+
+/** Why the gateway aborted a request to a worker (the pool hands it back in onResponseError). */
+export class AbortReason extends Error {
+  constructor(readonly kind: AbortKind) {
+    super(kind);
+  }
+}
+
+/** The request a failure is about. */
+export interface FailedRequest {
+  readonly cfg: GatewayConfig;
+  readonly model: string;
+  readonly version: string;
+  /** '?' before a worker was picked. */
+  readonly workerId: string;
+  readonly stream: boolean;
+}
+
+export function abortError(kind: AbortKind, f: FailedRequest): GlidepathError {
+  const { cfg, workerId } = f;
+  switch (kind) {
+    case 'first_token_timeout':
+      return new GatewayTimeoutError('upstream_timeout', f.stream ? `worker ${workerId} sent no token within ${cfg.firstTokenTimeoutMs} ms` : `worker ${workerId} did not answer within ${cfg.requestTimeoutMs} ms`);
+    case 'idle_timeout':
+      return new GatewayTimeoutError('upstream_idle_timeout', `worker ${workerId} went silent for ${cfg.idleTimeoutMs} ms mid-response`);
+    case 'drain':
+      return new UnavailableError('drain_aborted', `version ${f.version} was drained and the drain timed out before this request finished`, { retryAfterS: DEFAULTS.gateway.retryAfterS });
+    case 'client':
+      return new UpstreamError('client_closed', 'client closed the connection');
+    case 'send_timeout':
+      return new UpstreamError('client_send_timeout', `the client took nothing of the response for ${cfg.sendTimeoutMs} ms; its connection was closed`);
+  }
+}
+
+/** A worker's full queue (no worker of the pool could take the request) or a wait past queue_timeout_ms: 503, never the worker's failure. */
+export function queueError(err: WorkerQueueError, f: FailedRequest): UnavailableError {
+  const { cfg, model, version, workerId } = f;
+  const retryAfterS = DEFAULTS.gateway.retryAfterS;
+  if (err.reason === 'full') {
+    return new UnavailableError(
+      'worker_queue_full',
+      `every worker of ${model} version ${version} that could take this request is saturated: worker ${workerId} has all ${cfg.connectionsPerWorker} connections busy and ${cfg.workerQueueMax} requests waiting (worker_queue_max)`,
+      { retryAfterS },
+    );
+  }
+  return new UnavailableError('worker_queue_timeout', `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${workerId} of ${model} version ${version} (queue_timeout_ms); it is saturated`, { retryAfterS });
+}
+
+/**
+ * The gateway itself ran out of descriptors, ports or memory connecting to a worker: 503, not the
+ * worker's fault and not retried elsewhere (the next connect would fail alike). Counted and reported.
+ */
+export function localResourceError(err: LocalResourceError, f: FailedRequest, metrics: GatewayMetrics, report: LocalResourceReporter | undefined, what = 'a connection'): UnavailableError {
+  metrics.localResourceErrors.labels(err.code).inc();
+  const e = new UnavailableError(
+    'local_resources_exhausted',
+    `the gateway could not open ${what} to worker ${f.workerId}: ${err.code}, out of ${err.resource}. This is the gateway's own limit, not the worker's; retry later`,
+    { retryAfterS: DEFAULTS.gateway.localResourceRetryAfterS },
+  );
+  report?.(err.code, e.message);
+  return e;
+}
+
+/** An errno error as `CODE: message`. */
+export function errText(err: Error): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code ? `${code}: ${err.message}` : err.message;
+}
