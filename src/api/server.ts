@@ -8,7 +8,7 @@ import { BadRequestError, TooManyRequestsError, UnsupportedMediaTypeError } from
 import type { ListenerLimitsConfig } from '../config/types.js';
 import { admission } from '../gateway/server.js';
 import type { Admission, ClosableServer } from '../gateway/server.js';
-import { refusalAnswer } from '../gateway/limits.js';
+import { requestRefusal } from '../gateway/limits.js';
 import { refuseConnection } from '../gateway/http1/response-writer.js';
 import { defaultErrorBody } from '../gateway/http1/server-options.js';
 import { isValidHost } from '../gateway/http1/host.js';
@@ -76,12 +76,11 @@ function adminUrl(target: string): URL {
 
 async function handle({ cp }: AdminContext, router: Router, auth: Authenticator, adm: Admission | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
-    if (adm !== undefined && adm.limits.rateLimited) {
+    if (adm !== undefined) {
       const addr = req.socket.remoteAddress ?? '';
-      const wait = adm.limits.take(addr);
-      if (wait > 0) {
-        adm.refused('client_rate', addr);
-        const r = refusalAnswer('client_rate', adm.limits.settings, addr, wait);
+      const r = requestRefusal(adm.limits, null, false, addr, req.method ?? '', req.url ?? '');
+      if (r !== undefined) {
+        adm.refused(r.why, addr);
         throw new TooManyRequestsError(r.code, r.message, r.retryAfterS);
       }
     }

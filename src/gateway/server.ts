@@ -80,28 +80,19 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
   const limits = new ClientLimits({ ...cfg, maxConnections: max });
   const metrics = telemetry.metrics;
   metrics.trackConnections(listener, () => limits.open, max);
-  const children = new Map<Refusal, { inc(): void }>();
-  const warnings = new Map<Refusal, ThrottledWarning>();
-  const acceptWarning = new ThrottledWarning(telemetry.log);
-  if (listener === 'data') telemetry.log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
+  const log = telemetry.log;
+  // one throttle per reason: a flood of one kind must not hide the first line of another
+  const warnings: Record<Refusal, ThrottledWarning> = { capacity: new ThrottledWarning(log), client_connections: new ThrottledWarning(log), client_rate: new ThrottledWarning(log) };
+  const acceptWarning = new ThrottledWarning(log);
+  if (listener === 'data') log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
   return {
     limits,
     refused(reason, addr) {
-      let c = children.get(reason);
-      if (c === undefined) {
-        c = metrics.clientRefused.labels(listener, reason);
-        children.set(reason, c);
-      }
-      c.inc();
-      let warning = warnings.get(reason);
-      if (warning === undefined) {
-        warning = new ThrottledWarning(telemetry.log);
-        warnings.set(reason, warning);
-      }
+      metrics.clientRefused.labels(listener, reason).inc();
       if (reason === 'capacity') {
-        warning.warn({ listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null }, `${listener} listener at its ceiling of ${max} client connections: new connections get 503`);
+        warnings.capacity.warn({ listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null }, `${listener} listener at its ceiling of ${max} client connections: new connections get 503`);
       } else {
-        warning.warn({ listener, reason, client: addr }, `${listener} listener: client ${addr} over its per-client limit (429)`);
+        warnings[reason].warn({ listener, reason, client: addr }, `${listener} listener: client ${addr} over its per-client limit (429)`);
       }
     },
     watch(server) {
