@@ -9,21 +9,17 @@
 //     `cd DIR && find . -type f | sed 's|^\./||' | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum`
 //     prints. Symlinks are followed; other special files are refused.
 // The index of cached versions with their last use is `<cache dir>/index.json`, written atomically.
-import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { mkdir, readdir, realpath, rename, rm, stat } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Transform } from 'node:stream';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { fileURLToPath } from 'node:url';
-import { Agent, interceptors, request } from 'undici';
-import type { Dispatcher } from 'undici';
 import { DEFAULTS } from '../defaults.js';
-import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError, UpstreamError } from '../errors.js';
+import { BadRequestError, GatewayTimeoutError, GlidepathError, NotFoundError, UnprocessableError } from '../errors.js';
 import type { VersionStatus } from '../domain/version.js';
-import { redactUrl } from '../http/url.js';
+import { classify, copyLocal, fetchHttp, parseWeightHash, redactSource } from './weight-source.js';
+
+export { parseWeightHash, treeHash } from './weight-source.js';
 
 /** What the cache needs of a version (a registry `Version` or a `VersionConfig` fits). */
 export interface CacheSource {
@@ -104,111 +100,12 @@ const key = (model: string, version: string): string => `${model}\u0000${version
 /** Model and version names may contain `/`: one path segment each, never `..`. */
 const seg = (s: string): string => encodeURIComponent(s).replace(/^\.+$/, (m) => '%2E'.repeat(m.length));
 
-/** `sha256:<hex>` / bare hex → lowercase hex, or an error message. */
-export function parseWeightHash(h: string): string | { error: string } {
-  const hex = h.trim().toLowerCase().replace(/^sha256:/, '');
-  if (!/^[0-9a-f]{64}$/.test(hex)) return { error: `weight_hash ${JSON.stringify(h)} is not a SHA-256 (expected sha256:<64 hex digits> or 64 hex digits)` };
-  return hex;
-}
-
-/** Local paths are shown as they are; http(s) sources go through the one URL redaction. */
-function redactSource(uri: string): string {
-  return /^https?:\/\//i.test(uri) ? redactUrl(uri) : uri;
-}
-
-type Source = { kind: 'local'; path: string } | { kind: 'http'; url: string };
-
-function classify(uri: string, baseDir: string): Source {
-  if (/^https?:\/\//i.test(uri)) return { kind: 'http', url: uri };
-  if (/^file:/i.test(uri)) {
-    try {
-      return { kind: 'local', path: fileURLToPath(uri) };
-    } catch (err) {
-      throw new BadRequestError('invalid_weights_uri', `weights ${JSON.stringify(uri)} is not a valid file:// URL: ${(err as Error).message}`);
-    }
-  }
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri);
-  if (scheme) {
-    throw new BadRequestError(
-      'unsupported_weights_uri',
-      scheme[1]?.toLowerCase() === 'sim'
-        ? `weights ${JSON.stringify(uri)} are simulated: there is nothing to download`
-        : `weights ${JSON.stringify(uri)}: scheme ${scheme[1]}:// is not supported (use a path, file://, http:// or https://)`,
-    );
-  }
-  return { kind: 'local', path: path.resolve(baseDir, uri) };
-}
-
-/** Counts bytes against the limit and the running hash as they pass. */
-class Meter extends Transform {
-  readonly hash = createHash('sha256');
-  bytes = 0;
-  constructor(
-    private readonly budget: { used: number; max: number },
-    private readonly what: string,
-  ) {
-    super();
-  }
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
-    this.bytes += chunk.length;
-    this.budget.used += chunk.length;
-    if (this.budget.used > this.budget.max) {
-      cb(new UnprocessableError('weights_too_large', `${this.what}: weights exceed the cache's per-version limit of ${this.budget.max} bytes`));
-      return;
-    }
-    this.hash.update(chunk);
-    cb(null, chunk);
-  }
-}
-
-/** Regular files under `root` (symlinks followed, cycles refused), relative POSIX paths, sorted bytewise. */
-async function listTree(root: string): Promise<string[]> {
-  const out: string[] = [];
-  const seen = new Set<string>();
-  const walk = async (abs: string, rel: string): Promise<void> => {
-    const real = await realpath(abs);
-    if (seen.has(real)) throw new BadRequestError('weights_symlink_cycle', `weights directory has a symlink cycle at ${rel || '.'}`);
-    seen.add(real);
-    for (const name of await readdir(abs)) {
-      const a = path.join(abs, name);
-      const r = rel ? `${rel}/${name}` : name;
-      const st = await stat(a);
-      if (st.isDirectory()) await walk(a, r);
-      else if (st.isFile()) out.push(r);
-      else throw new BadRequestError('weights_special_file', `weights directory holds ${r}, which is neither a file nor a directory`);
-    }
-    seen.delete(real);
-  };
-  await walk(root, '');
-  return out.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-}
-
-/** The directory hash documented at the top of this file, from per-file hashes. */
-export function treeHash(files: ReadonlyArray<{ rel: string; hex: string }>): string {
-  const sorted = [...files].sort((a, b) => Buffer.compare(Buffer.from(a.rel), Buffer.from(b.rel)));
-  const h = createHash('sha256');
-  for (const f of sorted) h.update(`${f.hex}  ${f.rel}\n`);
-  return h.digest('hex');
-}
-
-/** A safe file name for an http download: the URL path's last segment. */
-function fileNameOf(url: string): string {
-  let base = '';
-  try {
-    base = decodeURIComponent(path.posix.basename(new URL(url).pathname));
-  } catch {
-    base = '';
-  }
-  base = base.replace(/[^A-Za-z0-9._-]/g, '_');
-  return base === '' || /^\.+$/.test(base) ? 'weights' : base;
-}
-
 export class WeightCache {
   readonly dir: string;
   readonly maxVersions: number;
   readonly maxBytes: number;
-  private readonly timeoutMs: number;
-  private readonly idleTimeoutMs: number;
+  readonly timeoutMs: number;
+  readonly idleTimeoutMs: number;
   private readonly protect: () => Iterable<{ model: string; version: string }>;
   private readonly now: () => number;
   private readonly baseDir: string;
@@ -302,7 +199,7 @@ export class WeightCache {
     const budget = { used: 0, max: this.maxBytes };
     let hex: string;
     try {
-      hex = src.kind === 'http' ? await this.fetchHttp(src.url, tmp, budget, signal, what) : await this.copyLocal(src.path, tmp, budget, signal, what);
+      hex = src.kind === 'http' ? await fetchHttp(src.url, tmp, budget, signal, what, this) : await copyLocal(src.path, tmp, budget, signal, what);
       if (expected !== undefined && hex !== expected) {
         throw new UnprocessableError('weight_hash_mismatch', `${what}: weights from ${source} have sha256:${hex} but the version's weight_hash is sha256:${expected}; the copy was removed`, {
           details: { expected: `sha256:${expected}`, actual: `sha256:${hex}` },
@@ -343,79 +240,6 @@ export class WeightCache {
       ...ev,
       notes: [...notes, ...protectNotes(ev.keptProtected, this.maxVersions)],
     };
-  }
-
-  private async copyLocal(src: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
-    let st;
-    try {
-      st = await stat(src);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') throw new NotFoundError('weights_not_found', `${what}: weights ${src} do not exist`);
-      throw new BadRequestError('weights_unreadable', `${what}: cannot read weights ${src}: ${(err as Error).message}`);
-    }
-    if (st.isFile()) return this.copyFile(src, path.join(tmp, path.basename(src)), budget, signal, what);
-    if (!st.isDirectory()) throw new BadRequestError('weights_special_file', `${what}: weights ${src} are neither a file nor a directory`);
-    const files = await listTree(src);
-    const hashes: Array<{ rel: string; hex: string }> = [];
-    for (const rel of files) {
-      const to = path.join(tmp, ...rel.split('/'));
-      await mkdir(path.dirname(to), { recursive: true });
-      hashes.push({ rel, hex: await this.copyFile(path.join(src, ...rel.split('/')), to, budget, signal, what) });
-    }
-    return treeHash(hashes);
-  }
-
-  private async copyFile(from: string, to: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
-    const meter = new Meter(budget, what);
-    await pipeline(createReadStream(from), meter, createWriteStream(to, { flags: 'wx' }), { signal });
-    return meter.hash.digest('hex');
-  }
-
-  private async fetchHttp(url: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
-    // one agent per download: redirects followed (model hubs redirect to CDNs), sockets closed after
-    const agent = new Agent();
-    try {
-      return await this.fetchWith(agent.compose(interceptors.redirect({ maxRedirections: DEFAULTS.control.cacheMaxRedirects })), url, tmp, budget, signal, what);
-    } finally {
-      await agent.close().catch(() => undefined);
-    }
-  }
-
-  private async fetchWith(dispatcher: Dispatcher, url: string, tmp: string, budget: { used: number; max: number }, signal: AbortSignal, what: string): Promise<string> {
-    const safe = redactSource(url);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await request(url, { method: 'GET', dispatcher, headersTimeout: this.idleTimeoutMs, bodyTimeout: this.idleTimeoutMs, signal });
-    } catch (err) {
-      if (signal.aborted) throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} did not answer within ${this.timeoutMs} ms`);
-      const e = err as Error & { code?: string };
-      if (e.code === 'UND_ERR_HEADERS_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} sent no headers within ${this.idleTimeoutMs} ms`);
-      throw new UpstreamError('download_failed', `${what}: GET ${safe} failed: ${e.message}`);
-    }
-    const body: Readable = res.body;
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      await res.body.dump().catch(() => undefined);
-      if (res.statusCode === 404) throw new NotFoundError('weights_not_found', `${what}: GET ${safe} answered 404`);
-      throw new UpstreamError('download_failed', `${what}: GET ${safe} answered HTTP ${res.statusCode}`);
-    }
-    const len = Number(res.headers['content-length']);
-    if (Number.isFinite(len) && len > budget.max) {
-      res.body.destroy();
-      throw new UnprocessableError('weights_too_large', `${what}: ${safe} is ${len} bytes, over the cache's per-version limit of ${budget.max} bytes`);
-    }
-    const meter = new Meter(budget, what);
-    try {
-      await pipeline(body, meter, createWriteStream(path.join(tmp, fileNameOf(url)), { flags: 'wx' }), { signal });
-    } catch (err) {
-      if (err instanceof GlidepathError) throw err;
-      const e = err as Error & { code?: string };
-      if (e.code === 'UND_ERR_BODY_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} went silent for ${this.idleTimeoutMs} ms after ${meter.bytes} bytes`);
-      if (signal.aborted) throw err;
-      throw new UpstreamError('download_failed', `${what}: reading ${safe} failed after ${meter.bytes} bytes: ${e.message}`);
-    }
-    if (Number.isFinite(len) && meter.bytes !== len) throw new UpstreamError('download_truncated', `${what}: ${safe} announced ${len} bytes but sent ${meter.bytes}`);
-    return meter.hash.digest('hex');
   }
 
   private touch(model: string, version: string): void {
