@@ -83,8 +83,12 @@ describe('quality gate with the simulator judge, end to end', () => {
       { name: 'halluc', versions: [{ id: 'v1', seed: 51, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 52, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION }], canary },
       { name: 'sameq', versions: [{ id: 'v1', seed: 61, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 62, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary },
       // the same with shadow traffic: in pointwise mode a shadow answer is scored on its own
-      // (regression: shadow pairs were judged pairwise and their 1/0.5/0 mixed into the 0-1 scores)
-      { name: 'sameqs', versions: [{ id: 'v1', seed: 63, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 64, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary: { ...canary, shadowShare: 0.3 } },
+      // (regression: shadow pairs were judged pairwise and their 1/0.5/0 mixed into the 0-1 scores).
+      // The shadow copies (30 % of stable's traffic) all land on the canary's one worker process, so
+      // on a loaded 2-core CI machine its latency tail is genuinely longer than stable's (a CI run saw
+      // p99 +21.7 %, p=0.001, and the latency gate rightly rolled it back). Quality is what this case
+      // checks, so its latency tolerance is wide; the latency gate has its own end-to-end tests.
+      { name: 'sameqs', versions: [{ id: 'v1', seed: 63, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 64, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary: { ...canary, shadowShare: 0.3, maxP99Increase: 2 } },
     ];
     // When canaries start
     const { up, views, judged } = await run('pointwise', models, ['sameq', 'sameqs']);
