@@ -2,6 +2,7 @@
 // rolling update joins here), written with a schema version and validated when read back. A record
 // that does not validate is a clear error naming the rollout — never a cast of whatever is there.
 import { z } from 'zod';
+import { zodMessage } from '../config/issues.js';
 import { GlidepathError } from '../errors.js';
 import type { CanaryState, RollbackRecord, VerdictRecord } from './canary-state.js';
 import { TERMINAL } from './canary-state.js';
@@ -182,7 +183,7 @@ export function parseRolloutState(raw: unknown, row: { id: string; model: string
   if (!isKind(kind)) throw bad(`unknown kind ${JSON.stringify(kind ?? null)} (known: ${ROLLOUT_KINDS.join(', ')})`);
   const parsed = SCHEMAS[kind].safeParse(rest);
   if (!parsed.success) {
-    throw bad(parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(state)'}: ${i.message}`).join('; '));
+    throw bad(zodMessage(parsed.error, '(state)'));
   }
   const state: RolloutState = parsed.data;
   if (state.id !== row.id || state.model !== row.model) throw bad(`the state names rollout ${state.id} of model ${state.model}`);
