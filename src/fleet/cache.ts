@@ -174,13 +174,14 @@ export class WeightCache {
     const t0 = performance.now();
     const what = `${v.model}/${v.id}`;
     const source = redactSource(v.weights);
+    // where from first: simulated weights (the example fleet's, with placeholder hashes) say there is nothing to copy
+    const src = classify(v.weights, this.baseDir);
     let expected: string | undefined;
     if (v.weightHash !== undefined && v.weightHash.trim() !== '') {
       const parsed = parseWeightHash(v.weightHash);
       if (typeof parsed !== 'string') throw new BadRequestError('invalid_weight_hash', `${what}: ${parsed.error}`);
       expected = parsed;
     }
-    const src = classify(v.weights, this.baseDir);
     const dest = this.pathOf(v.model, v.id);
     const notes: string[] = [];
     const have = this.readIndex().entries.find((e) => e.model === v.model && e.version === v.id);

@@ -149,6 +149,8 @@ describe('WeightCache: local sources', () => {
   it('refuses what it cannot copy, with codes', async () => {
     const c = new WeightCache({ dir: fresh('cache') });
     expect((await caught(c.download({ model: 'm', id: 'v', weights: 'sim://weights' }))).message).toBe('weights "sim://weights" are simulated: there is nothing to download');
+    // the example fleet: simulated weights with a placeholder hash are "nothing to download", not a bad hash
+    expect((await caught(c.download({ model: 'm', id: 'v', weights: 'sim://weights', weightHash: 'sha256:1111' }))).code).toBe('unsupported_weights_uri');
     expect((await caught(c.download({ model: 'm', id: 'v', weights: 's3://bucket/x' }))).code).toBe('unsupported_weights_uri');
     expect((await caught(c.download({ model: 'm', id: 'v', weights: path.join(root, 'missing') }))).code).toBe('weights_not_found');
     expect((await caught(c.download({ model: 'm', id: 'v', weights: '/etc/hostname', weightHash: 'md5:abc' }))).code).toBe('invalid_weight_hash');
