@@ -100,7 +100,7 @@ async function handle({ cp }: AdminContext, router: Router, auth: Authenticator,
     } catch (err) {
       // a known token attempting a change it may not make is worth a line in the audit log
       if (route.method !== 'GET') {
-        cp.store.appendAudit({ at: Date.now(), actor: principal.name, action: 'denied', target: `${route.method} ${path}`, params: { role: principal.role, needs: route.role }, result: 'error', errorCode: 'forbidden' });
+        await cp.store.appendAudit({ at: Date.now(), actor: principal.name, action: 'denied', target: `${route.method} ${path}`, params: { role: principal.role, needs: route.role }, result: 'error', errorCode: 'forbidden' });
       }
       throw err;
     }

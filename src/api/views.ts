@@ -34,10 +34,10 @@ export function versionView(cp: ControlPlane, v: Version): Record<string, unknow
   };
 }
 
-export function workersView(cp: ControlPlane, model?: string): Record<string, unknown>[] {
+export async function workersView(cp: ControlPlane, model?: string): Promise<Record<string, unknown>[]> {
   const out: Record<string, unknown>[] = [];
   const now = Date.now();
-  for (const rec of cp.store.listWorkers(model ? { model } : {})) {
+  for (const rec of await cp.store.listWorkers(model ? { model } : {})) {
     const pool = cp.dp.models.get(rec.model)?.pools.get(rec.versionId);
     const w = pool?.workers.find((x) => x.id === rec.id);
     out.push({
@@ -59,26 +59,28 @@ export function workersView(cp: ControlPlane, model?: string): Record<string, un
   return out;
 }
 
-export function statusView(cp: ControlPlane): Record<string, unknown> {
+export async function statusView(cp: ControlPlane): Promise<Record<string, unknown>> {
+  const models: Record<string, unknown>[] = [];
+  for (const m of cp.cfg.models) {
+    const st = cp.dp.models.get(m.name);
+    const [active, standbys, versions] = await Promise.all([cp.registry.active(m.name), cp.registry.standbys(m.name), cp.registry.list(m.name)]);
+    const standby = standbys.find((v) => v.rollbackEligible);
+    models.push({
+      model: m.name,
+      priority: m.priority,
+      active: active?.id ?? null,
+      /** The rollback target (a loaded standby that is eligible). */
+      standby: standby?.id ?? null,
+      /** Every loaded standby, with why it is not a rollback target when it is blocked. */
+      standbys: standbys.map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
+      route: st ? { revision: st.route.revision, stable: st.route.stable, weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])), shares: st.split.shares() } : null,
+      holding: st?.hold !== undefined,
+      versions: versions.map((v) => ({ version: v.id, status: v.status, asleep: cp.workers.isAsleep(m.name, v.id), window: cp.dp.telemetry.stats(m.name, v.id) })),
+    });
+  }
   return {
     ready: cp.dp.ready(),
-    models: cp.cfg.models.map((m) => {
-      const st = cp.dp.models.get(m.name);
-      const active = cp.registry.active(m.name);
-      const standby = cp.registry.standby(m.name);
-      return {
-        model: m.name,
-        priority: m.priority,
-        active: active?.id ?? null,
-        /** The rollback target (a loaded standby that is eligible). */
-        standby: standby?.id ?? null,
-        /** Every loaded standby, with why it is not a rollback target when it is blocked. */
-        standbys: cp.registry.standbys(m.name).map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
-        route: st ? { revision: st.route.revision, stable: st.route.stable, weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])), shares: st.split.shares() } : null,
-        holding: st?.hold !== undefined,
-        versions: cp.registry.list(m.name).map((v) => ({ version: v.id, status: v.status, asleep: cp.workers.isAsleep(m.name, v.id), window: cp.dp.telemetry.stats(m.name, v.id) })),
-      };
-    }),
-    gpus: { total: cp.inventory.total, free: cp.inventory.free().length },
+    models,
+    gpus: { total: cp.inventory.total, free: (await cp.inventory.free()).length },
   };
 }

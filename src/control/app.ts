@@ -42,12 +42,12 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
   let data: ListeningServer | undefined;
   let admin: ListeningServer | undefined;
   try {
-    const adminTokenHint = bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
+    const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
     await cp.boot(say);
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);
-    const auth = new Authenticator(store);
+    const auth = await Authenticator.load(store);
     admin = await startListening(createAdminServer({ cp, controllers }, auth, cfg.limits.admin), a.host, a.port);
     await controllers.run();
     const dataS = data;
@@ -68,7 +68,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
         await adminS.close();
         await dataS.close();
         await cp.shutdown(o.stopWorkers ?? true);
-        store.close();
+        await store.close();
       },
     };
   } catch (err) {
@@ -76,7 +76,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
     await admin?.close();
     await data?.close();
     await cp.shutdown(true).catch(() => undefined);
-    store.close();
+    await store.close();
     throw err;
   }
 }

@@ -8,6 +8,8 @@ import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { GlidepathError, NotFoundError, toGlidepathError } from '../errors.js';
 import type { DataPlane } from '../gateway/dataplane.js';
+import { controlPlaneCache } from '../fleet/cache.js';
+import type { WeightCache } from '../fleet/cache.js';
 import { GpuInventory } from '../fleet/inventory.js';
 import type { Providers } from '../providers/index.js';
 import { Registry } from '../store/registry.js';
@@ -30,6 +32,8 @@ export class ControlPlane {
   readonly registry: Registry;
   readonly inventory: GpuInventory;
   readonly workers: WorkerManager;
+  /** The weight cache (`cache download`). */
+  readonly weightCache: WeightCache;
   readonly events = new EventBus();
   /** Serialises changes per model: one operation at a time (a swap never races a rollback). */
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -43,6 +47,7 @@ export class ControlPlane {
     this.registry = new Registry(store);
     this.inventory = new GpuInventory(cfg.gpus, store);
     this.workers = new WorkerManager(store, this.inventory, providers, dp, this.events, cfg.server.dataDir);
+    this.weightCache = controlPlaneCache(cfg, this.registry);
   }
 
   modelConfig(name: string): ModelConfig {
@@ -51,7 +56,7 @@ export class ControlPlane {
     return m;
   }
 
-  version(model: string, id: string): Version {
+  async version(model: string, id: string): Promise<Version> {
     this.modelConfig(model);
     return this.registry.get(model, id);
   }
@@ -74,11 +79,11 @@ export class ControlPlane {
     const t0 = performance.now();
     try {
       const r = await fn();
-      this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'ok', durationMs: performance.now() - t0 });
+      await this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'ok', durationMs: performance.now() - t0 });
       return r;
     } catch (err) {
       const e = toGlidepathError(err);
-      this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'error', errorCode: e.code, durationMs: performance.now() - t0 });
+      await this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'error', errorCode: e.code, durationMs: performance.now() - t0 });
       throw err;
     }
   }
@@ -96,24 +101,27 @@ export class ControlPlane {
   }
 
   /**
-   * Publish a new route: the data plane validates and swaps it (one reference assignment), then it
-   * is persisted. Returns the snapshot and how long the swap itself took (ms).
+   * Publish a new route: the data plane validates and swaps it (one reference assignment, done
+   * before this returns its promise: traffic moves at once), then it is persisted. Resolves to the
+   * snapshot and how long the swap itself took (ms).
    */
-  publishRoute(spec: RouteSpec): { route: RouteSnapshot; switchMs: number } {
+  async publishRoute(spec: RouteSpec): Promise<{ route: RouteSnapshot; switchMs: number }> {
     const prev = this.dp.model(spec.model).route;
     const t0 = performance.now();
     const route = this.dp.setRoute(spec, prev.revision);
     const switchMs = performance.now() - t0;
-    this.persistRoute(route, prev.revision);
+    await this.persistRoute(route);
     this.events.emit({ kind: 'route', model: spec.model, message: `route of ${spec.model} → revision ${route.revision}: ${describeWeights(route)}`, data: routeToSpec(route) });
     return { route, switchMs };
   }
 
-  private persistRoute(route: RouteSnapshot, prevRevision: number): void {
-    const stored = this.store.getRoute(route.model);
+  /** The data plane is the truth for this process's routes: the stored one is replaced whatever its revision. */
+  private persistRoute(route: RouteSnapshot): Promise<void> {
     const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: route.revision };
-    this.store.putRoute(rec, stored ? stored.revision : 0);
-    void prevRevision;
+    return this.store.tx(async (t) => {
+      const stored = await t.getRoute(route.model);
+      await t.putRoute(rec, stored ? stored.revision : 0);
+    });
   }
 
   // ---- boot and shutdown ----------------------------------------------------------------
@@ -124,13 +132,13 @@ export class ControlPlane {
    * come back (adopting workers that survived), the persisted route is restored exactly.
    */
   async boot(onProgress: (m: string) => void = () => undefined): Promise<void> {
-    const seed = this.registry.seedFromConfig(this.cfg);
+    const seed = await this.registry.seedFromConfig(this.cfg);
     for (const c of seed.conflicts) {
       onProgress(`warning: ${c.model}/${c.id} in the config has card ${c.config} but the store has ${c.stored}; keeping the stored version`);
     }
     for (const m of this.cfg.models) {
-      const versions = this.registry.list(m.name);
-      const stored = this.store.getRoute(m.name) as StoredRouteSpec | undefined;
+      const versions = await this.registry.list(m.name);
+      const stored = (await this.store.getRoute(m.name)) as StoredRouteSpec | undefined;
       const first = stored === undefined;
       const spec: RouteSpec = first ? { model: m.name, weights: m.route.weights, overrides: m.route.overrides, stickySalt: m.route.stickySalt, shadow: m.route.shadow } : storedToSpec(stored);
       this.dp.addModel({
@@ -141,13 +149,13 @@ export class ControlPlane {
       });
       // loading interrupted by a crash cannot be trusted: mark failed (the operator redeploys)
       for (const v of versions.filter((x) => x.status === 'loading')) {
-        this.registry.transition(m.name, v.id, 'failed', { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } }, { actor: 'controller' });
+        await this.registry.transition(m.name, v.id, 'failed', { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } }, { actor: 'controller' });
       }
       const needed = new Set<string>();
-      for (const v of this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
+      for (const v of await this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
       if (first) for (const [id, w] of Object.entries(spec.weights)) if (w > 0) needed.add(id);
       for (const id of needed) {
-        const v = this.registry.get(m.name, id);
+        const v = await this.registry.get(m.name, id);
         const adopted = first ? 0 : await this.workers.adopt(v);
         const want = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;
         if (adopted >= want) {
@@ -156,15 +164,15 @@ export class ControlPlane {
         }
         if (adopted > 0) await this.workers.stopVersion(m.name, id, 2_000);
         await this.load(v, CONTROLLER, onProgress, v.status === 'registered' || v.status === 'failed' || v.status === 'retired');
-        const slept = this.workers.sleptLevel(m.name, id);
+        const slept = await this.workers.sleptLevel(m.name, id);
         if (slept !== undefined) await this.workers.sleepVersion(m.name, id, slept);
       }
       if (first) {
         const route = this.dp.setRoute(spec);
-        this.persistRoute(route, 0);
+        await this.persistRoute(route);
         const stable = route.stable;
-        const sv = this.registry.get(m.name, stable);
-        if (sv.status === 'ready' || sv.status === 'standby') this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
+        const sv = await this.registry.get(m.name, stable);
+        if (sv.status === 'ready' || sv.status === 'standby') await this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
       } else {
         this.dp.restoreRoute(spec, stored.revision);
       }
@@ -177,17 +185,17 @@ export class ControlPlane {
    * With `transition` false the status is left alone (re-creating workers of a loaded version).
    */
   async load(v: Version, actor: Actor, onProgress: (m: string) => void, transition = true): Promise<Version> {
-    if (transition) this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
+    if (transition) await this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
     this.events.emit({ kind: 'version_loading', model: v.model, version: v.id, message: `loading ${v.model}/${v.id}` });
     try {
       const started = await this.workers.startVersion(v, onProgress);
       const patch = { loadTimeMs: started.loadTimeMs, gpus: started.gpus };
-      const out = transition ? this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name }) : this.registry.update(v.model, v.id, patch);
+      const out = transition ? await this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name }) : await this.registry.update(v.model, v.id, patch);
       this.events.emit({ kind: 'version_ready', model: v.model, version: v.id, message: `${v.model}/${v.id} ready in ${Math.round(started.loadTimeMs)} ms on ${started.workers.length} worker(s)` });
       return out;
     } catch (err) {
       const e = err instanceof GlidepathError ? err : toGlidepathError(err);
-      if (transition) this.registry.transition(v.model, v.id, 'failed', { failure: { code: e.code, message: (err as Error).message } }, { actor: actor.name });
+      if (transition) await this.registry.transition(v.model, v.id, 'failed', { failure: { code: e.code, message: (err as Error).message } }, { actor: actor.name });
       this.events.emit({ kind: 'version_failed', model: v.model, version: v.id, message: `${v.model}/${v.id} failed to load: ${(err as Error).message}` });
       throw err;
     }
@@ -202,7 +210,7 @@ export class ControlPlane {
     return path.join(this.cfg.server.dataDir, 'workers');
   }
 
-  versionConfig(model: string, id: string): VersionConfig {
+  versionConfig(model: string, id: string): Promise<VersionConfig> {
     return this.registry.get(model, id);
   }
 }

@@ -1,6 +1,5 @@
 // The ports (src/rollout/ports.ts) implemented over the control plane: the data plane for traffic
-// and telemetry, the registry and the store for persistence, the worker manager for workers. The
-// store is synchronous today; every persistence-touching port already returns a Promise.
+// and telemetry, the registry and the store for persistence, the worker manager for workers.
 import type { ModelConfig } from '../config/types.js';
 import { NotFoundError } from '../errors.js';
 import type { Clock, ControllerPorts, RolloutsPort } from '../rollout/ports.js';
@@ -21,11 +20,6 @@ export const systemClock: Clock = {
   },
 };
 
-/** Run a synchronous store call as the asynchronous port promises it (a throw becomes a rejection). */
-function later<T>(fn: () => T): Promise<T> {
-  return new Promise<T>((resolve) => resolve(fn()));
-}
-
 export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): ControllerPorts {
   const { registry, workers, dp, store, inventory, events } = cp;
   return {
@@ -36,7 +30,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
     },
     routes: {
       current: (model) => cp.route(model),
-      publish: (spec) => later(() => cp.publishRoute(spec)),
+      publish: (spec) => cp.publishRoute(spec),
       drain: async (model, version, timeoutMs) => {
         const d = await dp.drain(model, version, timeoutMs ?? cp.cfg.gateway.drainTimeoutMs);
         return { drained: d.drained, aborted: d.aborted, elapsedMs: d.elapsedMs };
@@ -46,13 +40,13 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       release: (model) => void dp.release(model),
     },
     versions: {
-      get: (model, id) => later(() => cp.version(model, id)),
-      list: (model, status) => later(() => registry.list(model, status)),
-      active: (model) => later(() => registry.active(model)),
-      standby: (model) => later(() => registry.standby(model)),
-      transition: (model, id, to, patch, opts) => later(() => registry.transition(model, id, to, patch, opts)),
-      promote: (model, id, opts) => later(() => registry.promote(model, id, opts)),
-      rollback: (model, opts) => later(() => registry.rollback(model, opts)),
+      get: (model, id) => cp.version(model, id),
+      list: (model, status) => registry.list(model, status),
+      active: (model) => registry.active(model),
+      standby: (model) => registry.standby(model),
+      transition: (model, id, to, patch, opts) => registry.transition(model, id, to, patch, opts),
+      promote: (model, id, opts) => registry.promote(model, id, opts),
+      rollback: (model, opts) => registry.rollback(model, opts),
     },
     workers: {
       load: (v, actor, onProgress) => cp.load(v, actor, onProgress ?? (() => undefined)),
@@ -67,13 +61,13 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
     },
     rollouts: storeRollouts(store, clock),
     settings: {
-      get: <T>(key: string) => later(() => store.getSetting<T>(key)),
-      set: (key, value) => later(() => store.setSetting(key, value, clock.now())),
-      delete: (key) => later(() => void store.deleteSetting(key)),
+      get: <T>(key: string) => store.getSetting<T>(key),
+      set: (key, value) => store.setSetting(key, value, clock.now()),
+      delete: async (key) => void (await store.deleteSetting(key)),
     },
     gpus: {
       total: () => inventory.total,
-      free: () => later(() => inventory.free().map((g) => ({ id: g.id, memoryGb: g.memoryGb }))),
+      free: async () => (await inventory.free()).map((g) => ({ id: g.id, memoryGb: g.memoryGb })),
     },
     exclusive: (model, fn) => cp.exclusive(model, fn),
     audited: (actor, action, target, params, fn) => cp.audited(actor, action, target, params, fn),
@@ -86,10 +80,10 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
 export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): RolloutsPort {
   const read = (rec: RolloutRecord): StoredRollout => ({ state: parseRolloutState(rec.state, rec), revision: rec.revision, createdAt: rec.createdAt, updatedAt: rec.updatedAt });
   /** Rows of one kind, newest first, read (and validated) only once their kind matches. */
-  const ofKind = <K extends RolloutKind>(model: string, kind: K, limit: number): StoredRollout<StateOfKind<K>>[] => {
+  const ofKind = async <K extends RolloutKind>(model: string, kind: K, limit: number): Promise<StoredRollout<StateOfKind<K>>[]> => {
     const out: StoredRollout<StateOfKind<K>>[] = [];
     // the table holds every kind: scan the model's newest rows and keep the asked kind only
-    for (const rec of store.listRollouts({ model, limit: DEFAULTS.store.listLimit })) {
+    for (const rec of await store.listRollouts({ model, limit: DEFAULTS.store.listLimit })) {
       if (claimedKind(rec.state) !== kind) continue;
       const r = read(rec);
       if (r.state.kind === kind) out.push({ ...r, state: r.state as StateOfKind<K> });
@@ -98,38 +92,35 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
     return out;
   };
   return {
-    create: (state) => later(() => store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now()).revision),
-    save: (state, revision) => later(() => store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision).revision),
-    get: (id) =>
-      later(() => {
-        const rec = store.getRollout(id);
-        return rec ? read(rec) : undefined;
-      }),
-    latest: (model, kind) => later(() => ofKind(model, kind, 1)[0]),
-    history: (model, kind, limit) => later(() => ofKind(model, kind, limit)),
-    unfinished: () =>
-      later(() => {
-        const rollouts: StoredRollout[] = [];
-        const unreadable: Error[] = [];
-        for (const rec of store.listActiveRollouts()) {
-          try {
-            rollouts.push(read(rec));
-          } catch (err) {
-            unreadable.push(err as Error);
-          }
+    create: async (state) => (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
+    save: async (state, revision) =>
+      (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision)).revision,
+    get: async (id) => {
+      const rec = await store.getRollout(id);
+      return rec ? read(rec) : undefined;
+    },
+    latest: async (model, kind) => (await ofKind(model, kind, 1))[0],
+    history: (model, kind, limit) => ofKind(model, kind, limit),
+    unfinished: async () => {
+      const rollouts: StoredRollout[] = [];
+      const unreadable: Error[] = [];
+      for (const rec of await store.listActiveRollouts()) {
+        try {
+          rollouts.push(read(rec));
+        } catch (err) {
+          unreadable.push(err as Error);
         }
-        return { rollouts, unreadable };
-      }),
-    inProgress: (model) =>
-      later(() => {
-        const rec = store.listActiveRollouts().find((r) => r.model === model);
-        return rec ? { id: rec.id, kind: claimedKind(rec.state) ?? 'unknown' } : undefined;
-      }),
-    appendEvent: (id, e) => later(() => void store.appendRolloutEvent({ rolloutId: id, at: e.at, kind: e.kind, message: e.message, data: e.data })),
-    events: (id) =>
-      later(() => {
-        if (!store.getRollout(id)) throw new NotFoundError('rollout_not_found', `no rollout ${id}`);
-        return store.rolloutEvents(id);
-      }),
+      }
+      return { rollouts, unreadable };
+    },
+    inProgress: async (model) => {
+      const rec = (await store.listActiveRollouts()).find((r) => r.model === model);
+      return rec ? { id: rec.id, kind: claimedKind(rec.state) ?? 'unknown' } : undefined;
+    },
+    appendEvent: async (id, e) => void (await store.appendRolloutEvent({ rolloutId: id, at: e.at, kind: e.kind, message: e.message, data: e.data })),
+    events: async (id) => {
+      if (!(await store.getRollout(id))) throw new NotFoundError('rollout_not_found', `no rollout ${id}`);
+      return store.rolloutEvents(id);
+    },
   };
 }

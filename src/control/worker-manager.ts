@@ -47,13 +47,14 @@ export class WorkerManager {
     const t0 = performance.now();
     const provider = this.providers.for(v.provider.kind);
     const replicas = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;
-    const groups = v.provider.kind === 'static' ? Array.from({ length: replicas }, () => [] as string[]) : this.inventory.plan(replicas, v.tp, v.gpuMemoryGb / v.tp, `${v.model}/${v.id}`);
-    const now = Date.now();
+    // GPUs are taken up front, in one store transaction, so two deploys never race for them
+    const groups =
+      v.provider.kind === 'static'
+        ? Array.from({ length: replicas }, () => [] as string[])
+        : await this.inventory.take(replicas, v.tp, v.gpuMemoryGb / v.tp, `${v.model}/${v.id}`, (i) => ({ model: v.model, versionId: v.id, workerId: workerId(v, i) }), Date.now());
     const started: WorkerHandle[] = [];
     this.dp.addVersion(v.model, v.id, v.cardChecksum);
     try {
-      // GPUs are taken up front, in one go, so two deploys never race for them
-      groups.forEach((g, i) => g.length && this.inventory.assign(g, { model: v.model, versionId: v.id, workerId: workerId(v, i) }, now));
       const results = await Promise.allSettled(
         groups.map((gpus, i) =>
           provider.start({ version: v, workerId: workerId(v, i), gpus, workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m) }),
@@ -68,17 +69,17 @@ export class WorkerManager {
       }
     } catch (err) {
       await Promise.all(started.map((h) => provider.stop(h, 1_000).catch(() => undefined)));
-      this.inventory.releaseVersion(v.model, v.id);
+      await this.inventory.releaseVersion(v.model, v.id);
       throw err;
     }
-    for (const h of started) this.adoptHandle(v, h);
+    for (const h of started) await this.adoptHandle(v, h);
     this.publish(v.model, v.id);
     const loadTimeMs = performance.now() - t0;
     return { workers: started, gpus: groups.flat(), loadTimeMs };
   }
 
   /** Record a live handle, watch it, make it known (not yet published). */
-  private adoptHandle(v: VersionConfig, h: WorkerHandle): void {
+  private async adoptHandle(v: VersionConfig, h: WorkerHandle): Promise<void> {
     this.handles.set(h.id, h);
     const rec: WorkerRecord = {
       id: h.id,
@@ -93,19 +94,21 @@ export class WorkerManager {
       updatedAt: Date.now(),
       info: h.info,
     };
-    this.store.upsertWorker(rec);
-    void h.exited.then((e) => {
+    await this.store.upsertWorker(rec);
+    void h.exited.then(async (e) => {
       if (this.handles.get(h.id) !== h) return;
       this.handles.delete(h.id);
       if (e.expected || this.stopping.has(h.id)) return;
-      // an unexpected exit: out of rotation at once; the record stays for the operator
-      this.store.upsertWorker({ ...rec, state: 'exited', updatedAt: Date.now(), info: { ...rec.info, exitCode: e.code, signal: e.signal } });
+      // an unexpected exit: out of rotation at once (before the record is written); the record stays for the operator
       try {
         this.publish(v.model, v.id);
       } catch {
         // version already removed
       }
       this.events.emit({ kind: 'worker_exited', model: v.model, version: v.id, message: `worker ${h.id} exited unexpectedly (code ${String(e.code)}, signal ${String(e.signal)})`, data: e });
+      await this.store
+        .upsertWorker({ ...rec, state: 'exited', updatedAt: Date.now(), info: { ...rec.info, exitCode: e.code, signal: e.signal } })
+        .catch((err: unknown) => this.events.emit({ kind: 'store_error', model: v.model, version: v.id, message: `worker ${h.id}: recording its exit failed: ${(err as Error).message}`, data: {} }));
     });
   }
 
@@ -118,28 +121,28 @@ export class WorkerManager {
 
   /** After a restart: adopt recorded workers that are still alive; returns how many. */
   async adopt(v: VersionConfig): Promise<number> {
-    const recs = this.store.listWorkers({ model: v.model, versionId: v.id });
+    const recs = await this.store.listWorkers({ model: v.model, versionId: v.id });
     const provider = this.providers.for(v.provider.kind);
     let n = 0;
     this.dp.addVersion(v.model, v.id, v.cardChecksum);
     for (const r of recs) {
       if (r.state === 'exited' || r.state === 'stopped') {
-        this.store.deleteWorker(r.id);
+        await this.store.deleteWorker(r.id);
         continue;
       }
       const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;
       if (h) {
-        this.adoptHandle(v, h);
+        await this.adoptHandle(v, h);
         // adoptHandle recorded a fresh ready worker: keep what the record knew (asleep, sleep level,
         // log file, start time) so a second restart still knows the worker is asleep
         const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
         if (r.state === 'sleeping') this.sleeping.set(h.id, level);
-        const fresh = this.store.getWorker(h.id);
-        if (fresh) this.store.upsertWorker({ ...fresh, state: r.state === 'sleeping' ? 'sleeping' : fresh.state, startedAt: r.startedAt, info: { ...r.info, ...fresh.info } });
+        const fresh = await this.store.getWorker(h.id);
+        if (fresh) await this.store.upsertWorker({ ...fresh, state: r.state === 'sleeping' ? 'sleeping' : fresh.state, startedAt: r.startedAt, info: { ...r.info, ...fresh.info } });
         n++;
       } else {
-        this.store.deleteWorker(r.id);
-        this.inventory.releaseWorker(v.model, v.id, r.id);
+        await this.store.deleteWorker(r.id);
+        await this.inventory.releaseWorker(v.model, v.id, r.id);
       }
     }
     if (n > 0) this.publish(v.model, v.id);
@@ -164,12 +167,12 @@ export class WorkerManager {
         await p.stop(h, graceMs).catch(() => undefined);
         this.handles.delete(h.id);
         this.sleeping.delete(h.id);
-        this.store.deleteWorker(h.id);
+        await this.store.deleteWorker(h.id);
         this.stopping.delete(h.id);
       }),
     );
-    for (const r of this.store.listWorkers({ model, versionId: version })) this.store.deleteWorker(r.id);
-    this.store.deleteSetting(sleepKey(model, version));
+    for (const r of await this.store.listWorkers({ model, versionId: version })) await this.store.deleteWorker(r.id);
+    await this.store.deleteSetting(sleepKey(model, version));
     return this.inventory.releaseVersion(model, version);
   }
 
@@ -182,29 +185,29 @@ export class WorkerManager {
       await this.providers.for(h.provider as 'sim').sleep(h, level);
       this.sleeping.set(h.id, level);
       this.dp.setWorkerRoutable(model, version, h.id, false);
-      const rec = this.store.getWorker(h.id);
-      if (rec) this.store.upsertWorker({ ...rec, state: 'sleeping', updatedAt: Date.now(), info: { ...rec.info, sleepLevel: level } });
+      const rec = await this.store.getWorker(h.id);
+      if (rec) await this.store.upsertWorker({ ...rec, state: 'sleeping', updatedAt: Date.now(), info: { ...rec.info, sleepLevel: level } });
     }
-    this.store.setSetting(sleepKey(model, version), level, Date.now());
+    await this.store.setSetting(sleepKey(model, version), level, Date.now());
   }
 
   /** The level a version was put to sleep at and not woken since (survives restarts). */
-  sleptLevel(model: string, version: string): 1 | 2 | undefined {
-    const l = this.store.getSetting<number>(sleepKey(model, version));
+  async sleptLevel(model: string, version: string): Promise<1 | 2 | undefined> {
+    const l = await this.store.getSetting<number>(sleepKey(model, version));
     return l === 1 || l === 2 ? l : undefined;
   }
 
   /** Wake a version's sleeping workers; whether any slept or not, it stays awake across restarts. */
   async wakeVersion(model: string, version: string): Promise<void> {
-    this.store.deleteSetting(sleepKey(model, version));
+    await this.store.deleteSetting(sleepKey(model, version));
     await Promise.all(
       this.of(model, version).map(async (h) => {
         if (!this.sleeping.has(h.id)) return;
         await this.providers.for(h.provider as 'sim').wake(h);
         this.sleeping.delete(h.id);
         this.dp.setWorkerRoutable(model, version, h.id, true);
-        const rec = this.store.getWorker(h.id);
-        if (rec) this.store.upsertWorker({ ...rec, state: 'ready', updatedAt: Date.now() });
+        const rec = await this.store.getWorker(h.id);
+        if (rec) await this.store.upsertWorker({ ...rec, state: 'ready', updatedAt: Date.now() });
       }),
     );
   }

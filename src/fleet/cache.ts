@@ -85,7 +85,7 @@ export interface WeightCacheOptions {
   /** HTTP: until headers and between chunks, ms. */
   idleTimeoutMs?: number | undefined;
   /** Versions that must never be evicted (active and standby ones). */
-  protect?: (() => Iterable<{ model: string; version: string }>) | undefined;
+  protect?: (() => Iterable<{ model: string; version: string }> | Promise<Iterable<{ model: string; version: string }>>) | undefined;
   now?: (() => number) | undefined;
   /** Relative weight paths are resolved against this (default: the process's working directory). */
   baseDir?: string | undefined;
@@ -106,7 +106,7 @@ export class WeightCache {
   readonly maxBytes: number;
   readonly timeoutMs: number;
   readonly idleTimeoutMs: number;
-  private readonly protect: () => Iterable<{ model: string; version: string }>;
+  private readonly protect: () => Iterable<{ model: string; version: string }> | Promise<Iterable<{ model: string; version: string }>>;
   private readonly now: () => number;
   private readonly baseDir: string;
   private readonly inflight = new Map<string, Promise<CacheResult>>();
@@ -253,7 +253,7 @@ export class WeightCache {
 
   private async evictNow(extra: ReadonlyArray<{ model: string; version: string }>): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
     const prot = new Set<string>();
-    for (const p of this.protect()) prot.add(key(p.model, p.version));
+    for (const p of await this.protect()) prot.add(key(p.model, p.version));
     for (const p of extra) prot.add(key(p.model, p.version));
     const entries = this.list(); // LRU first
     const evicted: EvictedVersion[] = [];
@@ -309,47 +309,42 @@ function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, m
 }
 
 /**
- * What the cache's admin operation needs of the control plane (ControlPlane provides it): the
- * cache settings, the versions, the audit log and the event stream. A port, so that fleet/ does not
- * import the composition root.
+ * What the cache's admin operation needs of the control plane (ControlPlane provides it): its weight
+ * cache (one per control plane, made by `controlPlaneCache`), the versions, the audit log and the
+ * event stream. A port, so that fleet/ does not import the composition root.
  */
 export interface CacheHost {
-  readonly cfg: { readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number }; readonly source?: string | undefined };
+  readonly weightCache: WeightCache;
   readonly registry: {
-    list(model: undefined, status: readonly VersionStatus[]): ReadonlyArray<{ model: string; id: string }>;
-    update(model: string, id: string, patch: { metadata: Record<string, unknown> }): unknown;
+    update(model: string, id: string, patch: { metadata: Record<string, unknown> }): Promise<unknown>;
   };
   readonly events: { emit(e: { kind: string; model: string; version: string; message: string; data: unknown }): unknown };
-  version(model: string, id: string): CacheSource & { metadata: Record<string, unknown> };
+  version(model: string, id: string): Promise<CacheSource & { metadata: Record<string, unknown> }>;
   audited<T>(actor: { name: string }, action: string, target: string, params: unknown, fn: () => Promise<T>): Promise<T>;
 }
 
-const caches = new WeakMap<CacheHost, WeightCache>();
-
-/** The control plane's cache (one per control plane): the config's directory and bound; active, standby and loading versions protected. */
-function cacheFor(cp: CacheHost): WeightCache {
-  const have = caches.get(cp);
-  if (have) return have;
-  const c = cp.cfg.cache;
-  const cache = new WeightCache({
-    dir: c.dir,
-    maxVersions: c.maxVersions,
-    maxBytes: c.maxBytes,
-    baseDir: cp.cfg.source ? path.dirname(cp.cfg.source) : undefined,
+/** A control plane's cache: the config's directory and bound; active, standby and loading versions protected. */
+export function controlPlaneCache(
+  cfg: { readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number }; readonly source?: string | undefined },
+  registry: { list(model: undefined, status: readonly VersionStatus[]): Promise<ReadonlyArray<{ model: string; id: string }>> },
+): WeightCache {
+  return new WeightCache({
+    dir: cfg.cache.dir,
+    maxVersions: cfg.cache.maxVersions,
+    maxBytes: cfg.cache.maxBytes,
+    baseDir: cfg.source ? path.dirname(cfg.source) : undefined,
     // loading: its workers are reading the files right now
-    protect: () => cp.registry.list(undefined, ['active', 'standby', 'loading']).map((v) => ({ model: v.model, version: v.id })),
+    protect: async () => (await registry.list(undefined, ['active', 'standby', 'loading'])).map((v) => ({ model: v.model, version: v.id })),
   });
-  caches.set(cp, cache);
-  return cache;
 }
 
 /** `cache download`: audited, for the admin API. */
 export async function cacheDownload(cp: CacheHost, model: string, versionId: string, actor: { name: string }, opts: { force?: boolean } = {}): Promise<CacheResult> {
   return cp.audited(actor, 'cache_download', `${model}/${versionId}`, { model, version: versionId, ...opts }, async () => {
-    const v = cp.version(model, versionId);
-    const r = await cacheFor(cp).download(v, opts);
+    const v = await cp.version(model, versionId);
+    const r = await cp.weightCache.download(v, opts);
     // no weight_hash to verify against: keep what was computed with the version, for the operator to pin
-    if (!r.verified && v.metadata.computed_weight_hash !== r.hash) cp.registry.update(model, versionId, { metadata: { computed_weight_hash: r.hash } });
+    if (!r.verified && v.metadata.computed_weight_hash !== r.hash) await cp.registry.update(model, versionId, { metadata: { computed_weight_hash: r.hash } });
     cp.events.emit({
       kind: 'cache_download',
       model,

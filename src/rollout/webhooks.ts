@@ -45,7 +45,7 @@ export interface EventSink {
 
 /** Where outcomes go as audit entries (the store fits). */
 export interface AuditSink {
-  appendAudit(e: AuditInput): unknown;
+  appendAudit(e: AuditInput): Promise<unknown>;
 }
 
 export interface NotifyOptions {
@@ -136,11 +136,11 @@ export async function notify(webhooks: readonly string[], event: NotifyEvent, op
     body = JSON.stringify(webhookBody({ ...event, data: { unserializable: (err as Error).message } }));
   }
   const results = await Promise.all(webhooks.map((u) => deliver(u, body, o).catch((err: unknown) => ({ url: redactUrl(u), ok: false, attempts: 0, error: String(err), durationMs: 0 }))));
-  for (const r of results) record(r, event, opts);
+  for (const r of results) await record(r, event, opts);
   return results;
 }
 
-function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions): void {
+async function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions): Promise<void> {
   try {
     opts.events?.emit({
       kind: r.ok ? 'notification' : 'notification_failed',
@@ -149,7 +149,7 @@ function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions): void
       message: r.ok ? `notified ${r.url} of ${event.kind}` : `notification of ${event.kind} to ${r.url} failed after ${r.attempts} attempt(s): ${r.error ?? 'unknown error'}`,
       data: { ...r, event: event.kind },
     });
-    opts.audit?.appendAudit({
+    await opts.audit?.appendAudit({
       at: Date.now(),
       actor: 'notify',
       action: 'notify',

@@ -1,14 +1,16 @@
 // The version registry: the pure lifecycle rules of src/domain/version.ts applied atomically to the store.
 //
 // Every change is one store transaction: read, check, write the version, record its transition and
-// the model's active-version history. Synchronous like the store: control plane only, never the
-// request path. Auditing (who asked) is the caller's job (src/api); `actor` here is for history.
+// the model's active-version history. Asynchronous like the store; control plane only, never the
+// request path. The functions run inside `tx` only read, check and write through its handle, so a
+// store that re-runs a transaction on conflict (etcd) may re-run them. Auditing (who asked) is the
+// caller's job (src/api); `actor` here is for history.
 import { canonical, cardChecksum } from '../domain/card.js';
 import type { GlidepathConfig, VersionConfig } from '../config/types.js';
 import type { ActivePeriod, Version, VersionPatch, VersionStatus, VersionTransition } from '../domain/version.js';
 import { applyPatch, fromConfig, transition as applyTransition, VersionRuleError, warmupTokens } from '../domain/version.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
-import type { Store } from './types.js';
+import type { Store, StoreOps } from './types.js';
 
 export interface ChangeOptions {
   /** Token name, `controller`, `config`… recorded with the transition and in the active history. */
@@ -63,22 +65,22 @@ export class Registry {
   ) {}
 
   /** Register a new version (status `registered`). ConflictError `version_exists`. */
-  register(cfg: VersionConfig): Version {
+  async register(cfg: VersionConfig): Promise<Version> {
     const withCard: VersionConfig = cfg.cardChecksum ? cfg : { ...cfg, cardChecksum: cardChecksum(cfg) };
     const v = fromConfig(withCard, this.clock());
-    this.store.insertVersion(v);
+    await this.store.insertVersion(v);
     return v;
   }
 
-  find(model: string, id: string): Version | undefined {
+  find(model: string, id: string): Promise<Version | undefined> {
     return this.store.getVersion(model, id);
   }
 
-  /** NotFoundError `version_not_found`. */
-  get(model: string, id: string): Version {
-    const v = this.store.getVersion(model, id);
+  /** NotFoundError `version_not_found`. `s`: a transaction's handle when called inside one. */
+  async get(model: string, id: string, s: StoreOps = this.store): Promise<Version> {
+    const v = await s.getVersion(model, id);
     if (!v) {
-      const known = this.store.listVersions({ model }).map((x) => x.id);
+      const known = (await s.listVersions({ model })).map((x) => x.id);
       throw new NotFoundError(
         'version_not_found',
         `no version ${id} of model ${model}` + (known.length ? ` (known: ${known.join(', ')})` : ''),
@@ -88,7 +90,7 @@ export class Registry {
     return v;
   }
 
-  list(model?: string, status?: readonly VersionStatus[]): Version[] {
+  list(model?: string, status?: readonly VersionStatus[]): Promise<Version[]> {
     return this.store.listVersions({ model, status });
   }
 
@@ -97,21 +99,21 @@ export class Registry {
    * ConflictError `illegal_transition` naming both states; `active_exists` when another version of
    * the model is active (use `promote`); NotFoundError `version_not_found`.
    */
-  transition(model: string, id: string, to: VersionStatus, patch: VersionPatch = {}, opts: ChangeOptions = {}): Version {
-    return this.store.tx(() => this.transitionInTx(this.get(model, id), to, patch, opts, this.clock()));
+  transition(model: string, id: string, to: VersionStatus, patch: VersionPatch = {}, opts: ChangeOptions = {}): Promise<Version> {
+    return this.store.tx(async (t) => this.transitionInTx(t, await this.get(model, id, t), to, patch, opts, this.clock()));
   }
 
   /** `now` is shared by every step of one switch, so the active history has no gaps or overlaps. */
-  private transitionInTx(cur: Version, to: VersionStatus, patch: VersionPatch, opts: ChangeOptions, now: number): Version {
+  private async transitionInTx(t: StoreOps, cur: Version, to: VersionStatus, patch: VersionPatch, opts: ChangeOptions, now: number): Promise<Version> {
     let next: Version;
     try {
       next = applyTransition(cur, to, now, patch);
     } catch (e) {
       rethrow(e);
     }
-    if (cur.status === 'active') this.store.recordDeactivation(cur.model, cur.id, now);
-    this.store.updateVersion(next);
-    this.store.appendVersionTransition({
+    if (cur.status === 'active') await t.recordDeactivation(cur.model, cur.id, now);
+    await t.updateVersion(next);
+    await t.appendVersionTransition({
       model: cur.model,
       versionId: cur.id,
       from: cur.status,
@@ -121,48 +123,49 @@ export class Registry {
       reason: opts.reason,
     });
     if (to === 'active') {
-      this.store.recordActivation({ model: cur.model, versionId: cur.id, at: now, actor: opts.actor, reason: opts.reason });
+      await t.recordActivation({ model: cur.model, versionId: cur.id, at: now, actor: opts.actor, reason: opts.reason });
     }
     return next;
   }
 
   /** Change fields without a status change (health, GPUs, load time, metadata, rollback block). */
-  update(model: string, id: string, patch: VersionPatch): Version {
-    return this.store.tx(() => {
+  update(model: string, id: string, patch: VersionPatch): Promise<Version> {
+    return this.store.tx(async (t) => {
+      const cur = await this.get(model, id, t);
       let next: Version;
       try {
-        next = applyPatch(this.get(model, id), patch, this.clock());
+        next = applyPatch(cur, patch, this.clock());
       } catch (e) {
         rethrow(e);
       }
-      this.store.updateVersion(next);
+      await t.updateVersion(next);
       return next;
     });
   }
 
-  active(model: string): Version | undefined {
-    return this.store.listVersions({ model, status: ['active'] })[0];
+  async active(model: string, s: StoreOps = this.store): Promise<Version | undefined> {
+    return (await s.listVersions({ model, status: ['active'] }))[0];
   }
 
   /** Every standby version of the model, most recently active first. */
-  standbys(model: string): Version[] {
-    return this.store
-      .listVersions({ model, status: ['standby'] })
-      .sort((a, b) => (b.deactivatedAt ?? -1) - (a.deactivatedAt ?? -1) || b.updatedAt - a.updatedAt);
+  async standbys(model: string, s: StoreOps = this.store): Promise<Version[]> {
+    return (await s.listVersions({ model, status: ['standby'] })).sort(
+      (a, b) => (b.deactivatedAt ?? -1) - (a.deactivatedAt ?? -1) || b.updatedAt - a.updatedAt,
+    );
   }
 
   /** The rollback target: the rollback-eligible standby that was active most recently; undefined if none. */
-  standby(model: string): Version | undefined {
-    return this.standbys(model).find((v) => v.rollbackEligible);
+  async standby(model: string, s: StoreOps = this.store): Promise<Version | undefined> {
+    return (await this.standbys(model, s)).find((v) => v.rollbackEligible);
   }
 
   /** Who was active when, newest first. */
-  history(model: string, limit?: number): ActivePeriod[] {
+  history(model: string, limit?: number): Promise<ActivePeriod[]> {
     return this.store.activeHistory(model, limit);
   }
 
   /** Every status change of one version, oldest first. */
-  transitions(model: string, id: string): VersionTransition[] {
+  transitions(model: string, id: string): Promise<VersionTransition[]> {
     return this.store.versionTransitions(model, id);
   }
 
@@ -171,10 +174,10 @@ export class Registry {
    * retired), then `id` (ready or standby) becomes active. Idempotent: promoting the active version
    * changes nothing. Errors as `transition`.
    */
-  promote(model: string, id: string, opts: PromoteOptions = {}): SwitchResult {
-    return this.store.tx(() => {
-      const target = this.get(model, id);
-      const cur = this.active(model);
+  promote(model: string, id: string, opts: PromoteOptions = {}): Promise<SwitchResult> {
+    return this.store.tx(async (t) => {
+      const target = await this.get(model, id, t);
+      const cur = await this.active(model, t);
       if (cur && cur.id === target.id) return { active: cur };
       if (target.status !== 'ready' && target.status !== 'standby') {
         rethrow(
@@ -189,10 +192,10 @@ export class Registry {
       const now = this.clock();
       let previous: Version | undefined;
       if (cur) {
-        previous = this.transitionInTx(cur, 'standby', {}, { ...opts, reason: opts.reason ?? `replaced by ${id}` }, now);
-        if (opts.demoteTo === 'retired') previous = this.transitionInTx(previous, 'retired', {}, opts, now);
+        previous = await this.transitionInTx(t, cur, 'standby', {}, { ...opts, reason: opts.reason ?? `replaced by ${id}` }, now);
+        if (opts.demoteTo === 'retired') previous = await this.transitionInTx(t, previous, 'retired', {}, opts, now);
       }
-      const active = this.transitionInTx(target, 'active', {}, opts, now);
+      const active = await this.transitionInTx(t, target, 'active', {}, opts, now);
       return { active, previous };
     });
   }
@@ -202,11 +205,11 @@ export class Registry {
    * version becomes standby and, by default, blocked as a rollback target. The route switch itself
    * is the gateway's; call this right after it. ConflictError `no_standby` when there is no target.
    */
-  rollback(model: string, opts: RollbackOptions = {}): SwitchResult {
-    return this.store.tx(() => {
-      const target = this.standby(model);
+  rollback(model: string, opts: RollbackOptions = {}): Promise<SwitchResult> {
+    return this.store.tx(async (t) => {
+      const target = await this.standby(model, t);
       if (!target) {
-        const standbys = this.standbys(model);
+        const standbys = await this.standbys(model, t);
         throw new ConflictError(
           'no_standby',
           `model ${model} has no rollback-eligible standby version` +
@@ -216,12 +219,13 @@ export class Registry {
           { details: { model } },
         );
       }
-      const cur = this.active(model);
+      const cur = await this.active(model, t);
       const now = this.clock();
       let previous: Version | undefined;
       if (cur) {
         const block = opts.blockRolledBack ?? true;
-        previous = this.transitionInTx(
+        previous = await this.transitionInTx(
+          t,
           cur,
           'standby',
           block ? { rollbackBlockedReason: `rolled back to ${target.id} at ${new Date(now).toISOString()}` } : {},
@@ -229,7 +233,7 @@ export class Registry {
           now,
         );
       }
-      const active = this.transitionInTx(target, 'active', {}, { ...opts, reason: opts.reason ?? 'rollback' }, now);
+      const active = await this.transitionInTx(t, target, 'active', {}, { ...opts, reason: opts.reason ?? 'rollback' }, now);
       return { active, previous };
     });
   }
@@ -239,16 +243,17 @@ export class Registry {
    * persisted status and lifecycle (a restart must not forget what is active) and only get their
    * operational fields refreshed; a known id whose card checksum changed is reported, not touched.
    */
-  seedFromConfig(cfg: Pick<GlidepathConfig, 'models'>): SeedReport {
-    const report: SeedReport = { added: [], updated: [], unchanged: [], conflicts: [] };
-    this.store.tx(() => {
+  seedFromConfig(cfg: Pick<GlidepathConfig, 'models'>): Promise<SeedReport> {
+    return this.store.tx(async (t) => {
+      // built inside: a re-run transaction starts its report afresh
+      const report: SeedReport = { added: [], updated: [], unchanged: [], conflicts: [] };
       const now = this.clock();
       for (const m of cfg.models) {
         for (const vc of m.versions) {
-          const cur = this.store.getVersion(vc.model, vc.id);
+          const cur = await t.getVersion(vc.model, vc.id);
           if (!cur) {
             const v = fromConfig(vc, now);
-            this.store.insertVersion(v);
+            await t.insertVersion(v);
             report.added.push(v);
             continue;
           }
@@ -275,11 +280,11 @@ export class Registry {
             warmupTokens: warmupTokens(fresh),
             updatedAt: now,
           };
-          this.store.updateVersion(next);
+          await t.updateVersion(next);
           report.updated.push(next);
         }
       }
+      return report;
     });
-    return report;
   }
 }

@@ -92,7 +92,14 @@ export class FakeFleet {
   private readonly stats = new Map<string, WindowStats>();
   private readonly listeners = new Set<(r: RequestRecord) => void>();
 
-  constructor(opts: FakeFleetOptions) {
+  /** A fleet booted as `glidepath up` boots on a first start. */
+  static async create(opts: FakeFleetOptions): Promise<FakeFleet> {
+    const f = new FakeFleet(opts);
+    await f.boot();
+    return f;
+  }
+
+  private constructor(opts: FakeFleetOptions) {
     this.cfg = parseConfig({
       server: { data_dir: '/nonexistent/fake-fleet' },
       gpus: { count: opts.gpus ?? 8, memory_gb: 80 },
@@ -102,24 +109,27 @@ export class FakeFleet {
       })),
     });
     this.registry = new Registry(this.store, () => this.clock.now());
-    this.registry.seedFromConfig(this.cfg);
-    // what boot does on a first start: load the route's versions, make its stable one active
+  }
+
+  /** What boot does on a first start: load the route's versions, make its stable one active. */
+  private async boot(): Promise<void> {
+    await this.registry.seedFromConfig(this.cfg);
     for (const m of this.cfg.models) {
       const spec: RouteSpec = { model: m.name, weights: m.route.weights };
       for (const [id, w] of Object.entries(m.route.weights)) {
         if (w <= 0) continue;
-        this.registry.transition(m.name, id, 'loading');
-        this.registry.transition(m.name, id, 'ready', { loadTimeMs: 1 });
+        await this.registry.transition(m.name, id, 'loading');
+        await this.registry.transition(m.name, id, 'ready', { loadTimeMs: 1 });
         this.loaded.add(`${m.name}/${id}`);
       }
-      const route = buildRoute(spec, 1, this.known(m.name), this.clock.now());
+      const route = buildRoute(spec, 1, await this.known(m.name), this.clock.now());
       this.routeOf.set(m.name, route);
-      this.registry.promote(m.name, route.stable, { actor: 'config' });
+      await this.registry.promote(m.name, route.stable, { actor: 'config' });
     }
   }
 
-  private known(model: string): Set<string> {
-    return new Set(this.registry.list(model).map((v) => v.id));
+  private async known(model: string): Promise<Set<string>> {
+    return new Set((await this.registry.list(model)).map((v) => v.id));
   }
 
   route(model: string): RouteSnapshot {
@@ -164,14 +174,14 @@ export class FakeFleet {
       models,
       routes: {
         current: (model) => this.route(model),
-        publish: (spec) =>
-          later(() => {
-            const prev = this.route(spec.model);
-            const route = buildRoute(spec, prev.revision + 1, this.known(spec.model), this.clock.now(), prev);
-            this.routeOf.set(spec.model, route);
-            this.log.push(`publish ${spec.model} ${route.versions.map((v) => `${v.id}=${+v.weight.toFixed(4)}`).join(',')}${route.shadow ? ` shadow=${route.shadow.version}` : ''}`);
-            return { route, switchMs: 0.01 };
-          }),
+        publish: async (spec) => {
+          const known = await this.known(spec.model);
+          const prev = this.route(spec.model);
+          const route = buildRoute(spec, prev.revision + 1, known, this.clock.now(), prev);
+          this.routeOf.set(spec.model, route);
+          this.log.push(`publish ${spec.model} ${route.versions.map((v) => `${v.id}=${+v.weight.toFixed(4)}`).join(',')}${route.shadow ? ` shadow=${route.shadow.version}` : ''}`);
+          return { route, switchMs: 0.01 };
+        },
         drain: (model, version) =>
           later(() => {
             this.log.push(`drain ${model}/${version}`);
@@ -182,28 +192,26 @@ export class FakeFleet {
         release: (model) => void this.log.push(`release ${model}`),
       },
       versions: {
-        get: (model, id) =>
-          later(() => {
-            models.config(model);
-            return this.registry.get(model, id);
-          }),
-        list: (model, status) => later(() => this.registry.list(model, status)),
-        active: (model) => later(() => this.registry.active(model)),
-        standby: (model) => later(() => this.registry.standby(model)),
-        transition: (model, id, to, patch, o) => later(() => this.registry.transition(model, id, to, patch, o)),
-        promote: (model, id, o) => later(() => this.registry.promote(model, id, o)),
-        rollback: (model, o) => later(() => this.registry.rollback(model, o)),
+        get: async (model, id) => {
+          models.config(model);
+          return this.registry.get(model, id);
+        },
+        list: (model, status) => this.registry.list(model, status),
+        active: (model) => this.registry.active(model),
+        standby: (model) => this.registry.standby(model),
+        transition: (model, id, to, patch, o) => this.registry.transition(model, id, to, patch, o),
+        promote: (model, id, o) => this.registry.promote(model, id, o),
+        rollback: (model, o) => this.registry.rollback(model, o),
       },
       workers: {
         load: async (v, actor, onProgress) => {
           const key = `${v.model}/${v.id}`;
-          this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
-          await Promise.resolve();
+          await this.registry.transition(v.model, v.id, 'loading', {}, { actor: actor.name });
           onProgress?.(`${key}: loaded`);
           const why = this.failLoad.get(key);
           if (why !== undefined) {
             this.failLoad.delete(key);
-            this.registry.transition(v.model, v.id, 'failed', { failure: { code: 'load_failed', message: why } }, { actor: actor.name });
+            await this.registry.transition(v.model, v.id, 'failed', { failure: { code: 'load_failed', message: why } }, { actor: actor.name });
             throw new Error(why);
           }
           this.loaded.add(key);
@@ -237,9 +245,9 @@ export class FakeFleet {
       },
       rollouts: storeRollouts(this.store, this.clock),
       settings: {
-        get: <T>(key: string) => later(() => this.store.getSetting<T>(key)),
-        set: (key, value) => later(() => this.store.setSetting(key, value, this.clock.now())),
-        delete: (key) => later(() => void this.store.deleteSetting(key)),
+        get: <T>(key: string) => this.store.getSetting<T>(key),
+        set: (key, value) => this.store.setSetting(key, value, this.clock.now()),
+        delete: async (key) => void (await this.store.deleteSetting(key)),
       },
       gpus: {
         total: () => this.cfg.gpus.length,

@@ -12,14 +12,14 @@ import { actorOf, modelOf } from './context.js';
 
 export function versionRoutes({ cp }: AdminContext): RouteDef[] {
   return [
-    get('/models/:model/versions', { role: 'viewer', summary: 'versions of a model' }, (c) => cp.registry.list(modelOf(cp, c)).map((v) => versionView(cp, v))),
-    get('/models/:model/versions/:version', { role: 'viewer', summary: 'one version with its transitions, active history and KV-cache compatibility with the active version' }, (c) => {
+    get('/models/:model/versions', { role: 'viewer', summary: 'versions of a model' }, async (c) => (await cp.registry.list(modelOf(cp, c))).map((v) => versionView(cp, v))),
+    get('/models/:model/versions/:version', { role: 'viewer', summary: 'one version with its transitions, active history and KV-cache compatibility with the active version' }, async (c) => {
       const m = modelOf(cp, c);
-      const v = cp.version(m, c.params.version as string);
-      const active = cp.registry.active(m);
+      const v = await cp.version(m, c.params.version as string);
+      const [active, transitions] = await Promise.all([cp.registry.active(m), cp.registry.transitions(m, v.id)]);
       return {
         ...versionView(cp, v),
-        transitions: cp.registry.transitions(m, v.id),
+        transitions,
         kv_cache_compatibility: active && active.id !== v.id ? { with: active.id, ...kvCacheCompatible(active, v) } : undefined,
         window: cp.dp.telemetry.stats(m, v.id),
       };
@@ -37,10 +37,10 @@ export function versionRoutes({ cp }: AdminContext): RouteDef[] {
         if (b.provider.kind !== 'static' && b.tp > gpus) throw new BadRequestError('invalid_body', `tp: ${b.tp} needs more GPUs than the ${gpus} in the inventory`);
         const vc = normalizeVersion(m, b);
         return cp.exclusive(m, () =>
-          cp.audited(actorOf(c), 'register_version', `${m}/${vc.id}`, { model: m, version: vc.id, card_checksum: vc.cardChecksum }, () => {
-            const v = cp.registry.register(vc);
+          cp.audited(actorOf(c), 'register_version', `${m}/${vc.id}`, { model: m, version: vc.id, card_checksum: vc.cardChecksum }, async () => {
+            const v = await cp.registry.register(vc);
             cp.events.emit({ kind: 'version_registered', model: m, version: v.id, message: `${m}/${v.id} registered (card ${v.cardChecksum})` });
-            return Promise.resolve(versionView(cp, v));
+            return versionView(cp, v);
           }),
         );
       },

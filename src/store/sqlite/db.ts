@@ -144,12 +144,42 @@ export class SqlDb {
     return r.v;
   }
 
-  tx<T>(fn: () => T): T {
+  /** A synchronous write transaction (BEGIN IMMEDIATE; a savepoint when one is open). A throw rolls back. */
+  protected tx<T>(fn: () => T): T {
     try {
       return this.db.transaction(fn).immediate();
     } catch (e) {
       throw mapSqliteError(e, this.location);
     }
+  }
+
+  /**
+   * One step of an asynchronous transaction (the async SqliteStore drives them): `begin` takes the
+   * write lock (BEGIN IMMEDIATE, so two processes never deadlock upgrading a read lock); savepoints
+   * nest inside it. Errors mapped like every other call.
+   */
+  txStep(step: 'begin' | 'commit' | 'rollback' | { savepoint: string } | { release: string } | { rollbackTo: string }): void {
+    const sql =
+      step === 'begin'
+        ? 'BEGIN IMMEDIATE'
+        : step === 'commit'
+          ? 'COMMIT'
+          : step === 'rollback'
+            ? 'ROLLBACK'
+            : 'savepoint' in step
+              ? `SAVEPOINT ${step.savepoint}`
+              : 'release' in step
+                ? `RELEASE ${step.release}`
+                : `ROLLBACK TO ${step.rollbackTo}; RELEASE ${step.rollbackTo}`;
+    try {
+      this.db.exec(sql);
+    } catch (e) {
+      throw mapSqliteError(e, this.location);
+    }
+  }
+
+  get inTransaction(): boolean {
+    return this.db.inTransaction;
   }
 
   close(): void {

@@ -130,6 +130,6 @@ describe('admin routes and the OpenAPI document', () => {
     expect(body.error.code).toBe('invalid_body');
     expect(body.error.message).toMatch(/speed: unknown key "speed"/);
     expect(body.error.message).toMatch(/stages: /);
-    expect(app.store.listRollouts({ model: 'llama' })).toEqual([]);
+    expect(await app.store.listRollouts({ model: 'llama' })).toEqual([]);
   });
 });

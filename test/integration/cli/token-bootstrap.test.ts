@@ -11,29 +11,29 @@ const dir = mkdtempSync(join(tmpdir(), 'gp-token-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('admin token bootstrap', () => {
-  it('generates an admin token file (0600), keeps it across starts, revokes it when the config names tokens', () => {
+  it('generates an admin token file (0600), keeps it across starts, revokes it when the config names tokens', async () => {
     const file = join(dir, 'admin-token');
     let store = openStore(dir);
-    bootstrapTokens(store, [], dir);
+    await bootstrapTokens(store, [], dir);
     const token = readFileSync(file, 'utf8').trim();
     expect(token).toMatch(/^gp_[A-Za-z0-9_-]{32}$/);
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect(new Authenticator(store).authenticate(`Bearer ${token}`)).toEqual({ name: 'admin', role: 'admin' });
-    store.close();
+    expect((await Authenticator.load(store)).authenticate(`Bearer ${token}`)).toEqual({ name: 'admin', role: 'admin' });
+    await store.close();
 
     // a restart with the same data directory reuses the token
     store = openStore(dir);
-    bootstrapTokens(store, [], dir);
+    await bootstrapTokens(store, [], dir);
     expect(readFileSync(file, 'utf8').trim()).toBe(token);
-    store.close();
+    await store.close();
 
     // regression: the generated token stayed valid after auth.tokens were added to the config
     store = openStore(dir);
-    bootstrapTokens(store, [{ name: 'ops', role: 'operator', sha256: sha256hex('ops-secret') }], dir);
-    const auth = new Authenticator(store);
+    await bootstrapTokens(store, [{ name: 'ops', role: 'operator', sha256: sha256hex('ops-secret') }], dir);
+    const auth = await Authenticator.load(store);
     expect(() => auth.authenticate(`Bearer ${token}`)).toThrow(/invalid bearer token/);
     expect(auth.authenticate('Bearer ops-secret')).toEqual({ name: 'ops', role: 'operator' });
     expect(existsSync(file)).toBe(false);
-    store.close();
+    await store.close();
   });
 });

@@ -109,8 +109,8 @@ describe('monitored rollback on a real control plane', () => {
     const p = await admin('PUT', '/models/llama/monitor', 'op-token', { enabled: true, max_error_rate: 0.1 });
     expect(p.status).toBe(200);
     expect(p.json.settings).toMatchObject({ enabled: true, max_error_rate: 0.1, min_requests: 10 });
-    expect(app.store.getSetting('monitor:llama')).toEqual({ enabled: true, maxErrorRate: 0.1 });
-    expect(app.store.queryAudit({ action: 'monitor_set' }).map((a) => [a.actor, a.target, a.result])).toEqual([['ops', 'llama', 'ok']]);
+    expect(await app.store.getSetting('monitor:llama')).toEqual({ enabled: true, maxErrorRate: 0.1 });
+    expect((await app.store.queryAudit({ action: 'monitor_set' })).map((a) => [a.actor, a.target, a.result])).toEqual([['ops', 'llama', 'ok']]);
   });
 
   it('a healthy window leaves it alone; a failing one rolls back once and notifies with the numbers', async () => {
@@ -123,9 +123,9 @@ describe('monitored rollback on a real control plane', () => {
     const r = await mon.check('llama');
     expect(r.action).toBe('rolled_back');
     expect(r.rollback).toMatchObject({ rolled_back_to: 'v1', rolled_back_from: 'v2', method: 'instant_route_switch' });
-    expect(app.cp.registry.active('llama')?.id).toBe('v1');
+    expect((await app.cp.registry.active('llama'))?.id).toBe('v1');
     expect(app.cp.route('llama').stable).toBe('v1');
-    expect(app.store.queryAudit({ action: 'rollback' }).map((a) => a.actor)).toContain('monitor');
+    expect((await app.store.queryAudit({ action: 'rollback' })).map((a) => a.actor)).toContain('monitor');
     expect(r.notifications?.map((n) => n.ok)).toEqual([true]);
     expect(hooks).toHaveLength(1);
     expect(hooks[0]).toMatchObject({ kind: 'monitored_rollback', model: 'llama', version: 'v1', data: { from: 'v2', to: 'v1', requests: 20, error_rate: 1, thresholds: { max_error_rate: 0.1 } } });
@@ -134,7 +134,7 @@ describe('monitored rollback on a real control plane', () => {
     expect((await mon.check('llama')).action).toBe('no_standby');
     const g = await admin('GET', '/models/llama/monitor', 'view-token');
     expect(g.json).toMatchObject({ active: 'v1', standby: null, last_check: { action: 'no_standby' } });
-    expect(app.store.queryAudit({ action: 'notify' }).map((a) => a.result)).toEqual(['ok']);
+    expect((await app.store.queryAudit({ action: 'notify' })).map((a) => a.result)).toEqual(['ok']);
   });
 });
 
@@ -153,17 +153,17 @@ describe('plan and cache through the control plane', () => {
     const r = await cacheDownload(app.cp, 'llama', 'v1', ops);
     expect(r).toMatchObject({ verified: true, bytes: 10, alreadyCached: false });
     expect(r.path.startsWith(path.join(dir, 'state', 'cache'))).toBe(true);
-    expect(app.store.queryAudit({ action: 'cache_download' }).map((a) => [a.actor, a.target, a.result])).toEqual([['ops', 'llama/v1', 'ok']]);
+    expect((await app.store.queryAudit({ action: 'cache_download' })).map((a) => [a.actor, a.target, a.result])).toEqual([['ops', 'llama/v1', 'ok']]);
     await expect(cacheDownload(app.cp, 'llama', 'v2', ops)).rejects.toThrow(/simulated: there is nothing to download/);
-    expect(app.store.queryAudit({ action: 'cache_download', result: 'error' }).map((a) => a.errorCode)).toEqual(['unsupported_weights_uri']);
+    expect((await app.store.queryAudit({ action: 'cache_download', result: 'error' })).map((a) => a.errorCode)).toEqual(['unsupported_weights_uri']);
   });
 
   it('an unverified download records the computed hash on the version', async () => {
     const file = path.join(dir, 'v3.bin');
     writeFileSync(file, 'v3');
-    app.cp.registry.register({ ...versionSpec(app.cp.registry.get('llama', 'v2')), id: 'v3', weights: file, weightHash: undefined });
+    await app.cp.registry.register({ ...versionSpec(await app.cp.registry.get('llama', 'v2')), id: 'v3', weights: file, weightHash: undefined });
     const r = await cacheDownload(app.cp, 'llama', 'v3', ops);
     expect(r.verified).toBe(false);
-    expect(app.cp.registry.get('llama', 'v3').metadata.computed_weight_hash).toBe(r.hash);
+    expect((await app.cp.registry.get('llama', 'v3')).metadata.computed_weight_hash).toBe(r.hash);
   });
 });

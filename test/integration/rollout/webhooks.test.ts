@@ -98,11 +98,11 @@ describe('notify', () => {
     await notify([`${good.url}/h?token=secret`, `http://user:pw@127.0.0.1:${new URL(bad.url).port}/x`], { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'm' }, { attempts: 1, events, audit: store });
     expect(seen.map((e) => e.kind)).toEqual(['notification', 'notification_failed']);
     expect(JSON.stringify(seen)).not.toContain('secret');
-    const audit = store.queryAudit({ action: 'notify' });
+    const audit = await store.queryAudit({ action: 'notify' });
     expect(audit.map((a) => [a.actor, a.result, a.errorCode])).toEqual(expect.arrayContaining([['notify', 'ok', undefined], ['notify', 'error', 'http_500']]));
     expect(audit.map((a) => a.target).sort()).toEqual([`${bad.url}/x`, `${good.url}/h`].sort());
     expect(bad.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from('user:pw').toString('base64')}`);
-    store.close();
+    await store.close();
   });
 
   it('no webhooks: resolves to nothing; unserialisable data still sends the message', async () => {

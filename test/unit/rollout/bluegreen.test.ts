@@ -7,14 +7,14 @@ import { FakeFleet } from '../../helpers/fake-ports.js';
 const M = 'llama';
 const OPS = { name: 'ops' };
 
-function world(): { f: FakeFleet; bg: BlueGreen } {
-  const f = new FakeFleet({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }, { id: 'v3' }], route: { weights: { v1: 1 } } }] });
+async function world(): Promise<{ f: FakeFleet; bg: BlueGreen }> {
+  const f = await FakeFleet.create({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }, { id: 'v3' }], route: { weights: { v1: 1 } } }] });
   return { f, bg: new BlueGreen(f.ports()) };
 }
 
 describe('BlueGreen (fake ports)', () => {
   it('deploy keeps the route in force and adds green at weight 0; swap overlap makes it active', async () => {
-    const { f, bg } = world();
+    const { f, bg } = await world();
     const v = await bg.deploy(M, 'v2', OPS);
     expect(v.status).toBe('ready');
     expect(f.weights(M)).toEqual({ v1: 1, v2: 0 });
@@ -26,7 +26,7 @@ describe('BlueGreen (fake ports)', () => {
   });
 
   it('drain-first holds new requests while blue drains, then releases them', async () => {
-    const { f, bg } = world();
+    const { f, bg } = await world();
     await bg.deploy(M, 'v2', OPS);
     f.log.length = 0;
     const r = await bg.swap(M, { mode: 'drain-first' }, OPS);
@@ -35,7 +35,7 @@ describe('BlueGreen (fake ports)', () => {
   });
 
   it('a sleeping standby is woken before the rollback switch; the workers port keeps the sleep state', async () => {
-    const { f, bg } = world();
+    const { f, bg } = await world();
     await bg.deploy(M, 'v2', OPS);
     f.clock.t += 1;
     await bg.swap(M, { standby: 'sleep' }, OPS);
@@ -50,7 +50,7 @@ describe('BlueGreen (fake ports)', () => {
   });
 
   it('retire refuses the active version and the standby without force; frees a ready one', async () => {
-    const { f, bg } = world();
+    const { f, bg } = await world();
     await bg.deploy(M, 'v2', OPS);
     await bg.swap(M, {}, OPS);
     await expect(bg.retire(M, 'v2', {}, OPS)).rejects.toMatchObject({ code: 'retire_active' });

@@ -12,8 +12,8 @@ const OPS = { name: 'ops' };
 const STAGE_MS = 60_000;
 const TICK_MS = 1_000;
 
-function fleet(canary: Record<string, unknown> = {}): FakeFleet {
-  return new FakeFleet({
+function fleet(canary: Record<string, unknown> = {}): Promise<FakeFleet> {
+  return FakeFleet.create({
     models: [
       {
         name: M,
@@ -56,7 +56,7 @@ async function unfinishedCanaries(f: FakeFleet): Promise<StoredRollout<CanarySta
 
 describe('canary stage machine (fake clock, fake ports)', () => {
   it('loads the candidate, enters stage 1, holds the stage, advances through the stages and promotes at the end', async () => {
-    const f = fleet();
+    const f = await fleet();
     const c = controller(f);
     const s0 = await startCanary(f, c);
     // Given a canary of a registered version: the rollout loaded it and routed 10 % to it
@@ -99,7 +99,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('waits for samples: a stage that has lasted but has too few samples is not judged passed', async () => {
-    const f = fleet();
+    const f = await fleet();
     const c = controller(f);
     await startCanary(f, c);
     equalTraffic(f, 5);
@@ -117,7 +117,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('pause holds the stage whatever the samples say; resume counts the stage as passed', async () => {
-    const f = fleet();
+    const f = await fleet();
     const c = controller(f);
     await startCanary(f, c);
     const paused = await c.pause(M, OPS, 'looking at dashboards');
@@ -143,7 +143,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('a failing verdict rolls back at once, before the stage has lasted: traffic to stable, drain, unload, retire, notify', async () => {
-    const f = fleet();
+    const f = await fleet();
     const c = controller(f);
     await startCanary(f, c);
     f.records(M, 'v1', 60, (i) => ({ latencyMs: 100 + (i % 10) }));
@@ -163,7 +163,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('abort of a canary of a loaded version moves the traffic back and keeps the version loaded', async () => {
-    const f = fleet();
+    const f = await fleet();
     await f.ports().versions.transition(M, 'v2', 'loading');
     await f.ports().versions.transition(M, 'v2', 'ready');
     const c = controller(f);
@@ -177,7 +177,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('a canary whose version fails to load ends failed, and the model is free again', async () => {
-    const f = fleet();
+    const f = await fleet();
     f.failLoad.set('llama/v2', 'out of GPU memory');
     const c = controller(f);
     const s = await startCanary(f, c);
@@ -187,7 +187,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('resumes after a restart: a new controller over the same persisted state continues at the stage where the old one stopped', async () => {
-    const f = fleet();
+    const f = await fleet();
     const before = controller(f);
     const started = await startCanary(f, before);
     equalTraffic(f, 40);
@@ -214,7 +214,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('a restart while promoting completes the promotion (regression: it stayed "promoting" forever)', async () => {
-    const f = fleet();
+    const f = await fleet();
     const before = controller(f);
     await startCanary(f, before);
     before.shutdown();
@@ -232,7 +232,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('a restart while rolling back finishes the drain and unload', async () => {
-    const f = fleet();
+    const f = await fleet();
     const before = controller(f);
     await startCanary(f, before);
     before.shutdown();
@@ -249,7 +249,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
   });
 
   it('refuses a second canary, an unknown model and bad stages with clear codes', async () => {
-    const f = fleet();
+    const f = await fleet();
     const c = controller(f);
     await startCanary(f, c);
     await expect(c.start(M, { version: 'v2' }, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });

@@ -8,7 +8,7 @@ const M = 'llama';
 const OPS = { name: 'ops' };
 
 async function world(): Promise<{ f: FakeFleet; exp: ExperimentController }> {
-  const f = new FakeFleet({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } } }] });
+  const f = await FakeFleet.create({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } } }] });
   const p = f.ports();
   await p.versions.transition(M, 'v2', 'loading');
   await p.versions.transition(M, 'v2', 'ready');
@@ -46,7 +46,7 @@ describe('ExperimentController (fake ports)', () => {
   });
 
   it('refuses a version that is not loaded, equal versions and a bad split', async () => {
-    const f = new FakeFleet({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } } }] });
+    const f = await FakeFleet.create({ models: [{ name: M, versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } } }] });
     const exp = new ExperimentController(f.ports());
     await expect(exp.create(M, { a: 'v1', b: 'v2', metric: 'latency' }, OPS)).rejects.toMatchObject({ code: 'not_loaded' });
     await expect(exp.create(M, { a: 'v1', b: 'v1', metric: 'latency' }, OPS)).rejects.toMatchObject({ code: 'same_versions' });

@@ -39,7 +39,7 @@ const OPS = { name: 'ops' };
 
 /** llama: v2 active, v1 the standby (deployed and swapped by the real blue-green strategy). */
 async function harness(monitor: Record<string, unknown> = {}, rollback?: RollbackFn, wrap: (p: ControllerPorts) => ControllerPorts = (p) => p) {
-  const f = new FakeFleet({
+  const f = await FakeFleet.create({
     models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, monitor: { enabled: true, max_error_rate: 0.05, max_p99_latency_ms: 1_000, min_requests: 20, interval_ms: 5_000, ...monitor } }],
   });
   const ports = wrap(f.ports());
@@ -141,15 +141,15 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     expect(h.f.clock.pending()).toEqual([5_000]);
     const s = await h.mon.update('llama', { intervalMs: 1_000, maxErrorRate: 0.2 });
     expect(s).toEqual({ enabled: true, maxErrorRate: 0.2, maxP99LatencyMs: 1_000, minRequests: 20, intervalMs: 1_000 });
-    expect(h.f.store.getSetting('monitor:llama')).toEqual({ intervalMs: 1_000, maxErrorRate: 0.2 });
+    expect(await h.f.store.getSetting('monitor:llama')).toEqual({ intervalMs: 1_000, maxErrorRate: 0.2 });
     expect(h.f.clock.pending()).toEqual([1_000]);
     h.setStats(stats(100, 0.1, 10));
     await h.advance(3_000);
     expect(h.rollbacks).toEqual([]); // 0.1 is under the override's 0.2
     expect((await h.mon.update('llama', 'reset')).maxErrorRate).toBe(0.05);
-    expect(h.f.store.getSetting('monitor:llama')).toBeUndefined();
+    expect(await h.f.store.getSetting('monitor:llama')).toBeUndefined();
     await h.mon.update('llama', {});
-    expect(h.f.store.getSetting('monitor:llama')).toBeUndefined(); // an empty change stores no override
+    expect(await h.f.store.getSetting('monitor:llama')).toBeUndefined(); // an empty change stores no override
     await h.advance(5_000);
     expect(h.rollbacks).toHaveLength(1);
     h.mon.shutdown();

@@ -100,8 +100,8 @@ describe('the rollouts port over the store', () => {
     const store = openMemoryStore();
     const port = storeRollouts(store, { now: () => T });
     await port.create(canary());
-    store.putRollout({ id: 'exp-broken', model: 'mistral', phase: 'running', state: { kind: 'experiment', id: 'exp-broken', model: 'mistral' } }, T);
-    store.putRollout({ id: 'roll-1', model: 'qwen', phase: 'running', state: { kind: 'rolling', id: 'roll-1', model: 'qwen' } }, T);
+    await store.putRollout({ id: 'exp-broken', model: 'mistral', phase: 'running', state: { kind: 'experiment', id: 'exp-broken', model: 'mistral' } }, T);
+    await store.putRollout({ id: 'roll-1', model: 'qwen', phase: 'running', state: { kind: 'rolling', id: 'roll-1', model: 'qwen' } }, T);
     const { rollouts, unreadable } = await port.unfinished();
     expect(rollouts.map((r) => [r.state.kind, r.state.id])).toEqual([['canary', 'canary-1']]);
     expect(unreadable.map((e) => e.message)).toEqual([
@@ -115,18 +115,18 @@ describe('the rollouts port over the store', () => {
   it('an old-shape row in the store loads through the port and is written back versioned', async () => {
     const store = openMemoryStore();
     const old = canary();
-    store.putRollout({ id: old.id, model: old.model, phase: old.phase, state: old }, T);
+    await store.putRollout({ id: old.id, model: old.model, phase: old.phase, state: old }, T);
     const port = storeRollouts(store, { now: () => T + 1 });
     const r = await port.get('canary-1');
     expect(r?.state).toEqual(canary());
     await port.save({ ...canary(), stageIndex: 2 }, r?.revision ?? 0);
-    expect(store.getRollout('canary-1')?.state).toMatchObject({ schemaVersion: ROLLOUT_SCHEMA_VERSION, stageIndex: 2 });
+    expect((await store.getRollout('canary-1'))?.state).toMatchObject({ schemaVersion: ROLLOUT_SCHEMA_VERSION, stageIndex: 2 });
   });
 });
 
 describe('regression: canary and experiment share a table, and "the newest rollout" may be the other kind', () => {
   it('reading the canary of a model never returns an experiment, nor the experiment a canary', async () => {
-    const f = new FakeFleet({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100], ignore_first_requests: 0 } }] });
+    const f = await FakeFleet.create({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100], ignore_first_requests: 0 } }] });
     const ports = f.ports();
     const canaryCtl = new CanaryController(ports, { tickMs: 1_000 });
     const expCtl = new ExperimentController(ports);
@@ -141,7 +141,7 @@ describe('regression: canary and experiment share a table, and "the newest rollo
     f.clock.t += 1_000;
     const e = await expCtl.create('llama', { a: 'v1', b: 'v2', metric: 'latency' }, ops);
     await expCtl.stopExperiment('llama', {}, ops);
-    expect(f.store.listRollouts({ model: 'llama', limit: 1 })[0]?.id).toBe(e.id);
+    expect((await f.store.listRollouts({ model: 'llama', limit: 1 }))[0]?.id).toBe(e.id);
 
     // Then "the canary" is still the canary
     const seen = await canaryCtl.get('llama');
@@ -155,7 +155,7 @@ describe('regression: canary and experiment share a table, and "the newest rollo
   });
 
   it('an experiment refused because a canary runs leaves the route alone (regression: its split was published first)', async () => {
-    const f = new FakeFleet({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100] } }] });
+    const f = await FakeFleet.create({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100] } }] });
     const ports = f.ports();
     await ports.versions.transition('llama', 'v2', 'loading');
     await ports.versions.transition('llama', 'v2', 'ready');
