@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { BadRequestError, TooManyRequestsError, UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, GlidepathError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ListenerLimitsConfig } from '../config/types.js';
 import { admission } from '../gateway/server.js';
 import type { Admission, ClosableServer } from '../gateway/server.js';
@@ -81,7 +81,8 @@ async function handle({ cp }: AdminContext, router: Router, auth: Authenticator,
       const r = requestRefusal(adm.limits, null, false, addr, req.method ?? '', req.url ?? '');
       if (r !== undefined) {
         adm.refused(r.why, addr);
-        throw new TooManyRequestsError(r.code, r.message, r.retryAfterS);
+        // 429 for one client's excess, 503 when the whole listener is at its ceiling (as on the data plane)
+        throw new GlidepathError(r.code, r.message, { retryAfterS: r.retryAfterS });
       }
     }
     // RFC 9112 §3.2: one Host with a valid value (node:http already requires one on HTTP/1.1)

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
-import { GlidepathError } from '../errors.js';
+import { ApiError, GlidepathError } from '../errors.js';
 import type { ErrorType } from '../errors.js';
 import { TOKEN_FILE } from '../api/auth.js';
 import { UsageError } from './output.js';
@@ -12,12 +12,6 @@ import { UsageError } from './output.js';
 export const API_PREFIX = '/admin/v1';
 export const DEFAULT_URL = `http://${DEFAULTS.server.adminListen}`;
 
-/** An error the admin API answered with (or could not be reached): carries the API's stable code. */
-export class ApiError extends GlidepathError {
-  constructor(code: string, status: number, type: ErrorType, message: string, details?: Record<string, unknown>) {
-    super(code, status, type, message, details ? { details } : {});
-  }
-}
 
 export interface ClientOptions {
   url?: string | undefined;
@@ -171,7 +165,7 @@ export class AdminClient {
         }
       }
     } catch (err) {
-      if (err instanceof GlidepathError) throw err;
+      if (err instanceof ApiError || err instanceof GlidepathError) throw err;
       throw new ApiError('stream_broken', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} broke: ${(err as Error).message}`);
     }
     if (buf.trim() !== '') handle(buf);

@@ -1,5 +1,5 @@
 // CLI output: human tables vs `--output json`, error printing, and exit codes.
-import { ConfigError, GlidepathError } from '../errors.js';
+import { ApiError, ConfigError, GlidepathError } from '../errors.js';
 
 /** Exit codes: 0 success, 1 refused operation / failed check, 2 bad usage. */
 export const EXIT = { ok: 0, refused: 1, usage: 2 } as const;
@@ -21,7 +21,6 @@ export function parseOutput(v: string): OutputFormat {
 
 export function exitCodeFor(err: unknown): number {
   if (err instanceof UsageError) return EXIT.usage;
-  if (err instanceof GlidepathError && err.code === 'bad_usage') return EXIT.usage;
   return EXIT.refused;
 }
 
@@ -45,7 +44,7 @@ export function printError(err: unknown): void {
     process.stderr.write(`${err.message}\n`);
   } else if (err instanceof UsageError) {
     process.stderr.write(`error: ${err.message}\n`);
-  } else if (err instanceof GlidepathError) {
+  } else if (err instanceof GlidepathError || err instanceof ApiError) {
     process.stderr.write(`error: ${err.message} (${err.code})\n`);
   } else if (err instanceof Error) {
     process.stderr.write(`error: ${err.message}\n`);

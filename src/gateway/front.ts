@@ -3,6 +3,8 @@
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { DEFAULTS } from '../defaults.js';
+import { CATALOGUE } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 import { BodyReader, bodyLength } from './http1/request-body.js';
 import { HeadReader, NO_HEAD } from './http1/request-head.js';
 import type { RequestHead } from './http1/request-head.js';
@@ -175,7 +177,7 @@ class Conn implements ResponseSink {
     const kind = this.timerKind;
     this.timerKind = T_NONE;
     if (kind === T_IDLE || kind === T_LINGER) this.socket.destroy();
-    else if (kind === T_REQUEST && this.state < S_BUSY) this.fail(408, 'request_timeout', `the request did not arrive completely within ${this.cfg.requestMs} ms`);
+    else if (kind === T_REQUEST && this.state < S_BUSY) this.fail('request_timeout', `the request did not arrive completely within ${this.cfg.requestMs} ms`);
     else if (kind === T_SEND) {
       this.sendTimedOut = true;
       this.cfg.events.sendTimeout?.();
@@ -283,7 +285,7 @@ class Conn implements ResponseSink {
         if (!progressed) break;
       }
     } catch (err) {
-      if (err instanceof ParseError) this.fail(err.status, err.code, err.message);
+      if (err instanceof ParseError) this.fail(err.code, err.message);
       else this.socket.destroy();
     } finally {
       this.parsing = false;
@@ -355,7 +357,7 @@ class Conn implements ResponseSink {
       if (res.untouched) {
         res.finished = true;
         this.res = null;
-        this.fail(500, 'internal_error', 'internal server error');
+        this.fail('internal_error', 'internal server error');
       } else this.socket.destroy();
     }
   }
@@ -437,7 +439,8 @@ class Conn implements ResponseSink {
   }
 
   /** An answer of our own (bad request, timeout, handler crash…), then close. */
-  private fail(status: number, code: string, message: string): void {
+  private fail(code: ErrorCode, message: string): void {
+    const status = CATALOGUE[code][0];
     const socket = this.socket;
     this.state = S_DEAD;
     this.buf = null;

@@ -2,6 +2,7 @@
 // descriptor limit) and per-client-address limits on concurrent connections and on the request rate.
 import { readFileSync } from 'node:fs';
 import { DEFAULTS } from '../defaults.js';
+import type { ErrorCode } from '../errors.js';
 
 export interface ListenerLimits {
   /** Most client connections open at once on this listener (0: no ceiling). */
@@ -143,7 +144,7 @@ export class ClientLimits {
 export interface RefusalAnswer {
   readonly why: Refusal;
   readonly status: 429 | 503;
-  readonly code: 'server_overloaded' | 'too_many_connections' | 'rate_limited';
+  readonly code: Extract<ErrorCode, 'server_overloaded' | 'too_many_connections' | 'rate_limited'>;
   readonly message: string;
   readonly retryAfterS: number;
 }

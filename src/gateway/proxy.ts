@@ -9,7 +9,7 @@ import type { Abortable, VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter, sseErrorEvent } from './sse.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
-import type { GlidepathError } from '../errors.js';
+import type { ErrorCode, GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
 import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
@@ -460,13 +460,13 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.finish(err.status, err.code, NaN, 0, 0);
   }
 
-  private finishStream(status: number, errorCode: string | undefined): void {
+  private finishStream(status: number, errorCode: ErrorCode | undefined): void {
     const m = this.meter;
     const latency = performance.now() - this.startedAt;
     this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
   }
 
-  private finish(status: number, errorCode: string | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
+  private finish(status: number, errorCode: ErrorCode | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
     if (this.finished) return;
     this.finished = true;
     this.stopTimer();

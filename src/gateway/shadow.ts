@@ -1,6 +1,7 @@
 // Shadow traffic: mirror a request to another version; its answer never reaches the client and
 // its latency never adds to the client's. Measured like any request (flagged `shadow`).
 import { performance } from 'node:perf_hooks';
+import type { ErrorCode } from '../errors.js';
 import type { ProxyContext } from './proxy.js';
 import type { VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
@@ -89,7 +90,7 @@ class ShadowRequest implements UpstreamHandler {
   onResponseEnd(tail?: Buffer): void {
     if (tail !== undefined) this.take(tail);
     const body = Buffer.concat(this.parts).toString('utf8');
-    let errorCode: string | undefined;
+    let errorCode: ErrorCode | undefined;
     if (this.status >= 500) errorCode = 'upstream_error';
     else if (this.meter && !this.meter.done) errorCode = 'upstream_truncated';
     this.done(this.status, errorCode, body);
@@ -108,7 +109,7 @@ class ShadowRequest implements UpstreamHandler {
     } else this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
   }
 
-  private done(status: number, code: string | undefined, body: string): void {
+  private done(status: number, code: ErrorCode | undefined, body: string): void {
     if (this.timer) clearTimeout(this.timer);
     this.w.outstanding--;
     const { ctx, pool, meter, req } = this;

@@ -153,7 +153,7 @@ const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = { canary: can
 
 /** The error every unreadable rollout record becomes: 500, code `rollout_state_invalid`, naming the rollout. */
 export function rolloutStateError(id: string, model: string, why: string): GlidepathError {
-  return new GlidepathError('rollout_state_invalid', 500, 'server_error', `rollout ${id} of model ${model} has an unreadable stored state: ${why}`, { details: { rollout: id, model } });
+  return new GlidepathError('rollout_state_invalid', `rollout ${id} of model ${model} has an unreadable stored state: ${why}`, { details: { rollout: id, model } });
 }
 
 /** The `kind` a raw record claims, before validation (undefined when it names none). */

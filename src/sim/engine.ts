@@ -124,7 +124,7 @@ export class SimEngine {
       return;
     }
     if (fate.kind === 'error') {
-      throw new InjectedError(fate.status);
+      throw new GlidepathError('injected_fault', `injected fault: HTTP ${fate.status}`, { status: fate.status });
     }
 
     const g = produce(req, this.opts, target, p, fate.corrupt);
@@ -298,9 +298,3 @@ export class SimEngine {
   }
 }
 
-/** An injected HTTP error (fault), with an OpenAI body that says so. */
-class InjectedError extends GlidepathError {
-  constructor(status: number) {
-    super('injected_fault', status, status >= 500 ? 'server_error' : 'invalid_request_error', `injected fault: HTTP ${status}`);
-  }
-}

@@ -1,5 +1,5 @@
 // Sleep mode: levels 1 and 2 as in vLLM, waking (fast from 1, the load time from 2), and loading.
-import { BadRequestError } from '../errors.js';
+import { BadRequestError, UnavailableError } from '../errors.js';
 import type { Clock } from './timing.js';
 
 export type Phase = 'loading' | 'ready' | 'sleeping' | 'waking';
@@ -34,7 +34,7 @@ export class Lifecycle {
   sleep(levelParam: string | null): void {
     const level = levelParam === null || levelParam === '' ? 1 : Number(levelParam);
     if (level !== 1 && level !== 2) throw new BadRequestError('invalid_sleep_level', `level must be 1 or 2, got ${JSON.stringify(levelParam)}`);
-    if (this.phaseNow === 'loading') throw new BadRequestError('not_loaded', 'the model is still loading; it cannot sleep yet');
+    if (this.phaseNow === 'loading') throw new UnavailableError('model_loading', 'the model is still loading; it cannot sleep yet', { retryAfterS: 1 });
     if (this.phaseNow === 'sleeping' && this.level >= level) return;
     this.level = level;
     this.phaseNow = 'sleeping';

@@ -1,4 +1,5 @@
 // The one record every request produces, and what counts as an error.
+import type { ErrorCode } from '../errors.js';
 
 export interface RequestRecord {
   model: string;
@@ -7,7 +8,8 @@ export interface RequestRecord {
   /** HTTP status sent to the client (499 when the client went away first). */
   status: number;
   /** Stable error code when the request failed (`upstream_connect_failed`, `drain_aborted`, …). */
-  errorCode: string | undefined;
+  /** A code of the error catalogue (src/errors.ts): what went wrong, for metrics and the judge. */
+  errorCode: ErrorCode | undefined;
   stream: boolean;
   /** ms from receiving the request to the first token (NaN when none arrived); includes queueMs. */
   ttftMs: number;

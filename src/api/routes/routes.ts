@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { routeToSpec } from '../../domain/route.js';
 import type { RouteSpec } from '../../domain/route.js';
-import { BadRequestError } from '../../errors.js';
+import { ConflictError } from '../../errors.js';
 import type { RouteDef } from '../router.js';
 import { get, put } from '../router.js';
 import type { AdminContext } from './context.js';
@@ -31,7 +31,7 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
         ports.audited(actorOf(c), 'set_route', m, b, async () => {
           const cur = ports.routes.current(m);
           if (b.expect_revision !== undefined && b.expect_revision !== cur.revision) {
-            throw new BadRequestError('route_revision_conflict', `route of ${m} is at revision ${cur.revision}, not ${b.expect_revision}`);
+            throw new ConflictError('route_revision_conflict', `route of ${m} is at revision ${cur.revision}, not ${b.expect_revision}`);
           }
           const spec: RouteSpec = { model: m, weights: b.weights, stable: b.stable, overrides: b.overrides ?? cur.overrides, stickySalt: b.sticky_salt ?? cur.stickySalt, shadow: b.shadow === null ? undefined : (b.shadow ?? cur.shadow) };
           const { route, switchMs } = await ports.routes.publish(spec);

@@ -26,13 +26,13 @@ export function bodyLength(v11: boolean, te: string | null, cl: string | null, m
     if (cl !== null) throw bad('conflicting_framing', 'both Transfer-Encoding and Content-Length are present');
     if (!v11) throw bad('invalid_transfer_encoding', 'Transfer-Encoding is not allowed in an HTTP/1.0 request');
     if (te.length !== 7 || te.toLowerCase() !== 'chunked') {
-      throw new ParseError(501, 'unsupported_transfer_encoding', `501 Not Implemented: transfer-encoding ${JSON.stringify(te)} (only "chunked" is supported)`);
+      throw new ParseError('unsupported_transfer_encoding', `501 Not Implemented: transfer-encoding ${JSON.stringify(te)} (only "chunked" is supported)`);
     }
     return -1;
   }
   if (cl === null) return 0;
   const n = cl.length > 15 ? Infinity : Number(cl);
-  if (n > maxBody) throw new ParseError(413, 'body_too_large', `the request body (${cl} bytes) exceeds the limit of ${maxBody} bytes`);
+  if (n > maxBody) throw new ParseError('body_too_large', `the request body (${cl} bytes) exceeds the limit of ${maxBody} bytes`);
   return n;
 }
 
@@ -169,7 +169,7 @@ export class BodyReader {
       this.state = B_TRAILERS;
       this.trailerBytes = 0;
     } else {
-      if (this.bodyLen + size > this.maxBody) throw new ParseError(413, 'body_too_large', `the request body exceeds the limit of ${this.maxBody} bytes`);
+      if (this.bodyLen + size > this.maxBody) throw new ParseError('body_too_large', `the request body exceeds the limit of ${this.maxBody} bytes`);
       this.remaining = size;
       this.state = B_CHUNK_DATA;
     }
@@ -199,13 +199,13 @@ export class BodyReader {
     const max = this.maxTrailer;
     const lf = buf.indexOf(10, off);
     if (lf === -1) {
-      if (this.trailerBytes + buf.length - off > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
+      if (this.trailerBytes + buf.length - off > max) throw new ParseError('headers_too_large', `the chunked trailers exceed ${max} bytes`);
       if (badLineEnd(buf, off)) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
       return -1;
     }
     if (lf === off || buf[lf - 1] !== 13) throw bad('invalid_chunk', 'trailer lines must end with CRLF');
     this.trailerBytes += lf + 1 - off;
-    if (this.trailerBytes > max) throw new ParseError(431, 'headers_too_large', `the chunked trailers exceed ${max} bytes`);
+    if (this.trailerBytes > max) throw new ParseError('headers_too_large', `the chunked trailers exceed ${max} bytes`);
     if (lf === off + 1) {
       this.state = B_DONE;
       return lf + 1;

@@ -159,7 +159,7 @@ export function parseRequestHead(s: string): ParsedRequestHead {
   let v11: boolean;
   if (le - sp2 === 9 && s.startsWith('HTTP/1.', sp2 + 1) && (minor === 49 || minor === 48)) v11 = minor === 49;
   else if (le - sp2 === 9 && s.startsWith('HTTP/', sp2 + 1) && isDigit(s.charCodeAt(sp2 + 6)) && s.charCodeAt(sp2 + 7) === 46 && isDigit(minor)) {
-    throw new ParseError(505, 'http_version_not_supported', `${s.slice(sp2 + 1, le)} is not supported (HTTP/1.0 and HTTP/1.1 are)`);
+    throw new ParseError('http_version_not_supported', `${s.slice(sp2 + 1, le)} is not supported (HTTP/1.0 and HTTP/1.1 are)`);
   } else throw bad('invalid_http_version', 'malformed HTTP version in the request line');
 
   // header fields
@@ -234,7 +234,7 @@ export function parseRequestHead(s: string): ParsedRequestHead {
 
   let expectContinue = false;
   if (expect !== null) {
-    if (expect.toLowerCase() !== '100-continue') throw new ParseError(417, 'expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
+    if (expect.toLowerCase() !== '100-continue') throw new ParseError('expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
     expectContinue = v11; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
   }
 
@@ -274,12 +274,12 @@ export class HeadReader {
     this.method = buf[start] === 72 && buf[start + 1] === 69 && buf[start + 2] === 65 && buf[start + 3] === 68 && buf[start + 4] === 32 ? 'HEAD' : '';
     const e = buf.indexOf(CRLFCRLF, this.scan > start ? this.scan : start);
     if (e === -1) {
-      if (len > max) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${max} bytes`);
+      if (len > max) throw new ParseError('headers_too_large', `the request line and headers exceed ${max} bytes`);
       if (badLineEnd(buf, this.scan > 0 ? this.scan - 1 : 0)) throw bad('invalid_line_ending', 'request head lines must end with CRLF (bare LF or CR)');
       this.scan = len > 3 ? len - 3 : 0;
       return -1;
     }
-    if (e + 4 > max) throw new ParseError(431, 'headers_too_large', `the request line and headers exceed ${max} bytes`);
+    if (e + 4 > max) throw new ParseError('headers_too_large', `the request line and headers exceed ${max} bytes`);
     this.scan = 0;
     const s = buf.toString('latin1', start, e + 2);
     const last = this.last;

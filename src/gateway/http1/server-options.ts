@@ -1,6 +1,7 @@
 // What the data plane's HTTP/1.1 server offers its handler (the request, the response), its options with their defaults resolved, and the events it reports.
 import { DEFAULTS } from '../../defaults.js';
 import type { ClientLimits, Refusal } from '../limits.js';
+import { errorTypeOf } from '../../errors.js';
 import type { ErrorBody } from '../../errors.js';
 
 export interface FrontRequest {
@@ -76,8 +77,7 @@ export interface FrontEvents {
 
 /** The server's own error answers: OpenAI-style JSON. */
 export function defaultErrorBody(status: number, code: string, message: string): string {
-  const type = status === 500 ? 'server_error' : status === 503 ? 'unavailable_error' : status === 429 ? 'rate_limit_error' : 'invalid_request_error';
-  const body: ErrorBody = { error: { message, type, code } };
+  const body: ErrorBody = { error: { message, type: errorTypeOf(status), code } };
   return JSON.stringify(body);
 }
 

@@ -1,4 +1,6 @@
 // HTTP/1.1 syntax both sides share: token and hex tables, the Connection header's tokens, line-ending checks, parse errors with their status.
+import { CATALOGUE } from '../../errors.js';
+import type { CodeWithStatus, ErrorCode } from '../../errors.js';
 
 /** RFC 9110 tchar. */
 export const TOKEN = new Uint8Array(256);
@@ -13,19 +15,20 @@ for (let i = 0; i < 16; i++) {
 export const C_CLOSE = 1;
 export const C_KEEP_ALIVE = 2;
 
-/** A malformed request: the status and code of the answer, and a message naming the problem. */
+/** A malformed request: the code of the answer (its status from the error catalogue) and a message naming the problem. */
 export class ParseError extends Error {
+  readonly status: number;
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
   ) {
     super(message);
+    this.status = CATALOGUE[code][0];
   }
 }
 
-export function bad(code: string, message: string): ParseError {
-  return new ParseError(400, code, message);
+export function bad(code: CodeWithStatus<400>, message: string): ParseError {
+  return new ParseError(code, message);
 }
 
 export function isDigit(c: number): boolean {

@@ -40,7 +40,7 @@ async function admin(method: 'GET' | 'PUT', p: string, token: string, body?: unk
 }
 
 function failed(version: string, at: number): RequestRecord {
-  return { model: 'llama', version, worker: `llama/${version}/0`, status: 500, errorCode: 'upstream_5xx', stream: false, ttftMs: Number.NaN, tpotMs: Number.NaN, itlMs: [], latencyMs: 40, promptTokens: 5, completionTokens: 0, queueMs: 0, at, retries: 0, shadow: false };
+  return { model: 'llama', version, worker: `llama/${version}/0`, status: 500, errorCode: 'upstream_error', stream: false, ttftMs: Number.NaN, tpotMs: Number.NaN, itlMs: [], latencyMs: 40, promptTokens: 5, completionTokens: 0, queueMs: 0, at, retries: 0, shadow: false };
 }
 
 beforeAll(async () => {

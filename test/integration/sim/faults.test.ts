@@ -52,7 +52,7 @@ describe('injected faults', () => {
     await post(sim.url, '/admin/faults', { error_rate: 1, error_status: 429 });
     const r = await post(sim.url, CHAT, chat('fail', { stream: true }));
     expect(r.status).toBe(429);
-    expect(r.json.error).toMatchObject({ code: 'injected_fault', type: 'invalid_request_error' });
+    expect(r.json.error).toMatchObject({ code: 'injected_fault', type: 'rate_limit_error' }); // the type follows the status, as for every code
     sim.setFaults({ errorRate: 1 });
     expect((await post(sim.url, CHAT, chat('fail'))).status).toBe(500);
     expect(await faultCount('error')).toBe(before + 2);

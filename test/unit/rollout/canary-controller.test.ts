@@ -147,7 +147,7 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     const c = controller(f);
     await startCanary(f, c);
     f.records(M, 'v1', 60, (i) => ({ latencyMs: 100 + (i % 10) }));
-    f.records(M, 'v2', 60, () => ({ status: 500, errorCode: 'upstream_5xx', completionTokens: 0 }));
+    f.records(M, 'v2', 60, () => ({ status: 500, errorCode: 'upstream_error', completionTokens: 0 }));
     await advance(f, c, TICK_MS);
     const s = await c.get(M);
     expect(s.phase).toBe('rolled_back');

@@ -1,5 +1,6 @@
 // Sliding windows: count and age bounds, percentiles against NumPy, error rate, rates.
 import { describe, expect, it } from 'vitest';
+import type { ErrorCode } from '../../../src/errors.js';
 import { mulberry32 } from '../../../src/domain/random.js';
 import { isVersionError } from '../../../src/telemetry/record.js';
 import { SlidingWindow } from '../../../src/telemetry/window.js';
@@ -99,7 +100,7 @@ describe('SlidingWindow', () => {
 });
 
 describe('isVersionError', () => {
-  const table: [number, string | undefined, boolean][] = [
+  const table: [number, ErrorCode | undefined, boolean][] = [
     [200, undefined, false],
     [200, 'upstream_stream_broken', true],
     [200, 'drain_aborted', true],
