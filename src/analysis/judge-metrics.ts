@@ -6,6 +6,7 @@ import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
 import { fisherExact, binomialTestGreater } from './stats/proportions.js';
 import { hodgesLehmannSorted, type HodgesLehmannResult } from './stats/hodgeslehmann.js';
 import { mannWhitneyUSorted, type Alternative } from './stats/mannwhitney.js';
+import { alwaysValidBinomialPValue, binomialUpperBound } from './stats/binomial-sequential.js';
 import { alwaysValidPValue, twoSampleInformation, zFromPValue } from './stats/sequential.js';
 
 /** What every check needs to know about the look. */
@@ -50,8 +51,8 @@ function worst(checks: CheckVerdict[]): 'pass' | 'fail' | 'inconclusive' {
   return 'pass';
 }
 
-function nodata(name: MetricVerdict['name'], cfg: { weight: number; critical: boolean }, stable: VersionSummary, canary: VersionSummary, measured: boolean, reason: string): MetricVerdict {
-  return { name, outcome: 'nodata', critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks: [], reason };
+function nodata(name: MetricVerdict['name'], cfg: { weight: number; critical: boolean }, stable: VersionSummary, canary: VersionSummary, measured: boolean, reason: string, checks: CheckVerdict[] = []): MetricVerdict {
+  return { name, outcome: 'nodata', critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks, reason };
 }
 
 /** The Hodges-Lehmann shift canary - stable as reported, also relative to stable's median. */
@@ -171,7 +172,33 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
   };
 }
 
-/** Errors: Fisher's exact test (one-sided, canary worse) with the seed's relative tolerance; exact binomial gate. */
+/**
+ * The error count's sequential test, decisive from the first requests: is the canary's error rate
+ * above (1 + maxRelativeIncrease) x the stable's (its one-sided upper confidence bound at the same
+ * level, floored at rateFloor)? An exact, always-valid mixture test on the count
+ * (stats/binomial-sequential.ts), so it may fail a canary long before `minRequests`; it never passes
+ * one (passing still needs `minRequests`). The stable's bound moves as its sample grows, so validity
+ * rests on that bound being conservative: the false-rollback Monte-Carlo
+ * (test/unit/rollout/canary-false-rollback.test.ts) measures it with equal canaries at every look.
+ */
+function errorCountCheck(s: { n: number; e: number }, c: { n: number; e: number }, cfg: ErrorsConfig, ctx: CheckContext): CheckVerdict | undefined {
+  if (s.n === 0 || c.n === 0) return undefined;
+  const id = 'errors.sequential';
+  const bound = Math.min(1 - 1e-9, (1 + cfg.maxRelativeIncrease) * Math.max(binomialUpperBound(s.e, s.n, ctx.alpha), cfg.rateFloor));
+  const pSeq = alwaysValidBinomialPValue(c.e, c.n, bound, ctx.sequential === 'msprt' ? (ctx.previous[id] ?? 1) : 1);
+  ctx.out[id] = pSeq;
+  const significant = pSeq <= ctx.alpha;
+  const reason = significant
+    ? `${c.e} errors in ${c.n} canary requests (${pct(c.e / c.n)}): decisively above ${pct(bound)} (stable ${pct(s.e / s.n)} + ${pct(cfg.maxRelativeIncrease)}; sequential count test, p=${fmt(pSeq)})`
+    : `${c.e} errors in ${c.n} canary requests: not decisively above ${pct(bound)} (sequential count test, p=${fmt(pSeq)})`;
+  return check(id, 'relative', 'binomial-sequential', { outcome: significant ? 'fail' : 'pass', pValue: pSeq, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: c.e / c.n, threshold: bound, reason });
+}
+
+/**
+ * Errors: the sequential count test (decides a clearly failing canary from its first requests), then,
+ * from `minRequests` on, Fisher's exact test (one-sided, canary worse) with the seed's relative
+ * tolerance and the exact binomial gate.
+ */
 export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cfg: ErrorsConfig, ctx: CheckContext): MetricVerdict {
   const counts = (m: MetricSamples): { n: number; e: number } => {
     const n = Number.isFinite(m.requests) && m.requests > 0 ? Math.floor(m.requests) : 0;
@@ -182,8 +209,10 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
   const c = counts(canaryIn);
   const stable: VersionSummary = { n: s.n, rate: s.n > 0 ? s.e / s.n : NaN };
   const canary: VersionSummary = { n: c.n, rate: c.n > 0 ? c.e / c.n : NaN };
+  const early = errorCountCheck(s, c, cfg, ctx);
   if (s.n < cfg.minRequests || c.n < cfg.minRequests) {
-    return nodata('errors', cfg, stable, canary, true, `too few requests: stable ${s.n}, canary ${c.n} < ${cfg.minRequests}`);
+    if (early?.outcome === 'fail') return { name: 'errors', outcome: 'fail', critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary, checks: [early], reason: early.reason };
+    return nodata('errors', cfg, stable, canary, true, `too few requests to pass: stable ${s.n}, canary ${c.n} < ${cfg.minRequests}`, early ? [early] : []);
   }
   const sr = stable.rate as number;
   const cr = canary.rate as number;
@@ -195,7 +224,7 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
   const reason = fail
     ? `error rate ${pct(cr)} vs ${pct(sr)} (+${pct(effect)} relative > ${pct(cfg.maxRelativeIncrease)}), significant (p=${fmt(pSeq)})`
     : `error rate ${pct(cr)} vs ${pct(sr)}: no significant increase beyond ${pct(cfg.maxRelativeIncrease)} (p=${fmt(pSeq)})`;
-  const checks = [check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: fisher.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxRelativeIncrease, reason })];
+  const checks = [...(early ? [early] : []), check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: fisher.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxRelativeIncrease, reason })];
   if (cfg.maxRate !== null) {
     const limit = cfg.maxRate;
     const aid = 'errors.absolute';

@@ -116,7 +116,7 @@ export interface LookInfo {
   previous?: Record<string, number>;
 }
 
-export type CheckTest = 'mann-whitney' | 'fisher' | 'binomial' | 'ratio';
+export type CheckTest = 'mann-whitney' | 'fisher' | 'binomial' | 'binomial-sequential' | 'ratio';
 
 /** One statistical or threshold check inside a metric. */
 export interface CheckVerdict {

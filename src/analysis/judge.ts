@@ -9,6 +9,10 @@
 // - Score = 100 * weight(pass) / weight(pass + fail + inconclusive). Verdict: nodata when a critical
 //   metric or >= nodataWaitShare of the measured weight has no data; else pass >= scorePass,
 //   inconclusive (marginal) >= scoreMarginal, fail below.
+// - A failing metric does not wait for the others: a critical one fails the verdict at once, and a
+//   non-critical one as soon as the score would stay below scoreMarginal even if every metric
+//   without data passed. The error count's sequential test fails a clearly worse canary from its
+//   first requests, long before the `minRequests` a pass needs.
 
 import { judgeErrors, judgeLatency, judgeQuality, judgeThroughput, type CheckContext } from './judge-metrics.js';
 import type { Action, JudgeConfig, LookInfo, MetricName, MetricSamples, MetricVerdict, Outcome, Verdict } from './judge-types.js';
@@ -31,7 +35,7 @@ export function statisticalCheckCount(cfg: JudgeConfig): number {
     const gate = cfg[name].maxP99Ms;
     if (gate !== null && gate !== undefined) m += 1;
   }
-  if (enabled(cfg, 'errors')) m += cfg.errors.maxRate === null ? 1 : 2;
+  if (enabled(cfg, 'errors')) m += cfg.errors.maxRate === null ? 2 : 3; // the sequential count test, Fisher, the binomial gate
   if (enabled(cfg, 'quality')) m += 1;
   return Math.max(1, m);
 }
@@ -106,6 +110,20 @@ export function combine(metrics: MetricVerdict[], cfg: Pick<JudgeConfig, 'scoreP
   const scoredWeight = scored.reduce((s, m) => s + m.weight, 0);
   const passWeight = scored.filter((m) => m.outcome === 'pass').reduce((s, m) => s + m.weight, 0);
   const score = scoredWeight > 0 ? (100 * passWeight) / scoredWeight : NaN;
+  // A metric failing (significant and beyond tolerance) does not wait for the others' data once no
+  // outcome of theirs could lift the score back to the marginal band: even if every metric without
+  // data passed, the verdict would be a failure.
+  const failing = scored.filter((m) => m.outcome === 'fail');
+  if (failing.length > 0 && noData.length > 0) {
+    const best = (100 * (passWeight + noDataWeight)) / (scoredWeight + noDataWeight);
+    if (best < cfg.scoreMarginal) {
+      return {
+        outcome: 'fail',
+        score,
+        reasons: [`score ${Math.round(best * 100) / 100} < ${cfg.scoreMarginal} even if the ${noData.length} metric(s) without data pass`, ...failing.map((m) => `${m.name} fail: ${m.reason}`)],
+      };
+    }
+  }
   if (criticalNoData.length > 0 || totalWeight === 0 || scoredWeight === 0 || noDataWeight / totalWeight >= cfg.nodataWaitShare) {
     const why = criticalNoData.length > 0
       ? criticalNoData.map((m) => `critical metric ${m.name} has no data: ${m.reason}`)

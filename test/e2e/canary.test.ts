@@ -20,6 +20,9 @@ const canary = { stages: STAGES, stageDurationMs: 2_000, minSamples: 30 };
 // a statistical test) is taken over ~100 requests, not 30.
 const slowCanary = { ...canary, minSamples: 150, shadowShare: 0.3 };
 const equalCanary = { ...canary, minSamples: 100, shadowShare: 0.2 };
+// The erroring canary keeps the default minimum of 100 samples a pass needs: the error count's
+// sequential test must fail it long before that (it waited for all 100 before)
+const errorsCanary = { ...canary, minSamples: 100 };
 // Service time is one prefill timer (~20 ms for these prompts), no per-token timers: per-token delays
 // make a lightly loaded worker pay a scheduler wake-up per token, which on a busy shared machine makes
 // the low-traffic canary look slower than stable. latency_multiplier scales the prefill too.
@@ -34,7 +37,7 @@ const J = 0.3;
 const P_EQUAL = 100;
 const W = 100;
 const MODELS: CanaryModelSpec[] = [
-  { name: 'errors', versions: [{ id: 'v1', seed: 11, prefillTokensPerS: P }, { id: 'v2', seed: 12, prefillTokensPerS: P, errorRate: 0.2 }], canary },
+  { name: 'errors', versions: [{ id: 'v1', seed: 11, prefillTokensPerS: P }, { id: 'v2', seed: 12, prefillTokensPerS: P, errorRate: 0.2 }], canary: errorsCanary },
   { name: 'slow', versions: [{ id: 'v1', seed: 21, prefillTokensPerS: P_SLOW, jitter: J }, { id: 'v2', seed: 22, prefillTokensPerS: P_SLOW, jitter: J, warmupRequests: W, latencyMultiplier: 1.3 }], canary: slowCanary },
   { name: 'equal1', versions: [{ id: 'v1', seed: 31, prefillTokensPerS: P_EQUAL, jitter: J }, { id: 'v2', seed: 32, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W }], canary: equalCanary },
   { name: 'equal2', versions: [{ id: 'v1', seed: 41, prefillTokensPerS: P_EQUAL, jitter: J }, { id: 'v2', seed: 42, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W }], canary: equalCanary },
@@ -95,6 +98,8 @@ describe('progressive canary, end to end', () => {
       expect(route.weights.v2 ?? 0).toBe(0);
     }
     expect(views.get('errors')!.rollback!.reason).toMatch(/errors/);
+    // decided by the sequential count test on the first few dozen canary requests, not after the 100 a pass needs
+    expect(views.get('errors')!.rollback!.canaryRequests).toBeLessThan(60);
     expect(views.get('slow')!.rollback!.reason).toMatch(/latency|ttft|tpot/);
 
     // And the equal canaries walked every stage and became active, stable now standby

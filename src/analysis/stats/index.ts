@@ -9,3 +9,4 @@ export * from './effect.js';
 export * from './proportions.js';
 export * from './power.js';
 export * from './sequential.js';
+export * from './binomial-sequential.js';

@@ -79,8 +79,8 @@ describe('judgeCanary: seed scenarios', () => {
     expect(lat.stable.n).toBe(2000);
     expect(lat.canary.p99).toBeGreaterThan(0);
     expect(lat.checks[0]!.pValue).toBeGreaterThan(0);
-    expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 11, checks: 11 });
-    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'latency.relative', 'latency.tail', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'tpot.tail', 'ttft.absolute', 'ttft.relative', 'ttft.tail']);
+    expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 12, checks: 12 });
+    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'errors.sequential', 'latency.relative', 'latency.tail', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'tpot.tail', 'ttft.absolute', 'ttft.relative', 'ttft.tail']);
     expect(JSON.parse(JSON.stringify(v))).toMatchObject({ outcome: 'pass', action: 'advance', score: 100, look: v.look, sequentialPValues: v.sequentialPValues });
   });
 
@@ -175,6 +175,48 @@ describe('judgeCanary: policies', () => {
     expect(combine([m('latency', 'nodata', 40), m('ttft', 'pass', 60)], bands)).toMatchObject({ outcome: 'pass', score: 100 });
   });
 
+  it('a failing metric does not wait for the others once their data could not rescue the verdict', () => {
+    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict =>
+      ({ name, outcome, weight, critical, measured: true, stable: { n: 1 }, canary: { n: 1 }, checks: [], reason: outcome });
+    const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
+    // latency (40) failing while ttft and tpot (15 each) have no data: at best 30 / 70 = 43 < 75
+    const lost = combine([m('latency', 'fail', 40), m('ttft', 'nodata', 15), m('tpot', 'nodata', 15)], bands);
+    expect(lost.outcome).toBe('fail');
+    expect(lost.reasons[0]).toMatch(/even if the 2 metric\(s\) without data pass/);
+    // while a critical metric has no data too (it waited before)
+    expect(combine([m('latency', 'fail', 40), m('ttft', 'pass', 15), m('errors', 'nodata', 15, true)], bands).outcome).toBe('fail');
+    // ttft (15) failing while latency (60) has no data: with latency passing the score could be 85, so it waits
+    expect(combine([m('ttft', 'fail', 15), m('latency', 'nodata', 60), m('tpot', 'pass', 25)], bands).outcome).toBe('nodata');
+  });
+
+  it('the error count decides a clearly failing canary from its first requests, long before the minimum a pass needs', () => {
+    const r = rng(2026);
+    // stable: 2000 requests, no error; canary: its first 25 requests, every fifth one failing
+    const stable = versionSamples(r, 2000, { errorRate: 0 });
+    const first = (n: number, errors: number): MetricSamples => ({ ...versionSamples(r, n, { errorRate: 0 }), errors });
+    let decidedAt = 0;
+    let previous: Record<string, number> = {};
+    for (let n = 1; n <= 60 && decidedAt === 0; n++) {
+      const v = judgeCanary(stable, first(n, Math.floor(n / 5)), cfg, { index: n, previous });
+      previous = v.sequentialPValues;
+      if (v.outcome === 'fail') {
+        decidedAt = n;
+        expect(v.action).toBe('rollback');
+        expect(metric(v, 'errors').checks[0]).toMatchObject({ id: 'errors.sequential', test: 'binomial-sequential', outcome: 'fail' });
+        // the latency metrics have far too few samples, and the verdict did not wait for them
+        expect(metric(v, 'latency').outcome).toBe('nodata');
+      } else {
+        expect(v.outcome).toBe('nodata');
+      }
+    }
+    expect(decidedAt).toBeGreaterThan(5);
+    expect(decidedAt).toBeLessThanOrEqual(25); // minRequests is 100
+    // an equal canary's first requests never fail it that way
+    const equal = judgeCanary(stable, first(25, 0), cfg, { index: 0 });
+    expect(equal.outcome).toBe('nodata');
+    expect(metric(equal, 'errors').checks[0]).toMatchObject({ id: 'errors.sequential', outcome: 'pass' });
+  });
+
   it('builds its configuration from DEFAULTS.canary with per-metric overrides', () => {
     expect(cfg).toMatchObject({ alpha: 0.05, sequential: 'msprt', scorePass: 95, scoreMarginal: 75, hlConfLevel: 0.98 });
     expect(cfg.latency).toMatchObject({ weight: 40, maxP99Increase: 0.2, maxP99Ms: null });
@@ -200,8 +242,8 @@ describe('judgeCanary: policies', () => {
   });
 
   it('splits alpha over the enabled statistical checks', () => {
-    expect(statisticalCheckCount(cfg)).toBe(11);
-    expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(9);
+    expect(statisticalCheckCount(cfg)).toBe(12); // errors: the sequential count test, Fisher, the binomial gate
+    expect(statisticalCheckCount(judgeConfig({ ttft: { maxP99Ms: null }, quality: { enabled: false } }))).toBe(10);
   });
 });
 
