@@ -12,6 +12,7 @@ import type { ExperimentState } from '../rollout/experiment-state.js';
 import { RollbackMonitor } from '../rollout/monitor.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
+import { JudgeThread } from './judge-thread.js';
 import { QualityFeed } from './quality-judge.js';
 
 export interface Controllers {
@@ -28,7 +29,9 @@ export interface Controllers {
 
 export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, dp: DataPlane): Controllers {
   const blueGreen = new BlueGreen(ports);
-  const canary = new CanaryController(ports, { tickMs: cfg.control.tickMs });
+  // canary looks in a worker thread: a look over full windows costs ~25 ms, the gateway's loop must not wait
+  const looks = new JudgeThread((message) => ports.emit({ kind: 'warning', message }));
+  const canary = new CanaryController(ports, { tickMs: cfg.control.tickMs, judge: looks.judge });
   const experiments = new ExperimentController(ports);
   const monitor = new RollbackMonitor(ports, (model, actor, reason) => blueGreen.rollback(model, actor, reason));
   const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
@@ -51,6 +54,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
       canary.shutdown();
       experiments.shutdown();
       judge?.shutdown();
+      void looks.close();
     },
   };
 }

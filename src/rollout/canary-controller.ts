@@ -3,7 +3,9 @@
 // every step so a restarted control plane continues where it stopped. Sees only the ports.
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { judgeCanary, judgeConfig } from '../analysis/judge.js';
+import { judgeConfig } from '../analysis/judge.js';
+import { judgeInProcess } from '../analysis/judge-packed.js';
+import type { JudgeFn } from '../analysis/judge-packed.js';
 import type { JudgeConfig, Verdict } from '../analysis/judge.js';
 import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
@@ -50,7 +52,11 @@ export class CanaryController {
 
   constructor(
     private readonly ports: ControllerPorts,
-    private readonly opts: { tickMs: number },
+    private readonly opts: {
+      tickMs: number;
+      /** Where a look is computed: a worker thread in an App (src/control/judge-thread.ts), this thread by default. */
+      judge?: JudgeFn | undefined;
+    },
   ) {}
 
   /** Listen to telemetry and reconcile every `tickMs`; resumed rollouts come in through `recover`. */
@@ -318,7 +324,7 @@ export class CanaryController {
     // nothing new and the stage still holds: the verdict could not change
     if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
     l.seen = seen;
-    const verdict = judgeCanary(l.samples.a.toMetricSamples(), l.samples.b.toMetricSamples(), l.judge, { index: s.look, previous: s.previous });
+    const verdict = await (this.opts.judge ?? judgeInProcess)(l.samples.a.pack(), l.samples.b.pack(), l.judge, { index: s.look, previous: s.previous });
     s.look++;
     s.previous = verdict.sequentialPValues;
     const step = decide(s, verdict, now);

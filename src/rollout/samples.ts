@@ -1,6 +1,7 @@
 // Per-rollout sample accumulators fed by telemetry records and judge scores: the cumulative stream
 // the sequential canary judge looks at again and again.
 import type { MetricSamples } from '../analysis/judge.js';
+import type { PackedSamples } from '../analysis/judge-packed.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import { isVersionError } from '../telemetry/record.js';
 
@@ -20,6 +21,10 @@ class Series {
   }
   toArray(): number[] {
     return Array.from(this.buf.subarray(0, this.length));
+  }
+  /** A copy of the values (one memcpy): transferable to a worker. */
+  copy(): Float64Array {
+    return this.buf.slice(0, this.length);
   }
 }
 
@@ -62,6 +67,20 @@ export class VersionSamples {
       durationS: this.busyS,
       outputTokens: this.outputTokens,
       quality: this.quality.length > 0 ? this.quality.toArray() : undefined,
+    };
+  }
+
+  /** The same samples packed for the judge (src/analysis/judge-packed.ts). */
+  pack(): PackedSamples {
+    return {
+      ttftMs: this.ttft.copy(),
+      tpotMs: this.tpot.copy(),
+      latencyMs: this.latency.copy(),
+      quality: this.quality.length > 0 ? this.quality.copy() : undefined,
+      requests: this.requests,
+      errors: this.errors,
+      durationS: this.busyS,
+      outputTokens: this.outputTokens,
     };
   }
 }
