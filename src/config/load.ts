@@ -262,7 +262,7 @@ export function parseConfig(value: unknown, opts: { source?: string; doc?: Docum
     throw new ConfigError(issues, opts.source);
   }
   const issues: ConfigIssue[] = [];
-  const cfg = normalize(res.data, issues);
+  let cfg = normalize(res.data, issues);
   if (issues.length > 0) {
     const withLines = issues.map((i) => {
       const segs = i.path.split(/\.|\[(\d+)\]/).filter((s) => s !== undefined && s !== '').map((s) => (/^\d+$/.test(s) ? Number(s) : s));
@@ -272,9 +272,9 @@ export function parseConfig(value: unknown, opts: { source?: string; doc?: Docum
     throw new ConfigError(withLines, opts.source);
   }
   if (opts.source) {
-    cfg.source = opts.source;
-    if (!path.isAbsolute(cfg.server.dataDir)) cfg.server.dataDir = path.resolve(path.dirname(opts.source), cfg.server.dataDir);
-    if (!path.isAbsolute(cfg.cache.dir)) cfg.cache.dir = path.resolve(path.dirname(opts.source), cfg.cache.dir);
+    // relative directories are relative to the file that names them
+    const at = (p: string): string => (path.isAbsolute(p) ? p : path.resolve(path.dirname(opts.source as string), p));
+    cfg = { ...cfg, source: opts.source, server: { ...cfg.server, dataDir: at(cfg.server.dataDir) }, cache: { ...cfg.cache, dir: at(cfg.cache.dir) } };
   }
   return deepFreeze(cfg);
 }

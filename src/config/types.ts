@@ -10,121 +10,121 @@ export type Role = 'viewer' | 'operator' | 'admin';
 
 export interface RouteConfig {
   /** Normalised to fractions that sum to 1. */
-  weights: Record<string, number>;
-  overrides: Record<string, string>;
-  stickySalt?: string | undefined;
-  shadow?: { version: string; share: number } | undefined;
+  readonly weights: Readonly<Record<string, number>>;
+  readonly overrides: Readonly<Record<string, string>>;
+  readonly stickySalt?: string | undefined;
+  readonly shadow?: { readonly version: string; readonly share: number } | undefined;
 }
 
 /** Per-model canary settings (unset fields fall back to DEFAULTS.rollout / DEFAULTS.canary). */
 export interface CanarySettings {
-  stages?: number[] | undefined;
-  stageDurationMs?: number | undefined;
-  alpha?: number | undefined;
-  maxP99Increase?: number | undefined;
-  maxErrorRate?: number | undefined;
-  maxErrorIncrease?: number | undefined;
-  maxQualityDecrease?: number | undefined;
-  minSamples?: number | undefined;
-  shadowShare?: number | undefined;
-  ignoreFirstRequests?: number | undefined;
+  readonly stages?: readonly number[] | undefined;
+  readonly stageDurationMs?: number | undefined;
+  readonly alpha?: number | undefined;
+  readonly maxP99Increase?: number | undefined;
+  readonly maxErrorRate?: number | undefined;
+  readonly maxErrorIncrease?: number | undefined;
+  readonly maxQualityDecrease?: number | undefined;
+  readonly minSamples?: number | undefined;
+  readonly shadowShare?: number | undefined;
+  readonly ignoreFirstRequests?: number | undefined;
 }
 
 export interface JudgeEndpointConfig {
-  url: string;
-  model: string;
-  apiKeyEnv?: string | undefined;
-  mode: 'pointwise' | 'pairwise';
-  sampleShare: number;
-  concurrency: number;
-  timeoutMs: number;
+  readonly url: string;
+  readonly model: string;
+  readonly apiKeyEnv?: string | undefined;
+  readonly mode: 'pointwise' | 'pairwise';
+  readonly sampleShare: number;
+  readonly concurrency: number;
+  readonly timeoutMs: number;
 }
 
 /** Monitored rollback of a model's active version (src/rollout/monitor.ts). */
 export interface MonitorConfig {
-  enabled: boolean;
-  maxErrorRate: number;
-  maxP99LatencyMs: number;
-  minRequests: number;
-  intervalMs: number;
+  readonly enabled: boolean;
+  readonly maxErrorRate: number;
+  readonly maxP99LatencyMs: number;
+  readonly minRequests: number;
+  readonly intervalMs: number;
 }
 
 export interface ModelConfig {
-  name: string;
-  priority: Priority;
-  slo: { ttftP99Ms?: number | undefined; tpotP99Ms?: number | undefined };
-  minReplicas: number;
-  maxReplicas: number;
-  versions: VersionConfig[];
-  route: RouteConfig;
+  readonly name: string;
+  readonly priority: Priority;
+  readonly slo: { readonly ttftP99Ms?: number | undefined; readonly tpotP99Ms?: number | undefined };
+  readonly minReplicas: number;
+  readonly maxReplicas: number;
+  readonly versions: readonly Readonly<VersionConfig>[];
+  readonly route: RouteConfig;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
-  monitor?: MonitorConfig | undefined;
-  canary?: CanarySettings | undefined;
+  readonly monitor?: MonitorConfig | undefined;
+  readonly canary?: CanarySettings | undefined;
 }
 
 export interface TokenConfig {
-  name: string;
-  role: Role;
+  readonly name: string;
+  readonly role: Role;
   /** hex SHA-256 of the token; plaintext tokens are hashed at load and never kept. */
-  sha256: string;
+  readonly sha256: string;
 }
 
 export interface GpuConfig {
-  id: string;
-  memoryGb: number;
+  readonly id: string;
+  readonly memoryGb: number;
 }
 
 export interface GatewayConfig {
-  maxBodyBytes: number;
-  connectTimeoutMs: number;
-  firstTokenTimeoutMs: number;
+  readonly maxBodyBytes: number;
+  readonly connectTimeoutMs: number;
+  readonly firstTokenTimeoutMs: number;
   /** Whole-answer limit for non-streaming requests. */
-  requestTimeoutMs: number;
-  idleTimeoutMs: number;
-  maxRetries: number;
-  ejectBaseMs: number;
-  ejectMaxMs: number;
-  connectionsPerWorker: number;
+  readonly requestTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxRetries: number;
+  readonly ejectBaseMs: number;
+  readonly ejectMaxMs: number;
+  readonly connectionsPerWorker: number;
   /** Requests waiting for a connection to one worker; past it the request goes elsewhere or gets 503 (0: none wait). */
-  workerQueueMax: number;
+  readonly workerQueueMax: number;
   /** Longest wait for a connection to a worker before 503 (it does not count towards the first-token limit). */
-  queueTimeoutMs: number;
-  allowVersionHeader: boolean;
-  stickyHeader: string;
-  categoryHeader: string;
-  versionHeader: string;
-  stickySalt: string;
-  picker: 'p2c' | 'round_robin';
-  drainTimeoutMs: number;
-  holdQueueMax: number;
-  holdQueueTimeoutMs: number;
+  readonly queueTimeoutMs: number;
+  readonly allowVersionHeader: boolean;
+  readonly stickyHeader: string;
+  readonly categoryHeader: string;
+  readonly versionHeader: string;
+  readonly stickySalt: string;
+  readonly picker: 'p2c' | 'round_robin';
+  readonly drainTimeoutMs: number;
+  readonly holdQueueMax: number;
+  readonly holdQueueTimeoutMs: number;
   /** Bytes written to a client that stay undrained this long close its connection and release its worker (0: never). */
-  sendTimeoutMs: number;
+  readonly sendTimeoutMs: number;
 }
 
 /** One listener's admission limits (0: off; see src/gateway/limits.ts). */
 export interface ListenerLimitsConfig {
   /** Data plane: 0 = derived from the descriptor limit at start-up. */
-  maxConnections: number;
-  perClientConnections: number;
-  perClientRps: number;
+  readonly maxConnections: number;
+  readonly perClientConnections: number;
+  readonly perClientRps: number;
   /** At least 1 whenever perClientRps is set. */
-  perClientBurst: number;
+  readonly perClientBurst: number;
 }
 
 export interface GlidepathConfig {
   /** Absolute path of the file it came from, when it came from a file. */
-  source?: string | undefined;
-  server: { listen: string; adminListen: string; dataDir: string };
-  auth: { tokens: TokenConfig[] };
-  gpus: GpuConfig[];
-  gateway: GatewayConfig;
-  limits: { dataPlane: ListenerLimitsConfig; admin: ListenerLimitsConfig };
-  telemetry: { windowMaxSamples: number; windowMaxAgeMs: number };
-  notifications: { webhooks: string[] };
-  control: { tickMs: number };
-  judge?: JudgeEndpointConfig | undefined;
+  readonly source?: string | undefined;
+  readonly server: { readonly listen: string; readonly adminListen: string; readonly dataDir: string };
+  readonly auth: { readonly tokens: readonly TokenConfig[] };
+  readonly gpus: readonly GpuConfig[];
+  readonly gateway: GatewayConfig;
+  readonly limits: { readonly dataPlane: ListenerLimitsConfig; readonly admin: ListenerLimitsConfig };
+  readonly telemetry: { readonly windowMaxSamples: number; readonly windowMaxAgeMs: number };
+  readonly notifications: { readonly webhooks: readonly string[] };
+  readonly control: { readonly tickMs: number };
+  readonly judge?: JudgeEndpointConfig | undefined;
   /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
-  cache: { dir: string; maxVersions: number; maxBytes: number };
-  models: ModelConfig[];
+  readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number };
+  readonly models: readonly ModelConfig[];
 }

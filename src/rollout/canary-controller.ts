@@ -186,7 +186,7 @@ export class CanaryController {
   async start(model: string, opts: CanaryStartOptions, actor: Actor): Promise<CanaryState> {
     const p = this.ports;
     const m = p.models.config(model);
-    const stages = opts.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages];
+    const stages = [...(opts.stages ?? m.canary?.stages ?? DEFAULTS.rollout.stages)];
     const bad = checkStages(stages);
     if (bad) throw new BadRequestError('invalid_stages', bad);
     const stageDurationMs = opts.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs;

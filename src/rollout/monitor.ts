@@ -81,7 +81,8 @@ interface ModelState {
 }
 
 /** What PUT accepts and stores: any subset; stored overrides win over the config. */
-export type MonitorOverride = Partial<MonitorSettings>;
+/** A runtime change: any of the settings (built field by field, so not readonly like the config). */
+export type MonitorOverride = { -readonly [K in keyof MonitorSettings]?: MonitorSettings[K] };
 
 const settingKey = (model: string): string => `monitor:${model}`;
 
