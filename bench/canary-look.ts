@@ -29,7 +29,16 @@ function samples(seed: number, scale: number): PackedSamples {
     return Math.exp(mu + sigma * z);
   };
   const series = (mu: number): Float64Array => Float64Array.from({ length: N }, () => logn(mu, 0.4) * scale);
-  return { ttftMs: series(3.5), tpotMs: series(2.7), latencyMs: series(5.5), quality: Float64Array.from({ length: N }, () => u()), requests: N, errors: 2, durationS: 600, outputTokens: N * 60 };
+  return {
+    ttftMs: series(3.5),
+    tpotMs: series(2.7),
+    latencyMs: series(5.5),
+    quality: Float64Array.from({ length: N }, () => u()),
+    requests: N,
+    errors: 2,
+    durationS: 600,
+    outputTokens: N * 60,
+  };
 }
 
 interface Run {
@@ -58,7 +67,12 @@ async function run(mode: string, judge: JudgeFn, lookMs: () => number): Promise<
   looks.sort((a, b) => a - b);
   // the histogram records each sampling interval whole: the delay is what exceeds the 1 ms resolution
   const ms = (ns: number): number => Math.max(0, Math.round((ns - RESOLUTION_NS) / 1e4) / 100);
-  return { mode, lookMs: { p50: round(looks[looks.length >> 1]!), max: round(looks.at(-1)!) }, delayMs: { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }, verdict };
+  return {
+    mode,
+    lookMs: { p50: round(looks[looks.length >> 1]!), max: round(looks.at(-1)!) },
+    delayMs: { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) },
+    verdict,
+  };
 }
 
 /** The controller packs fresh copies every look (the buffers are transferred away). */
@@ -77,7 +91,9 @@ const same = JSON.stringify(onLoop.verdict) === JSON.stringify(inThread.verdict)
 const rows = [onLoop, inThread].map((r) => `| ${r.mode} | ${r.lookMs.p50} | ${r.lookMs.max} | ${r.delayMs.p50} | ${r.delayMs.p99} | ${r.delayMs.max} |`);
 const md = `# Canary look: event-loop delay
 
-Run ${new Date().toISOString()} on ${cpus().length} × ${cpus()[0]?.model ?? '?'} (load ${loadavg().map((l) => l.toFixed(2)).join(' ')}), Node ${process.version}.
+Run ${new Date().toISOString()} on ${cpus().length} × ${cpus()[0]?.model ?? '?'} (load ${loadavg()
+  .map((l) => l.toFixed(2))
+  .join(' ')}), Node ${process.version}.
 ${LOOKS} looks, one every ${EVERY_MS} ms, each over ${N.toLocaleString('en')} samples per version per series (TTFT, TPOT, latency, quality) with the default judge;
 event-loop delay from \`monitorEventLoopDelay\` (1 ms resolution; it records each sampling interval whole,
 so the delay is the interval minus that 1 ms) over the whole run.
@@ -91,6 +107,9 @@ Same verdict in both modes: ${same ? 'yes' : 'NO'} (${inThread.verdict.outcome},
 `;
 mkdirSync(OUT, { recursive: true });
 writeFileSync(path.join(OUT, 'canary-look.md'), md);
-writeFileSync(path.join(OUT, 'canary-look.json'), `${JSON.stringify({ at: new Date().toISOString(), samplesPerSeries: N, looks: LOOKS, everyMs: EVERY_MS, runs: [onLoop, inThread].map(({ verdict, ...r }) => ({ ...r, outcome: verdict.outcome })), sameVerdict: same }, null, 2)}\n`);
+writeFileSync(
+  path.join(OUT, 'canary-look.json'),
+  `${JSON.stringify({ at: new Date().toISOString(), samplesPerSeries: N, looks: LOOKS, everyMs: EVERY_MS, runs: [onLoop, inThread].map(({ verdict, ...r }) => ({ ...r, outcome: verdict.outcome })), sameVerdict: same }, null, 2)}\n`,
+);
 console.log(md);
 if (!same) process.exitCode = 1;

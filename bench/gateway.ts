@@ -77,7 +77,28 @@ function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
 }
 
 async function sim(port: number, interTokenMs: number): Promise<Proc> {
-  const p = start(process.execPath, [CLI, 'sim', '--port', String(port), '--model', 'bench', '--inter-token-ms', String(interTokenMs), '--jitter', '0', '--itl-growth-per-seq', '0', '--prefill-tokens-per-s', '10000000', '--max-num-seqs', '4096', '--kv-capacity-tokens', '100000000', '--max-waiting-requests', '100000']);
+  const p = start(process.execPath, [
+    CLI,
+    'sim',
+    '--port',
+    String(port),
+    '--model',
+    'bench',
+    '--inter-token-ms',
+    String(interTokenMs),
+    '--jitter',
+    '0',
+    '--itl-growth-per-seq',
+    '0',
+    '--prefill-tokens-per-s',
+    '10000000',
+    '--max-num-seqs',
+    '4096',
+    '--kv-capacity-tokens',
+    '100000000',
+    '--max-waiting-requests',
+    '100000',
+  ]);
   await waitFor(`http://127.0.0.1:${port}/health`);
   return p;
 }
@@ -151,10 +172,27 @@ async function measure(
   pid: number | undefined,
   opts: { stream: boolean; connections: number; maxTokens: number; durationMs: number; staggerMs: number },
 ): Promise<Row> {
-  const lg = loadgen({ url, model: 'bench', connections: opts.connections, durationMs: opts.durationMs, warmupMs: WARMUP_MS, stream: opts.stream, maxTokens: opts.maxTokens, staggerMs: opts.staggerMs });
+  const lg = loadgen({
+    url,
+    model: 'bench',
+    connections: opts.connections,
+    durationMs: opts.durationMs,
+    warmupMs: WARMUP_MS,
+    stream: opts.stream,
+    maxTokens: opts.maxTokens,
+    staggerMs: opts.staggerMs,
+  });
   // CPU is sampled over the measured window only (after the load generator's warm-up)
   let cpu0 = 0;
-  const sampler = pid === undefined ? undefined : new Promise<void>((r) => setTimeout(() => { cpu0 = cpuMs(pid); r(); }, WARMUP_MS));
+  const sampler =
+    pid === undefined
+      ? undefined
+      : new Promise<void>((r) =>
+          setTimeout(() => {
+            cpu0 = cpuMs(pid);
+            r();
+          }, WARMUP_MS),
+        );
   await sampler;
   const r = await lg;
   const cpu = pid === undefined ? NaN : cpuMs(pid) - cpu0;
@@ -195,7 +233,10 @@ function percentiles(x: Row['samples']): Pick<Row, 'p50' | 'p99' | 'ttftP50' | '
 function medianRow(rs: Row[]): Row {
   const first = rs[0] as Row;
   const med = (k: keyof Row) => {
-    const v = rs.map((r) => r[k] as number).filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+    const v = rs
+      .map((r) => r[k] as number)
+      .filter((x) => Number.isFinite(x))
+      .sort((a, b) => a - b);
     return v.length === 0 ? NaN : percentile(v, 0.5);
   };
   const samples = { latency: rs.flatMap((r) => r.samples.latency), ttft: rs.flatMap((r) => r.samples.ttft), itl: rs.flatMap((r) => r.samples.itl) };
@@ -220,7 +261,24 @@ function medianRow(rs: Row[]): Row {
 function recordCostUs(): number {
   const t = new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 });
   const vt = t.forVersion('bench', 'v1');
-  const rec: RequestRecord = { model: 'bench', version: 'v1', worker: 'w', status: 200, errorCode: undefined, stream: true, ttftMs: 5, tpotMs: 1, itlMs: [], latencyMs: 70, promptTokens: 5, completionTokens: 64, queueMs: 0, at: Date.now(), retries: 0, shadow: false };
+  const rec: RequestRecord = {
+    model: 'bench',
+    version: 'v1',
+    worker: 'w',
+    status: 200,
+    errorCode: undefined,
+    stream: true,
+    ttftMs: 5,
+    tpotMs: 1,
+    itlMs: [],
+    latencyMs: 70,
+    promptTokens: 5,
+    completionTokens: 64,
+    queueMs: 0,
+    at: Date.now(),
+    retries: 0,
+    shadow: false,
+  };
   for (let i = 0; i < 100_000; i++) t.record(vt, rec);
   const n = 500_000;
   const t0 = performance.now();
@@ -244,7 +302,16 @@ async function main(): Promise<void> {
   /** Every cell's measurement, in the order taken. */
   const rounds: Round[] = [];
   try {
-    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced, ptFast, ptPaced] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced, ptFast, ptPaced] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     procs.push(await sim(simFast, 0), await sim(simPaced, 20));
     const ha1 = await haproxy(haFast, simFast, dir);
     const ha2 = await haproxy(haPaced, simPaced, dir);
@@ -307,11 +374,20 @@ function roundRatios(rounds: Round[], sc: string): number[] {
 function report(rows: Row[], rounds: Round[]): void {
   const get = (sc: string, t: string) => rows.find((r) => r.scenario.startsWith(sc) && r.target === t) as Row;
   const lines: string[] = [];
-  lines.push(`# Gateway benchmark`, '', `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; ${DURATION_MS} ms (S3: ${S3_DURATION_MS} ms) measured after ${WARMUP_MS} ms warm-up per cell, each cell run ${REPEATS}× (S3: ${S3_REPEATS}×) interleaved with the other targets in rotated order; rates and CPU are medians of the runs, latency percentiles are over the runs' samples pooled (errors: the sum); load generator in its own process; simulator at zero delay (S1, S2) or 20 ms/token (S3, connections started ${S3_STAGGER_MS / 64} ms apart), one worker.`, '');
-  lines.push('| scenario | target | req/s | tokens/s | p50 ms | p99 ms | TTFT p50 / p99 ms | ITL mean / p99 ms | proxy CPU µs/req | proxy CPU µs/token | errors |');
+  lines.push(
+    `# Gateway benchmark`,
+    '',
+    `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; ${DURATION_MS} ms (S3: ${S3_DURATION_MS} ms) measured after ${WARMUP_MS} ms warm-up per cell, each cell run ${REPEATS}× (S3: ${S3_REPEATS}×) interleaved with the other targets in rotated order; rates and CPU are medians of the runs, latency percentiles are over the runs' samples pooled (errors: the sum); load generator in its own process; simulator at zero delay (S1, S2) or 20 ms/token (S3, connections started ${S3_STAGGER_MS / 64} ms apart), one worker.`,
+    '',
+  );
+  lines.push(
+    '| scenario | target | req/s | tokens/s | p50 ms | p99 ms | TTFT p50 / p99 ms | ITL mean / p99 ms | proxy CPU µs/req | proxy CPU µs/token | errors |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    lines.push(`| ${r.scenario} | ${r.target} | ${f(r.rps, 0)} | ${f(r.tokensPerS, 0)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.ttftP50, 2)} / ${f(r.ttftP99, 2)} | ${f(r.itlMean, 2)} / ${f(r.itlP99, 2)} | ${f(r.cpuPerReqUs, 0)} | ${f(r.cpuPerTokenUs, 1)} | ${r.errors} |`);
+    lines.push(
+      `| ${r.scenario} | ${r.target} | ${f(r.rps, 0)} | ${f(r.tokensPerS, 0)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.ttftP50, 2)} / ${f(r.ttftP99, 2)} | ${f(r.itlMean, 2)} / ${f(r.itlP99, 2)} | ${f(r.cpuPerReqUs, 0)} | ${f(r.cpuPerTokenUs, 1)} | ${r.errors} |`,
+    );
   }
   const s1h = get('S1', 'haproxy');
   const s1g = get('S1', 'glidepath');
@@ -331,10 +407,20 @@ function report(rows: Row[], rounds: Round[]): void {
     ['S3 added TTFT p99 ≤ 2 ms', s3g.ttftP99 - s3d.ttftP99 <= 2, `+${f(s3g.ttftP99 - s3d.ttftP99, 2)} ms`],
     ['S3 gateway CPU ≤ 50 µs/paced token', s3g.cpuPerTokenUs <= 50, `${f(s3g.cpuPerTokenUs, 1)} µs`],
     ['S3 added ITL mean', true, `+${f(s3g.itlMean - s3d.itlMean, 3)} ms`],
-    ['(context) recording one request (telemetry.record, in-process)', true, `${f(recordCostUs(), 2)} µs = ${f((100 * recordCostUs()) / s1g.cpuPerReqUs, 1)} % of S1 CPU/request`],
+    [
+      '(context) recording one request (telemetry.record, in-process)',
+      true,
+      `${f(recordCostUs(), 2)} µs = ${f((100 * recordCostUs()) / s1g.cpuPerReqUs, 1)} % of S1 CPU/request`,
+    ],
     ['(context) S1 CPU vs plain undici pass-through', true, `${f(s1g.cpuPerReqUs - s1p.cpuPerReqUs, 0)} µs/request more`],
     ['(context) S2 CPU vs plain undici pass-through', true, `${f(s2g.cpuPerTokenUs - s2p.cpuPerTokenUs, 2)} µs/token more`],
-    ['(context) S2 tokens/s vs HAProxy in each round, sorted', true, roundRatios(rounds, 'S2').map((x) => f(x, 2)).join(', ')],
+    [
+      '(context) S2 tokens/s vs HAProxy in each round, sorted',
+      true,
+      roundRatios(rounds, 'S2')
+        .map((x) => f(x, 2))
+        .join(', '),
+    ],
   ];
   lines.push('', '| target (issue 3) | met | measured |', '|---|---|---|');
   for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
@@ -342,7 +428,31 @@ function report(rows: Row[], rounds: Round[]): void {
   const outDir = path.join(root, 'bench', 'results');
   mkdirSync(outDir, { recursive: true });
   writeFileSync(path.join(outDir, 'gateway.md'), md);
-  writeFileSync(path.join(outDir, 'gateway.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, durationMs: DURATION_MS, s3DurationMs: S3_DURATION_MS, repeats: REPEATS, s3Repeats: S3_REPEATS, rows: rows.map(({ samples: _, ...r }) => r), rounds: rounds.map(({ round, row }) => ({ scenario: row.scenario, round, target: row.target, rps: row.rps, tokensPerS: row.tokensPerS, cpuPerReqUs: row.cpuPerReqUs })), checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })) }, null, 2));
+  writeFileSync(
+    path.join(outDir, 'gateway.json'),
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        node: process.version,
+        durationMs: DURATION_MS,
+        s3DurationMs: S3_DURATION_MS,
+        repeats: REPEATS,
+        s3Repeats: S3_REPEATS,
+        rows: rows.map(({ samples: _, ...r }) => r),
+        rounds: rounds.map(({ round, row }) => ({
+          scenario: row.scenario,
+          round,
+          target: row.target,
+          rps: row.rps,
+          tokensPerS: row.tokensPerS,
+          cpuPerReqUs: row.cpuPerReqUs,
+        })),
+        checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })),
+      },
+      null,
+      2,
+    ),
+  );
   process.stdout.write(md);
 }
 

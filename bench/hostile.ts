@@ -50,7 +50,9 @@ const FLOOD_HOLD_MS = 5_000;
  */
 const FLOOD_TOKENS = 128;
 function floodRequest(): string {
-  return chatRequest(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: FLOOD_TOKENS, temperature: 0, stream: true, ignore_eos: true }));
+  return chatRequest(
+    JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: FLOOD_TOKENS, temperature: 0, stream: true, ignore_eos: true }),
+  );
 }
 /** S1: once the client reads, its answers must all arrive within this (else: reported as not all answered). */
 const FLOOD_DRAIN_BOUND_MS = 30_000;
@@ -478,7 +480,14 @@ interface Cell {
 
 function latency(xs: Sample[]): Latency {
   const ms = xs.map((x) => x.ms).sort((a, b) => a - b);
-  return { n: xs.length, errors: xs.filter((x) => !x.ok && !x.cut).length, p50: percentile(ms, 0.5), p99: percentile(ms, 0.99), max: ms.length ? (ms[ms.length - 1] as number) : NaN, cut: xs.filter((x) => x.cut).length };
+  return {
+    n: xs.length,
+    errors: xs.filter((x) => !x.ok && !x.cut).length,
+    p50: percentile(ms, 0.5),
+    p99: percentile(ms, 0.99),
+    max: ms.length ? (ms[ms.length - 1] as number) : NaN,
+    cut: xs.filter((x) => x.cut).length,
+  };
 }
 
 /** Turn one observation into a cell's common columns; the hostile phase is [from, ∞). */
@@ -627,7 +636,16 @@ async function slowReaders(t: Target, base: string, v: SlowVariant): Promise<Cel
     const obs = await startObserver({ port: up.port, pid: up.proc.pid, chat: false, boundMs: v.boundMs + 30_000 });
     await sleep(QUIET_MS);
     const from = now();
-    const req = chatRequest(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Tell me everything' }], max_tokens: v.maxTokens, temperature: 0, stream: true, ignore_eos: true }));
+    const req = chatRequest(
+      JSON.stringify({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Tell me everything' }],
+        max_tokens: v.maxTokens,
+        temperature: 0,
+        stream: true,
+        ignore_eos: true,
+      }),
+    );
     const ports: number[] = [];
     for (let i = 0; i < SLOW_POOL; i++) {
       const c = rawClient(up.port);
@@ -647,7 +665,13 @@ async function slowReaders(t: Target, base: string, v: SlowVariant): Promise<Cel
     let status = 0;
     let done = false;
     try {
-      const r = await victim.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(v.boundMs) });
+      const r = await victim.request({
+        path: '/v1/chat/completions',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        signal: AbortSignal.timeout(v.boundMs),
+      });
       await r.body.text();
       status = r.statusCode;
       done = true;
@@ -711,7 +735,8 @@ function target(name: string, cli: string, base: string): Target {
   let commit = 'unknown';
   try {
     commit = execFileSync('git', ['-C', path.dirname(cli), 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    if (execFileSync('git', ['-C', path.dirname(cli), 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '') commit += '+changes';
+    if (execFileSync('git', ['-C', path.dirname(cli), 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '')
+      commit += '+changes';
   } catch {
     // not a git checkout
   }
@@ -735,7 +760,8 @@ function victimText(c: Cell, bound: number): string {
 
 function extraText(c: Cell): string {
   const e = c.extra;
-  if (c.scenario === S_FLOOD) return `${e.reachedWorkerDuringHold} of ${FLOOD_REQUESTS} reached the worker during the hold; gateway's kernel send queue to the client then ${f(Number(e.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB (answers ~${e.answerBytesMean} B each); ${e.answered200} × 200 in all; RSS peak while serving them ${e.rssPeakWhileDrainingMiB} MiB`;
+  if (c.scenario === S_FLOOD)
+    return `${e.reachedWorkerDuringHold} of ${FLOOD_REQUESTS} reached the worker during the hold; gateway's kernel send queue to the client then ${f(Number(e.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB (answers ~${e.answerBytesMean} B each); ${e.answered200} × 200 in all; RSS peak while serving them ${e.rssPeakWhileDrainingMiB} MiB`;
   if (c.scenario === S_TRICKLE) return `status ${e.status}; client done writing after ${f(Number(e.allSentMs) / 1000, 1)} s`;
   return `send timeout ${typeof e.sendTimeoutMs === 'number' ? `${e.sendTimeoutMs} ms` : 'none'}; fired ${e.sendTimeouts}×; victim status ${e.victimStatus}; gateway's kernel send queue to the slow readers ${e.gatewaySendQueueAtVictimSend} when the victim was sent, ${e.gatewaySendQueueAtVictimEnd} when it ended`;
 }
@@ -753,9 +779,15 @@ function findings(cells: Cell[], targets: Target[]): string[] {
   const growth = (c: Cell) => `${f(c.rssPeakMiB - c.rssStartMiB)} MiB`;
   const each = (cs: Cell[], g: (c: Cell) => string) => cs.map((c) => `${g(c)} (${c.target})`).join(' vs ');
   const s1 = by(S_FLOOD);
-  if (s1.length) out.push(`**S1** — requests that reached the worker while the client read nothing: ${each(s1, (c) => `${c.extra.reachedWorkerDuringHold} of ${FLOOD_REQUESTS}`)}; gateway RSS growth over the quiet level: ${each(s1, growth)}; once the client reads, all its answers arrive in ${each(s1, (c) => victimText(c, FLOOD_DRAIN_BOUND_MS))}. At the end of the hold the kernel held ${each(s1, (c) => `${f(Number(c.extra.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB`)} unsent on the gateway's socket (\`ss\` Send-Q): answers the kernel accepts count as taken by the client, so how many requests get through before the gateway stops reading depends on that buffer (~3.7 MiB on loopback here) and the answers' size.`);
+  if (s1.length)
+    out.push(
+      `**S1** — requests that reached the worker while the client read nothing: ${each(s1, (c) => `${c.extra.reachedWorkerDuringHold} of ${FLOOD_REQUESTS}`)}; gateway RSS growth over the quiet level: ${each(s1, growth)}; once the client reads, all its answers arrive in ${each(s1, (c) => victimText(c, FLOOD_DRAIN_BOUND_MS))}. At the end of the hold the kernel held ${each(s1, (c) => `${f(Number(c.extra.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB`)} unsent on the gateway's socket (\`ss\` Send-Q): answers the kernel accepts count as taken by the client, so how many requests get through before the gateway stops reading depends on that buffer (~3.7 MiB on loopback here) and the answers' size.`,
+    );
   const s2 = by(S_TRICKLE);
-  if (s2.length) out.push(`**S2** — the 4 MiB body in one-byte chunks was answered after ${each(s2, (c) => victimText(c, TRICKLE_BOUND_MS))}, with RSS growth ${each(s2, growth)} (end ${each(s2, (c) => `${f(c.rssEndMiB)} MiB`)}) and bystander /health p99 ${each(s2, (c) => `${f(c.health.p99, 1)} ms`)}.`);
+  if (s2.length)
+    out.push(
+      `**S2** — the 4 MiB body in one-byte chunks was answered after ${each(s2, (c) => victimText(c, TRICKLE_BOUND_MS))}, with RSS growth ${each(s2, growth)} (end ${each(s2, (c) => `${f(c.rssEndMiB)} MiB`)}) and bystander /health p99 ${each(s2, (c) => `${f(c.health.p99, 1)} ms`)}.`,
+    );
   for (const v of [SLOW_FAST, SLOW_PACED]) {
     const s3 = by(v.scenario);
     const name = v === SLOW_FAST ? 'S3a' : 'S3b';
@@ -765,9 +797,12 @@ function findings(cells: Cell[], targets: Target[]): string[] {
     for (const c of timed) {
       // the victim needs one slot: the first slow reader cut off frees it
       const fill = (c.victimMs + SLOW_SETTLE_MS - SEND_TIMEOUT_MS) / 1000;
-      if (fill > 2) why += ` On ${c.target} the send timeout could only start once the kernel's send buffer towards a slow reader was full — the gateway's Send-Q was ${c.extra.gatewaySendQueueAtVictimEnd} connections when the victim was answered — which took ~${f(fill, 0)} s of streaming: the victim's wait is that fill time plus the ${SEND_TIMEOUT_MS / 1000} s timeout, not the timeout alone.`;
+      if (fill > 2)
+        why += ` On ${c.target} the send timeout could only start once the kernel's send buffer towards a slow reader was full — the gateway's Send-Q was ${c.extra.gatewaySendQueueAtVictimEnd} connections when the victim was answered — which took ~${f(fill, 0)} s of streaming: the victim's wait is that fill time plus the ${SEND_TIMEOUT_MS / 1000} s timeout, not the timeout alone.`;
     }
-    out.push(`**${name}** — with ${SLOW_POOL} ${v === SLOW_FAST ? 'full-speed' : '1 ms/token'} streams not being read holding the ${SLOW_POOL}-connection pool, one more request for the model was answered after ${each(s3, (c) => victimText(c, v.boundMs))} (send timeout: ${each(s3, (c) => (typeof c.extra.sendTimeoutMs === 'number' ? `${c.extra.sendTimeoutMs} ms` : 'none'))}).${why}`);
+    out.push(
+      `**${name}** — with ${SLOW_POOL} ${v === SLOW_FAST ? 'full-speed' : '1 ms/token'} streams not being read holding the ${SLOW_POOL}-connection pool, one more request for the model was answered after ${each(s3, (c) => victimText(c, v.boundMs))} (send timeout: ${each(s3, (c) => (typeof c.extra.sendTimeoutMs === 'number' ? `${c.extra.sendTimeoutMs} ms` : 'none'))}).${why}`,
+    );
   }
   return out;
 }
@@ -782,16 +817,21 @@ function report(cells: Cell[], targets: Target[], startedAt: Date, elapsedMs: nu
     '',
   );
   lines.push('Targets:', '');
-  for (const t of targets) lines.push(`- **${t.name}**: \`${t.cli}\` at ${t.commit}${t.hasLimits ? '' : ' (no issue-12 config keys: its config omits `send_timeout_ms`)'}`);
+  for (const t of targets)
+    lines.push(`- **${t.name}**: \`${t.cli}\` at ${t.commit}${t.hasLimits ? '' : ' (no issue-12 config keys: its config omits `send_timeout_ms`)'}`);
   lines.push('');
   lines.push(
     'Columns: gateway RSS (VmRSS sampled every 50 ms) just before the hostile client, its peak, and at the end (1 s after the hostile client has gone); the victim measurement (see below; "> N s" = not answered within the bench\'s bound); a bystander doing `GET /health` every ~10 ms on its own keep-alive connection, and (S1, S2) a small non-streaming chat completion (max_tokens 4) every ~100 ms on another — latency p50 / p99 / max in ms from the hostile client\'s start to the end, a request still waiting at the end counted with its wait so far. Quiet /health p99 is the same bystander during the 1 s before. The bystander and the RSS sampler run in their own thread.',
     '',
   );
-  lines.push('| scenario | target | RSS start → peak → end MiB | victim | /health p50 / p99 / max ms | quiet /health p99 ms | chat p50 / p99 / max ms | details |');
+  lines.push(
+    '| scenario | target | RSS start → peak → end MiB | victim | /health p50 / p99 / max ms | quiet /health p99 ms | chat p50 / p99 / max ms | details |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|');
   for (const c of cells) {
-    lines.push(`| ${c.scenario} | ${c.target} | ${f(c.rssStartMiB)} → ${f(c.rssPeakMiB)} → ${f(c.rssEndMiB)} | ${victimText(c, bound(c.scenario))} | ${lat(c.health)} | ${f(c.healthQuiet.p99, 1)} | ${lat(c.chat)} | ${extraText(c)} |`);
+    lines.push(
+      `| ${c.scenario} | ${c.target} | ${f(c.rssStartMiB)} → ${f(c.rssPeakMiB)} → ${f(c.rssEndMiB)} | ${victimText(c, bound(c.scenario))} | ${lat(c.health)} | ${f(c.healthQuiet.p99, 1)} | ${lat(c.chat)} | ${extraText(c)} |`,
+    );
   }
   lines.push('', '## What each scenario does', '');
   lines.push(
@@ -816,7 +856,25 @@ function report(cells: Cell[], targets: Target[], startedAt: Date, elapsedMs: nu
         cpus: cpu.length,
         cpuModel: cpu[0]?.model ?? '',
         elapsedMs: Math.round(elapsedMs),
-        settings: { FLOOD_REQUESTS, FLOOD_TOKENS, FLOOD_HOLD_MS, FLOOD_DRAIN_BOUND_MS, TRICKLE_BODY_BYTES, TRICKLE_WRITE_BYTES, TRICKLE_BOUND_MS, SLOW_POOL, SEND_TIMEOUT_MS, SLOW_SETTLE_MS, SLOW_FAST, SLOW_PACED, QUIET_MS, AFTER_MS, HEALTH_EVERY_MS, CHAT_EVERY_MS, RSS_EVERY_MS },
+        settings: {
+          FLOOD_REQUESTS,
+          FLOOD_TOKENS,
+          FLOOD_HOLD_MS,
+          FLOOD_DRAIN_BOUND_MS,
+          TRICKLE_BODY_BYTES,
+          TRICKLE_WRITE_BYTES,
+          TRICKLE_BOUND_MS,
+          SLOW_POOL,
+          SEND_TIMEOUT_MS,
+          SLOW_SETTLE_MS,
+          SLOW_FAST,
+          SLOW_PACED,
+          QUIET_MS,
+          AFTER_MS,
+          HEALTH_EVERY_MS,
+          CHAT_EVERY_MS,
+          RSS_EVERY_MS,
+        },
         targets,
         cells,
       },
@@ -871,7 +929,9 @@ async function main(): Promise<void> {
       for (const t of targets) {
         process.stderr.write(`bench:hostile: ${name} on ${t.name} …\n`);
         const c = await run(t);
-        process.stderr.write(`  ${victimText(c, bound(c.scenario))}; RSS ${f(c.rssStartMiB)} → ${f(c.rssPeakMiB)} → ${f(c.rssEndMiB)} MiB; /health p99 ${f(c.health.p99, 1)} ms; ${extraText(c)}\n`);
+        process.stderr.write(
+          `  ${victimText(c, bound(c.scenario))}; RSS ${f(c.rssStartMiB)} → ${f(c.rssPeakMiB)} → ${f(c.rssEndMiB)} MiB; /health p99 ${f(c.health.p99, 1)} ms; ${extraText(c)}\n`,
+        );
         cells.push(c);
       }
     }

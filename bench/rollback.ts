@@ -58,7 +58,15 @@ interface Stats {
 /** Percentiles as everywhere in Glidepath (NumPy's linear, src/domain/quantile.ts). */
 function stats(xs: number[]): Stats {
   const s = [...xs].sort((a, b) => a - b);
-  return { n: s.length, p50: quantileSorted(s, 0.5), p90: quantileSorted(s, 0.9), p99: quantileSorted(s, 0.99), max: s[s.length - 1] ?? NaN, min: s[0] ?? NaN, mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length) };
+  return {
+    n: s.length,
+    p50: quantileSorted(s, 0.5),
+    p90: quantileSorted(s, 0.9),
+    p99: quantileSorted(s, 0.99),
+    max: s[s.length - 1] ?? NaN,
+    min: s[0] ?? NaN,
+    mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length),
+  };
 }
 
 /**
@@ -84,7 +92,12 @@ class Pollers {
   private async loop(): Promise<void> {
     while (this.running) {
       try {
-        const res = await request(`${this.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: this.body, dispatcher: this.agent });
+        const res = await request(`${this.base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: this.body,
+          dispatcher: this.agent,
+        });
         await res.body.dump();
         const at = performance.now();
         this.requests++;
@@ -124,7 +137,14 @@ class Pollers {
 function inProcessSwitch(n: number): number[] {
   const gw = parseConfig({ models: [{ name: MODEL, versions: [{ id: 'v1' }] }] }).gateway;
   const dp = new DataPlane(gw, new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 }));
-  dp.addModel({ model: MODEL, versions: [{ id: 'v1', cardChecksum: 'c' }, { id: 'v2', cardChecksum: 'c' }], route: { model: MODEL, weights: { v1: 1 } } });
+  dp.addModel({
+    model: MODEL,
+    versions: [
+      { id: 'v1', cardChecksum: 'c' },
+      { id: 'v2', cardChecksum: 'c' },
+    ],
+    route: { model: MODEL, weights: { v1: 1 } },
+  });
   dp.setWorkers(MODEL, 'v1', [{ id: 'w1', url: 'http://127.0.0.1:9' }]);
   dp.setWorkers(MODEL, 'v2', [{ id: 'w2', url: 'http://127.0.0.1:9' }]);
   const xs: number[] = [];
@@ -301,8 +321,13 @@ async function main(): Promise<void> {
     const outDir = path.join(ROOT, 'bench/results');
     mkdirSync(outDir, { recursive: true });
     writeFileSync(path.join(outDir, 'rollback.json'), `${JSON.stringify(results, null, 2)}\n`);
-    writeFileSync(path.join(outDir, 'rollback.md'), markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
-    process.stdout.write(markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback));
+    writeFileSync(
+      path.join(outDir, 'rollback.md'),
+      markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback),
+    );
+    process.stdout.write(
+      markdown(results, { switchMs, hotMs, cliFirst, cliExit, spawnMs, apiFirst, apiReply, sleepFirst, sleepWake, sleepSwitch, sleepTotal }, cliHasRollback),
+    );
     if (pollers.errors > 0) throw new Error(`${pollers.errors} poller request(s) failed during the benchmark`);
   } finally {
     await agent.close();
@@ -314,7 +339,10 @@ async function main(): Promise<void> {
 
 function markdown(
   r: { date: string; machine: Record<string, unknown>; setup: Record<string, unknown>; poller: { requests: number; errors: number } },
-  s: Record<'switchMs' | 'hotMs' | 'cliFirst' | 'cliExit' | 'spawnMs' | 'apiFirst' | 'apiReply' | 'sleepFirst' | 'sleepWake' | 'sleepSwitch' | 'sleepTotal', number[]>,
+  s: Record<
+    'switchMs' | 'hotMs' | 'cliFirst' | 'cliExit' | 'spawnMs' | 'apiFirst' | 'apiReply' | 'sleepFirst' | 'sleepWake' | 'sleepSwitch' | 'sleepTotal',
+    number[]
+  >,
   cli: boolean,
 ): string {
   const m = r.machine;
@@ -343,7 +371,13 @@ function markdown(
     '|---|---|---|---|---|---|',
     row('(a) route switch (`elapsed_ms`)', s.switchMs, 4),
     row('baseline: `setRoute` in-process, hot, no traffic', s.hotMs, 4),
-    ...(cli ? [row('(b) CLI invoked → first v1 response', s.cliFirst, 1), row('(b) CLI invoked → CLI exited', s.cliExit, 1), row('baseline: spawn `node -e 0` → exit', s.spawnMs, 1)] : []),
+    ...(cli
+      ? [
+          row('(b) CLI invoked → first v1 response', s.cliFirst, 1),
+          row('(b) CLI invoked → CLI exited', s.cliExit, 1),
+          row('baseline: spawn `node -e 0` → exit', s.spawnMs, 1),
+        ]
+      : []),
     row('(c) API call → first v1 response', s.apiFirst, 2),
     row('(c) API call → API reply', s.apiReply, 2),
     row('(d) asleep: API call → first v1 response', s.sleepFirst, 2),

@@ -62,7 +62,17 @@ function countEvents(buf: Buffer, carry: { tail: Buffer }): number {
   return n;
 }
 
-async function load(name: string, url: string, pid: number, path: string, body: object, seconds: number, concurrency: number, eventsPerStream: number, tokensPerStream: number): Promise<Run> {
+async function load(
+  name: string,
+  url: string,
+  pid: number,
+  path: string,
+  body: object,
+  seconds: number,
+  concurrency: number,
+  eventsPerStream: number,
+  tokensPerStream: number,
+): Promise<Run> {
   const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
   const payload = JSON.stringify(body);
   let tokens = 0;
@@ -123,16 +133,72 @@ async function main(): Promise<void> {
   const seconds = arg('seconds', 5);
   const concurrency = arg('concurrency', 64);
   const maxTokens = arg('tokens', 1000);
-  const simFlags = ['--port', '0', '--prefill-tokens-per-s', '1e12', '--inter-token-ms', '0', '--jitter', '0', '--max-num-seqs', '4096', '--kv-capacity-tokens', '1000000000'];
+  const simFlags = [
+    '--port',
+    '0',
+    '--prefill-tokens-per-s',
+    '1e12',
+    '--inter-token-ms',
+    '0',
+    '--jitter',
+    '0',
+    '--max-num-seqs',
+    '4096',
+    '--kv-capacity-tokens',
+    '1000000000',
+  ];
   const runs: Run[] = [];
 
   const sim = await startServer([process.execPath, join(ROOT, 'dist/cli/main.js'), 'sim', ...simFlags]);
   try {
-    const chatBody = { model: 'sim-model', messages: [{ role: 'user', content: 'benchmark the simulator' }], max_tokens: maxTokens, ignore_eos: true, temperature: 0, stream: true };
-    runs.push(await load(`sim chat stream (${maxTokens} tokens/request)`, sim.url, sim.child.pid!, '/v1/chat/completions', chatBody, seconds, concurrency, maxTokens + 2, maxTokens));
+    const chatBody = {
+      model: 'sim-model',
+      messages: [{ role: 'user', content: 'benchmark the simulator' }],
+      max_tokens: maxTokens,
+      ignore_eos: true,
+      temperature: 0,
+      stream: true,
+    };
+    runs.push(
+      await load(
+        `sim chat stream (${maxTokens} tokens/request)`,
+        sim.url,
+        sim.child.pid!,
+        '/v1/chat/completions',
+        chatBody,
+        seconds,
+        concurrency,
+        maxTokens + 2,
+        maxTokens,
+      ),
+    );
     const complBody = { model: 'sim-model', prompt: 'benchmark the simulator', max_tokens: maxTokens, ignore_eos: true, temperature: 0, stream: true };
-    runs.push(await load(`sim completions stream (${maxTokens} tokens/request)`, sim.url, sim.child.pid!, '/v1/completions', complBody, seconds, concurrency, maxTokens + 1, maxTokens));
-    runs.push(await load('sim chat stream (64 tokens/request)', sim.url, sim.child.pid!, '/v1/chat/completions', { ...chatBody, max_tokens: 64 }, seconds, concurrency, 66, 64));
+    runs.push(
+      await load(
+        `sim completions stream (${maxTokens} tokens/request)`,
+        sim.url,
+        sim.child.pid!,
+        '/v1/completions',
+        complBody,
+        seconds,
+        concurrency,
+        maxTokens + 1,
+        maxTokens,
+      ),
+    );
+    runs.push(
+      await load(
+        'sim chat stream (64 tokens/request)',
+        sim.url,
+        sim.child.pid!,
+        '/v1/chat/completions',
+        { ...chatBody, max_tokens: 64 },
+        seconds,
+        concurrency,
+        66,
+        64,
+      ),
+    );
   } finally {
     sim.child.kill('SIGTERM');
   }
@@ -141,7 +207,19 @@ async function main(): Promise<void> {
   const base = await startServer([vn, join(ROOT, 'bench/sim.ts'), '--', '--baseline-server', '--tokens', String(maxTokens)]);
   try {
     // the baseline body has a role chunk, maxTokens token chunks and [DONE]
-    runs.push(await load(`baseline: static SSE body (${maxTokens} chunks)`, base.url, base.child.pid!, '/v1/chat/completions', {}, seconds, concurrency, maxTokens + 2, maxTokens));
+    runs.push(
+      await load(
+        `baseline: static SSE body (${maxTokens} chunks)`,
+        base.url,
+        base.child.pid!,
+        '/v1/chat/completions',
+        {},
+        seconds,
+        concurrency,
+        maxTokens + 2,
+        maxTokens,
+      ),
+    );
   } finally {
     base.child.kill('SIGTERM');
   }
@@ -169,7 +247,10 @@ async function main(): Promise<void> {
     '',
     '| run | tokens/s | requests/s | MB/s | server CPU % | tokens per server CPU-second |',
     '|---|---:|---:|---:|---:|---:|',
-    ...runs.map((r) => `| ${r.name} | ${r.tokensPerS.toLocaleString('en-US')} | ${r.requestsPerS} | ${r.mbPerS} | ${r.serverCpuPct} | ${r.tokensPerServerCpuS.toLocaleString('en-US')} |`),
+    ...runs.map(
+      (r) =>
+        `| ${r.name} | ${r.tokensPerS.toLocaleString('en-US')} | ${r.requestsPerS} | ${r.mbPerS} | ${r.serverCpuPct} | ${r.tokensPerServerCpuS.toLocaleString('en-US')} |`,
+    ),
     '',
     `Simulator flags: \`${simFlags.join(' ')}\``,
     '',
@@ -201,7 +282,6 @@ function baselineServer(): void {
   });
   process.on('SIGTERM', () => process.exit(0));
 }
-
 
 if (process.argv.includes('--baseline-server')) baselineServer();
 else await main();

@@ -104,7 +104,8 @@ export function readTree(root: string): SourceFile[] {
     for (const name of readdirSync(dir).sort()) {
       const abs = path.join(dir, name);
       if (statSync(abs).isDirectory()) walk(abs);
-      else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) out.push({ path: path.relative(root, abs).split(path.sep).join('/'), text: readFileSync(abs, 'utf8') });
+      else if (name.endsWith('.ts') && !name.endsWith('.d.ts'))
+        out.push({ path: path.relative(root, abs).split(path.sep).join('/'), text: readFileSync(abs, 'utf8') });
     }
   };
   walk(root);
@@ -169,13 +170,25 @@ export function buildGraph(sources: readonly SourceFile[]): Graph {
     const visit = (node: ts.Node): void => {
       if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, typeOnlyImport(node), node);
       else if (ts.isExportDeclaration(node)) add(node.moduleSpecifier, typeOnlyExport(node), node);
-      else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node.moduleReference.expression, node.isTypeOnly, node);
+      else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference))
+        add(node.moduleReference.expression, node.isTypeOnly, node);
       else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) add(node.arguments[0], false, node);
       else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, true, node);
-      else if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node) || ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) {
+      else if (
+        ts.isStringLiteral(node) ||
+        ts.isNoSubstitutionTemplateLiteral(node) ||
+        ts.isTemplateHead(node) ||
+        ts.isTemplateMiddle(node) ||
+        ts.isTemplateTail(node)
+      ) {
         // module specifiers are imports, not things a file says
         const parent = node.parent;
-        const isSpecifier = ts.isImportDeclaration(parent) || ts.isExportDeclaration(parent) || ts.isExternalModuleReference(parent) || (ts.isLiteralTypeNode(parent) && ts.isImportTypeNode(parent.parent)) || (ts.isCallExpression(parent) && parent.expression.kind === ts.SyntaxKind.ImportKeyword);
+        const isSpecifier =
+          ts.isImportDeclaration(parent) ||
+          ts.isExportDeclaration(parent) ||
+          ts.isExternalModuleReference(parent) ||
+          (ts.isLiteralTypeNode(parent) && ts.isImportTypeNode(parent.parent)) ||
+          (ts.isCallExpression(parent) && parent.expression.kind === ts.SyntaxKind.ImportKeyword);
         if (!isSpecifier) lits.push({ text: node.text, line: lineOf(node) });
       }
       ts.forEachChild(node, visit);
@@ -218,11 +231,13 @@ export function violations(graph: Graph, rules: readonly Rule[]): Violation[] {
     for (const rule of rules) {
       if (!applies(rule, file)) continue;
       for (const imp of graph.imports.get(file) ?? []) {
-        if (refused(rule, imp)) out.push({ rule: rule.id, file, line: imp.line, target: imp.target, specifier: imp.specifier, typeOnly: imp.typeOnly, why: rule.why });
+        if (refused(rule, imp))
+          out.push({ rule: rule.id, file, line: imp.line, target: imp.target, specifier: imp.specifier, typeOnly: imp.typeOnly, why: rule.why });
       }
       for (const re of rule.mayNotMention ?? []) {
         for (const lit of graph.literals.get(file) ?? []) {
-          if (re.test(lit.text)) out.push({ rule: rule.id, file, line: lit.line, target: lit.text, specifier: JSON.stringify(lit.text), typeOnly: false, why: rule.why });
+          if (re.test(lit.text))
+            out.push({ rule: rule.id, file, line: lit.line, target: lit.text, specifier: JSON.stringify(lit.text), typeOnly: false, why: rule.why });
         }
       }
     }
@@ -345,7 +360,9 @@ export function formatReport(r: Report, root: string, allowListFile: string): st
   const lines: string[] = [];
   for (const v of r.violations) {
     const literal = v.specifier.startsWith('"');
-    const what = literal ? `mentions ${v.specifier}` : `imports ${v.typeOnly ? 'types from ' : ''}${v.specifier}${v.target === v.specifier ? '' : ` (${v.target})`}`;
+    const what = literal
+      ? `mentions ${v.specifier}`
+      : `imports ${v.typeOnly ? 'types from ' : ''}${v.specifier}${v.target === v.specifier ? '' : ` (${v.target})`}`;
     lines.push(`${at(v.file)}:${v.line}: ${v.rule}: ${what} — ${v.why}`);
   }
   for (const c of r.cycles) {

@@ -94,7 +94,14 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
   const as = sortedCopy(a);
   const bs = sortedCopy(b);
   const base = {
-    n_a: a.length, n_b: b.length, mean_a: mean(a), mean_b: mean(b), std_a: std(a), std_b: std(b), median_a: quantileSorted(as, 0.5), median_b: quantileSorted(bs, 0.5),
+    n_a: a.length,
+    n_b: b.length,
+    mean_a: mean(a),
+    mean_b: mean(b),
+    std_a: std(a),
+    std_b: std(b),
+    median_a: quantileSorted(as, 0.5),
+    median_b: quantileSorted(bs, 0.5),
   };
   const sd = pooledSd(a, b);
   const mde = cfg.minDetectableEffect ?? Math.abs(base.mean_b - base.mean_a);
@@ -107,10 +114,26 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
 
   if (a.length < (cfg.minSamples ?? 30) || b.length < (cfg.minSamples ?? 30)) {
     return {
-      status: 'insufficient_data', ...base, p_value: NaN, p_value_sequential: NaN, p_value_decision: NaN, alpha, significant: false,
-      decision: 'insufficient_data', effect_size: NaN, effect_size_seed: NaN, win_rate: NaN, hl_shift: NaN, hl_ci: [NaN, NaN],
-      hl_conf_level: confLevel, welch: { t: NaN, df: NaN, p: NaN }, samples_needed_for_power: fixedN, samples_needed_sequential: seqN,
-      additional_samples_needed: additional, min_detectable_effect: mde, method,
+      status: 'insufficient_data',
+      ...base,
+      p_value: NaN,
+      p_value_sequential: NaN,
+      p_value_decision: NaN,
+      alpha,
+      significant: false,
+      decision: 'insufficient_data',
+      effect_size: NaN,
+      effect_size_seed: NaN,
+      win_rate: NaN,
+      hl_shift: NaN,
+      hl_ci: [NaN, NaN],
+      hl_conf_level: confLevel,
+      welch: { t: NaN, df: NaN, p: NaN },
+      samples_needed_for_power: fixedN,
+      samples_needed_sequential: seqN,
+      additional_samples_needed: additional,
+      min_detectable_effect: mde,
+      method,
     };
   }
 
@@ -126,9 +149,25 @@ export function analyzeExperiment(aIn: readonly number[], bIn: readonly number[]
   const hl = hodgesLehmannSorted(bs, as, { confLevel });
   const welch = welchTTest(b, a);
   return {
-    status: 'analyzed', ...base, p_value: mw.p, p_value_sequential: pSeq, p_value_decision: pSeq, alpha, significant, decision,
-    effect_size: cohensD(a, b), effect_size_seed: cohensDAverageVariance(a, b), win_rate: winRate,
-    hl_shift: hl.estimate, hl_ci: [hl.lower, hl.upper], hl_conf_level: confLevel, welch: { t: welch.t, df: welch.df, p: welch.p },
-    samples_needed_for_power: fixedN, samples_needed_sequential: seqN, additional_samples_needed: additional, min_detectable_effect: mde, method,
+    status: 'analyzed',
+    ...base,
+    p_value: mw.p,
+    p_value_sequential: pSeq,
+    p_value_decision: pSeq,
+    alpha,
+    significant,
+    decision,
+    effect_size: cohensD(a, b),
+    effect_size_seed: cohensDAverageVariance(a, b),
+    win_rate: winRate,
+    hl_shift: hl.estimate,
+    hl_ci: [hl.lower, hl.upper],
+    hl_conf_level: confLevel,
+    welch: { t: welch.t, df: welch.df, p: welch.p },
+    samples_needed_for_power: fixedN,
+    samples_needed_sequential: seqN,
+    additional_samples_needed: additional,
+    min_detectable_effect: mde,
+    method,
   };
 }

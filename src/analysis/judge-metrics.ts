@@ -1,7 +1,17 @@
 // Per-metric rules of the canary judge: for each metric, the summaries of both versions, the
 // relative check (significant in the bad direction AND beyond tolerance) and the absolute gate.
 
-import type { CheckTest, CheckVerdict, ErrorsConfig, LatencyConfig, MetricSamples, MetricVerdict, QualityConfig, ThroughputConfig, VersionSummary } from './judge-types.js';
+import type {
+  CheckTest,
+  CheckVerdict,
+  ErrorsConfig,
+  LatencyConfig,
+  MetricSamples,
+  MetricVerdict,
+  QualityConfig,
+  ThroughputConfig,
+  VersionSummary,
+} from './judge-types.js';
 import { finite, mean, quantileSorted, sortedCopy } from './stats/describe.js';
 import { fisherExact, binomialTestGreater } from './stats/proportions.js';
 import { hodgesLehmannSorted, type HodgesLehmannResult } from './stats/hodgeslehmann.js';
@@ -51,13 +61,27 @@ function worst(checks: CheckVerdict[]): 'pass' | 'fail' | 'inconclusive' {
   return 'pass';
 }
 
-function nodata(name: MetricVerdict['name'], cfg: { weight: number; critical: boolean }, stable: VersionSummary, canary: VersionSummary, measured: boolean, reason: string, checks: CheckVerdict[] = []): MetricVerdict {
+function nodata(
+  name: MetricVerdict['name'],
+  cfg: { weight: number; critical: boolean },
+  stable: VersionSummary,
+  canary: VersionSummary,
+  measured: boolean,
+  reason: string,
+  checks: CheckVerdict[] = [],
+): MetricVerdict {
   return { name, outcome: 'nodata', critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks, reason };
 }
 
 /** The Hodges-Lehmann shift canary - stable as reported, also relative to stable's median. */
 function shiftOf(hl: HodgesLehmannResult, stableMedian: number): NonNullable<MetricVerdict['shift']> {
-  return { estimate: hl.estimate, lower: hl.lower, upper: hl.upper, confLevel: hl.confLevel, relativeToStableMedian: stableMedian > 0 ? hl.estimate / stableMedian : NaN };
+  return {
+    estimate: hl.estimate,
+    lower: hl.lower,
+    upper: hl.upper,
+    confLevel: hl.confLevel,
+    relativeToStableMedian: stableMedian > 0 ? hl.estimate / stableMedian : NaN,
+  };
 }
 
 /** How many values exceed `limit`. */
@@ -94,7 +118,16 @@ function quantileGate(id: string, canary: Float64Array, stable: Float64Array, li
       ? `p${q * 100} ${fmt(observed)} ms breaches ${limit} ms, but stable breaches it too`
       : `p${q * 100} ${fmt(observed)} ms breaches ${limit} ms (${kc}/${canary.length} above, p=${fmt(pSeq)})`;
   }
-  return check(id, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: observed, threshold: limit, reason });
+  return check(id, 'absolute', 'binomial', {
+    outcome,
+    pValue: p,
+    pValueSequential: pSeq,
+    alpha: ctx.alpha,
+    significant,
+    effect: observed,
+    threshold: limit,
+    reason,
+  });
 }
 
 /** Merges two ascending arrays into one ascending array. */
@@ -123,14 +156,27 @@ function tailCheck(id: string, c: Float64Array, s: Float64Array, effect: number,
   const { pSeq, significant } = decide(ctx, id, f.p, zFromPValue(f.p), twoSampleInformation(c.length, s.length), 'greater');
   const fail = significant && effect > tolerance;
   const share = `${pct(kc / c.length)} of canary vs ${pct(ks / s.length)} of stable above the pooled p${ctx.tailQuantile * 100} ${fmt(threshold)}`;
-  const reason = fail
-    ? `slower tail: ${share} (p=${fmt(pSeq)}), p99 +${pct(effect)} > ${pct(tolerance)}`
-    : `${share} (p=${fmt(pSeq)})`;
-  return check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: f.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: tolerance, reason });
+  const reason = fail ? `slower tail: ${share} (p=${fmt(pSeq)}), p99 +${pct(effect)} > ${pct(tolerance)}` : `${share} (p=${fmt(pSeq)})`;
+  return check(id, 'relative', 'fisher', {
+    outcome: fail ? 'fail' : 'pass',
+    pValue: f.p,
+    pValueSequential: pSeq,
+    alpha: ctx.alpha,
+    significant,
+    effect,
+    threshold: tolerance,
+    reason,
+  });
 }
 
 /** Latency-like metric: canary must not be significantly slower by more than maxP99Increase at p99. */
-export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readonly number[], canaryIn: readonly number[], cfg: LatencyConfig, ctx: CheckContext): MetricVerdict {
+export function judgeLatency(
+  name: 'latency' | 'ttft' | 'tpot',
+  stableIn: readonly number[],
+  canaryIn: readonly number[],
+  cfg: LatencyConfig,
+  ctx: CheckContext,
+): MetricVerdict {
   const s = sortedCopy(finite(stableIn));
   const c = sortedCopy(finite(canaryIn));
   const stable = summarize(s, ctx.gateQuantile);
@@ -159,16 +205,34 @@ export function judgeLatency(name: 'latency' | 'ttft' | 'tpot', stableIn: readon
       ? `slower (p=${fmt(pSeq)}) but p99 change ${pct(effect)} within ${pct(cfg.maxP99Increase)}`
       : `no significant slowdown (p=${fmt(pSeq)}; p99 change ${pct(effect)})`;
   const checks = [
-    check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxP99Increase, reason }),
+    check(id, 'relative', 'mann-whitney', {
+      outcome: fail ? 'fail' : 'pass',
+      pValue: mw.p,
+      pValueSequential: pSeq,
+      alpha: ctx.alpha,
+      significant,
+      effect,
+      threshold: cfg.maxP99Increase,
+      reason,
+    }),
     tailCheck(`${name}.tail`, c, s, effect, cfg.maxP99Increase, ctx),
   ];
   if (cfg.maxP99Ms !== null && cfg.maxP99Ms !== undefined) checks.push(quantileGate(`${name}.absolute`, c, s, cfg.maxP99Ms, ctx));
   const outcome = worst(checks);
   return {
-    name, outcome, critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary,
+    name,
+    outcome,
+    critical: cfg.critical,
+    weight: cfg.weight,
+    measured: true,
+    stable,
+    canary,
     shift: shiftOf(hl, med),
     checks,
-    reason: checks.filter((k) => k.outcome === outcome).map((k) => k.reason).join('; '),
+    reason: checks
+      .filter((k) => k.outcome === outcome)
+      .map((k) => k.reason)
+      .join('; '),
   };
 }
 
@@ -191,7 +255,16 @@ function errorCountCheck(s: { n: number; e: number }, c: { n: number; e: number 
   const reason = significant
     ? `${c.e} errors in ${c.n} canary requests (${pct(c.e / c.n)}): decisively above ${pct(bound)} (stable ${pct(s.e / s.n)} + ${pct(cfg.maxRelativeIncrease)}; sequential count test, p=${fmt(pSeq)})`
     : `${c.e} errors in ${c.n} canary requests: not decisively above ${pct(bound)} (sequential count test, p=${fmt(pSeq)})`;
-  return check(id, 'relative', 'binomial-sequential', { outcome: significant ? 'fail' : 'pass', pValue: pSeq, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect: c.e / c.n, threshold: bound, reason });
+  return check(id, 'relative', 'binomial-sequential', {
+    outcome: significant ? 'fail' : 'pass',
+    pValue: pSeq,
+    pValueSequential: pSeq,
+    alpha: ctx.alpha,
+    significant,
+    effect: c.e / c.n,
+    threshold: bound,
+    reason,
+  });
 }
 
 /**
@@ -211,7 +284,18 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
   const canary: VersionSummary = { n: c.n, rate: c.n > 0 ? c.e / c.n : NaN };
   const early = errorCountCheck(s, c, cfg, ctx);
   if (s.n < cfg.minRequests || c.n < cfg.minRequests) {
-    if (early?.outcome === 'fail') return { name: 'errors', outcome: 'fail', critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary, checks: [early], reason: early.reason };
+    if (early?.outcome === 'fail')
+      return {
+        name: 'errors',
+        outcome: 'fail',
+        critical: cfg.critical,
+        weight: cfg.weight,
+        measured: true,
+        stable,
+        canary,
+        checks: [early],
+        reason: early.reason,
+      };
     return nodata('errors', cfg, stable, canary, true, `too few requests to pass: stable ${s.n}, canary ${c.n} < ${cfg.minRequests}`, early ? [early] : []);
   }
   const sr = stable.rate as number;
@@ -224,7 +308,19 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
   const reason = fail
     ? `error rate ${pct(cr)} vs ${pct(sr)} (+${pct(effect)} relative > ${pct(cfg.maxRelativeIncrease)}), significant (p=${fmt(pSeq)})`
     : `error rate ${pct(cr)} vs ${pct(sr)}: no significant increase beyond ${pct(cfg.maxRelativeIncrease)} (p=${fmt(pSeq)})`;
-  const checks = [...(early ? [early] : []), check(id, 'relative', 'fisher', { outcome: fail ? 'fail' : 'pass', pValue: fisher.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxRelativeIncrease, reason })];
+  const checks = [
+    ...(early ? [early] : []),
+    check(id, 'relative', 'fisher', {
+      outcome: fail ? 'fail' : 'pass',
+      pValue: fisher.p,
+      pValueSequential: pSeq,
+      alpha: ctx.alpha,
+      significant,
+      effect,
+      threshold: cfg.maxRelativeIncrease,
+      reason,
+    }),
+  ];
   if (cfg.maxRate !== null) {
     const limit = cfg.maxRate;
     const aid = 'errors.absolute';
@@ -238,10 +334,34 @@ export function judgeErrors(stableIn: MetricSamples, canaryIn: MetricSamples, cf
       : stableBreach
         ? `error rate ${pct(cr)} above the ${pct(limit)} gate, but stable (${pct(sr)}) is too`
         : `error rate ${pct(cr)} significantly above the ${pct(limit)} gate (p=${fmt(d.pSeq)})`;
-    checks.push(check(aid, 'absolute', 'binomial', { outcome, pValue: p, pValueSequential: d.pSeq, alpha: ctx.alpha, significant: d.significant, effect: cr, threshold: limit, reason: why }));
+    checks.push(
+      check(aid, 'absolute', 'binomial', {
+        outcome,
+        pValue: p,
+        pValueSequential: d.pSeq,
+        alpha: ctx.alpha,
+        significant: d.significant,
+        effect: cr,
+        threshold: limit,
+        reason: why,
+      }),
+    );
   }
   const outcome = worst(checks);
-  return { name: 'errors', outcome, critical: cfg.critical, weight: cfg.weight, measured: true, stable, canary, checks, reason: checks.filter((k) => k.outcome === outcome).map((k) => k.reason).join('; ') };
+  return {
+    name: 'errors',
+    outcome,
+    critical: cfg.critical,
+    weight: cfg.weight,
+    measured: true,
+    stable,
+    canary,
+    checks,
+    reason: checks
+      .filter((k) => k.outcome === outcome)
+      .map((k) => k.reason)
+      .join('; '),
+  };
 }
 
 /** Quality scores (higher is better): fail when significantly lower and the mean drops by more than maxDecrease. */
@@ -264,13 +384,31 @@ export function judgeQuality(stableIn: number[] | undefined, canaryIn: number[] 
   const reason = fail
     ? `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)} (drop ${fmt(effect)} > ${cfg.maxDecrease}), significantly lower (p=${fmt(pSeq)})`
     : `mean score ${fmt(canary.mean as number)} vs ${fmt(stable.mean as number)}: no significant drop beyond ${cfg.maxDecrease} (p=${fmt(pSeq)})`;
-  const checks = [check(id, 'relative', 'mann-whitney', { outcome: fail ? 'fail' : 'pass', pValue: mw.p, pValueSequential: pSeq, alpha: ctx.alpha, significant, effect, threshold: cfg.maxDecrease, reason })];
+  const checks = [
+    check(id, 'relative', 'mann-whitney', {
+      outcome: fail ? 'fail' : 'pass',
+      pValue: mw.p,
+      pValueSequential: pSeq,
+      alpha: ctx.alpha,
+      significant,
+      effect,
+      threshold: cfg.maxDecrease,
+      reason,
+    }),
+  ];
   const hl = hodgesLehmannSorted(c, s, { confLevel: ctx.hlConfLevel });
   const med = stable.median as number;
   return {
-    name: 'quality', outcome: checks[0]?.outcome ?? 'pass', critical: cfg.critical, weight: cfg.weight, measured, stable, canary,
+    name: 'quality',
+    outcome: checks[0]?.outcome ?? 'pass',
+    critical: cfg.critical,
+    weight: cfg.weight,
+    measured,
+    stable,
+    canary,
     shift: shiftOf(hl, med),
-    checks, reason,
+    checks,
+    reason,
   };
 }
 
@@ -287,11 +425,27 @@ export function judgeThroughput(stableIn: MetricSamples, canaryIn: MetricSamples
   const measured = Number.isFinite(st) || Number.isFinite(ct);
   if (!measured) return nodata('throughput', cfg, stable, canary, false, 'not measured (no serving time)');
   if (!(stableIn.requests >= cfg.minRequests && canaryIn.requests >= cfg.minRequests) || !(st > 0) || !Number.isFinite(ct)) {
-    return nodata('throughput', cfg, stable, canary, true, `too few requests or no throughput: stable ${stableIn.requests}, canary ${canaryIn.requests} (min ${cfg.minRequests})`);
+    return nodata(
+      'throughput',
+      cfg,
+      stable,
+      canary,
+      true,
+      `too few requests or no throughput: stable ${stableIn.requests}, canary ${canaryIn.requests} (min ${cfg.minRequests})`,
+    );
   }
   const ratio = ct / st;
   const fail = ratio < cfg.minRatio;
   const reason = `throughput ${fmt(ct)} vs ${fmt(st)} tokens/s (ratio ${fmt(ratio)} ${fail ? '<' : '>='} ${cfg.minRatio})`;
-  const c = check('throughput.absolute', 'absolute', 'ratio', { outcome: fail ? 'fail' : 'pass', pValue: NaN, pValueSequential: NaN, alpha: NaN, significant: fail, effect: ratio, threshold: cfg.minRatio, reason });
+  const c = check('throughput.absolute', 'absolute', 'ratio', {
+    outcome: fail ? 'fail' : 'pass',
+    pValue: NaN,
+    pValueSequential: NaN,
+    alpha: NaN,
+    significant: fail,
+    effect: ratio,
+    threshold: cfg.minRatio,
+    reason,
+  });
   return { name: 'throughput', outcome: c.outcome, critical: cfg.critical, weight: cfg.weight, measured, stable, canary, checks: [c], reason };
 }

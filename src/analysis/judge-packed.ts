@@ -34,4 +34,5 @@ export function unpack(p: PackedSamples): MetricSamples {
 }
 
 /** The judge on this thread: the same verdict as in a worker, number for number. */
-export const judgeInProcess: JudgeFn = (stable, canary, cfg, look) => new Promise<Verdict>((resolve) => resolve(judgeCanary(unpack(stable), unpack(canary), cfg, look)));
+export const judgeInProcess: JudgeFn = (stable, canary, cfg, look) =>
+  new Promise<Verdict>((resolve) => resolve(judgeCanary(unpack(stable), unpack(canary), cfg, look)));

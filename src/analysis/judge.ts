@@ -96,7 +96,10 @@ export function judgeCanary(stable: MetricSamples, canary: MetricSamples, cfg: J
 }
 
 /** Kayenta-style weighted scoring with critical metrics, a marginal band and a no-data rule. */
-export function combine(metrics: MetricVerdict[], cfg: Pick<JudgeConfig, 'scorePass' | 'scoreMarginal' | 'nodataWaitShare'>): { outcome: Outcome; score: number; reasons: string[] } {
+export function combine(
+  metrics: MetricVerdict[],
+  cfg: Pick<JudgeConfig, 'scorePass' | 'scoreMarginal' | 'nodataWaitShare'>,
+): { outcome: Outcome; score: number; reasons: string[] } {
   const measured = metrics.filter((m) => m.measured);
   const criticalFails = measured.filter((m) => m.critical && m.outcome === 'fail');
   if (criticalFails.length > 0) {
@@ -120,19 +123,26 @@ export function combine(metrics: MetricVerdict[], cfg: Pick<JudgeConfig, 'scoreP
       return {
         outcome: 'fail',
         score,
-        reasons: [`score ${Math.round(best * 100) / 100} < ${cfg.scoreMarginal} even if the ${noData.length} metric(s) without data pass`, ...failing.map((m) => `${m.name} fail: ${m.reason}`)],
+        reasons: [
+          `score ${Math.round(best * 100) / 100} < ${cfg.scoreMarginal} even if the ${noData.length} metric(s) without data pass`,
+          ...failing.map((m) => `${m.name} fail: ${m.reason}`),
+        ],
       };
     }
   }
   if (criticalNoData.length > 0 || totalWeight === 0 || scoredWeight === 0 || noDataWeight / totalWeight >= cfg.nodataWaitShare) {
-    const why = criticalNoData.length > 0
-      ? criticalNoData.map((m) => `critical metric ${m.name} has no data: ${m.reason}`)
-      : [`${noData.length} of ${measured.length} measured metrics have no data (${Math.round((100 * noDataWeight) / Math.max(totalWeight, 1e-12))} % of the weight)`];
+    const why =
+      criticalNoData.length > 0
+        ? criticalNoData.map((m) => `critical metric ${m.name} has no data: ${m.reason}`)
+        : [
+            `${noData.length} of ${measured.length} measured metrics have no data (${Math.round((100 * noDataWeight) / Math.max(totalWeight, 1e-12))} % of the weight)`,
+          ];
     return { outcome: 'nodata', score, reasons: why };
   }
   const notPassed = scored.filter((m) => m.outcome !== 'pass').map((m) => `${m.name} ${m.outcome}: ${m.reason}`);
   const s = Math.round(score * 100) / 100;
   if (score >= cfg.scorePass) return { outcome: 'pass', score, reasons: [`score ${s} >= ${cfg.scorePass}`, ...notPassed] };
-  if (score >= cfg.scoreMarginal) return { outcome: 'inconclusive', score, reasons: [`marginal score ${s} (< ${cfg.scorePass}, >= ${cfg.scoreMarginal})`, ...notPassed] };
+  if (score >= cfg.scoreMarginal)
+    return { outcome: 'inconclusive', score, reasons: [`marginal score ${s} (< ${cfg.scorePass}, >= ${cfg.scoreMarginal})`, ...notPassed] };
   return { outcome: 'fail', score, reasons: [`score ${s} < ${cfg.scoreMarginal}`, ...notPassed] };
 }

@@ -70,7 +70,15 @@ async function ask(ep: JudgeEndpoint, system: string, user: string): Promise<str
     res = await request(`${ep.url.replace(/\/$/, '')}/v1/chat/completions`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ model: ep.model, temperature: 0, max_tokens: DEFAULTS.judge.maxTokens, messages: [{ role: 'system', content: system }, { role: 'user', content: user }] }),
+      body: JSON.stringify({
+        model: ep.model,
+        temperature: 0,
+        max_tokens: DEFAULTS.judge.maxTokens,
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: user },
+        ],
+      }),
       headersTimeout: ep.timeoutMs,
       bodyTimeout: ep.timeoutMs,
     });

@@ -43,7 +43,9 @@ export class Authenticator {
     if (header === undefined) throw new UnauthorizedError('missing Authorization header; send "Authorization: Bearer <token>"');
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m) throw new UnauthorizedError('Authorization header must be "Bearer <token>"');
-    const h = createHash('sha256').update(m[1] as string).digest();
+    const h = createHash('sha256')
+      .update(m[1] as string)
+      .digest();
     let found: Principal | undefined;
     for (const t of this.tokens) {
       if (timingSafeEqual(h, t.hash) && found === undefined) found = { name: t.name, role: t.role };

@@ -38,7 +38,13 @@ export function openApiDocument(routes: readonly RouteDef[]): Record<string, unk
         Error: {
           type: 'object',
           required: ['error'],
-          properties: { error: { type: 'object', required: ['message', 'type', 'code'], properties: { message: { type: 'string' }, type: { type: 'string' }, code: { type: 'string' }, details: { type: 'object' } } } },
+          properties: {
+            error: {
+              type: 'object',
+              required: ['message', 'type', 'code'],
+              properties: { message: { type: 'string' }, type: { type: 'string' }, code: { type: 'string' }, details: { type: 'object' } },
+            },
+          },
         },
       },
       responses: { Error: { description: 'An error with a stable code', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } },

@@ -72,7 +72,8 @@ export class Router {
   private readonly routes: Compiled[] = [];
 
   add(def: RouteDef): void {
-    if ((def.method === 'POST' || def.method === 'PUT') && def.body === undefined) throw new Error(`admin route ${def.method} ${def.path} declares no body schema`);
+    if ((def.method === 'POST' || def.method === 'PUT') && def.body === undefined)
+      throw new Error(`admin route ${def.method} ${def.path} declares no body schema`);
     if (this.routes.some((r) => r.method === def.method && r.path === def.path)) throw new Error(`admin route ${def.method} ${def.path} is defined twice`);
     const keys: string[] = [];
     const re = new RegExp(

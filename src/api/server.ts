@@ -44,7 +44,9 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   http.on('connect', (_req: IncomingMessage, socket: Duplex) => {
     const body = JSON.stringify({ error: { message: 'CONNECT is not supported by the admin API', type: 'invalid_request_error', code: 'method_not_allowed' } });
     socket.on('error', () => undefined);
-    socket.end(`HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   });
   if (adm === undefined) return http;
   const front = createNetServer((socket) => {
@@ -74,7 +76,14 @@ function adminUrl(target: string): URL {
   }
 }
 
-async function handle({ cp }: AdminContext, router: Router, auth: Authenticator, adm: Admission | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  { cp }: AdminContext,
+  router: Router,
+  auth: Authenticator,
+  adm: Admission | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   try {
     if (adm !== undefined) {
       const addr = req.socket.remoteAddress ?? '';
@@ -101,7 +110,15 @@ async function handle({ cp }: AdminContext, router: Router, auth: Authenticator,
     } catch (err) {
       // a known token attempting a change it may not make is worth a line in the audit log
       if (route.method !== 'GET') {
-        await cp.store.appendAudit({ at: Date.now(), actor: principal.name, action: 'denied', target: `${route.method} ${path}`, params: { role: principal.role, needs: route.role }, result: 'error', errorCode: 'forbidden' });
+        await cp.store.appendAudit({
+          at: Date.now(),
+          actor: principal.name,
+          action: 'denied',
+          target: `${route.method} ${path}`,
+          params: { role: principal.role, needs: route.role },
+          result: 'error',
+          errorCode: 'forbidden',
+        });
       }
       throw err;
     }

@@ -73,9 +73,21 @@ export async function statusView(cp: ControlPlane): Promise<Record<string, unkno
       standby: standby?.id ?? null,
       /** Every loaded standby, with why it is not a rollback target when it is blocked. */
       standbys: standbys.map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
-      route: st ? { revision: st.route.revision, stable: st.route.stable, weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])), shares: st.split.shares() } : null,
+      route: st
+        ? {
+            revision: st.route.revision,
+            stable: st.route.stable,
+            weights: Object.fromEntries(st.route.versions.map((v) => [v.id, v.weight])),
+            shares: st.split.shares(),
+          }
+        : null,
       holding: st?.hold !== undefined,
-      versions: versions.map((v) => ({ version: v.id, status: v.status, asleep: cp.workers.isAsleep(m.name, v.id), window: cp.dp.telemetry.stats(m.name, v.id) })),
+      versions: versions.map((v) => ({
+        version: v.id,
+        status: v.status,
+        asleep: cp.workers.isAsleep(m.name, v.id),
+        window: cp.dp.telemetry.stats(m.name, v.id),
+      })),
     });
   }
   return {

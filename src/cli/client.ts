@@ -12,7 +12,6 @@ import { UsageError } from './output.js';
 export const API_PREFIX = '/admin/v1';
 export const DEFAULT_URL = `http://${DEFAULTS.server.adminListen}`;
 
-
 export interface ClientOptions {
   url?: string | undefined;
   token?: string | undefined;
@@ -36,7 +35,10 @@ function normaliseUrl(raw: string, flag: string): string {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`${flag}: expected an http(s) URL, got ${JSON.stringify(raw)}`);
   // tolerate the API prefix in the URL (people paste what they curl)
-  return u.toString().replace(/\/+$/, '').replace(/\/admin\/v1$/, '');
+  return u
+    .toString()
+    .replace(/\/+$/, '')
+    .replace(/\/admin\/v1$/, '');
 }
 
 /**
@@ -69,7 +71,8 @@ export class AdminClient {
   private readonly tokenFile: string;
 
   constructor(o: ClientOptions = {}) {
-    this.baseUrl = o.url !== undefined ? normaliseUrl(o.url, '--url') : process.env.GLIDEPATH_URL ? normaliseUrl(process.env.GLIDEPATH_URL, 'GLIDEPATH_URL') : DEFAULT_URL;
+    this.baseUrl =
+      o.url !== undefined ? normaliseUrl(o.url, '--url') : process.env.GLIDEPATH_URL ? normaliseUrl(process.env.GLIDEPATH_URL, 'GLIDEPATH_URL') : DEFAULT_URL;
     const t = resolveToken(o);
     this.token = t.token;
     this.tokenSource = t.source;
@@ -128,7 +131,12 @@ export class AdminClient {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw new ApiError('invalid_response', res.statusCode, 'server_error', `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`);
+      throw new ApiError(
+        'invalid_response',
+        res.statusCode,
+        'server_error',
+        `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`,
+      );
     }
   }
 
@@ -169,7 +177,13 @@ export class AdminClient {
       throw new ApiError('stream_broken', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} broke: ${(err as Error).message}`);
     }
     if (buf.trim() !== '') handle(buf);
-    if (!result) throw new ApiError('stream_incomplete', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} ended without a result (did \`glidepath up\` stop?)`);
+    if (!result)
+      throw new ApiError(
+        'stream_incomplete',
+        0,
+        'unavailable_error',
+        `the progress stream from ${this.baseUrl} ended without a result (did \`glidepath up\` stop?)`,
+      );
     return result.value;
   }
 

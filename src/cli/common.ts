@@ -133,7 +133,7 @@ export function fmtGpus(ids: readonly string[] | null | undefined): string {
   if (!ids.every((g) => /^\d+$/.test(g))) return `GPU ${ids.join(',')}`;
   const ns = [...new Set(ids.map(Number))].sort((a, b) => a - b);
   const parts: string[] = [];
-  for (let i = 0; i < ns.length; ) {
+  for (let i = 0; i < ns.length;) {
     let j = i;
     while (j + 1 < ns.length && (ns[j + 1] as number) === (ns[j] as number) + 1) j++;
     parts.push(j > i ? `${ns[i]}-${ns[j]}` : `${ns[i]}`);

@@ -5,11 +5,7 @@ import { registerVerbs } from './verbs.js';
 import { exitCodeFor, onOutputClosed, printError } from './output.js';
 
 const program = new Command();
-program
-  .name('glidepath')
-  .description('Safe model updates for LLM inference fleets')
-  .showHelpAfterError()
-  .exitOverride();
+program.name('glidepath').description('Safe model updates for LLM inference fleets').showHelpAfterError().exitOverride();
 
 // the first argument that is not an option names the verb (`glidepath swap --confirm`)
 const verb = process.argv.slice(2).find((a) => !a.startsWith('-'));

@@ -137,7 +137,8 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     const rawRoute = m.route ?? { weights: { [m.versions[0]?.id ?? '']: 1 }, overrides: {} };
     const weightsIn = Object.keys(rawRoute.weights).length > 0 ? rawRoute.weights : { [m.versions[0]?.id ?? '']: 1 };
     for (const vid of Object.keys(weightsIn)) {
-      if (!ids.has(vid)) issues.push({ path: `${at}.route.weights.${vid}`, message: `unknown version ${JSON.stringify(vid)} (versions: ${[...ids].join(', ')})` });
+      if (!ids.has(vid))
+        issues.push({ path: `${at}.route.weights.${vid}`, message: `unknown version ${JSON.stringify(vid)} (versions: ${[...ids].join(', ')})` });
     }
     const norm = normalizeWeights(weightsIn);
     if (typeof norm === 'string') issues.push({ path: `${at}.route.weights`, message: norm });
@@ -265,7 +266,10 @@ export function parseConfig(value: unknown, opts: { source?: string; doc?: Docum
   let cfg = normalize(res.data, issues);
   if (issues.length > 0) {
     const withLines = issues.map((i) => {
-      const segs = i.path.split(/\.|\[(\d+)\]/).filter((s) => s !== undefined && s !== '').map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+      const segs = i.path
+        .split(/\.|\[(\d+)\]/)
+        .filter((s) => s !== undefined && s !== '')
+        .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
       const line = lineOf(opts.doc, opts.lineCounter, segs);
       return line === undefined ? i : { ...i, line };
     });

@@ -22,13 +22,10 @@ export const nonNeg = () => z.number(msg('a non-negative number')).min(0, msg('a
 export const positive = () => z.number(msg('a positive number')).positive(msg('a positive number')).refine(Number.isFinite, msg('a finite number'));
 export const fraction = () => z.number(msg('a number from 0 to 1')).min(0, msg('a number from 0 to 1')).max(1, msg('a number from 0 to 1'));
 export const name = (what: string) =>
-  z
-    .string(msg(what))
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, msg(`${what} (letters, digits, . _ : / -; at most 128 characters)`));
+  z.string(msg(what)).regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, msg(`${what} (letters, digits, . _ : / -; at most 128 characters)`));
 const str = (what = 'a string') => z.string(msg(what)).min(1, msg(`a non-empty ${what.replace(/^an? /, '')}`));
 const bool = () => z.boolean(msg('true or false'));
-const hostPort = () =>
-  z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, msg('HOST:PORT such as 127.0.0.1:8080'));
+const hostPort = () => z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, msg('HOST:PORT such as 127.0.0.1:8080'));
 const url = () =>
   z.string(msg('an http(s) URL')).refine((s) => {
     try {
@@ -95,7 +92,10 @@ const providerSchema = z.discriminatedUnion(
       })
       .strict(),
   ],
-  { error: (iss: { input?: unknown }) => `expected a provider kind of "sim", "static" or "process", got ${show((iss.input as { kind?: unknown } | undefined)?.kind)}` },
+  {
+    error: (iss: { input?: unknown }) =>
+      `expected a provider kind of "sim", "static" or "process", got ${show((iss.input as { kind?: unknown } | undefined)?.kind)}`,
+  },
 );
 
 export const versionSchema = z
@@ -136,10 +136,7 @@ const modelSchema = z
   .object({
     name: name('a model name'),
     priority: z.enum(['critical', 'high', 'medium', 'low'], msg('one of critical, high, medium, low')).default('medium'),
-    slo: z
-      .object({ ttft_p99_ms: positive().optional(), tpot_p99_ms: positive().optional() })
-      .strict()
-      .default({}),
+    slo: z.object({ ttft_p99_ms: positive().optional(), tpot_p99_ms: positive().optional() }).strict().default({}),
     min_replicas: nonNegInt().default(1),
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),
@@ -147,7 +144,10 @@ const modelSchema = z
     /** Progressive canary settings of this model (src/rollout/canary-controller.ts); judge gates are in docs/analysis.md. */
     canary: z
       .object({
-        stages: z.array(z.number(msg('a percentage 0 < p <= 100')).gt(0, msg('a percentage 0 < p <= 100')).max(100, msg('a percentage 0 < p <= 100'))).min(1).optional(),
+        stages: z
+          .array(z.number(msg('a percentage 0 < p <= 100')).gt(0, msg('a percentage 0 < p <= 100')).max(100, msg('a percentage 0 < p <= 100')))
+          .min(1)
+          .optional(),
         stage_duration_ms: posInt().optional(),
         alpha: z.number(msg('a number in (0, 0.5]')).gt(0).max(0.5).optional(),
         max_p99_increase: nonNeg().optional(),
@@ -181,7 +181,10 @@ const tokenSchema = z
     name: name('a token name'),
     role: z.enum(['viewer', 'operator', 'admin'], msg('one of viewer, operator, admin')),
     token: str('a token').optional(),
-    token_sha256: z.string(msg('a hex SHA-256')).regex(/^[0-9a-f]{64}$/, msg('64 lowercase hex digits')).optional(),
+    token_sha256: z
+      .string(msg('a hex SHA-256'))
+      .regex(/^[0-9a-f]{64}$/, msg('64 lowercase hex digits'))
+      .optional(),
   })
   .strict();
 
@@ -215,12 +218,12 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    auth: z.object({ tokens: z.array(tokenSchema).default([]) }).strict().prefault({}),
+    auth: z
+      .object({ tokens: z.array(tokenSchema).default([]) })
+      .strict()
+      .prefault({}),
     gpus: z
-      .union([
-        z.array(gpuSchema),
-        z.object({ count: nonNegInt(), memory_gb: positive().default(80) }).strict(),
-      ], msg('a list of GPUs or {count, memory_gb}'))
+      .union([z.array(gpuSchema), z.object({ count: nonNegInt(), memory_gb: positive().default(80) }).strict()], msg('a list of GPUs or {count, memory_gb}'))
       .default({ count: 8, memory_gb: 80 }),
     gateway: z
       .object({
@@ -263,8 +266,14 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    notifications: z.object({ webhooks: z.array(url()).default([]) }).strict().prefault({}),
-    control: z.object({ tick_ms: posInt().default(DEFAULTS.control.tickMs) }).strict().prefault({}),
+    notifications: z
+      .object({ webhooks: z.array(url()).default([]) })
+      .strict()
+      .prefault({}),
+    control: z
+      .object({ tick_ms: posInt().default(DEFAULTS.control.tickMs) })
+      .strict()
+      .prefault({}),
     /** LLM-as-judge: any OpenAI-compatible endpoint and model (src/analysis/llmjudge.ts). */
     judge: z
       .object({

@@ -101,4 +101,3 @@ function transferables(...ps: PackedSamples[]): ArrayBuffer[] {
   for (const p of ps) for (const a of [p.ttftMs, p.tpotMs, p.latencyMs, p.quality]) if (a && a.buffer instanceof ArrayBuffer) out.push(a.buffer);
   return out;
 }
-

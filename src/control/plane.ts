@@ -52,7 +52,11 @@ export class ControlPlane {
 
   modelConfig(name: string): ModelConfig {
     const m = this.cfg.models.find((x) => x.name === name);
-    if (!m) throw new NotFoundError('model_not_found', `model ${JSON.stringify(name)} is not in the config (models: ${this.cfg.models.map((x) => x.name).join(', ')})`);
+    if (!m)
+      throw new NotFoundError(
+        'model_not_found',
+        `model ${JSON.stringify(name)} is not in the config (models: ${this.cfg.models.map((x) => x.name).join(', ')})`,
+      );
     return m;
   }
 
@@ -83,7 +87,16 @@ export class ControlPlane {
       return r;
     } catch (err) {
       const e = toGlidepathError(err);
-      await this.store.appendAudit({ at: Date.now(), actor: actor.name, action, target, params, result: 'error', errorCode: e.code, durationMs: performance.now() - t0 });
+      await this.store.appendAudit({
+        at: Date.now(),
+        actor: actor.name,
+        action,
+        target,
+        params,
+        result: 'error',
+        errorCode: e.code,
+        durationMs: performance.now() - t0,
+      });
       throw err;
     }
   }
@@ -111,7 +124,12 @@ export class ControlPlane {
     const route = this.dp.setRoute(spec, prev.revision);
     const switchMs = performance.now() - t0;
     await this.persistRoute(route);
-    this.events.emit({ kind: 'route', model: spec.model, message: `route of ${spec.model} → revision ${route.revision}: ${describeWeights(route)}`, data: routeToSpec(route) });
+    this.events.emit({
+      kind: 'route',
+      model: spec.model,
+      message: `route of ${spec.model} → revision ${route.revision}: ${describeWeights(route)}`,
+      data: routeToSpec(route),
+    });
     return { route, switchMs };
   }
 
@@ -140,7 +158,9 @@ export class ControlPlane {
       const versions = await this.registry.list(m.name);
       const stored = (await this.store.getRoute(m.name)) as StoredRouteSpec | undefined;
       const first = stored === undefined;
-      const spec: RouteSpec = first ? { model: m.name, weights: m.route.weights, overrides: m.route.overrides, stickySalt: m.route.stickySalt, shadow: m.route.shadow } : storedToSpec(stored);
+      const spec: RouteSpec = first
+        ? { model: m.name, weights: m.route.weights, overrides: m.route.overrides, stickySalt: m.route.stickySalt, shadow: m.route.shadow }
+        : storedToSpec(stored);
       this.dp.addModel({
         model: m.name,
         versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })),
@@ -149,7 +169,13 @@ export class ControlPlane {
       });
       // loading interrupted by a crash cannot be trusted: mark failed (the operator redeploys)
       for (const v of versions.filter((x) => x.status === 'loading')) {
-        await this.registry.transition(m.name, v.id, 'failed', { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } }, { actor: 'controller' });
+        await this.registry.transition(
+          m.name,
+          v.id,
+          'failed',
+          { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } },
+          { actor: 'controller' },
+        );
       }
       const needed = new Set<string>();
       for (const v of await this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
@@ -172,7 +198,8 @@ export class ControlPlane {
         await this.persistRoute(route);
         const stable = route.stable;
         const sv = await this.registry.get(m.name, stable);
-        if (sv.status === 'ready' || sv.status === 'standby') await this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
+        if (sv.status === 'ready' || sv.status === 'standby')
+          await this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
       } else {
         this.dp.restoreRoute(spec, stored.revision);
       }
@@ -190,12 +217,20 @@ export class ControlPlane {
     try {
       const started = await this.workers.startVersion(v, onProgress);
       const patch = { loadTimeMs: started.loadTimeMs, gpus: started.gpus };
-      const out = transition ? await this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name }) : await this.registry.update(v.model, v.id, patch);
-      this.events.emit({ kind: 'version_ready', model: v.model, version: v.id, message: `${v.model}/${v.id} ready in ${Math.round(started.loadTimeMs)} ms on ${started.workers.length} worker(s)` });
+      const out = transition
+        ? await this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name })
+        : await this.registry.update(v.model, v.id, patch);
+      this.events.emit({
+        kind: 'version_ready',
+        model: v.model,
+        version: v.id,
+        message: `${v.model}/${v.id} ready in ${Math.round(started.loadTimeMs)} ms on ${started.workers.length} worker(s)`,
+      });
       return out;
     } catch (err) {
       const e = err instanceof GlidepathError ? err : toGlidepathError(err);
-      if (transition) await this.registry.transition(v.model, v.id, 'failed', { failure: { code: e.code, message: (err as Error).message } }, { actor: actor.name });
+      if (transition)
+        await this.registry.transition(v.model, v.id, 'failed', { failure: { code: e.code, message: (err as Error).message } }, { actor: actor.name });
       this.events.emit({ kind: 'version_failed', model: v.model, version: v.id, message: `${v.model}/${v.id} failed to load: ${(err as Error).message}` });
       throw err;
     }

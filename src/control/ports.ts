@@ -78,7 +78,12 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
 
 /** Rollout records as the store keeps them ↔ validated states of one discriminated union. */
 export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): RolloutsPort {
-  const read = (rec: RolloutRecord): StoredRollout => ({ state: parseRolloutState(rec.state, rec), revision: rec.revision, createdAt: rec.createdAt, updatedAt: rec.updatedAt });
+  const read = (rec: RolloutRecord): StoredRollout => ({
+    state: parseRolloutState(rec.state, rec),
+    revision: rec.revision,
+    createdAt: rec.createdAt,
+    updatedAt: rec.updatedAt,
+  });
   /** Rows of one kind, newest first, read (and validated) only once their kind matches. */
   const ofKind = async <K extends RolloutKind>(model: string, kind: K, limit: number): Promise<StoredRollout<StateOfKind<K>>[]> => {
     const out: StoredRollout<StateOfKind<K>>[] = [];
@@ -92,7 +97,8 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
     return out;
   };
   return {
-    create: async (state) => (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
+    create: async (state) =>
+      (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
     save: async (state, revision) =>
       (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision)).revision,
     get: async (id) => {

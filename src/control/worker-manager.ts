@@ -51,7 +51,14 @@ export class WorkerManager {
     const groups =
       v.provider.kind === 'static'
         ? Array.from({ length: replicas }, () => [] as string[])
-        : await this.inventory.take(replicas, v.tp, v.gpuMemoryGb / v.tp, `${v.model}/${v.id}`, (i) => ({ model: v.model, versionId: v.id, workerId: workerId(v, i) }), Date.now());
+        : await this.inventory.take(
+            replicas,
+            v.tp,
+            v.gpuMemoryGb / v.tp,
+            `${v.model}/${v.id}`,
+            (i) => ({ model: v.model, versionId: v.id, workerId: workerId(v, i) }),
+            Date.now(),
+          );
     const started: WorkerHandle[] = [];
     this.dp.addVersion(v.model, v.id, v.cardChecksum);
     try {
@@ -62,7 +69,7 @@ export class WorkerManager {
       );
       for (const r of results) if (r.status === 'fulfilled') started.push(r.value);
       const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw (failed).reason;
+      if (failed) throw failed.reason;
       for (const h of started) {
         onProgress?.(`${h.id}: warming up (${v.warmup.requests} request(s) × ${v.warmup.maxTokens} tokens)`);
         await warmUp(h.url, v);
@@ -105,17 +112,35 @@ export class WorkerManager {
       } catch {
         // version already removed
       }
-      this.events.emit({ kind: 'worker_exited', model: v.model, version: v.id, message: `worker ${h.id} exited unexpectedly (code ${String(e.code)}, signal ${String(e.signal)})`, data: e });
+      this.events.emit({
+        kind: 'worker_exited',
+        model: v.model,
+        version: v.id,
+        message: `worker ${h.id} exited unexpectedly (code ${String(e.code)}, signal ${String(e.signal)})`,
+        data: e,
+      });
       await this.store
         .upsertWorker({ ...rec, state: 'exited', updatedAt: Date.now(), info: { ...rec.info, exitCode: e.code, signal: e.signal } })
-        .catch((err: unknown) => this.events.emit({ kind: 'store_error', model: v.model, version: v.id, message: `worker ${h.id}: recording its exit failed: ${(err as Error).message}`, data: {} }));
+        .catch((err: unknown) =>
+          this.events.emit({
+            kind: 'store_error',
+            model: v.model,
+            version: v.id,
+            message: `worker ${h.id}: recording its exit failed: ${(err as Error).message}`,
+            data: {},
+          }),
+        );
     });
   }
 
   /** Push the current live workers of a version to the data plane (one list swap). */
   publish(model: string, version: string): void {
     const hs = this.of(model, version).sort((a, b) => (a.id < b.id ? -1 : 1));
-    this.dp.setWorkers(model, version, hs.map((h) => ({ id: h.id, url: h.url })));
+    this.dp.setWorkers(
+      model,
+      version,
+      hs.map((h) => ({ id: h.id, url: h.url })),
+    );
     for (const h of hs) if (this.sleeping.has(h.id)) this.dp.setWorkerRoutable(model, version, h.id, false);
   }
 
@@ -138,7 +163,13 @@ export class WorkerManager {
         const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
         if (r.state === 'sleeping') this.sleeping.set(h.id, level);
         const fresh = await this.store.getWorker(h.id);
-        if (fresh) await this.store.upsertWorker({ ...fresh, state: r.state === 'sleeping' ? 'sleeping' : fresh.state, startedAt: r.startedAt, info: { ...r.info, ...fresh.info } });
+        if (fresh)
+          await this.store.upsertWorker({
+            ...fresh,
+            state: r.state === 'sleeping' ? 'sleeping' : fresh.state,
+            startedAt: r.startedAt,
+            info: { ...r.info, ...fresh.info },
+          });
         n++;
       } else {
         await this.store.deleteWorker(r.id);
@@ -223,7 +254,14 @@ export class WorkerManager {
       [...byVersion].map(async (k) => {
         const [m, v] = k.split('\u0000') as [string, string];
         for (const h of this.of(m, v)) this.stopping.add(h.id);
-        await Promise.all(this.of(m, v).map((h) => this.providers.for(h.provider as 'sim').stop(h, graceMs).catch(() => undefined)));
+        await Promise.all(
+          this.of(m, v).map((h) =>
+            this.providers
+              .for(h.provider as 'sim')
+              .stop(h, graceMs)
+              .catch(() => undefined),
+          ),
+        );
       }),
     );
   }
@@ -254,6 +292,7 @@ async function warmUp(url: string, v: VersionConfig): Promise<void> {
       throw new UnavailableError('warmup_failed', `warm-up request ${i + 1} to ${url} failed: ${(err as Error).message}`);
     }
     const text = await res.body.text();
-    if (res.statusCode !== 200) throw new UnavailableError('warmup_failed', `warm-up request ${i + 1} to ${url} answered ${res.statusCode}: ${text.slice(0, 200)}`);
+    if (res.statusCode !== 200)
+      throw new UnavailableError('warmup_failed', `warm-up request ${i + 1} to ${url} answered ${res.statusCode}: ${text.slice(0, 200)}`);
   }
 }

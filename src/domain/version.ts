@@ -6,15 +6,7 @@ import type { VersionConfig } from './spec.js';
 
 export type VersionStatus = 'registered' | 'loading' | 'ready' | 'active' | 'standby' | 'retired' | 'failed';
 
-export const VERSION_STATUSES: readonly VersionStatus[] = [
-  'registered',
-  'loading',
-  'ready',
-  'active',
-  'standby',
-  'retired',
-  'failed',
-];
+export const VERSION_STATUSES: readonly VersionStatus[] = ['registered', 'loading', 'ready', 'active', 'standby', 'retired', 'failed'];
 
 /**
  * Every legal status change, and why it exists. Anything not listed is refused with
@@ -148,15 +140,8 @@ export function isLoaded(v: { status: string }): boolean {
  * served as active before (otherwise it is a forward move, not a rollback), not be blocked, and not
  * be known unhealthy.
  */
-export function rollbackEligible(
-  v: Pick<Version, 'status' | 'activatedAt' | 'rollbackBlockedReason' | 'health'>,
-): boolean {
-  return (
-    v.status === 'standby' &&
-    v.activatedAt !== undefined &&
-    v.rollbackBlockedReason === undefined &&
-    v.health.state !== 'unhealthy'
-  );
+export function rollbackEligible(v: Pick<Version, 'status' | 'activatedAt' | 'rollbackBlockedReason' | 'health'>): boolean {
+  return v.status === 'standby' && v.activatedAt !== undefined && v.rollbackBlockedReason === undefined && v.health.state !== 'unhealthy';
 }
 
 /** Seed 001's warmup_tokens: requests × max tokens. */
@@ -247,8 +232,7 @@ export function transition(v: Version, to: VersionStatus, now: number, patch: Ve
     const legal = TRANSITIONS[from];
     throw new VersionRuleError(
       'illegal_transition',
-      `version ${v.model}/${v.id}: illegal transition ${from} → ${to}` +
-        (legal.length ? ` (from ${from} only ${legal.join(', ')})` : ''),
+      `version ${v.model}/${v.id}: illegal transition ${from} → ${to}` + (legal.length ? ` (from ${from} only ${legal.join(', ')})` : ''),
       from,
       to,
     );

@@ -144,7 +144,11 @@ export class WeightCache {
   use(model: string, version: string): string {
     const idx = this.readIndex();
     const e = idx.entries.find((x) => x.model === model && x.version === version);
-    if (!e || !existsSync(e.path)) throw new NotFoundError('cache_miss', `version ${model}/${version} is not in the weight cache (${this.dir}); run \`glidepath cache download --version ${version}\``);
+    if (!e || !existsSync(e.path))
+      throw new NotFoundError(
+        'cache_miss',
+        `version ${model}/${version} is not in the weight cache (${this.dir}); run \`glidepath cache download --version ${version}\``,
+      );
     e.lastUsedAt = this.now();
     this.writeIndex(idx);
     return e.path;
@@ -164,7 +168,9 @@ export class WeightCache {
   }
 
   /** Evict least-recently-used versions beyond max_versions, never protected ones. */
-  evict(extraProtected: ReadonlyArray<{ model: string; version: string }> = []): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
+  evict(
+    extraProtected: ReadonlyArray<{ model: string; version: string }> = [],
+  ): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
     return this.evictNow(extraProtected);
   }
 
@@ -189,7 +195,20 @@ export class WeightCache {
       this.touch(v.model, v.id);
       const ev = await this.evictNow([{ model: v.model, version: v.id }]);
       if (expected === undefined) notes.push(`version has no weight_hash: ${have.hash} was recorded, not verified`);
-      return { model: v.model, version: v.id, path: have.path, source, bytes: have.bytes, durationMs: performance.now() - t0, hash: have.hash, verified: expected !== undefined, expectedHash: v.weightHash, alreadyCached: true, ...ev, notes: [...notes, ...protectNotes(ev.keptProtected, this.maxVersions)] };
+      return {
+        model: v.model,
+        version: v.id,
+        path: have.path,
+        source,
+        bytes: have.bytes,
+        durationMs: performance.now() - t0,
+        hash: have.hash,
+        verified: expected !== undefined,
+        expectedHash: v.weightHash,
+        alreadyCached: true,
+        ...ev,
+        notes: [...notes, ...protectNotes(ev.keptProtected, this.maxVersions)],
+      };
     }
 
     const modelDir = path.dirname(dest);
@@ -202,9 +221,13 @@ export class WeightCache {
     try {
       hex = src.kind === 'http' ? await fetchHttp(src.url, tmp, budget, signal, what, this) : await copyLocal(src.path, tmp, budget, signal, what);
       if (expected !== undefined && hex !== expected) {
-        throw new UnprocessableError('weight_hash_mismatch', `${what}: weights from ${source} have sha256:${hex} but the version's weight_hash is sha256:${expected}; the copy was removed`, {
-          details: { expected: `sha256:${expected}`, actual: `sha256:${hex}` },
-        });
+        throw new UnprocessableError(
+          'weight_hash_mismatch',
+          `${what}: weights from ${source} have sha256:${hex} but the version's weight_hash is sha256:${expected}; the copy was removed`,
+          {
+            details: { expected: `sha256:${expected}`, actual: `sha256:${hex}` },
+          },
+        );
       }
       // atomic publish: the version's directory appears complete or not at all
       if (existsSync(dest)) {
@@ -217,11 +240,22 @@ export class WeightCache {
       }
     } catch (err) {
       await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
-      if (signal.aborted && !(err instanceof GlidepathError)) throw new GatewayTimeoutError('download_timeout', `${what}: copying weights from ${source} took longer than ${this.timeoutMs} ms`);
+      if (signal.aborted && !(err instanceof GlidepathError))
+        throw new GatewayTimeoutError('download_timeout', `${what}: copying weights from ${source} took longer than ${this.timeoutMs} ms`);
       throw err;
     }
     const now = this.now();
-    const entry: CacheEntry = { model: v.model, version: v.id, path: dest, bytes: budget.used, hash: `sha256:${hex}`, verified: expected !== undefined, source, downloadedAt: now, lastUsedAt: now };
+    const entry: CacheEntry = {
+      model: v.model,
+      version: v.id,
+      path: dest,
+      bytes: budget.used,
+      hash: `sha256:${hex}`,
+      verified: expected !== undefined,
+      source,
+      downloadedAt: now,
+      lastUsedAt: now,
+    };
     const idx = this.readIndex();
     idx.entries = [...idx.entries.filter((e) => !(e.model === v.model && e.version === v.id)), entry];
     this.writeIndex(idx);
@@ -251,7 +285,9 @@ export class WeightCache {
     this.writeIndex(idx);
   }
 
-  private async evictNow(extra: ReadonlyArray<{ model: string; version: string }>): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
+  private async evictNow(
+    extra: ReadonlyArray<{ model: string; version: string }>,
+  ): Promise<{ evicted: EvictedVersion[]; keptProtected: Array<{ model: string; version: string }> }> {
     const prot = new Set<string>();
     for (const p of await this.protect()) prot.add(key(p.model, p.version));
     for (const p of extra) prot.add(key(p.model, p.version));
@@ -271,7 +307,8 @@ export class WeightCache {
       idx.entries = idx.entries.filter((e) => !gone.has(key(e.model, e.version)));
       this.writeIndex(idx);
     }
-    const keptProtected = count > this.maxVersions ? entries.filter((e) => prot.has(key(e.model, e.version))).map((e) => ({ model: e.model, version: e.version })) : [];
+    const keptProtected =
+      count > this.maxVersions ? entries.filter((e) => prot.has(key(e.model, e.version))).map((e) => ({ model: e.model, version: e.version })) : [];
     return { evicted, keptProtected };
   }
 
@@ -305,7 +342,9 @@ export class WeightCache {
 
 function protectNotes(kept: ReadonlyArray<{ model: string; version: string }>, max: number): string[] {
   if (kept.length === 0) return [];
-  return [`only protected versions remain beyond max_versions ${max}: kept ${kept.map((k) => `${k.model}/${k.version}`).join(', ')} (active, standby or just downloaded)`];
+  return [
+    `only protected versions remain beyond max_versions ${max}: kept ${kept.map((k) => `${k.model}/${k.version}`).join(', ')} (active, standby or just downloaded)`,
+  ];
 }
 
 /**
@@ -339,7 +378,13 @@ export function controlPlaneCache(
 }
 
 /** `cache download`: audited, for the admin API. */
-export async function cacheDownload(cp: CacheHost, model: string, versionId: string, actor: { name: string }, opts: { force?: boolean } = {}): Promise<CacheResult> {
+export async function cacheDownload(
+  cp: CacheHost,
+  model: string,
+  versionId: string,
+  actor: { name: string },
+  opts: { force?: boolean } = {},
+): Promise<CacheResult> {
   return cp.audited(actor, 'cache_download', `${model}/${versionId}`, { model, version: versionId, ...opts }, async () => {
     const v = await cp.version(model, versionId);
     const r = await cp.weightCache.download(v, opts);

@@ -27,7 +27,10 @@ export interface FetchTimeouts {
 
 /** `sha256:<hex>` / bare hex → lowercase hex, or an error message. */
 export function parseWeightHash(h: string): string | { error: string } {
-  const hex = h.trim().toLowerCase().replace(/^sha256:/, '');
+  const hex = h
+    .trim()
+    .toLowerCase()
+    .replace(/^sha256:/, '');
   if (!/^[0-9a-f]{64}$/.test(hex)) return { error: `weight_hash ${JSON.stringify(h)} is not a SHA-256 (expected sha256:<64 hex digits> or 64 hex digits)` };
   return hex;
 }
@@ -161,7 +164,15 @@ export async function fetchHttp(url: string, tmp: string, budget: Budget, signal
   }
 }
 
-async function fetchWith(dispatcher: Dispatcher, url: string, tmp: string, budget: Budget, signal: AbortSignal, what: string, t: FetchTimeouts): Promise<string> {
+async function fetchWith(
+  dispatcher: Dispatcher,
+  url: string,
+  tmp: string,
+  budget: Budget,
+  signal: AbortSignal,
+  what: string,
+  t: FetchTimeouts,
+): Promise<string> {
   const safe = redactSource(url);
   let res: Dispatcher.ResponseData;
   try {
@@ -169,7 +180,8 @@ async function fetchWith(dispatcher: Dispatcher, url: string, tmp: string, budge
   } catch (err) {
     if (signal.aborted) throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} did not answer within ${t.timeoutMs} ms`);
     const e = err as Error & { code?: string };
-    if (e.code === 'UND_ERR_HEADERS_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} sent no headers within ${t.idleTimeoutMs} ms`);
+    if (e.code === 'UND_ERR_HEADERS_TIMEOUT')
+      throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} sent no headers within ${t.idleTimeoutMs} ms`);
     throw new UpstreamError('download_failed', `${what}: GET ${safe} failed: ${e.message}`);
   }
   const body: Readable = res.body;
@@ -189,10 +201,12 @@ async function fetchWith(dispatcher: Dispatcher, url: string, tmp: string, budge
   } catch (err) {
     if (err instanceof GlidepathError) throw err;
     const e = err as Error & { code?: string };
-    if (e.code === 'UND_ERR_BODY_TIMEOUT') throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} went silent for ${t.idleTimeoutMs} ms after ${meter.bytes} bytes`);
+    if (e.code === 'UND_ERR_BODY_TIMEOUT')
+      throw new GatewayTimeoutError('download_timeout', `${what}: ${safe} went silent for ${t.idleTimeoutMs} ms after ${meter.bytes} bytes`);
     if (signal.aborted) throw err;
     throw new UpstreamError('download_failed', `${what}: reading ${safe} failed after ${meter.bytes} bytes: ${e.message}`);
   }
-  if (Number.isFinite(len) && meter.bytes !== len) throw new UpstreamError('download_truncated', `${what}: ${safe} announced ${len} bytes but sent ${meter.bytes}`);
+  if (Number.isFinite(len) && meter.bytes !== len)
+    throw new UpstreamError('download_truncated', `${what}: ${safe} announced ${len} bytes but sent ${meter.bytes}`);
   return meter.hash.digest('hex');
 }

@@ -142,7 +142,10 @@ export class DataPlane {
         u = undefined;
       }
       if (u === undefined || (u.protocol !== 'http:' && u.protocol !== 'https:')) {
-        throw new BadRequestError('invalid_worker', `${model}/${version}: worker ${s.id} has URL ${JSON.stringify(s.url)}; expected http(s)://HOST:PORT[/prefix]`);
+        throw new BadRequestError(
+          'invalid_worker',
+          `${model}/${version}: worker ${s.id} has URL ${JSON.stringify(s.url)}; expected http(s)://HOST:PORT[/prefix]`,
+        );
       }
     }
     const old = new Map(pool.workers.map((w) => [w.id, w]));

@@ -153,11 +153,29 @@ export interface RefusalAnswer {
 export function refusalAnswer(why: Refusal, s: ListenerLimits, addr: string, retryAfterS: number = DEFAULTS.limits.retryAfterS): RefusalAnswer {
   switch (why) {
     case 'capacity':
-      return { why, status: 503, code: 'server_overloaded', message: `the server is at its limit of ${s.maxConnections} client connections; retry shortly`, retryAfterS };
+      return {
+        why,
+        status: 503,
+        code: 'server_overloaded',
+        message: `the server is at its limit of ${s.maxConnections} client connections; retry shortly`,
+        retryAfterS,
+      };
     case 'client_connections':
-      return { why, status: 429, code: 'too_many_connections', message: `too many connections from ${addr || 'this address'}: at most ${s.perClientConnections} at once`, retryAfterS };
+      return {
+        why,
+        status: 429,
+        code: 'too_many_connections',
+        message: `too many connections from ${addr || 'this address'}: at most ${s.perClientConnections} at once`,
+        retryAfterS,
+      };
     default:
-      return { why, status: 429, code: 'rate_limited', message: `too many requests from ${addr || 'this address'}: at most ${s.perClientRps} per second (burst ${s.perClientBurst})`, retryAfterS };
+      return {
+        why,
+        status: 429,
+        code: 'rate_limited',
+        message: `too many requests from ${addr || 'this address'}: at most ${s.perClientRps} per second (burst ${s.perClientBurst})`,
+        retryAfterS,
+      };
   }
 }
 
@@ -165,7 +183,14 @@ export function refusalAnswer(why: Refusal, s: ListenerLimits, addr: string, ret
  * A request the listener refuses (undefined: serve it). Past the ceiling a connection is taken for
  * probe paths only (GET or HEAD of `probePaths`); a client over its request rate is refused.
  */
-export function requestRefusal(limits: ClientLimits, probePaths: ReadonlySet<string> | null, probeOnly: boolean, addr: string, method: string, url: string): RefusalAnswer | undefined {
+export function requestRefusal(
+  limits: ClientLimits,
+  probePaths: ReadonlySet<string> | null,
+  probeOnly: boolean,
+  addr: string,
+  method: string,
+  url: string,
+): RefusalAnswer | undefined {
   if (probeOnly) {
     const q = url.indexOf('?');
     const probe = (method === 'GET' || method === 'HEAD') && probePaths !== null && probePaths.has(q === -1 ? url : url.slice(0, q));

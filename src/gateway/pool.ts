@@ -62,7 +62,12 @@ export class Worker implements Pickable {
   streamHeaders(contentType: string): Readonly<Record<string, string>> {
     let h = this.streamHeads.get(contentType);
     if (h === undefined) {
-      h = Object.freeze({ 'content-type': contentType, 'cache-control': 'no-cache', 'x-glidepath-version': this.headers.version, 'x-glidepath-worker': this.headers.worker });
+      h = Object.freeze({
+        'content-type': contentType,
+        'cache-control': 'no-cache',
+        'x-glidepath-version': this.headers.version,
+        'x-glidepath-worker': this.headers.worker,
+      });
       // bounded: a worker that varies its content type gets fresh objects past a few
       if (this.streamHeads.size < 8) this.streamHeads.set(contentType, h);
     }

@@ -122,7 +122,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     const now = Date.now();
     const w = this.ctx.picker.pick(this.pool.workers, now, this.tried);
     if (w === undefined) {
-      const err = this.lastError ?? new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS });
+      const err =
+        this.lastError ??
+        new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, {
+          retryAfterS: DEFAULTS.gateway.retryAfterS,
+        });
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
       this.fail(err);
       return;
@@ -361,7 +365,10 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       const ms = w.eject(Date.now(), this.ctx.cfg.ejectBaseMs, this.ctx.cfg.ejectMaxMs);
       this.ctx.metrics.ejections.labels(this.pool.model, this.pool.version, w.id).inc();
       // connected, then closed before a response head: the worker took the request and dropped it (crashed, stopped), it did not refuse a connection
-      const what = err instanceof ConnectError ? `could not connect to worker ${w.id} (${code})` : `worker ${w.id} dropped the request: it closed the connection before answering (${code})`;
+      const what =
+        err instanceof ConnectError
+          ? `could not connect to worker ${w.id} (${code})`
+          : `worker ${w.id} dropped the request: it closed the connection before answering (${code})`;
       this.retryOrFail(new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`));
       return;
     }
@@ -496,7 +503,16 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     });
     if (this.capture !== undefined && status === 200 && errorCode === undefined) {
       const body = Buffer.concat(this.capture).toString('utf8');
-      deliver(this.tap, { model: this.pool.model, version: this.pool.version, pairId: this.pairId, shadow: false, request: this.req, status, body, latencyMs: latency });
+      deliver(this.tap, {
+        model: this.pool.model,
+        version: this.pool.version,
+        pairId: this.pairId,
+        shadow: false,
+        request: this.req,
+        status,
+        body,
+        latencyMs: latency,
+      });
     }
     this.capture = undefined;
   }

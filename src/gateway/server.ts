@@ -82,7 +82,11 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
   metrics.trackConnections(listener, () => limits.open, max);
   const log = telemetry.log;
   // one throttle per reason: a flood of one kind must not hide the first line of another
-  const warnings: Record<Refusal, ThrottledWarning> = { capacity: new ThrottledWarning(log), client_connections: new ThrottledWarning(log), client_rate: new ThrottledWarning(log) };
+  const warnings: Record<Refusal, ThrottledWarning> = {
+    capacity: new ThrottledWarning(log),
+    client_connections: new ThrottledWarning(log),
+    client_rate: new ThrottledWarning(log),
+  };
   const acceptWarning = new ThrottledWarning(log);
   if (listener === 'data') log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
   return {
@@ -90,7 +94,10 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
     refused(reason, addr) {
       metrics.clientRefused.labels(listener, reason).inc();
       if (reason === 'capacity') {
-        warnings.capacity.warn({ listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null }, `${listener} listener at its ceiling of ${max} client connections: new connections get 503`);
+        warnings.capacity.warn(
+          { listener, reason, open: limits.open, maxConnections: max, fdLimit: fdLimit ?? null },
+          `${listener} listener at its ceiling of ${max} client connections: new connections get 503`,
+        );
       } else {
         warnings[reason].warn({ listener, reason, client: addr }, `${listener} listener: client ${addr} over its per-client limit (429)`);
       }
@@ -99,7 +106,10 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
       server.on('error', (err: NodeJS.ErrnoException) => {
         if (!server.listening) return; // listen's own failure: startListening reports it
         // after listen() succeeded, 'error' is an accept failure (EMFILE, ENFILE…): the listener keeps going
-        acceptWarning.warn({ listener, code: err.code ?? null, syscall: err.syscall ?? null, open: limits.open, fdLimit: fdLimit ?? null }, `${listener} listener could not accept a connection: ${err.message}`);
+        acceptWarning.warn(
+          { listener, code: err.code ?? null, syscall: err.syscall ?? null, open: limits.open, fdLimit: fdLimit ?? null },
+          `${listener} listener could not accept a connection: ${err.message}`,
+        );
       });
     },
   };
@@ -144,8 +154,16 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
           );
           return;
         case '/v1/models': {
-          const data: Record<string, unknown>[] = [...dp.models.keys()].map((id) => ({ id, object: 'model', created, owned_by: 'glidepath', root: id, parent: null }));
-          for (const m of opts.extraModels?.() ?? []) data.push({ id: m.id, object: 'model', created, owned_by: 'glidepath', root: m.id, parent: m.parent ?? null });
+          const data: Record<string, unknown>[] = [...dp.models.keys()].map((id) => ({
+            id,
+            object: 'model',
+            created,
+            owned_by: 'glidepath',
+            root: id,
+            parent: null,
+          }));
+          for (const m of opts.extraModels?.() ?? [])
+            data.push({ id: m.id, object: 'model', created, owned_by: 'glidepath', root: m.id, parent: m.parent ?? null });
           sendJson(res, 200, { object: 'list', data });
           return;
         }

@@ -17,7 +17,16 @@ import type { FailedRequest } from './upstream-failure.js';
  * Mirror `req` to a worker of `pool`. `startedAt`/`at` are the client request's arrival, so the
  * shadow's latencies include the same gateway time as the client's and the two compare fairly.
  */
-export function mirror(ctx: ProxyContext, pool: VersionPool, req: ParsedRequest, path: string, tap: ResponseTap | undefined, pairId: number | undefined, startedAt: number, at: number): void {
+export function mirror(
+  ctx: ProxyContext,
+  pool: VersionPool,
+  req: ParsedRequest,
+  path: string,
+  tap: ResponseTap | undefined,
+  pairId: number | undefined,
+  startedAt: number,
+  at: number,
+): void {
   const w = ctx.picker.pick(pool.workers, Date.now());
   if (w === undefined) return;
   const s = new ShadowRequest(ctx, pool, w, req, path, tap, pairId, startedAt, at);

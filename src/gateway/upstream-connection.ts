@@ -129,7 +129,7 @@ export class Connection {
     const o = pool.target;
     if (o.tls) {
       this.socket = tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] });
-      } else {
+    } else {
       // reads land in one shared buffer and come straight here, past the stream machinery (a read
       // per token on paced streams); handlers get views of it, valid until the next read (they copy
       // what they keep: the client frame, the SSE meter's text, a buffered answer)
@@ -146,7 +146,10 @@ export class Connection {
       });
     }
     this.socket.setNoDelay(true);
-    this.connectTimer = setTimeout(() => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${pool.origin} timed out after ${pool.opts.connectTimeoutMs} ms`)), pool.opts.connectTimeoutMs);
+    this.connectTimer = setTimeout(
+      () => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${pool.origin} timed out after ${pool.opts.connectTimeoutMs} ms`)),
+      pool.opts.connectTimeoutMs,
+    );
     this.socket.once(o.tls ? 'secureConnect' : 'connect', () => {
       clearTimeout(this.connectTimer);
       this.connectTimer = undefined;

@@ -30,11 +30,18 @@ export function abortError(kind: AbortKind, f: FailedRequest): GlidepathError {
   const { cfg, workerId } = f;
   switch (kind) {
     case 'first_token_timeout':
-      return new GatewayTimeoutError('upstream_timeout', f.stream ? `worker ${workerId} sent no token within ${cfg.firstTokenTimeoutMs} ms` : `worker ${workerId} did not answer within ${cfg.requestTimeoutMs} ms`);
+      return new GatewayTimeoutError(
+        'upstream_timeout',
+        f.stream
+          ? `worker ${workerId} sent no token within ${cfg.firstTokenTimeoutMs} ms`
+          : `worker ${workerId} did not answer within ${cfg.requestTimeoutMs} ms`,
+      );
     case 'idle_timeout':
       return new GatewayTimeoutError('upstream_idle_timeout', `worker ${workerId} went silent for ${cfg.idleTimeoutMs} ms mid-response`);
     case 'drain':
-      return new UnavailableError('drain_aborted', `version ${f.version} was drained and the drain timed out before this request finished`, { retryAfterS: DEFAULTS.gateway.retryAfterS });
+      return new UnavailableError('drain_aborted', `version ${f.version} was drained and the drain timed out before this request finished`, {
+        retryAfterS: DEFAULTS.gateway.retryAfterS,
+      });
     case 'client':
       return new UpstreamError('client_closed', 'client closed the connection');
     case 'send_timeout':
@@ -53,14 +60,24 @@ export function queueError(err: WorkerQueueError, f: FailedRequest): Unavailable
       { retryAfterS },
     );
   }
-  return new UnavailableError('worker_queue_timeout', `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${workerId} of ${model} version ${version} (queue_timeout_ms); it is saturated`, { retryAfterS });
+  return new UnavailableError(
+    'worker_queue_timeout',
+    `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${workerId} of ${model} version ${version} (queue_timeout_ms); it is saturated`,
+    { retryAfterS },
+  );
 }
 
 /**
  * The gateway itself ran out of descriptors, ports or memory connecting to a worker: 503, not the
  * worker's fault and not retried elsewhere (the next connect would fail alike). Counted and reported.
  */
-export function localResourceError(err: LocalResourceError, f: FailedRequest, metrics: GatewayMetrics, report: LocalResourceReporter | undefined, what = 'a connection'): UnavailableError {
+export function localResourceError(
+  err: LocalResourceError,
+  f: FailedRequest,
+  metrics: GatewayMetrics,
+  report: LocalResourceReporter | undefined,
+  what = 'a connection',
+): UnavailableError {
   metrics.localResourceErrors.labels(err.code).inc();
   const e = new UnavailableError(
     'local_resources_exhausted',

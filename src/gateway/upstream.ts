@@ -52,7 +52,10 @@ export class UpstreamPool implements ConnectionPool {
   private head(path: string, accept: string): Buffer {
     const target = this.pathPrefix + path;
     if (!/^\/[\x21-\x7e]*$/.test(target)) throw new Error(`bad request path ${JSON.stringify(target)}`);
-    return Buffer.from(`POST ${target} HTTP/1.1\r\nhost: ${this.target.hostHeader}\r\ncontent-type: application/json\r\naccept: ${accept}\r\ncontent-length: `, 'latin1');
+    return Buffer.from(
+      `POST ${target} HTTP/1.1\r\nhost: ${this.target.hostHeader}\r\ncontent-type: application/json\r\naccept: ${accept}\r\ncontent-length: `,
+      'latin1',
+    );
   }
 
   /** Connections open now (busy or idle). */
@@ -102,7 +105,10 @@ export class UpstreamPool implements ConnectionPool {
     }
     if (this.queue.length - this.qHead >= this.opts.queueMax) {
       ex.ended = true;
-      ex.handler.onResponseError(ex, new WorkerQueueError('full', 0, `all ${this.opts.connections} connections to ${this.origin} are busy and ${this.opts.queueMax} requests wait for one`));
+      ex.handler.onResponseError(
+        ex,
+        new WorkerQueueError('full', 0, `all ${this.opts.connections} connections to ${this.origin} are busy and ${this.opts.queueMax} requests wait for one`),
+      );
       return;
     }
     ex.queued = true;
@@ -157,7 +163,10 @@ export class UpstreamPool implements ConnectionPool {
       }
       this.dequeue();
       ex.ended = true;
-      ex.handler.onResponseError(ex, new WorkerQueueError('timeout', waited, `waited ${Math.round(waited)} ms for one of the ${this.opts.connections} connections to ${this.origin}`));
+      ex.handler.onResponseError(
+        ex,
+        new WorkerQueueError('timeout', waited, `waited ${Math.round(waited)} ms for one of the ${this.opts.connections} connections to ${this.origin}`),
+      );
     }
   };
 

@@ -65,7 +65,8 @@ export function jsonDepth(raw: Buffer, limit: number): number {
   for (let i = 0; i < raw.length; i++) {
     const c = raw[i] as number;
     if (inString) {
-      if (c === 92) i++; // backslash: skip the escaped byte
+      if (c === 92)
+        i++; // backslash: skip the escaped byte
       else if (c === 34) inString = false;
     } else if (c === 34) inString = true;
     else if (c === 91 || c === 123) {

@@ -23,7 +23,10 @@ export function renderCommand(template: string, vars: Record<(typeof PLACEHOLDER
   return splitCommand(template).map((word) =>
     word.replace(/\{([a-z_]+)\}/g, (all, name: string) => {
       if (!(PLACEHOLDERS as readonly string[]).includes(name)) {
-        throw new BadRequestError('bad_command_template', `unknown placeholder ${all} in ${JSON.stringify(template)}; known: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')}`);
+        throw new BadRequestError(
+          'bad_command_template',
+          `unknown placeholder ${all} in ${JSON.stringify(template)}; known: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')}`,
+        );
       }
       return vars[name as (typeof PLACEHOLDERS)[number]];
     }),
@@ -49,10 +52,22 @@ export class ProcessProvider implements Provider {
     const p = v.provider;
     const port = await freePort();
     const host = '127.0.0.1';
-    const argv = renderCommand(p.command, { weights: v.weights, port: String(port), tp: String(v.tp), model: v.model, version: v.id, host, gpus: req.gpus.join(',') });
+    const argv = renderCommand(p.command, {
+      weights: v.weights,
+      port: String(port),
+      tp: String(v.tp),
+      model: v.model,
+      version: v.id,
+      host,
+      gpus: req.gpus.join(','),
+    });
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new BadRequestError('bad_command_template', `empty command for version ${v.id}`);
-    const child = spawnChild(cmd, args, { env: { ...process.env, ...p.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') }, workDir: req.workDir, name: req.workerId });
+    const child = spawnChild(cmd, args, {
+      env: { ...process.env, ...p.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
+      workDir: req.workDir,
+      name: req.workerId,
+    });
     const url = `http://${host}:${port}`;
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
@@ -62,7 +77,20 @@ export class ProcessProvider implements Provider {
       const msg = err instanceof Error ? err.message : String(err);
       throw new UnavailableError('worker_start_failed', `${msg}; log: ${child.logFile}`);
     }
-    const h: ProcHandle = { id: req.workerId, model: v.model, version: v.id, url, provider: this.kind, gpus: req.gpus, pid: child.pid, exited: child.exited, info: { logFile: child.logFile, port }, child, graceMs: p.gracePeriodMs, healthPath: p.healthPath };
+    const h: ProcHandle = {
+      id: req.workerId,
+      model: v.model,
+      version: v.id,
+      url,
+      provider: this.kind,
+      gpus: req.gpus,
+      pid: child.pid,
+      exited: child.exited,
+      info: { logFile: child.logFile, port },
+      child,
+      graceMs: p.gracePeriodMs,
+      healthPath: p.healthPath,
+    };
     return h;
   }
 
@@ -84,7 +112,21 @@ export class ProcessProvider implements Provider {
     const healthPath = p?.healthPath ?? '/health';
     const found = await adoptProcess(rec.pid, rec.url, healthPath);
     if (found === undefined) return undefined;
-    const h: ProcHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: found.pid, exited: found.adopted.exited, info: {}, child: undefined, graceMs: p?.gracePeriodMs ?? DEFAULTS.control.stopGraceMs, healthPath, adopted: found.adopted };
+    const h: ProcHandle = {
+      id: rec.id,
+      model: rec.version.model,
+      version: rec.version.id,
+      url: rec.url,
+      provider: this.kind,
+      gpus: rec.gpus,
+      pid: found.pid,
+      exited: found.adopted.exited,
+      info: {},
+      child: undefined,
+      graceMs: p?.gracePeriodMs ?? DEFAULTS.control.stopGraceMs,
+      healthPath,
+      adopted: found.adopted,
+    };
     return h;
   }
 }

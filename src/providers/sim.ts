@@ -76,7 +76,18 @@ export class SimProvider implements Provider {
         lastErr = err;
         continue; // most likely the port was taken in between: try another
       }
-      const h: SimHandle = { id: req.workerId, model: v.model, version: v.id, url, provider: this.kind, gpus: req.gpus, pid: child.pid, exited: child.exited, info: { logFile: child.logFile, port }, child };
+      const h: SimHandle = {
+        id: req.workerId,
+        model: v.model,
+        version: v.id,
+        url,
+        provider: this.kind,
+        gpus: req.gpus,
+        pid: child.pid,
+        exited: child.exited,
+        info: { logFile: child.logFile, port },
+        child,
+      };
       return h;
     }
     throw lastErr instanceof Error ? lastErr : new UnavailableError('worker_start_failed', `could not start a simulator for ${req.workerId}`);
@@ -97,7 +108,19 @@ export class SimProvider implements Provider {
   async adopt(rec: { id: string; version: VersionConfig; url: string; pid?: number | undefined; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
     const found = await adoptProcess(rec.pid, rec.url, '/health');
     if (found === undefined) return undefined;
-    const h: SimHandle = { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: found.pid, exited: found.adopted.exited, info: {}, child: undefined, adopted: found.adopted };
+    const h: SimHandle = {
+      id: rec.id,
+      model: rec.version.model,
+      version: rec.version.id,
+      url: rec.url,
+      provider: this.kind,
+      gpus: rec.gpus,
+      pid: found.pid,
+      exited: found.adopted.exited,
+      info: {},
+      child: undefined,
+      adopted: found.adopted,
+    };
     return h;
   }
 }

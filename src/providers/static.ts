@@ -15,7 +15,8 @@ export class StaticProvider implements Provider {
     if (v.provider.kind !== 'static') throw new UnavailableError('wrong_provider', `version ${v.id} is not a static version`);
     const idx = Number(req.workerId.split('/').pop() ?? '0');
     const url = v.provider.endpoints[idx];
-    if (url === undefined) throw new UnavailableError('no_endpoint', `version ${v.id} lists ${v.provider.endpoints.length} endpoint(s); worker ${idx} has none`);
+    if (url === undefined)
+      throw new UnavailableError('no_endpoint', `version ${v.id} lists ${v.provider.endpoints.length} endpoint(s); worker ${idx} has none`);
     const base = url.replace(/\/$/, '');
     await waitHealthy(base, '/health', DEFAULTS.providers.staticStartTimeoutMs, never);
     return { id: req.workerId, model: v.model, version: v.id, url: base, provider: this.kind, gpus: req.gpus, pid: undefined, exited: never, info: {} };
@@ -35,6 +36,16 @@ export class StaticProvider implements Provider {
 
   async adopt(rec: { id: string; version: { model: string; id: string }; url: string; gpus: readonly string[] }): Promise<WorkerHandle | undefined> {
     if (!(await answersHealth(rec.url, '/health'))) return undefined;
-    return { id: rec.id, model: rec.version.model, version: rec.version.id, url: rec.url, provider: this.kind, gpus: rec.gpus, pid: undefined, exited: never, info: {} };
+    return {
+      id: rec.id,
+      model: rec.version.model,
+      version: rec.version.id,
+      url: rec.url,
+      provider: this.kind,
+      gpus: rec.gpus,
+      pid: undefined,
+      exited: never,
+      info: {},
+    };
   }
 }

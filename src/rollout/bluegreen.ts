@@ -52,7 +52,14 @@ export interface RollbackResult {
 function routeTo(current: RouteSpec, model: string, active: string, keep: readonly string[]): RouteSpec {
   const weights: Record<string, number> = { [active]: 1 };
   for (const k of keep) if (k !== active) weights[k] = 0;
-  return { model, weights, stable: active, overrides: current.overrides, stickySalt: current.stickySalt, shadow: current.shadow && current.shadow.version !== active ? current.shadow : undefined };
+  return {
+    model,
+    weights,
+    stable: active,
+    overrides: current.overrides,
+    stickySalt: current.stickySalt,
+    shadow: current.shadow && current.shadow.version !== active ? current.shadow : undefined,
+  };
 }
 
 export interface RetireResult {
@@ -99,7 +106,11 @@ export class BlueGreen {
    * until blue has drained, so the two versions never serve at the same time. Blue becomes standby
    * (still loaded; asleep at level 1 with `standby: 'sleep'`).
    */
-  async swap(model: string, opts: { to?: string | undefined; mode?: SwapMode; drainTimeoutMs?: number | undefined; standby?: StandbyMode }, actor: Actor): Promise<SwapResult> {
+  async swap(
+    model: string,
+    opts: { to?: string | undefined; mode?: SwapMode; drainTimeoutMs?: number | undefined; standby?: StandbyMode },
+    actor: Actor,
+  ): Promise<SwapResult> {
     const p = this.ports;
     const mode = opts.mode ?? 'overlap';
     const standby = opts.standby ?? 'warm';
@@ -111,11 +122,19 @@ export class BlueGreen {
         if (opts.to !== undefined) {
           green = await p.versions.get(model, opts.to);
           if (green.status !== 'ready' && green.status !== 'standby') {
-            throw new ConflictError('not_ready', `version ${model}/${opts.to} is ${green.status}; only a ready (or standby) version can be swapped in — deploy it first`);
+            throw new ConflictError(
+              'not_ready',
+              `version ${model}/${opts.to} is ${green.status}; only a ready (or standby) version can be swapped in — deploy it first`,
+            );
           }
         } else {
-          if (ready.length === 0) throw new ConflictError('no_green', `model ${model} has no ready version to swap in; run \`glidepath deploy green --version V\` first`);
-          if (ready.length > 1) throw new BadRequestError('ambiguous_green', `model ${model} has ${ready.length} ready versions (${ready.map((v) => v.id).join(', ')}); say which with --to`);
+          if (ready.length === 0)
+            throw new ConflictError('no_green', `model ${model} has no ready version to swap in; run \`glidepath deploy green --version V\` first`);
+          if (ready.length > 1)
+            throw new BadRequestError(
+              'ambiguous_green',
+              `model ${model} has ${ready.length} ready versions (${ready.map((v) => v.id).join(', ')}); say which with --to`,
+            );
           green = ready[0] as Version;
         }
         const blue = await p.versions.active(model);
@@ -143,8 +162,23 @@ export class BlueGreen {
         }
         await p.versions.promote(model, green.id, { actor: actor.name, reason: `swap (${mode})` });
         if (blue && standby === 'sleep') await p.workers.sleep(model, blue.id, 1);
-        p.emit({ kind: 'swap', model, version: green.id, message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms` });
-        return { model, from: blue?.id, to: green.id, mode, switch_ms: switchMs, held_ms: heldMs, drain: drainReport(drain), standby, total_ms: performance.now() - t0 };
+        p.emit({
+          kind: 'swap',
+          model,
+          version: green.id,
+          message: `${model}: swapped ${blue?.id ?? '(none)'} → ${green.id} (${mode}) in ${switchMs.toFixed(3)} ms`,
+        });
+        return {
+          model,
+          from: blue?.id,
+          to: green.id,
+          mode,
+          switch_ms: switchMs,
+          held_ms: heldMs,
+          drain: drainReport(drain),
+          standby,
+          total_ms: performance.now() - t0,
+        };
       }),
     );
   }
@@ -182,7 +216,13 @@ export class BlueGreen {
           total_ms: performance.now() - t0,
           method: wakeMs > 0 ? 'wake_then_route_switch' : 'instant_route_switch',
         };
-        p.emit({ kind: 'rollback', model, version: target.id, message: `${model}: rolled back to ${target.id} in ${switchMs.toFixed(3)} ms${wakeMs > 0 ? ` (+${wakeMs.toFixed(0)} ms wake)` : ''}`, data: res });
+        p.emit({
+          kind: 'rollback',
+          model,
+          version: target.id,
+          message: `${model}: rolled back to ${target.id} in ${switchMs.toFixed(3)} ms${wakeMs > 0 ? ` (+${wakeMs.toFixed(0)} ms wake)` : ''}`,
+          data: res,
+        });
         return res;
       }),
     );
@@ -205,7 +245,8 @@ export class BlueGreen {
         if (route.versions.some((x) => x.id === id) || Object.values(route.overrides).includes(id) || route.shadow?.version === id) {
           const spec = routeToSpec(route);
           const weights = { ...spec.weights };
-          if ((weights[id] ?? 0) > 0) throw new ConflictError('retire_serving', `version ${model}/${id} still has weight ${weights[id]}; move its traffic first`);
+          if ((weights[id] ?? 0) > 0)
+            throw new ConflictError('retire_serving', `version ${model}/${id} still has weight ${weights[id]}; move its traffic first`);
           delete weights[id];
           const overrides = Object.fromEntries(Object.entries(spec.overrides ?? {}).filter(([, vid]) => vid !== id));
           await p.routes.publish({ ...spec, weights, overrides, shadow: spec.shadow?.version === id ? undefined : spec.shadow });

@@ -108,7 +108,9 @@ export class CanaryController {
         // the restart cut a rollback short after its route switch: finish drain and unload
         this.inBackground(
           this.ports
-            .exclusive(st.model, () => this.doRollback(l, st.rollbackReason ?? 'completing a rollback interrupted by a restart', st.rollbackTo ?? 'rolled_back'))
+            .exclusive(st.model, () =>
+              this.doRollback(l, st.rollbackReason ?? 'completing a rollback interrupted by a restart', st.rollbackTo ?? 'rolled_back'),
+            )
             .catch((err: unknown) => this.event(l, 'error', `could not complete the rollback: ${(err as Error).message}`)),
         );
       } else if (st.phase === 'promoting') {
@@ -131,7 +133,15 @@ export class CanaryController {
 
   private track(state: CanaryState, revision: number): Live {
     const m = this.ports.models.config(state.model);
-    const l: Live = { state, samples: canarySamples(state, m.canary), judge: judgeConfig(judgeOverrides(m.canary)), revision, busy: false, seen: -1, saving: Promise.resolve() };
+    const l: Live = {
+      state,
+      samples: canarySamples(state, m.canary),
+      judge: judgeConfig(judgeOverrides(m.canary)),
+      revision,
+      busy: false,
+      seen: -1,
+      saving: Promise.resolve(),
+    };
     this.live.set(state.id, l);
     return l;
   }
@@ -399,7 +409,14 @@ export class CanaryController {
     const cur = routeToSpec(p.routes.current(s.model));
     const weights = reweighted(cur.weights, { [s.stable]: 1, [s.canary]: 0 });
     if (s.loadedByRollout) delete weights[s.canary];
-    await p.routes.publish({ model: s.model, weights, stable: s.stable, overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)), stickySalt: cur.stickySalt, shadow: undefined });
+    await p.routes.publish({
+      model: s.model,
+      weights,
+      stable: s.stable,
+      overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)),
+      stickySalt: cur.stickySalt,
+      shadow: undefined,
+    });
     const t1 = performance.now();
     // persisted right after the switch: a restart finishes what follows
     s.rollbackReason = reason;
@@ -429,13 +446,23 @@ export class CanaryController {
       percentAtRollback,
     };
     s.rollback = rb;
-    await this.finish(l, phase, `${phase === 'aborted' ? 'aborted' : 'rolled back'} at ${percentAtRollback} % after ${rb.canaryRequests} canary request(s): ${reason}`);
+    await this.finish(
+      l,
+      phase,
+      `${phase === 'aborted' ? 'aborted' : 'rolled back'} at ${percentAtRollback} % after ${rb.canaryRequests} canary request(s): ${reason}`,
+    );
   }
 
   private async finish(l: Live, phase: CanaryPhase, message: string): Promise<void> {
     await this.setPhase(l, phase, message);
     this.live.delete(l.state.id);
-    await this.ports.notify({ kind: `canary_${phase}`, model: l.state.model, version: l.state.canary, message, data: { id: l.state.id, rollback: l.state.rollback, last: l.state.last } });
+    await this.ports.notify({
+      kind: `canary_${phase}`,
+      model: l.state.model,
+      version: l.state.canary,
+      message,
+      data: { id: l.state.id, rollback: l.state.rollback, last: l.state.last },
+    });
   }
 
   private async setPhase(l: Live, phase: CanaryPhase, message: string): Promise<void> {
@@ -465,5 +492,11 @@ export class CanaryController {
 
 /** The stable and canary samples one canary is judged on; the canary's first requests are left out. */
 function canarySamples(s: CanaryState, settings: CanarySettings | undefined): PairSamples {
-  return new PairSamples(s.model, s.stable, s.canary, DEFAULTS.rollout.maxSamplesPerVersion, settings?.ignoreFirstRequests ?? DEFAULTS.rollout.canaryIgnoreFirstRequests);
+  return new PairSamples(
+    s.model,
+    s.stable,
+    s.canary,
+    DEFAULTS.rollout.maxSamplesPerVersion,
+    settings?.ignoreFirstRequests ?? DEFAULTS.rollout.canaryIgnoreFirstRequests,
+  );
 }

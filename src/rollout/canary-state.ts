@@ -17,7 +17,14 @@ export interface VerdictRecord {
   score: number;
   reasons: string[];
   /** Per metric: outcome, both versions' summaries, effect and p-values. */
-  metrics: { name: string; outcome: string; reason: string; stable: unknown; canary: unknown; checks: { id: string; outcome: string; pValue: number; pValueSequential: number; effect: number; threshold: number }[] }[];
+  metrics: {
+    name: string;
+    outcome: string;
+    reason: string;
+    stable: unknown;
+    canary: unknown;
+    checks: { id: string; outcome: string; pValue: number; pValueSequential: number; effect: number; threshold: number }[];
+  }[];
   /** Whether this verdict decided something (advance, rollback, pause), or was just a look. */
   decisive: boolean;
 }
@@ -139,7 +146,14 @@ export function summarizeVerdict(v: Verdict, s: CanaryState, now: number, decisi
       reason: m.reason,
       stable: m.stable,
       canary: m.canary,
-      checks: m.checks.map((c) => ({ id: c.id, outcome: c.outcome, pValue: c.pValue, pValueSequential: c.pValueSequential, effect: c.effect, threshold: c.threshold })),
+      checks: m.checks.map((c) => ({
+        id: c.id,
+        outcome: c.outcome,
+        pValue: c.pValue,
+        pValueSequential: c.pValueSequential,
+        effect: c.effect,
+        threshold: c.threshold,
+      })),
     })),
     decisive,
   };
@@ -150,7 +164,11 @@ export function judgeOverrides(c: CanarySettings | undefined): JudgeConfigOverri
   if (!c) return {};
   const o: JudgeConfigOverrides = {};
   if (c.alpha !== undefined) o.alpha = c.alpha;
-  const lat = (extra: object) => ({ ...(c.maxP99Increase !== undefined ? { maxP99Increase: c.maxP99Increase } : {}), ...(c.minSamples !== undefined ? { minSamples: c.minSamples } : {}), ...extra });
+  const lat = (extra: object) => ({
+    ...(c.maxP99Increase !== undefined ? { maxP99Increase: c.maxP99Increase } : {}),
+    ...(c.minSamples !== undefined ? { minSamples: c.minSamples } : {}),
+    ...extra,
+  });
   o.latency = lat({});
   o.ttft = lat({});
   o.tpot = lat({});
@@ -159,7 +177,10 @@ export function judgeOverrides(c: CanarySettings | undefined): JudgeConfigOverri
     ...(c.maxErrorIncrease !== undefined ? { maxRelativeIncrease: c.maxErrorIncrease } : {}),
     ...(c.minSamples !== undefined ? { minRequests: c.minSamples } : {}),
   };
-  o.quality = { ...(c.maxQualityDecrease !== undefined ? { maxDecrease: c.maxQualityDecrease } : {}), ...(c.minSamples !== undefined ? { minSamples: Math.min(30, c.minSamples) } : {}) };
+  o.quality = {
+    ...(c.maxQualityDecrease !== undefined ? { maxDecrease: c.maxQualityDecrease } : {}),
+    ...(c.minSamples !== undefined ? { minSamples: Math.min(30, c.minSamples) } : {}),
+  };
   o.throughput = c.minSamples !== undefined ? { minRequests: c.minSamples } : {};
   return o;
 }

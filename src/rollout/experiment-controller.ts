@@ -83,7 +83,8 @@ export class ExperimentController {
     const p = this.ports;
     const split = opts.split ?? DEFAULTS.rollout.experimentSplit;
     if (!(split > 0 && split < 1)) throw new BadRequestError('invalid_split', `split must be strictly between 0 and 1, got ${split}`);
-    if (!EXPERIMENT_METRICS.includes(opts.metric)) throw new BadRequestError('invalid_metric', `metric must be one of ${EXPERIMENT_METRICS.join(', ')}, got ${JSON.stringify(opts.metric)}`);
+    if (!EXPERIMENT_METRICS.includes(opts.metric))
+      throw new BadRequestError('invalid_metric', `metric must be one of ${EXPERIMENT_METRICS.join(', ')}, got ${JSON.stringify(opts.metric)}`);
     if (opts.a === opts.b) throw new BadRequestError('same_versions', 'an experiment needs two different versions');
     return p.exclusive(model, () =>
       p.audited(actor, 'experiment_create', model, { model, ...opts }, async () => {
@@ -122,7 +123,14 @@ export class ExperimentController {
         const weights = reweighted(cur.weights, { [opts.a]: 1 - split, [opts.b]: split });
         try {
           // sticky: a user (x-session-id or `user`) sees one version for the experiment's duration
-          await p.routes.publish({ model, weights, stable: opts.a, overrides: cur.overrides, stickySalt: cur.stickySalt ?? `experiment:${state.id}`, shadow: undefined });
+          await p.routes.publish({
+            model,
+            weights,
+            stable: opts.a,
+            overrides: cur.overrides,
+            stickySalt: cur.stickySalt ?? `experiment:${state.id}`,
+            shadow: undefined,
+          });
         } catch (err) {
           state.phase = 'stopped';
           state.stoppedReason = `the split could not be published: ${(err as Error).message}`;
@@ -130,7 +138,11 @@ export class ExperimentController {
           throw err;
         }
         this.live.set(state.id, { state, samples: samplesOf(state), revision });
-        p.emit({ kind: 'experiment_created', model, message: `${state.id}: ${opts.a} vs ${opts.b} on ${opts.metric}, ${Math.round(split * 100)} % to ${opts.b}` });
+        p.emit({
+          kind: 'experiment_created',
+          model,
+          message: `${state.id}: ${opts.a} vs ${opts.b} on ${opts.metric}, ${Math.round(split * 100)} % to ${opts.b}`,
+        });
         return state;
       }),
     );
@@ -143,7 +155,8 @@ export class ExperimentController {
       const l = this.live.get(id);
       if (l && l.state.model === model) return l.state;
       const r = await this.ports.rollouts.get(id);
-      if (!r || r.state.model !== model || r.state.kind !== 'experiment') throw new NotFoundError('experiment_not_found', `no experiment ${id} for model ${model}`);
+      if (!r || r.state.model !== model || r.state.kind !== 'experiment')
+        throw new NotFoundError('experiment_not_found', `no experiment ${id} for model ${model}`);
       return r.state;
     }
     const r = this.running(model);
@@ -162,7 +175,13 @@ export class ExperimentController {
       if (!l) throw new ConflictError('no_experiment', `model ${model} has no running experiment`);
       const s = l.state;
       const direction = s.metric === 'quality' ? 'higher' : 'lower';
-      const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), { direction, alpha: s.alpha, power: s.power, minDetectableEffect: s.minDetectableEffect, previousPValue: l.pMin });
+      const res = analyzeExperiment(valuesFor(l.samples, 'a', s.metric), valuesFor(l.samples, 'b', s.metric), {
+        direction,
+        alpha: s.alpha,
+        power: s.power,
+        minDetectableEffect: s.minDetectableEffect,
+        previousPValue: l.pMin,
+      });
       if (res.status === 'analyzed' && Number.isFinite(res.p_value_sequential)) l.pMin = res.p_value_sequential;
       const result = { ...res, at: this.ports.clock.now() };
       s.result = result;

@@ -48,7 +48,9 @@ export function shouldRollBack(stats: MonitorStats, t: MonitorThresholds): Verdi
 }
 
 function describeBreach(b: Breach): string {
-  return b.metric === 'error_rate' ? `error rate ${b.value.toFixed(4)} exceeded threshold ${b.threshold}` : `p99 latency ${Math.round(b.value)} ms exceeded threshold ${b.threshold} ms`;
+  return b.metric === 'error_rate'
+    ? `error rate ${b.value.toFixed(4)} exceeded threshold ${b.threshold}`
+    : `p99 latency ${Math.round(b.value)} ms exceeded threshold ${b.threshold} ms`;
 }
 
 export type CheckAction = 'disabled' | 'no_active' | 'rollout_in_progress' | 'no_standby' | 'already_fired' | 'ok' | 'rolled_back' | 'rollback_failed';
@@ -135,7 +137,12 @@ export class RollbackMonitor {
     if (Object.keys(merged).length === 0) await this.ports.settings.delete(settingKey(model));
     else await this.ports.settings.set(settingKey(model), merged);
     const s = await this.settings(model);
-    this.ports.emit({ kind: 'monitor_settings', model, message: `${model}: monitored rollback ${s.enabled ? 'enabled' : 'disabled'} (error rate > ${s.maxErrorRate}, p99 > ${s.maxP99LatencyMs} ms, ≥ ${s.minRequests} requests, every ${s.intervalMs} ms)`, data: s });
+    this.ports.emit({
+      kind: 'monitor_settings',
+      model,
+      message: `${model}: monitored rollback ${s.enabled ? 'enabled' : 'disabled'} (error rate > ${s.maxErrorRate}, p99 > ${s.maxP99LatencyMs} ms, ≥ ${s.minRequests} requests, every ${s.intervalMs} ms)`,
+      data: s,
+    });
     if (this.running) this.schedule(model, s.intervalMs);
     return s;
   }
@@ -171,7 +178,12 @@ export class RollbackMonitor {
     if (!target) {
       if (st.noStandbyFor !== activation) {
         st.noStandbyFor = activation;
-        p.emit({ kind: 'monitor_idle', model, version: active.id, message: `${model}: monitored rollback is idle: ${active.id} is active and there is no rollback-eligible standby` });
+        p.emit({
+          kind: 'monitor_idle',
+          model,
+          version: active.id,
+          message: `${model}: monitored rollback is idle: ${active.id} is active and there is no rollback-eligible standby`,
+        });
       }
       return done({ action: 'no_standby', active: active.id });
     }
@@ -189,8 +201,20 @@ export class RollbackMonitor {
       const message = (err as Error).message || e.message;
       if (st.failedFor !== activation) {
         st.failedFor = activation;
-        p.emit({ kind: 'monitor_rollback_failed', model, version: active.id, message: `${model}: monitored rollback of ${active.id} failed (${e.code}): ${message}`, data: { verdict, stats } });
-        await p.notify({ kind: 'monitored_rollback_failed', model, version: active.id, message: `Auto-rollback of ${model}/${active.id} triggered (${verdict.reason}) but failed: ${message}`, data: { stats, verdict, error: { code: e.code, message } } });
+        p.emit({
+          kind: 'monitor_rollback_failed',
+          model,
+          version: active.id,
+          message: `${model}: monitored rollback of ${active.id} failed (${e.code}): ${message}`,
+          data: { verdict, stats },
+        });
+        await p.notify({
+          kind: 'monitored_rollback_failed',
+          model,
+          version: active.id,
+          message: `Auto-rollback of ${model}/${active.id} triggered (${verdict.reason}) but failed: ${message}`,
+          data: { stats, verdict, error: { code: e.code, message } },
+        });
       }
       return done({ action: 'rollback_failed', active: active.id, standby: target.id, stats, verdict, error: message });
     }

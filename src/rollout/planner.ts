@@ -83,7 +83,10 @@ const C = DEFAULTS.control;
 
 function normHash(h: string | undefined): string | undefined {
   if (h === undefined || h.trim() === '') return undefined;
-  return h.trim().toLowerCase().replace(/^sha256:/, '');
+  return h
+    .trim()
+    .toLowerCase()
+    .replace(/^sha256:/, '');
 }
 
 const known = (b: string): boolean => b.trim() !== '' && b.trim().toLowerCase() !== 'unknown';
@@ -137,7 +140,9 @@ export function planStrategies(cluster: PlanCluster, current: PlanVersion, targe
   const canaryMs = opts.canaryAnalysisMs ?? Math.max(C.planCanaryAnalysisMs, risk.evalDurationS * 1000);
   const wakeMs = opts.wakeMs ?? (current.gpuMemoryGb / C.planWakeGbPerS) * 1000;
   const fullCopyFits = cluster.freeGpus >= tgtGpus;
-  const fullCopyNote = fullCopyFits ? undefined : `needs ${tgtGpus} free GPU(s) for a second copy (${target.replicas} × TP ${target.tp}), ${cluster.freeGpus} free`;
+  const fullCopyNote = fullCopyFits
+    ? undefined
+    : `needs ${tgtGpus} free GPU(s) for a second copy (${target.replicas} × TP ${target.tp}), ${cluster.freeGpus} free`;
   const switchMs = C.planRouteSwitchMs;
   const rows: StrategyRow[] = [];
 
@@ -266,15 +271,45 @@ function recommend(rows: StrategyRow[], risk: Risk, cluster: PlanCluster, tgtGpu
   const noCopy = `a second copy needs ${tgtGpus} free GPU(s), ${cluster.freeGpus} free`;
   if (risk.level !== 'low') {
     if (canary) {
-      return { strategy: 'canary', label: canary.label, canaryShare: risk.canaryShare, evalDurationS: risk.evalDurationS, reason: `${risk.level} risk (${risk.reason}): watch it on ${pcts(risk.canaryShare)} of traffic for ${risk.evalDurationS / 3600} h before promoting; rollback stays a route switch` };
+      return {
+        strategy: 'canary',
+        label: canary.label,
+        canaryShare: risk.canaryShare,
+        evalDurationS: risk.evalDurationS,
+        reason: `${risk.level} risk (${risk.reason}): watch it on ${pcts(risk.canaryShare)} of traffic for ${risk.evalDurationS / 3600} h before promoting; rollback stays a route switch`,
+      };
     }
-    if (rolling) return { strategy: 'rolling', label: rolling.label, reason: `${risk.level} risk calls for a canary, but ${noCopy}; ${rolling.label} keeps ${100 - rolling.maxCapacityDropPct}% capacity, and a rollback reloads (${Math.round(rolling.rollbackMs / 1000)} s)` };
+    if (rolling)
+      return {
+        strategy: 'rolling',
+        label: rolling.label,
+        reason: `${risk.level} risk calls for a canary, but ${noCopy}; ${rolling.label} keeps ${100 - rolling.maxCapacityDropPct}% capacity, and a rollback reloads (${Math.round(rolling.rollbackMs / 1000)} s)`,
+      };
   } else {
-    if (rolling) return { strategy: 'rolling', label: rolling.label, reason: `low risk (${risk.reason}): seed 001 rolls it out without extra GPUs; capacity drops by at most ${rolling.maxCapacityDropPct}%` };
-    if (blueGreen) return { strategy: 'blue-green', label: blueGreen.label, reason: `low risk (${risk.reason}) but too few workers to roll; a second copy fits, so blue-green with instant rollback` };
+    if (rolling)
+      return {
+        strategy: 'rolling',
+        label: rolling.label,
+        reason: `low risk (${risk.reason}): seed 001 rolls it out without extra GPUs; capacity drops by at most ${rolling.maxCapacityDropPct}%`,
+      };
+    if (blueGreen)
+      return {
+        strategy: 'blue-green',
+        label: blueGreen.label,
+        reason: `low risk (${risk.reason}) but too few workers to roll; a second copy fits, so blue-green with instant rollback`,
+      };
   }
-  if (stopStart) return { strategy: 'stop-start', label: stopStart.label, reason: `the only feasible strategy: ${noCopy}, and there are no groups to roll; expect ${Math.round(stopStart.downtimeMs / 1000)} s of downtime` };
-  return { strategy: 'stop-start', label: 'Stop-start', reason: `nothing fits: the target needs ${tgtGpus} GPU(s) and the cluster has ${cluster.totalGpus}; free GPUs or shrink the target first` };
+  if (stopStart)
+    return {
+      strategy: 'stop-start',
+      label: stopStart.label,
+      reason: `the only feasible strategy: ${noCopy}, and there are no groups to roll; expect ${Math.round(stopStart.downtimeMs / 1000)} s of downtime`,
+    };
+  return {
+    strategy: 'stop-start',
+    label: 'Stop-start',
+    reason: `nothing fits: the target needs ${tgtGpus} GPU(s) and the cluster has ${cluster.totalGpus}; free GPUs or shrink the target first`,
+  };
 }
 
 /**
@@ -290,7 +325,10 @@ export async function planFor(ports: ControllerPorts, model: string, targetId: s
   const free = (await ports.gpus.free()).filter((g) => g.memoryGb >= perGpu).length;
   // a static version runs one worker per listed endpoint, whatever `replicas` says
   const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
-  return { ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), opts), canaryStages: stagePlanFor(ports, model) };
+  return {
+    ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), opts),
+    canaryStages: stagePlanFor(ports, model),
+  };
 }
 
 function fmtMs(ms: number): string {
@@ -331,7 +369,9 @@ export function formatPlan(p: StrategyPlan): string {
 function formatStages(sp: StagePlan): string[] {
   const out = [`canary stages at ${sp.liveRps.toFixed(1)} req/s live: ${sp.note}`];
   for (const r of sp.stages) {
-    out.push(`  ${String(r.percent).padStart(3)} %  ${r.samplesNeeded} samples  ${r.canaryRps.toFixed(2)} req/s  → ${Number.isFinite(r.durationMs) ? fmtMs(r.durationMs) : 'waits for traffic'}`);
+    out.push(
+      `  ${String(r.percent).padStart(3)} %  ${r.samplesNeeded} samples  ${r.canaryRps.toFixed(2)} req/s  → ${Number.isFinite(r.durationMs) ? fmtMs(r.durationMs) : 'waits for traffic'}`,
+    );
   }
   out.push(`  total ${Number.isFinite(sp.totalMs) ? fmtMs(sp.totalMs) : 'unknown (no traffic)'}, then promotion`);
   return out;
@@ -354,7 +394,10 @@ export function formatCanaryEstimate(sp: StagePlan): { lines: string[]; warning?
   const lines = [`expected duration: ${fmtMs(sp.totalMs)} at ${sp.liveRps.toFixed(2)} req/s live (${per}), then promotion`];
   if (sp.totalMs <= DEFAULTS.rollout.canaryLongWarnMs) return { lines };
   const slowest = [...sp.stages].sort((a, b) => b.durationMs - a.durationMs)[0];
-  const why = slowest && slowest.collectMs > sp.stageDurationMs ? `at ${slowest.percent} % the canary gets ${slowest.canaryRps.toFixed(2)} req/s and needs ${slowest.samplesNeeded} samples` : 'the stage durations add up';
+  const why =
+    slowest && slowest.collectMs > sp.stageDurationMs
+      ? `at ${slowest.percent} % the canary gets ${slowest.canaryRps.toFixed(2)} req/s and needs ${slowest.samplesNeeded} samples`
+      : 'the stage durations add up';
   return {
     lines,
     warning: `warning: this canary is expected to take ${fmtMs(sp.totalMs)} (${why}); more traffic, fewer or larger stages (--stages), or --shadow-share shorten it`,

@@ -32,9 +32,7 @@ export interface StoredRollout<S extends RolloutState = RolloutState> {
  * A number as statistics produce them: NaN and ±Infinity included (p-values of checks without data,
  * empty quantiles). JSON writes those as null: read null back as NaN.
  */
-const num = z
-  .custom<number | null>((v) => v === null || typeof v === 'number', { message: 'expected a number' })
-  .transform((v) => v ?? Number.NaN);
+const num = z.custom<number | null>((v) => v === null || typeof v === 'number', { message: 'expected a number' }).transform((v) => v ?? Number.NaN);
 const str = z.string();
 
 const verdictRecord: z.ZodType<VerdictRecord> = z.object({
@@ -153,7 +151,9 @@ const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = { canary: can
 
 /** The error every unreadable rollout record becomes: 500, code `rollout_state_invalid`, naming the rollout. */
 export function rolloutStateError(id: string, model: string, why: string): GlidepathError {
-  return new GlidepathError('rollout_state_invalid', `rollout ${id} of model ${model} has an unreadable stored state: ${why}`, { details: { rollout: id, model } });
+  return new GlidepathError('rollout_state_invalid', `rollout ${id} of model ${model} has an unreadable stored state: ${why}`, {
+    details: { rollout: id, model },
+  });
 }
 
 /** The `kind` a raw record claims, before validation (undefined when it names none). */
@@ -174,10 +174,13 @@ function isKind(k: string | undefined): k is RolloutKind {
  */
 export function parseRolloutState(raw: unknown, row: { id: string; model: string }): RolloutState {
   const bad = (why: string) => rolloutStateError(row.id, row.model, why);
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw bad(`expected an object, got ${raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw}`);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw bad(`expected an object, got ${raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw}`);
   const { schemaVersion, ...rest } = raw as Record<string, unknown>;
   if (schemaVersion !== undefined && schemaVersion !== ROLLOUT_SCHEMA_VERSION) {
-    throw bad(`schemaVersion ${JSON.stringify(schemaVersion)} is not one this Glidepath reads (${ROLLOUT_SCHEMA_VERSION}, or none for records written before versioning)`);
+    throw bad(
+      `schemaVersion ${JSON.stringify(schemaVersion)} is not one this Glidepath reads (${ROLLOUT_SCHEMA_VERSION}, or none for records written before versioning)`,
+    );
   }
   const kind = claimedKind(rest);
   if (!isKind(kind)) throw bad(`unknown kind ${JSON.stringify(kind ?? null)} (known: ${ROLLOUT_KINDS.join(', ')})`);

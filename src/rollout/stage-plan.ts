@@ -35,7 +35,14 @@ export interface StagePlan {
 export const PLAN_EFFECT = Math.log(1 + DEFAULTS.canary.latency.maxP99Increase) / 0.5;
 export const PLAN_POWER = 0.8;
 
-export function planStages(liveRps: number, stages: readonly number[], stageDurationMs: number, alphaPerCheck: number, effect = PLAN_EFFECT, power = PLAN_POWER): StagePlan {
+export function planStages(
+  liveRps: number,
+  stages: readonly number[],
+  stageDurationMs: number,
+  alphaPerCheck: number,
+  effect = PLAN_EFFECT,
+  power = PLAN_POWER,
+): StagePlan {
   const rows: StagePlanRow[] = [];
   let total = 0;
   for (const p of stages) {
@@ -64,12 +71,21 @@ export function planStages(liveRps: number, stages: readonly number[], stageDura
 }
 
 /** The stage plan for a model from its config (or a canary's own stages) and live windows. */
-export function stagePlanFor(ports: Pick<ControllerPorts, 'models' | 'routes' | 'telemetry'>, model: string, own: { stages?: readonly number[]; stageDurationMs?: number } = {}): StagePlan {
+export function stagePlanFor(
+  ports: Pick<ControllerPorts, 'models' | 'routes' | 'telemetry'>,
+  model: string,
+  own: { stages?: readonly number[]; stageDurationMs?: number } = {},
+): StagePlan {
   const m = ports.models.config(model);
   const route = ports.routes.current(model);
   let rps = 0;
   for (const v of route.versions) rps += ports.telemetry.stats(model, v.id).rps;
   const cfg = judgeConfig(judgeOverrides(m.canary));
   const alphaPerCheck = cfg.alpha / statisticalCheckCount(cfg);
-  return planStages(rps, own.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages], own.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs, alphaPerCheck);
+  return planStages(
+    rps,
+    own.stages ?? m.canary?.stages ?? [...DEFAULTS.rollout.stages],
+    own.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs,
+    alphaPerCheck,
+  );
 }

@@ -62,7 +62,14 @@ export interface NotifyOptions {
 }
 
 export function webhookBody(e: NotifyEvent): WebhookBody {
-  return { kind: e.kind, model: e.model ?? null, version: e.version ?? null, message: e.message, data: e.data ?? null, at: new Date(e.at ?? Date.now()).toISOString() };
+  return {
+    kind: e.kind,
+    model: e.model ?? null,
+    version: e.version ?? null,
+    message: e.message,
+    data: e.data ?? null,
+    at: new Date(e.at ?? Date.now()).toISOString(),
+  };
 }
 
 /** 408, 425, 429 and 5xx are worth another attempt; other answers are final. */
@@ -109,7 +116,10 @@ async function deliver(url: string, body: string, o: Required<Pick<NotifyOptions
     } catch (err) {
       status = undefined;
       const e = err as Error & { code?: string };
-      error = e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' ? `timed out after ${o.timeoutMs} ms` : e.message || String(err);
+      error =
+        e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT'
+          ? `timed out after ${o.timeoutMs} ms`
+          : e.message || String(err);
     }
   }
   return { url: safe, ok: false, status, attempts, error, durationMs: performance.now() - t0 };
@@ -135,7 +145,9 @@ export async function notify(webhooks: readonly string[], event: NotifyEvent, op
     // data that cannot be serialised (a cycle, a BigInt): still tell the humans what happened
     body = JSON.stringify(webhookBody({ ...event, data: { unserializable: (err as Error).message } }));
   }
-  const results = await Promise.all(webhooks.map((u) => deliver(u, body, o).catch((err: unknown) => ({ url: redactUrl(u), ok: false, attempts: 0, error: String(err), durationMs: 0 }))));
+  const results = await Promise.all(
+    webhooks.map((u) => deliver(u, body, o).catch((err: unknown) => ({ url: redactUrl(u), ok: false, attempts: 0, error: String(err), durationMs: 0 }))),
+  );
   for (const r of results) await record(r, event, opts);
   return results;
 }
@@ -146,7 +158,9 @@ async function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions)
       kind: r.ok ? 'notification' : 'notification_failed',
       model: event.model,
       version: event.version,
-      message: r.ok ? `notified ${r.url} of ${event.kind}` : `notification of ${event.kind} to ${r.url} failed after ${r.attempts} attempt(s): ${r.error ?? 'unknown error'}`,
+      message: r.ok
+        ? `notified ${r.url} of ${event.kind}`
+        : `notification of ${event.kind} to ${r.url} failed after ${r.attempts} attempt(s): ${r.error ?? 'unknown error'}`,
       data: { ...r, event: event.kind },
     });
     await opts.audit?.appendAudit({

@@ -134,13 +134,30 @@ export class SimEngine {
     const job: Job = {
       res,
       g,
-      r: new Renderer({ kind: req.kind, id, created: Math.floor(Date.now() / 1000), model: target.name, promptTokens: p.promptTokens, topLogprobs: req.topLogprobs, continuousUsage: req.stream && req.continuousUsage }, g),
+      r: new Renderer(
+        {
+          kind: req.kind,
+          id,
+          created: Math.floor(Date.now() / 1000),
+          model: target.name,
+          promptTokens: p.promptTokens,
+          topLogprobs: req.topLogprobs,
+          continuousUsage: req.stream && req.continuousUsage,
+        },
+        g,
+      ),
       stream: req.stream,
       includeUsage: req.includeUsage,
       promptTokens: p.promptTokens,
       arrival: this.clock.now(),
       ticket: { need: p.need, start: () => this.begin(job) },
-      timing: { prefillTokensPerS: o.prefillTokensPerS, interTokenMs: o.interTokenMs, itlGrowthPerSeq: o.itlGrowthPerSeq, jitter: o.jitter, latencyMultiplier: fate.latencyMultiplier },
+      timing: {
+        prefillTokensPerS: o.prefillTokensPerS,
+        interTokenMs: o.interTokenMs,
+        itlGrowthPerSeq: o.itlGrowthPerSeq,
+        jitter: o.jitter,
+        latencyMultiplier: fate.latencyMultiplier,
+      },
       jitter: new Jitter(fmix32(o.seed ^ Math.imul(no + 1, 0x2c1b3c6d)), o.jitter),
       crashAt: fate.crashAfterTokens ?? -1,
       adapter: target.adapter,
@@ -257,7 +274,6 @@ export class SimEngine {
     this.events.emit('finished', g.finish);
   }
 
-
   /** Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. */
   private crash(job: Job, out: string | Buffer): void {
     job.done = true;
@@ -297,4 +313,3 @@ export class SimEngine {
     this.life.dispose();
   }
 }
-

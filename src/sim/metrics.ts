@@ -67,9 +67,25 @@ export class SimMetrics {
     this.ttft = hist('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', TTFT_BUCKETS);
     this.e2e = hist('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.', E2E_BUCKETS);
     this.queue = hist('vllm:request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.', E2E_BUCKETS);
-    this.itl = new ArrayHistogram({ name: 'vllm:inter_token_latency_seconds', help: 'Histogram of inter-token latency in seconds.', labelNames: ['model_name'], buckets: ITL_BUCKETS, registers: [r] }).labels(model);
-    this.promptTokens = new Counter({ name: 'vllm:prompt_tokens_total', help: 'Number of prefill tokens processed.', labelNames: ['model_name'], registers: [r] });
-    this.genTokens = new Counter({ name: 'vllm:generation_tokens_total', help: 'Number of generation tokens processed.', labelNames: ['model_name'], registers: [r] });
+    this.itl = new ArrayHistogram({
+      name: 'vllm:inter_token_latency_seconds',
+      help: 'Histogram of inter-token latency in seconds.',
+      labelNames: ['model_name'],
+      buckets: ITL_BUCKETS,
+      registers: [r],
+    }).labels(model);
+    this.promptTokens = new Counter({
+      name: 'vllm:prompt_tokens_total',
+      help: 'Number of prefill tokens processed.',
+      labelNames: ['model_name'],
+      registers: [r],
+    });
+    this.genTokens = new Counter({
+      name: 'vllm:generation_tokens_total',
+      help: 'Number of generation tokens processed.',
+      labelNames: ['model_name'],
+      registers: [r],
+    });
     this.success = new Counter({
       name: 'vllm:request_success_total',
       help: 'Count of successfully processed requests.',
@@ -85,10 +101,12 @@ export class SimMetrics {
     for (const kind of FAULT_KINDS) this.faults.inc({ ...l, kind }, 0);
     this.promptTokens.inc(l, 0);
     this.genTokens.inc(l, 0);
-    new Gauge({ name: 'glidepath_sim_info', help: 'Simulator identity (value is always 1).', labelNames: ['model_name', 'version', 'seed'], registers: [r] }).set(
-      { ...l, version, seed: String(seed) },
-      1,
-    );
+    new Gauge({
+      name: 'glidepath_sim_info',
+      help: 'Simulator identity (value is always 1).',
+      labelNames: ['model_name', 'version', 'seed'],
+      registers: [r],
+    }).set({ ...l, version, seed: String(seed) }, 1);
     gauge('glidepath_sim_sleep_level', 'Sleep level of the simulated engine (0 = awake).', () => state.sleepLevel());
   }
 

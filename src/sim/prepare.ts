@@ -40,7 +40,8 @@ export function plan(req: InferenceRequest, o: SimOptions): Plan {
       `This model's maximum context length is ${maxLen} tokens. However, you requested ${ctx.tokens + maxTokens} tokens (${ctx.tokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
     );
   }
-  if (req.minTokens > maxTokens) throw new BadRequestError('invalid_request', `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`);
+  if (req.minTokens > maxTokens)
+    throw new BadRequestError('invalid_request', `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`);
   const need = ctx.tokens + maxTokens;
   if (need > o.kvCapacityTokens) {
     throw new BadRequestError('kv_capacity_exceeded', `the request needs ${need} KV tokens but this worker's KV cache holds ${o.kvCapacityTokens}`);
@@ -51,7 +52,12 @@ export function plan(req: InferenceRequest, o: SimOptions): Plan {
 /** The tokens of the response: the judge's verdict, or generated text (corrupted under that fault). */
 export function produce(req: InferenceRequest, o: SimOptions, target: Target, p: Plan, corrupt: boolean): Generated {
   if (target.judge) {
-    const text = req.messages ? req.messages.filter((m) => m.role === 'user').map(contentText).join('\n') : req.prompt;
+    const text = req.messages
+      ? req.messages
+          .filter((m) => m.role === 'user')
+          .map(contentText)
+          .join('\n')
+      : req.prompt;
     return fixedTokens(tokenize(judgeReply(text)), p.maxTokens, req.topLogprobs);
   }
   return generate({

@@ -177,7 +177,12 @@ export class Renderer {
           off += t.length;
           return o;
         });
-        logprobs = { text_offset: offsets, token_logprobs: lps, tokens: g.tokens, top_logprobs: g.tokens.map((t, i) => complTop(t, lps[i] ?? 0, top[i] ?? [])) };
+        logprobs = {
+          text_offset: offsets,
+          token_logprobs: lps,
+          tokens: g.tokens,
+          top_logprobs: g.tokens.map((t, i) => complTop(t, lps[i] ?? 0, top[i] ?? [])),
+        };
       }
     }
     const choice =

@@ -88,10 +88,12 @@ function checkCommon(
   if (b.max_tokens !== undefined && b.max_tokens !== null && b.max_tokens < 1) {
     throw new BadRequestError('invalid_request', `max_tokens must be at least 1, got ${b.max_tokens}.`);
   }
-  if (top > maxLogprobs) throw new BadRequestError('invalid_request', `Requested top_logprobs/logprobs (${top}) exceeds the maximum allowed value (${maxLogprobs}).`);
+  if (top > maxLogprobs)
+    throw new BadRequestError('invalid_request', `Requested top_logprobs/logprobs (${top}) exceeds the maximum allowed value (${maxLogprobs}).`);
 }
 
-const stops = (s: string | string[] | null | undefined): string[] => (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s).filter((x) => x.length > 0);
+const stops = (s: string | string[] | null | undefined): string[] =>
+  (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s).filter((x) => x.length > 0);
 
 export function contentText(m: Message): string {
   if (m.content === undefined || m.content === null) return '';
@@ -118,7 +120,14 @@ export function renderChat(messages: readonly Message[], addGenerationPrompt: bo
 type CommonBody = z.output<z.ZodObject<typeof common>>;
 
 /** What both endpoints ask of generation, from the fields they share. */
-function sampling(b: CommonBody, maxTokens: number | null, top: number): Pick<InferenceRequest, 'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs'> {
+function sampling(
+  b: CommonBody,
+  maxTokens: number | null,
+  top: number,
+): Pick<
+  InferenceRequest,
+  'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs'
+> {
   return {
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,

@@ -147,7 +147,9 @@ export class SimServer {
       object: 'list',
       data: [
         ...this.engine.servedNames().map(base),
-        ...this.engine.loras.list().map((a) => ({ id: a.name, object: 'model', created: a.loadedAt, owned_by: 'vllm', root: a.path, parent: o.model, max_model_len: null })),
+        ...this.engine.loras
+          .list()
+          .map((a) => ({ id: a.name, object: 'model', created: a.loadedAt, owned_by: 'vllm', root: a.path, parent: o.model, max_model_len: null })),
       ],
     };
   }

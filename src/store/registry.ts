@@ -81,11 +81,9 @@ export class Registry {
     const v = await s.getVersion(model, id);
     if (!v) {
       const known = (await s.listVersions({ model })).map((x) => x.id);
-      throw new NotFoundError(
-        'version_not_found',
-        `no version ${id} of model ${model}` + (known.length ? ` (known: ${known.join(', ')})` : ''),
-        { details: { model, version: id } },
-      );
+      throw new NotFoundError('version_not_found', `no version ${id} of model ${model}` + (known.length ? ` (known: ${known.join(', ')})` : ''), {
+        details: { model, version: id },
+      });
     }
     return v;
   }

@@ -185,7 +185,8 @@ class SqliteTx extends SqliteOps implements StoreTx {
 
   private refusal(): Error | undefined {
     if (!this.open) return new UnavailableError('store_tx_misuse', 'store transaction handle used after its transaction ended');
-    if (this.nested) return new UnavailableError('store_tx_misuse', 'store transaction handle used while a nested transaction on it is open (use the nested handle)');
+    if (this.nested)
+      return new UnavailableError('store_tx_misuse', 'store transaction handle used while a nested transaction on it is open (use the nested handle)');
     return undefined;
   }
 
@@ -256,10 +257,12 @@ export class SqliteStore extends SqliteOps implements Store {
       const start = (): void => {
         if (this.closed) return reject(closedError(this.location));
         this.busy = true;
-        this.runTx(fn).then(resolve, reject).finally(() => {
-          this.busy = false;
-          this.drain();
-        });
+        this.runTx(fn)
+          .then(resolve, reject)
+          .finally(() => {
+            this.busy = false;
+            this.drain();
+          });
       };
       if (this.busy) this.queue.push(start);
       else start();

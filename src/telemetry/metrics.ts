@@ -44,7 +44,11 @@ export class GatewayMetrics {
   /** In-flight counts are read from the pools when scraped: nothing to update per request. */
   readonly inflight = poolGauge(this.registry, 'glidepath_inflight_requests', 'Requests in flight to workers, by model and version.');
   /** Like in-flight counts, queue depths are read from the pools when scraped. */
-  readonly queueDepth = poolGauge(this.registry, 'glidepath_upstream_queue_depth', 'Requests waiting for a free connection to a worker (every connection busy), by model and version.');
+  readonly queueDepth = poolGauge(
+    this.registry,
+    'glidepath_upstream_queue_depth',
+    'Requests waiting for a free connection to a worker (every connection busy), by model and version.',
+  );
 
   /** Report `size()` as the in-flight count of (model, version) at every scrape. */
   trackInflight(model: string, version: string, size: () => number): void {
@@ -71,7 +75,7 @@ export class GatewayMetrics {
   });
   readonly localResourceErrors = new Counter({
     name: 'glidepath_local_resource_errors_total',
-    help: "Connections to workers the gateway could not open for lack of its own resources (descriptors, ports, memory), by errno; never counted against a worker.",
+    help: 'Connections to workers the gateway could not open for lack of its own resources (descriptors, ports, memory), by errno; never counted against a worker.',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
@@ -183,7 +187,11 @@ export class GatewayMetrics {
  * A gauge per (model, version) whose values are read from sources when scraped. A re-deployed
  * version's new pool replaces the old one's source.
  */
-function poolGauge(registry: Registry, name: string, help: string): Gauge<'model' | 'version'> & { track(model: string, version: string, size: () => number): void } {
+function poolGauge(
+  registry: Registry,
+  name: string,
+  help: string,
+): Gauge<'model' | 'version'> & { track(model: string, version: string, size: () => number): void } {
   const sources = new Map<string, { model: string; version: string; size: () => number }>();
   const g: Gauge<'model' | 'version'> = new Gauge({
     name,

@@ -88,7 +88,8 @@ abstract class Family<C> {
 
   /** The child for these label values (in labelNames order): look it up once, keep it. */
   labels(...values: string[]): C {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values (${this.labelNames.join(', ')}), got ${values.length}`);
+    if (values.length !== this.labelNames.length)
+      throw new Error(`${this.name}: expected ${this.labelNames.length} label values (${this.labelNames.join(', ')}), got ${values.length}`);
     const key = values.join('\u0000');
     let e = this.children.get(key);
     if (e === undefined) {

@@ -46,7 +46,12 @@ interface Rec extends StreamResult {
   long: boolean;
 }
 
-const requestOf = (p: string, long: boolean) => ({ model: MODEL, prompt: p, maxTokens: long ? LONG_TOKENS : MAX_TOKENS, extra: long ? { ignore_eos: true } : {} });
+const requestOf = (p: string, long: boolean) => ({
+  model: MODEL,
+  prompt: p,
+  maxTokens: long ? LONG_TOKENS : MAX_TOKENS,
+  extra: long ? { ignore_eos: true } : {},
+});
 /** What the reference texts are keyed by: the same prompt asked long or short has different answers. */
 const keyOf = (r: { prompt: string; long: boolean }) => `${r.long ? 'long' : 'short'}|${r.prompt}`;
 
@@ -172,7 +177,12 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
       const p = `Straddle ${label}: tell the whole story of the lighthouse keeper.`;
       let served: (v: string) => void = () => undefined;
       const headers = new Promise<string>((resolve) => (served = resolve));
-      const done = streamChat(u.dataUrl, { ...requestOf(p, true), dispatcher: agent, onHeaders: served }).then((r) => ({ ...r, prompt: p, client: -1, long: true }));
+      const done = streamChat(u.dataUrl, { ...requestOf(p, true), dispatcher: agent, onHeaders: served }).then((r) => ({
+        ...r,
+        prompt: p,
+        client: -1,
+        long: true,
+      }));
       const version = await Promise.race([headers, done.then((r) => Promise.reject(new Error(`straddler ${label} ended before its headers: ${r.error}`)))]);
       return { version, done };
     };
@@ -232,7 +242,8 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
     const mixed: string[] = [];
     for (const r of [...recs, ...straddled]) {
       const matches = ['v1', 'v2'].filter((v) => expected.get(v)!.get(keyOf(r)) === r.text);
-      if (matches.length !== 1 || matches[0] !== r.version) mixed.push(`${r.prompt}: header ${r.version}, text matches [${matches.join(',')}]: ${JSON.stringify(r.text)}`);
+      if (matches.length !== 1 || matches[0] !== r.version)
+        mixed.push(`${r.prompt}: header ${r.version}, text matches [${matches.join(',')}]: ${JSON.stringify(r.text)}`);
     }
     expect(mixed.slice(0, 5)).toEqual([]);
 
@@ -253,7 +264,12 @@ describe('blue-green under load (e2e, real glidepath up)', () => {
     const wrong = recs.filter((r) => !allowed(r).includes(r.version));
     const stepTimes = steps.map((s) => `${s.label} ${(s.calledAt - t0).toFixed(1)}–${(s.doneAt - t0).toFixed(1)} ms`).join('; ');
     expect(
-      wrong.map((r) => `${r.prompt}: sent ${(r.startedAt - t0).toFixed(1)} ms, headers ${(r.headersAt - t0).toFixed(1)} ms, served by ${r.version} (${r.worker}), allowed ${allowed(r).join('|')}`).slice(0, 5),
+      wrong
+        .map(
+          (r) =>
+            `${r.prompt}: sent ${(r.startedAt - t0).toFixed(1)} ms, headers ${(r.headersAt - t0).toFixed(1)} ms, served by ${r.version} (${r.worker}), allowed ${allowed(r).join('|')}`,
+        )
+        .slice(0, 5),
       `${wrong.length} request(s) served by the wrong version; steps: ${stepTimes}`,
     ).toEqual([]);
     const strict = recs.filter((r) => allowed(r).length === 1).length;

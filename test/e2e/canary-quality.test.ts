@@ -44,15 +44,26 @@ interface JudgeStats {
   lastError?: string;
 }
 
-async function run(mode: 'pointwise' | 'pairwise', models: CanaryModelSpec[], resume: string[]): Promise<{ up: UpProcess; views: Map<string, CanaryView>; judged: JudgeStats }> {
+async function run(
+  mode: 'pointwise' | 'pairwise',
+  models: CanaryModelSpec[],
+  resume: string[],
+): Promise<{ up: UpProcess; views: Map<string, CanaryView>; judged: JudgeStats }> {
   const dir = tempDir(`canary-${mode}`);
   dirs.push(dir);
-  const file = writeConfig(dir, canaryConfigYaml({ dataDir: dir, models, tickMs: 100, judge: { url: judge.url, mode, sampleShare: mode === 'pointwise' ? 1 : 0, concurrency: 8 } }));
+  const file = writeConfig(
+    dir,
+    canaryConfigYaml({ dataDir: dir, models, tickMs: 100, judge: { url: judge.url, mode, sampleShare: mode === 'pointwise' ? 1 : 0, concurrency: 8 } }),
+  );
   const up = await startUp({ configFile: file, dataDir: dir });
   const events = await EventStream.open(up);
   try {
     const t0 = performance.now();
-    const load = new LoadGen(up.dataUrl, models.map((m) => m.name), { concurrency: 6, maxTokens: 12, maxRequests: 20_000, maxMs: 40_000 });
+    const load = new LoadGen(
+      up.dataUrl,
+      models.map((m) => m.name),
+      { concurrency: 6, maxTokens: 12, maxRequests: 20_000, maxMs: 40_000 },
+    );
     for (const m of models) await up.ok('POST', `/models/${m.name}/canary`, { version: 'v2' });
     const ends = await Promise.all(
       models.map(async (m) => {
@@ -67,7 +78,14 @@ async function run(mode: 'pointwise' | 'pairwise', models: CanaryModelSpec[], re
     for (const e of ends) {
       views.set(e.model, e.view);
       const q = e.view.verdicts.at(-1)?.metrics.find((x) => x.name === 'quality');
-      results.push(summarize(e.view, load.stats.get(e.model), e.ms, { judge_mode: mode, quality: q ? { outcome: q.outcome, reason: q.reason, stable: q.stable, canary: q.canary } : null, operator_resumes_after_throughput_pause: e.resumes, judge: judged }));
+      results.push(
+        summarize(e.view, load.stats.get(e.model), e.ms, {
+          judge_mode: mode,
+          quality: q ? { outcome: q.outcome, reason: q.reason, stable: q.stable, canary: q.canary } : null,
+          operator_resumes_after_throughput_pause: e.resumes,
+          judge: judged,
+        }),
+      );
     }
     console.log(JSON.stringify(results.slice(-models.length), null, 2));
     return { up, views, judged };
@@ -80,15 +98,36 @@ describe('quality gate with the simulator judge, end to end', () => {
   it('pointwise: rolls back the 14 % hallucination canary before 10 % and promotes an equal one', async () => {
     // Given a stable version at 3 % hallucinations, a judge scoring every response
     const models: CanaryModelSpec[] = [
-      { name: 'halluc', versions: [{ id: 'v1', seed: 51, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 52, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION }], canary },
-      { name: 'sameq', versions: [{ id: 'v1', seed: 61, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 62, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary },
+      {
+        name: 'halluc',
+        versions: [
+          { id: 'v1', seed: 51, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION },
+          { id: 'v2', seed: 52, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION },
+        ],
+        canary,
+      },
+      {
+        name: 'sameq',
+        versions: [
+          { id: 'v1', seed: 61, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION },
+          { id: 'v2', seed: 62, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 },
+        ],
+        canary,
+      },
       // the same with shadow traffic: in pointwise mode a shadow answer is scored on its own
       // (regression: shadow pairs were judged pairwise and their 1/0.5/0 mixed into the 0-1 scores).
       // The shadow copies (30 % of stable's traffic) all land on the canary's one worker process, so
       // on a loaded 2-core CI machine its latency tail is genuinely longer than stable's (a CI run saw
       // p99 +21.7 %, p=0.001, and the latency gate rightly rolled it back). Quality is what this case
       // checks, so its latency tolerance is wide; the latency gate has its own end-to-end tests.
-      { name: 'sameqs', versions: [{ id: 'v1', seed: 63, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 64, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 }], canary: { ...canary, shadowShare: 0.3, maxP99Increase: 2 } },
+      {
+        name: 'sameqs',
+        versions: [
+          { id: 'v1', seed: 63, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION },
+          { id: 'v2', seed: 64, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 },
+        ],
+        canary: { ...canary, shadowShare: 0.3, maxP99Increase: 2 },
+      },
     ];
     // When canaries start
     const { up, views, judged } = await run('pointwise', models, ['sameq', 'sameqs']);
@@ -109,7 +148,13 @@ describe('quality gate with the simulator judge, end to end', () => {
         expect(versions.find((x) => x.version === 'v1')!.status).toBe('standby');
       }
       // both versions of sameqs score like sameq's pointwise stable (~0.72): no pairwise 0.5s mixed in
-      const mean = (name: string, which: 'stable' | 'canary') => (views.get(name)!.verdicts.at(-1)!.metrics.find((x) => x.name === 'quality')![which] as { mean: number }).mean;
+      const mean = (name: string, which: 'stable' | 'canary') =>
+        (
+          views
+            .get(name)!
+            .verdicts.at(-1)!
+            .metrics.find((x) => x.name === 'quality')![which] as { mean: number }
+        ).mean;
       const reference = mean('sameq', 'stable');
       expect(Math.abs(mean('sameqs', 'stable') - reference)).toBeLessThan(0.04);
       expect(Math.abs(mean('sameqs', 'canary') - reference)).toBeLessThan(0.06);
@@ -121,7 +166,14 @@ describe('quality gate with the simulator judge, end to end', () => {
   it('pairwise with shadow traffic: rolls back the 14 % hallucination canary before 10 %', async () => {
     // Given 30 % of stable requests mirrored to the canary and judged against stable in both orders
     const models: CanaryModelSpec[] = [
-      { name: 'hallucpw', versions: [{ id: 'v1', seed: 71, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION }, { id: 'v2', seed: 72, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION }], canary: { ...canary, shadowShare: 0.3 } },
+      {
+        name: 'hallucpw',
+        versions: [
+          { id: 'v1', seed: 71, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION },
+          { id: 'v2', seed: 72, prefillTokensPerS: P, hallucinationRate: BAD_HALLUCINATION },
+        ],
+        canary: { ...canary, shadowShare: 0.3 },
+      },
     ];
     const { up, views, judged } = await run('pairwise', models, []);
     try {

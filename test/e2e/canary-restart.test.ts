@@ -16,7 +16,10 @@ const STAGES = [2, 5, 10, 25, 50, 100];
 const MODELS: CanaryModelSpec[] = [
   {
     name: MODEL,
-    versions: [{ id: 'v1', seed: 81, prefillTokensPerS: 1_000 }, { id: 'v2', seed: 82, prefillTokensPerS: 1_000, warmupRequests: 100 }],
+    versions: [
+      { id: 'v1', seed: 81, prefillTokensPerS: 1_000 },
+      { id: 'v2', seed: 82, prefillTokensPerS: 1_000, warmupRequests: 100 },
+    ],
     // This test is about crash safety, not judgement: a tolerance that host noise on a loaded CI
     // machine cannot reach (a lightly loaded canary worker's p99 read +26 % once, equal versions).
     canary: { stages: STAGES, stageDurationMs: 1_500, minSamples: 30, shadowShare: 0.2, maxP99Increase: 3 },

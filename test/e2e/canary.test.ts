@@ -37,10 +37,38 @@ const J = 0.3;
 const P_EQUAL = 100;
 const W = 100;
 const MODELS: CanaryModelSpec[] = [
-  { name: 'errors', versions: [{ id: 'v1', seed: 11, prefillTokensPerS: P }, { id: 'v2', seed: 12, prefillTokensPerS: P, errorRate: 0.2 }], canary: errorsCanary },
-  { name: 'slow', versions: [{ id: 'v1', seed: 21, prefillTokensPerS: P_SLOW, jitter: J }, { id: 'v2', seed: 22, prefillTokensPerS: P_SLOW, jitter: J, warmupRequests: W, latencyMultiplier: 1.3 }], canary: slowCanary },
-  { name: 'equal1', versions: [{ id: 'v1', seed: 31, prefillTokensPerS: P_EQUAL, jitter: J }, { id: 'v2', seed: 32, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W }], canary: equalCanary },
-  { name: 'equal2', versions: [{ id: 'v1', seed: 41, prefillTokensPerS: P_EQUAL, jitter: J }, { id: 'v2', seed: 42, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W }], canary: equalCanary },
+  {
+    name: 'errors',
+    versions: [
+      { id: 'v1', seed: 11, prefillTokensPerS: P },
+      { id: 'v2', seed: 12, prefillTokensPerS: P, errorRate: 0.2 },
+    ],
+    canary: errorsCanary,
+  },
+  {
+    name: 'slow',
+    versions: [
+      { id: 'v1', seed: 21, prefillTokensPerS: P_SLOW, jitter: J },
+      { id: 'v2', seed: 22, prefillTokensPerS: P_SLOW, jitter: J, warmupRequests: W, latencyMultiplier: 1.3 },
+    ],
+    canary: slowCanary,
+  },
+  {
+    name: 'equal1',
+    versions: [
+      { id: 'v1', seed: 31, prefillTokensPerS: P_EQUAL, jitter: J },
+      { id: 'v2', seed: 32, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W },
+    ],
+    canary: equalCanary,
+  },
+  {
+    name: 'equal2',
+    versions: [
+      { id: 'v1', seed: 41, prefillTokensPerS: P_EQUAL, jitter: J },
+      { id: 'v2', seed: 42, prefillTokensPerS: P_EQUAL, jitter: J, warmupRequests: W },
+    ],
+    canary: equalCanary,
+  },
 ];
 
 let dir = '';
@@ -66,7 +94,11 @@ describe('progressive canary, end to end', () => {
   it('rolls back an erroring and a slower canary before 10 %, and promotes equal canaries to active', async () => {
     const t0 = performance.now();
     // Given steady traffic on every model
-    const load = new LoadGen(up.dataUrl, MODELS.map((m) => m.name), { concurrency: 6, concurrencyFor: { slow: 96, equal1: 24, equal2: 24 }, maxTokens: 12, maxRequests: 20_000, maxMs: 50_000 });
+    const load = new LoadGen(
+      up.dataUrl,
+      MODELS.map((m) => m.name),
+      { concurrency: 6, concurrencyFor: { slow: 96, equal1: 24, equal2: 24 }, maxTokens: 12, maxRequests: 20_000, maxMs: 50_000 },
+    );
     // When a canary of v2 starts on each
     for (const m of MODELS) await up.ok('POST', `/models/${m.name}/canary`, { version: 'v2' });
     const ends = await Promise.all(

@@ -39,7 +39,15 @@ beforeAll(async () => {
     dataDir: dir,
     tickMs: 100,
     judge: { url: judge.url, mode: 'pointwise', sampleShare: 1, concurrency: 8 },
-    models: [{ name: MODEL, versions: [{ id: 'a', seed: 91, prefillTokensPerS: 1_000, hallucinationRate: HALLUCINATION_A }, { id: 'b', seed: 92, prefillTokensPerS: 1_000, hallucinationRate: HALLUCINATION_B }] }],
+    models: [
+      {
+        name: MODEL,
+        versions: [
+          { id: 'a', seed: 91, prefillTokensPerS: 1_000, hallucinationRate: HALLUCINATION_A },
+          { id: 'b', seed: 92, prefillTokensPerS: 1_000, hallucinationRate: HALLUCINATION_B },
+        ],
+      },
+    ],
   });
   up = await startUp({ configFile: writeConfig(dir, yaml), dataDir: dir });
 });
@@ -101,8 +109,27 @@ describe('A/B experiment with the LLM judge, end to end', () => {
       const predicted = r.early.samples_needed_sequential;
       const n = Math.min(r.first.n_a, r.first.n_b);
       rounds.push({
-        early: { n: Math.min(r.early.n_a, r.early.n_b), mean_a: r.early.mean_a, mean_b: r.early.mean_b, std_a: r.early.std_a, std_b: r.early.std_b, samples_needed_for_power: r.early.samples_needed_for_power, samples_needed_sequential: predicted },
-        decision: { n_a: r.first.n_a, n_b: r.first.n_b, mean_a: r.first.mean_a, mean_b: r.first.mean_b, relative_difference: (r.first.mean_a - r.first.mean_b) / r.first.mean_a, p_value: r.first.p_value, p_value_sequential: r.first.p_value_sequential, decision: r.first.decision, effect_size: r.first.effect_size, win_rate: r.first.win_rate },
+        early: {
+          n: Math.min(r.early.n_a, r.early.n_b),
+          mean_a: r.early.mean_a,
+          mean_b: r.early.mean_b,
+          std_a: r.early.std_a,
+          std_b: r.early.std_b,
+          samples_needed_for_power: r.early.samples_needed_for_power,
+          samples_needed_sequential: predicted,
+        },
+        decision: {
+          n_a: r.first.n_a,
+          n_b: r.first.n_b,
+          mean_a: r.first.mean_a,
+          mean_b: r.first.mean_b,
+          relative_difference: (r.first.mean_a - r.first.mean_b) / r.first.mean_a,
+          p_value: r.first.p_value,
+          p_value_sequential: r.first.p_value_sequential,
+          decision: r.first.decision,
+          effect_size: r.first.effect_size,
+          win_rate: r.first.win_rate,
+        },
         n_over_predicted: n / predicted,
         looks: r.pSequence.length,
         seconds: r.seconds,

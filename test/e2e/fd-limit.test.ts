@@ -47,7 +47,10 @@ describe('issue 12: near the descriptor limit', () => {
     await refused.close();
     expect(refused.text).toMatch(/retry-after: 1\r\n/);
     expect(refused.text).toMatch(/"code":"server_overloaded"/);
-    const lines = up.stderr().split('\n').filter((l) => l.includes('at its ceiling'));
+    const lines = up
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('at its ceiling'));
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, listener: 'data', reason: 'capacity', maxConnections: CEILING, fdLimit: NOFILE });
 

@@ -6,7 +6,17 @@
 // Needs dist/ (`npm test` builds it first; a direct vitest run needs `npm run build`).
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { crashLines, describeFailures, describeObservations, MODEL, runFuzz, settingsFromEnv, startFuzzGateway, stopFuzzGateway, summary } from '../fuzz/harness.js';
+import {
+  crashLines,
+  describeFailures,
+  describeObservations,
+  MODEL,
+  runFuzz,
+  settingsFromEnv,
+  startFuzzGateway,
+  stopFuzzGateway,
+  summary,
+} from '../fuzz/harness.js';
 import type { FuzzGateway, RunResult } from '../fuzz/harness.js';
 import { KNOWN_DEFECTS } from '../fuzz/judge.js';
 
@@ -60,7 +70,10 @@ describe(`hostile and broken clients: fuzzed requests against a running gateway 
   it(`memory stays bounded: peak RSS within ${p.rssBoundMiB} MiB of the warmed-up baseline`, () => {
     if (!run.rss.available) return; // no /proc: nothing to measure
     const over = run.rss.peakMiB - run.rss.baselineMiB;
-    expect(over, `peak ${run.rss.peakMiB.toFixed(0)} MiB over a baseline of ${run.rss.baselineMiB.toFixed(0)} MiB; in flight at the highest sample:\n  ${run.rss.peakCases.join('\n  ')}`).toBeLessThanOrEqual(p.rssBoundMiB);
+    expect(
+      over,
+      `peak ${run.rss.peakMiB.toFixed(0)} MiB over a baseline of ${run.rss.baselineMiB.toFixed(0)} MiB; in flight at the highest sample:\n  ${run.rss.peakCases.join('\n  ')}`,
+    ).toBeLessThanOrEqual(p.rssBoundMiB);
   });
 
   it(`other clients are still served: every canary request succeeds, on one keep-alive connection, p99 under ${p.canaryP99Ms} ms`, () => {
@@ -68,7 +81,10 @@ describe(`hostile and broken clients: fuzzed requests against a running gateway 
     expect(c.errors, 'canary requests that failed').toEqual([]);
     expect(c.requests).toBeGreaterThan(0);
     expect(c.connections, 'the gateway closed the canary keep-alive connection').toBe(1);
-    expect(c.p99Ms, `canary p99 (the test process's own event-loop delay p99 was ${run.loop.p99Ms.toFixed(1)} ms); in flight when the slowest (${c.maxMs.toFixed(0)} ms) started:\n  ${c.slowestDuring.join('\n  ')}`).toBeLessThan(p.canaryP99Ms);
+    expect(
+      c.p99Ms,
+      `canary p99 (the test process's own event-loop delay p99 was ${run.loop.p99Ms.toFixed(1)} ms); in flight when the slowest (${c.maxMs.toFixed(0)} ms) started:\n  ${c.slowestDuring.join('\n  ')}`,
+    ).toBeLessThan(p.canaryP99Ms);
   });
 
   it('shuts down cleanly afterwards: SIGTERM, exit code 0, still no stack trace', async () => {

@@ -57,7 +57,12 @@ async function snapshot(u: UpProcess): Promise<Snapshot> {
 }
 
 /** Fields of a version that must survive any restart. */
-const lifecycle = (v: VersionView) => ({ version: v.version, status: v.status, rollback_eligible: v.rollback_eligible, rollback_blocked_reason: v.rollback_blocked_reason });
+const lifecycle = (v: VersionView) => ({
+  version: v.version,
+  status: v.status,
+  rollback_eligible: v.rollback_eligible,
+  rollback_blocked_reason: v.rollback_blocked_reason,
+});
 
 /** The audit log of `before` is still there, entry for entry, in the log of `after`. */
 function expectAuditKept(before: AuditView[], after: AuditView[]): void {
@@ -213,7 +218,10 @@ describe('restart safety (e2e, real glidepath up)', () => {
 
     // the audit log holds the whole story, in order
     const end = await snapshot(up);
-    const audit = end.audit.filter((e) => e.result === 'ok').map((e) => e.action).reverse();
+    const audit = end.audit
+      .filter((e) => e.result === 'ok')
+      .map((e) => e.action)
+      .reverse();
     expect(audit).toEqual(['deploy_green', 'swap', 'rollback', 'swap', 'rollback']);
 
     // an adopted worker is still watched: its unexpected death is noticed and it leaves rotation

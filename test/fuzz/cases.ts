@@ -159,4 +159,3 @@ export function splitPieces(rng: Rng, b: Buffer, n: number): Buffer[] {
   out.push(b.subarray(from));
   return out;
 }
-

@@ -40,7 +40,10 @@ export function adminCase(rng: Rng, ctx: GenContext): Built {
   } else {
     // changes are only ever sent without a token: a mutated request must not change the gateway's state
     const p = rng.pick(ADMIN_POSTS).replace('MODEL', ctx.model);
-    r = withLength(req('POST', p, clientHeaders(rng, host(rng), true)), json(rng.pick([{}, { reason: 'x' }, { version: 'v1' }, { to: 'v1', mode: 'overlap' }])));
+    r = withLength(
+      req('POST', p, clientHeaders(rng, host(rng), true)),
+      json(rng.pick([{}, { reason: 'x' }, { version: 'v1' }, { to: 'v1', mode: 'overlap' }])),
+    );
     want = 'reject';
     labels.push(`POST ${p}`);
   }
@@ -72,7 +75,16 @@ export function adminCase(rng: Rng, ctx: GenContext): Built {
     const m = mutateBytes(rng, h, withToken ? h.indexOf(32) + 1 : 0);
     labels.push(`bytes:${m.name}`);
     const all = Buffer.concat([m.head, r.body]);
-    return { label: labels.join(' | '), target: 'admin', pieces: [all], gapMs: 0, answers: [{ want: 'any', head: methodOf(all) === 'HEAD' }], complete: false, end: 'wait', mayCloseSilently: true };
+    return {
+      label: labels.join(' | '),
+      target: 'admin',
+      pieces: [all],
+      gapMs: 0,
+      answers: [{ want: 'any', head: methodOf(all) === 'HEAD' }],
+      complete: false,
+      end: 'wait',
+      mayCloseSilently: true,
+    };
   }
   const all = bytesOf(r);
   return {

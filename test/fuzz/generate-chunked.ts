@@ -35,7 +35,7 @@ const CTL = ['\x00', '\x01', '\x08', '\x0b', '\x1b', '\x7f'];
 function bulkChunks(rng: Rng, n: number): Chunked {
   const chunks: Chunk[] = [];
   const fill = Buffer.alloc(1 << 20, 0x61);
-  for (let left = n; left > 0; ) {
+  for (let left = n; left > 0;) {
     const k = Math.min(left, rng.int(64 * 1024, 1 << 20));
     chunks.push({ size: k.toString(16), ext: '', eol: '\r\n', data: fill.subarray(0, k), after: '\r\n' });
     left -= k;
@@ -225,4 +225,3 @@ export function chunkedCase(rng: Rng, ctx: GenContext): Built {
     mayCloseSilently: !complete,
   };
 }
-

@@ -84,14 +84,25 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
       const reqs = Array.from({ length: rng.int(2, 8) }, valid);
       const all = Buffer.concat(reqs);
       const split = rng.chance(0.5);
-      return { ...base, label: `pipeline ×${reqs.length}`, pieces: split ? splitPieces(rng, all, rng.int(2, 6)) : [all], gapMs: split && rng.chance(0.5) ? 1 : 0, answers: answersFor(reqs, 'ok') };
+      return {
+        ...base,
+        label: `pipeline ×${reqs.length}`,
+        pieces: split ? splitPieces(rng, all, rng.int(2, 6)) : [all],
+        gapMs: split && rng.chance(0.5) ? 1 : 0,
+        answers: answersFor(reqs, 'ok'),
+      };
     }
     case 'pipeline-then-refused': {
       const reqs = Array.from({ length: rng.int(1, 5) }, valid);
       const bad = rng.pick(REFUSED);
       const after = valid();
       const answers = [...answersFor(reqs, 'ok'), { want: 'reject' as const, head: false }, ...(bad.closes ? [] : answersFor([after], 'ok'))];
-      return { ...base, label: `pipeline ×${reqs.length} then ${JSON.stringify(bad.bytes.slice(0, 40))}`, pieces: [Buffer.concat([...reqs, Buffer.from(bad.bytes, 'latin1'), after])], answers };
+      return {
+        ...base,
+        label: `pipeline ×${reqs.length} then ${JSON.stringify(bad.bytes.slice(0, 40))}`,
+        pieces: [Buffer.concat([...reqs, Buffer.from(bad.bytes, 'latin1'), after])],
+        answers,
+      };
     }
     case 'same-head': {
       // one head, Content-Length's digits changed at most: the server reuses its parse of it
@@ -107,7 +118,14 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
       const labels: string[] = [];
       for (let i = 0; i < n; i++) {
         const body = json(chatObject(rng, ctx.model));
-        const r = withLength(req('POST', '/v1/chat/completions', headers.map(([a, b]) => [a, b])), body);
+        const r = withLength(
+          req(
+            'POST',
+            '/v1/chat/completions',
+            headers.map(([a, b]) => [a, b]),
+          ),
+          body,
+        );
         let want: Want = 'ok';
         let rfc: string | undefined;
         if (i === n - 1 && rng.chance(0.6)) {
@@ -141,7 +159,15 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
     case 'half-close-after-head': {
       const r = withLength(req('POST', '/v1/chat/completions', clientHeaders(rng, host(rng), true)), json(chatObject(rng, ctx.model)));
       const partial = rng.chance(0.5) ? r.body.subarray(0, rng.int(1, r.body.length - 1)) : Buffer.alloc(0);
-      return { ...base, label: `half-close after the head${partial.length > 0 ? ' and part of the body' : ''}`, pieces: [Buffer.concat([headOf(r), partial])], answers: [], complete: false, end: 'half-close', mayCloseSilently: true };
+      return {
+        ...base,
+        label: `half-close after the head${partial.length > 0 ? ' and part of the body' : ''}`,
+        pieces: [Buffer.concat([headOf(r), partial])],
+        answers: [],
+        complete: false,
+        end: 'half-close',
+        mayCloseSilently: true,
+      };
     }
     case 'half-close-complete': {
       const b = valid();
@@ -152,7 +178,15 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
       return { ...base, label: 'connect, send nothing, half-close', pieces: [], answers: [], complete: false, end: 'half-close', mayCloseSilently: true };
     case 'garbage': {
       const bytes = rng.chance(0.5) ? rng.pick(PREFACES) : Buffer.from(Array.from({ length: rng.int(1, 300) }, () => rng.int(0, 255)));
-      return { ...base, label: `garbage ${bytes.subarray(0, 8).toString('hex')}`, pieces: [bytes], answers: [{ want: 'any', head: false }], complete: false, end: rng.chance(0.5) ? 'half-close' : 'wait', mayCloseSilently: true };
+      return {
+        ...base,
+        label: `garbage ${bytes.subarray(0, 8).toString('hex')}`,
+        pieces: [bytes],
+        answers: [{ want: 'any', head: false }],
+        complete: false,
+        end: rng.chance(0.5) ? 'half-close' : 'wait',
+        mayCloseSilently: true,
+      };
     }
     case 'trickle': {
       const b = valid();
@@ -163,13 +197,29 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
     }
     case 'leave-mid-head': {
       const b = valid();
-      return { ...base, label: 'leave mid-head', pieces: [b.subarray(0, rng.int(1, Math.max(1, b.indexOf('\r\n\r\n'))))], answers: [], complete: false, end: 'leave', mayCloseSilently: true };
+      return {
+        ...base,
+        label: 'leave mid-head',
+        pieces: [b.subarray(0, rng.int(1, Math.max(1, b.indexOf('\r\n\r\n'))))],
+        answers: [],
+        complete: false,
+        end: 'leave',
+        mayCloseSilently: true,
+      };
     }
     case 'leave-mid-body':
     case 'reset-mid-body': {
       const r = withLength(req('POST', '/v1/chat/completions', clientHeaders(rng, host(rng), true)), json(chatObject(rng, ctx.model)));
       if (rng.chance(0.3)) withChunked(r, chunkBody(rng, r.body, 'tiny'));
-      return { ...base, label: m, pieces: [Buffer.concat([headOf(r), r.body.subarray(0, rng.int(0, r.body.length - 1))])], answers: [], complete: false, end: m === 'reset-mid-body' ? 'reset' : 'leave', mayCloseSilently: true };
+      return {
+        ...base,
+        label: m,
+        pieces: [Buffer.concat([headOf(r), r.body.subarray(0, rng.int(0, r.body.length - 1))])],
+        answers: [],
+        complete: false,
+        end: m === 'reset-mid-body' ? 'reset' : 'leave',
+        mayCloseSilently: true,
+      };
     }
     case 'leave-mid-answer': {
       const o = chatObject(rng, ctx.model, true);
@@ -217,7 +267,16 @@ export function connCase(rng: Rng, ctx: GenContext): Built {
       const tokens = ctx.scale.slowReaderTokens;
       o.max_tokens = tokens;
       const r = withLength(req('POST', '/v1/chat/completions', clientHeaders(rng, host(rng), true)), json(o));
-      return { ...base, label: `slow reader: a ${tokens}-token stream, never read`, pieces: [bytesOf(r)], answers: [], end: 'leave', mayCloseSilently: true, noReadMs: ctx.scale.holdMs, pressure: 'slow reader' };
+      return {
+        ...base,
+        label: `slow reader: a ${tokens}-token stream, never read`,
+        pieces: [bytesOf(r)],
+        answers: [],
+        end: 'leave',
+        mayCloseSilently: true,
+        noReadMs: ctx.scale.holdMs,
+        pressure: 'slow reader',
+      };
     }
   }
 }

@@ -26,12 +26,36 @@ const NON_TOKEN_METHODS = ['GE(T', 'GET\x00', 'GE\x7fT', 'G\tET', '\xefGET', '',
 const TOKEN_METHODS = ['FOO', 'PRI', 'get', 'Get', 'CONNECT', 'TRACE', 'OPTIONS', 'DELETE', 'PUT', 'PATCH', 'M'.repeat(300), "G'T", 'POST!'];
 /** HTTP versions the data plane answers 505 (well-formed, not 1.0 or 1.1). */
 const VERSIONS_505 = ['HTTP/2.0', 'HTTP/1.2', 'HTTP/3.0', 'HTTP/0.9', 'HTTP/9.9'];
-const VERSIONS_400 = ['http/1.1', 'HTTP/1.10', 'HTTP/1', 'HTTP/1.1x', 'HTTP/ 1.1', 'HTTPS/1.1', 'HTTP/1.1 ', 'HTTP/\xb9.1', 'HTTP/1,1', 'HTTP/11', 'HTTP/1.1\x00'];
+const VERSIONS_400 = [
+  'http/1.1',
+  'HTTP/1.10',
+  'HTTP/1',
+  'HTTP/1.1x',
+  'HTTP/ 1.1',
+  'HTTPS/1.1',
+  'HTTP/1.1 ',
+  'HTTP/\xb9.1',
+  'HTTP/1,1',
+  'HTTP/11',
+  'HTTP/1.1\x00',
+];
 /** Host values RFC 9112 §3.2 says a server MUST answer 400 (not a uri-host [":" port]). */
 const INVALID_HOSTS = ['a b', 'user@evil', 'a,b', '[::1', 'h\xe9', 'a/b', 'a:b:c', '%zz', 'a:port', 'a?b'];
 const BAD_NAMES = ['X A', 'X\x00A', 'X\xfcA', 'X(A)', 'X"A', 'X\x7fA', '[X]', 'X/A', 'X@A', 'X{A}'];
 const CTL = ['\x00', '\x01', '\x08', '\x0b', '\x0c', '\x1b', '\x7f', '\r', '\n'];
-const TE_UNSUPPORTED = ['gzip', 'gzip, chunked', 'chunked, chunked', 'identity', 'xchunked', 'chunked;q=1', 'deflate', 'chunked, gzip', '"chunked"', 'chunkedx', 'chunked\x0b'];
+const TE_UNSUPPORTED = [
+  'gzip',
+  'gzip, chunked',
+  'chunked, chunked',
+  'identity',
+  'xchunked',
+  'chunked;q=1',
+  'deflate',
+  'chunked, gzip',
+  '"chunked"',
+  'chunkedx',
+  'chunked\x0b',
+];
 const PATH_GARBAGE = ['%', '%zz', '%E0%A4%A', '%00', '/..', '%2e%2e', '\\', '#frag', ';x', '%C0%AF', '%%', '/.', '%2F'];
 const QUERY_GARBAGE = ['%zz', '%', 'a=%E0%A4%A', 'a&&&=', '==', '?', 'a=%00', `${'k=v&'.repeat(20)}`];
 
@@ -76,7 +100,11 @@ export const HEAD_MUTATIONS: HeadMutation[] = [
     name: 'cl-huge',
     weight: 2,
     apply: (rng, r, ctx) => {
-      setHeader(r, 'Content-Length', rng.pick([String(ctx.maxBodyBytes + 1), '99999999999999999999', '18446744073709551616', '9007199254740993', '1'.repeat(300)]));
+      setHeader(
+        r,
+        'Content-Length',
+        rng.pick([String(ctx.maxBodyBytes + 1), '99999999999999999999', '18446744073709551616', '9007199254740993', '1'.repeat(300)]),
+      );
       return { want: 'reject' };
     },
   },
@@ -313,7 +341,27 @@ const BYTE_MUTATIONS: readonly [string, number][] = [
   ['case', 1],
   ['dup-line', 2],
 ];
-const INSERTS = ['\r', '\n', '\x00', '\x01', '\x1f', '\x7f', '\x80', '\xff', ' ', '\t', '\r\n', '\r\n ', '\r\n\r\n', ':', '%', '%00', '\xfe\xff', '\r\r\n', '\n\n'];
+const INSERTS = [
+  '\r',
+  '\n',
+  '\x00',
+  '\x01',
+  '\x1f',
+  '\x7f',
+  '\x80',
+  '\xff',
+  ' ',
+  '\t',
+  '\r\n',
+  '\r\n ',
+  '\r\n\r\n',
+  ':',
+  '%',
+  '%00',
+  '\xfe\xff',
+  '\r\r\n',
+  '\n\n',
+];
 
 /** Apply a byte mutation to `head`, leaving bytes before `from` alone. */
 export function mutateBytes(rng: Rng, head: Buffer, from: number): { head: Buffer; name: string } {

@@ -5,10 +5,50 @@ import type { Rng } from './rng.js';
 import { host } from './cases.js';
 import type { Built, GenContext, Want } from './cases.js';
 import { pickSplit, validBody } from './generate-chunked.js';
-import { chunkBody, clientHeaders, headOf, json, nestedArrays, nestedObjects, parsesAsJson, prompt, removeHeader, req, setHeader, withChunked, withLength } from './requests.js';
+import {
+  chunkBody,
+  clientHeaders,
+  headOf,
+  json,
+  nestedArrays,
+  nestedObjects,
+  parsesAsJson,
+  prompt,
+  removeHeader,
+  req,
+  setHeader,
+  withChunked,
+  withLength,
+} from './requests.js';
 
-const UNICODE = ['🚀', 'e\u0301', '\u202e', '\u200b', '\u0000', '\ud800', '\udfff\ud800', '\ufeff', '\uffff', '\u{10ffff}', '日本語', 'ｆｕｌｌ', '\u0085\u2028\u2029', 'a\u0000b'];
-const BAD_UTF8 = [[0xff], [0xfe], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xc0, 0xaf], [0xe2, 0x82], [0xf8, 0x88, 0x80, 0x80, 0x80], [0x80], [0xf4, 0x90, 0x80, 0x80], [0xef, 0xbf]];
+const UNICODE = [
+  '🚀',
+  'e\u0301',
+  '\u202e',
+  '\u200b',
+  '\u0000',
+  '\ud800',
+  '\udfff\ud800',
+  '\ufeff',
+  '\uffff',
+  '\u{10ffff}',
+  '日本語',
+  'ｆｕｌｌ',
+  '\u0085\u2028\u2029',
+  'a\u0000b',
+];
+const BAD_UTF8 = [
+  [0xff],
+  [0xfe],
+  [0xc3, 0x28],
+  [0xed, 0xa0, 0x80],
+  [0xc0, 0xaf],
+  [0xe2, 0x82],
+  [0xf8, 0x88, 0x80, 0x80, 0x80],
+  [0x80],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0xef, 0xbf],
+];
 
 /** Fields and values the gateway must refuse (400), per endpoint. */
 const BAD_FIELDS: Record<'chat' | 'completions', Record<string, unknown[]>> = {

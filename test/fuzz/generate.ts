@@ -40,4 +40,3 @@ export function generate(seed: number, index: number, ctx: GenContext): FuzzCase
   }
   return { seed, index, family, ...b };
 }
-

@@ -58,7 +58,16 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     canaryIntervalMs: 10,
     canaryP99Ms: 500,
     rssBoundMiB: 150,
-    scale: { bigBody: 256 * 1024, maxDepth: 20_000, pipelineFlood: 2_000, oneByteChunked: 256 * 1024, slowReaderTokens: 1_000, holdMs: 200, pressureWeight: 0.6, overLimitBytesWeight: 0.2 },
+    scale: {
+      bigBody: 256 * 1024,
+      maxDepth: 20_000,
+      pipelineFlood: 2_000,
+      oneByteChunked: 256 * 1024,
+      slowReaderTokens: 1_000,
+      holdMs: 200,
+      pressureWeight: 0.6,
+      overLimitBytesWeight: 0.2,
+    },
   },
   // `npm run fuzz`: two minutes, full-size pressure cases (a 4 MiB body in 1-byte chunks, 20k pipelined requests never read)
   long: {
@@ -118,11 +127,14 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Settings 
     concurrency: Math.floor(posNumber(env, 'FUZZ_CONCURRENCY') ?? base.concurrency),
   };
   const seed = parseSeed(env.FUZZ_SEED, () => (name === 'long' ? Math.random() * 4294967296 : DEFAULT_SEED));
-  const only = env.FUZZ_CASE === undefined || env.FUZZ_CASE === '' ? undefined : env.FUZZ_CASE.split(',').map((s) => {
-    const n = Number(s.trim());
-    if (!Number.isInteger(n) || n < 0) throw new Error(`FUZZ_CASE must list case indices, got ${JSON.stringify(env.FUZZ_CASE)}`);
-    return n;
-  });
+  const only =
+    env.FUZZ_CASE === undefined || env.FUZZ_CASE === ''
+      ? undefined
+      : env.FUZZ_CASE.split(',').map((s) => {
+          const n = Number(s.trim());
+          if (!Number.isInteger(n) || n < 0) throw new Error(`FUZZ_CASE must list case indices, got ${JSON.stringify(env.FUZZ_CASE)}`);
+          return n;
+        });
   return { profile, seed, only, strict: env.FUZZ_STRICT === '1' };
 }
 
@@ -292,7 +304,15 @@ export async function runFuzz(gw: FuzzGateway, s: Settings): Promise<RunResult> 
       const v = judge(c, o, p.timing);
       for (const ob of v.observations) bump(r.observations, ob);
       if (v.problems.length > 0) {
-        const f: Failure = { index, family: c.family, label: c.label, target: c.target, problems: v.problems, statuses: o.responses.map((x) => x.status), bytes: casePreview(c) };
+        const f: Failure = {
+          index,
+          family: c.family,
+          label: c.label,
+          target: c.target,
+          problems: v.problems,
+          statuses: o.responses.map((x) => x.status),
+          bytes: casePreview(c),
+        };
         if (v.problems.every((x) => x.known !== undefined)) r.known.push(f);
         else r.failures.push(f);
       }
@@ -315,7 +335,10 @@ export function replayCommand(s: Settings, index: number): string {
 }
 
 function histogram(m: Map<string, number>): string {
-  return [...m].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${k}×${n}`).join(', ');
+  return [...m]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([k, n]) => `${k}×${n}`)
+    .join(', ');
 }
 
 /** One paragraph: what ran, what came back, memory, the canary. */
@@ -345,10 +368,16 @@ export function summary(r: RunResult): string {
 export function describeFailures(r: RunResult, list: Failure[], max = 10): string {
   return list
     .slice(0, max)
-    .map((f) => `#${f.index} [${f.family} → ${f.target}] ${f.label}\n  answers: ${f.statuses.join(', ') || 'none'}\n  ${f.problems.map((x) => `${x.known ? `(known: ${x.known}) ` : ''}${x.text}`).join('\n  ')}\n  bytes: ${f.bytes}\n  replay: ${replayCommand(r.settings, f.index)}`)
+    .map(
+      (f) =>
+        `#${f.index} [${f.family} → ${f.target}] ${f.label}\n  answers: ${f.statuses.join(', ') || 'none'}\n  ${f.problems.map((x) => `${x.known ? `(known: ${x.known}) ` : ''}${x.text}`).join('\n  ')}\n  bytes: ${f.bytes}\n  replay: ${replayCommand(r.settings, f.index)}`,
+    )
     .join('\n');
 }
 
 export function describeObservations(r: RunResult): string {
-  return [...r.observations].sort(([, a], [, b]) => b - a).map(([k, n]) => `  ×${n} ${k}`).join('\n');
+  return [...r.observations]
+    .sort(([, a], [, b]) => b - a)
+    .map(([k, n]) => `  ×${n} ${k}`)
+    .join('\n');
 }

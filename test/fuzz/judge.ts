@@ -29,7 +29,9 @@ export interface KnownDefect {
 
 /** The request target of a case's first request, as the server reads it. */
 export function requestTarget(c: FuzzCase): string {
-  const s = Buffer.concat(c.pieces.slice(0, 4)).toString('latin1', 0, 64 * 1024).replace(/^(\r\n)+/, '');
+  const s = Buffer.concat(c.pieces.slice(0, 4))
+    .toString('latin1', 0, 64 * 1024)
+    .replace(/^(\r\n)+/, '');
   const line = s.slice(0, s.indexOf('\r\n') === -1 ? s.length : s.indexOf('\r\n'));
   return line.split(' ')[1] ?? '';
 }
@@ -61,7 +63,8 @@ function errorBodyProblem(r: Response): string | undefined {
     return `a ${r.status} whose body is not JSON: ${preview(r.body)}`;
   }
   const e = (v as { error?: { message?: unknown; type?: unknown; code?: unknown } } | null)?.error;
-  if (typeof e?.message !== 'string' || typeof e.type !== 'string' || typeof e.code !== 'string') return `a ${r.status} without an OpenAI-style {"error":{"message","type","code"}} body: ${preview(r.body)}`;
+  if (typeof e?.message !== 'string' || typeof e.type !== 'string' || typeof e.code !== 'string')
+    return `a ${r.status} without an OpenAI-style {"error":{"message","type","code"}} body: ${preview(r.body)}`;
   return undefined;
 }
 
@@ -118,15 +121,18 @@ export function judge(c: FuzzCase, o: Outcome, t: Timing): Verdict {
   }
   const missing = c.answers.length - o.responses.length;
   const left = c.end === 'leave' || c.end === 'reset' || c.end === 'leave-on-answer';
-  if (o.hung) problems.push({ text: `neither answered nor closed within ${t.closeMs} ms of the client's FIN (${o.responses.length}/${c.answers.length} answers)` });
+  if (o.hung)
+    problems.push({ text: `neither answered nor closed within ${t.closeMs} ms of the client's FIN (${o.responses.length}/${c.answers.length} answers)` });
   else if (missing > 0 && !left) {
     if (o.timedOut) problems.push({ text: `no answer within ${t.caseMs} ms to complete request(s) (${o.responses.length}/${c.answers.length} answers)` });
     // the data plane closes without a word only when the client has gone (or after 30 s+ timeouts):
     // a close before our FIN means its parser threw something other than a ParseError
     else if (o.closedBeforeOurFin && c.end === 'wait' && (c.target === 'data' || !c.mayCloseSilently)) {
-      problems.push({ text: `closed the connection without answering (${o.responses.length}/${c.answers.length} answers, ${o.cutShort} bytes of a cut response)` });
-    }
-    else if (!o.serverClosed && !c.mayCloseSilently) problems.push({ text: `${o.responses.length}/${c.answers.length} answers and the connection still open` });
+      problems.push({
+        text: `closed the connection without answering (${o.responses.length}/${c.answers.length} answers, ${o.cutShort} bytes of a cut response)`,
+      });
+    } else if (!o.serverClosed && !c.mayCloseSilently)
+      problems.push({ text: `${o.responses.length}/${c.answers.length} answers and the connection still open` });
   }
   return { problems, observations };
 }

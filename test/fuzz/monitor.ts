@@ -61,7 +61,12 @@ export class Canary {
       try {
         const res = await this.client.request(
           chat
-            ? { path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: this.model, messages: [{ role: 'user', content: 'canary' }], max_tokens: 1 }) }
+            ? {
+                path: '/v1/chat/completions',
+                method: 'POST',
+                headers: { 'content-type': 'application/json' },
+                body: JSON.stringify({ model: this.model, messages: [{ role: 'user', content: 'canary' }], max_tokens: 1 }),
+              }
             : { path: '/health', method: 'GET' },
         );
         const text = await res.body.text();
@@ -85,7 +90,16 @@ export class Canary {
     await this.loop;
     await this.client.close();
     const s = [...this.latencies].sort((a, b) => a - b);
-    return { requests: s.length, chats: this.chats, errors: this.errors, p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), maxMs: s[s.length - 1] ?? NaN, connections: this.connections, slowestDuring: this.slowestDuring };
+    return {
+      requests: s.length,
+      chats: this.chats,
+      errors: this.errors,
+      p50Ms: percentile(s, 50),
+      p99Ms: percentile(s, 99),
+      maxMs: s[s.length - 1] ?? NaN,
+      connections: this.connections,
+      slowestDuring: this.slowestDuring,
+    };
   }
 }
 
@@ -172,7 +186,15 @@ export class RssSampler {
     const m = memoryOf(this.pid);
     const hwmEnd = m?.hwmMiB ?? NaN;
     const peak = Math.max(this.peak, hwmEnd > this.hwmStart ? hwmEnd : -Infinity);
-    return { available: this.available, baselineMiB: this.baseline, peakMiB: peak, hwmStartMiB: this.hwmStart, hwmEndMiB: hwmEnd, peakCases: this.peakCases, byPressure: this.byPressure };
+    return {
+      available: this.available,
+      baselineMiB: this.baseline,
+      peakMiB: peak,
+      hwmStartMiB: this.hwmStart,
+      hwmEndMiB: hwmEnd,
+      peakCases: this.peakCases,
+      byPressure: this.byPressure,
+    };
   }
 }
 

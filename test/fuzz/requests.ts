@@ -150,8 +150,14 @@ export function chunkBody(rng: Rng, body: Buffer, mode: SplitMode): Chunked {
     i += n;
   }
   const trailers: string[] = [];
-  if (rng.chance(0.15)) for (let k = rng.int(1, 3); k > 0; k--) trailers.push(`${rng.pick(['X-Trailer', 'Checksum', 'x-t'])}: ${rng.pick(['1', 'abc', '', 'a b c'])}\r\n`);
-  return { chunks, last: { size: rng.chance(0.1) ? '000' : '0', ext: extOften && rng.chance(0.3) ? rng.pick(EXTENSIONS) : '', eol: '\r\n' }, trailers, end: '\r\n' };
+  if (rng.chance(0.15))
+    for (let k = rng.int(1, 3); k > 0; k--) trailers.push(`${rng.pick(['X-Trailer', 'Checksum', 'x-t'])}: ${rng.pick(['1', 'abc', '', 'a b c'])}\r\n`);
+  return {
+    chunks,
+    last: { size: rng.chance(0.1) ? '000' : '0', ext: extOften && rng.chance(0.3) ? rng.pick(EXTENSIONS) : '', eol: '\r\n' },
+    trailers,
+    end: '\r\n',
+  };
 }
 
 // ---- request bodies -------------------------------------------------------------------------

@@ -50,10 +50,23 @@ export interface JudgeSpec {
 
 /** glidepath.yaml for several sim models, a fast control tick and an optional judge. */
 export function canaryConfigYaml(opts: { dataDir: string; models: CanaryModelSpec[]; tickMs?: number; judge?: JudgeSpec; gpus?: number }): string {
-  const l: string[] = ['server:', `  data_dir: ${JSON.stringify(opts.dataDir)}`, `gpus: { count: ${opts.gpus ?? 16}, memory_gb: 80 }`, `control: { tick_ms: ${opts.tickMs ?? 100} }`];
+  const l: string[] = [
+    'server:',
+    `  data_dir: ${JSON.stringify(opts.dataDir)}`,
+    `gpus: { count: ${opts.gpus ?? 16}, memory_gb: 80 }`,
+    `control: { tick_ms: ${opts.tickMs ?? 100} }`,
+  ];
   if (opts.judge) {
     const j = opts.judge;
-    l.push('judge:', `  url: ${JSON.stringify(j.url)}`, '  model: judge', `  mode: ${j.mode}`, `  sample_share: ${j.sampleShare ?? 1}`, `  concurrency: ${j.concurrency ?? 4}`, '  timeout_ms: 5000');
+    l.push(
+      'judge:',
+      `  url: ${JSON.stringify(j.url)}`,
+      '  model: judge',
+      `  mode: ${j.mode}`,
+      `  sample_share: ${j.sampleShare ?? 1}`,
+      `  concurrency: ${j.concurrency ?? 4}`,
+      '  timeout_ms: 5000',
+    );
   }
   l.push('models:');
   for (const m of opts.models) {
@@ -113,7 +126,10 @@ export class EventStream {
 
   static async open(up: UpProcess): Promise<EventStream> {
     const s = new EventStream();
-    const res = await request(`${up.adminUrl}/admin/v1/events`, { headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' }, signal: s.ac.signal });
+    const res = await request(`${up.adminUrl}/admin/v1/events`, {
+      headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' },
+      signal: s.ac.signal,
+    });
     if (res.statusCode !== 200) throw new Error(`GET /events answered ${res.statusCode}`);
     res.body.setEncoding('utf8');
     void (async () => {
@@ -163,7 +179,11 @@ export class EventStream {
    * failed) — or paused, which needs a human: the test fails fast on it instead of timing out.
    */
   canaryEnd(model: string, timeoutMs: number, after = 0): Promise<ControlEvent> {
-    return this.waitFor((e) => e.seq > after && e.model === model && /^canary_(succeeded|rolled_back|aborted|failed|paused)$/.test(e.kind), timeoutMs, `end of ${model}'s canary`);
+    return this.waitFor(
+      (e) => e.seq > after && e.model === model && /^canary_(succeeded|rolled_back|aborted|failed|paused)$/.test(e.kind),
+      timeoutMs,
+      `end of ${model}'s canary`,
+    );
   }
 
   close(): void {
@@ -198,7 +218,15 @@ export class LoadGen {
   constructor(
     private readonly dataUrl: string,
     models: string[],
-    private readonly opts: { concurrency: number; concurrencyFor?: Record<string, number>; maxTokens: number; maxRequests: number; maxMs: number; promptPrefix?: string; headers?: (i: number) => Record<string, string> },
+    private readonly opts: {
+      concurrency: number;
+      concurrencyFor?: Record<string, number>;
+      maxTokens: number;
+      maxRequests: number;
+      maxMs: number;
+      promptPrefix?: string;
+      headers?: (i: number) => Record<string, string>;
+    },
   ) {
     const conc = (m: string) => opts.concurrencyFor?.[m] ?? opts.concurrency;
     this.agent = new Agent({ connections: models.reduce((n, m) => n + conc(m), 4), keepAliveTimeout: 30_000 });
@@ -218,7 +246,12 @@ export class LoadGen {
         const res = await request(`${this.dataUrl}/v1/chat/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...this.opts.headers?.(i) },
-          body: JSON.stringify({ model, messages: [{ role: 'user', content: `${this.opts.promptPrefix ?? 'Question'} ${i}: describe harbour number ${i * 7919} in a few words.` }], max_tokens: this.opts.maxTokens, temperature: 0 }),
+          body: JSON.stringify({
+            model,
+            messages: [{ role: 'user', content: `${this.opts.promptPrefix ?? 'Question'} ${i}: describe harbour number ${i * 7919} in a few words.` }],
+            max_tokens: this.opts.maxTokens,
+            temperature: 0,
+          }),
           dispatcher: this.agent,
         });
         await res.body.text();
@@ -304,7 +337,9 @@ export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number
     client_failures: load?.failed ?? null,
     reason: v.rollback?.reason ?? v.message ?? null,
     last_metrics: (v.verdicts.at(-1)?.metrics ?? []).map((m) => ({ name: m.name, outcome: m.outcome, reason: m.reason })),
-    decisive_verdicts: v.verdicts.filter((x) => x.decisive).map((x) => ({ stage: x.stage, percent: x.percent, outcome: x.outcome, score: Math.round(x.score * 10) / 10, look: x.look })),
+    decisive_verdicts: v.verdicts
+      .filter((x) => x.decisive)
+      .map((x) => ({ stage: x.stage, percent: x.percent, outcome: x.outcome, score: Math.round(x.score * 10) / 10, look: x.look })),
     rollback_timing_ms: v.rollback?.timing ?? null,
     seconds: Math.round(ms / 100) / 10,
   };
@@ -316,7 +351,10 @@ export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number
  * Where the acceptance numbers go: bench/results/ with GLIDEPATH_RECORD_ACCEPTANCE=1 (`npm run
  * bench:canary`), a temp file otherwise, so a plain `npm test` leaves the work tree clean.
  */
-export const ACCEPTANCE_FILE = process.env.GLIDEPATH_RECORD_ACCEPTANCE === '1' ? path.join(ROOT, 'bench/results/canary-acceptance.json') : path.join(os.tmpdir(), 'glidepath-canary-acceptance.json');
+export const ACCEPTANCE_FILE =
+  process.env.GLIDEPATH_RECORD_ACCEPTANCE === '1'
+    ? path.join(ROOT, 'bench/results/canary-acceptance.json')
+    : path.join(os.tmpdir(), 'glidepath-canary-acceptance.json');
 
 /** Merge one section (e.g. 'canary', 'quality', 'experiment', 'restart') into the acceptance report. */
 export function recordAcceptance(section: string, data: unknown): void {

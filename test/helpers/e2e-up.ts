@@ -131,8 +131,27 @@ export function removeDir(dir: string): void {
  * Start `glidepath up` and resolve once it prints its listening line (both listeners on port 0).
  * Rejects with its stderr if it exits first or does not come up within `timeoutMs`.
  */
-export async function startUp(opts: { configFile: string; dataDir: string; keepWorkers?: boolean; timeoutMs?: number; env?: NodeJS.ProcessEnv; nofile?: number }): Promise<UpProcess> {
-  const args = [...GATEWAY_NODE_FLAGS, CLI, 'up', '--config', opts.configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--data-dir', opts.dataDir];
+export async function startUp(opts: {
+  configFile: string;
+  dataDir: string;
+  keepWorkers?: boolean;
+  timeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+  nofile?: number;
+}): Promise<UpProcess> {
+  const args = [
+    ...GATEWAY_NODE_FLAGS,
+    CLI,
+    'up',
+    '--config',
+    opts.configFile,
+    '--listen',
+    '127.0.0.1:0',
+    '--admin-listen',
+    '127.0.0.1:0',
+    '--data-dir',
+    opts.dataDir,
+  ];
   if (opts.keepWorkers) args.push('--keep-workers');
   // nofile: run under that descriptor limit, soft and hard (util-linux's prlimit, on every Debian)
   const [cmd, argv] = opts.nofile === undefined ? [process.execPath, args] : ['prlimit', [`--nofile=${opts.nofile}:${opts.nofile}`, process.execPath, ...args]];
@@ -356,11 +375,19 @@ export interface ControlEventView {
  * Resolve with the first control-plane event of `kind` (matching `pred`) on the admin event stream
  * (history included); rejects after `timeoutMs`. Start it before causing the event.
  */
-export async function waitForEvent(up: UpProcess, kind: string, pred: (e: ControlEventView) => boolean = () => true, timeoutMs = 15_000): Promise<ControlEventView> {
+export async function waitForEvent(
+  up: UpProcess,
+  kind: string,
+  pred: (e: ControlEventView) => boolean = () => true,
+  timeoutMs = 15_000,
+): Promise<ControlEventView> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), timeoutMs);
   try {
-    const res = await request(`${up.adminUrl}/admin/v1/events`, { headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' }, signal: ac.signal });
+    const res = await request(`${up.adminUrl}/admin/v1/events`, {
+      headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' },
+      signal: ac.signal,
+    });
     if (res.statusCode !== 200) throw new Error(`GET /events answered ${res.statusCode}`);
     let buf = '';
     res.body.setEncoding('utf8');

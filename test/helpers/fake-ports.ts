@@ -64,7 +64,25 @@ export function emptyStats(): WindowStats {
 
 /** A successful streamed request of `version`; override any field. */
 export function requestRecord(model: string, version: string, o: Partial<RequestRecord> = {}): RequestRecord {
-  return { model, version, worker: `${model}/${version}/0`, status: 200, errorCode: undefined, stream: true, ttftMs: 20, queueMs: 0, tpotMs: 5, itlMs: [], latencyMs: 100, promptTokens: 8, completionTokens: 10, at: 0, retries: 0, shadow: false, ...o };
+  return {
+    model,
+    version,
+    worker: `${model}/${version}/0`,
+    status: 200,
+    errorCode: undefined,
+    stream: true,
+    ttftMs: 20,
+    queueMs: 0,
+    tpotMs: 5,
+    itlMs: [],
+    latencyMs: 100,
+    promptTokens: 8,
+    completionTokens: 10,
+    at: 0,
+    retries: 0,
+    shadow: false,
+    ...o,
+  };
 }
 
 export interface FakeFleetOptions {
@@ -105,7 +123,11 @@ export class FakeFleet {
       gpus: { count: opts.gpus ?? 8, memory_gb: 80 },
       models: opts.models.map((m) => ({
         ...m,
-        versions: (m.versions as Record<string, unknown>[]).map((v) => ({ provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] }, warmup: { requests: 0 }, ...v })),
+        versions: (m.versions as Record<string, unknown>[]).map((v) => ({
+          provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] },
+          warmup: { requests: 0 },
+          ...v,
+        })),
       })),
     });
     this.registry = new Registry(this.store, () => this.clock.now());
@@ -179,7 +201,9 @@ export class FakeFleet {
           const prev = this.route(spec.model);
           const route = buildRoute(spec, prev.revision + 1, known, this.clock.now(), prev);
           this.routeOf.set(spec.model, route);
-          this.log.push(`publish ${spec.model} ${route.versions.map((v) => `${v.id}=${+v.weight.toFixed(4)}`).join(',')}${route.shadow ? ` shadow=${route.shadow.version}` : ''}`);
+          this.log.push(
+            `publish ${spec.model} ${route.versions.map((v) => `${v.id}=${+v.weight.toFixed(4)}`).join(',')}${route.shadow ? ` shadow=${route.shadow.version}` : ''}`,
+          );
           return { route, switchMs: 0.01 };
         },
         drain: (model, version) =>

@@ -38,14 +38,22 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(models: ModelSetup[], over: Partial<GatewayConfig> = {}, opts: ConstructorParameters<typeof DataPlane>[2] = {}): Promise<Gateway> {
+export async function startGateway(
+  models: ModelSetup[],
+  over: Partial<GatewayConfig> = {},
+  opts: ConstructorParameters<typeof DataPlane>[2] = {},
+): Promise<Gateway> {
   const cfg = defaultGatewayConfig(over);
   const telemetry = new Telemetry({ windowMaxSamples: 1000, windowMaxAgeMs: 300_000 });
   const dp = new DataPlane(cfg, telemetry, opts);
   for (const m of models) {
     // the route is set after workers exist (a weighted version with no workers is refused)
     const first = m.versions[0]!.id;
-    dp.addModel({ model: m.name, versions: m.versions.map((v) => ({ id: v.id, cardChecksum: v.card ?? 'card' })), route: { model: m.name, weights: { [first]: 1 } } });
+    dp.addModel({
+      model: m.name,
+      versions: m.versions.map((v) => ({ id: v.id, cardChecksum: v.card ?? 'card' })),
+      route: { model: m.name, weights: { [first]: 1 } },
+    });
     for (const v of m.versions) {
       dp.setWorkers(
         m.name,
@@ -139,17 +147,21 @@ export function openStream(url: string, body: unknown, headers: Record<string, s
     rejectAll = j;
   });
   const done = new Promise<Buffer>((resolve, reject) => {
-    const req = httpRequest(url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, agent: false }, (r) => {
-      resolveRes(r);
-      const chunks: Buffer[] = [];
-      r.on('data', (c: Buffer) => {
-        if (chunks.length === 0) resolveFirst(c);
-        chunks.push(c);
-      });
-      r.on('end', () => resolve(Buffer.concat(chunks)));
-      r.on('error', reject);
-      r.on('aborted', () => reject(new Error('aborted')));
-    });
+    const req = httpRequest(
+      url + '/v1/chat/completions',
+      { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, agent: false },
+      (r) => {
+        resolveRes(r);
+        const chunks: Buffer[] = [];
+        r.on('data', (c: Buffer) => {
+          if (chunks.length === 0) resolveFirst(c);
+          chunks.push(c);
+        });
+        r.on('end', () => resolve(Buffer.concat(chunks)));
+        r.on('error', reject);
+        r.on('aborted', () => reject(new Error('aborted')));
+      },
+    );
     req.on('error', (e) => {
       reject(e);
       rejectAll(e);
@@ -183,7 +195,11 @@ export async function until(cond: () => boolean, what = 'condition', limitMs = 5
  * Per-test fixtures: scripted upstreams and gateways that are closed after each test (newest
  * first). Call once at the top of a test file.
  */
-export function gatewayFixtures(): { upstream: () => Promise<Upstream>; gateway: (...args: Parameters<typeof startGateway>) => Promise<Gateway>; cleanups: (() => Promise<void>)[] } {
+export function gatewayFixtures(): {
+  upstream: () => Promise<Upstream>;
+  gateway: (...args: Parameters<typeof startGateway>) => Promise<Gateway>;
+  cleanups: (() => Promise<void>)[];
+} {
   const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {
     while (cleanups.length) await cleanups.pop()!();

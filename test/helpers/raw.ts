@@ -123,4 +123,3 @@ export class Raw {
     while (!this.closed) await this.next();
   }
 }
-

@@ -42,7 +42,8 @@ export type ToolCheck = { run: true; path: string } | { run: false; skip: string
 export function checkTool(name: string, pkg: string, env: NodeJS.ProcessEnv = process.env): ToolCheck {
   const path = findTool(name, env.PATH ?? '');
   if (path !== undefined) return { run: true, path };
-  if (isCi(env)) return { run: false, fail: `${name} is not installed (apt-get install ${pkg}); CI=true requires every optional test tool (.ci/run installs them)` };
+  if (isCi(env))
+    return { run: false, fail: `${name} is not installed (apt-get install ${pkg}); CI=true requires every optional test tool (.ci/run installs them)` };
   return { run: false, skip: `skipped: ${name} not installed (apt-get install ${pkg})` };
 }
 

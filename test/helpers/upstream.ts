@@ -53,19 +53,29 @@ export function sseEvents(n: number, o: ChunkOptions = {}): string[] {
   const out: string[] = [];
   if (o.completions) {
     for (let i = 0; i < n; i++) {
-      out.push(`data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: `t${i} `, logprobs: null, finish_reason: null }] })}\n\n`);
+      out.push(
+        `data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: `t${i} `, logprobs: null, finish_reason: null }] })}\n\n`,
+      );
     }
-    out.push(`data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: '', logprobs: null, finish_reason: 'length' }] })}\n\n`);
+    out.push(
+      `data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: '', logprobs: null, finish_reason: 'length' }] })}\n\n`,
+    );
   } else {
     const obj = 'chat.completion.chunk';
-    out.push(`data: ${JSON.stringify({ id, object: obj, created, model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] })}\n\n`);
+    out.push(
+      `data: ${JSON.stringify({ id, object: obj, created, model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] })}\n\n`,
+    );
     for (let i = 0; i < n; i++) {
-      out.push(`data: ${JSON.stringify({ id, object: obj, created, model, choices: [{ index: 0, delta: { content: `tok${i} ` }, logprobs: null, finish_reason: null }] })}\n\n`);
+      out.push(
+        `data: ${JSON.stringify({ id, object: obj, created, model, choices: [{ index: 0, delta: { content: `tok${i} ` }, logprobs: null, finish_reason: null }] })}\n\n`,
+      );
     }
     out.push(`data: ${JSON.stringify({ id, object: obj, created, model, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }] })}\n\n`);
   }
   if (o.usage) {
-    out.push(`data: ${JSON.stringify({ id, object: o.completions ? 'text_completion' : 'chat.completion.chunk', created, model, choices: [], usage: { ...o.usage, total_tokens: o.usage.prompt_tokens + o.usage.completion_tokens } })}\n\n`);
+    out.push(
+      `data: ${JSON.stringify({ id, object: o.completions ? 'text_completion' : 'chat.completion.chunk', created, model, choices: [], usage: { ...o.usage, total_tokens: o.usage.prompt_tokens + o.usage.completion_tokens } })}\n\n`,
+    );
   }
   out.push('data: [DONE]\n\n');
   return out;

@@ -31,7 +31,6 @@ export interface HodgesLehmannResult {
 /** Largest candidate set that is sorted directly instead of partitioned further. */
 const DIRECT_SORT_LIMIT = 512;
 
-
 /** Random candidates drawn per round to place the two pivots (Floyd-Rivest style). */
 const SAMPLE = 128;
 /** Sample positions either side of the target's expected position (~2.5 standard deviations). */

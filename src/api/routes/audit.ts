@@ -6,30 +6,36 @@ import type { AdminContext } from './context.js';
 
 export function auditRoutes({ cp }: AdminContext): RouteDef[] {
   return [
-    get('/audit', { role: 'viewer', summary: 'the audit log, newest first; filters since, until (epoch ms or ISO), actor, action, target, result, limit' }, (c) => {
-      const q = c.query;
-      const time = (k: string) => {
-        const v = q.get(k);
-        if (v === null) return undefined;
-        const n = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
-        if (!Number.isFinite(n)) throw new BadRequestError('invalid_query', `${k}: expected epoch ms or an ISO date, got ${JSON.stringify(v)}`);
-        return n;
-      };
-      const limitS = q.get('limit');
-      const limit = limitS === null ? undefined : Number(limitS);
-      if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw new BadRequestError('invalid_query', `limit: expected a positive integer, got ${JSON.stringify(limitS)}`);
-      const result = q.get('result');
-      if (result !== null && result !== 'ok' && result !== 'error') throw new BadRequestError('invalid_query', `result: expected ok or error, got ${JSON.stringify(result)}`);
-      return cp.store.queryAudit({
-        since: time('since'),
-        until: time('until'),
-        actor: q.get('actor') ?? undefined,
-        action: q.get('action') ?? undefined,
-        target: q.get('target') ?? undefined,
-        result: result ?? undefined,
-        limit,
-      });
-    }),
+    get(
+      '/audit',
+      { role: 'viewer', summary: 'the audit log, newest first; filters since, until (epoch ms or ISO), actor, action, target, result, limit' },
+      (c) => {
+        const q = c.query;
+        const time = (k: string) => {
+          const v = q.get(k);
+          if (v === null) return undefined;
+          const n = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
+          if (!Number.isFinite(n)) throw new BadRequestError('invalid_query', `${k}: expected epoch ms or an ISO date, got ${JSON.stringify(v)}`);
+          return n;
+        };
+        const limitS = q.get('limit');
+        const limit = limitS === null ? undefined : Number(limitS);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1))
+          throw new BadRequestError('invalid_query', `limit: expected a positive integer, got ${JSON.stringify(limitS)}`);
+        const result = q.get('result');
+        if (result !== null && result !== 'ok' && result !== 'error')
+          throw new BadRequestError('invalid_query', `result: expected ok or error, got ${JSON.stringify(result)}`);
+        return cp.store.queryAudit({
+          since: time('since'),
+          until: time('until'),
+          actor: q.get('actor') ?? undefined,
+          action: q.get('action') ?? undefined,
+          target: q.get('target') ?? undefined,
+          result: result ?? undefined,
+          limit,
+        });
+      },
+    ),
     get('/events', { role: 'viewer', summary: 'server-sent events of every change (Last-Event-ID resumes)', raw: true }, (c) => {
       const res = c.res;
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });

@@ -22,16 +22,24 @@ const retireBody = z.object({ force: z.boolean().optional() }).strict();
 export function blueGreenRoutes({ cp, controllers }: AdminContext): RouteDef[] {
   const bg = controllers.blueGreen;
   return [
-    post('/models/:model/deploy', { role: 'operator', body: deployBody, summary: 'deploy green: load a version on free GPUs beside the active one, warm it, mark it ready' }, (c, b) => {
-      const m = modelOf(cp, c);
-      return longOp(c, async (progress) => versionView(cp, await bg.deploy(m, b.version, actorOf(c), progress)));
-    }),
+    post(
+      '/models/:model/deploy',
+      { role: 'operator', body: deployBody, summary: 'deploy green: load a version on free GPUs beside the active one, warm it, mark it ready' },
+      (c, b) => {
+        const m = modelOf(cp, c);
+        return longOp(c, async (progress) => versionView(cp, await bg.deploy(m, b.version, actorOf(c), progress)));
+      },
+    ),
     post('/models/:model/swap', { role: 'operator', body: swapBody, summary: 'make the ready (green) version active; overlap or drain-first' }, (c, b) =>
       bg.swap(modelOf(cp, c), { to: b.to, mode: b.mode, drainTimeoutMs: b.drain_timeout_ms, standby: b.standby }, actorOf(c)),
     ),
-    post('/models/:model/rollback', { role: 'operator', body: rollbackBody, summary: 'instant rollback to the standby version (one route swap)' }, (c, b) => bg.rollback(modelOf(cp, c), actorOf(c), b.reason)),
-    post('/models/:model/versions/:version/retire', { role: 'operator', body: retireBody, summary: 'unload a version and free its GPUs (never the active one; standby only with force)' }, (c, b) =>
-      bg.retire(modelOf(cp, c), c.params.version as string, { force: b.force ?? false }, actorOf(c)),
+    post('/models/:model/rollback', { role: 'operator', body: rollbackBody, summary: 'instant rollback to the standby version (one route swap)' }, (c, b) =>
+      bg.rollback(modelOf(cp, c), actorOf(c), b.reason),
+    ),
+    post(
+      '/models/:model/versions/:version/retire',
+      { role: 'operator', body: retireBody, summary: 'unload a version and free its GPUs (never the active one; standby only with force)' },
+      (c, b) => bg.retire(modelOf(cp, c), c.params.version as string, { force: b.force ?? false }, actorOf(c)),
     ),
   ];
 }

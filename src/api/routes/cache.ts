@@ -12,7 +12,12 @@ export function cacheRoutes({ cp }: AdminContext): RouteDef[] {
   return [
     post(
       '/models/:model/versions/:version/cache',
-      { role: 'operator', body: cacheBody, summary: "cache download: copy the version's weights into the weight cache, verify the weight hash, evict least recently used (never active or standby); force re-downloads" },
+      {
+        role: 'operator',
+        body: cacheBody,
+        summary:
+          "cache download: copy the version's weights into the weight cache, verify the weight hash, evict least recently used (never active or standby); force re-downloads",
+      },
       (c, b) => cacheDownload(cp, modelOf(cp, c), c.params.version as string, actorOf(c), { force: b.force ?? false }),
     ),
   ];

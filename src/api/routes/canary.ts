@@ -42,7 +42,12 @@ export async function canaryView({ controllers }: AdminContext, model: string, i
     samples: live ?? null,
     next_decision: TERMINAL.includes(s.phase)
       ? null
-      : { stage_holds_ms: stageLeftMs, samples_needed: samplesLeft, samples_eta_ms: samplesEtaMs, earliest_ms: samplesEtaMs === null ? null : Math.max(stageLeftMs, samplesEtaMs) },
+      : {
+          stage_holds_ms: stageLeftMs,
+          samples_needed: samplesLeft,
+          samples_eta_ms: samplesEtaMs,
+          earliest_ms: samplesEtaMs === null ? null : Math.max(stageLeftMs, samplesEtaMs),
+        },
     judge: judge?.stats() ?? null,
   };
 }
@@ -63,16 +68,37 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
     }
   };
   return [
-    post('/models/:model/canary', { role: 'operator', body: startBody, summary: 'start a progressive canary of a version against the active one' }, async (c, b) => {
-      const s = await canary.start(modelOf(cp, c), { version: b.version, stages: b.stages, stageDurationMs: b.stage_duration_ms, shadowShare: b.shadow_share }, actorOf(c));
-      // how long its stages should take at the live rate (the same power analysis as `plan`)
-      return { ...(await canaryView(ctx, s.model, s.id)), stage_plan: stagePlanFor(ctx.controllers.ports, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs }) };
-    }),
-    get('/models/:model/canary', { role: 'viewer', summary: 'the running (or last) canary with live numbers' }, (c) => canaryView(ctx, modelOf(cp, c), c.query.get('id') ?? undefined)),
-    get('/models/:model/canary/history', { role: 'viewer', summary: 'past canaries of the model, newest first' }, async (c) =>
-      (await canary.history(modelOf(cp, c), 50)).map((r) => ({ id: r.state.id, phase: r.state.phase, created_at: r.createdAt, updated_at: r.updatedAt, state: r.state })),
+    post(
+      '/models/:model/canary',
+      { role: 'operator', body: startBody, summary: 'start a progressive canary of a version against the active one' },
+      async (c, b) => {
+        const s = await canary.start(
+          modelOf(cp, c),
+          { version: b.version, stages: b.stages, stageDurationMs: b.stage_duration_ms, shadowShare: b.shadow_share },
+          actorOf(c),
+        );
+        // how long its stages should take at the live rate (the same power analysis as `plan`)
+        return {
+          ...(await canaryView(ctx, s.model, s.id)),
+          stage_plan: stagePlanFor(ctx.controllers.ports, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs }),
+        };
+      },
     ),
-    get('/models/:model/canary/events', { role: 'viewer', summary: 'the events of a canary (id=…, default the current one)' }, (c) => canary.events(modelOf(cp, c), c.query.get('id') ?? undefined)),
+    get('/models/:model/canary', { role: 'viewer', summary: 'the running (or last) canary with live numbers' }, (c) =>
+      canaryView(ctx, modelOf(cp, c), c.query.get('id') ?? undefined),
+    ),
+    get('/models/:model/canary/history', { role: 'viewer', summary: 'past canaries of the model, newest first' }, async (c) =>
+      (await canary.history(modelOf(cp, c), 50)).map((r) => ({
+        id: r.state.id,
+        phase: r.state.phase,
+        created_at: r.createdAt,
+        updated_at: r.updatedAt,
+        state: r.state,
+      })),
+    ),
+    get('/models/:model/canary/events', { role: 'viewer', summary: 'the events of a canary (id=…, default the current one)' }, (c) =>
+      canary.events(modelOf(cp, c), c.query.get('id') ?? undefined),
+    ),
     ...(['pause', 'resume', 'promote', 'abort'] as const).map((verb) =>
       post(`/models/:model/canary/${verb}`, { role: 'operator', body: reasonBody, summary: `${verb} the running canary` }, async (c, b) => {
         const m = modelOf(cp, c);

@@ -4,5 +4,10 @@ import { get } from '../router.js';
 import type { AdminContext } from './context.js';
 
 export function judgeRoutes({ controllers: { judge } }: AdminContext): RouteDef[] {
-  return [get('/judge', { role: 'viewer', summary: 'LLM judge counters (judged, failures, dropped, queue)' }, () => ({ configured: judge !== undefined, ...(judge?.stats() ?? {}) }))];
+  return [
+    get('/judge', { role: 'viewer', summary: 'LLM judge counters (judged, failures, dropped, queue)' }, () => ({
+      configured: judge !== undefined,
+      ...(judge?.stats() ?? {}),
+    })),
+  ];
 }

@@ -42,10 +42,19 @@ export function monitorRoutes(ctx: AdminContext): RouteDef[] {
   const { cp } = ctx;
   const { monitor, ports } = ctx.controllers;
   return [
-    get('/models/:model/monitor', { role: 'viewer', summary: 'monitored rollback: effective settings (config + runtime override), armed state, last check' }, (c) => monitorView(ctx, modelOf(cp, c))),
+    get(
+      '/models/:model/monitor',
+      { role: 'viewer', summary: 'monitored rollback: effective settings (config + runtime override), armed state, last check' },
+      (c) => monitorView(ctx, modelOf(cp, c)),
+    ),
     put(
       '/models/:model/monitor',
-      { role: 'operator', body: putBody, summary: 'change monitored rollback settings at runtime (enabled, max_error_rate, max_p99_latency_ms, min_requests, interval_ms; reset: true drops the override)' },
+      {
+        role: 'operator',
+        body: putBody,
+        summary:
+          'change monitored rollback settings at runtime (enabled, max_error_rate, max_p99_latency_ms, min_requests, interval_ms; reset: true drops the override)',
+      },
       (c, b) => {
         const m = modelOf(cp, c);
         return ports.audited(actorOf(c), 'monitor_set', m, b, async () => {

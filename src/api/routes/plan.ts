@@ -10,7 +10,11 @@ export function planRoutes({ cp, controllers: { ports } }: AdminContext): RouteD
   return [
     get(
       '/models/:model/plan',
-      { role: 'viewer', summary: 'strategy comparison (extra GPUs, downtime, capacity drop, rollback and deploy time) for moving the active version to ?to=V on this cluster, with a recommendation' },
+      {
+        role: 'viewer',
+        summary:
+          'strategy comparison (extra GPUs, downtime, capacity drop, rollback and deploy time) for moving the active version to ?to=V on this cluster, with a recommendation',
+      },
       (c) => {
         const to = c.query.get('to');
         if (to === null || to === '') throw new BadRequestError('invalid_query', 'to: the version to plan a move to is required (?to=V)');

@@ -14,7 +14,11 @@ const routeBody = z
     stable: z.string().optional(),
     overrides: z.record(z.string(), z.string()).optional(),
     sticky_salt: z.string().optional(),
-    shadow: z.object({ version: z.string(), share: z.number().min(0).max(1) }).strict().nullable().optional(),
+    shadow: z
+      .object({ version: z.string(), share: z.number().min(0).max(1) })
+      .strict()
+      .nullable()
+      .optional(),
     expect_revision: z.number().int().nonnegative().optional(),
   })
   .strict();
@@ -25,19 +29,30 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
       const st = cp.dp.model(modelOf(cp, c));
       return { ...routeToSpec(st.route), revision: st.route.revision, shares: st.split.shares() };
     }),
-    put('/models/:model/route', { role: 'operator', body: routeBody, summary: 'replace the route (weights, overrides, shadow); validated, atomic, persisted' }, (c, b) => {
-      const m = modelOf(cp, c);
-      return ports.exclusive(m, () =>
-        ports.audited(actorOf(c), 'set_route', m, b, async () => {
-          const cur = ports.routes.current(m);
-          if (b.expect_revision !== undefined && b.expect_revision !== cur.revision) {
-            throw new ConflictError('route_revision_conflict', `route of ${m} is at revision ${cur.revision}, not ${b.expect_revision}`);
-          }
-          const spec: RouteSpec = { model: m, weights: b.weights, stable: b.stable, overrides: b.overrides ?? cur.overrides, stickySalt: b.sticky_salt ?? cur.stickySalt, shadow: b.shadow === null ? undefined : (b.shadow ?? cur.shadow) };
-          const { route, switchMs } = await ports.routes.publish(spec);
-          return { ...routeToSpec(route), revision: route.revision, switch_ms: switchMs };
-        }),
-      );
-    }),
+    put(
+      '/models/:model/route',
+      { role: 'operator', body: routeBody, summary: 'replace the route (weights, overrides, shadow); validated, atomic, persisted' },
+      (c, b) => {
+        const m = modelOf(cp, c);
+        return ports.exclusive(m, () =>
+          ports.audited(actorOf(c), 'set_route', m, b, async () => {
+            const cur = ports.routes.current(m);
+            if (b.expect_revision !== undefined && b.expect_revision !== cur.revision) {
+              throw new ConflictError('route_revision_conflict', `route of ${m} is at revision ${cur.revision}, not ${b.expect_revision}`);
+            }
+            const spec: RouteSpec = {
+              model: m,
+              weights: b.weights,
+              stable: b.stable,
+              overrides: b.overrides ?? cur.overrides,
+              stickySalt: b.sticky_salt ?? cur.stickySalt,
+              shadow: b.shadow === null ? undefined : (b.shadow ?? cur.shadow),
+            };
+            const { route, switchMs } = await ports.routes.publish(spec);
+            return { ...routeToSpec(route), revision: route.revision, switch_ms: switchMs };
+          }),
+        );
+      },
+    ),
   ];
 }

@@ -59,7 +59,15 @@ export function register(program: Command): void {
     out(
       table(
         ['AT', 'ACTOR', 'ACTION', 'TARGET', 'RESULT', 'DURATION', 'PARAMS'],
-        entries.map((e) => [fmtTime(e.at), e.actor, e.action, e.target, e.result === 'ok' ? 'ok' : `error (${e.errorCode ?? '?'})`, fmtMs(e.durationMs), params(e.params)]),
+        entries.map((e) => [
+          fmtTime(e.at),
+          e.actor,
+          e.action,
+          e.target,
+          e.result === 'ok' ? 'ok' : `error (${e.errorCode ?? '?'})`,
+          fmtMs(e.durationMs),
+          params(e.params),
+        ]),
       ),
     );
   });

@@ -22,7 +22,9 @@ export function register(program: Command): void {
   withCommon(
     cache
       .command('download')
-      .description("copy a version's weights (file://, a local path, http(s)://) into the cache and verify its weight hash; evicts least recently used versions beyond max_versions, never the active or standby")
+      .description(
+        "copy a version's weights (file://, a local path, http(s)://) into the cache and verify its weight hash; evicts least recently used versions beyond max_versions, never the active or standby",
+      )
       .requiredOption('--version <version>', 'the registered version whose weights to cache')
       .option('--force', 'download again even when already cached'),
     { model: 'one' },

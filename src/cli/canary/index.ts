@@ -46,7 +46,12 @@ export interface CanaryView {
   last?: VerdictRow;
   samples: { stable: number; canary: number; min_samples: number } | null;
   next_decision: { stage_holds_ms: number; samples_needed: number; samples_eta_ms: number | null; earliest_ms: number | null } | null;
-  rollback?: { reason: string; canaryRequests: number; percentAtRollback: number; timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number } };
+  rollback?: {
+    reason: string;
+    canaryRequests: number;
+    percentAtRollback: number;
+    timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number };
+  };
 }
 
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(2)}%` : '-');
@@ -55,12 +60,22 @@ const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(2)}%` : '-
 export function renderCanary(v: CanaryView): string {
   const lines: string[] = [];
   lines.push(`${v.id}  ${v.model}: ${v.canary} vs stable ${v.stable}  phase ${v.phase.toUpperCase()}`);
-  lines.push(`stage ${Math.min(v.stageIndex + 1, v.stages.length)}/${v.stages.length} (${v.stages.map((s, i) => (i === v.stageIndex ? `[${s}%]` : `${s}%`)).join(' ')})  weights ${fmtWeights(v.weights)}`);
+  lines.push(
+    `stage ${Math.min(v.stageIndex + 1, v.stages.length)}/${v.stages.length} (${v.stages.map((s, i) => (i === v.stageIndex ? `[${s}%]` : `${s}%`)).join(' ')})  weights ${fmtWeights(v.weights)}`,
+  );
   if (v.message) lines.push(v.message);
   lines.push('');
   const rows = [v.stable, v.canary].map((id) => {
     const w = v.windows[id];
-    return [id === v.canary ? `${id} (canary)` : `${id} (stable)`, w?.requests ?? 0, pct(w?.errorRate ?? NaN), fmtMs(w?.ttftMs.p99), fmtMs(w?.tpotMs.p99), fmtMs(w?.latencyMs.p50), fmtMs(w?.latencyMs.p99)];
+    return [
+      id === v.canary ? `${id} (canary)` : `${id} (stable)`,
+      w?.requests ?? 0,
+      pct(w?.errorRate ?? NaN),
+      fmtMs(w?.ttftMs.p99),
+      fmtMs(w?.tpotMs.p99),
+      fmtMs(w?.latencyMs.p50),
+      fmtMs(w?.latencyMs.p99),
+    ];
   });
   lines.push(table(['VERSION', 'REQUESTS', 'ERRORS', 'TTFT_P99', 'TPOT_P99', 'P50', 'P99'], rows).trimEnd());
   const last = v.last;
@@ -70,12 +85,21 @@ export function renderCanary(v: CanaryView): string {
   }
   const decisive = v.verdicts.filter((x) => x.decisive);
   if (decisive.length > 0) {
-    lines.push('', table(['STAGE', 'PERCENT', 'VERDICT', 'ACTION', 'SCORE'], decisive.map((d) => [d.stage + 1, `${d.percent}%`, d.outcome, d.action, Number.isFinite(d.score) ? d.score.toFixed(0) : '-'])).trimEnd());
+    lines.push(
+      '',
+      table(
+        ['STAGE', 'PERCENT', 'VERDICT', 'ACTION', 'SCORE'],
+        decisive.map((d) => [d.stage + 1, `${d.percent}%`, d.outcome, d.action, Number.isFinite(d.score) ? d.score.toFixed(0) : '-']),
+      ).trimEnd(),
+    );
   }
   if (v.next_decision) {
     const n = v.next_decision;
     const eta = n.earliest_ms === null ? `unknown (no canary traffic yet; ${n.samples_needed} sample(s) needed)` : `in ~${fmtMs(n.earliest_ms)}`;
-    lines.push('', `next decision: ${eta}${v.samples ? ` (samples: canary ${v.samples.canary}, stable ${v.samples.stable}, min ${v.samples.min_samples})` : ''}`);
+    lines.push(
+      '',
+      `next decision: ${eta}${v.samples ? ` (samples: canary ${v.samples.canary}, stable ${v.samples.stable}, min ${v.samples.min_samples})` : ''}`,
+    );
   }
   if (v.rollback) {
     const t = v.rollback.timing;
@@ -89,12 +113,15 @@ function parseStages(v: string | undefined): number[] | undefined {
   if (v === undefined) return undefined;
   const parts = v.split(',').map((x) => x.trim());
   const nums = parts.map(Number);
-  if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n))) throw new UsageError(`--stages must be comma-separated percentages such as 2,5,10,25,50,100, got ${JSON.stringify(v)}`);
+  if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n)))
+    throw new UsageError(`--stages must be comma-separated percentages such as 2,5,10,25,50,100, got ${JSON.stringify(v)}`);
   return nums;
 }
 
 export function register(program: Command): void {
-  const canary = program.command('canary').description('progressive canary: a small share of traffic to a new version, judged stage by stage, rolled back automatically when worse');
+  const canary = program
+    .command('canary')
+    .description('progressive canary: a small share of traffic to a new version, judged stage by stage, rolled back automatically when worse');
 
   withCommon(
     canary
@@ -116,7 +143,12 @@ export function register(program: Command): void {
       if (!(shadow >= 0 && shadow <= 1)) throw new UsageError(`--shadow-share must be a number from 0 to 1, got ${JSON.stringify(o.shadowShare)}`);
     }
     const model = await resolveModel(s, o.model);
-    const v = await s.client.post<CanaryView & { stage_plan?: StagePlan }>(modelPath(model, '/canary'), { version, ...(stages ? { stages } : {}), ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}), ...(shadow !== undefined ? { shadow_share: shadow } : {}) });
+    const v = await s.client.post<CanaryView & { stage_plan?: StagePlan }>(modelPath(model, '/canary'), {
+      version,
+      ...(stages ? { stages } : {}),
+      ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}),
+      ...(shadow !== undefined ? { shadow_share: shadow } : {}),
+    });
     const estimate = v.stage_plan ? formatCanaryEstimate(v.stage_plan) : undefined;
     if (estimate?.warning) err(estimate.warning);
     if (s.json) return printJson(v);
@@ -154,7 +186,14 @@ export function register(program: Command): void {
     withCommon(
       canary
         .command(verb)
-        .description({ pause: 'hold the canary at its stage (analysis keeps running; a failure still rolls back)', resume: 'continue a paused canary (its stage counts as passed)', promote: 'promote the canary to 100 % now', abort: 'roll the canary back now' }[verb])
+        .description(
+          {
+            pause: 'hold the canary at its stage (analysis keeps running; a failure still rolls back)',
+            resume: 'continue a paused canary (its stage counts as passed)',
+            promote: 'promote the canary to 100 % now',
+            abort: 'roll the canary back now',
+          }[verb],
+        )
         .option('--reason <text>', 'why (audit log)'),
       { model: 'one' },
     ).action(async (o: CommonOptions & { reason?: string }) => {
@@ -170,8 +209,15 @@ export function register(program: Command): void {
   withCommon(canary.command('history').description('past rollouts of the model, newest first'), { model: 'one' }).action(async (o: CommonOptions) => {
     const s = session(o);
     const model = await resolveModel(s, o.model);
-    const rows = await s.client.get<{ id: string; phase: string; created_at: number; updated_at: number; state: { canary?: string; stable?: string; message?: string } }[]>(modelPath(model, '/canary/history'));
+    const rows = await s.client.get<
+      { id: string; phase: string; created_at: number; updated_at: number; state: { canary?: string; stable?: string; message?: string } }[]
+    >(modelPath(model, '/canary/history'));
     if (s.json) return printJson(rows);
-    out(table(['ROLLOUT', 'PHASE', 'CANARY', 'STABLE', 'STARTED', 'MESSAGE'], rows.map((r) => [r.id, r.phase, r.state.canary, r.state.stable, fmtTime(r.created_at), r.state.message ?? ''])));
+    out(
+      table(
+        ['ROLLOUT', 'PHASE', 'CANARY', 'STABLE', 'STARTED', 'MESSAGE'],
+        rows.map((r) => [r.id, r.phase, r.state.canary, r.state.stable, fmtTime(r.created_at), r.state.message ?? '']),
+      ),
+    );
   });
 }

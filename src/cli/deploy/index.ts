@@ -27,6 +27,8 @@ export function register(program: Command): void {
       err(`  [${((Date.now() - t0) / 1000).toFixed(1)}s] ${typeof m === 'string' ? m : JSON.stringify(p)}`);
     });
     if (s.json) return printJson(v);
-    out(`Green ready: ${v.model}/${v.version} loaded in ${fmtMs(v.load_time_ms)} on ${fmtGpus(v.gpus)} (not serving yet; \`glidepath swap --confirm\` makes it active)`);
+    out(
+      `Green ready: ${v.model}/${v.version} loaded in ${fmtMs(v.load_time_ms)} on ${fmtGpus(v.gpus)} (not serving yet; \`glidepath swap --confirm\` makes it active)`,
+    );
   });
 }

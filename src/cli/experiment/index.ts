@@ -18,12 +18,21 @@ interface ExperimentView {
   result?: Nullable<ExperimentResult> & { at: number };
 }
 
-type Nullable<T> = { [K in keyof T]: T[K] extends number ? number | null : T[K] extends [number, number] ? [number | null, number | null] : T[K] extends Record<string, number> ? { [J in keyof T[K]]: number | null } : T[K] };
+type Nullable<T> = {
+  [K in keyof T]: T[K] extends number
+    ? number | null
+    : T[K] extends [number, number]
+      ? [number | null, number | null]
+      : T[K] extends Record<string, number>
+        ? { [J in keyof T[K]]: number | null }
+        : T[K];
+};
 
 const num = (flag: string, v: string | undefined, lo: number, hi: number, open = true): number | undefined => {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || (open ? n <= lo || n >= hi : n < lo || n > hi)) throw new UsageError(`${flag} must be a number ${open ? 'strictly ' : ''}between ${lo} and ${hi}, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(n) || (open ? n <= lo || n >= hi : n < lo || n > hi))
+    throw new UsageError(`${flag} must be a number ${open ? 'strictly ' : ''}between ${lo} and ${hi}, got ${JSON.stringify(v)}`);
   return n;
 };
 
@@ -64,7 +73,9 @@ function decisionText(v: ExperimentView, r: NonNullable<ExperimentView['result']
 
 /** `experiment status|analyze` as text: both versions side by side, then the analysis line by line. */
 export function renderExperiment(v: ExperimentView): string {
-  const lines = [`${v.id}  ${v.model}: A=${v.a} vs B=${v.b} on ${v.metric}, ${Math.round(v.split * 100)}% to B  ${v.phase.toUpperCase()}${v.stoppedReason ? ` (${v.stoppedReason})` : ''}`];
+  const lines = [
+    `${v.id}  ${v.model}: A=${v.a} vs B=${v.b} on ${v.metric}, ${Math.round(v.split * 100)}% to B  ${v.phase.toUpperCase()}${v.stoppedReason ? ` (${v.stoppedReason})` : ''}`,
+  ];
   const r = v.result;
   if (!r) {
     lines.push('no analysis yet: run `glidepath experiment analyze`');
@@ -90,8 +101,16 @@ export function renderExperiment(v: ExperimentView): string {
       ? [['decision', decisionText(v, r)], samples]
       : [
           ['decision', decisionText(v, r)],
-          ['p-value', sequential ? `${fmtP(r.p_value_sequential)} always-valid (mSPRT; ${fmtP(r.p_value)} for a single look)` : `${fmtP(r.p_value)} (Mann-Whitney, a single look)`],
-          ['shift B − A', `${signed(r.hl_shift)}${u} [${fmt(r.hl_ci[0])}, ${fmt(r.hl_ci[1])}] (Hodges-Lehmann, ${known(r.hl_conf_level) ? Math.round(r.hl_conf_level * 100) : '-'} % interval)`],
+          [
+            'p-value',
+            sequential
+              ? `${fmtP(r.p_value_sequential)} always-valid (mSPRT; ${fmtP(r.p_value)} for a single look)`
+              : `${fmtP(r.p_value)} (Mann-Whitney, a single look)`,
+          ],
+          [
+            'shift B − A',
+            `${signed(r.hl_shift)}${u} [${fmt(r.hl_ci[0])}, ${fmt(r.hl_ci[1])}] (Hodges-Lehmann, ${known(r.hl_conf_level) ? Math.round(r.hl_conf_level * 100) : '-'} % interval)`,
+          ],
           ['effect size', `d ${signed(r.effect_size, (x) => fixed(x, 2))} (Cohen's; seed 001's formula ${signed(r.effect_size_seed, (x) => fixed(x, 2))})`],
           ['win rate', `P(B > A) ${fixed(r.win_rate, 2)}`],
           ['Welch t-test', `t ${fixed(r.welch.t, 2)}, df ${fixed(r.welch.df, 0)}, p ${fmtP(r.welch.p)}`],
@@ -113,7 +132,7 @@ export function register(program: Command): void {
       .requiredOption('--b <version>', 'version B')
       .option('--split <x>', 'share of traffic to B, strictly between 0 and 1 (default 0.5)')
       .requiredOption('--metric <name>', 'quality (LLM judge), ttft, tpot or latency')
-      .option('--min-effect <x>', 'smallest difference worth detecting, in the metric\'s units (drives the samples-needed figure)')
+      .option('--min-effect <x>', "smallest difference worth detecting, in the metric's units (drives the samples-needed figure)")
       .option('--alpha <x>', 'significance level (default 0.05)')
       .option('--power <x>', 'power for the samples-needed figure (default 0.8)'),
     { model: 'one' },
@@ -135,30 +154,38 @@ export function register(program: Command): void {
     out(`Started ${v.id}: A=${v.a} vs B=${v.b} on ${v.metric}; analyse with \`glidepath experiment analyze --model ${model}\``);
   });
 
-  withCommon(exp.command('status').description('the running (or last) experiment').option('--id <id>', 'a past experiment'), { model: 'one' }).action(async (o: CommonOptions & { id?: string }) => {
-    const s = session(o);
-    const model = await resolveModel(s, o.model);
-    const v = await s.client.get<ExperimentView>(modelPath(model, '/experiments'), o.id ? { id: o.id } : {});
-    if (s.json) return printJson(v);
-    out(renderExperiment(v));
-  });
-
-  withCommon(exp.command('analyze').description('n, means, std, p-value, effect size, win rate, decision, samples still needed'), { model: 'one' }).action(async (o: CommonOptions) => {
-    const s = session(o);
-    const model = await resolveModel(s, o.model);
-    const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/analyze'), {});
-    if (s.json) return printJson(v);
-    out(renderExperiment(v));
-  });
-
-  withCommon(exp.command('stop').description('end the experiment: restore the previous route, or promote the winner').option('--promote <a|b>', 'send all traffic to A or B and make it active'), { model: 'one' }).action(
-    async (o: CommonOptions & { promote?: string }) => {
+  withCommon(exp.command('status').description('the running (or last) experiment').option('--id <id>', 'a past experiment'), { model: 'one' }).action(
+    async (o: CommonOptions & { id?: string }) => {
       const s = session(o);
-      const promote = choiceFlag('--promote', o.promote, ['a', 'b'] as const);
       const model = await resolveModel(s, o.model);
-      const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/stop'), promote ? { promote } : {});
+      const v = await s.client.get<ExperimentView>(modelPath(model, '/experiments'), o.id ? { id: o.id } : {});
       if (s.json) return printJson(v);
-      out(`${v.id}: ${v.stoppedReason ?? v.phase}`);
+      out(renderExperiment(v));
     },
   );
+
+  withCommon(exp.command('analyze').description('n, means, std, p-value, effect size, win rate, decision, samples still needed'), { model: 'one' }).action(
+    async (o: CommonOptions) => {
+      const s = session(o);
+      const model = await resolveModel(s, o.model);
+      const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/analyze'), {});
+      if (s.json) return printJson(v);
+      out(renderExperiment(v));
+    },
+  );
+
+  withCommon(
+    exp
+      .command('stop')
+      .description('end the experiment: restore the previous route, or promote the winner')
+      .option('--promote <a|b>', 'send all traffic to A or B and make it active'),
+    { model: 'one' },
+  ).action(async (o: CommonOptions & { promote?: string }) => {
+    const s = session(o);
+    const promote = choiceFlag('--promote', o.promote, ['a', 'b'] as const);
+    const model = await resolveModel(s, o.model);
+    const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/stop'), promote ? { promote } : {});
+    if (s.json) return printJson(v);
+    out(`${v.id}: ${v.stoppedReason ?? v.phase}`);
+  });
 }

@@ -32,7 +32,8 @@ function parseVars(list: readonly string[]): Record<string, string> {
   for (const kv of list) {
     const i = kv.indexOf('=');
     const name = i < 0 ? kv : kv.slice(0, i);
-    if (i < 0 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new UsageError(`--var: expected NAME=value with NAME made of letters, digits and _, got ${JSON.stringify(kv)}`);
+    if (i < 0 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      throw new UsageError(`--var: expected NAME=value with NAME made of letters, digits and _, got ${JSON.stringify(kv)}`);
     out[name] = kv.slice(i + 1);
   }
   return out;
@@ -131,7 +132,9 @@ function check(file: string, o: { output: string; var?: string[] }): void {
   }
   process.stdout.write(`ok: ${p.stages.length} stage(s): ${p.stages.map((s) => s.name).join(', ')}\n`);
   if (unset.length > 0) {
-    process.stdout.write(`variables to give with --var NAME=value (or the environment) when running: ${unset.map((v) => `${v.name} (line${v.lines.length === 1 ? '' : 's'} ${v.lines.join(', ')})`).join(', ')}\n`);
+    process.stdout.write(
+      `variables to give with --var NAME=value (or the environment) when running: ${unset.map((v) => `${v.name} (line${v.lines.length === 1 ? '' : 's'} ${v.lines.join(', ')})`).join(', ')}\n`,
+    );
   }
 }
 

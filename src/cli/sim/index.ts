@@ -100,7 +100,10 @@ export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { 
   }
   const served = raw.servedModelName;
   if (Array.isArray(served)) {
-    const names = (served as string[]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+    const names = (served as string[])
+      .flatMap((s) => s.split(','))
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (names.length === 0) throw new UsageError('--served-model-name needs at least one name');
     // like vLLM: the first served name is the model's name, the rest are aliases
     if (model === undefined) o.model = names[0];
@@ -121,7 +124,8 @@ export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { 
   const portBase = baseStr === undefined ? undefined : num('port-base', baseStr, 'port');
   if (port !== undefined && portBase !== undefined) throw new UsageError('give --port or --port-base, not both');
   if (workers > 1 && port !== undefined && port !== 0) throw new UsageError('--workers > 1 needs --port-base P (ports P, P+1, …) or --port 0');
-  if (portBase !== undefined && portBase !== 0 && portBase + workers - 1 > 65535) throw new UsageError(`--port-base ${portBase} + ${workers} workers runs past port 65535`);
+  if (portBase !== undefined && portBase !== 0 && portBase + workers - 1 > 65535)
+    throw new UsageError(`--port-base ${portBase} + ${workers} workers runs past port 65535`);
   o.port = port ?? portBase ?? DEFAULTS.sim.port;
   // withDefaults, not resolveOptions: resolveOptions throws a RangeError (exit 1), a usage error must exit 2
   const problems = checkOptions(withDefaults({ ...o, faults: {} }));

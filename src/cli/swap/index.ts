@@ -25,7 +25,12 @@ export class NotConfirmedError extends Error {
 async function describe(s: Session, model: string, to: string | undefined): Promise<string> {
   const vs = await s.client.get<VersionView[]>(modelPath(model, '/versions'));
   const active = vs.find((v) => v.status === 'active')?.version ?? '(none)';
-  const target = to ?? vs.filter((v) => v.status === 'ready').map((v) => v.version).join(' or ');
+  const target =
+    to ??
+    vs
+      .filter((v) => v.status === 'ready')
+      .map((v) => v.version)
+      .join(' or ');
   return `${model}: ${active} → ${target || '(no ready version)'}`;
 }
 
@@ -45,7 +50,11 @@ export function register(program: Command): void {
       .command('swap')
       .description('make the ready (green) version active; the active one becomes the standby for instant rollback')
       .option('--to <version>', 'the version to make active (default: the one ready version)')
-      .option('--mode <mode>', 'overlap (blue finishes its in-flight requests while green takes new ones) or drain-first (new requests wait until blue has drained)', 'overlap')
+      .option(
+        '--mode <mode>',
+        'overlap (blue finishes its in-flight requests while green takes new ones) or drain-first (new requests wait until blue has drained)',
+        'overlap',
+      )
       .option('--drain-timeout <ms>', 'drain-first: abort what is still running on blue after this long (default from the config, 30000)')
       .option('--standby <mode>', 'warm (keep blue on its GPUs) or sleep (time-shared: weights to CPU memory; rollback wakes it first)', 'warm')
       .option('--confirm', 'do it without asking (required when not on a terminal)'),
@@ -73,7 +82,13 @@ export function register(program: Command): void {
     if (s.json) return printJson(r);
     out(`Swapped ${r.model}: ${r.from ?? '(none)'} → ${r.to} (${r.mode}); route switch ${fmtMs(r.switch_ms)}, total ${fmtMs(r.total_ms)}`);
     if (r.held_ms !== undefined) out(`New requests held ${fmtMs(r.held_ms)} while ${r.from ?? 'blue'} drained`);
-    if (r.drain) out(`Drain: ${r.drain.drained} in-flight request(s) finished${r.drain.aborted ? `, ${r.drain.aborted} ABORTED after the timeout` : ''} in ${fmtMs(r.drain.elapsed_ms)}`);
-    if (r.from) out(`${r.from} is now the standby (${r.standby === 'sleep' ? 'asleep: weights in CPU memory, rollback wakes it first' : 'warm'}): \`glidepath rollback --instant\` goes back`);
+    if (r.drain)
+      out(
+        `Drain: ${r.drain.drained} in-flight request(s) finished${r.drain.aborted ? `, ${r.drain.aborted} ABORTED after the timeout` : ''} in ${fmtMs(r.drain.elapsed_ms)}`,
+      );
+    if (r.from)
+      out(
+        `${r.from} is now the standby (${r.standby === 'sleep' ? 'asleep: weights in CPU memory, rollback wakes it first' : 'warm'}): \`glidepath rollback --instant\` goes back`,
+      );
   });
 }

@@ -57,7 +57,9 @@ export function register(program: Command): void {
       const say = (m: string) => process.stderr.write(`${m}\n`);
       const missing = missingNodeFlags(process.execArgv, process.env.NODE_OPTIONS);
       if (missing.length > 0) {
-        say(`glidepath: warning: node was started without ${missing.join(' ')}; the gateway then spends up to a third more CPU in garbage collection (run the glidepath command itself, or see docs/gateway.md "Memory and garbage collection")`);
+        say(
+          `glidepath: warning: node was started without ${missing.join(' ')}; the gateway then spends up to a third more CPU in garbage collection (run the glidepath command itself, or see docs/gateway.md "Memory and garbage collection")`,
+        );
       }
       const cfg = override(loadConfigFile(opts.config), opts);
       // before loading a single worker: a taken port is found now, not after every worker warmed up

@@ -49,7 +49,9 @@ function tryListen(host: string, port: number): Promise<NodeJS.ErrnoException | 
 export async function checkListenAddresses(listeners: readonly Listener[]): Promise<void> {
   const [a, b] = listeners;
   if (a && b && a.address === b.address && parseHostPort(a.address).port !== 0) {
-    throw new Error(`the data plane and the admin API cannot both listen on ${a.address}; choose another address with ${b.flag} HOST:PORT or ${b.key} in the config`);
+    throw new Error(
+      `the data plane and the admin API cannot both listen on ${a.address}; choose another address with ${b.flag} HOST:PORT or ${b.key} in the config`,
+    );
   }
   for (const l of listeners) {
     const { host, port } = parseHostPort(l.address);

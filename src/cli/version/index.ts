@@ -43,7 +43,10 @@ function showVersion(v: VersionDetail): void {
     ['weights', `${v.weights}${v.weight_hash ? ` (${v.weight_hash})` : ''}`],
     ['base model', v.base_model],
     ['quantization', v.quantization],
-    ['architecture', `${a.family ? `${a.family}, ` : ''}${a.layers} layers, ${a.kvHeads} KV heads, head dim ${a.headDim}, block size ${a.blockSize}, max context ${a.maxContext}, tokenizer ${a.tokenizer}`],
+    [
+      'architecture',
+      `${a.family ? `${a.family}, ` : ''}${a.layers} layers, ${a.kvHeads} KV heads, head dim ${a.headDim}, block size ${a.blockSize}, max context ${a.maxContext}, tokenizer ${a.tokenizer}`,
+    ],
     ['card checksum', v.card_checksum],
     ['GPU memory', `${v.gpu_memory_gb} GB`],
     ['warm-up tokens', String(v.warmup_tokens)],
@@ -59,7 +62,12 @@ function showVersion(v: VersionDetail): void {
   for (const [k, val] of rows) out(`  ${k.padEnd(w)}  ${val}`);
   if (v.transitions.length > 0) {
     out('');
-    out(table(['AT', 'FROM', 'TO', 'ACTOR', 'REASON'], v.transitions.map((t) => [fmtTime(t.at), t.from, t.to, t.actor, t.reason])));
+    out(
+      table(
+        ['AT', 'FROM', 'TO', 'ACTOR', 'REASON'],
+        v.transitions.map((t) => [fmtTime(t.at), t.from, t.to, t.actor, t.reason]),
+      ),
+    );
   }
 }
 
@@ -112,17 +120,25 @@ function registerBody(o: RegisterOptions): Record<string, unknown> {
 export function register(program: Command): void {
   const version = program.command('version').description("a model's versions: list, show, register, retire");
 
-  withCommon(version.command('list').description('the versions of a model (VERSION STATUS LOADED_AT GPU_ASSIGNMENT …)'), { model: 'one' }).action(async (o: CommonOptions) => {
-    const s = session(o);
-    const model = await resolveModel(s, o.model);
-    const vs = await s.client.get<VersionView[]>(modelPath(model, '/versions'));
-    if (s.json) return printJson(vs);
-    out(versionsTable(vs));
-  });
+  withCommon(version.command('list').description('the versions of a model (VERSION STATUS LOADED_AT GPU_ASSIGNMENT …)'), { model: 'one' }).action(
+    async (o: CommonOptions) => {
+      const s = session(o);
+      const model = await resolveModel(s, o.model);
+      const vs = await s.client.get<VersionView[]>(modelPath(model, '/versions'));
+      if (s.json) return printJson(vs);
+      out(versionsTable(vs));
+    },
+  );
 
-  withCommon(version.command('show').argument('<version>', 'version id').description('one version: metadata, architecture, KV-cache compatibility with the active version, history'), {
-    model: 'one',
-  }).action(async (id: string, o: CommonOptions) => {
+  withCommon(
+    version
+      .command('show')
+      .argument('<version>', 'version id')
+      .description('one version: metadata, architecture, KV-cache compatibility with the active version, history'),
+    {
+      model: 'one',
+    },
+  ).action(async (id: string, o: CommonOptions) => {
     const s = session(o);
     const model = await resolveModel(s, o.model);
     const v = await s.client.get<VersionDetail>(modelPath(model, `/versions/${enc(id)}`));
@@ -166,7 +182,12 @@ export function register(program: Command): void {
     const r = await s.client.post<RetireView>(modelPath(model, `/versions/${enc(id)}/retire`), { force: o.force ?? false });
     if (s.json) return printJson(r);
     const loaded = isLoaded(before);
-    const drained = r.drain && (r.drain.drained > 0 || r.drain.aborted > 0) ? `; drained ${r.drain.drained} in-flight request(s)${r.drain.aborted ? `, aborted ${r.drain.aborted}` : ''}` : '';
-    out(`Retired ${r.version}, freed ${r.freed_gpus} GPU${r.freed_gpus === 1 ? '' : 's'}${loaded ? ` (${fmtGpus(before.gpus)})` : ' (was not loaded)'}${drained}`);
+    const drained =
+      r.drain && (r.drain.drained > 0 || r.drain.aborted > 0)
+        ? `; drained ${r.drain.drained} in-flight request(s)${r.drain.aborted ? `, aborted ${r.drain.aborted}` : ''}`
+        : '';
+    out(
+      `Retired ${r.version}, freed ${r.freed_gpus} GPU${r.freed_gpus === 1 ? '' : 's'}${loaded ? ` (${fmtGpus(before.gpus)})` : ' (was not loaded)'}${drained}`,
+    );
   });
 }

@@ -19,11 +19,33 @@ const MAX_KEPT_HEAD = 4096;
  */
 const KNOWN_NAMES: (string[] | undefined)[] = [];
 for (const n of [
-  'host', 'accept', 'expect', 'connection', 'user-agent', 'keep-alive', 'content-type', 'content-length', 'transfer-encoding',
-  'authorization', 'accept-encoding', 'accept-language', 'traceparent', 'x-request-id', 'x-session-id',
-  'x-glidepath-version', 'x-glidepath-category', 'openai-organization', 'openai-project',
-  'x-stainless-os', 'x-stainless-lang', 'x-stainless-arch', 'x-stainless-runtime', 'x-stainless-runtime-version',
-  'x-stainless-package-version', 'x-stainless-retry-count', 'x-stainless-timeout',
+  'host',
+  'accept',
+  'expect',
+  'connection',
+  'user-agent',
+  'keep-alive',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'authorization',
+  'accept-encoding',
+  'accept-language',
+  'traceparent',
+  'x-request-id',
+  'x-session-id',
+  'x-glidepath-version',
+  'x-glidepath-category',
+  'openai-organization',
+  'openai-project',
+  'x-stainless-os',
+  'x-stainless-lang',
+  'x-stainless-arch',
+  'x-stainless-runtime',
+  'x-stainless-runtime-version',
+  'x-stainless-package-version',
+  'x-stainless-retry-count',
+  'x-stainless-timeout',
 ]) {
   (KNOWN_NAMES[n.length] ??= []).push(n);
 }
@@ -183,7 +205,8 @@ export function parseRequestHead(s: string): ParsedRequestHead {
     for (; i < lineEnd; i++) {
       const c = s.charCodeAt(i);
       if (c === 58) break;
-      if (TOKEN[c] !== 1) throw bad('invalid_header', c === 32 || c === 9 ? 'whitespace before the colon in a header field' : 'invalid character in a header field name');
+      if (TOKEN[c] !== 1)
+        throw bad('invalid_header', c === 32 || c === 9 ? 'whitespace before the colon in a header field' : 'invalid character in a header field name');
       if (c >= 65 && c <= 90) upper = true;
     }
     if (i === lineEnd) throw bad('invalid_header', 'header field without a colon');
@@ -203,7 +226,8 @@ export function parseRequestHead(s: string): ParsedRequestHead {
     switch (name) {
       case 'content-length': {
         const d = contentLength(value);
-        if (d === null || (cl !== null && d !== cl)) throw bad('invalid_content_length', 'Content-Length must be one non-negative integer (repeated values must be identical)');
+        if (d === null || (cl !== null && d !== cl))
+          throw bad('invalid_content_length', 'Content-Length must be one non-negative integer (repeated values must be identical)');
         if (cl === null && d === value) {
           clFrom = vs;
           clTo = ve;
@@ -234,11 +258,18 @@ export function parseRequestHead(s: string): ParsedRequestHead {
 
   let expectContinue = false;
   if (expect !== null) {
-    if (expect.toLowerCase() !== '100-continue') throw new ParseError('expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
+    if (expect.toLowerCase() !== '100-continue')
+      throw new ParseError('expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
     expectContinue = v11; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
   }
 
-  const head: RequestHead = { method: s.slice(0, sp1), url: s.slice(sp1 + 1, sp2), v11, keepAlive: (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0), headers };
+  const head: RequestHead = {
+    method: s.slice(0, sp1),
+    url: s.slice(sp1 + 1, sp2),
+    v11,
+    keepAlive: (conn & C_CLOSE) === 0 && (v11 || (conn & C_KEEP_ALIVE) !== 0),
+    headers,
+  };
   const keep = te === null && expect === null && clFrom !== -2 && s.length <= MAX_KEPT_HEAD ? new LastRequestHead(s, clFrom, clTo, cl, head) : null;
   return { head, te, cl, expectContinue, keep };
 }

@@ -24,10 +24,19 @@ export interface ResponseHead {
  */
 export function parseResponseHead(h: string): ResponseHead {
   // HTTP/1.x SP 3DIGIT
-  if (h.charCodeAt(0) !== 72 || !h.startsWith('HTTP/1.') || h.charCodeAt(8) !== 32) throw new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`);
+  if (h.charCodeAt(0) !== 72 || !h.startsWith('HTTP/1.') || h.charCodeAt(8) !== 32)
+    throw new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`);
   const status = digit(h, 9) * 100 + digit(h, 10) * 10 + digit(h, 11);
-  if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32)) throw new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`);
-  const r: ResponseHead = { status, contentType: undefined, length: -1, chunked: false, keepAlive: h.charCodeAt(7) !== 48 /* HTTP/1.0 */, keepAliveHint: undefined };
+  if (!(status >= 100 && status <= 599) || (h.length > 12 && h.charCodeAt(12) !== 32))
+    throw new ProtocolError(`bad status line ${JSON.stringify(h.slice(0, 40))}`);
+  const r: ResponseHead = {
+    status,
+    contentType: undefined,
+    length: -1,
+    chunked: false,
+    keepAlive: h.charCodeAt(7) !== 48 /* HTTP/1.0 */,
+    keepAliveHint: undefined,
+  };
   if (status < 200) return r;
   let lineStart = h.indexOf('\r\n') + 2;
   while (lineStart > 1 && lineStart < h.length) {
@@ -37,7 +46,18 @@ export function parseResponseHead(h: string): ResponseHead {
     if (colon !== -1 && colon < lineEnd) {
       const nameLen = colon - lineStart;
       // only the headers the gateway acts on; compared case-insensitively by length first, in place
-      const name = nameLen === 12 ? 'content-type' : nameLen === 14 ? 'content-length' : nameLen === 17 ? 'transfer-encoding' : nameLen === 10 ? (h.charCodeAt(lineStart) | 32) === 99 ? 'connection' : 'keep-alive' : '';
+      const name =
+        nameLen === 12
+          ? 'content-type'
+          : nameLen === 14
+            ? 'content-length'
+            : nameLen === 17
+              ? 'transfer-encoding'
+              : nameLen === 10
+                ? (h.charCodeAt(lineStart) | 32) === 99
+                  ? 'connection'
+                  : 'keep-alive'
+                : '';
       if (name !== '' && nameIs(h, lineStart, name)) field(r, h, name, colon + 1, lineEnd);
     }
     lineStart = lineEnd + 2;

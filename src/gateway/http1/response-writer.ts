@@ -89,13 +89,25 @@ interface Fields {
 const formatted = new WeakMap<object, Fields>();
 
 function formatFields(headers: Readonly<Record<string, string | number>>): Fields {
-  const f: Fields = { lines: '', hasLength: false, hasDate: false, ascii: true, close: false, head: '', headStatus: 0, headMode: 0, headConn: '', headDate: '' };
+  const f: Fields = {
+    lines: '',
+    hasLength: false,
+    hasDate: false,
+    ascii: true,
+    close: false,
+    head: '',
+    headStatus: 0,
+    headMode: 0,
+    headConn: '',
+    headDate: '',
+  };
   for (const name in headers) {
     const v = headers[name] as string | number;
     const value = typeof v === 'number' ? `${v}` : v;
     const n = name.length;
     if (n === 14 && name.toLowerCase() === 'content-length') f.hasLength = true;
-    else if (n === 17 && name.toLowerCase() === 'transfer-encoding') continue; // framing is ours
+    else if (n === 17 && name.toLowerCase() === 'transfer-encoding')
+      continue; // framing is ours
     else if (n === 10 && name.toLowerCase() === 'connection') {
       if ((connectionFlags(value) & C_CLOSE) !== 0) f.close = true;
       continue;
@@ -318,7 +330,12 @@ const REFUSED_LINGER_MS = 1000;
  * until its FIN or a short limit: the descriptor is what a full listener is short of. Both
  * listeners use it.
  */
-export function refuseConnection(socket: Socket, why: Refusal, limits: ClientLimits, errorBody: (status: number, code: string, message: string) => string): void {
+export function refuseConnection(
+  socket: Socket,
+  why: Refusal,
+  limits: ClientLimits,
+  errorBody: (status: number, code: string, message: string) => string,
+): void {
   const a = refusalAnswer(why, limits.settings, socket.remoteAddress ?? '');
   socket.on('error', () => undefined);
   socket.on('end', () => socket.destroy());

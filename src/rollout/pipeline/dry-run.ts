@@ -44,11 +44,22 @@ function step(s: Step, cliPath?: string): PlanStep {
     case 'wait_for':
       return { kind: 'wait_for', condition: s.condition, version: s.version ?? null, timeout: formatDuration(s.timeoutMs), line };
     case 'monitor':
-      return { kind: 'monitor', gates: 'health_gates', for: formatDuration(s.forMs), every: formatDuration(s.everyMs), until: s.until ?? null, version: s.version ?? null, line };
+      return {
+        kind: 'monitor',
+        gates: 'health_gates',
+        for: formatDuration(s.forMs),
+        every: formatDuration(s.everyMs),
+        until: s.until ?? null,
+        version: s.version ?? null,
+        line,
+      };
   }
 }
 
-export function planOf(p: Pipeline, o: { model: string | undefined; env: Readonly<Record<string, string | undefined>>; notifyUrls?: readonly string[]; cliPath?: string }): Plan {
+export function planOf(
+  p: Pipeline,
+  o: { model: string | undefined; env: Readonly<Record<string, string | undefined>>; notifyUrls?: readonly string[]; cliPath?: string },
+): Plan {
   const rb = p.rollback;
   return {
     dry_run: true,
@@ -78,7 +89,10 @@ export function renderPlan(plan: Plan): string {
   const out: string[] = [];
   const head = plan.name ? `pipeline ${plan.name} (${plan.file})` : `pipeline ${plan.file}`;
   out.push(`${head}: ${plan.stages.length} stage(s), timeout ${plan.timeout}${plan.model ? `, model ${plan.model}` : ''}`);
-  for (const v of plan.variables) out.push(`  variable ${v.name} = ${v.value === null ? '(unset)' : JSON.stringify(v.value)}  (line${v.lines.length === 1 ? '' : 's'} ${v.lines.join(', ')})`);
+  for (const v of plan.variables)
+    out.push(
+      `  variable ${v.name} = ${v.value === null ? '(unset)' : JSON.stringify(v.value)}  (line${v.lines.length === 1 ? '' : 's'} ${v.lines.join(', ')})`,
+    );
   const cmds: PlanCommand[] = plan.stages.flatMap((s) => [...s.steps.filter((x) => x.kind === 'run'), ...s.on_failure]);
   if (plan.rollback?.action) cmds.push(plan.rollback.action);
   const anyCli = cmds.find((x) => CLI_ALIASES.includes(x.argv[0] ?? ''));
@@ -86,16 +100,23 @@ export function renderPlan(plan: Plan): string {
   const rb = plan.rollback;
   if (rb) {
     out.push(`rollback trigger: ${rb.trigger}`);
-    out.push(`  when it fires during a monitor step: ${rb.action ? `run ${rb.action.command}` : 'no action'}${rb.notify ? `; notify ${rb.notify.channel} (${rb.notify.webhooks.length ? `POST ${rb.notify.webhooks.join(', ')}` : 'not sent: no webhook'})` : ''}; the pipeline stops with exit 1`);
+    out.push(
+      `  when it fires during a monitor step: ${rb.action ? `run ${rb.action.command}` : 'no action'}${rb.notify ? `; notify ${rb.notify.channel} (${rb.notify.webhooks.length ? `POST ${rb.notify.webhooks.join(', ')}` : 'not sent: no webhook'})` : ''}; the pipeline stops with exit 1`,
+    );
   }
   plan.stages.forEach((s, i) => {
     out.push(`stage ${i + 1}/${plan.stages.length}: ${s.name}${s.timeout ? ` (timeout ${s.timeout})` : ''}`);
     s.steps.forEach((x, j) => {
       const at = x.line === null ? '' : `  [line ${x.line}]`;
       if (x.kind === 'run') out.push(`  ${j + 1}. run ${x.command}  (timeout ${x.timeout})${at}`);
-      else if (x.kind === 'wait_for') out.push(`  ${j + 1}. wait_for ${x.condition}${x.version ? ` of version ${x.version}` : ''}  (timeout ${x.timeout})${at}`);
-      else if (x.until === null) out.push(`  ${j + 1}. monitor health_gates for ${x.for}, every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
-      else out.push(`  ${j + 1}. monitor health_gates until ${x.until}${x.version ? ` of version ${x.version}` : ''} (at most ${x.for}), every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
+      else if (x.kind === 'wait_for')
+        out.push(`  ${j + 1}. wait_for ${x.condition}${x.version ? ` of version ${x.version}` : ''}  (timeout ${x.timeout})${at}`);
+      else if (x.until === null)
+        out.push(`  ${j + 1}. monitor health_gates for ${x.for}, every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`);
+      else
+        out.push(
+          `  ${j + 1}. monitor health_gates until ${x.until}${x.version ? ` of version ${x.version}` : ''} (at most ${x.for}), every ${x.every}: roll back when ${rb?.trigger ?? '(no trigger)'}${at}`,
+        );
     });
     for (const c of s.on_failure) out.push(`  on failure: run ${c.command}  (timeout ${c.timeout ?? '?'})`);
   });

@@ -114,7 +114,8 @@ export function execCommand(argv: readonly string[], o: ExecOptions): Promise<Ex
     pipe(child.stdout, 'stdout');
     pipe(child.stderr, 'stderr');
     child.on('error', (err: NodeJS.ErrnoException) => {
-      spawnError = err.code === 'ENOENT' ? `command not found: ${cmd}` : err.code === 'EACCES' ? `permission denied: ${cmd}` : `cannot start ${cmd}: ${err.message}`;
+      spawnError =
+        err.code === 'ENOENT' ? `command not found: ${cmd}` : err.code === 'EACCES' ? `permission denied: ${cmd}` : `cannot start ${cmd}: ${err.message}`;
     });
     // 'close' (not 'exit') so every output line has been delivered before the step reports
     child.on('close', (code, signal) => {

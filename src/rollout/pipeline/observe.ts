@@ -67,7 +67,11 @@ export function observe(status: StatusJson, model: string): Observed {
     .sort((a, b) => b[1] - a[1])[0]?.[0];
   const versions: Observed['versions'] = {};
   const stats: TriggerStats = {};
-  for (const [scope, id] of [['active', m.active], ['stable', stable], ['canary', canary]] as const) {
+  for (const [scope, id] of [
+    ['active', m.active],
+    ['stable', stable],
+    ['canary', canary],
+  ] as const) {
     if (id === null || id === undefined) continue;
     versions[scope] = id;
     stats[scope] = metricValues(byId.get(id)?.window);
@@ -123,8 +127,15 @@ async function pollCanary(api: AdminApi, model: string, cond: 'canary_succeeded'
     const detail = `canary of ${c.canary} ended ${c.phase}${why ? `: ${why}` : ''}`;
     return cond === 'rollout_done' ? { state: 'done', detail } : { state: 'failed', detail };
   }
-  if (c.phase === 'paused') return { state: 'waiting', detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.pausedReason ? `: ${c.pausedReason}` : ''} (waiting for a human: canary resume|promote|abort)` };
-  return { state: 'waiting', detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stageIndex ?? 0) + 1}/${c.stages?.length ?? '?'})` };
+  if (c.phase === 'paused')
+    return {
+      state: 'waiting',
+      detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.pausedReason ? `: ${c.pausedReason}` : ''} (waiting for a human: canary resume|promote|abort)`,
+    };
+  return {
+    state: 'waiting',
+    detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stageIndex ?? 0) + 1}/${c.stages?.length ?? '?'})`,
+  };
 }
 
 /** A version's view, or undefined while it is not registered (404). */

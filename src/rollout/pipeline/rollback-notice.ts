@@ -31,12 +31,31 @@ export function notifyTargets(notifyValue: string, urls: readonly string[]): str
   return [...new Set([...own, ...urls])];
 }
 
-export async function sendNotice(urls: readonly string[], model: string | undefined, notice: RollbackNotice, opts: { timeoutMs?: number; attempts?: number } = {}): Promise<NotifyResult> {
+export async function sendNotice(
+  urls: readonly string[],
+  model: string | undefined,
+  notice: RollbackNotice,
+  opts: { timeoutMs?: number; attempts?: number } = {},
+): Promise<NotifyResult> {
   if (urls.length === 0) {
-    return { sent: false, detail: `notify ${notice.channel}: not sent (no webhook: give --notify-url or --config, or a URL as rollback.notify); the notice is in the run's result`, results: [] };
+    return {
+      sent: false,
+      detail: `notify ${notice.channel}: not sent (no webhook: give --notify-url or --config, or a URL as rollback.notify); the notice is in the run's result`,
+      results: [],
+    };
   }
   const version = notice.versions.canary ?? notice.versions.active;
-  const results = await notify(urls, { kind: 'pipeline_rolled_back', model, version, message: `pipeline ${notice.pipeline ?? notice.file} rolled back in stage ${notice.stage}: ${notice.summary}`, data: notice }, opts);
+  const results = await notify(
+    urls,
+    {
+      kind: 'pipeline_rolled_back',
+      model,
+      version,
+      message: `pipeline ${notice.pipeline ?? notice.file} rolled back in stage ${notice.stage}: ${notice.summary}`,
+      data: notice,
+    },
+    opts,
+  );
   const ok = results.filter((r) => r.ok);
   const failed = results.filter((r) => !r.ok).map((r) => `${redactUrl(r.url)}: ${r.error ?? 'failed'}`);
   const detail = `notify ${notice.channel}: sent to ${ok.length}/${results.length} webhook(s)${ok.length ? ` (${ok.map((r) => r.url).join(', ')})` : ''}${failed.length ? `; failed: ${failed.join('; ')}` : ''}`;

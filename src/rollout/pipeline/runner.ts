@@ -112,7 +112,11 @@ export class PipelineRunner {
         const t0 = Date.now();
         let out = await this.step(stage, step, signal);
         if (!out.ok && signal.aborted) {
-          const why = total.aborted ? `pipeline timeout (${this.p.timeoutMs} ms) reached` : this.d.signal?.aborted ? 'interrupted' : `stage timeout (${stage.timeoutMs} ms) reached`;
+          const why = total.aborted
+            ? `pipeline timeout (${this.p.timeoutMs} ms) reached`
+            : this.d.signal?.aborted
+              ? 'interrupted'
+              : `stage timeout (${stage.timeoutMs} ms) reached`;
           out = { ok: false, detail: `${why}: ${out.detail}` };
         }
         res.steps.push({ kind: step.kind, what, status: out.ok ? 'ok' : 'failed', detail: out.detail, durationMs: Date.now() - t0 });
@@ -123,7 +127,13 @@ export class PipelineRunner {
           const rb = await this.rollback(stage, out.fired);
           // the rollback action replaces the stage's on_failure (both usually roll back); without one, on_failure runs
           if (!this.p.rollback.action) res.onFailure = await this.onFailure(stage);
-          return finish({ ok: false, outcome: 'rolled_back', failedStage: stage.name, reason: `rollback trigger ${out.fired.evaluation.summary}`, rollback: rb });
+          return finish({
+            ok: false,
+            outcome: 'rolled_back',
+            failedStage: stage.name,
+            reason: `rollback trigger ${out.fired.evaluation.summary}`,
+            rollback: rb,
+          });
         }
         res.onFailure = await this.onFailure(stage);
         return finish({ ok: false, outcome: 'failed', failedStage: stage.name, reason: `${what}: ${out.detail}`, rollback: undefined });

@@ -30,7 +30,9 @@ const stepSchema = z
   .strict();
 // validated piece by piece (file, pipeline, each stage, each step, rollback) so that one bad step
 // does not hide the problems of the others: every problem is reported at once
-const stageSchema = z.object({ name: text, timeout: duration.optional(), steps: z.array(z.unknown()).min(1, { message: 'a stage needs at least one step' }) }).strict();
+const stageSchema = z
+  .object({ name: text, timeout: duration.optional(), steps: z.array(z.unknown()).min(1, { message: 'a stage needs at least one step' }) })
+  .strict();
 const pipelineSchema = z
   .object({
     name: text.optional(),
@@ -91,7 +93,9 @@ function schemaIssues(err: z.ZodError, prefix: readonly PropertyKey[], out: Issu
         let at = [...p, k];
         if (step && iss.path.length === 0) {
           const hasKind = STEP_KINDS.some((kind) => kind in step);
-          message = hasKind ? `unknown key "${k}" in a step; expected ${STEP_KEYS.join(', ')}` : `unknown step kind "${k}"; expected run, wait_for, monitor or on_failure`;
+          message = hasKind
+            ? `unknown key "${k}" in a step; expected ${STEP_KEYS.join(', ')}`
+            : `unknown step kind "${k}"; expected run, wait_for, monitor or on_failure`;
           // a mistyped kind is a problem of the step; a stray key beside a kind, of that key
           if (!hasKind) at = p;
         } else if (prefix.length === 0 && iss.path.length === 0) message = `unknown key "${k}"; expected pipeline, rollback`;
@@ -101,8 +105,22 @@ function schemaIssues(err: z.ZodError, prefix: readonly PropertyKey[], out: Issu
     }
     let message = iss.message;
     if (iss.code === 'invalid_type') {
-      const got = iss.input === null ? 'null' : Array.isArray(iss.input) ? 'a list' : typeof iss.input === 'object' ? 'a mapping' : `${typeof iss.input} ${JSON.stringify(iss.input)}`;
-      const want = iss.expected === 'object' ? (isStepValue && iss.path.length === 0 ? 'a step (a mapping such as "run: …")' : 'a mapping') : iss.expected === 'array' ? 'a list' : `a ${iss.expected}`;
+      const got =
+        iss.input === null
+          ? 'null'
+          : Array.isArray(iss.input)
+            ? 'a list'
+            : typeof iss.input === 'object'
+              ? 'a mapping'
+              : `${typeof iss.input} ${JSON.stringify(iss.input)}`;
+      const want =
+        iss.expected === 'object'
+          ? isStepValue && iss.path.length === 0
+            ? 'a step (a mapping such as "run: …")'
+            : 'a mapping'
+          : iss.expected === 'array'
+            ? 'a list'
+            : `a ${iss.expected}`;
       message = iss.input === undefined ? 'required' : `expected ${want}, got ${got}`;
     }
     out.add(p, message);
@@ -123,7 +141,12 @@ function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
   const o = v as Record<string, unknown>;
   const s = (x: unknown) => (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
   const timeout = s(o.timeout);
-  return { name: s(o.name), model: s(o.model), timeout: timeout !== undefined && parseDuration(timeout) !== undefined ? timeout : undefined, stages: o.stages as unknown[] };
+  return {
+    name: s(o.name),
+    model: s(o.model),
+    timeout: timeout !== undefined && parseDuration(timeout) !== undefined ? timeout : undefined,
+    stages: o.stages as unknown[],
+  };
 }
 
 /** The file's structure, piece by piece; undefined when the top level itself is unusable. */

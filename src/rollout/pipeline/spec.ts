@@ -112,18 +112,30 @@ function command(ctx: Ctx, p: readonly PropertyKey[], src: string): Command {
 function step(ctx: Ctx, p: readonly PropertyKey[], s: RawStep, hasTrigger: boolean): Step | Command | undefined {
   const kinds = STEP_KINDS.filter((k) => s[k] !== undefined);
   if (kinds.length !== 1) {
-    ctx.issues.add(p, kinds.length === 0 ? 'a step needs one of run, wait_for, monitor or on_failure' : `a step has exactly one kind; this one has ${kinds.join(' and ')} (write them as separate "- " items)`);
+    ctx.issues.add(
+      p,
+      kinds.length === 0
+        ? 'a step needs one of run, wait_for, monitor or on_failure'
+        : `a step has exactly one kind; this one has ${kinds.join(' and ')} (write them as separate "- " items)`,
+    );
     return undefined;
   }
   const kind = kinds[0] as StepKind;
-  const allowed: Record<StepKind, string[]> = { run: ['timeout'], wait_for: ['timeout', 'version'], monitor: ['for', 'every', 'until', 'version'], on_failure: ['timeout'] };
+  const allowed: Record<StepKind, string[]> = {
+    run: ['timeout'],
+    wait_for: ['timeout', 'version'],
+    monitor: ['for', 'every', 'until', 'version'],
+    on_failure: ['timeout'],
+  };
   for (const k of ['timeout', 'for', 'every', 'until', 'version'] as const) {
-    if (s[k] !== undefined && !allowed[kind].includes(k)) ctx.issues.add([...p, k], `"${k}" does not apply to a ${kind} step (it takes ${allowed[kind].join(', ')})`);
+    if (s[k] !== undefined && !allowed[kind].includes(k))
+      ctx.issues.add([...p, k], `"${k}" does not apply to a ${kind} step (it takes ${allowed[kind].join(', ')})`);
   }
   const line = ctx.issues.line(p);
   const ms = (v: string | undefined, d: number) => (v === undefined ? d : (parseDuration(v) ?? d));
   const condition = (key: 'wait_for' | 'until', cond: string) => {
-    if (!(WAIT_CONDITIONS as readonly string[]).includes(cond)) ctx.issues.add([...p, key], `unknown condition "${cond}"; expected one of ${WAIT_CONDITIONS.join(', ')}`);
+    if (!(WAIT_CONDITIONS as readonly string[]).includes(cond))
+      ctx.issues.add([...p, key], `unknown condition "${cond}"; expected one of ${WAIT_CONDITIONS.join(', ')}`);
     return cond as WaitCondition;
   };
   switch (kind) {
@@ -142,7 +154,8 @@ function step(ctx: Ctx, p: readonly PropertyKey[], s: RawStep, hasTrigger: boole
       const forMs = ms(s.for, until === undefined ? PIPELINE_DEFAULTS.monitorForMs : PIPELINE_DEFAULTS.monitorUntilMs);
       const everyMs = ms(s.every, PIPELINE_DEFAULTS.monitorEveryMs);
       if (everyMs > forMs) ctx.issues.add([...p, 'every'], `every (${s.every}) is longer than for (${s.for ?? 'default'}): the gates would never be checked`);
-      if (s.version !== undefined && until === undefined) ctx.issues.add([...p, 'version'], '"version" of a monitor step names the version its until: condition waits for; this step has no until');
+      if (s.version !== undefined && until === undefined)
+        ctx.issues.add([...p, 'version'], '"version" of a monitor step names the version its until: condition waits for; this step has no until');
       const version = s.version === undefined ? undefined : str(ctx, [...p, 'version'], s.version);
       return { kind, forMs, everyMs, until, version, line };
     }
@@ -184,7 +197,8 @@ function compile(raw: Shape, ctx: Ctx, source: string): Pipeline {
       if ('kind' in r) steps.push(r);
       else onFailure.push(r);
     });
-    if (steps.length === 0 && st.steps.every((x) => x !== undefined)) iss.add([...sp, 'steps'], 'a stage needs at least one run, wait_for or monitor step (on_failure only runs when one of them fails)');
+    if (steps.length === 0 && st.steps.every((x) => x !== undefined))
+      iss.add([...sp, 'steps'], 'a stage needs at least one run, wait_for or monitor step (on_failure only runs when one of them fails)');
     return [{ name: st.name, steps, onFailure, timeoutMs: st.timeout === undefined ? undefined : parseDuration(st.timeout) }];
   });
   const variables = [...ctx.used.entries()]
@@ -215,7 +229,11 @@ export function parsePipelineText(src: string, source = '<pipeline>', opts: Spec
   const issues = new Issues(doc, lc);
   if (raw === null || raw === undefined) throw new ConfigError([{ path: '', message: 'the file is empty; expected a pipeline: section' }], source);
   const sh = shape(raw, issues);
-  const fail = () => new ConfigError([...issues.list].sort((a, b) => (a.line ?? 0) - (b.line ?? 0)), source);
+  const fail = () =>
+    new ConfigError(
+      [...issues.list].sort((a, b) => (a.line ?? 0) - (b.line ?? 0)),
+      source,
+    );
   if (!sh) throw fail();
   const vars = opts.vars ?? {};
   const env = opts.env ?? process.env;

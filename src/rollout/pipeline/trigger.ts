@@ -61,7 +61,8 @@ function tokenize(src: string): Tok[] {
     else if (op) out.push({ kind: 'op', text: op, col });
     else if (c === '(' || c === ')') out.push({ kind: c === '(' ? 'lp' : 'rp', text: c, col });
     else if (c === '%') out.push({ kind: 'pct', text: c, col });
-    else if (rest.startsWith('&&') || rest.startsWith('||')) throw new TriggerError(col, `"${rest.slice(0, 2)}" is not an operator here; write ${c === '&' ? 'AND' : 'OR'}`);
+    else if (rest.startsWith('&&') || rest.startsWith('||'))
+      throw new TriggerError(col, `"${rest.slice(0, 2)}" is not an operator here; write ${c === '&' ? 'AND' : 'OR'}`);
     else if (c === '=') throw new TriggerError(col, `"=" is not an operator; write "==" to compare for equality`);
     else if (c === '!') throw new TriggerError(col, `"!" is not an operator here; write NOT, or "!=" to compare`);
     else throw new TriggerError(col, `unexpected character ${JSON.stringify(c)}`);
@@ -239,7 +240,8 @@ export function evaluateTrigger(t: Trigger, stats: TriggerStats): Evaluation {
       const expr = formatTrigger(n);
       const v = stats[n.scope]?.[n.metric];
       if (v === undefined || v === null || Number.isNaN(v)) {
-        const reason = stats[n.scope] === undefined ? `no ${n.scope} version to measure` : `no data for ${n.scope === 'active' ? '' : `${n.scope}.`}${n.metric}`;
+        const reason =
+          stats[n.scope] === undefined ? `no ${n.scope} version to measure` : `no data for ${n.scope === 'active' ? '' : `${n.scope}.`}${n.metric}`;
         checks.push({ expr, value: null, result: 'unknown', reason });
         return 'unknown';
       }
@@ -260,9 +262,15 @@ export function evaluateTrigger(t: Trigger, stats: TriggerStats): Evaluation {
   const shown = (c: Check) => `${c.expr} (${c.value === null ? c.reason : `measured ${c.value}`})`;
   const summary =
     result === true
-      ? `fired: ${checks.filter((c) => c.result === true).map(shown).join('; ')}`
+      ? `fired: ${checks
+          .filter((c) => c.result === true)
+          .map(shown)
+          .join('; ')}`
       : result === 'unknown'
-        ? `not fired, no data: ${checks.filter((c) => c.result === 'unknown').map(shown).join('; ')}`
+        ? `not fired, no data: ${checks
+            .filter((c) => c.result === 'unknown')
+            .map(shown)
+            .join('; ')}`
         : 'not fired';
   return { fired: result === true, result, checks, summary };
 }

@@ -12,9 +12,7 @@ export class AdminTables extends FleetTables {
 
   appendAudit(e: AuditInput): AuditEntry {
     return this.tx(() => {
-      const res = this.stmt(
-        'INSERT INTO audit (at, actor, action, target, params, result, error_code, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      ).run(
+      const res = this.stmt('INSERT INTO audit (at, actor, action, target, params, result, error_code, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
         e.at,
         e.actor,
         e.action,
@@ -56,9 +54,7 @@ export class AdminTables extends FleetTables {
 
   putToken(t: TokenRecord): void {
     this.tx(() => {
-      const other = this.stmt('SELECT name FROM tokens WHERE sha256 = ? AND name <> ?').get(t.sha256, t.name) as
-        | { name: string }
-        | undefined;
+      const other = this.stmt('SELECT name FROM tokens WHERE sha256 = ? AND name <> ?').get(t.sha256, t.name) as { name: string } | undefined;
       if (other) {
         throw new ConflictError('token_hash_exists', `token ${t.name} has the same secret as token ${other.name}`, {
           details: { token: t.name, other: other.name },

@@ -106,9 +106,7 @@ export class SqlDb {
     });
     const latest = migrations.length;
     this.tx(() => {
-      this.db.exec(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
-      );
+      this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
     });
     const current = this.schemaVersion();
     if (current > latest) {
@@ -185,5 +183,4 @@ export class SqlDb {
   close(): void {
     if (this.db.open) this.db.close();
   }
-
 }

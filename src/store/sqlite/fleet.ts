@@ -8,11 +8,7 @@ import { RolloutTables } from './rollouts.js';
 export class FleetTables extends RolloutTables {
   // ---- GPU assignments ------------------------------------------------------------------------------------
 
-  assignGpus(
-    gpuIds: readonly string[],
-    holder: { model: string; versionId: string; workerId?: string | undefined },
-    at: number,
-  ): GpuAssignment[] {
+  assignGpus(gpuIds: readonly string[], holder: { model: string; versionId: string; workerId?: string | undefined }, at: number): GpuAssignment[] {
     return this.tx(() => {
       if (!this.getVersion(holder.model, holder.versionId)) {
         throw new NotFoundError('version_not_found', `no version ${holder.model}/${holder.versionId}`);
@@ -20,15 +16,10 @@ export class FleetTables extends RolloutTables {
       const out: GpuAssignment[] = [];
       for (const gpuId of gpuIds) {
         const cur = this.stmt('SELECT * FROM gpu_assignments WHERE gpu_id = ?').get(gpuId) as GpuRow | undefined;
-        if (
-          cur &&
-          (cur.model !== holder.model || cur.version_id !== holder.versionId || (cur.worker_id ?? undefined) !== holder.workerId)
-        ) {
-          throw new ConflictError(
-            'gpu_in_use',
-            `GPU ${gpuId} is held by ${cur.model}/${cur.version_id}${cur.worker_id ? ` (worker ${cur.worker_id})` : ''}`,
-            { details: { gpu: gpuId, model: cur.model, version: cur.version_id, worker: cur.worker_id } },
-          );
+        if (cur && (cur.model !== holder.model || cur.version_id !== holder.versionId || (cur.worker_id ?? undefined) !== holder.workerId)) {
+          throw new ConflictError('gpu_in_use', `GPU ${gpuId} is held by ${cur.model}/${cur.version_id}${cur.worker_id ? ` (worker ${cur.worker_id})` : ''}`, {
+            details: { gpu: gpuId, model: cur.model, version: cur.version_id, worker: cur.worker_id },
+          });
         }
         this.stmt(
           `INSERT INTO gpu_assignments (gpu_id, model, version_id, worker_id, assigned_at) VALUES (?, ?, ?, ?, ?)
@@ -52,8 +43,7 @@ export class FleetTables extends RolloutTables {
     return this.tx(() =>
       workerId === undefined
         ? this.stmt('DELETE FROM gpu_assignments WHERE model = ? AND version_id = ?').run(model, versionId).changes
-        : this.stmt('DELETE FROM gpu_assignments WHERE model = ? AND version_id = ? AND worker_id = ?').run(model, versionId, workerId)
-            .changes,
+        : this.stmt('DELETE FROM gpu_assignments WHERE model = ? AND version_id = ? AND worker_id = ?').run(model, versionId, workerId).changes,
     );
   }
 

@@ -73,9 +73,7 @@ export class RolloutTables extends VersionTables {
         throw new BadRequestError('rollout_model_mismatch', `rollout ${r.id} belongs to model ${cur.model}, not ${r.model}`);
       }
       if (!terminal) {
-        const other = this.stmt('SELECT id FROM rollouts WHERE model = ? AND terminal = 0 AND id <> ?').get(r.model, r.id) as
-          | { id: string }
-          | undefined;
+        const other = this.stmt('SELECT id FROM rollouts WHERE model = ? AND terminal = 0 AND id <> ?').get(r.model, r.id) as { id: string } | undefined;
         if (other) {
           throw new ConflictError('rollout_in_progress', `model ${r.model} already has a rollout in progress (${other.id})`, {
             details: { model: r.model, rollout: other.id },
@@ -135,11 +133,7 @@ export class RolloutTables extends VersionTables {
 
   rolloutEvents(rolloutId: string, opts: { afterSeq?: number | undefined; limit?: number | undefined } = {}): RolloutEvent[] {
     const n = clampLimit(opts.limit, DEFAULTS.store.rolloutEventsMaxLimit, DEFAULTS.store.rolloutEventsMaxLimit);
-    const rows = this.stmt('SELECT * FROM rollout_events WHERE rollout_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(
-      rolloutId,
-      opts.afterSeq ?? 0,
-      n,
-    );
+    const rows = this.stmt('SELECT * FROM rollout_events WHERE rollout_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(rolloutId, opts.afterSeq ?? 0, n);
     return (rows as RolloutEventRow[]).map(rowToRolloutEvent);
   }
 }

@@ -34,9 +34,7 @@ export class VersionTables extends SqlDb {
 
   private checkOneActive(v: Version): void {
     if (v.status !== 'active') return;
-    const other = this.stmt("SELECT id FROM versions WHERE model = ? AND status = 'active' AND id <> ?").get(v.model, v.id) as
-      | { id: string }
-      | undefined;
+    const other = this.stmt("SELECT id FROM versions WHERE model = ? AND status = 'active' AND id <> ?").get(v.model, v.id) as { id: string } | undefined;
     if (other) {
       throw new ConflictError('active_exists', `model ${v.model} already has an active version (${other.id}); swap instead`, {
         details: { model: v.model, active: other.id, version: v.id },
@@ -84,9 +82,15 @@ export class VersionTables extends SqlDb {
 
   appendVersionTransition(t: VersionTransition): void {
     this.tx(() => {
-      this.stmt(
-        'INSERT INTO version_transitions (model, version_id, from_status, to_status, at, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ).run(t.model, t.versionId, t.from, t.to, t.at, t.actor ?? null, t.reason ?? null);
+      this.stmt('INSERT INTO version_transitions (model, version_id, from_status, to_status, at, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+        t.model,
+        t.versionId,
+        t.from,
+        t.to,
+        t.at,
+        t.actor ?? null,
+        t.reason ?? null,
+      );
     });
   }
 

@@ -109,7 +109,8 @@ describe('admin routes and the OpenAPI document', () => {
 
   it('the canary, experiment and monitor bodies are described field by field', async () => {
     const doc = await openapi();
-    const props = (p: string, m: string) => Object.keys(doc.paths[`/admin/v1${p}`]?.[m]?.requestBody?.content['application/json'].schema.properties ?? {}).sort();
+    const props = (p: string, m: string) =>
+      Object.keys(doc.paths[`/admin/v1${p}`]?.[m]?.requestBody?.content['application/json'].schema.properties ?? {}).sort();
     expect(props('/models/{model}/canary', 'post')).toEqual(['shadow_share', 'stage_duration_ms', 'stages', 'version']);
     expect(props('/models/{model}/canary/abort', 'post')).toEqual(['reason']);
     expect(props('/models/{model}/experiments', 'post')).toEqual(['a', 'alpha', 'b', 'metric', 'min_detectable_effect', 'power', 'split']);

@@ -63,7 +63,10 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(j.code).toBe(0);
     expect(j.json.models[0]).toMatchObject({ model: 'chat', active: 'v1', standby: null });
     // --url wins over GLIDEPATH_URL, and a pasted API prefix is tolerated
-    const url = await gp(['status', '-o', 'json', '--url', `${up.adminUrl}/admin/v1/`], { GLIDEPATH_URL: 'http://127.0.0.1:9', GLIDEPATH_DATA_DIR: up.dataDir });
+    const url = await gp(['status', '-o', 'json', '--url', `${up.adminUrl}/admin/v1/`], {
+      GLIDEPATH_URL: 'http://127.0.0.1:9',
+      GLIDEPATH_DATA_DIR: up.dataDir,
+    });
     expect(url.code).toBe(0);
     expect(url.json.models[0].model).toBe('chat');
   });
@@ -175,7 +178,10 @@ describe('glidepath admin verbs (generated admin token)', () => {
 
   it('version register: from a file and from flags; duplicates and bad fields refused', async () => {
     const file = join(up.dir, 'v3.yaml');
-    writeFileSync(file, `id: v3\nbase_model: llama-3-8b\nweights: ${weightsFile}\nweight_hash: sha256:${weightsHash}\narchitecture: { layers: 40 }\nprovider: { kind: sim, sim: { seed: 3, inter_token_ms: 0 } }\n`);
+    writeFileSync(
+      file,
+      `id: v3\nbase_model: llama-3-8b\nweights: ${weightsFile}\nweight_hash: sha256:${weightsHash}\narchitecture: { layers: 40 }\nprovider: { kind: sim, sim: { seed: 3, inter_token_ms: 0 } }\n`,
+    );
     const r = await cli('version', 'register', '--file', file);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Registered chat\/v3 \(card [0-9a-f]{16}\); load it with `glidepath deploy green --version v3`$/m);
@@ -258,7 +264,9 @@ describe('glidepath admin verbs (generated admin token)', () => {
   it('audit: every change with its result, filtered by action, result, actor, target, time and limit', async () => {
     const all = await cli('audit', '-o', 'json');
     expect(all.code).toBe(0);
-    const actions = (all.json as { action: string; result: string; errorCode?: string }[]).map((e) => `${e.action}:${e.result}${e.errorCode ? `:${e.errorCode}` : ''}`);
+    const actions = (all.json as { action: string; result: string; errorCode?: string }[]).map(
+      (e) => `${e.action}:${e.result}${e.errorCode ? `:${e.errorCode}` : ''}`,
+    );
     // newest first; refusals are audited with their code
     expect(actions.reverse()).toEqual([
       'swap:error:no_green',
@@ -336,6 +344,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(flag.stderr).toMatch(/the token given with --token was rejected \(unauthorized\)/);
     const down = await gp(['status', '--url', 'http://127.0.0.1:9'], { GLIDEPATH_DATA_DIR: up.dataDir });
     expect(down.code).toBe(1);
-    expect(down.stderr).toMatch(/cannot reach the admin API at http:\/\/127\.0\.0\.1:9 \(connection refused\): is `glidepath up` running at http:\/\/127\.0\.0\.1:9\?/);
+    expect(down.stderr).toMatch(
+      /cannot reach the admin API at http:\/\/127\.0\.0\.1:9 \(connection refused\): is `glidepath up` running at http:\/\/127\.0\.0\.1:9\?/,
+    );
   });
 });

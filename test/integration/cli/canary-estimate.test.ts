@@ -65,7 +65,9 @@ describe('canary start needs hours and says nothing', () => {
     const r = await cli('canary', 'start', '--version', 'v2', '--stages', '0.1,100');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^expected duration: ~[\d.]+ h at [\d.]+ req\/s live \(0\.1 % ~[\d.]+ h\), then promotion$/m);
-    expect(r.stderr).toMatch(/^warning: this canary is expected to take ~[\d.]+ h \(at 0\.1 % the canary gets [\d.]+ req\/s and needs \d+ samples\); more traffic, fewer or larger stages \(--stages\), or --shadow-share shorten it\n$/);
+    expect(r.stderr).toMatch(
+      /^warning: this canary is expected to take ~[\d.]+ h \(at 0\.1 % the canary gets [\d.]+ req\/s and needs \d+ samples\); more traffic, fewer or larger stages \(--stages\), or --shadow-share shorten it\n$/,
+    );
   });
 
   it('-o json: the stage plan is in the document, the warning still on stderr', async () => {

@@ -30,7 +30,11 @@ afterAll(async () => {
 /** Run the CLI with its stdout a pipe whose reading end is already closed (as after `| head -2`). */
 function gpIntoClosedPipe(args: readonly string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd: tmpdir(), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GLIDEPATH_URL: up.adminUrl, GLIDEPATH_DATA_DIR: up.dataDir } });
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      cwd: tmpdir(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, GLIDEPATH_URL: up.adminUrl, GLIDEPATH_DATA_DIR: up.dataDir },
+    });
     child.stdout.destroy();
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
@@ -64,7 +68,11 @@ describe('glidepath status | head -2 dies with an EPIPE stack trace', () => {
     const dir = mkdtempSync(join(tmpdir(), 'gp-closed-'));
     try {
       writeFileSync(join(dir, 'glidepath.yaml'), CONFIG);
-      const child = spawn(process.execPath, [MAIN, 'up', '--config', 'glidepath.yaml', '--data-dir', 'data', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(
+        process.execPath,
+        [MAIN, 'up', '--config', 'glidepath.yaml', '--data-dir', 'data', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'],
+        { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       child.stdout.destroy();
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       let log = '';

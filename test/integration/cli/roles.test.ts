@@ -103,12 +103,25 @@ describe('glidepath admin verbs (tokens from the config)', () => {
   it('the OpenAPI document is public and describes every endpoint with its role and body schema', async () => {
     const r = await fetch(`${up.adminUrl}/admin/v1/openapi.json`);
     expect(r.status).toBe(200);
-    const doc = (await r.json()) as { paths: Record<string, Record<string, { description: string; requestBody?: { content: { 'application/json': { schema: { properties?: Record<string, unknown> } } } } }>> };
+    const doc = (await r.json()) as {
+      paths: Record<
+        string,
+        Record<string, { description: string; requestBody?: { content: { 'application/json': { schema: { properties?: Record<string, unknown> } } } } }>
+      >;
+    };
     const register = doc.paths['/admin/v1/models/{model}/versions']!.post!;
     expect(register.description).toBe('Requires role: operator.');
-    expect(Object.keys(register.requestBody!.content['application/json'].schema.properties!)).toEqual(expect.arrayContaining(['id', 'weights', 'weight_hash', 'tp', 'provider']));
+    expect(Object.keys(register.requestBody!.content['application/json'].schema.properties!)).toEqual(
+      expect.arrayContaining(['id', 'weights', 'weight_hash', 'tp', 'provider']),
+    );
     const swap = doc.paths['/admin/v1/models/{model}/swap']!.post!;
-    expect(Object.keys(swap.requestBody!.content['application/json'].schema.properties!).sort()).toEqual(['confirm', 'drain_timeout_ms', 'mode', 'standby', 'to']);
+    expect(Object.keys(swap.requestBody!.content['application/json'].schema.properties!).sort()).toEqual([
+      'confirm',
+      'drain_timeout_ms',
+      'mode',
+      'standby',
+      'to',
+    ]);
     expect(doc.paths['/admin/v1/models/{model}/plan']!.get!.description).toBe('Requires role: viewer.');
     expect(doc.paths['/admin/v1/models/{model}/versions/{version}/cache']!.post).toBeDefined();
   });
@@ -124,7 +137,9 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     writeFileSync(file, 'id: p1\nprovider: { kind: process, command: "vllm serve {weights} --port {port}" }\n');
     const op = await as(OPERATOR, 'version', 'register', '--file', file, '-m', 'chat');
     expect(op.code).toBe(1);
-    expect(op.stderr).toMatch(/token "ci" has role operator; registering a version with a process provider \(a command run on this host\) needs admin \(forbidden\)/);
+    expect(op.stderr).toMatch(
+      /token "ci" has role operator; registering a version with a process provider \(a command run on this host\) needs admin \(forbidden\)/,
+    );
     const admin = await gp(['version', 'register', '--file', file, '-m', 'chat', '--token', ADMIN, '--url', up.adminUrl, '-o', 'json']);
     expect(admin.code).toBe(0);
     expect(admin.json).toMatchObject({ version: 'p1', status: 'registered', provider: 'process' });
@@ -169,7 +184,9 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     expect((await as(OPERATOR, 'version', 'register', '--id', 'v4', '--tp', '2', '--weight-hash', 'sha256:4444', '-m', 'chat')).code).toBe(0);
     const full = await as(OPERATOR, 'deploy', 'green', '--version', 'v4', '-m', 'chat');
     expect(full.code).toBe(1);
-    expect(full.stderr).toMatch(/^error: chat\/v4 needs 2 GPU\(s\) \(1 worker\(s\) × TP 2, ≥8 GB each\) but only 1 suitable of 1 free \(6 total\) \(insufficient_gpus\)$/m);
+    expect(full.stderr).toMatch(
+      /^error: chat\/v4 needs 2 GPU\(s\) \(1 worker\(s\) × TP 2, ≥8 GB each\) but only 1 suitable of 1 free \(6 total\) \(insufficient_gpus\)$/m,
+    );
     expect((await as(VIEWER, 'version', 'show', 'v4', '-m', 'chat')).stdout).toMatch(/status\s+failed[\s\S]*failure\s+.*insufficient_gpus/);
     const human = await as(VIEWER, 'status', '-m', 'chat');
     expect(human.stdout).toMatch(/^chat\s+high\s+v1\s+-\s+v1 90%, v2 10%\s+\d+$/m);

@@ -17,10 +17,26 @@ const WORKER = pathToFileURL(path.join(ROOT, 'dist/control/judge-worker.js'));
 
 function samples(seed: number, n: number, scale: number, errors: number): PackedSamples {
   const u = mulberry32(seed);
-  const series = (mu: number) => Float64Array.from({ length: n }, () => Math.exp(mu + 0.4 * Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u())) * scale);
-  return { ttftMs: series(3.5), tpotMs: series(2.7), latencyMs: series(5.5), quality: Float64Array.from({ length: n }, () => u()), requests: n, errors, durationS: 60, outputTokens: n * 50 };
+  const series = (mu: number) =>
+    Float64Array.from({ length: n }, () => Math.exp(mu + 0.4 * Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u())) * scale);
+  return {
+    ttftMs: series(3.5),
+    tpotMs: series(2.7),
+    latencyMs: series(5.5),
+    quality: Float64Array.from({ length: n }, () => u()),
+    requests: n,
+    errors,
+    durationS: 60,
+    outputTokens: n * 50,
+  };
 }
-const copy = (p: PackedSamples): PackedSamples => ({ ...p, ttftMs: p.ttftMs.slice(), tpotMs: p.tpotMs.slice(), latencyMs: p.latencyMs.slice(), quality: p.quality?.slice() });
+const copy = (p: PackedSamples): PackedSamples => ({
+  ...p,
+  ttftMs: p.ttftMs.slice(),
+  tpotMs: p.tpotMs.slice(),
+  latencyMs: p.latencyMs.slice(),
+  quality: p.quality?.slice(),
+});
 
 const threads: JudgeThread[] = [];
 afterEach(async () => {

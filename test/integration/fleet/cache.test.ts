@@ -88,7 +88,16 @@ describe('WeightCache: local sources', () => {
     const dir = fresh('cache');
     const c = new WeightCache({ dir });
     const r = await c.download({ model: 'llama', id: 'v1', weights: src, weightHash: `sha256:${sha('weights-v1')}` });
-    expect(r).toMatchObject({ model: 'llama', version: 'v1', bytes: 10, hash: `sha256:${sha('weights-v1')}`, verified: true, alreadyCached: false, evicted: [], notes: [] });
+    expect(r).toMatchObject({
+      model: 'llama',
+      version: 'v1',
+      bytes: 10,
+      hash: `sha256:${sha('weights-v1')}`,
+      verified: true,
+      alreadyCached: false,
+      evicted: [],
+      notes: [],
+    });
     expect(r.durationMs).toBeGreaterThanOrEqual(0);
     expect(r.path).toBe(path.join(dir, 'llama', 'v1'));
     expect(readFileSync(path.join(r.path, 'model.bin'), 'utf8')).toBe('weights-v1');
@@ -103,8 +112,13 @@ describe('WeightCache: local sources', () => {
     writeFileSync(path.join(src, 'sub', 'deep', 'B'), 'upper');
     writeFileSync(path.join(src, 'a b.txt'), 'space');
     writeFileSync(path.join(src, 'empty'), '');
-    const shell = execFileSync('sh', ['-c', `cd "$1" && find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum`, 'sh', src], { encoding: 'utf8' }).split(' ')[0];
-    const files = ['config.json', 'sub/shard-1.safetensors', 'sub/deep/B', 'a b.txt', 'empty'].map((rel) => ({ rel, hex: sha(readFileSync(path.join(src, rel))) }));
+    const shell = execFileSync('sh', ['-c', `cd "$1" && find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum`, 'sh', src], {
+      encoding: 'utf8',
+    }).split(' ')[0];
+    const files = ['config.json', 'sub/shard-1.safetensors', 'sub/deep/B', 'a b.txt', 'empty'].map((rel) => ({
+      rel,
+      hex: sha(readFileSync(path.join(src, rel))),
+    }));
     expect(treeHash(files)).toBe(shell);
     const c = new WeightCache({ dir: fresh('cache') });
     const r = await c.download({ model: 'llama', id: 'v2', weights: pathToFileURL(src).href, weightHash: shell });
@@ -148,7 +162,9 @@ describe('WeightCache: local sources', () => {
 
   it('refuses what it cannot copy, with codes', async () => {
     const c = new WeightCache({ dir: fresh('cache') });
-    expect((await caught(c.download({ model: 'm', id: 'v', weights: 'sim://weights' }))).message).toBe('weights "sim://weights" are simulated: there is nothing to download');
+    expect((await caught(c.download({ model: 'm', id: 'v', weights: 'sim://weights' }))).message).toBe(
+      'weights "sim://weights" are simulated: there is nothing to download',
+    );
     // the example fleet: simulated weights with a placeholder hash are "nothing to download", not a bad hash
     expect((await caught(c.download({ model: 'm', id: 'v', weights: 'sim://weights', weightHash: 'sha256:1111' }))).code).toBe('unsupported_weights_uri');
     expect((await caught(c.download({ model: 'm', id: 'v', weights: 's3://bucket/x' }))).code).toBe('unsupported_weights_uri');
@@ -191,7 +207,9 @@ describe('WeightCache: http(s)', () => {
     const dir = fresh('cache');
     const c = new WeightCache({ dir, maxBytes: 5_000, idleTimeoutMs: 200 });
     expect((await caught(c.download({ model: 'm', id: 'a', weights: `${base}/nope` }))).code).toBe('weights_not_found');
-    expect((await caught(c.download({ model: 'm', id: 'b', weights: `${base}/huge` }))).message).toContain('is 10000000 bytes, over the cache\'s per-version limit of 5000 bytes');
+    expect((await caught(c.download({ model: 'm', id: 'b', weights: `${base}/huge` }))).message).toContain(
+      "is 10000000 bytes, over the cache's per-version limit of 5000 bytes",
+    );
     expect((await caught(c.download({ model: 'm', id: 'c', weights: `${base}/chunked` }))).code).toBe('weights_too_large');
     expect((await caught(c.download({ model: 'm', id: 'd', weights: `${base}/short` }))).code).toMatch(/^download_(failed|truncated)$/);
     const stall = await caught(c.download({ model: 'm', id: 'e', weights: `${base}/stall` }));
@@ -226,7 +244,10 @@ describe('WeightCache: LRU eviction', () => {
   });
 
   it('never evicts the active or standby version; when only protected ones remain it keeps them and says so', async () => {
-    const prot = [{ model: 'llama', version: 'v1' }, { model: 'llama', version: 'v2' }];
+    const prot = [
+      { model: 'llama', version: 'v1' },
+      { model: 'llama', version: 'v2' },
+    ];
     const { c, dl } = seeded({ protect: () => prot, maxVersions: 1 });
     await dl('v1');
     await dl('v2');
@@ -237,7 +258,12 @@ describe('WeightCache: LRU eviction', () => {
     prot.splice(1, 1); // v2 no longer standby
     const r4 = await dl('v4');
     expect(r4.evicted.map((e) => e.version).sort()).toEqual(['v2', 'v3']);
-    expect(c.list().map((e) => e.version).sort()).toEqual(['v1', 'v4']);
+    expect(
+      c
+        .list()
+        .map((e) => e.version)
+        .sort(),
+    ).toEqual(['v1', 'v4']);
   });
 
   it('a cached version with a matching hash is not copied again; concurrent calls share one copy', async () => {

@@ -14,12 +14,24 @@ async function twoVersions(over: Parameters<typeof startGateway>[1] = {}): Promi
   const b = await upstream();
   a.setDefault(json(chatBody('v1')));
   b.setDefault(json(chatBody('v2')));
-  const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 1, v2: 0 } } }], over);
+  const gw = await gateway(
+    [
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [a.url] },
+          { id: 'v2', workers: [b.url] },
+        ],
+        route: { weights: { v1: 1, v2: 0 } },
+      },
+    ],
+    over,
+  );
   return { gw, a, b };
 }
 
 function content(r: HttpResult): string {
-  return ((r.json().choices as { message: { content: string } }[])[0]!).message.content;
+  return (r.json().choices as { message: { content: string } }[])[0]!.message.content;
 }
 
 describe('drain', () => {
@@ -183,10 +195,12 @@ describe('route switch under concurrent load', () => {
     for (const weights of phases) {
       // switch while the previous phase's requests may still be running
       gw.dp.setRoute({ model: 'm', weights });
-      const named = new Set(Object.entries(weights).filter(([, w]) => w > 0).map(([v]) => v));
-      const batch = await Promise.all(
-        Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? post(gw.url, chatReq()) : post(gw.url, chatReq({ stream: true })))),
+      const named = new Set(
+        Object.entries(weights)
+          .filter(([, w]) => w > 0)
+          .map(([v]) => v),
       );
+      const batch = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? post(gw.url, chatReq()) : post(gw.url, chatReq({ stream: true })))));
       for (const r of batch) {
         expect(r.status).toBe(200);
         const v = r.headers['x-glidepath-version'] as string;
@@ -203,7 +217,11 @@ describe('route switch under concurrent load', () => {
     const body = (await long.done).toString();
     const res = await long.res;
     expect(res.headers['x-glidepath-version']).toBe('v1');
-    expect(sseData(body).filter((d) => d !== '[DONE]').every((d) => (JSON.parse(d) as { id: string }).id === 'v1')).toBe(true);
+    expect(
+      sseData(body)
+        .filter((d) => d !== '[DONE]')
+        .every((d) => (JSON.parse(d) as { id: string }).id === 'v1'),
+    ).toBe(true);
     expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
   });
 });

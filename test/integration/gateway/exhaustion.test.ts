@@ -92,7 +92,12 @@ describe("the gateway's own limits", () => {
     }
     // no worker was ejected, none was even reached, and nothing was retried
     const pool = gw.dp.pool('m', 'v1');
-    expect(pool.workers.map((w) => [w.ejectedUntil, w.connectFailures])).toEqual([[0, 0], [0, 0], [0, 0], [0, 0]]);
+    expect(pool.workers.map((w) => [w.ejectedUntil, w.connectFailures])).toEqual([
+      [0, 0],
+      [0, 0],
+      [0, 0],
+      [0, 0],
+    ]);
     expect(workers.map((w) => w.requests.length)).toEqual([0, 0, 0, 0]);
     const text = await gw.telemetry.metrics.registry.metrics();
     expect(text).toContain('glidepath_local_resource_errors_total{kind="EMFILE"} 3');

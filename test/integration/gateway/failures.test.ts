@@ -149,7 +149,9 @@ describe('retries before the first byte', () => {
   it('answers 502 with a code when every worker refuses', async () => {
     const p1 = await closedPort();
     const p2 = await closedPort();
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [`http://127.0.0.1:${p1}`, `http://127.0.0.1:${p2}`] }], route: { weights: { v1: 1 } } }]);
+    const gw = await gateway([
+      { name: 'm', versions: [{ id: 'v1', workers: [`http://127.0.0.1:${p1}`, `http://127.0.0.1:${p2}`] }], route: { weights: { v1: 1 } } },
+    ]);
     const recs = records(gw);
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(502);
@@ -167,7 +169,16 @@ describe('retries before the first byte', () => {
     const bad = await upstream();
     const other = await upstream();
     bad.setDefault(status(503));
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [bad.url] }, { id: 'v2', workers: [other.url] }], route: { weights: { v1: 1, v2: 0 } } }]);
+    const gw = await gateway([
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [bad.url] },
+          { id: 'v2', workers: [other.url] },
+        ],
+        route: { weights: { v1: 1, v2: 0 } },
+      },
+    ]);
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(502);
     expect(r.headers['x-glidepath-version']).toBe('v1');
@@ -202,7 +213,11 @@ describe('timeouts', () => {
     const b = await upstream();
     a.setDefault(hang());
     b.setDefault(hangAfterHeaders());
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 150 }, rr());
+    const gw = await gateway(
+      [{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }],
+      { firstTokenTimeoutMs: 150 },
+      rr(),
+    );
     const recs = records(gw);
     const r = await post(gw.url, chatReq({ stream: true }));
     expect(r.status).toBe(504);
@@ -219,7 +234,11 @@ describe('timeouts', () => {
     const a = await upstream();
     const b = await upstream();
     a.setDefault(hang());
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 150, requestTimeoutMs: 150 }, rr());
+    const gw = await gateway(
+      [{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }],
+      { firstTokenTimeoutMs: 150, requestTimeoutMs: 150 },
+      rr(),
+    );
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(200);
     expect(r.headers['x-glidepath-worker']).toBe('v1-w1');
@@ -344,9 +363,19 @@ describe('non-streaming request timeout', () => {
     a.setDefault(async (c) => {
       await new Promise((r) => setTimeout(r, 300));
       c.res.writeHead(200, { 'content-type': 'application/json' });
-      c.res.end(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'late' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+      c.res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'late' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
+      );
     });
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }], { firstTokenTimeoutMs: 100, requestTimeoutMs: 5_000 });
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }], {
+      firstTokenTimeoutMs: 100,
+      requestTimeoutMs: 5_000,
+    });
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(200);
   });

@@ -15,7 +15,14 @@ beforeAll(async () => {
   up = await startUpstream(json(chatBody()));
   gw = await startGateway(
     [
-      { name: 'm', versions: [{ id: 'v1', workers: [up.url] }, { id: 'v2', workers: [up.url] }], route: { weights: { v1: 0.9, v2: 0.1 } } },
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [up.url] },
+          { id: 'v2', workers: [up.url] },
+        ],
+        route: { weights: { v1: 0.9, v2: 0.1 } },
+      },
       { name: 'other', versions: [{ id: 'o1', workers: [up.url] }], route: { weights: { o1: 1 } } },
     ],
     { maxBodyBytes: 64 * 1024 },
@@ -46,10 +53,28 @@ describe('bad inputs over HTTP', () => {
     { name: 'model missing', body: { messages: [{ role: 'user', content: 'x' }] }, status: 400, code: 'invalid_request', mentions: /^model/ },
     { name: 'model of the wrong type', body: { model: 42, messages: [] }, status: 400, code: 'invalid_request', mentions: /^model: .*number/ },
     { name: 'messages missing', body: { model: 'm' }, status: 400, code: 'invalid_request', mentions: /^messages: required/ },
-    { name: 'messages of the wrong type', body: { model: 'm', messages: 'hi' }, status: 400, code: 'invalid_request', mentions: /^messages: expected an array, got string/ },
+    {
+      name: 'messages of the wrong type',
+      body: { model: 'm', messages: 'hi' },
+      status: 400,
+      code: 'invalid_request',
+      mentions: /^messages: expected an array, got string/,
+    },
     { name: 'messages empty', body: { model: 'm', messages: [] }, status: 400, code: 'invalid_request', mentions: /^messages/ },
-    { name: 'message without role', body: { model: 'm', messages: [{ content: 'x' }] }, status: 400, code: 'invalid_request', mentions: /^messages\[0\]\.role/ },
-    { name: 'message content a number', body: { model: 'm', messages: [{ role: 'user', content: 5 }] }, status: 400, code: 'invalid_request', mentions: /^messages\[0\]\.content/ },
+    {
+      name: 'message without role',
+      body: { model: 'm', messages: [{ content: 'x' }] },
+      status: 400,
+      code: 'invalid_request',
+      mentions: /^messages\[0\]\.role/,
+    },
+    {
+      name: 'message content a number',
+      body: { model: 'm', messages: [{ role: 'user', content: 5 }] },
+      status: 400,
+      code: 'invalid_request',
+      mentions: /^messages\[0\]\.content/,
+    },
     { name: 'stream a string', body: chatReq({ stream: 'yes' }), status: 400, code: 'invalid_request', mentions: /^stream: expected a boolean/ },
     { name: 'max_tokens negative', body: chatReq({ max_tokens: -1 }), status: 400, code: 'invalid_request', mentions: /^max_tokens/ },
     { name: 'max_tokens fractional', body: chatReq({ max_tokens: 1.5 }), status: 400, code: 'invalid_request', mentions: /^max_tokens: expected an integer/ },
@@ -58,11 +83,22 @@ describe('bad inputs over HTTP', () => {
     { name: 'user a number', body: chatReq({ user: 7 }), status: 400, code: 'invalid_request', mentions: /^user/ },
     { name: 'unknown model', body: chatReq({ model: 'nope' }), status: 404, code: 'model_not_found', mentions: /nope/ },
     { name: 'completions without prompt', body: { model: 'm' }, status: 400, code: 'invalid_request', mentions: /^prompt: required/, path: '/v1/completions' },
-    { name: 'completions prompt a number', body: { model: 'm', prompt: 3 }, status: 400, code: 'invalid_request', mentions: /^prompt/, path: '/v1/completions' },
+    {
+      name: 'completions prompt a number',
+      body: { model: 'm', prompt: 3 },
+      status: 400,
+      code: 'invalid_request',
+      mentions: /^prompt/,
+      path: '/v1/completions',
+    },
   ];
   for (const c of cases) {
     it(`${c.name} → ${c.status} ${c.code}`, async () => {
-      const r = await httpCall(gw.url, c.path ?? '/v1/chat/completions', c.body, { method: 'POST', rawBody: c.raw ?? JSON.stringify(c.body), contentType: 'application/json' });
+      const r = await httpCall(gw.url, c.path ?? '/v1/chat/completions', c.body, {
+        method: 'POST',
+        rawBody: c.raw ?? JSON.stringify(c.body),
+        contentType: 'application/json',
+      });
       expectOpenAIError(r, c.status, c.code, c.mentions);
     });
   }

@@ -11,7 +11,11 @@ describe('streaming passthrough', () => {
     const up = await upstream();
     const events = sseEvents(20, { usage: { prompt_tokens: 5, completion_tokens: 20 } });
     // unicode and escapes must survive byte for byte
-    events.splice(3, 0, `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'héllo ✓ "q" \\n 🚀' }, finish_reason: null }] })}\n\n`);
+    events.splice(
+      3,
+      0,
+      `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'héllo ✓ "q" \\n 🚀' }, finish_reason: null }] })}\n\n`,
+    );
     up.script(stream(events));
     const gw = await gateway(oneModel([up.url]));
     const r = await post(gw.url, chatReq({ stream: true }));
@@ -229,13 +233,22 @@ describe('versions and headers', () => {
     const b = await upstream();
     a.setDefault(json(chatBody('from a')));
     b.setDefault(json(chatBody('from b')));
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 95, v2: 5 } } }]);
+    const gw = await gateway([
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [a.url] },
+          { id: 'v2', workers: [b.url] },
+        ],
+        route: { weights: { v1: 95, v2: 5 } },
+      },
+    ]);
     const seen: Record<string, number> = {};
     for (let i = 0; i < 100; i++) {
       const r = await post(gw.url, chatReq());
       const v = r.headers['x-glidepath-version'] as string;
       seen[v] = (seen[v] ?? 0) + 1;
-      const content = ((r.json().choices as { message: { content: string } }[])[0]!).message.content;
+      const content = (r.json().choices as { message: { content: string } }[])[0]!.message.content;
       expect(content).toBe(v === 'v1' ? 'from a' : 'from b');
     }
     expect(seen).toEqual({ v1: 95, v2: 5 });
@@ -246,7 +259,17 @@ describe('versions and headers', () => {
   it('honours the explicit version header and refuses a version not in the route', async () => {
     const a = await upstream();
     const b = await upstream();
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }, { id: 'v3', workers: [b.url] }], route: { weights: { v1: 1, v2: 0 } } }]);
+    const gw = await gateway([
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [a.url] },
+          { id: 'v2', workers: [b.url] },
+          { id: 'v3', workers: [b.url] },
+        ],
+        route: { weights: { v1: 1, v2: 0 } },
+      },
+    ]);
     const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
     expect(r.status).toBe(200);
     expect(r.headers['x-glidepath-version']).toBe('v2');
@@ -270,7 +293,19 @@ describe('versions and headers', () => {
   it('ignores the version header when it is disabled', async () => {
     const a = await upstream();
     const b = await upstream();
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 1, v2: 0 } } }], { allowVersionHeader: false });
+    const gw = await gateway(
+      [
+        {
+          name: 'm',
+          versions: [
+            { id: 'v1', workers: [a.url] },
+            { id: 'v2', workers: [b.url] },
+          ],
+          route: { weights: { v1: 1, v2: 0 } },
+        },
+      ],
+      { allowVersionHeader: false },
+    );
     const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
     expect(r.headers['x-glidepath-version']).toBe('v1');
   });
@@ -278,7 +313,16 @@ describe('versions and headers', () => {
   it('routes a category override and keeps a sticky session on one version', async () => {
     const a = await upstream();
     const b = await upstream();
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }, { id: 'v2', workers: [b.url] }], route: { weights: { v1: 0.5, v2: 0.5 }, overrides: { beta: 'v2' } } }]);
+    const gw = await gateway([
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [a.url] },
+          { id: 'v2', workers: [b.url] },
+        ],
+        route: { weights: { v1: 0.5, v2: 0.5 }, overrides: { beta: 'v2' } },
+      },
+    ]);
     for (let i = 0; i < 4; i++) {
       const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-category': 'beta' } });
       expect(r.headers['x-glidepath-version']).toBe('v2');

@@ -12,15 +12,31 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-async function setup(share: number, weights: Record<string, number> = { v1: 1 }): Promise<{ gw: Gateway; main: Upstream; shadow: Upstream; recs: RequestRecord[] }> {
+async function setup(
+  share: number,
+  weights: Record<string, number> = { v1: 1 },
+): Promise<{ gw: Gateway; main: Upstream; shadow: Upstream; recs: RequestRecord[] }> {
   const main = await startUpstream(json(chatBody('main')));
   const shadow = await startUpstream(json(chatBody('shadow')));
   const gw = await startGateway(
-    [{ name: 'm', versions: [{ id: 'v1', workers: [main.url] }, { id: 'v2', workers: [shadow.url] }], route: { weights, shadow: { version: 'v2', share } } }],
+    [
+      {
+        name: 'm',
+        versions: [
+          { id: 'v1', workers: [main.url] },
+          { id: 'v2', workers: [shadow.url] },
+        ],
+        route: { weights, shadow: { version: 'v2', share } },
+      },
+    ],
     {},
     { rand: () => 0.5 },
   );
-  cleanups.push(() => main.close(), () => shadow.close(), () => gw.close());
+  cleanups.push(
+    () => main.close(),
+    () => shadow.close(),
+    () => gw.close(),
+  );
   const recs: RequestRecord[] = [];
   gw.telemetry.subscribe((r) => recs.push(r));
   return { gw, main, shadow, recs };
@@ -33,7 +49,7 @@ describe('shadow traffic', () => {
     const r = await post(gw.url, body);
     expect(r.status).toBe(200);
     expect(r.headers['x-glidepath-version']).toBe('v1');
-    expect(((r.json().choices as { message: { content: string } }[])[0]!).message.content).toBe('main');
+    expect((r.json().choices as { message: { content: string } }[])[0]!.message.content).toBe('main');
     const mirrored = await shadow.request(1);
     expect(mirrored.body).toBe(JSON.stringify(body));
     await mirrored.finished;
@@ -89,11 +105,24 @@ describe('shadow traffic', () => {
       await json(chatBody('shadow'))(c);
     });
     const gw = await startGateway(
-      [{ name: 'm', versions: [{ id: 'v1', workers: [main.url] }, { id: 'v2', workers: [shadow.url] }], route: { weights: { v1: 1 }, shadow: { version: 'v2', share: 1 } } }],
+      [
+        {
+          name: 'm',
+          versions: [
+            { id: 'v1', workers: [main.url] },
+            { id: 'v2', workers: [shadow.url] },
+          ],
+          route: { weights: { v1: 1 }, shadow: { version: 'v2', share: 1 } },
+        },
+      ],
       { connectionsPerWorker: 1, firstTokenTimeoutMs: 1000, requestTimeoutMs: 1000 },
       { rand: () => 0.5 },
     );
-    cleanups.push(() => main.close(), () => shadow.close(), () => gw.close());
+    cleanups.push(
+      () => main.close(),
+      () => shadow.close(),
+      () => gw.close(),
+    );
     const recs: RequestRecord[] = [];
     gw.telemetry.subscribe((r) => recs.push(r));
     expect((await post(gw.url, chatReq())).status).toBe(200);

@@ -39,7 +39,11 @@ function normalise(body: string): string {
 
 describe('streaming passthrough against the simulator', () => {
   for (const [name, path, body] of [
-    ['chat', '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'Tell me about rollouts.' }], stream: true, temperature: 0, max_tokens: 40 }],
+    [
+      'chat',
+      '/v1/chat/completions',
+      { model: MODEL, messages: [{ role: 'user', content: 'Tell me about rollouts.' }], stream: true, temperature: 0, max_tokens: 40 },
+    ],
     [
       'chat with usage',
       '/v1/chat/completions',
@@ -110,7 +114,10 @@ describe('the official openai client through the gateway', () => {
   });
 
   it('gets typed errors: unknown model → NotFoundError, bad input → BadRequestError', async () => {
-    await expect(client().chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+    await expect(client().chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+    });
     await expect(client().chat.completions.create({ model: MODEL, messages: [] })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
   });
 

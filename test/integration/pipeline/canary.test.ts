@@ -76,7 +76,10 @@ rollback:
     try {
       const r = await cli(['pipeline', 'run', file, '--var', 'VERSION=v2', '-o', 'json']);
       expect(r.code, r.stderr).toBe(1);
-      const res = JSON.parse(r.stdout) as { outcome: string; rollback: { versions: Record<string, string>; evaluation: { checks: { expr: string; value: number | null }[] }; action: { status: string } } };
+      const res = JSON.parse(r.stdout) as {
+        outcome: string;
+        rollback: { versions: Record<string, string>; evaluation: { checks: { expr: string; value: number | null }[] }; action: { status: string } };
+      };
       expect(res.outcome).toBe('rolled_back');
       expect(res.rollback.versions).toMatchObject({ active: 'v1', stable: 'v1', canary: 'v2' });
       const rate = res.rollback.evaluation.checks.find((c) => c.expr === 'canary.error_rate > 0.05')!.value!;

@@ -36,7 +36,16 @@ interface FakeState {
   canaryCalls: number;
 }
 
-const fresh = (): FakeState => ({ loadingPolls: 0, goodStatusCalls: Infinity, statusCalls: 0, v2Polls: 0, notices: [], unauthorized: 0, canaryPhases: [], canaryCalls: 0 });
+const fresh = (): FakeState => ({
+  loadingPolls: 0,
+  goodStatusCalls: Infinity,
+  statusCalls: 0,
+  v2Polls: 0,
+  notices: [],
+  unauthorized: 0,
+  canaryPhases: [],
+  canaryCalls: 0,
+});
 const state: FakeState = fresh();
 let server: Server;
 let url = '';
@@ -90,7 +99,15 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
     send(res, 200, { model: 'llama', version: 'v1', status: 'active', health: { state: 'healthy' } });
   } else if (path === '/admin/v1/models/llama/canary' && state.canaryPhases.length > 0) {
     const phase = state.canaryPhases[Math.min(state.canaryCalls++, state.canaryPhases.length - 1)] as string;
-    send(res, 200, { canary: 'v2', stable: 'v1', phase, stages: [5, 50, 100], stageIndex: 0, percent: 5, rollback: phase === 'rolled_back' ? { reason: 'error rate 4% vs 0.1%' } : null });
+    send(res, 200, {
+      canary: 'v2',
+      stable: 'v1',
+      phase,
+      stages: [5, 50, 100],
+      stageIndex: 0,
+      percent: 5,
+      rollback: phase === 'rolled_back' ? { reason: 'error rate 4% vs 0.1%' } : null,
+    });
   } else if (path === '/admin/v1/workers') {
     send(res, 200, [{ id: 'w1', model: 'llama', version: 'v1', routable: true }]);
   } else {
@@ -100,7 +117,8 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
 
 beforeAll(async () => {
   const built = join(ROOT, 'dist/cli/pipeline/index.js');
-  const stale = !existsSync(built) || statSync(built).mtimeMs < Math.max(newestMtime(join(ROOT, 'src/rollout/pipeline')), newestMtime(join(ROOT, 'src/cli/pipeline')));
+  const stale =
+    !existsSync(built) || statSync(built).mtimeMs < Math.max(newestMtime(join(ROOT, 'src/rollout/pipeline')), newestMtime(join(ROOT, 'src/cli/pipeline')));
   if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'ignore' });
   expect(existsSync(MAIN)).toBe(true);
   server = createServer((req, res) => {
@@ -201,7 +219,18 @@ describe('glidepath pipeline run', () => {
   });
 
   it('a failing run step runs its stage on_failure, skips later stages and exits 1', async () => {
-    const r = await cli(['pipeline', 'run', file(PIPELINE({ canaryRun: '$NODE -e "process.exit(3)"' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms', '-o', 'json']);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE({ canaryRun: '$NODE -e "process.exit(3)"' })),
+      '--var',
+      'VERSION=v2',
+      ...NODE,
+      '--poll',
+      '10ms',
+      '-o',
+      'json',
+    ]);
     expect(r.code).toBe(1);
     const res = JSON.parse(r.stdout) as { reason: string; stages: { status: string; onFailure: unknown[] }[]; rollback?: unknown };
     expect(res).toMatchObject({ ok: false, outcome: 'failed', failedStage: 'canary', model: 'llama' });
@@ -215,7 +244,16 @@ describe('glidepath pipeline run', () => {
   });
 
   it('a run step past its timeout is killed and fails the stage', async () => {
-    const r = await cli(['pipeline', 'run', file(PIPELINE({ canaryRun: '$NODE -e "setTimeout(() => {}, 60000)"\n          timeout: 300ms' }).replace('          timeout: 10s\n', '')), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms']);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE({ canaryRun: '$NODE -e "setTimeout(() => {}, 60000)"\n          timeout: 300ms' }).replace('          timeout: 10s\n', '')),
+      '--var',
+      'VERSION=v2',
+      ...NODE,
+      '--poll',
+      '10ms',
+    ]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/FAILED: timed out after 300 ms and was killed/);
     expect(r.stdout).toContain('[canary] stage cleanup ran');
@@ -243,7 +281,9 @@ describe('glidepath pipeline run', () => {
     expect(r.stdout).not.toContain('stage cleanup ran');
     expect(r.stdout).not.toContain('promoted');
     expect(r.stdout).toContain(`notify pagerduty: sent to 1/1 webhook(s) (${url}/notify)`);
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^pipeline rolled back in stage canary: rollback trigger fired: error_rate > 0\.001 \(measured 0\.05\)$/);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(
+      /^pipeline rolled back in stage canary: rollback trigger fired: error_rate > 0\.001 \(measured 0\.05\)$/,
+    );
     expect(state.statusCalls).toBe(4);
     expect(state.notices).toHaveLength(1);
     expect(state.notices[0]).toMatchObject({
@@ -264,7 +304,16 @@ describe('glidepath pipeline run', () => {
 
   it('monitor until canary_succeeded watches the gates until the canary ends', async () => {
     state.canaryPhases = ['progressing', 'progressing', 'promoting', 'succeeded'];
-    const r = await cli(['pipeline', 'run', file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms']);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })),
+      '--var',
+      'VERSION=v2',
+      ...NODE,
+      '--poll',
+      '10ms',
+    ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('-> monitor health_gates until canary_succeeded');
     expect(r.stdout).toMatch(/ok: canary of v2 succeeded; health gates held \(4 checks; last: not fired\)/);
@@ -273,7 +322,16 @@ describe('glidepath pipeline run', () => {
 
   it('monitor until canary_succeeded fails when the canary is rolled back, and on_failure runs', async () => {
     state.canaryPhases = ['progressing', 'rolled_back'];
-    const r = await cli(['pipeline', 'run', file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })), '--var', 'VERSION=v2', ...NODE, '--poll', '10ms']);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE({ monitor: '          until: canary_succeeded\n          every: 10ms' })),
+      '--var',
+      'VERSION=v2',
+      ...NODE,
+      '--poll',
+      '10ms',
+    ]);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('FAILED: canary of v2 ended rolled_back: error rate 4% vs 0.1%');
     expect(r.stdout).toContain('[canary] stage cleanup ran');
@@ -327,7 +385,7 @@ describe('glidepath pipeline run --dry-run and check', () => {
         '  variable NODE = "node"  (lines 7, 10, 15, 20, 23, 26)',
         '  variable VERSION = "v2"  (lines 7, 23)',
         'rollback trigger: error_rate > 0.001 OR p99_latency > 500ms',
-        '  when it fires during a monitor step: run node -e \'console.log(\'\\\'\'rollback action ran\'\\\'\')\'; notify pagerduty (not sent: no webhook); the pipeline stops with exit 1',
+        "  when it fires during a monitor step: run node -e 'console.log('\\''rollback action ran'\\'')'; notify pagerduty (not sent: no webhook); the pipeline stops with exit 1",
         'stage 1/4: validate',
         "  1. run node -e 'console.log('\\''validating v2'\\'')'  (timeout 30m)  [line 7]",
         'stage 2/4: load_green',
@@ -350,7 +408,14 @@ describe('glidepath pipeline run --dry-run and check', () => {
     const r = await cli(['pipeline', 'run', file(yaml), '--dry-run', '-o', 'json']);
     expect(r.code).toBe(0);
     const plan = JSON.parse(r.stdout);
-    expect(plan.stages[0].steps[0]).toEqual({ kind: 'run', command: 'dynamo swap --confirm', argv: ['dynamo', 'swap', '--confirm'], exec: [process.execPath, MAIN, 'swap', '--confirm'], timeout: '30m', line: 5 });
+    expect(plan.stages[0].steps[0]).toEqual({
+      kind: 'run',
+      command: 'dynamo swap --confirm',
+      argv: ['dynamo', 'swap', '--confirm'],
+      exec: [process.execPath, MAIN, 'swap', '--confirm'],
+      timeout: '30m',
+      line: 5,
+    });
   });
 
   it('dry run shows where rollback.notify would go: --notify-url and the webhooks of --config', async () => {
@@ -359,7 +424,21 @@ describe('glidepath pipeline run --dry-run and check', () => {
       cfg,
       'notifications:\n  webhooks: ["https://hooks.example.com/x?token=secret"]\nmodels:\n  - name: llama\n    versions:\n      - id: v1\n        provider: { kind: sim }\n',
     );
-    const r = await cli(['pipeline', 'run', file(PIPELINE()), '--dry-run', '-o', 'json', '--var', 'VERSION=v2', ...NODE, '--notify-url', 'http://127.0.0.1:9/hook', '-c', cfg]);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE()),
+      '--dry-run',
+      '-o',
+      'json',
+      '--var',
+      'VERSION=v2',
+      ...NODE,
+      '--notify-url',
+      'http://127.0.0.1:9/hook',
+      '-c',
+      cfg,
+    ]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout).rollback.notify).toEqual({ channel: 'pagerduty', webhooks: ['http://127.0.0.1:9/hook', 'https://hooks.example.com/x'] });
@@ -369,7 +448,12 @@ describe('glidepath pipeline run --dry-run and check', () => {
   });
 
   it('an invalid file exits 2 with every problem and its line, running nothing', async () => {
-    const r = await cli(['pipeline', 'run', file(PIPELINE().replace('- wait_for: green_ready', '- wait_fr: green_ready').replace('> 500ms', '> 500 mss')), ...NODE]);
+    const r = await cli([
+      'pipeline',
+      'run',
+      file(PIPELINE().replace('- wait_for: green_ready', '- wait_fr: green_ready').replace('> 500ms', '> 500 mss')),
+      ...NODE,
+    ]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('4 problem(s)');
@@ -389,9 +473,14 @@ describe('glidepath pipeline run --dry-run and check', () => {
   it('check passes examples/deployment.yaml and lists the variables to give', async () => {
     const r = await cli(['pipeline', 'check', join(ROOT, 'examples/deployment.yaml')]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^ok: 3 stage\(s\): validate, canary, promote\nvariables to give with --var NAME=value \(or the environment\) when running: MODEL \(lines [\d, ]+\), VERSION \(lines [\d, ]+\)\n$/);
+    expect(r.stdout).toMatch(
+      /^ok: 3 stage\(s\): validate, canary, promote\nvariables to give with --var NAME=value \(or the environment\) when running: MODEL \(lines [\d, ]+\), VERSION \(lines [\d, ]+\)\n$/,
+    );
     const bad = await cli(['pipeline', 'check', file('pipeline:\n  stages:\n    - name: a\n      steps:\n        - runn: x\n'), '-o', 'json']);
     expect(bad.code).toBe(2);
-    expect(JSON.parse(bad.stdout)).toMatchObject({ ok: false, issues: [{ path: 'pipeline.stages[0].steps[0]', line: 5, message: 'unknown step kind "runn"; expected run, wait_for, monitor or on_failure' }] });
+    expect(JSON.parse(bad.stdout)).toMatchObject({
+      ok: false,
+      issues: [{ path: 'pipeline.stages[0].steps[0]', line: 5, message: 'unknown step kind "runn"; expected run, wait_for, monitor or on_failure' }],
+    });
   });
 });

@@ -37,7 +37,24 @@ http.createServer((req, res) => {
 function version(mode: string, grace = 500, healthPath = '/health'): VersionConfig {
   const cfg = parseConfig({
     gpus: { count: 4 },
-    models: [{ name: 'm', versions: [{ id: 'v1', tp: 2, provider: { kind: 'process', command: `${process.execPath} ${engine} {port} ${mode}`, env: { EXTRA: 'yes' }, grace_period_ms: grace, health_path: healthPath } }] }],
+    models: [
+      {
+        name: 'm',
+        versions: [
+          {
+            id: 'v1',
+            tp: 2,
+            provider: {
+              kind: 'process',
+              command: `${process.execPath} ${engine} {port} ${mode}`,
+              env: { EXTRA: 'yes' },
+              grace_period_ms: grace,
+              health_path: healthPath,
+            },
+          },
+        ],
+      },
+    ],
   });
   return cfg.models[0]!.versions[0]!;
 }
@@ -45,10 +62,20 @@ function version(mode: string, grace = 500, healthPath = '/health'): VersionConf
 describe('process provider', () => {
   it('splits a command template without a shell and substitutes placeholders', () => {
     expect(splitCommand(`vllm serve "/w eights" --port {port}`)).toEqual(['vllm', 'serve', '/w eights', '--port', '{port}']);
-    expect(renderCommand('vllm serve {weights} --port {port} --tensor-parallel-size {tp}', { weights: '/w', port: '9', tp: '4', model: 'm', version: 'v', host: 'h', gpus: '0,1' })).toEqual([
-      'vllm', 'serve', '/w', '--port', '9', '--tensor-parallel-size', '4',
-    ]);
-    expect(() => renderCommand('x {nope}', { weights: '', port: '', tp: '', model: '', version: '', host: '', gpus: '' })).toThrow(/unknown placeholder \{nope\}/);
+    expect(
+      renderCommand('vllm serve {weights} --port {port} --tensor-parallel-size {tp}', {
+        weights: '/w',
+        port: '9',
+        tp: '4',
+        model: 'm',
+        version: 'v',
+        host: 'h',
+        gpus: '0,1',
+      }),
+    ).toEqual(['vllm', 'serve', '/w', '--port', '9', '--tensor-parallel-size', '4']);
+    expect(() => renderCommand('x {nope}', { weights: '', port: '', tp: '', model: '', version: '', host: '', gpus: '' })).toThrow(
+      /unknown placeholder \{nope\}/,
+    );
   });
 
   it('starts the engine with its GPUs and env, waits for /health, captures logs, stops it with SIGTERM', async () => {
@@ -77,11 +104,16 @@ describe('process provider', () => {
 
   it('fails a start whose engine exits before it became healthy, naming the log', async () => {
     const p = new ProcessProvider({ startTimeoutMs: 20_000 });
-    await expect(p.start({ version: version('early'), workerId: 'm/v1/3', gpus: ['0'], workDir: dir })).rejects.toThrow(/exited before it became healthy.*log: /);
+    await expect(p.start({ version: version('early'), workerId: 'm/v1/3', gpus: ['0'], workDir: dir })).rejects.toThrow(
+      /exited before it became healthy.*log: /,
+    );
   });
 
   it('fails a start whose command does not exist, naming the log', async () => {
-    const cfg = parseConfig({ gpus: { count: 1 }, models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'process', command: '/nonexistent/engine --port {port}' } }] }] });
+    const cfg = parseConfig({
+      gpus: { count: 1 },
+      models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'process', command: '/nonexistent/engine --port {port}' } }] }],
+    });
     const p = new ProcessProvider({ startTimeoutMs: 5_000 });
     await expect(p.start({ version: cfg.models[0]!.versions[0]!, workerId: 'm/v1/0', gpus: ['0'], workDir: dir })).rejects.toThrow(/log: /);
   });

@@ -40,7 +40,24 @@ async function admin(method: 'GET' | 'PUT', p: string, token: string, body?: unk
 }
 
 function failed(version: string, at: number): RequestRecord {
-  return { model: 'llama', version, worker: `llama/${version}/0`, status: 500, errorCode: 'upstream_error', stream: false, ttftMs: Number.NaN, tpotMs: Number.NaN, itlMs: [], latencyMs: 40, promptTokens: 5, completionTokens: 0, queueMs: 0, at, retries: 0, shadow: false };
+  return {
+    model: 'llama',
+    version,
+    worker: `llama/${version}/0`,
+    status: 500,
+    errorCode: 'upstream_error',
+    stream: false,
+    ttftMs: Number.NaN,
+    tpotMs: Number.NaN,
+    itlMs: [],
+    latencyMs: 40,
+    promptTokens: 5,
+    completionTokens: 0,
+    queueMs: 0,
+    at,
+    retries: 0,
+    shadow: false,
+  };
 }
 
 beforeAll(async () => {
@@ -61,10 +78,21 @@ beforeAll(async () => {
   const hookUrl = await listen(hook);
   const weights = path.join(dir, 'v1.bin');
   writeFileSync(weights, 'v1 weights');
-  const v = (id: string, extra: Record<string, unknown> = {}) => ({ id, base_model: 'llama-3-8b', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 }, ...extra });
+  const v = (id: string, extra: Record<string, unknown> = {}) => ({
+    id,
+    base_model: 'llama-3-8b',
+    provider: { kind: 'static', endpoints: [workerUrl] },
+    warmup: { requests: 0 },
+    ...extra,
+  });
   const cfg = parseConfig({
     server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(dir, 'state') },
-    auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }, { name: 'watcher', role: 'viewer', token: 'view-token' }] },
+    auth: {
+      tokens: [
+        { name: 'ops', role: 'operator', token: 'op-token' },
+        { name: 'watcher', role: 'viewer', token: 'view-token' },
+      ],
+    },
     gpus: { count: 4, memory_gb: 80 },
     notifications: { webhooks: [`${hookUrl}/glidepath`] },
     cache: { max_versions: 2 },
@@ -73,7 +101,10 @@ beforeAll(async () => {
         name: 'llama',
         // interval long enough that only the test's explicit checks act
         monitor: { min_requests: 10, interval_ms: 3_600_000 },
-        versions: [v('v1', { weights, weight_hash: `sha256:${createHash('sha256').update('v1 weights').digest('hex')}` }), v('v2', { weight_hash: 'b'.repeat(64) })],
+        versions: [
+          v('v1', { weights, weight_hash: `sha256:${createHash('sha256').update('v1 weights').digest('hex')}` }),
+          v('v2', { weight_hash: 'b'.repeat(64) }),
+        ],
         route: { weights: { v1: 1 } },
       },
     ],
@@ -96,7 +127,13 @@ describe('monitored rollback on a real control plane', () => {
   it('GET shows the config (disabled by default); a viewer cannot PUT', async () => {
     const g = await admin('GET', '/models/llama/monitor', 'view-token');
     expect(g.status).toBe(200);
-    expect(g.json).toMatchObject({ model: 'llama', active: 'v2', standby: 'v1', override: null, settings: { enabled: false, max_error_rate: 0.05, min_requests: 10, interval_ms: 3_600_000 } });
+    expect(g.json).toMatchObject({
+      model: 'llama',
+      active: 'v2',
+      standby: 'v1',
+      override: null,
+      settings: { enabled: false, max_error_rate: 0.05, min_requests: 10, interval_ms: 3_600_000 },
+    });
     const denied = await admin('PUT', '/models/llama/monitor', 'view-token', { enabled: true });
     expect(denied.status).toBe(403);
     const bad = await admin('PUT', '/models/llama/monitor', 'op-token', { enabled: 'yes', interval_ms: 5 });
@@ -128,8 +165,15 @@ describe('monitored rollback on a real control plane', () => {
     expect((await app.store.queryAudit({ action: 'rollback' })).map((a) => a.actor)).toContain('monitor');
     expect(r.notifications?.map((n) => n.ok)).toEqual([true]);
     expect(hooks).toHaveLength(1);
-    expect(hooks[0]).toMatchObject({ kind: 'monitored_rollback', model: 'llama', version: 'v1', data: { from: 'v2', to: 'v1', requests: 20, error_rate: 1, thresholds: { max_error_rate: 0.1 } } });
-    expect((hooks[0] as { message: string }).message).toMatch(/^Auto-rollback triggered on llama: error rate 1\.0000 exceeded threshold 0\.1 over 20 requests\. Rolled back from v2 to v1 in \d+\.\d{3} ms\.$/);
+    expect(hooks[0]).toMatchObject({
+      kind: 'monitored_rollback',
+      model: 'llama',
+      version: 'v1',
+      data: { from: 'v2', to: 'v1', requests: 20, error_rate: 1, thresholds: { max_error_rate: 0.1 } },
+    });
+    expect((hooks[0] as { message: string }).message).toMatch(
+      /^Auto-rollback triggered on llama: error rate 1\.0000 exceeded threshold 0\.1 over 20 requests\. Rolled back from v2 to v1 in \d+\.\d{3} ms\.$/,
+    );
     // v2 is blocked as a rollback target: nothing left to roll back to, no flapping
     expect((await mon.check('llama')).action).toBe('no_standby');
     const g = await admin('GET', '/models/llama/monitor', 'view-token');

@@ -35,7 +35,15 @@ async function receiver(answer: (n: number, res: ServerResponse) => void): Promi
 
 const servers: Server[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => new Promise((r) => { s.closeAllConnections(); s.close(r); })));
+  await Promise.all(
+    servers.splice(0).map(
+      (s) =>
+        new Promise((r) => {
+          s.closeAllConnections();
+          s.close(r);
+        }),
+    ),
+  );
 });
 
 const ok = (_n: number, res: ServerResponse) => res.writeHead(204).end();
@@ -46,13 +54,30 @@ describe('notify', () => {
     const a = await receiver(ok);
     const b = await receiver((_n, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('thanks'));
     const at = Date.UTC(2026, 0, 2, 3, 4, 5);
-    const res = await notify([`${a.url}/hook`, `${b.url}/other`], { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'rolled back', data: { error_rate: 0.08 }, at });
-    expect(res.map((r) => [r.ok, r.status, r.attempts])).toEqual([[true, 204, 1], [true, 200, 1]]);
+    const res = await notify([`${a.url}/hook`, `${b.url}/other`], {
+      kind: 'monitored_rollback',
+      model: 'llama',
+      version: 'v1',
+      message: 'rolled back',
+      data: { error_rate: 0.08 },
+      at,
+    });
+    expect(res.map((r) => [r.ok, r.status, r.attempts])).toEqual([
+      [true, 204, 1],
+      [true, 200, 1],
+    ]);
     for (const s of [a, b]) {
       expect(s.hits).toHaveLength(1);
       expect(s.hits[0]?.method).toBe('POST');
       expect(s.hits[0]?.headers['content-type']).toBe('application/json');
-      expect(s.hits[0]?.body).toEqual({ kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'rolled back', data: { error_rate: 0.08 }, at: '2026-01-02T03:04:05.000Z' });
+      expect(s.hits[0]?.body).toEqual({
+        kind: 'monitored_rollback',
+        model: 'llama',
+        version: 'v1',
+        message: 'rolled back',
+        data: { error_rate: 0.08 },
+        at: '2026-01-02T03:04:05.000Z',
+      });
     }
     expect(a.hits[0]?.url).toBe('/hook');
   });
@@ -95,11 +120,20 @@ describe('notify', () => {
     const events = new EventBus();
     const seen: ControlEvent[] = [];
     events.subscribe((e) => seen.push(e));
-    await notify([`${good.url}/h?token=secret`, `http://user:pw@127.0.0.1:${new URL(bad.url).port}/x`], { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'm' }, { attempts: 1, events, audit: store });
+    await notify(
+      [`${good.url}/h?token=secret`, `http://user:pw@127.0.0.1:${new URL(bad.url).port}/x`],
+      { kind: 'monitored_rollback', model: 'llama', version: 'v1', message: 'm' },
+      { attempts: 1, events, audit: store },
+    );
     expect(seen.map((e) => e.kind)).toEqual(['notification', 'notification_failed']);
     expect(JSON.stringify(seen)).not.toContain('secret');
     const audit = await store.queryAudit({ action: 'notify' });
-    expect(audit.map((a) => [a.actor, a.result, a.errorCode])).toEqual(expect.arrayContaining([['notify', 'ok', undefined], ['notify', 'error', 'http_500']]));
+    expect(audit.map((a) => [a.actor, a.result, a.errorCode])).toEqual(
+      expect.arrayContaining([
+        ['notify', 'ok', undefined],
+        ['notify', 'error', 'http_500'],
+      ]),
+    );
     expect(audit.map((a) => a.target).sort()).toEqual([`${bad.url}/x`, `${good.url}/h`].sort());
     expect(bad.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from('user:pw').toString('base64')}`);
     await store.close();

@@ -26,7 +26,14 @@ describe('bad input gets vLLM statuses and OpenAI error bodies', () => {
     ['prompt longer than the context', '/v1/completions', { model: 'sim-model', prompt: 'w '.repeat(120) }, undefined, 400, /maximum context length/],
     ['more than the KV cache', CHAT, chat('x', { max_tokens: 90 }), undefined, 400, /KV/],
     ['min_tokens over max_tokens', CHAT, chat('x', { max_tokens: 3, min_tokens: 5 }), undefined, 400, /min_tokens must be less than or equal to max_tokens=3/],
-    ['stream_options without stream', '/v1/completions', { model: 'sim-model', prompt: 'x', stream_options: { include_usage: true } }, undefined, 400, /only be defined when `stream=True`/],
+    [
+      'stream_options without stream',
+      '/v1/completions',
+      { model: 'sim-model', prompt: 'x', stream_options: { include_usage: true } },
+      undefined,
+      400,
+      /only be defined when `stream=True`/,
+    ],
     ['n > 1', CHAT, chat('x', { n: 2 }), undefined, 400, /n = 1/],
     ['too many top_logprobs', CHAT, chat('x', { logprobs: true, top_logprobs: 21 }), undefined, 400, /exceeds the maximum/],
     ['top_logprobs without logprobs', CHAT, chat('x', { top_logprobs: 2 }), undefined, 400, /requires logprobs/],
@@ -49,10 +56,13 @@ describe('bad input gets vLLM statuses and OpenAI error bodies', () => {
   it('a body that grows past the limit without content-length is cut off with 413', async () => {
     const u = new URL(sim.url);
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request({ host: u.hostname, port: u.port, path: CHAT, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        { host: u.hostname, port: u.port, path: CHAT, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       req.write('{"model":"sim-model","messages":[{"role":"user","content":"');
       req.write('y'.repeat(3000));

@@ -76,7 +76,12 @@ describe('injected faults', () => {
   it('hang accepts the request and sends nothing; other work goes on', async () => {
     sim.setFaults({ hang: true });
     const ac = new AbortController();
-    const hung = fetch(sim.url + CHAT, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chat('hang')), signal: ac.signal });
+    const hung = fetch(sim.url + CHAT, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chat('hang')),
+      signal: ac.signal,
+    });
     await sim.nextFault('hang');
     sim.clearFaults();
     expect((await post(sim.url, CHAT, chat('fine', { max_tokens: 2 }))).status).toBe(200);

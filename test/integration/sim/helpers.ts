@@ -34,7 +34,8 @@ export function sseData(text: string): string[] {
 }
 
 /** JSON chunks of an SSE body (without the final [DONE]). */
-export function chunks(text: string): any[] { // eslint-disable-line @typescript-eslint/no-explicit-any -- chunks are checked field by field
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- chunks are checked field by field
+export function chunks(text: string): any[] {
   return sseData(text)
     .filter((d) => d !== '[DONE]')
     .map((d) => JSON.parse(d) as unknown);

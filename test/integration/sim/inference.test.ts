@@ -32,7 +32,11 @@ describe('chat completions', () => {
   });
 
   it('streams role chunk, token deltas, finish_reason on the last token, usage, [DONE]', async () => {
-    const r = await post(sim.url, '/v1/chat/completions', chat('hello there', { max_tokens: 6, ignore_eos: true, stream: true, stream_options: { include_usage: true } }));
+    const r = await post(
+      sim.url,
+      '/v1/chat/completions',
+      chat('hello there', { max_tokens: 6, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+    );
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const data = sseData(r.text);
@@ -58,7 +62,11 @@ describe('chat completions', () => {
   });
 
   it('stream_options.continuous_usage_stats puts running usage in every chunk', async () => {
-    const r = await post(sim.url, '/v1/chat/completions', chat('count', { max_tokens: 4, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }));
+    const r = await post(
+      sim.url,
+      '/v1/chat/completions',
+      chat('count', { max_tokens: 4, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }),
+    );
     const cs = chunks(r.text);
     expect(cs).toHaveLength(1 + 4 + 1);
     expect(cs.slice(0, 5).map((c) => c.usage.completion_tokens as number)).toEqual([0, 1, 2, 3, 4]);
@@ -182,7 +190,10 @@ describe('determinism across workers and versions', () => {
 
 describe('judge model', () => {
   it('scores pointwise and pairwise in the documented JSON format', async () => {
-    const p = await post(sim.url, '/v1/chat/completions', { model: 'judge', messages: [{ role: 'user', content: 'Score 1-10.\n<response>a calm clear answer</response>' }] });
+    const p = await post(sim.url, '/v1/chat/completions', {
+      model: 'judge',
+      messages: [{ role: 'user', content: 'Score 1-10.\n<response>a calm clear answer</response>' }],
+    });
     expect(JSON.parse(p.json.choices[0].message.content as string)).toHaveProperty('score');
     const pair = await post(sim.url, '/v1/chat/completions', {
       model: 'judge',

@@ -38,10 +38,21 @@ describe('open and migrations', () => {
     const raw = new Database(s.location, { readonly: true });
     try {
       expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-      const tables = (raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map(
-        (r) => r.name,
-      );
-      for (const t of ['versions', 'version_transitions', 'active_history', 'routes', 'rollouts', 'rollout_events', 'gpu_assignments', 'workers', 'audit', 'tokens', 'settings', 'schema_migrations']) {
+      const tables = (raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((r) => r.name);
+      for (const t of [
+        'versions',
+        'version_transitions',
+        'active_history',
+        'routes',
+        'rollouts',
+        'rollout_events',
+        'gpu_assignments',
+        'workers',
+        'audit',
+        'tokens',
+        'settings',
+        'schema_migrations',
+      ]) {
         expect(tables).toContain(t);
       }
       const applied = raw.prepare('SELECT version, name FROM schema_migrations ORDER BY version').all();
@@ -123,7 +134,19 @@ describe('persistence across close and re-open', () => {
     const ro = await a.putRollout({ id: 'r1', model: 'llama', phase: 'progressing', state: { stage: 2, verdicts: ['pass'] } }, T0 + 2);
     await a.appendRolloutEvent({ rolloutId: 'r1', at: T0 + 3, kind: 'stage', message: 'stage 2', data: { weight: 5 } });
     await a.assignGpus(['0', '1', '2', '3'], { model: 'llama', versionId: 'v1', workerId: 'w1' }, T0);
-    await a.upsertWorker({ id: 'w1', model: 'llama', versionId: 'v1', endpoint: 'http://127.0.0.1:9001', provider: 'sim', pid: 4242, state: 'ready', gpus: ['0', '1', '2', '3'], startedAt: T0, updatedAt: T0, info: { port: 9001 } });
+    await a.upsertWorker({
+      id: 'w1',
+      model: 'llama',
+      versionId: 'v1',
+      endpoint: 'http://127.0.0.1:9001',
+      provider: 'sim',
+      pid: 4242,
+      state: 'ready',
+      gpus: ['0', '1', '2', '3'],
+      startedAt: T0,
+      updatedAt: T0,
+      info: { port: 9001 },
+    });
     await a.appendAudit({ at: T0, actor: 'alice', action: 'swap', target: 'llama/v1', params: { mode: 'overlap' }, result: 'ok', durationMs: 3.5 });
     await a.putToken({ name: 'admin', role: 'admin', sha256: 'ab'.repeat(32), createdAt: T0, source: 'generated' });
     await a.setSetting('cluster', { name: 'east' }, T0);
@@ -131,14 +154,18 @@ describe('persistence across close and re-open', () => {
 
     const b = openIn();
     expect(await b.getVersion('llama', 'v1')).toEqual(v1);
-    expect(await b.versionTransitions('llama', 'v1')).toEqual([{ model: 'llama', versionId: 'v1', from: 'ready', to: 'active', at: T0 + 1, actor: 'alice', reason: undefined }]);
+    expect(await b.versionTransitions('llama', 'v1')).toEqual([
+      { model: 'llama', versionId: 'v1', from: 'ready', to: 'active', at: T0 + 1, actor: 'alice', reason: undefined },
+    ]);
     expect(await b.activeHistory('llama')).toEqual([{ model: 'llama', versionId: 'v1', since: T0 + 1, until: undefined, actor: 'alice', reason: 'swap' }]);
     expect(await b.getRoute('llama')).toEqual({ model: 'llama', revision: 1, weights: { v1: 1 } });
     expect(await b.listActiveRollouts()).toEqual([ro]);
     expect(await b.rolloutEvents('r1')).toEqual([{ seq: 1, rolloutId: 'r1', at: T0 + 3, kind: 'stage', message: 'stage 2', data: { weight: 5 } }]);
     expect((await b.listGpuAssignments()).map((g) => g.gpuId)).toEqual(['0', '1', '2', '3']);
     expect(await b.listWorkers({ state: 'ready' })).toEqual([expect.objectContaining({ id: 'w1', pid: 4242, info: { port: 9001 } })]);
-    expect(await b.queryAudit()).toEqual([{ id: 1, at: T0, actor: 'alice', action: 'swap', target: 'llama/v1', params: { mode: 'overlap' }, result: 'ok', durationMs: 3.5 }]);
+    expect(await b.queryAudit()).toEqual([
+      { id: 1, at: T0, actor: 'alice', action: 'swap', target: 'llama/v1', params: { mode: 'overlap' }, result: 'ok', durationMs: 3.5 },
+    ]);
     expect(await b.getToken('admin')).toEqual({ name: 'admin', role: 'admin', sha256: 'ab'.repeat(32), createdAt: T0, source: 'generated' });
     expect(await b.getSetting('cluster')).toEqual({ name: 'east' });
   });

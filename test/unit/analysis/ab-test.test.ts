@@ -17,7 +17,9 @@ describe('analyzeExperiment', () => {
     expect(res.win_rate).toBeGreaterThan(0.55); // expected Phi(0.1 / (0.2 sqrt 2)) = 0.64
     expect(res.hl_ci[0]).toBeLessThan(res.hl_shift);
     expect(res.hl_shift).toBeGreaterThan(0);
-    expect(res.samples_needed_for_power).toBe(Math.ceil(2 * ((1.959963984540054 + 0.8416212335729143) * Math.sqrt(((399 * res.std_a ** 2) + 399 * res.std_b ** 2) / 798) / 0.05) ** 2));
+    expect(res.samples_needed_for_power).toBe(
+      Math.ceil(2 * (((1.959963984540054 + 0.8416212335729143) * Math.sqrt((399 * res.std_a ** 2 + 399 * res.std_b ** 2) / 798)) / 0.05) ** 2),
+    );
     expect(res.samples_needed_sequential).toBeGreaterThan(res.samples_needed_for_power);
     expect(res.method).toBe('msprt');
   });
@@ -31,7 +33,11 @@ describe('analyzeExperiment', () => {
 
   it('equal versions: no difference; tiny samples: insufficient data with the samples still needed', () => {
     const r = rng(3);
-    const res = analyzeExperiment(draw(500, () => r.normal(0.7, 0.2)), draw(500, () => r.normal(0.7, 0.2)), { direction: 'higher', minDetectableEffect: 0.05 });
+    const res = analyzeExperiment(
+      draw(500, () => r.normal(0.7, 0.2)),
+      draw(500, () => r.normal(0.7, 0.2)),
+      { direction: 'higher', minDetectableEffect: 0.05 },
+    );
     expect(res.decision).toBe('no_difference');
     const few = analyzeExperiment([0.5, 0.6], [0.7, 0.8], { direction: 'higher', minDetectableEffect: 0.1 });
     expect(few.status).toBe('insufficient_data');

@@ -18,7 +18,7 @@ describe('binomial mixture sequential test', () => {
         const t = p0 + ((1 - p0) * (i + 0.5)) / K;
         sum += t ** e * (1 - t) ** (n - e);
       }
-      const lr = (sum / K) / (p0 ** e * (1 - p0) ** (n - e));
+      const lr = sum / K / (p0 ** e * (1 - p0) ** (n - e));
       expect(binomialMixtureLogLR(e, n, p0)).toBeCloseTo(Math.log(lr), 6);
     }
   });

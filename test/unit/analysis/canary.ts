@@ -17,7 +17,10 @@ export interface VersionShape {
 }
 
 export function versionSamples(r: Rng, n: number, shape: VersionShape = {}): MetricSamples {
-  const latencyMs = draw(n, () => r.lognormal(Math.log(2000), 0.5) * (shape.latencyScale ?? 1) * (r.bernoulli(shape.tailShare ?? 0) ? (shape.tailScale ?? 1) : 1));
+  const latencyMs = draw(
+    n,
+    () => r.lognormal(Math.log(2000), 0.5) * (shape.latencyScale ?? 1) * (r.bernoulli(shape.tailShare ?? 0) ? (shape.tailScale ?? 1) : 1),
+  );
   const ttftMs = draw(n, () => r.lognormal(Math.log(150), 0.4) * (shape.ttftScale ?? 1));
   const tpotMs = draw(n, () => r.lognormal(Math.log(20), 0.3));
   let errors = 0;

@@ -80,8 +80,27 @@ describe('judgeCanary: seed scenarios', () => {
     expect(lat.canary.p99).toBeGreaterThan(0);
     expect(lat.checks[0]!.pValue).toBeGreaterThan(0);
     expect(v.look).toEqual({ index: 3, method: 'msprt', alpha: 0.05, alphaPerCheck: 0.05 / 12, checks: 12 });
-    expect(Object.keys(v.sequentialPValues).sort()).toEqual(['errors.absolute', 'errors.relative', 'errors.sequential', 'latency.relative', 'latency.tail', 'quality.relative', 'tpot.absolute', 'tpot.relative', 'tpot.tail', 'ttft.absolute', 'ttft.relative', 'ttft.tail']);
-    expect(JSON.parse(JSON.stringify(v))).toMatchObject({ outcome: 'pass', action: 'advance', score: 100, look: v.look, sequentialPValues: v.sequentialPValues });
+    expect(Object.keys(v.sequentialPValues).sort()).toEqual([
+      'errors.absolute',
+      'errors.relative',
+      'errors.sequential',
+      'latency.relative',
+      'latency.tail',
+      'quality.relative',
+      'tpot.absolute',
+      'tpot.relative',
+      'tpot.tail',
+      'ttft.absolute',
+      'ttft.relative',
+      'ttft.tail',
+    ]);
+    expect(JSON.parse(JSON.stringify(v))).toMatchObject({
+      outcome: 'pass',
+      action: 'advance',
+      score: 100,
+      look: v.look,
+      sequentialPValues: v.sequentialPValues,
+    });
   });
 
   it('waits (nodata) on tiny samples', () => {
@@ -140,7 +159,9 @@ describe('judgeCanary: policies', () => {
     const v = judgeCanary(s, c, cfg, { index: 0 });
     expect(metric(v, 'quality').measured).toBe(false);
     expect(v.outcome).toBe('pass');
-    const few = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, judgeConfig({ quality: { mustHaveData: true } }), { index: 0 });
+    const few = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, judgeConfig({ quality: { mustHaveData: true } }), {
+      index: 0,
+    });
     expect(metric(few, 'quality').outcome).toBe('fail');
     expect(few.outcome).toBe('fail');
     const wait = judgeCanary(versionSamples(r, 1000), { ...versionSamples(r, 200), quality: [1, 1, 0] }, cfg, { index: 0 });
@@ -153,8 +174,22 @@ describe('judgeCanary: policies', () => {
   it('never throws on malformed telemetry: empty, NaN, negative and inconsistent counts', () => {
     const r = rng(22);
     const empty: MetricSamples = { ttftMs: [], tpotMs: [], latencyMs: [], requests: 0, errors: 0, durationS: 0, outputTokens: 0 };
-    const junk: MetricSamples = { ttftMs: [NaN, Infinity], tpotMs: [-Infinity], latencyMs: [NaN], requests: NaN, errors: -3, durationS: NaN, outputTokens: NaN, quality: [NaN] };
-    for (const [s, c] of [[empty, empty], [junk, junk], [versionSamples(r, 500), junk], [junk, versionSamples(r, 500)]] as const) {
+    const junk: MetricSamples = {
+      ttftMs: [NaN, Infinity],
+      tpotMs: [-Infinity],
+      latencyMs: [NaN],
+      requests: NaN,
+      errors: -3,
+      durationS: NaN,
+      outputTokens: NaN,
+      quality: [NaN],
+    };
+    for (const [s, c] of [
+      [empty, empty],
+      [junk, junk],
+      [versionSamples(r, 500), junk],
+      [junk, versionSamples(r, 500)],
+    ] as const) {
       const v = judgeCanary(s, c, cfg, { index: 0 });
       expect(['nodata', 'pass', 'inconclusive']).toContain(v.outcome);
     }
@@ -164,8 +199,17 @@ describe('judgeCanary: policies', () => {
   });
 
   it('scores like Kayenta: pass / marginal / fail bands and critical override', () => {
-    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict =>
-      ({ name, outcome, weight, critical, measured: true, stable: { n: 1 }, canary: { n: 1 }, checks: [], reason: outcome });
+    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict => ({
+      name,
+      outcome,
+      weight,
+      critical,
+      measured: true,
+      stable: { n: 1 },
+      canary: { n: 1 },
+      checks: [],
+      reason: outcome,
+    });
     const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
     expect(combine([m('latency', 'pass', 30), m('ttft', 'pass', 70)], bands).outcome).toBe('pass');
     expect(combine([m('latency', 'pass', 80), m('ttft', 'fail', 20)], bands)).toMatchObject({ outcome: 'inconclusive', score: 80 });
@@ -176,8 +220,17 @@ describe('judgeCanary: policies', () => {
   });
 
   it('a failing metric does not wait for the others once their data could not rescue the verdict', () => {
-    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict =>
-      ({ name, outcome, weight, critical, measured: true, stable: { n: 1 }, canary: { n: 1 }, checks: [], reason: outcome });
+    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict => ({
+      name,
+      outcome,
+      weight,
+      critical,
+      measured: true,
+      stable: { n: 1 },
+      canary: { n: 1 },
+      checks: [],
+      reason: outcome,
+    });
     const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
     // latency (40) failing while ttft and tpot (15 each) have no data: at best 30 / 70 = 43 < 75
     const lost = combine([m('latency', 'fail', 40), m('ttft', 'nodata', 15), m('tpot', 'nodata', 15)], bands);

@@ -38,7 +38,14 @@ interface Reference {
   fisher: { table: [[number, number], [number, number]]; alternative: Alternative; oddsRatio: Num; p: Num }[];
   sampleSize: { effect: number; alpha: number; power: number; sides: 1 | 2; seedFormula: number; twoSample: number }[];
   effect: {
-    a: number[]; b: number[]; meanA: number; meanB: number; stdA: number; stdB: number; cohensD: number; cohensDAverageVariance: number;
+    a: number[];
+    b: number[];
+    meanA: number;
+    meanB: number;
+    stdA: number;
+    stdB: number;
+    cohensD: number;
+    cohensDAverageVariance: number;
     welch: Record<Alternative, { t: number; p: number; df: number }>;
   }[];
   special: {

@@ -28,7 +28,13 @@ function allDifferences(x: ArrayLike<number>, y: ArrayLike<number>): Float64Arra
 describe('k-th pairwise difference by selection', () => {
   it('equals the brute-force order statistic for every k on small samples, with ties', () => {
     const r = rng(1);
-    for (const [n1, n2] of [[1, 1], [1, 7], [6, 1], [5, 5], [13, 9]] as const) {
+    for (const [n1, n2] of [
+      [1, 1],
+      [1, 7],
+      [6, 1],
+      [5, 5],
+      [13, 9],
+    ] as const) {
       const x = sortedCopy(draw(n1, () => Math.round(r.normal(0, 2))));
       const y = sortedCopy(draw(n2, () => Math.round(r.normal(0, 2))));
       const all = allDifferences(x, y);
@@ -47,7 +53,13 @@ describe('k-th pairwise difference by selection', () => {
 
   it('the median of an even number of differences (one selection for both middle values) equals brute force', () => {
     const r = rng(4);
-    for (const [n1, n2, round] of [[2, 3, false], [40, 30, true], [64, 50, false], [120, 90, true], [700, 8, true]] as const) {
+    for (const [n1, n2, round] of [
+      [2, 3, false],
+      [40, 30, true],
+      [64, 50, false],
+      [120, 90, true],
+      [700, 8, true],
+    ] as const) {
       const gen = (): number => (round ? Math.round(r.normal(0, 1.5)) : r.normal(0, 10));
       const x = sortedCopy(draw(n1, gen));
       const y = sortedCopy(draw(n2, gen));
@@ -80,7 +92,11 @@ describe('sample size (seed 001 table: 1%->78400, 2%->19600, 5%->3137, 10%->785,
     expect([0.1, 0.15, 0.2].map((d) => requiredSampleSize(d))).toEqual([785, 349, 197]);
   });
   it('differs from the 1, 2 and 5 % rows only by the seed rounding z to 1.96 + 0.84 (< 0.12 %)', () => {
-    const seed: [number, number][] = [[0.01, 78400], [0.02, 19600], [0.05, 3137]];
+    const seed: [number, number][] = [
+      [0.01, 78400],
+      [0.02, 19600],
+      [0.05, 3137],
+    ];
     for (const [d, n] of seed) {
       const ours = requiredSampleSize(d);
       expect(Math.abs(ours - n) / n).toBeLessThan(0.0012);

@@ -6,7 +6,9 @@ import { Router, post } from '../../../src/api/router.js';
 describe('Router.add', () => {
   it('refuses a POST or PUT without a body schema, naming the route', () => {
     const r = new Router();
-    expect(() => r.add({ method: 'POST', path: '/models/:model/thing', role: 'operator', summary: 's', handler: () => ({}) })).toThrow('admin route POST /models/:model/thing declares no body schema');
+    expect(() => r.add({ method: 'POST', path: '/models/:model/thing', role: 'operator', summary: 's', handler: () => ({}) })).toThrow(
+      'admin route POST /models/:model/thing declares no body schema',
+    );
     expect(() => r.add({ method: 'PUT', path: '/x', role: 'operator', summary: 's', handler: () => ({}) })).toThrow(/PUT \/x declares no body schema/);
   });
 
@@ -16,5 +18,4 @@ describe('Router.add', () => {
     r.add(def);
     expect(() => r.add(def)).toThrow('admin route POST /x is defined twice');
   });
-
 });

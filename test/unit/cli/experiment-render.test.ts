@@ -10,7 +10,17 @@ type View = Parameters<typeof renderExperiment>[0];
 const ANALYZED = JSON.parse(
   '{"status":"analyzed","n_a":60,"n_b":55,"mean_a":126.04333333333334,"mean_b":115.93454545454544,"std_a":15.391053605047523,"std_b":15.08980791893333,"median_a":126.65,"median_b":114.8,"p_value":0.001210494155011843,"p_value_sequential":0.04311873018031966,"p_value_decision":0.04311873018031966,"alpha":0.05,"significant":true,"decision":"b_better","effect_size":-0.6629653252117068,"effect_size_seed":-0.6632551520748063,"win_rate":0.3246969696969697,"hl_shift":-10.099999999999994,"hl_ci":[-16.10000000000001,-4.3999999999999915],"hl_conf_level":0.95,"welch":{"t":-3.5544741526090955,"df":112.47914958785549,"p":0.0005550165682015424},"samples_needed_for_power":36,"samples_needed_sequential":72,"additional_samples_needed":17,"min_detectable_effect":10.108787878787894,"method":"msprt","at":1}',
 ) as NonNullable<View['result']>;
-const view = (result: View['result'], extra: Partial<View> = {}): View => ({ id: 'exp-1', model: 'chat', a: 'v1', b: 'v2', split: 0.5, metric: 'latency', phase: 'running', result, ...extra });
+const view = (result: View['result'], extra: Partial<View> = {}): View => ({
+  id: 'exp-1',
+  model: 'chat',
+  a: 'v1',
+  b: 'v2',
+  split: 0.5,
+  metric: 'latency',
+  phase: 'running',
+  result,
+  ...extra,
+});
 
 describe("experiment analyze's table prints raw arrays and JSON", () => {
   it('renders both versions, then the verdict, p-values, the interval as [lo, hi] and the samples needed', () => {
@@ -41,7 +51,17 @@ describe("experiment analyze's table prints raw arrays and JSON", () => {
   });
 
   it('a fixed-sample quality experiment: no unit, A better, a tiny p-value floored, enough samples', () => {
-    const r = { ...ANALYZED, method: 'fixed', decision: 'a_better', p_value: 3e-9, p_value_sequential: 3e-9, hl_shift: -0.0712, hl_ci: [-0.1, -0.04], additional_samples_needed: 0, min_detectable_effect: 0.05 } as NonNullable<View['result']>;
+    const r = {
+      ...ANALYZED,
+      method: 'fixed',
+      decision: 'a_better',
+      p_value: 3e-9,
+      p_value_sequential: 3e-9,
+      hl_shift: -0.0712,
+      hl_ci: [-0.1, -0.04],
+      additional_samples_needed: 0,
+      min_detectable_effect: 0.05,
+    } as NonNullable<View['result']>;
     const text = renderExperiment(view(r, { metric: 'quality' }));
     expect(text).toMatch(/^\s+N\s+MEAN\s+MEDIAN\s+STD$/m);
     expect(text).toContain('decision      A (v1) is better: higher quality, significant at α 0.05\n');
@@ -52,7 +72,21 @@ describe("experiment analyze's table prints raw arrays and JSON", () => {
 
   it('too few samples: the verdict says so and what is still needed, without a row of dashes', () => {
     const r = JSON.parse(
-      JSON.stringify({ ...ANALYZED, status: 'insufficient_data', decision: 'insufficient_data', n_a: 10, n_b: 9, p_value: NaN, p_value_sequential: NaN, effect_size: NaN, win_rate: NaN, hl_shift: NaN, hl_ci: [NaN, NaN], welch: { t: NaN, df: NaN, p: NaN }, additional_samples_needed: 63 }),
+      JSON.stringify({
+        ...ANALYZED,
+        status: 'insufficient_data',
+        decision: 'insufficient_data',
+        n_a: 10,
+        n_b: 9,
+        p_value: NaN,
+        p_value_sequential: NaN,
+        effect_size: NaN,
+        win_rate: NaN,
+        hl_shift: NaN,
+        hl_ci: [NaN, NaN],
+        welch: { t: NaN, df: NaN, p: NaN },
+        additional_samples_needed: 63,
+      }),
     ) as NonNullable<View['result']>;
     const text = renderExperiment(view(r));
     expect(text.split('\n').slice(5)).toEqual([
@@ -63,6 +97,8 @@ describe("experiment analyze's table prints raw arrays and JSON", () => {
   });
 
   it('before any analysis it says how to get one', () => {
-    expect(renderExperiment(view(undefined))).toBe('exp-1  chat: A=v1 vs B=v2 on latency, 50% to B  RUNNING\nno analysis yet: run `glidepath experiment analyze`\n');
+    expect(renderExperiment(view(undefined))).toBe(
+      'exp-1  chat: A=v1 vs B=v2 on latency, 50% to B  RUNNING\nno analysis yet: run `glidepath experiment analyze`\n',
+    );
   });
 });

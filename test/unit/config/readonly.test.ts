@@ -5,7 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 
 describe('the configuration is read-only, in its types and at run time', () => {
-  const cfg = parseConfig({ models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }], route: { weights: { v1: 1 } } }] });
+  const cfg = parseConfig({
+    models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }], route: { weights: { v1: 1 } } }],
+  });
 
   it('refuses writes at every depth', () => {
     expect(() => {

@@ -6,10 +6,30 @@ import { fromSnakeFaults, toSnakeFaults } from '../../../src/config/sim-faults.j
 describe('sim faults', () => {
   it('glidepath.yaml names faults in snake_case; the config carries them in camelCase', () => {
     const cfg = parseConfig({
-      models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'sim', sim: { faults: { error_rate: 0.2, error_status: 503, crash_after_tokens: 7, hang: false, latency_multiplier: 1.5, corrupt: true } } } }] }],
+      models: [
+        {
+          name: 'm',
+          versions: [
+            {
+              id: 'v1',
+              provider: {
+                kind: 'sim',
+                sim: { faults: { error_rate: 0.2, error_status: 503, crash_after_tokens: 7, hang: false, latency_multiplier: 1.5, corrupt: true } },
+              },
+            },
+          ],
+        },
+      ],
     });
     const p = cfg.models[0]!.versions[0]!.provider;
-    expect(p.kind === 'sim' && p.sim.faults).toEqual({ errorRate: 0.2, errorStatus: 503, crashAfterTokens: 7, hang: false, latencyMultiplier: 1.5, corrupt: true });
+    expect(p.kind === 'sim' && p.sim.faults).toEqual({
+      errorRate: 0.2,
+      errorStatus: 503,
+      crashAfterTokens: 7,
+      hang: false,
+      latencyMultiplier: 1.5,
+      corrupt: true,
+    });
   });
 
   it('converts both ways without losing a fault, leaving unset ones out', () => {

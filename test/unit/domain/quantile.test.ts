@@ -13,7 +13,7 @@ describe('quantileSorted', () => {
     [[1, 2, 3, 4], 0.99, 3.9699999999999998],
     [[0.1, 0.2, 0.3], 0.7, 0.24],
     [[1, 1, 2, 2, 2, 9], 0.95, 7.25],
-  ])('%j at %d is numpy.quantile\'s %d', (x, q, expected) => {
+  ])("%j at %d is numpy.quantile's %d", (x, q, expected) => {
     expect(quantileSorted(x, q)).toBe(expected);
   });
 

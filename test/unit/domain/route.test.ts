@@ -4,7 +4,8 @@ import { buildRoute, normaliseWeights, routeToSpec, RouteValidationError, served
 import type { RouteSpec } from '../../../src/domain/route.js';
 
 const known = new Set(['v1', 'v2', 'v3', 'v4']);
-const build = (spec: Omit<RouteSpec, 'model'>, prev?: ReturnType<typeof buildRoute>) => buildRoute({ model: 'm', ...spec }, (prev?.revision ?? 0) + 1, known, 1000, prev);
+const build = (spec: Omit<RouteSpec, 'model'>, prev?: ReturnType<typeof buildRoute>) =>
+  buildRoute({ model: 'm', ...spec }, (prev?.revision ?? 0) + 1, known, 1000, prev);
 
 describe('normaliseWeights', () => {
   it('keeps fractions that sum to 1 (within 1e-9)', () => {

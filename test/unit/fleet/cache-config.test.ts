@@ -14,7 +14,15 @@ describe('cache and monitor config', () => {
   });
 
   it('relative cache and data directories resolve against the config file', () => {
-    const yaml = ['server: { data_dir: state }', 'cache: { max_versions: 5 }', 'models:', '  - name: m', '    versions: [{ id: v1 }]', '    monitor: { enabled: true, max_error_rate: 0.01 }', ''].join('\n');
+    const yaml = [
+      'server: { data_dir: state }',
+      'cache: { max_versions: 5 }',
+      'models:',
+      '  - name: m',
+      '    versions: [{ id: v1 }]',
+      '    monitor: { enabled: true, max_error_rate: 0.01 }',
+      '',
+    ].join('\n');
     const cfg = parseConfigText(yaml, '/etc/glidepath/glidepath.yaml');
     expect(cfg.cache.dir).toBe('/etc/glidepath/state/cache');
     expect(cfg.cache.maxVersions).toBe(5);

@@ -21,15 +21,43 @@ function read(bytes: string, expected: number, head = (_i: number) => false, clo
   return r;
 }
 
-const json = (status: number, body: string): string => `HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+const json = (status: number, body: string): string =>
+  `HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
 const ERR = (code: string): string => JSON.stringify({ error: { message: 'm', type: 'invalid_request_error', code } });
 
 function kase(over: Partial<FuzzCase> = {}): FuzzCase {
-  return { seed: 1, index: 0, family: 'head', label: 'GET /health | x', target: 'data', pieces: [Buffer.from('GET /health HTTP/1.1\r\n\r\n')], gapMs: 0, answers: [{ want: 'reject', head: false }], complete: true, end: 'wait', mayCloseSilently: false, ...over };
+  return {
+    seed: 1,
+    index: 0,
+    family: 'head',
+    label: 'GET /health | x',
+    target: 'data',
+    pieces: [Buffer.from('GET /health HTTP/1.1\r\n\r\n')],
+    gapMs: 0,
+    answers: [{ want: 'reject', head: false }],
+    complete: true,
+    end: 'wait',
+    mayCloseSilently: false,
+    ...over,
+  };
 }
 
 function outcome(responses: Response[], over: Partial<Outcome> = {}): Outcome {
-  return { responses, interim: 0, serverClosed: true, closedBeforeOurFin: false, finSent: false, timedOut: false, hung: false, malformed: undefined, connectError: undefined, cutShort: 0, trailing: 0, ms: 1, ...over };
+  return {
+    responses,
+    interim: 0,
+    serverClosed: true,
+    closedBeforeOurFin: false,
+    finSent: false,
+    timedOut: false,
+    hung: false,
+    malformed: undefined,
+    connectError: undefined,
+    cutShort: 0,
+    trailing: 0,
+    ms: 1,
+    ...over,
+  };
 }
 
 function res(status: number, body = ERR('x')): Response {
@@ -38,7 +66,12 @@ function res(status: number, body = ERR('x')): Response {
 
 describe('the response reader', () => {
   it('frames by content-length, chunked, HEAD and the close; counts 1xx apart', () => {
-    const r = read(`HTTP/1.1 100 Continue\r\n\r\n${json(200, '{"a":1}')}HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n1;e=1\r\nd\r\n0\r\nT: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nHTTP/1.0 200 OK\r\n\r\nuntil close`, 4, (i) => i === 2, true);
+    const r = read(
+      `HTTP/1.1 100 Continue\r\n\r\n${json(200, '{"a":1}')}HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n1;e=1\r\nd\r\n0\r\nT: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nHTTP/1.0 200 OK\r\n\r\nuntil close`,
+      4,
+      (i) => i === 2,
+      true,
+    );
     expect(r.malformed).toBeUndefined();
     expect(r.interim).toBe(1);
     expect(r.finals.map((x) => [x.status, x.body.toString()])).toEqual([
@@ -102,7 +135,9 @@ describe('the generator', () => {
   it('builds case i of seed s from (s, i) alone: the same bytes in any order', () => {
     const forward = Array.from({ length: 200 }, (_, i) => generate(7, i, ctx));
     const backward = Array.from({ length: 200 }, (_, i) => generate(7, 199 - i, ctx)).reverse();
-    expect(backward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')])).toEqual(forward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')]));
+    expect(backward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')])).toEqual(
+      forward.map((c) => [c.label, Buffer.concat(c.pieces).toString('base64')]),
+    );
     expect(new Set(forward.map((c) => c.family)).size).toBe(5);
     expect(generate(8, 0, ctx).label === forward[0]!.label && Buffer.concat(generate(8, 0, ctx).pieces).equals(Buffer.concat(forward[0]!.pieces))).toBe(false);
   });

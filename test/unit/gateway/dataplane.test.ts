@@ -135,7 +135,9 @@ describe('models, versions and workers', () => {
   it('refuses a second registration of a model, and a bad first route', () => {
     const dp = plane();
     expect(codeOf(() => dp.addModel({ model: 'm', versions: [], route: { model: 'm', weights: { v1: 1 } } }))).toBe('model_exists');
-    expect(codeOf(() => dp.addModel({ model: 'n', versions: [{ id: 'x', cardChecksum: 'c' }], route: { model: 'n', weights: { y: 1 } } }))).toBe('invalid_route');
+    expect(codeOf(() => dp.addModel({ model: 'n', versions: [{ id: 'x', cardChecksum: 'c' }], route: { model: 'n', weights: { y: 1 } } }))).toBe(
+      'invalid_route',
+    );
     expect(dp.models.has('n')).toBe(false);
   });
 
@@ -169,8 +171,22 @@ describe('models, versions and workers', () => {
       ['not a URL', [{ id: 'x', url: 'not a url' }], /worker x has URL "not a url"/],
       ['not http', [{ id: 'x', url: 'ftp://h:1' }], /ftp:\/\/h:1/],
       ['empty id', [{ id: '', url: 'http://127.0.0.1:9' }], /non-empty id/],
-      ['duplicate id', [{ id: 'x', url: 'http://127.0.0.1:9' }, { id: 'x', url: 'http://127.0.0.1:10' }], /listed twice/],
-      ['good then bad', [{ id: 'ok', url: 'http://127.0.0.1:9' }, { id: 'y', url: '://' }], /worker y/],
+      [
+        'duplicate id',
+        [
+          { id: 'x', url: 'http://127.0.0.1:9' },
+          { id: 'x', url: 'http://127.0.0.1:10' },
+        ],
+        /listed twice/,
+      ],
+      [
+        'good then bad',
+        [
+          { id: 'ok', url: 'http://127.0.0.1:9' },
+          { id: 'y', url: '://' },
+        ],
+        /worker y/,
+      ],
     ];
     for (const [name, specs, msg] of bad) {
       let err: unknown;

@@ -97,7 +97,11 @@ describe('requests', () => {
   it('header names in any case become lower case: common names matched in place, near misses and others copied', async () => {
     const { port } = await start();
     const raw = new Raw(port).send(
-      post('/', 'x', 'CONTENT-TYPE: a/b\r\nX-Session-Id: s1\r\nx-session-ix: s2\r\nX-Sessio_-id: s3\r\nUser-Agent: u\r\nx-rare-Header: r\r\nx-glidepath-version: v\r\n'),
+      post(
+        '/',
+        'x',
+        'CONTENT-TYPE: a/b\r\nX-Session-Id: s1\r\nx-session-ix: s2\r\nX-Sessio_-id: s3\r\nUser-Agent: u\r\nx-rare-Header: r\r\nx-glidepath-version: v\r\n',
+      ),
     );
     const [r] = await raw.responses(1);
     const e = echoed(r!);
@@ -592,7 +596,12 @@ describe('responses', () => {
     raw.socket.destroy();
     await afterClose;
     expect(destroyedInOnClose).toBe(true);
-    expect(errors).toEqual(['write() before writeHead()', 'end() before writeHead()', 'invalid character in response header x-bad', 'writeHead() called twice']);
+    expect(errors).toEqual([
+      'write() before writeHead()',
+      'end() before writeHead()',
+      'invalid character in response header x-bad',
+      'writeHead() called twice',
+    ]);
   });
 
   it('onClose fires when the client leaves mid-response, and not for a response that ended', async () => {
@@ -748,7 +757,12 @@ describe('rejections: an error answer of our own, JSON naming the problem, then 
     ],
     ['Transfer-Encoding: gzip', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: gzip\r\n\r\n`, 501, 'unsupported_transfer_encoding', /501/],
     ['Transfer-Encoding: gzip, chunked', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: gzip, chunked\r\n\r\n`, 501, 'unsupported_transfer_encoding'],
-    ['two Transfer-Encoding headers', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n`, 501, 'unsupported_transfer_encoding'],
+    [
+      'two Transfer-Encoding headers',
+      `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      501,
+      'unsupported_transfer_encoding',
+    ],
     ['Transfer-Encoding: xchunked', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: xchunked\r\n\r\n`, 501, 'unsupported_transfer_encoding'],
     ['Transfer-Encoding in HTTP/1.0', 'POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_transfer_encoding'],
     ['a non-numeric Content-Length', `POST / HTTP/1.1\r\n${H}Content-Length: abc\r\n\r\n`, 400, 'invalid_content_length'],
@@ -756,11 +770,21 @@ describe('rejections: an error answer of our own, JSON naming the problem, then 
     ['a signed Content-Length', `POST / HTTP/1.1\r\n${H}Content-Length: +5\r\n\r\nhello`, 400, 'invalid_content_length'],
     ['an empty Content-Length', `POST / HTTP/1.1\r\n${H}Content-Length:\r\n\r\n`, 400, 'invalid_content_length'],
     ['a Content-Length list that differs', `POST / HTTP/1.1\r\n${H}Content-Length: 5, 6\r\n\r\nhello`, 400, 'invalid_content_length'],
-    ['repeated Content-Length headers that differ', `POST / HTTP/1.1\r\n${H}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello`, 400, 'invalid_content_length'],
+    [
+      'repeated Content-Length headers that differ',
+      `POST / HTTP/1.1\r\n${H}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello`,
+      400,
+      'invalid_content_length',
+    ],
     ['a chunk size that is not hex', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\nzz\r\n`, 400, 'invalid_chunk'],
     ['a 0x chunk size', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n`, 400, 'invalid_chunk'],
     ['a signed chunk size', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n+5\r\nhello\r\n0\r\n\r\n`, 400, 'invalid_chunk'],
-    ['a chunk size with too many digits', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n00000000000000005\r\nhello\r\n0\r\n\r\n`, 400, 'invalid_chunk'],
+    [
+      'a chunk size with too many digits',
+      `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n00000000000000005\r\nhello\r\n0\r\n\r\n`,
+      400,
+      'invalid_chunk',
+    ],
     ['a chunk size line ending in bare LF', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n`, 400, 'invalid_chunk'],
     ['chunk data not followed by CRLF', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n`, 400, 'invalid_chunk', /CRLF/],
     ['a malformed trailer', `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n0\r\nno colon\r\n\r\n`, 400, 'invalid_chunk'],

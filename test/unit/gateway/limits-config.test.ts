@@ -14,7 +14,9 @@ describe('worker queue config', () => {
   });
 
   it('snake_case in YAML, camelCase in GatewayConfig; 0 waiting requests is allowed', () => {
-    const g = parseConfigText(['gateway: { worker_queue_max: 0, queue_timeout_ms: 5000 }', 'models: [{ name: m, versions: [{ id: v1 }] }]', ''].join('\n')).gateway;
+    const g = parseConfigText(
+      ['gateway: { worker_queue_max: 0, queue_timeout_ms: 5000 }', 'models: [{ name: m, versions: [{ id: v1 }] }]', ''].join('\n'),
+    ).gateway;
     expect([g.workerQueueMax, g.queueTimeoutMs]).toEqual([0, 5000]);
   });
 
@@ -41,7 +43,14 @@ describe('send timeout and admission config', () => {
   });
 
   it('a rate without a burst gets the rate rounded up as its burst (at least 1)', () => {
-    const c = parseConfigText(['gateway: { send_timeout_ms: 0 }', 'limits: { data_plane: { per_client_requests_per_s: 2.5 }, admin: { per_client_requests_per_s: 0.2, per_client_burst: 0 } }', 'models: [{ name: m, versions: [{ id: v1 }] }]', ''].join('\n'));
+    const c = parseConfigText(
+      [
+        'gateway: { send_timeout_ms: 0 }',
+        'limits: { data_plane: { per_client_requests_per_s: 2.5 }, admin: { per_client_requests_per_s: 0.2, per_client_burst: 0 } }',
+        'models: [{ name: m, versions: [{ id: v1 }] }]',
+        '',
+      ].join('\n'),
+    );
     expect(c.gateway.sendTimeoutMs).toBe(0);
     expect(c.limits.dataPlane).toMatchObject({ perClientRps: 2.5, perClientBurst: 3 });
     expect(c.limits.admin).toMatchObject({ perClientRps: 0.2, perClientBurst: 1 });
@@ -50,13 +59,23 @@ describe('send timeout and admission config', () => {
   it('bad values and unknown keys are reported with their paths, all at once', () => {
     let err: unknown;
     try {
-      parseConfig({ gateway: { send_timeout_ms: -5 }, limits: { data_plane: { max_connections: 1.5, per_client_requests_per_s: -1 }, admin: { per_client_burst: 'x', nope: 1 } }, ...minimal });
+      parseConfig({
+        gateway: { send_timeout_ms: -5 },
+        limits: { data_plane: { max_connections: 1.5, per_client_requests_per_s: -1 }, admin: { per_client_burst: 'x', nope: 1 } },
+        ...minimal,
+      });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
     const paths = (err as ConfigError).issues.map((i) => i.path).sort();
-    expect(paths).toEqual(['gateway.send_timeout_ms', 'limits.admin.nope', 'limits.admin.per_client_burst', 'limits.data_plane.max_connections', 'limits.data_plane.per_client_requests_per_s']);
+    expect(paths).toEqual([
+      'gateway.send_timeout_ms',
+      'limits.admin.nope',
+      'limits.admin.per_client_burst',
+      'limits.data_plane.max_connections',
+      'limits.data_plane.per_client_requests_per_s',
+    ]);
     expect((err as ConfigError).issues.find((i) => i.path === 'limits.admin.nope')?.message).toBe('unknown key "nope"');
   });
 });

@@ -15,7 +15,12 @@ function workers(ids: string[], outstanding: number[], ejectedUntil?: number[], 
   return ids.map((id, k) => ({ id, outstanding: outstanding[k]!, ejectedUntil: ejectedUntil?.[k] ?? 0, routable: routable?.[k] ?? true }));
 }
 
-function run(picker: { pick: (ws: readonly W[], now: number, ex?: ReadonlySet<W>) => W | undefined }, ws: W[], n: number, exclude?: string[]): (string | undefined)[] {
+function run(
+  picker: { pick: (ws: readonly W[], now: number, ex?: ReadonlySet<W>) => W | undefined },
+  ws: W[],
+  n: number,
+  exclude?: string[],
+): (string | undefined)[] {
   const ex = exclude ? new Set(ws.filter((w) => exclude.includes(w.id))) : undefined;
   const out: (string | undefined)[] = [];
   for (let i = 0; i < n; i++) out.push(picker.pick(ws, NOW, ex)?.id);
@@ -33,15 +38,31 @@ describe('mulberry32', () => {
 
 describe('PowerOfTwoPicker: exact sequences for a seeded mulberry32', () => {
   const table: { name: string; seed: number; ws: () => W[]; exclude?: string[]; expected: (string | undefined)[] }[] = [
-    { name: 'all idle: first sampled wins ties', seed: 42, ws: () => workers(['a', 'b', 'c', 'd'], [0, 0, 0, 0]), expected: ['c', 'd', 'a', 'b', 'd', 'a', 'c', 'a', 'c', 'a'] },
-    { name: 'loaded: the less loaded of the two wins', seed: 42, ws: () => workers(['a', 'b', 'c', 'd'], [5, 1, 3, 0]), expected: ['b', 'd', 'c', 'b', 'd', 'd', 'c', 'c', 'b', 'c'] },
+    {
+      name: 'all idle: first sampled wins ties',
+      seed: 42,
+      ws: () => workers(['a', 'b', 'c', 'd'], [0, 0, 0, 0]),
+      expected: ['c', 'd', 'a', 'b', 'd', 'a', 'c', 'a', 'c', 'a'],
+    },
+    {
+      name: 'loaded: the less loaded of the two wins',
+      seed: 42,
+      ws: () => workers(['a', 'b', 'c', 'd'], [5, 1, 3, 0]),
+      expected: ['b', 'd', 'c', 'b', 'd', 'd', 'c', 'c', 'b', 'c'],
+    },
     {
       name: 'ejected and unroutable workers are skipped',
       seed: 7,
       ws: () => workers(['a', 'b', 'c', 'd', 'e'], [0, 2, 0, 1, 3], [0, 5000, 0, 0, 0], [true, true, true, false, true]),
       expected: ['a', 'c', 'c', 'c', 'c', 'a', 'c', 'a', 'a', 'a'],
     },
-    { name: 'excluded workers are skipped', seed: 123, ws: () => workers(['a', 'b', 'c'], [0, 0, 0]), exclude: ['a'], expected: ['c', 'b', 'b', 'c', 'c', 'c', 'b', 'c'] },
+    {
+      name: 'excluded workers are skipped',
+      seed: 123,
+      ws: () => workers(['a', 'b', 'c'], [0, 0, 0]),
+      exclude: ['a'],
+      expected: ['c', 'b', 'b', 'c', 'c', 'c', 'b', 'c'],
+    },
     { name: 'one eligible: always it', seed: 1, ws: () => workers(['a', 'b'], [0, 0], [0, 5000]), expected: ['a', 'a', 'a', 'a'] },
     {
       name: 'eight workers with mixed load',

@@ -92,7 +92,13 @@ function harness(stream = true, over: Partial<ProxyContext> = {}): Harness {
   const pool = new VersionPool('m', 'v1', 'card', telemetry.forVersion('m', 'v1'));
   const dispatched: Harness['dispatched'] = [];
   pool.workers = ['w0', 'w1'].map((id) => {
-    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', { connectTimeoutMs: 1000, connections: 1, keepAliveTimeoutMs: 1000, queueMax: 1, queueTimeoutMs: 1000 });
+    const w = new Worker({ id, url: 'http://127.0.0.1:9' }, 'v1', {
+      connectTimeoutMs: 1000,
+      connections: 1,
+      keepAliveTimeoutMs: 1000,
+      queueMax: 1,
+      queueTimeoutMs: 1000,
+    });
     // nothing goes to the network: the test plays the upstream pool
     Object.defineProperty(w, 'upstream', {
       value: {
@@ -308,7 +314,10 @@ describe('ProxyRequest orderings', () => {
     second.onResponseEnd(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":2}}'));
     expect(h.res.status).toBe(200);
     expect(h.records.map((r) => [r.status, r.retries, r.worker])).toEqual([[200, 0, 'w1']]);
-    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([[0, 0], [0, 0]]);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([
+      [0, 0],
+      [0, 0],
+    ]);
     const text = await metricsText(h);
     expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
     expect(text).not.toContain('glidepath_worker_ejections_total{');
@@ -328,7 +337,10 @@ describe('ProxyRequest orderings', () => {
     expect(h.res.headers['retry-after']).toBe('1');
     expect(JSON.parse(h.res.body)).toMatchObject({ error: { code: 'worker_queue_full', type: 'unavailable_error' } });
     expect(h.records.map((r) => [r.status, r.errorCode, r.retries])).toEqual([[503, 'worker_queue_full', 0]]);
-    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([[0, 0], [0, 0]]);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.outstanding])).toEqual([
+      [0, 0],
+      [0, 0],
+    ]);
     expect(await metricsText(h)).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="full"} 1');
   });
 
@@ -364,7 +376,10 @@ describe('ProxyRequest orderings', () => {
     const body = JSON.parse(h.res.body) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('local_resources_exhausted');
     expect(body.error.message).toMatch(/EMFILE, out of file descriptors \(the limit\)\. This is the gateway's own limit, not the worker's/);
-    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.connectFailures, w.outstanding])).toEqual([[0, 0, 0], [0, 0, 0]]);
+    expect(h.pool.workers.map((w) => [w.ejectedUntil, w.connectFailures, w.outstanding])).toEqual([
+      [0, 0, 0],
+      [0, 0, 0],
+    ]);
     expect(reported).toEqual([['EMFILE', body.error.message]]);
     const text = await metricsText(h);
     expect(text).toContain('glidepath_local_resource_errors_total{kind="EMFILE"} 1');

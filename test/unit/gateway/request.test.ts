@@ -27,12 +27,28 @@ describe('parseRequest', () => {
   });
 
   it('parses a completions request and max_completion_tokens', () => {
-    expect(parseRequest(buf({ model: 'm', prompt: ['a', 'b'], max_completion_tokens: 3 }), 'completions')).toMatchObject({ stream: false, maxTokens: 3, user: undefined });
+    expect(parseRequest(buf({ model: 'm', prompt: ['a', 'b'], max_completion_tokens: 3 }), 'completions')).toMatchObject({
+      stream: false,
+      maxTokens: 3,
+      user: undefined,
+    });
     expect(parseRequest(buf({ model: 'm', prompt: 'x', stream: null, user: null }), 'completions').stream).toBe(false);
   });
 
   it('accepts content as parts or null (tool-call messages)', () => {
-    expect(() => parseRequest(buf(chat({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }, { role: 'assistant', content: null }] })), 'chat')).not.toThrow();
+    expect(() =>
+      parseRequest(
+        buf(
+          chat({
+            messages: [
+              { role: 'user', content: [{ type: 'text', text: 'x' }] },
+              { role: 'assistant', content: null },
+            ],
+          }),
+        ),
+        'chat',
+      ),
+    ).not.toThrow();
   });
 
   const bad: [string, unknown, Endpoint, string, RegExp][] = [
@@ -49,7 +65,13 @@ describe('parseRequest', () => {
     ['messages an object', { model: 'm', messages: {} }, 'chat', 'invalid_request', /^messages: expected an array, got object/],
     ['messages empty', { model: 'm', messages: [] }, 'chat', 'invalid_request', /^messages: must contain at least one message/],
     ['a message that is a string', { model: 'm', messages: ['hi'] }, 'chat', 'invalid_request', /^messages\[0\]: expected an object, got string/],
-    ['a message without role', { model: 'm', messages: [{ role: 'user', content: 'a' }, { content: 'b' }] }, 'chat', 'invalid_request', /^messages\[1\]\.role: expected a string, got undefined/],
+    [
+      'a message without role',
+      { model: 'm', messages: [{ role: 'user', content: 'a' }, { content: 'b' }] },
+      'chat',
+      'invalid_request',
+      /^messages\[1\]\.role: expected a string, got undefined/,
+    ],
     ['content a number', { model: 'm', messages: [{ role: 'user', content: 1 }] }, 'chat', 'invalid_request', /^messages\[0\]\.content/],
     ['no prompt', { model: 'm' }, 'completions', 'invalid_request', /^prompt: required/],
     ['prompt an object', { model: 'm', prompt: {} }, 'completions', 'invalid_request', /^prompt: expected a string or an array, got object/],

@@ -192,7 +192,8 @@ describe('sseErrorEvent', () => {
 });
 
 describe('SseMeter fast path (text key checked where the last token event had it)', () => {
-  const ev = (id: string, text: string, tail = ']}') => `data: {"id":"${id}","object":"text_completion","choices":[{"index":0,"text":${JSON.stringify(text)},"finish_reason":null}${tail}\n\n`;
+  const ev = (id: string, text: string, tail = ']}') =>
+    `data: {"id":"${id}","object":"text_completion","choices":[{"index":0,"text":${JSON.stringify(text)},"finish_reason":null}${tail}\n\n`;
 
   it('follows the key when the fields before it change length, and an empty value is no token', () => {
     const m = new SseMeter('completions');

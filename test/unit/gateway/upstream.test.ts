@@ -17,7 +17,13 @@ interface Result {
 }
 
 /** A handler that records everything; resolves when the exchange ends either way. */
-function call(pool: UpstreamPool, path = '/v1/completions', stream = false, body = '{"a":1}', onData?: () => void): { done: Promise<Result>; ctl: () => UpstreamController; r: Result } {
+function call(
+  pool: UpstreamPool,
+  path = '/v1/completions',
+  stream = false,
+  body = '{"a":1}',
+  onData?: () => void,
+): { done: Promise<Result>; ctl: () => UpstreamController; r: Result } {
   const r: Result = { status: 0, contentType: undefined, parts: [], error: undefined, events: [], queuedMs: -1 };
   let ctl: UpstreamController | undefined;
   let resolve!: (x: Result) => void;
@@ -113,7 +119,10 @@ afterEach(async () => {
 async function setup(answer: Parameters<typeof rawServer>[0], opts = OPTS, suffix = ''): Promise<{ srv: RawServer; pool: UpstreamPool }> {
   const srv = await rawServer(answer);
   const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}${suffix}`, opts);
-  cleanups.push(() => srv.close(), () => pool.destroy());
+  cleanups.push(
+    () => srv.close(),
+    () => pool.destroy(),
+  );
   return { srv, pool };
 }
 
@@ -306,7 +315,11 @@ describe('UpstreamPool', () => {
     release();
     const results = await Promise.all([a.done, b.done, c.done]);
     expect(results.map((r) => r.parts.join(''))).toEqual(['{"i":0}', '{"i":1}', '{"i":2}']);
-    expect(results.map((r) => r.events)).toEqual([['start', 'sent', 'head', 'end'], ['start', 'sent', 'head', 'end'], ['start', 'sent', 'head', 'end']]);
+    expect(results.map((r) => r.events)).toEqual([
+      ['start', 'sent', 'head', 'end'],
+      ['start', 'sent', 'head', 'end'],
+      ['start', 'sent', 'head', 'end'],
+    ]);
     // how long each waited is told when it is sent
     expect(results[0].queuedMs).toBe(0);
     expect(results[1].queuedMs).toBeGreaterThan(0);
@@ -385,7 +398,7 @@ describe('UpstreamPool', () => {
     await srv.closed[0];
   });
 
-  it('closes idle connections after the worker\'s keep-alive hint less a second', async () => {
+  it("closes idle connections after the worker's keep-alive hint less a second", async () => {
     const { srv, pool } = await setup(() => [json('{}', 'keep-alive: timeout=1\r\n')]);
     await call(pool).done;
     // the sweeper closes it (1 s hint − 1 s = at once); the server sees the close

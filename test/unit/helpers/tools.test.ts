@@ -26,7 +26,10 @@ describe('npm test on a fresh machine without the Debian packages', () => {
 
   it('decides run / skip (with the package to install) / fail under CI', () => {
     expect(checkTool('sh', 'dash', { PATH: process.env.PATH })).toMatchObject({ run: true });
-    expect(checkTool('glidepath-no-such-tool', 'pkg', { PATH: '' })).toEqual({ run: false, skip: 'skipped: glidepath-no-such-tool not installed (apt-get install pkg)' });
+    expect(checkTool('glidepath-no-such-tool', 'pkg', { PATH: '' })).toEqual({
+      run: false,
+      skip: 'skipped: glidepath-no-such-tool not installed (apt-get install pkg)',
+    });
     const ci = checkTool('glidepath-no-such-tool', 'pkg', { PATH: '', CI: 'true' });
     expect(ci.run).toBe(false);
     expect('fail' in ci && ci.fail).toMatch(/^glidepath-no-such-tool is not installed \(apt-get install pkg\)/);

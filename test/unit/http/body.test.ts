@@ -50,7 +50,15 @@ describe('readBody', () => {
 describe('parseJsonBody', () => {
   it('parses JSON and refuses an empty or broken body with 400 invalid_json', () => {
     expect(parseJsonBody(Buffer.from('{"a":[1]}'))).toEqual({ a: [1] });
-    expect(caught(() => parseJsonBody(Buffer.alloc(0)))).toMatchObject({ status: 400, code: 'invalid_json', message: 'request body is empty; expected a JSON object' });
-    expect(caught(() => parseJsonBody(Buffer.from('{"a":')))).toMatchObject({ status: 400, code: 'invalid_json', message: expect.stringMatching(/^request body is not valid JSON: /) as unknown });
+    expect(caught(() => parseJsonBody(Buffer.alloc(0)))).toMatchObject({
+      status: 400,
+      code: 'invalid_json',
+      message: 'request body is empty; expected a JSON object',
+    });
+    expect(caught(() => parseJsonBody(Buffer.from('{"a":')))).toMatchObject({
+      status: 400,
+      code: 'invalid_json',
+      message: expect.stringMatching(/^request body is not valid JSON: /) as unknown,
+    });
   });
 });

@@ -23,13 +23,26 @@ describe('rules', () => {
       'config/types.ts': 'export interface VersionConfig { id: string }\n',
     });
     const r = check(g, [PURE]);
-    expect(r.violations).toEqual([{ rule: 'pure', file: 'domain/version.ts', line: 2, target: 'config/types.ts', specifier: '../config/types.js', typeOnly: true, why: 'domain imports nothing of ours' }]);
-    expect(formatReport(r, 'src', 'rules.ts')).toEqual(['src/domain/version.ts:2: pure: imports types from ../config/types.js (config/types.ts) — domain imports nothing of ours']);
+    expect(r.violations).toEqual([
+      {
+        rule: 'pure',
+        file: 'domain/version.ts',
+        line: 2,
+        target: 'config/types.ts',
+        specifier: '../config/types.js',
+        typeOnly: true,
+        why: 'domain imports nothing of ours',
+      },
+    ]);
+    expect(formatReport(r, 'src', 'rules.ts')).toEqual([
+      'src/domain/version.ts:2: pure: imports types from ../config/types.js (config/types.ts) — domain imports nothing of ours',
+    ]);
   });
 
   it('type-only imports, re-exports and dynamic imports count; imports inside the allowed folders do not', () => {
     const g = graphOf({
-      'gateway/a.ts': "import type { P } from '../control/plane.js';\nexport { q } from '../control/q.js';\nexport const f = () => import('../control/lazy.js');\nimport { b } from './b.js';\n",
+      'gateway/a.ts':
+        "import type { P } from '../control/plane.js';\nexport { q } from '../control/q.js';\nexport const f = () => import('../control/lazy.js');\nimport { b } from './b.js';\n",
       'gateway/b.ts': 'export const b = 1;\n',
       'control/plane.ts': 'export interface P { n: number }\n',
       'control/q.ts': 'export const q = 1;\n',
@@ -44,7 +57,8 @@ describe('rules', () => {
 
   it('packages are refused by name, node builtins with or without node:', () => {
     const g = graphOf({
-      'gateway/db.ts': "import Database from 'better-sqlite3';\nimport { spawn } from 'child_process';\nimport { request } from 'undici';\nimport { readFileSync } from 'node:fs';\n",
+      'gateway/db.ts':
+        "import Database from 'better-sqlite3';\nimport { spawn } from 'child_process';\nimport { request } from 'undici';\nimport { readFileSync } from 'node:fs';\n",
     });
     expect(check(g, [NO_UP]).violations.map((v) => `${v.line} ${v.target}`)).toEqual(['1 better-sqlite3', '2 node:child_process']);
   });

@@ -4,7 +4,13 @@ import { observe, pollCondition } from '../../../src/rollout/pipeline/observe.js
 import type { AdminApi } from '../../../src/rollout/pipeline/observe.js';
 
 describe('trigger scopes from GET /status', () => {
-  const win = (requests: number, errorRate: number | null, p99: number | null) => ({ requests, errorRate, latencyMs: { p50: p99, p99 }, ttftMs: { p50: null, p99: null }, tpotMs: { p50: 1, p99: 2 } });
+  const win = (requests: number, errorRate: number | null, p99: number | null) => ({
+    requests,
+    errorRate,
+    latencyMs: { p50: p99, p99 },
+    ttftMs: { p50: null, p99: null },
+    tpotMs: { p50: 1, p99: 2 },
+  });
   it('active, stable (route.stable) and canary (largest other weight)', () => {
     const o = observe(
       {
@@ -49,24 +55,81 @@ function api(answers: Record<string, unknown>): AdminApi {
 
 const V = '/models/m/versions/v2';
 const C = '/models/m/canary';
-const canary = (phase: string, extra: Record<string, unknown> = {}) => ({ [C]: { canary: 'v2', phase, stages: [5, 25, 100], stageIndex: 1, percent: 25, ...extra } });
+const canary = (phase: string, extra: Record<string, unknown> = {}) => ({
+  [C]: { canary: 'v2', phase, stages: [5, 25, 100], stageIndex: 1, percent: 25, ...extra },
+});
 
 describe('wait_for conditions', () => {
   const cases: [string, Parameters<typeof pollCondition>[2], string | undefined, Record<string, unknown>, { state: string; detail: string }][] = [
     ['green_ready: loading', 'green_ready', 'v2', { [V]: { status: 'loading' } }, { state: 'waiting', detail: 'v2 is loading' }],
     ['green_ready: ready', 'green_ready', 'v2', { [V]: { status: 'ready' } }, { state: 'done', detail: 'v2 is ready' }],
     ['green_ready: not registered yet', 'green_ready', 'v2', {}, { state: 'waiting', detail: 'v2 is not registered yet' }],
-    ['green_ready: failed', 'green_ready', 'v2', { [V]: { status: 'failed', failure: { message: 'out of memory' } } }, { state: 'failed', detail: 'v2 failed to load: out of memory' }],
-    ['green_ready: already active', 'green_ready', 'v2', { [V]: { status: 'active' } }, { state: 'failed', detail: 'v2 is already active (nothing to deploy green)' }],
-    ['green_ready: any version', 'green_ready', undefined, { '/status': { models: [{ model: 'm', active: 'v1', versions: [{ version: 'v1', status: 'active' }, { version: 'v3', status: 'ready' }] }] } }, { state: 'done', detail: 'v3 is ready' }],
+    [
+      'green_ready: failed',
+      'green_ready',
+      'v2',
+      { [V]: { status: 'failed', failure: { message: 'out of memory' } } },
+      { state: 'failed', detail: 'v2 failed to load: out of memory' },
+    ],
+    [
+      'green_ready: already active',
+      'green_ready',
+      'v2',
+      { [V]: { status: 'active' } },
+      { state: 'failed', detail: 'v2 is already active (nothing to deploy green)' },
+    ],
+    [
+      'green_ready: any version',
+      'green_ready',
+      undefined,
+      {
+        '/status': {
+          models: [
+            {
+              model: 'm',
+              active: 'v1',
+              versions: [
+                { version: 'v1', status: 'active' },
+                { version: 'v3', status: 'ready' },
+              ],
+            },
+          ],
+        },
+      },
+      { state: 'done', detail: 'v3 is ready' },
+    ],
     ['version_ready: active counts', 'version_ready', 'v2', { [V]: { status: 'active' } }, { state: 'done', detail: 'v2 is loaded (active)' }],
-    ['version_ready: needs a version', 'version_ready', undefined, {}, { state: 'failed', detail: 'version_ready needs a version: give the step a version: or set $VERSION' }],
+    [
+      'version_ready: needs a version',
+      'version_ready',
+      undefined,
+      {},
+      { state: 'failed', detail: 'version_ready needs a version: give the step a version: or set $VERSION' },
+    ],
     ['canary_succeeded: no canary yet', 'canary_succeeded', 'v2', {}, { state: 'waiting', detail: 'm has no canary yet' }],
-    ['canary_succeeded: progressing', 'canary_succeeded', 'v2', canary('progressing'), { state: 'waiting', detail: 'canary of v2 is progressing at 25% (stage 2/3)' }],
-    ['canary_succeeded: paused', 'canary_succeeded', 'v2', canary('paused', { pausedReason: 'inconclusive' }), { state: 'waiting', detail: 'canary of v2 is paused at 25%: inconclusive (waiting for a human: canary resume|promote|abort)' }],
+    [
+      'canary_succeeded: progressing',
+      'canary_succeeded',
+      'v2',
+      canary('progressing'),
+      { state: 'waiting', detail: 'canary of v2 is progressing at 25% (stage 2/3)' },
+    ],
+    [
+      'canary_succeeded: paused',
+      'canary_succeeded',
+      'v2',
+      canary('paused', { pausedReason: 'inconclusive' }),
+      { state: 'waiting', detail: 'canary of v2 is paused at 25%: inconclusive (waiting for a human: canary resume|promote|abort)' },
+    ],
     ['canary_succeeded: an older canary', 'canary_succeeded', 'v3', canary('succeeded'), { state: 'waiting', detail: 'the last canary of m is of v2, not v3' }],
     ['canary_succeeded: succeeded', 'canary_succeeded', 'v2', canary('succeeded'), { state: 'done', detail: 'canary of v2 succeeded' }],
-    ['canary_succeeded: rolled back', 'canary_succeeded', 'v2', canary('rolled_back', { rollback: { reason: 'error rate 4% vs 0.1%' } }), { state: 'failed', detail: 'canary of v2 ended rolled_back: error rate 4% vs 0.1%' }],
+    [
+      'canary_succeeded: rolled back',
+      'canary_succeeded',
+      'v2',
+      canary('rolled_back', { rollback: { reason: 'error rate 4% vs 0.1%' } }),
+      { state: 'failed', detail: 'canary of v2 ended rolled_back: error rate 4% vs 0.1%' },
+    ],
     ['rollout_done: rolled back is done', 'rollout_done', 'v2', canary('rolled_back'), { state: 'done', detail: 'canary of v2 ended rolled_back' }],
   ];
   it.each(cases)('%s', async (_name, cond, version, answers, want) => {
@@ -79,12 +142,23 @@ describe('wait_for conditions', () => {
     const workers = (routable: boolean) => ({ '/workers?model=m': [{ version: 'v1', routable }] });
     expect(await pollCondition(api({ ...st(false, 'v1') }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'the gateway is not ready' });
     expect(await pollCondition(api({ ...st(true, null) }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'm has no active version' });
-    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('unhealthy') }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'v1 is unhealthy' });
-    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('healthy'), ...workers(false) }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'v1 has no routable worker' });
-    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('healthy'), ...workers(true) }), 'm', 'healthy', undefined)).toEqual({ state: 'done', detail: 'v1 is active with 1 routable worker(s), health healthy' });
+    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('unhealthy') }), 'm', 'healthy', undefined)).toEqual({
+      state: 'waiting',
+      detail: 'v1 is unhealthy',
+    });
+    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('healthy'), ...workers(false) }), 'm', 'healthy', undefined)).toEqual({
+      state: 'waiting',
+      detail: 'v1 has no routable worker',
+    });
+    expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('healthy'), ...workers(true) }), 'm', 'healthy', undefined)).toEqual({
+      state: 'done',
+      detail: 'v1 is active with 1 routable worker(s), health healthy',
+    });
   });
 
   it('other API errors propagate (the runner counts them)', async () => {
-    await expect(pollCondition(api({ [V]: Object.assign(new Error('invalid bearer token'), { status: 401 }) }), 'm', 'green_ready', 'v2')).rejects.toThrow('invalid bearer token');
+    await expect(pollCondition(api({ [V]: Object.assign(new Error('invalid bearer token'), { status: 401 }) }), 'm', 'green_ready', 'v2')).rejects.toThrow(
+      'invalid bearer token',
+    );
   });
 });

@@ -14,7 +14,14 @@ function reporter(): Reporter & { lines: string[] } {
 
 const statusWith = (errorRate: number | null) => ({
   ready: true,
-  models: [{ model: 'm', active: 'v1', route: { stable: 'v1', weights: { v1: 1 } }, versions: [{ version: 'v1', status: 'active', window: { requests: errorRate === null ? 0 : 100, errorRate, latencyMs: { p50: 10, p99: 20 } } }] }],
+  models: [
+    {
+      model: 'm',
+      active: 'v1',
+      route: { stable: 'v1', weights: { v1: 1 } },
+      versions: [{ version: 'v1', status: 'active', window: { requests: errorRate === null ? 0 : 100, errorRate, latencyMs: { p50: 10, p99: 20 } } }],
+    },
+  ],
 });
 
 function api(fn: (path: string) => unknown): AdminApi & { calls: string[] } {
@@ -63,7 +70,13 @@ describe('pipeline runner', () => {
     const yaml = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: $NODE -e "console.log('started'); setTimeout(() => {}, 60000)"\n    - name: b\n      steps:\n        - run: ${say('never')}\n`;
     const rep = reporter();
     const p = parsePipelineText(yaml, 't.yaml', { vars: { NODE }, env: {} });
-    const done = runPipeline(p, { api: api(() => ({})), model: 'm', env: process.env, reporter: { info: (l) => rep.info(l), output: (s, l) => (rep.output(s, l, 'stdout'), l === 'started' && ac.abort()) }, signal: ac.signal });
+    const done = runPipeline(p, {
+      api: api(() => ({})),
+      model: 'm',
+      env: process.env,
+      reporter: { info: (l) => rep.info(l), output: (s, l) => (rep.output(s, l, 'stdout'), l === 'started' && ac.abort()) },
+      signal: ac.signal,
+    });
     const r = await done;
     expect(r.reason).toMatch(/interrupted: stopped/);
     expect(r.stages.map((s) => s.status)).toEqual(['failed', 'not_run']);
@@ -103,7 +116,9 @@ describe('pipeline runner', () => {
       }),
     });
     expect(r.ok).toBe(true);
-    expect(r.stages[0]!.steps[0]!.detail).toMatch(/^health gates held for 40 ms \(\d+ checks; last: not fired, no data: error_rate > 0.01 \(no data for error_rate\)\)$/);
+    expect(r.stages[0]!.steps[0]!.detail).toMatch(
+      /^health gates held for 40 ms \(\d+ checks; last: not fired, no data: error_rate > 0.01 \(no data for error_rate\)\)$/,
+    );
   });
 
   it('a fired trigger without rollback.action runs the stage on_failure instead', async () => {

@@ -59,7 +59,11 @@ describe('pipeline spec', () => {
     expect(p.stages[0]!.steps[0]).toMatchObject({ kind: 'run', command: { argv: ['python', 'validate_model.py', '--model', '/models/llama 70b'], line: 5 } });
     expect(p.stages[4]!.steps[1]).toMatchObject({ command: { argv: ['dynamo', 'notify', '--channel', 'ops', '--message', 'Promoted v2.3.1'] } });
     expect(p.stages[3]!.steps[1]).toEqual({ kind: 'monitor', forMs: 300_000, everyMs: 5_000, line: 17 });
-    expect(p.rollback).toMatchObject({ triggerText: 'error_rate > 0.001 OR p99_latency > 500ms', notify: 'pagerduty', action: { argv: ['dynamo', 'rollback', '--instant'], line: 25 } });
+    expect(p.rollback).toMatchObject({
+      triggerText: 'error_rate > 0.001 OR p99_latency > 500ms',
+      notify: 'pagerduty',
+      action: { argv: ['dynamo', 'rollback', '--instant'], line: 25 },
+    });
     expect(p.variables).toEqual([
       { name: 'MODEL_PATH', lines: [5, 6, 9, 12], set: true },
       { name: 'VERSION', lines: [9, 12, 16, 22], set: true },
@@ -125,18 +129,20 @@ rollback:
       'line 15: pipeline.stages[1].steps[3]: expected a step (a mapping such as "run: …"), got number 5',
       'line 16: pipeline.stages[2].name: duplicate stage name "build" (also stages[0])',
       'line 20: pipeline.stages[2].steps[0].every: every (5s) is longer than for (1s): the gates would never be checked',
-      'line 21: pipeline.stages[2].steps[1].on_failure: column 6: unterminated single quote (\')',
+      "line 21: pipeline.stages[2].steps[1].on_failure: column 6: unterminated single quote (')",
       'line 22: pipeline.stages[3].name: required',
       'line 22: pipeline.stages[3].steps: required',
       'line 22: pipeline.stages[3].nme: unknown key "nme"',
-      "line 24: rollback.trigger: column 14: expected a number after '>', got \"OR\"",
+      'line 24: rollback.trigger: column 14: expected a number after \'>\', got "OR"',
       'line 26: rollback.extra: unknown key "extra"',
     ]);
   });
 
   it('names the step kind when a step has an unknown key beside a known kind', () => {
     const src = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - run: x\n          timout: 5s\n`;
-    expect(lines(src)).toEqual(['line 6: pipeline.stages[0].steps[0].timout: unknown key "timout" in a step; expected run, wait_for, monitor, on_failure, timeout, for, every, until, version']);
+    expect(lines(src)).toEqual([
+      'line 6: pipeline.stages[0].steps[0].timout: unknown key "timout" in a step; expected run, wait_for, monitor, on_failure, timeout, for, every, until, version',
+    ]);
   });
 
   it('monitor needs a rollback trigger; a stage needs a step besides on_failure', () => {
@@ -154,14 +160,23 @@ rollback:
       'line 2: pipeline.stages: a pipeline needs at least one stage',
       'line 3: rollbak: unknown key "rollbak"; expected pipeline, rollback',
     ]);
-    expect(lines('stages: []\n')).toEqual(['line 1: stages: unknown key "stages"; expected pipeline, rollback', 'line 1: pipeline: required: the file needs a pipeline: section with stages']);
+    expect(lines('stages: []\n')).toEqual([
+      'line 1: stages: unknown key "stages"; expected pipeline, rollback',
+      'line 1: pipeline: required: the file needs a pipeline: section with stages',
+    ]);
   });
 
   it('reads durations, per-step timeouts, wait_for version with variables, pipeline.model', () => {
     const src = `pipeline:\n  model: $M\n  timeout: 90m\n  stages:\n    - name: a\n      timeout: 1h\n      steps:\n        - wait_for: green_ready\n          version: \${V}-rc\n          timeout: 1.5s\n        - monitor: health_gates\n          for: 250ms\n          every: 50ms\nrollback:\n  trigger: requests > 1\n`;
     const p = parsePipelineText(src, 't', { vars: { M: 'llama', V: 'v9' }, env: {} });
     expect(p).toMatchObject({ model: 'llama', timeoutMs: 5_400_000 });
-    expect(p.stages[0]).toMatchObject({ timeoutMs: 3_600_000, steps: [{ kind: 'wait_for', condition: 'green_ready', version: 'v9-rc', timeoutMs: 1500 }, { kind: 'monitor', forMs: 250, everyMs: 50 }] });
+    expect(p.stages[0]).toMatchObject({
+      timeoutMs: 3_600_000,
+      steps: [
+        { kind: 'wait_for', condition: 'green_ready', version: 'v9-rc', timeoutMs: 1500 },
+        { kind: 'monitor', forMs: 250, everyMs: 50 },
+      ],
+    });
   });
 
   it('monitor until: a wait condition, with for as its bound (default 2h) and an optional version', () => {
@@ -170,7 +185,10 @@ rollback:
       'line 9: pipeline.stages[0].steps[1].until: unknown condition "canary_done"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done',
       'line 11: pipeline.stages[0].steps[2].version: "version" of a monitor step names the version its until: condition waits for; this step has no until',
     ]);
-    const ok = parsePipelineText(src.replace('canary_done', 'rollout_done').replace('          version: v1\n', '          for: 10s\n'), 't', { vars: { V: 'v2' }, env: {} });
+    const ok = parsePipelineText(src.replace('canary_done', 'rollout_done').replace('          version: v1\n', '          for: 10s\n'), 't', {
+      vars: { V: 'v2' },
+      env: {},
+    });
     expect(ok.stages[0]!.steps).toEqual([
       { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'canary_succeeded', version: 'v2', line: 5 },
       { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'rollout_done', version: undefined, line: 8 },

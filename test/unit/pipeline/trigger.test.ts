@@ -48,20 +48,28 @@ describe('trigger parsing', () => {
   it('names the column of every error', () => {
     expect(err('error_rate > OR p99_latency > 500ms')).toBe(`column 14: expected a number after '>', got "OR"`);
     expect(err('error_rate >')).toBe(`column 13: expected a number after '>', got the end of the expression`);
-    expect(err('eror_rate > 1')).toBe('column 1: unknown metric "eror_rate"; expected one of error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests');
-    expect(err('canary.p98_latency > 1')).toBe('column 8: unknown metric "p98_latency"; expected one of error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests');
+    expect(err('eror_rate > 1')).toBe(
+      'column 1: unknown metric "eror_rate"; expected one of error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests',
+    );
+    expect(err('canary.p98_latency > 1')).toBe(
+      'column 8: unknown metric "p98_latency"; expected one of error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests',
+    );
     expect(err('canry.p99_latency > 1')).toBe('column 1: unknown prefix "canry."; expected "canary." or "stable."');
     expect(err('error_rate 5')).toBe('column 12: expected a comparison operator (>, >=, <, <=, ==, !=) after error_rate, got "5"');
     expect(err('error_rate = 5')).toBe('column 12: "=" is not an operator; write "==" to compare for equality');
     expect(err('error_rate > 5 && requests > 1')).toBe('column 16: "&&" is not an operator here; write AND');
-    expect(err('error_rate > 5ms')).toBe('column 15: unit ms does not apply to error_rate; units for error_rate: % (or a fraction such as 0.001 without a unit)');
+    expect(err('error_rate > 5ms')).toBe(
+      'column 15: unit ms does not apply to error_rate; units for error_rate: % (or a fraction such as 0.001 without a unit)',
+    );
     expect(err('p99_latency > 5%')).toBe('column 16: unit % does not apply to p99_latency; units for p99_latency: ms or s (no unit means ms)');
     expect(err('p99_latency > 5min')).toBe('column 16: unknown unit "min" after 5; units for p99_latency: ms or s (no unit means ms)');
     expect(err('requests > 5s')).toBe('column 13: unit s does not apply to requests; units for requests: none (a count)');
     expect(err('(error_rate > 1')).toBe('column 16: expected ")" to close the "(" at column 1, got the end of the expression');
     expect(err('error_rate > 1)')).toBe('column 15: unexpected ")" with no "(" to close');
     expect(err('error_rate > 1 requests > 2')).toBe('column 16: expected AND, OR or the end of the expression, got "requests"');
-    expect(err('error_rate > 1 AND')).toBe('column 19: expected a metric (error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests), got the end of the expression');
+    expect(err('error_rate > 1 AND')).toBe(
+      'column 19: expected a metric (error_rate, p99_latency, p50_latency, p99_ttft, p99_tpot, requests), got the end of the expression',
+    );
     expect(err('   ')).toBe('column 1: empty expression; expected a comparison such as "error_rate > 0.001"');
     expect(err('error_rate > 1 # comment')).toBe('column 16: unexpected character "#"');
     expect(err('error_rate > 0.001 OR p99_latency >')).toBe(`column 36: expected a number after '>', got the end of the expression`);
@@ -116,6 +124,13 @@ describe('trigger evaluation', () => {
 
   it('supports every operator', () => {
     const at = (src: string) => evaluateTrigger(parseTrigger(src), { active: { requests: 10 } }).fired;
-    expect([at('requests > 10'), at('requests >= 10'), at('requests < 10'), at('requests <= 10'), at('requests == 10'), at('requests != 10')]).toEqual([false, true, false, true, true, false]);
+    expect([at('requests > 10'), at('requests >= 10'), at('requests < 10'), at('requests <= 10'), at('requests == 10'), at('requests != 10')]).toEqual([
+      false,
+      true,
+      false,
+      true,
+      true,
+      false,
+    ]);
   });
 });

@@ -64,7 +64,17 @@ describe('command words', () => {
   });
 
   it('parses and formats durations', () => {
-    expect(['500ms', '30s', '5m', '1h', '1.5s', '0s', '5', '5 min', ''].map(parseDuration)).toEqual([500, 30_000, 300_000, 3_600_000, 1500, undefined, undefined, undefined, undefined]);
+    expect(['500ms', '30s', '5m', '1h', '1.5s', '0s', '5', '5 min', ''].map(parseDuration)).toEqual([
+      500,
+      30_000,
+      300_000,
+      3_600_000,
+      1500,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
     expect([500, 30_000, 300_000, 7_200_000, 1500].map(formatDuration)).toEqual(['500ms', '30s', '5m', '2h', '1500ms']);
   });
 });

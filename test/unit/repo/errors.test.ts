@@ -24,7 +24,10 @@ function sources(dir = SRC): { file: string; text: string }[] {
 /** Where a string literal is an error code, whatever builds it (a site may be limited to some files). */
 const CODE_SITES: readonly (readonly [RegExp, (file: string) => boolean])[] = [
   // the catalogue's classes, and the parser's and the CLI's, whose first argument is the code
-  [/new (?:Glidepath|BadRequest|NotFound|Conflict|Unprocessable|TooManyRequests|Upstream|Unavailable|GatewayTimeout|Parse|Api)Error\(\s*'([a-z0-9_]+)'/g, () => true],
+  [
+    /new (?:Glidepath|BadRequest|NotFound|Conflict|Unprocessable|TooManyRequests|Upstream|Unavailable|GatewayTimeout|Parse|Api)Error\(\s*'([a-z0-9_]+)'/g,
+    () => true,
+  ],
   [/\bbad\(\s*'([a-z0-9_]+)'/g, (f) => f.startsWith('gateway/http1/')], // the HTTP parser's 400s
   [/\bthis\.fail\(\s*'([a-z0-9_]+)'/g, (f) => f === 'gateway/front.ts'], // the front's own answers
   [/\bcode: '([a-z0-9_]+)'/g, () => true], // error bodies and refusals built by hand

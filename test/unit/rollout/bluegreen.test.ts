@@ -60,6 +60,13 @@ describe('BlueGreen (fake ports)', () => {
     expect(r).toMatchObject({ model: M, version: 'v3', freed_gpus: 1 });
     expect(f.weights(M)).toEqual({ v2: 1, v1: 0 });
     expect(f.loaded.has('llama/v3')).toBe(false);
-    expect(f.audit.map((a) => `${a.action} ${a.result}`)).toEqual(['deploy_green ok', 'swap ok', 'retire error', 'retire error', 'deploy_green ok', 'retire ok']);
+    expect(f.audit.map((a) => `${a.action} ${a.result}`)).toEqual([
+      'deploy_green ok',
+      'swap ok',
+      'retire error',
+      'retire error',
+      'deploy_green ok',
+      'retire ok',
+    ]);
   });
 });

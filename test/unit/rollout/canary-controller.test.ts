@@ -91,7 +91,15 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect((await f.ports().versions.active(M))?.id).toBe('v2');
     expect((await f.ports().versions.standby(M))?.id).toBe('v1');
     expect(f.notified.map((n) => n.kind)).toEqual(['canary_succeeded']);
-    expect(f.eventKinds('canary_')).toEqual(['canary_started', 'canary_loading', 'canary_progress', 'canary_progressing', 'canary_advance', 'canary_promoting', 'canary_succeeded']);
+    expect(f.eventKinds('canary_')).toEqual([
+      'canary_started',
+      'canary_loading',
+      'canary_progress',
+      'canary_progressing',
+      'canary_advance',
+      'canary_promoting',
+      'canary_succeeded',
+    ]);
     // the loop goes on ticking with nothing to do
     expect(f.clock.pending()).toEqual([TICK_MS]);
     c.shutdown();

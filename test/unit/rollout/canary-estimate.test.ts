@@ -19,13 +19,19 @@ describe('canary start with defaults at low traffic needs hours and says nothing
     expect(p.totalMs).toBeGreaterThan(DEFAULTS.rollout.canaryLongWarnMs);
     const e = formatCanaryEstimate(viaJson(p));
     expect(e.lines).toHaveLength(1);
-    expect(e.lines[0]).toMatch(/^expected duration: ~\d+(\.\d)? h at 0\.80 req\/s live \(2 % ~\d+ min, 5 % ~\d+ min, 10 % ~\d+ min, 25 % ~\d+ min, 50 % ~\d+ min\), then promotion$/);
-    expect(e.warning).toMatch(/^warning: this canary is expected to take ~\d+(\.\d)? h \(at 2 % the canary gets 0\.02 req\/s and needs \d+ samples\); more traffic, fewer or larger stages \(--stages\), or --shadow-share shorten it$/);
+    expect(e.lines[0]).toMatch(
+      /^expected duration: ~\d+(\.\d)? h at 0\.80 req\/s live \(2 % ~\d+ min, 5 % ~\d+ min, 10 % ~\d+ min, 25 % ~\d+ min, 50 % ~\d+ min\), then promotion$/,
+    );
+    expect(e.warning).toMatch(
+      /^warning: this canary is expected to take ~\d+(\.\d)? h \(at 2 % the canary gets 0\.02 req\/s and needs \d+ samples\); more traffic, fewer or larger stages \(--stages\), or --shadow-share shorten it$/,
+    );
   });
 
   it('at 200 req/s the stages take their 5 min floor: the total and no warning', () => {
     const e = formatCanaryEstimate(viaJson(planStages(200, STAGES, FIVE_MIN, ALPHA)));
-    expect(e.lines).toEqual(['expected duration: ~25 min at 200.00 req/s live (2 % ~300 s, 5 % ~300 s, 10 % ~300 s, 25 % ~300 s, 50 % ~300 s), then promotion']);
+    expect(e.lines).toEqual([
+      'expected duration: ~25 min at 200.00 req/s live (2 % ~300 s, 5 % ~300 s, 10 % ~300 s, 25 % ~300 s, 50 % ~300 s), then promotion',
+    ]);
     expect(e.warning).toBeUndefined();
   });
 
@@ -37,7 +43,9 @@ describe('canary start with defaults at low traffic needs hours and says nothing
   it('without traffic: unknown, the samples the first stage waits for, no warning', () => {
     const p = planStages(0, STAGES, FIVE_MIN, ALPHA);
     const e = formatCanaryEstimate(viaJson(p));
-    expect(e.lines).toEqual([`expected duration: unknown, the model has no live traffic yet: each stage waits for its canary samples (${p.stages[0]!.samplesNeeded} at 2 %)`]);
+    expect(e.lines).toEqual([
+      `expected duration: unknown, the model has no live traffic yet: each stage waits for its canary samples (${p.stages[0]!.samplesNeeded} at 2 %)`,
+    ]);
     expect(e.warning).toBeUndefined();
   });
 });

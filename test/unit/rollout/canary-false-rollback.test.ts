@@ -95,8 +95,25 @@ function runCanary(seed: number, cfg: JudgeConfig): RunResult {
   const a = empty();
   const b = empty();
   const s: CanaryState = {
-    kind: 'canary', id: `mc-${seed}`, model: 'm', stable: 'v1', canary: 'v2', stages: STAGES, stageIndex: 0, stageDurationMs: STAGE_TICKS,
-    phase: 'progressing', createdAt: 0, startedAt: 0, stageStartedAt: 0, updatedAt: 0, look: 0, previous: {}, verdicts: [], loadedByRollout: true, actor: 'mc', shadowShare: 0,
+    kind: 'canary',
+    id: `mc-${seed}`,
+    model: 'm',
+    stable: 'v1',
+    canary: 'v2',
+    stages: STAGES,
+    stageIndex: 0,
+    stageDurationMs: STAGE_TICKS,
+    phase: 'progressing',
+    createdAt: 0,
+    startedAt: 0,
+    stageStartedAt: 0,
+    updatedAt: 0,
+    look: 0,
+    previous: {},
+    verdicts: [],
+    loadedByRollout: true,
+    actor: 'mc',
+    shadowShare: 0,
   };
   let credit = 0; // smooth weighted round robin: exact shares, no random drift
   let pauses = 0;
@@ -143,7 +160,16 @@ function runCanary(seed: number, cfg: JudgeConfig): RunResult {
   return { end: 'stuck', percent: STAGES[s.stageIndex] as number, pauses, looks: s.look };
 }
 
-function summarizeRuns(results: RunResult[]): { runs: number; falseRollbacks: number; rate: number; promoted: number; stuck: number; pausedRuns: number; meanLooks: number; byReason: Record<string, number> } {
+function summarizeRuns(results: RunResult[]): {
+  runs: number;
+  falseRollbacks: number;
+  rate: number;
+  promoted: number;
+  stuck: number;
+  pausedRuns: number;
+  meanLooks: number;
+  byReason: Record<string, number>;
+} {
   const byReason: Record<string, number> = {};
   for (const x of results) {
     if (x.end !== 'rolled_back') continue;

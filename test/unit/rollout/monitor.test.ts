@@ -40,7 +40,14 @@ const OPS = { name: 'ops' };
 /** llama: v2 active, v1 the standby (deployed and swapped by the real blue-green strategy). */
 async function harness(monitor: Record<string, unknown> = {}, rollback?: RollbackFn, wrap: (p: ControllerPorts) => ControllerPorts = (p) => p) {
   const f = await FakeFleet.create({
-    models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, monitor: { enabled: true, max_error_rate: 0.05, max_p99_latency_ms: 1_000, min_requests: 20, interval_ms: 5_000, ...monitor } }],
+    models: [
+      {
+        name: 'llama',
+        versions: [{ id: 'v1' }, { id: 'v2' }],
+        route: { weights: { v1: 1 } },
+        monitor: { enabled: true, max_error_rate: 0.05, max_p99_latency_ms: 1_000, min_requests: 20, interval_ms: 5_000, ...monitor },
+      },
+    ],
   });
   const ports = wrap(f.ports());
   const bg = new BlueGreen(ports);
@@ -56,7 +63,8 @@ async function harness(monitor: Record<string, unknown> = {}, rollback?: Rollbac
         return bg.rollback(model, actor, reason);
       }),
   );
-  const setStats = (s: MonitorStats) => f.setStats('llama', 'v2', { requests: s.requests, errorRate: s.errorRate, latencyMs: { p50: 0, p90: 0, mean: 0, p99: s.latencyMs.p99 } });
+  const setStats = (s: MonitorStats) =>
+    f.setStats('llama', 'v2', { requests: s.requests, errorRate: s.errorRate, latencyMs: { p50: 0, p90: 0, mean: 0, p99: s.latencyMs.p99 } });
   const advance = (ms: number) => f.clock.advance(ms, () => mon.whenIdle());
   return { f, ports, bg, mon, rollbacks, setStats, advance };
 }
@@ -78,8 +86,17 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     expect(h.rollbacks).toEqual(['llama by monitor: monitored rollback: error rate 0.0800 exceeded threshold 0.05 over 100 requests']);
     expect(h.f.notified).toHaveLength(1);
     expect(h.f.notified[0]?.kind).toBe('monitored_rollback');
-    expect(h.f.notified[0]?.message).toBe('Auto-rollback triggered on llama: error rate 0.0800 exceeded threshold 0.05 over 100 requests. Rolled back from v2 to v1 in 0.010 ms.');
-    expect(h.f.notified[0]?.data).toMatchObject({ from: 'v2', to: 'v1', requests: 100, error_rate: 0.08, p99_latency_ms: 200, thresholds: { max_error_rate: 0.05, max_p99_latency_ms: 1_000, min_requests: 20 } });
+    expect(h.f.notified[0]?.message).toBe(
+      'Auto-rollback triggered on llama: error rate 0.0800 exceeded threshold 0.05 over 100 requests. Rolled back from v2 to v1 in 0.010 ms.',
+    );
+    expect(h.f.notified[0]?.data).toMatchObject({
+      from: 'v2',
+      to: 'v1',
+      requests: 100,
+      error_rate: 0.08,
+      p99_latency_ms: 200,
+      thresholds: { max_error_rate: 0.05, max_p99_latency_ms: 1_000, min_requests: 20 },
+    });
     expect(h.f.eventKinds('monitored_rollback')).toHaveLength(1);
     expect(h.f.route('llama').stable).toBe('v1');
     expect(h.f.audit.at(-1)).toEqual({ actor: 'monitor', action: 'rollback', target: 'llama', result: 'ok' });
@@ -98,7 +115,15 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     // a rollback that "succeeds" but leaves the same activation in place (e.g. raced by a swap back)
     const h = await harness({}, (model) => {
       calls++;
-      const r: RollbackResult = { model, rolled_back_to: 'v1', rolled_back_from: 'v2', elapsed_ms: 0.1, wake_ms: 0, total_ms: 0.1, method: 'instant_route_switch' };
+      const r: RollbackResult = {
+        model,
+        rolled_back_to: 'v1',
+        rolled_back_from: 'v2',
+        elapsed_ms: 0.1,
+        wake_ms: 0,
+        total_ms: 0.1,
+        method: 'instant_route_switch',
+      };
       return Promise.resolve(r);
     });
     h.setStats(stats(100, 0.5, 200));
@@ -119,7 +144,23 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     const h = await harness();
     h.setStats(stats(100, 0.9, 10));
     const t = h.f.clock.now();
-    const exp = { kind: 'experiment' as const, id: 'exp-1', model: 'llama', a: 'v1', b: 'v2', split: 0.5, metric: 'latency' as const, alpha: 0.05, power: 0.8, phase: 'running' as const, createdAt: t, updatedAt: t, actor: 'ops', previousWeights: { v2: 1 }, previousStable: 'v2' };
+    const exp = {
+      kind: 'experiment' as const,
+      id: 'exp-1',
+      model: 'llama',
+      a: 'v1',
+      b: 'v2',
+      split: 0.5,
+      metric: 'latency' as const,
+      alpha: 0.05,
+      power: 0.8,
+      phase: 'running' as const,
+      createdAt: t,
+      updatedAt: t,
+      actor: 'ops',
+      previousWeights: { v2: 1 },
+      previousStable: 'v2',
+    };
     const rev = await h.ports.rollouts.create(exp);
     expect(await h.mon.check('llama')).toMatchObject({ action: 'rollout_in_progress', rollout: 'exp-1' });
     await h.ports.rollouts.save({ ...exp, phase: 'stopped' }, rev);
@@ -189,7 +230,10 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     failing = true;
     await h.advance(10_000);
     expect(n).toBe(2);
-    expect(h.f.events.filter((e) => e.kind === 'monitor_error').map((e) => e.message)).toEqual(['llama: monitor check failed: store closed', 'llama: monitor check failed: store closed']);
+    expect(h.f.events.filter((e) => e.kind === 'monitor_error').map((e) => e.message)).toEqual([
+      'llama: monitor check failed: store closed',
+      'llama: monitor check failed: store closed',
+    ]);
     expect(h.f.clock.pending()).toEqual([5_000]);
     h.mon.shutdown();
   });

@@ -85,7 +85,15 @@ describe('planStrategies: 16 GPUs, 4 workers of TP 4, none free', () => {
     expect(p.rows.map((r) => r.label)).toEqual(['Blue-green', 'Canary', 'Rolling (2 groups)', 'Rolling (4 groups)', 'Stop-start', 'Blue-green (time-shared)']);
     const r2 = row(p.rows, 'Rolling (2 groups)');
     const r4 = row(p.rows, 'Rolling (4 groups)');
-    expect([r2.groups, r2.extraGpus, r2.downtimeMs, r2.maxCapacityDropPct, r2.rollbackMs, r2.totalDeployMs, r2.feasible]).toEqual([2, 0, 0, 50, 120_000, 200_000, true]);
+    expect([r2.groups, r2.extraGpus, r2.downtimeMs, r2.maxCapacityDropPct, r2.rollbackMs, r2.totalDeployMs, r2.feasible]).toEqual([
+      2,
+      0,
+      0,
+      50,
+      120_000,
+      200_000,
+      true,
+    ]);
     expect([r4.groups, r4.maxCapacityDropPct, r4.totalDeployMs]).toEqual([4, 25, 400_000]);
     const bg = row(p.rows, 'Blue-green');
     expect(bg.feasible).toBe(false);

@@ -8,7 +8,9 @@ import { describe, expect, it } from 'vitest';
 const ROLLOUT = path.join(import.meta.dirname, '../../../src/rollout');
 
 function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
+  );
 }
 
 describe('src/rollout sees only the ports', () => {

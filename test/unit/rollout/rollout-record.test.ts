@@ -39,7 +39,24 @@ function canary(o: Partial<CanaryState> = {}): CanaryState {
 }
 
 function experiment(o: Partial<ExperimentState> = {}): ExperimentState {
-  return { kind: 'experiment', id: 'exp-1', model: 'llama', a: 'v1', b: 'v2', split: 0.5, metric: 'latency', alpha: 0.05, power: 0.8, phase: 'running', createdAt: T, updatedAt: T, actor: 'ops', previousWeights: { v1: 1 }, previousStable: 'v1', ...o };
+  return {
+    kind: 'experiment',
+    id: 'exp-1',
+    model: 'llama',
+    a: 'v1',
+    b: 'v2',
+    split: 0.5,
+    metric: 'latency',
+    alpha: 0.05,
+    power: 0.8,
+    phase: 'running',
+    createdAt: T,
+    updatedAt: T,
+    actor: 'ops',
+    previousWeights: { v1: 1 },
+    previousStable: 'v1',
+    ...o,
+  };
 }
 
 const row = { id: 'canary-1', model: 'llama' };
@@ -80,7 +97,9 @@ describe('parseRolloutState', () => {
     }
     expect(err).toMatchObject({ code: 'rollout_state_invalid', status: 500, details: { rollout: 'canary-1', model: 'llama' } });
     expect((err as Error).message).toMatch(/^rollout canary-1 of model llama has an unreadable stored state: .*stageIndex: .*phase: /);
-    expect(() => parseRolloutState('{"kind":"canary"', row)).toThrow(/rollout canary-1 of model llama has an unreadable stored state: expected an object, got string/);
+    expect(() => parseRolloutState('{"kind":"canary"', row)).toThrow(
+      /rollout canary-1 of model llama has an unreadable stored state: expected an object, got string/,
+    );
     expect(() => parseRolloutState(null, row)).toThrow(/expected an object, got null/);
   });
 
@@ -126,7 +145,11 @@ describe('the rollouts port over the store', () => {
 
 describe('regression: canary and experiment share a table, and "the newest rollout" may be the other kind', () => {
   it('reading the canary of a model never returns an experiment, nor the experiment a canary', async () => {
-    const f = await FakeFleet.create({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100], ignore_first_requests: 0 } }] });
+    const f = await FakeFleet.create({
+      models: [
+        { name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100], ignore_first_requests: 0 } },
+      ],
+    });
     const ports = f.ports();
     const canaryCtl = new CanaryController(ports, { tickMs: 1_000 });
     const expCtl = new ExperimentController(ports);
@@ -155,7 +178,9 @@ describe('regression: canary and experiment share a table, and "the newest rollo
   });
 
   it('an experiment refused because a canary runs leaves the route alone (regression: its split was published first)', async () => {
-    const f = await FakeFleet.create({ models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100] } }] });
+    const f = await FakeFleet.create({
+      models: [{ name: 'llama', versions: [{ id: 'v1' }, { id: 'v2' }], route: { weights: { v1: 1 } }, canary: { stages: [10, 100] } }],
+    });
     const ports = f.ports();
     await ports.versions.transition('llama', 'v2', 'loading');
     await ports.versions.transition('llama', 'v2', 'ready');
@@ -163,7 +188,9 @@ describe('regression: canary and experiment share a table, and "the newest rollo
     await canaryCtl.start('llama', { version: 'v2' }, { name: 'ops' });
     await canaryCtl.whenIdle();
     const before = f.weights('llama');
-    await expect(new ExperimentController(ports).create('llama', { a: 'v1', b: 'v2', metric: 'latency' }, { name: 'ops' })).rejects.toMatchObject({ code: 'rollout_in_progress' });
+    await expect(new ExperimentController(ports).create('llama', { a: 'v1', b: 'v2', metric: 'latency' }, { name: 'ops' })).rejects.toMatchObject({
+      code: 'rollout_in_progress',
+    });
     expect(f.weights('llama')).toEqual(before);
   });
 });

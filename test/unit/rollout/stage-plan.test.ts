@@ -16,7 +16,10 @@ describe('canary stage plan (plan --to V)', () => {
     // the 2 % stage needs more time than its floor at 100 req/s; the later ones do not
     expect(p.stages[0]!.durationMs).toBeGreaterThan(60_000);
     expect(p.stages[4]!.durationMs).toBe(60_000);
-    expect(p.totalMs).toBeCloseTo(p.stages.reduce((a, s) => a + s.durationMs, 0), 6);
+    expect(p.totalMs).toBeCloseTo(
+      p.stages.reduce((a, s) => a + s.durationMs, 0),
+      6,
+    );
   });
 
   it('says so when there is no traffic instead of inventing a time', () => {

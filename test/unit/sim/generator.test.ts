@@ -6,7 +6,13 @@ import { countTokens, hashContext, tokenize } from '../../../src/sim/tokenizer.j
 import { isMarkedWord, markedShare, MARKED_WORDS, NORMAL_TOKENS } from '../../../src/sim/vocab.js';
 
 const key = versionKey(7, 'm');
-const req = (prompt: string, extra: Partial<GenRequest> = {}): GenRequest => ({ key, context: hashContext(prompt).hash, maxTokens: 40, ignoreEos: true, ...extra });
+const req = (prompt: string, extra: Partial<GenRequest> = {}): GenRequest => ({
+  key,
+  context: hashContext(prompt).hash,
+  maxTokens: 40,
+  ignoreEos: true,
+  ...extra,
+});
 
 describe('tokenizer', () => {
   it('keeps leading whitespace with each token and splits punctuation', () => {
