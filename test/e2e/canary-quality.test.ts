@@ -112,7 +112,10 @@ describe('quality gate with the simulator judge, end to end', () => {
           { id: 'v1', seed: 61, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION },
           { id: 'v2', seed: 62, prefillTokensPerS: P, hallucinationRate: STABLE_HALLUCINATION, warmupRequests: 100 },
         ],
-        canary,
+        // a lightly loaded canary worker on a busy 2-core machine is slower at p99 (docs/canary.md,
+        // finding 3: a run beside other tests saw +25.8 %, p=2e-7), and a failing latency no longer
+        // waits for quality's data; quality is what this case checks, so latency gets a wide tolerance
+        canary: { ...canary, maxP99Increase: 2 },
       },
       // the same with shadow traffic: in pointwise mode a shadow answer is scored on its own
       // (regression: shadow pairs were judged pairwise and their 1/0.5/0 mixed into the 0-1 scores).

@@ -258,9 +258,17 @@ export function parseRequestHead(s: string): ParsedRequestHead {
 
   let expectContinue = false;
   if (expect !== null) {
-    if (expect.toLowerCase() !== '100-continue')
+    // a list: empty elements are ignored (RFC 9110 §5.6.1.2), any expectation but 100-continue is refused
+    const items =
+      expect.toLowerCase() === '100-continue'
+        ? ['100-continue']
+        : expect
+            .split(',')
+            .map((x) => x.trim())
+            .filter((x) => x !== '');
+    if (items.some((x) => x.toLowerCase() !== '100-continue'))
       throw new ParseError('expectation_failed', `unsupported expectation ${JSON.stringify(expect)} (only 100-continue is)`);
-    expectContinue = v11; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
+    expectContinue = v11 && items.length > 0; // RFC 9110 §10.1.1: ignored in an HTTP/1.0 request
   }
 
   const head: RequestHead = {

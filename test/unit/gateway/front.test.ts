@@ -197,6 +197,17 @@ describe('requests', () => {
     raw.socket.destroy();
   });
 
+  it('Expect: an empty list element is ignored (RFC 9110 §5.6.1.2; the differential test found the 417)', async () => {
+    const { port } = await start();
+    const raw = new Raw(port).send('POST /e HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\nExpect:\r\n\r\n');
+    await raw.until(() => raw.text.includes('\r\n\r\n'), 'the interim answer');
+    expect(raw.text).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    raw.send('hello');
+    const [, r] = await raw.responses(2);
+    expect(echoed(r!).body).toBe('hello');
+    raw.socket.destroy();
+  });
+
   it('Expect: 100-continue with a declared body over the limit: 413 straight away, no 100', async () => {
     const { port, seen } = await start(echo, { maxBodyBytes: 10 });
     const raw = new Raw(port).send('POST /e HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\nExpect: 100-continue\r\n\r\n');
