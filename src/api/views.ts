@@ -1,8 +1,40 @@
 // What the admin API shows for versions, workers and the whole system (JSON shapes the CLI prints).
 import type { ControlPlane } from '../control/plane.js';
-import type { Version } from '../domain/version.js';
+import type { HealthSummary, Version, VersionTransition } from '../domain/version.js';
+import type { AuditEntry } from '../store/types.js';
+import type { AuditView, HealthView, TransitionView, VersionView, WorkerView } from './types.js';
 
-export function versionView(cp: ControlPlane, v: Version): Record<string, unknown> {
+function healthView(h: HealthSummary): HealthView {
+  return {
+    state: h.state,
+    checked_at: h.checkedAt ?? null,
+    error_rate: h.errorRate ?? null,
+    p99_latency_ms: h.p99LatencyMs ?? null,
+    healthy_workers: h.healthyWorkers ?? null,
+    total_workers: h.totalWorkers ?? null,
+    detail: h.detail ?? null,
+  };
+}
+
+export function transitionView(t: VersionTransition): TransitionView {
+  return { from: t.from, to: t.to, at: t.at, actor: t.actor ?? null, reason: t.reason ?? null };
+}
+
+export function auditView(e: AuditEntry): AuditView {
+  return {
+    id: e.id,
+    at: e.at,
+    actor: e.actor,
+    action: e.action,
+    target: e.target ?? null,
+    params: e.params,
+    result: e.result,
+    error_code: e.errorCode ?? null,
+    duration_ms: e.durationMs ?? null,
+  };
+}
+
+export function versionView(cp: ControlPlane, v: Version): VersionView {
   const route = cp.dp.models.get(v.model)?.route;
   const weight = route?.versions.find((x) => x.id === v.id)?.weight;
   return {
@@ -27,15 +59,15 @@ export function versionView(cp: ControlPlane, v: Version): Record<string, unknow
     rollback_eligible: v.rollbackEligible,
     rollback_blocked_reason: v.rollbackBlockedReason ?? null,
     asleep: cp.workers.isAsleep(v.model, v.id),
-    health: v.health,
-    failure: v.failure ?? null,
+    health: healthView(v.health),
+    failure: v.failure ? { code: v.failure.code ?? null, message: v.failure.message, at: v.failure.at, from: v.failure.from } : null,
     metadata: v.metadata,
     registered_at: v.registeredAt,
   };
 }
 
-export async function workersView(cp: ControlPlane, model?: string): Promise<Record<string, unknown>[]> {
-  const out: Record<string, unknown>[] = [];
+export async function workersView(cp: ControlPlane, model?: string): Promise<WorkerView[]> {
+  const out: WorkerView[] = [];
   const now = Date.now();
   for (const rec of await cp.store.listWorkers(model ? { model } : {})) {
     const pool = cp.dp.models.get(rec.model)?.pools.get(rec.versionId);
@@ -53,7 +85,7 @@ export async function workersView(cp: ControlPlane, model?: string): Promise<Rec
       outstanding: w?.outstanding ?? 0,
       ejected_until: w && w.ejectedUntil > now ? w.ejectedUntil : null,
       started_at: rec.startedAt,
-      log_file: rec.info?.logFile ?? null,
+      log_file: typeof rec.info?.logFile === 'string' ? rec.info.logFile : null,
     });
   }
   return out;

@@ -3,13 +3,14 @@ import { BadRequestError } from '../../errors.js';
 import type { RouteDef } from '../router.js';
 import { get } from '../router.js';
 import type { AdminContext } from './context.js';
+import { auditView } from '../views.js';
 
 export function auditRoutes({ cp }: AdminContext): RouteDef[] {
   return [
     get(
       '/audit',
       { role: 'viewer', summary: 'the audit log, newest first; filters since, until (epoch ms or ISO), actor, action, target, result, limit' },
-      (c) => {
+      async (c) => {
         const q = c.query;
         const time = (k: string) => {
           const v = q.get(k);
@@ -25,7 +26,7 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
         const result = q.get('result');
         if (result !== null && result !== 'ok' && result !== 'error')
           throw new BadRequestError('invalid_query', `result: expected ok or error, got ${JSON.stringify(result)}`);
-        return cp.store.queryAudit({
+        const entries = await cp.store.queryAudit({
           since: time('since'),
           until: time('until'),
           actor: q.get('actor') ?? undefined,
@@ -34,6 +35,7 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
           result: result ?? undefined,
           limit,
         });
+        return entries.map(auditView);
       },
     ),
     get('/events', { role: 'viewer', summary: 'server-sent events of every change (Last-Event-ID resumes)', raw: true }, (c) => {

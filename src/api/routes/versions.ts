@@ -6,7 +6,8 @@ import { BadRequestError, ForbiddenError } from '../../errors.js';
 import { ROLE_RANK } from '../auth.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
-import { versionView } from '../views.js';
+import type { VersionDetail } from '../types.js';
+import { transitionView, versionView } from '../views.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
 
@@ -22,12 +23,13 @@ export function versionRoutes({ cp }: AdminContext): RouteDef[] {
         const m = modelOf(cp, c);
         const v = await cp.version(m, c.params.version as string);
         const [active, transitions] = await Promise.all([cp.registry.active(m), cp.registry.transitions(m, v.id)]);
-        return {
+        const detail: VersionDetail & { window: unknown } = {
           ...versionView(cp, v),
-          transitions,
+          transitions: transitions.map(transitionView),
           kv_cache_compatibility: active && active.id !== v.id ? { with: active.id, ...kvCacheCompatible(active, v) } : undefined,
           window: cp.dp.telemetry.stats(m, v.id),
         };
+        return detail;
       },
     ),
     post(

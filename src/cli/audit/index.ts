@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { choiceFlag, fmtMs, fmtTime, intFlag, out, session, textFlag, timeFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table, UsageError } from '../output.js';
-import type { AuditView } from '../types.js';
+import type { AuditView } from '../../api/types.js';
 
 interface AuditOptions extends CommonOptions {
   since?: string;
@@ -64,8 +64,8 @@ export function register(program: Command): void {
           e.actor,
           e.action,
           e.target,
-          e.result === 'ok' ? 'ok' : `error (${e.errorCode ?? '?'})`,
-          fmtMs(e.durationMs),
+          e.result === 'ok' ? 'ok' : `error (${e.error_code ?? '?'})`,
+          fmtMs(e.duration_ms ?? undefined),
           params(e.params),
         ]),
       ),

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { err, fmtGpus, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
-import type { VersionView } from '../types.js';
+import type { VersionView } from '../../api/types.js';
 
 export function register(program: Command): void {
   const deploy = program.command('deploy').description('load a new version beside the serving one');

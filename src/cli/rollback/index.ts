@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { enc, fmtGpus, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
-import type { RollbackView, VersionView } from '../types.js';
+import type { RollbackView, VersionView } from '../../api/types.js';
 
 export function register(program: Command): void {
   withCommon(

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { choiceFlag, fmtMs, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions, Session } from '../common.js';
 import { printJson, UsageError } from '../output.js';
-import type { SwapView, VersionView } from '../types.js';
+import type { SwapView, VersionView } from '../../api/types.js';
 
 interface SwapOptions extends CommonOptions {
   to?: string;

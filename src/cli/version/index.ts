@@ -6,7 +6,7 @@ import { isLoaded } from '../../domain/version.js';
 import { enc, fmtGpus, fmtMs, fmtPct, fmtTime, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table, UsageError } from '../output.js';
-import type { RetireView, VersionDetail, VersionView } from '../types.js';
+import type { RetireView, VersionDetail, VersionView } from '../../api/types.js';
 
 /** Seed 000's columns first, then what an operator looks for next. */
 export function versionsTable(vs: readonly VersionView[]): string {

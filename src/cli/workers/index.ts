@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { fmtGpus, out, session, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table } from '../output.js';
-import type { WorkerView } from '../types.js';
+import type { WorkerView } from '../../api/types.js';
 
 export function register(program: Command): void {
   withCommon(program.command('workers').description('workers: version, state, GPUs, endpoint, in-flight requests'), { model: 'filter' }).action(

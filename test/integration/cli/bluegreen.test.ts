@@ -264,8 +264,8 @@ describe('glidepath admin verbs (generated admin token)', () => {
   it('audit: every change with its result, filtered by action, result, actor, target, time and limit', async () => {
     const all = await cli('audit', '-o', 'json');
     expect(all.code).toBe(0);
-    const actions = (all.json as { action: string; result: string; errorCode?: string }[]).map(
-      (e) => `${e.action}:${e.result}${e.errorCode ? `:${e.errorCode}` : ''}`,
+    const actions = (all.json as { action: string; result: string; error_code: string | null }[]).map(
+      (e) => `${e.action}:${e.result}${e.error_code ? `:${e.error_code}` : ''}`,
     );
     // newest first; refusals are audited with their code
     expect(actions.reverse()).toEqual([
@@ -297,7 +297,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(rows[1]).toMatch(/admin\s+swap\s+chat\s+ok\s+[\d.]+ m?s\s+mode=overlap standby=warm$/);
     expect(rows[2]).toMatch(/admin\s+swap\s+chat\s+error \(no_green\)/);
     const errors = await cli('audit', '--result', 'error', '--target', 'chat/v1', '-o', 'json');
-    expect(errors.json.map((e: { errorCode: string }) => e.errorCode)).toEqual(['retire_standby']);
+    expect(errors.json.map((e: { error_code: string }) => e.error_code)).toEqual(['retire_standby']);
     const byActor = await cli('audit', '--actor', 'admin', '--since', '1h', '--limit', '3', '-o', 'json');
     expect(byActor.json).toHaveLength(3);
     const nobody = await cli('audit', '--actor', 'someone-else');

@@ -96,7 +96,7 @@ describe('glidepath admin verbs (tokens from the config)', () => {
     // denied attempts are in the audit log under the token's name
     const denied = await as(VIEWER, 'audit', '--actor', 'dashboard', '-o', 'json');
     expect(denied.json).toHaveLength(5);
-    expect(denied.json.every((e: { action: string; errorCode: string }) => e.action === 'denied' && e.errorCode === 'forbidden')).toBe(true);
+    expect(denied.json.every((e: { action: string; error_code: string }) => e.action === 'denied' && e.error_code === 'forbidden')).toBe(true);
     expect(denied.json.map((e: { target: string }) => e.target)).toContain('POST /models/chat/swap');
   });
 
