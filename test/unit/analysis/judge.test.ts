@@ -198,19 +198,21 @@ describe('judgeCanary: policies', () => {
     expect(tooMany.outcome).toBe('fail');
   });
 
+  /** A metric's verdict for combine(), and the default bands. */
+  const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict => ({
+    name,
+    outcome,
+    weight,
+    critical,
+    measured: true,
+    stable: { n: 1 },
+    canary: { n: 1 },
+    checks: [],
+    reason: outcome,
+  });
+  const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
+
   it('scores like Kayenta: pass / marginal / fail bands and critical override', () => {
-    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict => ({
-      name,
-      outcome,
-      weight,
-      critical,
-      measured: true,
-      stable: { n: 1 },
-      canary: { n: 1 },
-      checks: [],
-      reason: outcome,
-    });
-    const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
     expect(combine([m('latency', 'pass', 30), m('ttft', 'pass', 70)], bands).outcome).toBe('pass');
     expect(combine([m('latency', 'pass', 80), m('ttft', 'fail', 20)], bands)).toMatchObject({ outcome: 'inconclusive', score: 80 });
     expect(combine([m('latency', 'fail', 30), m('ttft', 'pass', 70)], bands)).toMatchObject({ outcome: 'fail', score: 70 });
@@ -220,18 +222,6 @@ describe('judgeCanary: policies', () => {
   });
 
   it('a failing metric does not wait for the others once their data could not rescue the verdict', () => {
-    const m = (name: MetricVerdict['name'], outcome: MetricVerdict['outcome'], weight: number, critical = false): MetricVerdict => ({
-      name,
-      outcome,
-      weight,
-      critical,
-      measured: true,
-      stable: { n: 1 },
-      canary: { n: 1 },
-      checks: [],
-      reason: outcome,
-    });
-    const bands = { scorePass: 95, scoreMarginal: 75, nodataWaitShare: 0.5 };
     // latency (40) failing while ttft and tpot (15 each) have no data: at best 30 / 70 = 43 < 75
     const lost = combine([m('latency', 'fail', 40), m('ttft', 'nodata', 15), m('tpot', 'nodata', 15)], bands);
     expect(lost.outcome).toBe('fail');
