@@ -28,8 +28,10 @@
 //   issues of an `invalid_config`), the LLM judge's JudgeError (counted as a judge failure, never
 //   answered), and the CLI's UsageError / NotConfirmedError (exit codes, not API errors).
 // Removed: the simulator's InjectedError (now `injected_fault` with the fault's status), the
-// never-thrown `bad_usage`, and the made-up `http_<status>` codes (a webhook's error answer is
-// `webhook_refused`; an API error without an error body is `invalid_response` in the CLI).
+// never-thrown `bad_usage`, the unused TooManyRequestsError and InternalError (the 429s are refusals
+// built by src/gateway/limits.ts; toGlidepathError builds the one internal_error), and the made-up
+// `http_<status>` codes (a webhook's error answer is `webhook_refused`; an API error without an
+// error body is `invalid_response` in the CLI).
 import { CATALOGUE, errorTypeOf } from './errors/catalogue.js';
 import type { CodeWithStatus, ErrorCode, ErrorType } from './errors/catalogue.js';
 
@@ -44,9 +46,14 @@ type Opts = {
   details?: Record<string, unknown>;
   retryAfterS?: number;
   cause?: unknown;
-  /** Only `injected_fault` (the status its fault set names) answers with another status than the table's. */
-  status?: number;
 };
+
+/**
+ * A code with its message and options. Only `injected_fault` may name a status (the one its fault set
+ * names); every other code answers with the table's, and the compiler refuses a `status` for it.
+ */
+type ErrorArgs =
+  [code: 'injected_fault', message: string, opts?: Opts & { status?: number }] | [code: Exclude<ErrorCode, 'injected_fault'>, message: string, opts?: Opts];
 
 /** Base class: every Glidepath error has a stable `code` that callers branch on, never the message. */
 export class GlidepathError extends Error {
@@ -58,11 +65,11 @@ export class GlidepathError extends Error {
   /** Seconds a client should wait before retrying (sets `Retry-After`). */
   readonly retryAfterS: number | undefined;
 
-  constructor(code: ErrorCode, message: string, opts: Opts = {}) {
+  constructor(...[code, message, opts = {}]: ErrorArgs) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = new.target.name;
     this.code = code;
-    this.status = opts.status ?? CATALOGUE[code][0];
+    this.status = (code === 'injected_fault' && 'status' in opts ? opts.status : undefined) ?? CATALOGUE[code][0];
     this.type = errorTypeOf(this.status);
     this.details = opts.details;
     this.retryAfterS = opts.retryAfterS;
@@ -77,27 +84,25 @@ export class GlidepathError extends Error {
   }
 }
 
-type StatusOpts = Omit<Opts, 'status'>;
-
 // ---- one class per status, each taking only its own codes ----------------------------------------
 
 export class BadRequestError extends GlidepathError {
-  constructor(code: CodeWithStatus<400>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<400>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
 export class UnauthorizedError extends GlidepathError {
-  constructor(message = 'missing or invalid bearer token', opts?: StatusOpts) {
+  constructor(message = 'missing or invalid bearer token', opts?: Opts) {
     super('unauthorized', message, opts);
   }
 }
 export class ForbiddenError extends GlidepathError {
-  constructor(message: string, opts?: StatusOpts) {
+  constructor(message: string, opts?: Opts) {
     super('forbidden', message, opts);
   }
 }
 export class NotFoundError extends GlidepathError {
-  constructor(code: CodeWithStatus<404>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<404>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
@@ -107,7 +112,7 @@ export class MethodNotAllowedError extends GlidepathError {
   }
 }
 export class ConflictError extends GlidepathError {
-  constructor(code: CodeWithStatus<409>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<409>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
@@ -122,32 +127,22 @@ export class UnsupportedMediaTypeError extends GlidepathError {
   }
 }
 export class UnprocessableError extends GlidepathError {
-  constructor(code: CodeWithStatus<422>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<422>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
-export class TooManyRequestsError extends GlidepathError {
-  constructor(code: CodeWithStatus<429>, message: string, retryAfterS?: number) {
-    super(code, message, retryAfterS === undefined ? {} : { retryAfterS });
-  }
-}
-export class InternalError extends GlidepathError {
-  constructor(message = 'internal error', opts?: StatusOpts) {
-    super('internal_error', message, opts);
-  }
-}
 export class UpstreamError extends GlidepathError {
-  constructor(code: CodeWithStatus<502>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<502>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
 export class UnavailableError extends GlidepathError {
-  constructor(code: CodeWithStatus<503>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<503>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
 export class GatewayTimeoutError extends GlidepathError {
-  constructor(code: CodeWithStatus<504>, message: string, opts?: StatusOpts) {
+  constructor(code: CodeWithStatus<504>, message: string, opts?: Opts) {
     super(code, message, opts);
   }
 }
@@ -199,7 +194,7 @@ export class ConfigError extends GlidepathError {
 /** Render any thrown value as a GlidepathError without leaking stack traces. */
 export function toGlidepathError(err: unknown): GlidepathError {
   if (err instanceof GlidepathError) return err;
-  return new InternalError('internal error', { cause: err });
+  return new GlidepathError('internal_error', 'internal error', { cause: err });
 }
 
 /** Serialized OpenAI error body for any error. */
