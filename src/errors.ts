@@ -39,7 +39,7 @@ export { CATALOGUE, errorTypeOf } from './errors/catalogue.js';
 export type { CodeWithStatus, ErrorCode, ErrorType } from './errors/catalogue.js';
 
 export interface ErrorBody {
-  error: { message: string; type: ErrorType; code: string; param?: string | null };
+  error: { message: string; type: ErrorType; code: ErrorCode; param?: string | null };
 }
 
 type Opts = {
