@@ -1,4 +1,4 @@
-// docs/errors.md rendered from the error catalogue (src/errors.ts); scripts/errors-doc.ts writes it and
+// docs/errors.md rendered from the error catalogue (src/errors/catalogue.ts); scripts/errors-doc.ts writes it and
 // test/unit/repo/errors.test.ts fails when the file and the table differ.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,7 +23,7 @@ any; the CLI prints \`error: <message> (<code>)\` and exits 1 (2 for bad usage).
 *recorded only* appear in request records (metrics, the judge) and logs, not in a body; *audited
 only* in the audit log.
 
-This page is generated from the one table in \`src/errors.ts\` (\`npm run docs:errors\`); a test fails
+This page is generated from the one table in \`src/errors/catalogue.ts\` (\`npm run docs:errors\`); a test fails
 when they differ, when a code used in \`src/\` is missing from the table, or when a code in the table
 is used nowhere. A code has one status everywhere; the \`type\` follows from the status.
 

@@ -6,7 +6,7 @@
 import type { Allowance, Rule } from './check.js';
 
 /** The foundation every layer may use: pure types and rules, the defaults, the error classes. */
-const FOUNDATION = ['domain', 'defaults.ts', 'errors.ts'];
+const FOUNDATION = ['domain', 'defaults.ts', 'errors.ts', 'errors'];
 
 /** An engine's admin endpoints (vLLM's sleep mode and LoRA loading): providers call them, the simulator serves them. */
 const ENGINE_ADMIN = /^\/(sleep|wake_up|is_sleeping|v1\/(un)?load_lora_adapter)\b/;

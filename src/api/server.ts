@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { BadRequestError, GlidepathError, UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, errorBody, GlidepathError, MethodNotAllowedError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ListenerLimitsConfig } from '../config/types.js';
 import { admission } from '../gateway/server.js';
 import type { Admission, ClosableServer } from '../gateway/server.js';
@@ -42,7 +42,7 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   });
   // CONNECT is no admin method: node:http would drop the connection without a word
   http.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    const body = JSON.stringify({ error: { message: 'CONNECT is not supported by the admin API', type: 'invalid_request_error', code: 'method_not_allowed' } });
+    const body = errorBody(new MethodNotAllowedError('CONNECT is not supported by the admin API'));
     socket.on('error', () => undefined);
     socket.end(
       `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
-import { ApiError, GlidepathError } from '../errors.js';
+import { ApiError, errorTypeOf, GlidepathError } from '../errors.js';
 import type { ErrorType } from '../errors.js';
 import { TOKEN_FILE } from '../api/auth.js';
 import { UsageError } from './output.js';
@@ -116,10 +116,8 @@ export class AdminClient {
   private connectError(err: unknown): ApiError {
     const code = (err as { code?: string }).code ?? 'unknown';
     const why = code === 'ECONNREFUSED' ? 'connection refused' : code === 'ENOTFOUND' ? 'host not found' : (err as Error).message;
-    return new ApiError(
+    return ApiError.local(
       'api_unreachable',
-      0,
-      'unavailable_error',
       `cannot reach the admin API at ${this.baseUrl} (${why}): is \`glidepath up\` running at ${this.baseUrl}? (set GLIDEPATH_URL or --url)`,
     );
   }
@@ -131,12 +129,7 @@ export class AdminClient {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw new ApiError(
-        'invalid_response',
-        res.statusCode,
-        'server_error',
-        `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`,
-      );
+      throw ApiError.local('invalid_response', `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`, res.statusCode);
     }
   }
 
@@ -174,16 +167,10 @@ export class AdminClient {
       }
     } catch (err) {
       if (err instanceof ApiError || err instanceof GlidepathError) throw err;
-      throw new ApiError('stream_broken', 0, 'unavailable_error', `the progress stream from ${this.baseUrl} broke: ${(err as Error).message}`);
+      throw ApiError.local('stream_broken', `the progress stream from ${this.baseUrl} broke: ${(err as Error).message}`);
     }
     if (buf.trim() !== '') handle(buf);
-    if (!result)
-      throw new ApiError(
-        'stream_incomplete',
-        0,
-        'unavailable_error',
-        `the progress stream from ${this.baseUrl} ended without a result (did \`glidepath up\` stop?)`,
-      );
+    if (!result) throw ApiError.local('stream_incomplete', `the progress stream from ${this.baseUrl} ended without a result (did \`glidepath up\` stop?)`);
     return result.value;
   }
 
@@ -199,13 +186,14 @@ export class AdminClient {
 
   private apiErrorFromBody(body: unknown, status: number, text = ''): ApiError {
     const e = (body as { error?: { message?: unknown; code?: unknown; type?: unknown; status?: unknown; details?: unknown } } | undefined)?.error;
-    const code = typeof e?.code === 'string' ? e.code : `http_${status}`;
     const st = typeof e?.status === 'number' ? e.status : status;
     let message = typeof e?.message === 'string' ? e.message : `the admin API answered HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ''}`;
     if (st === 401) message += this.tokenHint();
-    const type = (typeof e?.type === 'string' ? e.type : 'server_error') as ErrorType;
-    const details = e?.details && typeof e.details === 'object' ? (e.details as Record<string, unknown>) : undefined;
-    return new ApiError(code, st, type, message, details);
+    // an error answer without a code is no Glidepath error body (a proxy's page?): the CLI's own code
+    if (typeof e?.code !== 'string') return ApiError.local('invalid_response', message, st);
+    const type = (typeof e.type === 'string' ? e.type : errorTypeOf(st)) as ErrorType;
+    const details = e.details && typeof e.details === 'object' ? (e.details as Record<string, unknown>) : undefined;
+    return new ApiError(e.code, st, type, message, details);
   }
 
   private tokenHint(): string {

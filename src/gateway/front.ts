@@ -464,7 +464,7 @@ class Conn implements ResponseSink {
 }
 
 /** A complete `connection: close` answer of the server's own. */
-function errorResponse(cfg: FrontConfig, status: number, code: string, message: string, extra: string): string {
+function errorResponse(cfg: FrontConfig, status: number, code: ErrorCode, message: string, extra: string): string {
   return closingResponse(status, cfg.errorBody(status, code, message), extra);
 }
 

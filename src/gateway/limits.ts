@@ -2,6 +2,7 @@
 // descriptor limit) and per-client-address limits on concurrent connections and on the request rate.
 import { readFileSync } from 'node:fs';
 import { DEFAULTS } from '../defaults.js';
+import { CATALOGUE } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 
 export interface ListenerLimits {
@@ -140,42 +141,27 @@ export class ClientLimits {
   }
 }
 
-/** What a refused client is told: status, code, a message naming the limit, and when to retry. */
+/** What a refused client is told: status (the code's, from the catalogue), code, a message naming the limit, and when to retry. */
 export interface RefusalAnswer {
   readonly why: Refusal;
-  readonly status: 429 | 503;
-  readonly code: Extract<ErrorCode, 'server_overloaded' | 'too_many_connections' | 'rate_limited'>;
+  readonly status: number;
+  readonly code: RefusalCode;
   readonly message: string;
   readonly retryAfterS: number;
 }
 
+type RefusalCode = Extract<ErrorCode, 'server_overloaded' | 'too_many_connections' | 'rate_limited'>;
+
 /** The one wording of every refusal, on both listeners and at either moment (accept, request). */
 export function refusalAnswer(why: Refusal, s: ListenerLimits, addr: string, retryAfterS: number = DEFAULTS.limits.retryAfterS): RefusalAnswer {
+  const answer = (code: RefusalCode, message: string): RefusalAnswer => ({ why, status: CATALOGUE[code][0], code, message, retryAfterS });
   switch (why) {
     case 'capacity':
-      return {
-        why,
-        status: 503,
-        code: 'server_overloaded',
-        message: `the server is at its limit of ${s.maxConnections} client connections; retry shortly`,
-        retryAfterS,
-      };
+      return answer('server_overloaded', `the server is at its limit of ${s.maxConnections} client connections; retry shortly`);
     case 'client_connections':
-      return {
-        why,
-        status: 429,
-        code: 'too_many_connections',
-        message: `too many connections from ${addr || 'this address'}: at most ${s.perClientConnections} at once`,
-        retryAfterS,
-      };
+      return answer('too_many_connections', `too many connections from ${addr || 'this address'}: at most ${s.perClientConnections} at once`);
     default:
-      return {
-        why,
-        status: 429,
-        code: 'rate_limited',
-        message: `too many requests from ${addr || 'this address'}: at most ${s.perClientRps} per second (burst ${s.perClientBurst})`,
-        retryAfterS,
-      };
+      return answer('rate_limited', `too many requests from ${addr || 'this address'}: at most ${s.perClientRps} per second (burst ${s.perClientBurst})`);
   }
 }
 

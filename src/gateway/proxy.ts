@@ -448,7 +448,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     if (this.finished) return;
     if (!this.res.destroyed) {
       this.startStream();
-      this.res.end(sseErrorEvent(err.message, err.code, err.type));
+      this.res.end(sseErrorEvent(err.message, err.code));
     }
     this.finishStream(200, err.code);
   }

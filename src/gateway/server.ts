@@ -1,6 +1,6 @@
 // The data plane's HTTP listener: OpenAI endpoints, health, readiness and metrics.
 import type { AddressInfo, Server } from 'node:net';
-import { MethodNotAllowedError, NotFoundError } from '../errors.js';
+import { GlidepathError, MethodNotAllowedError, NotFoundError } from '../errors.js';
 import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
 import { createFrontServer } from './front.js';
@@ -150,7 +150,7 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
               res.writeHead(200, { 'content-type': dp.telemetry.metrics.registry.contentType, 'content-length': Buffer.byteLength(text) });
               res.end(text);
             },
-            (err: unknown) => sendJson(res, 500, { error: { message: String(err), type: 'server_error', code: 'metrics_failed' } }),
+            (err: unknown) => sendError(res, new GlidepathError('metrics_failed', String(err))),
           );
           return;
         case '/v1/models': {

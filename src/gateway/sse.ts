@@ -1,5 +1,6 @@
 // Measuring an SSE stream as it passes through: token events, timing, [DONE], usage; one parse at most per event.
-import type { ErrorCode, ErrorType } from '../errors.js';
+import { CATALOGUE, errorTypeOf } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 
 /** Looks at each chunk once, never changes it; the bytes are forwarded exactly as the worker sent them. */
 export class SseMeter {
@@ -265,6 +266,6 @@ let chatOffsetHint = -1;
 let textOffsetHint = -1;
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
-export function sseErrorEvent(message: string, code: ErrorCode, type: ErrorType = 'upstream_error'): string {
-  return `data: ${JSON.stringify({ error: { message, type, code } })}\n\ndata: [DONE]\n\n`;
+export function sseErrorEvent(message: string, code: ErrorCode): string {
+  return `data: ${JSON.stringify({ error: { message, type: errorTypeOf(CATALOGUE[code][0]), code } })}\n\ndata: [DONE]\n\n`;
 }

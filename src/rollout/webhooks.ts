@@ -170,7 +170,7 @@ async function record(r: WebhookResult, event: NotifyEvent, opts: NotifyOptions)
       target: r.url,
       params: { kind: event.kind, model: event.model, version: event.version, attempts: r.attempts, status: r.status },
       result: r.ok ? 'ok' : 'error',
-      errorCode: r.ok ? undefined : r.status !== undefined ? `http_${r.status}` : 'webhook_unreachable',
+      errorCode: r.ok ? undefined : r.status !== undefined ? 'webhook_refused' : 'webhook_unreachable',
       durationMs: r.durationMs,
     });
   } catch {

@@ -4,6 +4,7 @@ import type { Controllers } from '../../control/controllers.js';
 import type { ControlPlane } from '../../control/plane.js';
 import type { Actor } from '../../rollout/ports.js';
 import type { Ctx } from '../router.js';
+import { toGlidepathError } from '../../errors.js';
 
 export interface AdminContext {
   /** Registry, inventory, data plane and store reads for the views; changes go through the controllers. */
@@ -38,8 +39,9 @@ export async function longOp(ctx: Ctx, fn: (progress: (m: string) => void) => Pr
     const r = await fn((m) => send('progress', { message: m, at: Date.now() }));
     send('result', r);
   } catch (err) {
-    const e = err as { code?: string; status?: number; message?: string };
-    send('error', { error: { message: e.message ?? String(err), code: e.code ?? 'internal_error', status: e.status ?? 500 } });
+    // the body sendErr answers with (an unexpected exception is an internal_error, as there), plus the status
+    const e = toGlidepathError(err);
+    send('error', { error: { message: e.message, type: e.type, code: e.code, status: e.status, ...(e.details ? { details: e.details } : {}) } });
   }
   res.end();
   return RAW;

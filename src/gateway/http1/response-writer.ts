@@ -6,6 +6,7 @@ import type { FrontResponse } from './server-options.js';
 import { C_CLOSE, TOKEN, connectionFlags } from './syntax.js';
 import { refusalAnswer } from '../limits.js';
 import type { ClientLimits, Refusal } from '../limits.js';
+import type { ErrorCode } from '../../errors.js';
 
 /** A string piece with an ASCII head up to this size goes out as one string. */
 const COALESCE_MAX = 16 * 1024;
@@ -334,7 +335,7 @@ export function refuseConnection(
   socket: Socket,
   why: Refusal,
   limits: ClientLimits,
-  errorBody: (status: number, code: string, message: string) => string,
+  errorBody: (status: number, code: ErrorCode, message: string) => string,
 ): void {
   const a = refusalAnswer(why, limits.settings, socket.remoteAddress ?? '');
   socket.on('error', () => undefined);

@@ -2,7 +2,7 @@
 import { DEFAULTS } from '../../defaults.js';
 import type { ClientLimits, Refusal } from '../limits.js';
 import { errorTypeOf } from '../../errors.js';
-import type { ErrorBody } from '../../errors.js';
+import type { ErrorBody, ErrorCode } from '../../errors.js';
 
 export interface FrontRequest {
   /** As sent (a token, e.g. 'POST'). */
@@ -67,7 +67,7 @@ export interface FrontOptions {
    */
   probePaths?: ReadonlySet<string>;
   /** Body for error answers the server writes itself (400/408/413/417/429/431/500/501/503/505). Default: OpenAI-style JSON. */
-  errorBody?: (status: number, code: string, message: string) => string;
+  errorBody?: (status: number, code: ErrorCode, message: string) => string;
 }
 
 export interface FrontEvents {
@@ -76,7 +76,7 @@ export interface FrontEvents {
 }
 
 /** The server's own error answers: OpenAI-style JSON. */
-export function defaultErrorBody(status: number, code: string, message: string): string {
+export function defaultErrorBody(status: number, code: ErrorCode, message: string): string {
   const body: ErrorBody = { error: { message, type: errorTypeOf(status), code } };
   return JSON.stringify(body);
 }
@@ -96,7 +96,7 @@ export class FrontConfig {
   readonly probePaths: ReadonlySet<string> | null;
   /** Connections admitted past the ceiling for probe paths only. */
   probeOpen = 0;
-  readonly errorBody: (status: number, code: string, message: string) => string;
+  readonly errorBody: (status: number, code: ErrorCode, message: string) => string;
   /** `connection: keep-alive` plus the timeout hint node:http sends (clients stop reusing a socket before we close it). */
   readonly keepAliveLines: string;
 

@@ -131,7 +131,7 @@ describe('notify', () => {
     expect(audit.map((a) => [a.actor, a.result, a.errorCode])).toEqual(
       expect.arrayContaining([
         ['notify', 'ok', undefined],
-        ['notify', 'error', 'http_500'],
+        ['notify', 'error', 'webhook_refused'],
       ]),
     );
     expect(audit.map((a) => a.target).sort()).toEqual([`${bad.url}/x`, `${good.url}/h`].sort());
