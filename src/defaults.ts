@@ -58,6 +58,10 @@ export const DEFAULTS = {
      * wins when shorter. A connection the worker closed anyway is retried once on a fresh one.
      */
     upstreamKeepAliveMs: 4_000,
+    /** Draining one worker (its health took it out): how often its in-flight count is looked at. */
+    workerDrainPollMs: 25,
+    /** A health probe's answer is a few tokens of JSON; more than this is garbage. */
+    probeMaxBytes: 256 * KiB,
     /** Client connections: idle keep-alive limit, and the time a request's head and body may take. */
     clientKeepAliveMs: 65_000,
     clientHeadersTimeoutMs: 30_000,
@@ -416,6 +420,83 @@ export const DEFAULTS = {
     rolloutEventsMaxLimit: 10_000,
     /** Most rollouts / active periods one list returns when no limit is given. */
     listLimit: 1_000,
+  },
+
+  /** Worker health (src/health/, docs/health.md): probes, the state machine, breakers, replacement, spares. */
+  health: {
+    /** Probe every worker this often (seed 004: 30 s; a GPU's silent corruption is caught within one interval). */
+    intervalMs: 30_000,
+    /** Each worker's next probe is the interval ± this share, so a fleet's probes never arrive together. */
+    jitter: 0.2,
+    /** A probe that has not answered in this long failed as `timeout` (seed 004's probes take 15–50 ms on a GPU). */
+    timeoutMs: 10_000,
+    /**
+     * A failed probe is tried again this many times at once before it counts (seed 004: 2): a transient
+     * timeout or a near-tie token on a busy engine must not drain a healthy worker.
+     */
+    retries: 2,
+    /** Tokens each probe asks for: several, so that later tokens attend to earlier ones (a single token skips attention). */
+    maxTokens: 8,
+    /**
+     * The prompts of a model's probe set when its config names none: short, deterministic, and
+     * answered with several tokens so that every layer's attention takes part.
+     */
+    prompts: [
+      'The first five prime numbers are 2, 3, 5,',
+      'Translate to French: the cat sleeps on the warm windowsill. Answer:',
+      'Count from one to ten: one, two, three,',
+    ],
+    /** Latency spike: a probe slower than this many times the worker's own EMA baseline (seed 004: 3×). */
+    latencyFactor: 3,
+    /** …and slower than the baseline by at least this much: 3× a 4 ms probe is no spike worth a weight cut. */
+    latencyFloorMs: 50,
+    /** Weight of a new sample in the worker's latency baseline (seed 004: 0.1). */
+    baselineAlpha: 0.1,
+    /**
+     * A recorded token's logprob may move this far (nats) either way and still pass. Engines are not
+     * batch-invariant: the same prompt's logprobs move by ~1e-3–1e-2 with batch size on bf16; 0.2 is
+     * far above that and far below a corrupted GPU's drift (the simulator shifts by several nats).
+     */
+    logprobTolerance: 0.2,
+    /**
+     * Recording keeps a probe's tokens only up to the first one whose lead over the runner-up is
+     * below this (nats): past a near-tie, a healthy engine may legitimately answer otherwise.
+     */
+    minMargin: 0.05,
+    /** A probe needs this many reproducible tokens, or it is left out of the set. */
+    minTokens: 2,
+    /** Hard failures in a row (probes or traffic) that make a worker UNHEALTHY and open its breaker (seed 004: 3). */
+    failureThreshold: 3,
+    /** Passing probes in a row that bring a SUSPICIOUS worker back to HEALTHY (1 would let a flapping worker oscillate). */
+    healthyAfter: 2,
+    /** The breaker also opens when this share of the worker's last `rateWindow` requests failed… */
+    failureRate: 0.5,
+    /** …over this many requests… */
+    rateWindow: 20,
+    /** …once at least this many are in the window (fewer say nothing about a rate). */
+    rateMinCalls: 10,
+    /** An open breaker waits this long before half-open probes (seed 004: 60 s); doubled per failed recovery. */
+    recoveryTimeoutMs: 60_000,
+    /** Upper bound of the doubled recovery timeout. */
+    recoveryTimeoutMaxMs: 600_000,
+    /** Half-open: probes that must pass in a row before real traffic is tried. */
+    halfOpenProbes: 2,
+    /** Half-open: real requests let through (at a trickle) that must succeed before the breaker closes. */
+    halfOpenRequests: 5,
+    /** Half-open: the routing weight of the trickle (a healthy worker's is 1). */
+    trialWeight: 0.1,
+    /** Failed recoveries after which a worker is given up: drained and replaced. */
+    deadAfterFailedRecoveries: 2,
+    /** Replacing a dead worker that fails to start: back-off doubles from this… */
+    replaceBackoffMs: 1_000,
+    /** …up to this. */
+    replaceBackoffMaxMs: 60_000,
+    /** Passive latency: a worker whose time to first token (EMA) is this many times its pool's median is SUSPICIOUS. */
+    ttftOutlierFactor: 3,
+    /** Passive latency: requests a worker must have served since the last verdict before its TTFT is compared. */
+    ttftMinRequests: 20,
+    /** Hot spares per version when its config says none. */
+    spares: 0,
   },
 
   canary: {

@@ -12,7 +12,7 @@ import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
 import { fromSnakeFaults } from './sim-faults.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
-import type { GlidepathConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
+import type { GlidepathConfig, HealthConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 
 function lineOf(doc: Document | undefined, lc: LineCounter | undefined, p: readonly PropertyKey[]): number | undefined {
   if (!doc || !lc) return undefined;
@@ -96,6 +96,46 @@ export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
     provider,
     warmup: { requests: v.warmup.requests, maxTokens: v.warmup.max_tokens },
     metadata: v.metadata,
+    spares: spareCount(v.spares, v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas),
+    probeReference: v.probe_reference,
+  };
+}
+
+/** `spares` as a count: a percentage of the replicas rounded up (asked for spares, you get at least one). */
+function spareCount(s: number | string | undefined, replicas: number): number {
+  if (s === undefined) return DEFAULTS.health.spares;
+  if (typeof s === 'number') return s;
+  return Math.ceil((Number(s.slice(0, -1)) / 100) * replicas);
+}
+
+function healthConfig(h: RawConfig['models'][number]['health']): HealthConfig {
+  const prompts = h.probes ?? DEFAULTS.health.prompts;
+  return {
+    enabled: h.enabled,
+    intervalMs: h.interval_ms,
+    jitter: h.jitter,
+    timeoutMs: h.timeout_ms,
+    retries: h.retries,
+    probes: prompts.map((p) =>
+      typeof p === 'string' ? { prompt: p, maxTokens: h.max_tokens } : { prompt: p.prompt, maxTokens: p.max_tokens ?? h.max_tokens },
+    ),
+    latencyFactor: h.latency_factor,
+    latencyFloorMs: h.latency_floor_ms,
+    logprobTolerance: h.logprob_tolerance,
+    minMargin: h.min_margin,
+    failureThreshold: h.failure_threshold,
+    healthyAfter: h.healthy_after,
+    failureRate: h.failure_rate,
+    rateWindow: h.rate_window,
+    rateMinCalls: h.rate_min_calls,
+    recoveryTimeoutMs: h.recovery_timeout_ms,
+    recoveryTimeoutMaxMs: h.recovery_timeout_max_ms,
+    halfOpenProbes: h.half_open_probes,
+    halfOpenRequests: h.half_open_requests,
+    deadAfterFailedRecoveries: h.dead_after_failed_recoveries,
+    replace: h.replace,
+    passive: h.passive,
+    ttftOutlierFactor: h.ttft_outlier_factor,
   };
 }
 
@@ -174,6 +214,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
         shadowShare: m.canary.shadow_share,
         ignoreFirstRequests: m.canary.ignore_first_requests,
       },
+      health: healthConfig(m.health),
       monitor: {
         enabled: m.monitor.enabled,
         maxErrorRate: m.monitor.max_error_rate,

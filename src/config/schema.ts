@@ -117,8 +117,60 @@ export const versionSchema = z
       .strict()
       .prefault({}),
     metadata: z.record(z.string(), z.unknown()).default({}),
+    /** Hot spares: loaded and probed workers out of rotation that take a failed worker's place at once; a count or a share of replicas ("10%", rounded up). */
+    spares: z
+      .union(
+        [nonNegInt(), z.string(msg('a count or a percentage such as "10%"')).regex(/^\d{1,3}(\.\d+)?%$/, msg('a count or a percentage such as "10%"'))],
+        msg('a count or a percentage such as "10%"'),
+      )
+      .optional(),
+    /** Known-good answers to the health probes, to check a version recorded from a single worker against. */
+    probe_reference: z
+      .array(z.object({ prompt: str('a prompt'), tokens: z.array(z.string(msg('a token text'))).min(1, msg('at least one token')) }).strict())
+      .optional(),
   })
   .strict();
+
+const H = DEFAULTS.health;
+
+/** Worker health of one model (src/health/, docs/health.md); every field defaults to DEFAULTS.health. */
+const healthSchema = z
+  .object({
+    enabled: bool().default(true),
+    interval_ms: posInt().default(H.intervalMs),
+    jitter: z.number(msg('a number from 0 to 0.5')).min(0, msg('a number from 0 to 0.5')).max(0.5, msg('a number from 0 to 0.5')).default(H.jitter),
+    timeout_ms: posInt().default(H.timeoutMs),
+    retries: nonNegInt().default(H.retries),
+    /** Probe prompts: text, or {prompt, max_tokens}. */
+    probes: z
+      .array(
+        z.union([str('a prompt'), z.object({ prompt: str('a prompt'), max_tokens: posInt().optional() }).strict()], msg('a prompt or {prompt, max_tokens}')),
+      )
+      .min(1, msg('at least one probe prompt'))
+      .optional(),
+    max_tokens: posInt().default(H.maxTokens),
+    latency_factor: z.number(msg('a number above 1')).gt(1, msg('a number above 1')).default(H.latencyFactor),
+    latency_floor_ms: nonNeg().default(H.latencyFloorMs),
+    logprob_tolerance: nonNeg().default(H.logprobTolerance),
+    min_margin: nonNeg().default(H.minMargin),
+    failure_threshold: posInt().default(H.failureThreshold),
+    healthy_after: posInt().default(H.healthyAfter),
+    failure_rate: z.number(msg('a number in (0, 1]')).gt(0, msg('a number in (0, 1]')).max(1, msg('a number in (0, 1]')).default(H.failureRate),
+    rate_window: posInt().default(H.rateWindow),
+    rate_min_calls: posInt().default(H.rateMinCalls),
+    recovery_timeout_ms: posInt().default(H.recoveryTimeoutMs),
+    recovery_timeout_max_ms: posInt().default(H.recoveryTimeoutMaxMs),
+    half_open_probes: posInt().default(H.halfOpenProbes),
+    half_open_requests: nonNegInt().default(H.halfOpenRequests),
+    dead_after_failed_recoveries: posInt().default(H.deadAfterFailedRecoveries),
+    /** Replace dead workers through the provider (a `static` worker is never replaced, only held out). */
+    replace: bool().default(true),
+    /** Count real traffic's failures (5xx, resets, stalls, TTFT outliers) as well as probes'. */
+    passive: bool().default(true),
+    ttft_outlier_factor: z.number(msg('a number above 1')).gt(1, msg('a number above 1')).default(H.ttftOutlierFactor),
+  })
+  .strict()
+  .prefault({});
 
 const routeSchema = z
   .object({
@@ -162,6 +214,7 @@ const modelSchema = z
       })
       .strict()
       .optional(),
+    health: healthSchema,
     /** Monitored rollback of this model's active version (src/rollout/monitor.ts). */
     monitor: z
       .object({

@@ -40,6 +40,33 @@ export interface JudgeEndpointConfig {
   readonly timeoutMs: number;
 }
 
+/** Worker health of a model (src/health/, docs/health.md); every field has a default in DEFAULTS.health. */
+export interface HealthConfig {
+  readonly enabled: boolean;
+  readonly intervalMs: number;
+  readonly jitter: number;
+  readonly timeoutMs: number;
+  readonly retries: number;
+  readonly probes: readonly { readonly prompt: string; readonly maxTokens: number }[];
+  readonly latencyFactor: number;
+  readonly latencyFloorMs: number;
+  readonly logprobTolerance: number;
+  readonly minMargin: number;
+  readonly failureThreshold: number;
+  readonly healthyAfter: number;
+  readonly failureRate: number;
+  readonly rateWindow: number;
+  readonly rateMinCalls: number;
+  readonly recoveryTimeoutMs: number;
+  readonly recoveryTimeoutMaxMs: number;
+  readonly halfOpenProbes: number;
+  readonly halfOpenRequests: number;
+  readonly deadAfterFailedRecoveries: number;
+  readonly replace: boolean;
+  readonly passive: boolean;
+  readonly ttftOutlierFactor: number;
+}
+
 /** Monitored rollback of a model's active version (src/rollout/monitor.ts). */
 export interface MonitorConfig {
   readonly enabled: boolean;
@@ -60,6 +87,8 @@ export interface ModelConfig {
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly monitor?: MonitorConfig | undefined;
   readonly canary?: CanarySettings | undefined;
+  /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
+  readonly health?: HealthConfig | undefined;
 }
 
 export interface TokenConfig {

@@ -12,6 +12,7 @@ import type { ExperimentState } from '../rollout/experiment-state.js';
 import { RollbackMonitor } from '../rollout/monitor.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
+import { HealthController } from '../health/controller.js';
 import { JudgeThread } from './judge-thread.js';
 import { QualityFeed } from './quality-judge.js';
 
@@ -21,6 +22,7 @@ export interface Controllers {
   readonly canary: CanaryController;
   readonly experiments: ExperimentController;
   readonly monitor: RollbackMonitor;
+  readonly health: HealthController;
   /** Present when the config has a `judge:` section. */
   readonly judge: QualityFeed | undefined;
   run(): Promise<void>;
@@ -35,21 +37,26 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   const experiments = new ExperimentController(ports);
   const monitor = new RollbackMonitor(ports, (model, actor, reason) => blueGreen.rollback(model, actor, reason));
   const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
+  // built now: it records the probe sets of the versions the boot loads
+  const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
   return {
     ports,
     blueGreen,
     canary,
     experiments,
     monitor,
+    health,
     judge,
     async run() {
       judge?.run();
+      health.run();
       canary.run();
       experiments.run();
       await resumeRollouts(ports, canary, experiments);
       await monitor.run();
     },
     shutdown() {
+      health.shutdown();
       monitor.shutdown();
       canary.shutdown();
       experiments.shutdown();

@@ -37,6 +37,8 @@ export class ControlPlane {
   readonly events = new EventBus();
   /** Serialises changes per model: one operation at a time (a swap never races a rollback). */
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Run after a version's workers are up, before it is ready (the health controller records probe sets); one that throws fails the load. */
+  readonly loadHooks: ((v: Version, workerIds: string[]) => Promise<void>)[] = [];
 
   constructor(
     readonly cfg: GlidepathConfig,
@@ -216,6 +218,16 @@ export class ControlPlane {
     this.events.emit({ kind: 'version_loading', model: v.model, version: v.id, message: `loading ${v.model}/${v.id}` });
     try {
       const started = await this.workers.startVersion(v, onProgress);
+      try {
+        for (const hook of this.loadHooks)
+          await hook(
+            v,
+            started.workers.map((w) => w.id),
+          );
+      } catch (err) {
+        await this.workers.unloadVersion(v.model, v.id, 1_000);
+        throw err;
+      }
       const patch = { loadTimeMs: started.loadTimeMs, gpus: started.gpus };
       const out = transition
         ? await this.registry.transition(v.model, v.id, 'ready', patch, { actor: actor.name })

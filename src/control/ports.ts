@@ -2,7 +2,8 @@
 // and telemetry, the registry and the store for persistence, the worker manager for workers.
 import type { ModelConfig } from '../config/types.js';
 import { NotFoundError } from '../errors.js';
-import type { Clock, ControllerPorts, RolloutsPort } from '../rollout/ports.js';
+import type { Version } from '../domain/version.js';
+import type { Clock, ControllerPorts, RolloutsPort, WorkerInfo } from '../rollout/ports.js';
 import { claimedKind, parseRolloutState, rowPhase, toStoredState } from '../rollout/rollout-record.js';
 import type { RolloutKind, StateOfKind, StoredRollout } from '../rollout/rollout-record.js';
 import { notify } from '../rollout/webhooks.js';
@@ -47,6 +48,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       transition: (model, id, to, patch, opts) => registry.transition(model, id, to, patch, opts),
       promote: (model, id, opts) => registry.promote(model, id, opts),
       rollback: (model, opts) => registry.rollback(model, opts),
+      setProbes: (model, id, probes) => registry.update(model, id, { probes }),
     },
     workers: {
       load: (v, actor, onProgress) => cp.load(v, actor, onProgress ?? (() => undefined)),
@@ -54,10 +56,36 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       sleep: (model, version, level) => workers.sleepVersion(model, version, level),
       wake: (model, version) => workers.wakeVersion(model, version),
       isAsleep: (model, version) => workers.isAsleep(model, version),
+      list: (model, version) => workers.infos(model, version),
+      probe: (w, body, timeoutMs) => dp.probe(w.model, w.version, w.id, PROBE_PATH, body, timeoutMs),
+      setWeight: (w, weight, budget) => dp.setWorkerHealth(w.model, w.version, w.id, weight, budget),
+      drainOne: (w, timeoutMs) => dp.drainWorker(w.model, w.version, w.id, timeoutMs),
+      saveHealth: (w, h) => workers.saveHealth(w.id, h),
+      setRole: (w, role) => workers.setRole(w.id, role),
+      start: async (model, version, role, health) => {
+        const h = await workers.startWorker(await cp.version(model, version), role, health);
+        return workers.infos(model, version).find((x) => x.id === h.id) as WorkerInfo;
+      },
+      stop: (w) => workers.stopWorker(w.id),
+      onExit: (l) => workers.onExit(l),
+      onLoaded: (l) => {
+        const hook = (v: Version, ids: string[]) =>
+          l(
+            v,
+            workers.infos(v.model, v.id).filter((w) => ids.includes(w.id)),
+          );
+        cp.loadHooks.push(hook);
+        return () => {
+          const i = cp.loadHooks.indexOf(hook);
+          if (i >= 0) cp.loadHooks.splice(i, 1);
+        };
+      },
     },
     telemetry: {
       stats: (model, version, now) => dp.telemetry.stats(model, version, now),
       subscribe: (listener) => dp.telemetry.subscribe(listener),
+      subscribeFaults: (listener) => dp.telemetry.subscribeFaults(listener),
+      health: dp.telemetry.metrics.health,
     },
     rollouts: storeRollouts(store, clock),
     settings: {
@@ -75,6 +103,9 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
     notify: (e) => notify(cp.cfg.notifications.webhooks, e, { events, audit: store }).catch(() => []),
   };
 }
+
+/** Probes are completions: no chat template between the prompt and the tokens compared. */
+const PROBE_PATH = '/v1/completions';
 
 /** Rollout records as the store keeps them ↔ validated states of one discriminated union. */
 export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): RolloutsPort {

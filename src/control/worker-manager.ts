@@ -1,6 +1,7 @@
 // Worker lifecycle for the control plane: place on GPUs, start via the provider, warm up, record,
 // publish to the data plane, notice unexpected exits, adopt survivors after a restart, sleep and
-// wake (the sleep state is owned and persisted here, nowhere else), stop.
+// wake (the sleep state is owned and persisted here, nowhere else), stop; one worker at a time too
+// (replacements and hot spares), with each worker's role and health persisted beside it.
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
@@ -11,6 +12,9 @@ import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
 import type { Store, WorkerRecord } from '../store/types.js';
+import { parseHealth, routingWeightOf } from '../health/persisted.js';
+import type { WorkerHealth } from '../health/machine.js';
+import type { WorkerInfo } from '../rollout/ports.js';
 import type { EventBus } from './events.js';
 
 export interface StartedVersion {
@@ -19,12 +23,31 @@ export interface StartedVersion {
   loadTimeMs: number;
 }
 
+export type WorkerRole = 'serving' | 'spare';
+
+/** What the manager keeps of a live worker beside its handle: persisted in its record. */
+interface WorkerMeta {
+  role: WorkerRole;
+  /** undefined: never judged (a worker adopted from before health existed). */
+  health: WorkerHealth | undefined;
+  startedAt: number;
+}
+
+export type ExitListener = (w: WorkerInfo, detail: string) => void;
+
 export class WorkerManager {
   /** worker id → live handle. */
   readonly handles = new Map<string, WorkerHandle>();
+  /** worker id → role and health. */
+  readonly meta = new Map<string, WorkerMeta>();
   /** worker id → sleep level while asleep. */
   readonly sleeping = new Map<string, 1 | 2>();
   private stopping = new Set<string>();
+  /** Exited unexpectedly, its exit being recorded: out of rotation, still listed (see adoptHandle). */
+  private readonly exiting = new Set<string>();
+  /** model/version → the highest worker index this process has used (see nextWorkerId). */
+  private readonly highestIndex = new Map<string, number>();
+  private exitListeners: ExitListener[] = [];
 
   constructor(
     private readonly store: Store,
@@ -35,18 +58,51 @@ export class WorkerManager {
     private readonly workDir: string,
   ) {}
 
+  /** The live workers as controllers see them (src/rollout/ports.ts), of one version or all. */
+  infos(model?: string, version?: string): WorkerInfo[] {
+    const out: WorkerInfo[] = [];
+    for (const h of this.handles.values()) {
+      if ((model !== undefined && h.model !== model) || (version !== undefined && h.version !== version)) continue;
+      const m = this.meta.get(h.id);
+      out.push({
+        id: h.id,
+        model: h.model,
+        version: h.version,
+        url: h.url,
+        provider: h.provider,
+        role: m?.role ?? 'serving',
+        startedAt: m?.startedAt ?? 0,
+        health: m?.health,
+        replaceable: h.provider !== 'static',
+      });
+    }
+    return out.sort((a, b) => (a.id < b.id ? -1 : 1));
+  }
+
+  /** The version's live workers (not one whose unexpected exit is being recorded). */
   of(model: string, version: string): WorkerHandle[] {
-    return [...this.handles.values()].filter((h) => h.model === model && h.version === version);
+    return [...this.handles.values()].filter((h) => h.model === model && h.version === version && !this.exiting.has(h.id));
+  }
+
+  /** Told when a worker exits without being asked to; returns the unsubscribe function. */
+  onExit(l: ExitListener): () => void {
+    this.exitListeners.push(l);
+    return () => {
+      this.exitListeners = this.exitListeners.filter((x) => x !== l);
+    };
   }
 
   /**
-   * Bring a version's workers up (all `replicas`), warm each, and publish them to the data plane.
-   * All-or-nothing: on any failure the started workers are stopped and their GPUs released.
+   * Bring a version's workers up (all `replicas`, then its hot spares), warm each, and publish them
+   * to the data plane (spares at weight 0). All-or-nothing: on any failure the started workers are
+   * stopped and their GPUs released.
    */
   async startVersion(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
     const t0 = performance.now();
     const provider = this.providers.for(v.provider.kind);
-    const replicas = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;
+    const replicas = (v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas) + (v.provider.kind === 'static' ? 0 : (v.spares ?? 0));
+    // the last `spares` workers are the version's hot spares (for static, the last endpoints)
+    const firstSpare = replicas - (v.spares ?? 0);
     // GPUs are taken up front, in one store transaction, so two deploys never race for them
     const groups =
       v.provider.kind === 'static'
@@ -79,15 +135,117 @@ export class WorkerManager {
       await this.inventory.releaseVersion(v.model, v.id);
       throw err;
     }
-    for (const h of started) await this.adoptHandle(v, h);
+    const now = Date.now();
+    for (const [i, h] of started.entries()) {
+      // serving workers passed their warm-up and are judged by the probe set's recording; spares are admitted by probes
+      const role: WorkerRole = i >= firstSpare ? 'spare' : 'serving';
+      await this.adoptHandle(v, h, { role, health: undefined, startedAt: now });
+    }
     this.publish(v.model, v.id);
     const loadTimeMs = performance.now() - t0;
     return { workers: started, gpus: groups.flat(), loadTimeMs };
   }
 
+  /**
+   * Start one more worker of a loaded version (a replacement or a hot spare) on free GPUs, warm it and
+   * publish it at weight 0: it takes traffic only once the health controller has admitted it.
+   */
+  async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void): Promise<WorkerHandle> {
+    const provider = this.providers.for(v.provider.kind);
+    const id = await this.nextWorkerId(v);
+    const [gpus] = await this.inventory.take(
+      1,
+      v.tp,
+      v.gpuMemoryGb / v.tp,
+      `${v.model}/${v.id} (${role === 'spare' ? 'spare' : 'replacement'})`,
+      () => ({ model: v.model, versionId: v.id, workerId: id }),
+      Date.now(),
+    );
+    let h: WorkerHandle | undefined;
+    try {
+      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m) });
+      await warmUp(h.url, v);
+    } catch (err) {
+      if (h) await provider.stop(h, 1_000).catch(() => undefined);
+      await this.inventory.releaseWorker(v.model, v.id, id);
+      throw err;
+    }
+    await this.adoptHandle(v, h, { role, health, startedAt: Date.now() });
+    this.publish(v.model, v.id);
+    return h;
+  }
+
+  /** Stop one worker, forget it and free its GPUs (its version stays). */
+  async stopWorker(id: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
+    const h = this.handles.get(id);
+    const rec = await this.store.getWorker(id);
+    const model = h?.model ?? rec?.model;
+    const version = h?.version ?? rec?.versionId;
+    if (model === undefined || version === undefined) return;
+    this.stopping.add(id);
+    try {
+      if (h)
+        await this.providers
+          .for(h.provider as 'sim')
+          .stop(h, graceMs)
+          .catch(() => undefined);
+      this.handles.delete(id);
+      this.meta.delete(id);
+      this.sleeping.delete(id);
+      await this.store.deleteWorker(id);
+      await this.inventory.releaseWorker(model, version, id);
+    } finally {
+      this.stopping.delete(id);
+    }
+    try {
+      this.publish(model, version);
+    } catch {
+      // the version is gone from the data plane already
+    }
+  }
+
+  /**
+   * A new worker id for the version: one past the highest index it has used (live, recorded, or
+   * handed out by this process), so a replacement never takes the id of the worker it replaces.
+   */
+  private async nextWorkerId(v: VersionConfig): Promise<string> {
+    const key = `${v.model}/${v.id}`;
+    let max = this.highestIndex.get(key) ?? -1;
+    const ids = [...this.of(v.model, v.id).map((h) => h.id), ...(await this.store.listWorkers({ model: v.model, versionId: v.id })).map((r) => r.id)];
+    for (const id of ids) max = Math.max(max, Number(id.split('/').pop()));
+    this.highestIndex.set(key, max + 1);
+    return workerId(v, max + 1);
+  }
+
+  /** Change a worker's role (a spare taking a dead worker's place) and persist it. */
+  async setRole(id: string, role: WorkerRole): Promise<void> {
+    const m = this.meta.get(id);
+    if (!m) return;
+    m.role = role;
+    await this.persistMeta(id);
+  }
+
+  /** Persist a worker's health (the health controller calls this on every change). */
+  async saveHealth(id: string, health: WorkerHealth): Promise<void> {
+    const m = this.meta.get(id);
+    if (!m) return;
+    m.health = health;
+    await this.persistMeta(id);
+  }
+
+  private async persistMeta(id: string): Promise<void> {
+    const m = this.meta.get(id);
+    const rec = await this.store.getWorker(id);
+    if (!m || !rec) return;
+    await this.store.upsertWorker({ ...rec, role: m.role, health: m.health, updatedAt: Date.now() });
+  }
+
   /** Record a live handle, watch it, make it known (not yet published). */
-  private async adoptHandle(v: VersionConfig, h: WorkerHandle): Promise<void> {
+  private async adoptHandle(v: VersionConfig, h: WorkerHandle, meta: WorkerMeta): Promise<void> {
     this.handles.set(h.id, h);
+    const key = `${v.model}/${v.id}`;
+    this.highestIndex.set(key, Math.max(this.highestIndex.get(key) ?? -1, Number(h.id.split('/').pop())));
+    this.meta.set(h.id, meta);
     const rec: WorkerRecord = {
       id: h.id,
       model: v.model,
@@ -97,49 +255,63 @@ export class WorkerManager {
       pid: h.pid,
       state: 'ready',
       gpus: [...h.gpus],
-      startedAt: Date.now(),
+      startedAt: meta.startedAt,
       updatedAt: Date.now(),
       info: h.info,
+      role: meta.role,
+      health: meta.health,
     };
     await this.store.upsertWorker(rec);
     void h.exited.then(async (e) => {
       if (this.handles.get(h.id) !== h) return;
-      this.handles.delete(h.id);
-      if (e.expected || this.stopping.has(h.id)) return;
-      // an unexpected exit: out of rotation at once (before the record is written); the record stays for the operator
+      if (e.expected || this.stopping.has(h.id)) {
+        this.handles.delete(h.id);
+        return;
+      }
+      // an unexpected exit: out of rotation at once, then recorded, then the listeners (the health
+      // controller replaces it: its record goes after this one is written, never before). It stays
+      // listed until then, so nothing mistakes its absence for a free place.
+      const detail = `worker ${h.id} exited unexpectedly (code ${String(e.code)}, signal ${String(e.signal)})`;
+      this.exiting.add(h.id);
       try {
         this.publish(v.model, v.id);
       } catch {
         // version already removed
       }
-      this.events.emit({
-        kind: 'worker_exited',
-        model: v.model,
-        version: v.id,
-        message: `worker ${h.id} exited unexpectedly (code ${String(e.code)}, signal ${String(e.signal)})`,
-        data: e,
-      });
-      await this.store
-        .upsertWorker({ ...rec, state: 'exited', updatedAt: Date.now(), info: { ...rec.info, exitCode: e.code, signal: e.signal } })
-        .catch((err: unknown) =>
-          this.events.emit({
-            kind: 'store_error',
-            model: v.model,
-            version: v.id,
-            message: `worker ${h.id}: recording its exit failed: ${(err as Error).message}`,
-            data: {},
-          }),
-        );
+      this.events.emit({ kind: 'worker_exited', model: v.model, version: v.id, message: detail, data: e });
+      try {
+        const cur = (await this.store.getWorker(h.id)) ?? rec;
+        await this.store.upsertWorker({ ...cur, state: 'exited', updatedAt: Date.now(), info: { ...cur.info, exitCode: e.code, signal: e.signal } });
+      } catch (err) {
+        this.events.emit({
+          kind: 'store_error',
+          model: v.model,
+          version: v.id,
+          message: `worker ${h.id}: recording its exit failed: ${(err as Error).message}`,
+          data: {},
+        });
+      }
+      const info = this.infos(h.model, h.version).find((x) => x.id === h.id);
+      this.exiting.delete(h.id);
+      if (this.handles.get(h.id) === h) this.handles.delete(h.id);
+      if (info) for (const l of this.exitListeners) l(info, detail);
     });
   }
 
-  /** Push the current live workers of a version to the data plane (one list swap). */
+  /**
+   * Push the current live workers of a version to the data plane (one list swap). A worker new to
+   * the data plane starts at the weight its role and health say (a spare or an unadmitted worker at
+   * 0); the ones already there keep theirs (the health controller moves them).
+   */
   publish(model: string, version: string): void {
     const hs = this.of(model, version).sort((a, b) => (a.id < b.id ? -1 : 1));
     this.dp.setWorkers(
       model,
       version,
-      hs.map((h) => ({ id: h.id, url: h.url })),
+      hs.map((h) => {
+        const m = this.meta.get(h.id);
+        return { id: h.id, url: h.url, weight: m ? routingWeightOf(m.role, m.health) : 1 };
+      }),
     );
     for (const h of hs) if (this.sleeping.has(h.id)) this.dp.setWorkerRoutable(model, version, h.id, false);
   }
@@ -157,7 +329,7 @@ export class WorkerManager {
       }
       const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;
       if (h) {
-        await this.adoptHandle(v, h);
+        await this.adoptHandle(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt });
         // adoptHandle recorded a fresh ready worker: keep what the record knew (asleep, sleep level,
         // log file, start time) so a second restart still knows the worker is asleep
         const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
@@ -197,6 +369,7 @@ export class WorkerManager {
         const p = this.providers.for(h.provider as 'sim' | 'static' | 'process');
         await p.stop(h, graceMs).catch(() => undefined);
         this.handles.delete(h.id);
+        this.meta.delete(h.id);
         this.sleeping.delete(h.id);
         await this.store.deleteWorker(h.id);
         this.stopping.delete(h.id);

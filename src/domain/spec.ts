@@ -49,4 +49,8 @@ export interface VersionConfig {
   provider: ProviderConfig;
   warmup: { requests: number; maxTokens: number };
   metadata: Record<string, unknown>;
+  /** Hot spares kept beside the replicas (0: none); for `static`, the last `spares` endpoints. */
+  spares?: number | undefined;
+  /** Known-good answers to the health probes (checks a probe set recorded from one worker). */
+  probeReference?: { prompt: string; tokens: string[] }[] | undefined;
 }

@@ -2,6 +2,7 @@
 //
 // No I/O, no clock: every function takes `now` so the rules are testable without a store. What a
 // version is registered with (VersionConfig) is in spec.ts.
+import type { ProbeSet } from './probes.js';
 import type { VersionConfig } from './spec.js';
 
 export type VersionStatus = 'registered' | 'loading' | 'ready' | 'active' | 'standby' | 'retired' | 'failed';
@@ -93,6 +94,8 @@ export interface Version extends VersionConfig {
   /** Set when a version must not be rolled back to (e.g. the canary that was just rolled back). */
   rollbackBlockedReason?: string | undefined;
   failure?: VersionFailure | undefined;
+  /** What a healthy worker of this version answers to the health probes (recorded at its first load). */
+  probes?: ProbeSet | undefined;
 }
 
 /** Fields a caller may change, with or without a status change. */
@@ -106,6 +109,8 @@ export interface VersionPatch {
   rollbackBlockedReason?: string | null | undefined;
   /** Only meaningful with a transition to `failed`. */
   failure?: { code?: string | undefined; message: string } | undefined;
+  /** The version's probe set; `null` forgets it (the next load records it anew). */
+  probes?: ProbeSet | null | undefined;
 }
 
 /**
@@ -167,6 +172,8 @@ export function versionSpec(v: Version): VersionConfig {
     provider: v.provider,
     warmup: v.warmup,
     metadata: v.metadata,
+    spares: v.spares,
+    probeReference: v.probeReference,
   };
   return spec;
 }
@@ -211,6 +218,8 @@ export function applyPatch(v: Version, patch: VersionPatch, now: number): Versio
   if (patch.failure !== undefined) {
     next.failure = { at: now, from: v.status, code: patch.failure.code, message: patch.failure.message };
   }
+  if (patch.probes === null) next.probes = undefined;
+  else if (patch.probes !== undefined) next.probes = structuredClone(patch.probes);
   next.rollbackEligible = rollbackEligible(next);
   return next;
 }

@@ -251,6 +251,28 @@ export const CATALOGUE = {
   engine_refused: [502, "An engine's control endpoint (sleep, wake, load) answered an error.", "Check the engine's log."],
   engine_unreachable: [502, "An engine's control endpoint could not be reached.", 'Check that the worker runs.'],
 
+  // -- worker health --
+  worker_unhealthy: [
+    503,
+    'The worker serving a request was taken out of rotation by its health checks (silent corruption) mid-request; before its first byte the request moved to another worker.',
+    'Retry; `glidepath workers` says which worker and why.',
+  ],
+  probe_record_failed: [
+    503,
+    "A version's probe set could not be recorded: its workers did not answer the probes.",
+    "Check the workers' logs; the message names each worker's error.",
+  ],
+  probe_disagreement: [
+    409,
+    "A version's workers answered a probe differently with no majority, so nobody can tell the right answer.",
+    'Pin a probe set (`glidepath probes pin`), or configure `probe_reference` for the version.',
+  ],
+  probe_set_empty: [
+    422,
+    'No probe prompt has enough reproducible tokens (every answer has a near-tie too early).',
+    "Configure other prompts under the model's `health.probes`.",
+  ],
+
   // -- the weight cache --
   cache_miss: [404, "A version's weights are not in the cache.", 'Run `glidepath cache download`.'],
   weights_not_found: [404, 'The weights path does not exist.', 'Fix `weights:` of the version.'],

@@ -26,6 +26,8 @@ import { mirror } from './shadow.js';
 import { localResourceLog } from './local.js';
 import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './tap.js';
+import { sendProbe } from './probe.js';
+import type { ProbeOutcome } from './probe.js';
 
 interface SplitCounter {
   inc(): void;
@@ -177,12 +179,44 @@ export class DataPlane {
     }
   }
 
-  /** Mark a worker routable or not (health probes, provider events). */
+  /** Mark a worker routable or not (asleep, awake). */
   setWorkerRoutable(model: string, version: string, workerId: string, routable: boolean): void {
-    const w = this.pool(model, version).workers.find((x) => x.id === workerId);
-    if (!w) throw new NotFoundError('worker_not_found', `no worker ${workerId} in ${model}/${version}`);
+    const w = this.worker(model, version, workerId);
     w.routable = routable;
     this.telemetry.metrics.workerUp.labels(model, version, workerId).set(routable ? 1 : 0);
+  }
+
+  /** The health controller's routing verdict for a worker: its weight, and for a half-open trial how many picks it holds for. */
+  setWorkerHealth(model: string, version: string, workerId: string, weight: number, budget = Infinity): void {
+    this.worker(model, version, workerId).setHealth(weight, budget);
+  }
+
+  /**
+   * Wait (bounded) until nothing is in flight on one worker, then abort what is left; `timeoutMs` 0
+   * aborts at once (a worker answering garbage). Its weight must already be 0. Requests aborted
+   * before their first byte move to another worker of the pool; streams end with `worker_unhealthy`.
+   */
+  async drainWorker(model: string, version: string, workerId: string, timeoutMs: number): Promise<{ aborted: number; elapsedMs: number }> {
+    const pool = this.pool(model, version);
+    const w = this.worker(model, version, workerId);
+    const t0 = performance.now();
+    while (w.outstanding > 0 && performance.now() - t0 < timeoutMs) {
+      await new Promise((r) => setTimeout(r, Math.min(DEFAULTS.gateway.workerDrainPollMs, timeoutMs)).unref());
+    }
+    let aborted = 0;
+    for (const r of [...pool.inflight]) if (r.takeOff(w)) aborted++;
+    return { aborted, elapsedMs: performance.now() - t0 };
+  }
+
+  /** Send a health probe to one worker over its traffic connections (never counted as traffic). */
+  probe(model: string, version: string, workerId: string, path: string, body: unknown, timeoutMs: number): Promise<ProbeOutcome> {
+    return sendProbe(this.worker(model, version, workerId), path, body, timeoutMs, DEFAULTS.gateway.probeMaxBytes);
+  }
+
+  private worker(model: string, version: string, workerId: string): Worker {
+    const w = this.pool(model, version).workers.find((x) => x.id === workerId);
+    if (!w) throw new NotFoundError('worker_not_found', `no worker ${workerId} in ${model}/${version}`);
+    return w;
   }
 
   /**

@@ -7,8 +7,18 @@ export interface Pickable {
   outstanding: number;
   /** Epoch ms until which passive health keeps it out of rotation (0 = available). */
   ejectedUntil: number;
-  /** False while starting, draining, unhealthy or removed. */
+  /** False while starting, asleep or removed. */
   routable: boolean;
+  /**
+   * Health weight (src/health): 1 healthy, 0.5 suspicious, a trickle while a breaker is half-open, 0
+   * out of rotation (unhealthy, a spare, a replacement not yet admitted).
+   */
+  weight: number;
+  /**
+   * Picks left at a reduced weight (a half-open breaker's trial requests): each pick takes one and
+   * the last sets the weight to 0. Infinity: no limit.
+   */
+  budget: number;
 }
 
 export interface Picker {
@@ -21,7 +31,31 @@ export interface Picker {
 }
 
 function eligible(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | undefined): boolean {
-  return w.routable && w.ejectedUntil <= now && (exclude === undefined || !exclude.has(w));
+  return w.routable && w.weight > 0 && w.ejectedUntil <= now && (exclude === undefined || !exclude.has(w));
+}
+
+/** Eligible at full weight: the fast paths' condition (every worker healthy is the common case). */
+function full(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | undefined): boolean {
+  return w.weight === 1 && eligible(w, now, exclude);
+}
+
+/** Take one of a reduced-weight worker's limited picks (a half-open trial); the last one takes it out. */
+function spend<W extends Pickable>(w: W): W {
+  if (w.budget !== Infinity && --w.budget <= 0) w.weight = 0;
+  return w;
+}
+
+/** One of `ws` drawn with probability proportional to its weight, `skip` left out; `total` is their weights' sum. */
+function drawWeighted<W extends Pickable>(ws: readonly W[], total: number, u: number, skip: W | undefined): W {
+  let x = u * total;
+  let last = ws[0] as W;
+  for (const w of ws) {
+    if (w === skip) continue;
+    last = w;
+    if (x < w.weight) return w;
+    x -= w.weight;
+  }
+  return last; // rounding at the top end
 }
 
 /**
@@ -38,10 +72,10 @@ export class PowerOfTwoPicker implements Picker {
   pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
     const n = workers.length;
     if (n === 0) return undefined;
-    // Fast path: all eligible (the common case) → two random distinct indexes, no allocation.
+    // Fast path: all eligible at full weight (the common case) → two random distinct indexes, no allocation.
     let allOk = true;
     for (let i = 0; i < n; i++) {
-      if (!eligible(workers[i] as W, now, exclude)) {
+      if (!full(workers[i] as W, now, exclude)) {
         allOk = false;
         break;
       }
@@ -55,24 +89,38 @@ export class PowerOfTwoPicker implements Picker {
       const b = workers[j] as W;
       return b.outstanding < a.outstanding ? b : a;
     }
+    // Slow path: some workers out or at reduced weight. Two distinct draws, each with probability
+    // proportional to weight, and the lower load per unit of weight wins: outstanding requests settle
+    // in proportion to weight, so a half-weight worker gets about half a healthy one's traffic (with all
+    // weights 1 this is exactly the fast path's rule on the eligible workers).
     const ok = workers.filter((w) => eligible(w, now, exclude as ReadonlySet<Pickable> | undefined));
     if (ok.length === 0) return undefined;
-    if (ok.length === 1) return ok[0];
-    const i = Math.floor(this.rand() * ok.length);
-    let j = Math.floor(this.rand() * (ok.length - 1));
-    if (j >= i) j++;
-    const a = ok[i] as W;
-    const b = ok[j] as W;
-    return b.outstanding < a.outstanding ? b : a;
+    if (ok.length === 1) return spend(ok[0] as W);
+    let total = 0;
+    for (const w of ok) total += w.weight;
+    const a = drawWeighted(ok, total, this.rand(), undefined);
+    const b = drawWeighted(ok, total - a.weight, this.rand(), a);
+    return spend(b.outstanding / b.weight < a.outstanding / a.weight ? b : a);
   }
 }
 
-/** Plain round-robin over eligible workers, in list order. */
+/**
+ * Round-robin over eligible workers in list order; when some are at reduced weight, smooth weighted
+ * round-robin (nginx's: each pick adds every weight to its worker's credit, the highest credit wins
+ * and pays the total), so a half-weight worker gets every other turn, evenly spread.
+ */
 export class RoundRobinPicker implements Picker {
   readonly name = 'round_robin';
   private next = 0;
+  private readonly credit = new WeakMap<Pickable, number>();
   pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
     const n = workers.length;
+    let reduced = false;
+    for (let k = 0; k < n && !reduced; k++) {
+      const w = workers[k] as W;
+      reduced = w.weight < 1 && w.weight > 0 && eligible(w, now, exclude);
+    }
+    if (reduced) return this.weighted(workers, now, exclude);
     for (let k = 0; k < n; k++) {
       const idx = (this.next + k) % n;
       const w = workers[idx] as W;
@@ -82,6 +130,25 @@ export class RoundRobinPicker implements Picker {
       }
     }
     return undefined;
+  }
+
+  private weighted<W extends Pickable>(workers: readonly W[], now: number, exclude: ReadonlySet<W> | undefined): W | undefined {
+    let total = 0;
+    let best: W | undefined;
+    let bestCredit = -Infinity;
+    for (const w of workers) {
+      if (!eligible(w, now, exclude)) continue;
+      const c = (this.credit.get(w) ?? 0) + w.weight;
+      this.credit.set(w, c);
+      total += w.weight;
+      if (c > bestCredit) {
+        best = w;
+        bestCredit = c;
+      }
+    }
+    if (best === undefined) return undefined;
+    this.credit.set(best, bestCredit - total);
+    return spend(best);
   }
 }
 

@@ -7,6 +7,11 @@ export interface WorkerSpec {
   id: string;
   /** Base URL, e.g. http://127.0.0.1:9001 (a path prefix is kept). */
   url: string;
+  /**
+   * Health weight a new worker starts with (default 1); 0 for a spare or a replacement that must
+   * pass its probes first. A worker that stays keeps the weight it has.
+   */
+  weight?: number | undefined;
 }
 
 export interface PoolOptions {
@@ -21,6 +26,8 @@ export interface PoolOptions {
 /** Something in flight that a drain may have to abort. */
 export interface Abortable {
   abortForDrain(): void;
+  /** Abort it if it is being served by `w` (a worker taken out of rotation by its health); whether it was. */
+  takeOff(w: Worker): boolean;
 }
 
 export class Worker implements Pickable {
@@ -30,6 +37,9 @@ export class Worker implements Pickable {
   outstanding = 0;
   ejectedUntil = 0;
   routable = true;
+  /** Set by the health controller (see Pickable): 1 healthy, 0.5 suspicious, a trickle half-open, 0 out. */
+  weight: number;
+  budget = Infinity;
   /** Consecutive connection failures: drives the ejection back-off. */
   connectFailures = 0;
   /** Precomputed response headers (no per-request string building). */
@@ -48,6 +58,13 @@ export class Worker implements Pickable {
       queueTimeoutMs: opts.queueTimeoutMs,
     });
     this.headers = { version, worker: spec.id };
+    this.weight = spec.weight ?? 1;
+  }
+
+  /** The health controller's verdict: routing weight, and how many picks it holds for (a half-open trial). */
+  setHealth(weight: number, budget = Infinity): void {
+    this.weight = weight;
+    this.budget = budget;
   }
 
   /** Passive health: a refused connection ejects the worker, doubling the back-off each time. */
@@ -142,7 +159,7 @@ export class VersionPool {
 
   routableCount(now: number): number {
     let n = 0;
-    for (const w of this.workers) if (w.routable && w.ejectedUntil <= now) n++;
+    for (const w of this.workers) if (w.routable && w.weight > 0 && w.ejectedUntil <= now) n++;
     return n;
   }
 }

@@ -102,6 +102,19 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.abort('drain');
   }
 
+  /** Abortable: its worker was taken out of rotation; before the first byte the request moves to another worker. */
+  takeOff(w: Worker): boolean {
+    if (this.finished || this.worker !== w || !this.holding) return false;
+    this.abort('unhealthy');
+    return true;
+  }
+
+  /** The worker failed this attempt (passive health signal; never for the client's or the gateway's own doing). */
+  private blame(code: ErrorCode): void {
+    const w = this.worker;
+    if (w !== undefined) this.ctx.telemetry.workerFault(this.pool.model, this.pool.version, w.id, code);
+  }
+
   private abort(kind: AbortKind): void {
     if (this.finished || this.abortKind !== undefined) return;
     this.abortKind = kind;
@@ -176,6 +189,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
   private retryOrFail(err: GlidepathError): void {
+    if (err.code !== 'worker_unhealthy') this.blame(err.code);
     this.releaseWorker();
     this.lastError = err;
     if (!this.clientStarted && this.res.destroyed) {
@@ -263,6 +277,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     if (this.buffered <= this.ctx.cfg.maxBodyBytes * 16) return true;
     // a garbage answer is not retried elsewhere (it would cost another worker the same)
     this.chunks = [];
+    this.blame('upstream_response_too_large');
     this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
     return false;
   }
@@ -292,6 +307,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
         return;
       }
       // out of retries: pass the worker's own 5xx answer through
+      this.blame('upstream_error');
       this.releaseWorker();
       this.sendBuffered(this.status, body);
       this.finish(this.status, 'upstream_error', NaN, 0, 0);
@@ -304,6 +320,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       try {
         usage = (JSON.parse(body.toString('utf8')) as { usage?: typeof usage }).usage;
       } catch {
+        this.blame('upstream_invalid_json');
         this.fail(new UpstreamError('upstream_invalid_json', `worker ${w.id} answered 200 with a body that is not valid JSON`));
         return;
       }
@@ -338,14 +355,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     if (this.clientStarted) {
       this.releaseWorker();
       this.streamBroken(
-        kind === 'idle_timeout'
-          ? this.abortError('idle_timeout')
+        kind === 'idle_timeout' || kind === 'unhealthy'
+          ? this.abortError(kind)
           : new UpstreamError('upstream_stream_broken', `worker ${this.worker?.id ?? '?'} dropped the stream: ${errText(err)}`),
       );
       return;
     }
-    if (kind === 'first_token_timeout' || kind === 'idle_timeout') {
-      // a hung worker: try another (the abort flag is cleared so the retry can run)
+    if (kind === 'first_token_timeout' || kind === 'idle_timeout' || kind === 'unhealthy') {
+      // a hung or unhealthy worker: try another (the abort flag is cleared so the retry can run)
       this.abortKind = undefined;
       this.retryOrFail(this.abortError(kind));
       return;
@@ -446,6 +463,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   /** A stream that already reached the client broke: tell it in-band and end cleanly. */
   private streamBroken(err: GlidepathError): void {
     if (this.finished) return;
+    if (err.code !== 'drain_aborted' && err.code !== 'worker_unhealthy') this.blame(err.code);
     if (!this.res.destroyed) {
       this.startStream();
       this.res.end(sseErrorEvent(err.message, err.code));

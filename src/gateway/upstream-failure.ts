@@ -7,7 +7,8 @@ import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { LocalResourceReporter } from './local.js';
 import type { LocalResourceError, WorkerQueueError } from './upstream.js';
 
-export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain';
+/** `unhealthy`: the health controller took the worker out of rotation (silent corruption) with the request on it. */
+export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain' | 'unhealthy';
 
 /** Why the gateway aborted a request to a worker (the pool hands it back in onResponseError). */
 export class AbortReason extends Error {
@@ -40,6 +41,10 @@ export function abortError(kind: AbortKind, f: FailedRequest): GlidepathError {
       return new GatewayTimeoutError('upstream_idle_timeout', `worker ${workerId} went silent for ${cfg.idleTimeoutMs} ms mid-response`);
     case 'drain':
       return new UnavailableError('drain_aborted', `version ${f.version} was drained and the drain timed out before this request finished`, {
+        retryAfterS: DEFAULTS.gateway.retryAfterS,
+      });
+    case 'unhealthy':
+      return new UnavailableError('worker_unhealthy', `worker ${workerId} was taken out of rotation by its health checks while serving this request`, {
         retryAfterS: DEFAULTS.gateway.retryAfterS,
       });
     case 'client':

@@ -9,7 +9,11 @@
 import type { ModelConfig } from '../config/types.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import type { Version, VersionPatch, VersionStatus } from '../domain/version.js';
+import type { ProbeSet } from '../domain/probes.js';
+import type { ProbeOutcome } from '../gateway/probe.js';
+import type { FailureReason, WorkerHealth, WorkerHealthState, BreakerState } from '../health/machine.js';
 import type { RequestRecord } from '../telemetry/record.js';
+import type { WorkerFault } from '../telemetry/telemetry.js';
 import type { WindowStats } from '../telemetry/window.js';
 import type { RolloutKind, RolloutState, StateOfKind, StoredRollout } from './rollout-record.js';
 import type { NotifyEvent, WebhookResult } from './webhooks.js';
@@ -73,6 +77,25 @@ export interface VersionsPort {
   transition(model: string, id: string, to: VersionStatus, patch?: VersionPatch, opts?: ChangeOptions): Promise<Version>;
   promote(model: string, id: string, opts?: ChangeOptions & { demoteTo?: 'standby' | 'retired' }): Promise<SwitchResult>;
   rollback(model: string, opts?: ChangeOptions & { blockRolledBack?: boolean }): Promise<SwitchResult>;
+  /** Store (or, with null, forget) the version's probe set; no status change. */
+  setProbes(model: string, id: string, probes: ProbeSet | null): Promise<Version>;
+}
+
+export type WorkerRole = 'serving' | 'spare';
+
+/** One live worker as controllers see it. */
+export interface WorkerInfo {
+  readonly id: string;
+  readonly model: string;
+  readonly version: string;
+  readonly url: string;
+  readonly provider: string;
+  readonly role: WorkerRole;
+  readonly startedAt: number;
+  /** Its persisted health; undefined when never judged. */
+  readonly health: WorkerHealth | undefined;
+  /** Whether its provider can start another in its place (`static` workers are fixed endpoints). */
+  readonly replaceable: boolean;
 }
 
 /**
@@ -88,6 +111,41 @@ export interface WorkersPort {
   /** Wake it if asleep; either way it stays awake across restarts. */
   wake(model: string, version: string): Promise<void>;
   isAsleep(model: string, version: string): boolean;
+
+  /** The live workers, of one version or all. */
+  list(model?: string, version?: string): WorkerInfo[];
+  /** Send a health probe over the worker's traffic connections (never counted as traffic); never rejects. */
+  probe(w: WorkerInfo, body: unknown, timeoutMs: number): Promise<ProbeOutcome>;
+  /** The worker's routing weight in the data plane, and for a half-open trial how many picks it holds for. */
+  setWeight(w: WorkerInfo, weight: number, budget?: number): void;
+  /** Wait (bounded) for the worker's in-flight requests, then abort the rest; 0 aborts at once. */
+  drainOne(w: WorkerInfo, timeoutMs: number): Promise<{ aborted: number; elapsedMs: number }>;
+  saveHealth(w: WorkerInfo, h: WorkerHealth): Promise<void>;
+  setRole(w: WorkerInfo, role: WorkerRole): Promise<void>;
+  /** Start another worker of a loaded version on free GPUs (a replacement or a spare), published at weight 0. */
+  start(model: string, version: string, role: WorkerRole, health: WorkerHealth): Promise<WorkerInfo>;
+  /** Stop one worker and free its GPUs. */
+  stop(w: WorkerInfo): Promise<void>;
+  /** Told when a worker exits without being asked to. */
+  onExit(l: (w: WorkerInfo, detail: string) => void): () => void;
+  /**
+   * Told after a version's workers are up and warm, before the version is ready: a hook that throws
+   * fails the load (and its workers are stopped). The health controller records probe sets here.
+   */
+  onLoaded(l: (v: Version, workers: WorkerInfo[]) => Promise<void>): () => void;
+}
+
+/** The health metrics (Prometheus) the health controller keeps. */
+export interface HealthMetricsPort {
+  worker(w: WorkerInfo, state: WorkerHealthState, breaker: BreakerState): void;
+  forget(w: WorkerInfo): void;
+  probe(model: string, version: string, check: string, seconds: number): void;
+  probeFailure(model: string, version: string, reason: FailureReason): void;
+  passiveFailure(model: string, version: string, reason: FailureReason): void;
+  replacement(model: string, version: string, reason: string): void;
+  spares(model: string, version: string, ready: number, wanted: number): void;
+  version(model: string, version: string, healthy: number, serving: number): void;
+  degradation(model: string, level: number): void;
 }
 
 export interface TelemetryPort {
@@ -95,6 +153,9 @@ export interface TelemetryPort {
   stats(model: string, version: string, now?: number): WindowStats;
   /** Every request record, as it is produced; returns the unsubscribe function. */
   subscribe(listener: (r: RequestRecord) => void): () => void;
+  /** Every failed attempt of a worker (passive health signals); returns the unsubscribe function. */
+  subscribeFaults(listener: (f: WorkerFault) => void): () => void;
+  readonly health: HealthMetricsPort;
 }
 
 /** Persisted rollout state, validated on the way back (src/rollout/rollout-record.ts). */

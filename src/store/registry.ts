@@ -40,7 +40,7 @@ export interface SwitchResult {
 export interface SeedReport {
   /** Registered now (status `registered`). */
   added: Version[];
-  /** Known; operational fields (provider, replicas, warm-up, GPU memory, metadata keys) refreshed from the config. */
+  /** Known; operational fields (provider, replicas, spares, warm-up, GPU memory, metadata keys, probe reference) refreshed from the config. */
   updated: Version[];
   /** Known and identical. */
   unchanged: Version[];
@@ -261,8 +261,8 @@ export class Registry {
           }
           // metadata is merged (config keys win) so keys set at runtime through patches survive a restart
           const metadata = { ...cur.metadata, ...structuredClone<Record<string, unknown>>(vc.metadata) };
-          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'warmup' | 'metadata' | 'gpuMemoryGb'>) =>
-            canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb]);
+          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'warmup' | 'metadata' | 'gpuMemoryGb' | 'spares' | 'probeReference'>) =>
+            canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb, x.spares ?? 0, x.probeReference ?? null]);
           if (op(cur) === op({ ...vc, metadata })) {
             report.unchanged.push(cur);
             continue;
@@ -275,6 +275,8 @@ export class Registry {
             warmup: fresh.warmup,
             metadata,
             gpuMemoryGb: fresh.gpuMemoryGb,
+            spares: fresh.spares,
+            probeReference: fresh.probeReference,
             warmupTokens: warmupTokens(fresh),
             updatedAt: now,
           };

@@ -2,6 +2,7 @@
 import type { Role, VersionConfig } from '../config/types.js';
 import type { ActivePeriod, HealthSummary, Version, VersionFailure, VersionStatus, VersionTransition } from '../domain/version.js';
 import { versionSpec } from '../domain/version.js';
+import type { ProbeSet } from '../domain/probes.js';
 import type { AuditEntry, GpuAssignment, RolloutEvent, RolloutRecord, TokenRecord, WorkerRecord } from './types.js';
 
 export function json(v: unknown): string {
@@ -41,6 +42,7 @@ export interface VersionRow {
   rollback_eligible: number;
   rollback_blocked: string | null;
   failure: string | null;
+  probes: string | null;
 }
 
 export function versionToRow(v: Version): VersionRow {
@@ -66,6 +68,7 @@ export function versionToRow(v: Version): VersionRow {
     rollback_eligible: v.rollbackEligible ? 1 : 0,
     rollback_blocked: v.rollbackBlockedReason ?? null,
     failure: v.failure ? json(v.failure) : null,
+    probes: v.probes ? json(v.probes) : null,
   };
 }
 
@@ -90,6 +93,7 @@ export function rowToVersion(r: VersionRow): Version {
   if (r.deactivated_at !== null) v.deactivatedAt = r.deactivated_at;
   if (r.rollback_blocked !== null) v.rollbackBlockedReason = r.rollback_blocked;
   if (r.failure !== null) v.failure = parse<VersionFailure>(r.failure);
+  if (r.probes !== null) v.probes = parse<ProbeSet>(r.probes);
   return v;
 }
 
@@ -203,6 +207,8 @@ export interface WorkerRow {
   started_at: number;
   updated_at: number;
   info: string | null;
+  role: string;
+  health: string | null;
 }
 
 export function workerToRow(w: WorkerRecord): WorkerRow {
@@ -218,6 +224,8 @@ export function workerToRow(w: WorkerRecord): WorkerRow {
     started_at: w.startedAt,
     updated_at: w.updatedAt,
     info: w.info === undefined ? null : json(w.info),
+    role: w.role ?? 'serving',
+    health: w.health === undefined ? null : json(w.health),
   };
 }
 
@@ -235,6 +243,8 @@ export function rowToWorker(r: WorkerRow): WorkerRecord {
   };
   if (r.pid !== null) w.pid = r.pid;
   if (r.info !== null) w.info = parse<Record<string, unknown>>(r.info);
+  if (r.role === 'spare') w.role = 'spare';
+  if (r.health !== null) w.health = parse<unknown>(r.health);
   return w;
 }
 

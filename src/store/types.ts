@@ -92,6 +92,10 @@ export interface WorkerRecord {
   updatedAt: number;
   /** Provider-specific extras (log file, port, sleep level, …): JSON. */
   info?: Record<string, unknown> | undefined;
+  /** `spare`: a hot spare, loaded and probed but out of rotation; default `serving`. */
+  role?: 'serving' | 'spare' | undefined;
+  /** Its health state machine (src/health owns the shape and validates it when read back): JSON. */
+  health?: unknown;
 }
 
 export interface WorkerFilter {

@@ -1,6 +1,7 @@
 // The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
+import { HealthMetrics } from './health-metrics.js';
 import { ArrayCounter, ArrayHistogram } from './prom.js';
 import type { CounterChild, HistogramChild } from './prom.js';
 
@@ -171,6 +172,9 @@ export class GatewayMetrics {
     help: 'Client connections closed because the client did not take what was written to it within the send timeout (its worker released).',
     registers: [this.registry],
   });
+
+  /** Worker health (src/health): states, breakers, probes, replacements, spares. */
+  readonly health = new HealthMetrics(this.registry);
 
   /** Report a listener's open connections and ceiling at every scrape. */
   trackConnections(listener: string, open: () => number, max: number): void {

@@ -1,4 +1,5 @@
 // Where request records go: per-version sliding windows, Prometheus, and subscribers (analysis, experiments).
+import type { ErrorCode } from '../errors.js';
 import type { RequestRecord } from './record.js';
 import { SlidingWindow } from './window.js';
 import type { WindowStats, MetricSamples } from './window.js';
@@ -8,6 +9,16 @@ import { createLogger } from './log.js';
 import type { Logger } from './log.js';
 
 export type RecordListener = (r: RequestRecord) => void;
+
+/** One attempt a worker failed (5xx, reset, timeout, stall, a broken stream): the passive health signal. */
+export interface WorkerFault {
+  model: string;
+  version: string;
+  worker: string;
+  code: ErrorCode;
+  at: number;
+}
+export type FaultListener = (f: WorkerFault) => void;
 
 /** Everything recorded about one (model, version), resolved once and held by its pool. */
 export interface VersionTelemetry {
@@ -23,6 +34,7 @@ export class Telemetry {
   readonly log: Logger;
   private readonly versions = new Map<string, VersionTelemetry>();
   private listeners: RecordListener[] = [];
+  private faultListeners: FaultListener[] = [];
   private readonly windowMaxSamples: number;
   private readonly windowMaxAgeMs: number;
 
@@ -73,6 +85,29 @@ export class Telemetry {
     this.listeners = [...this.listeners, fn];
     return () => {
       this.listeners = this.listeners.filter((l) => l !== fn);
+    };
+  }
+
+  /**
+   * A worker failed one attempt of a request (whether or not the request then succeeded elsewhere).
+   * Error paths only; the record of the request says how it ended for the client.
+   */
+  workerFault(model: string, version: string, worker: string, code: ErrorCode): void {
+    const f: WorkerFault = { model, version, worker, code, at: Date.now() };
+    for (const l of this.faultListeners) {
+      try {
+        l(f);
+      } catch {
+        // as for records: one subscriber's bug starves no other
+      }
+    }
+  }
+
+  /** Subscribe to every worker fault; returns the unsubscribe function. */
+  subscribeFaults(fn: FaultListener): () => void {
+    this.faultListeners = [...this.faultListeners, fn];
+    return () => {
+      this.faultListeners = this.faultListeners.filter((l) => l !== fn);
     };
   }
 

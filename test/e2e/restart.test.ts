@@ -224,12 +224,17 @@ describe('restart safety (e2e, real glidepath up)', () => {
       .reverse();
     expect(audit).toEqual(['deploy_green', 'swap', 'rollback', 'swap', 'rollback']);
 
-    // an adopted worker is still watched: its unexpected death is noticed and it leaves rotation
+    // an adopted worker is still watched: its unexpected death is noticed, it leaves rotation, and the
+    // health controller replaces it (docs/health.md)
     const v2 = end.workers.find((w) => w.version === 'v2')!;
     const exitedEvent = waitForEvent(up, 'worker_exited', (e) => e.version === 'v2');
+    const replacedEvent = waitForEvent(up, 'worker_replaced', (e) => e.version === 'v2');
     process.kill(v2.pid!, 'SIGKILL');
     expect((await exitedEvent).message).toContain(v2.id);
-    expect((await up.ok<WorkerView[]>('GET', '/workers')).find((w) => w.id === v2.id)).toMatchObject({ state: 'exited', routable: false });
+    await replacedEvent;
+    const workers = await up.ok<WorkerView[]>('GET', '/workers');
+    expect(workers.find((w) => w.id === v2.id)).toBeUndefined();
+    expect(workers.filter((w) => w.version === 'v2').map((w) => w.id)).toEqual([`${MODEL}/v2/1`]);
     await expectServedBy(up, 'v1', text);
 
     // and stopping `up` stops the adopted workers before it exits

@@ -12,7 +12,13 @@ import { storeRollouts } from '../../src/control/ports.js';
 import { buildRoute, routeToSpec } from '../../src/domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../../src/domain/route.js';
 import { NotFoundError } from '../../src/errors.js';
-import type { Clock, ControlEventInput, ControllerPorts } from '../../src/rollout/ports.js';
+import type { Version } from '../../src/domain/version.js';
+import type { ProbeOutcome } from '../../src/gateway/probe.js';
+import type { WorkerHealth } from '../../src/health/machine.js';
+import { HealthMetrics } from '../../src/telemetry/health-metrics.js';
+import type { WorkerFault } from '../../src/telemetry/telemetry.js';
+import { Registry as PromRegistry } from 'prom-client';
+import type { Clock, ControlEventInput, ControllerPorts, WorkerInfo, WorkerRole } from '../../src/rollout/ports.js';
 import type { NotifyEvent } from '../../src/rollout/webhooks.js';
 import { Registry } from '../../src/store/registry.js';
 import { openMemoryStore } from '../../src/store/sqlite.js';
@@ -85,6 +91,66 @@ export function requestRecord(model: string, version: string, o: Partial<Request
   };
 }
 
+/** How a fake worker answers probes. */
+export type FakeMode = 'ok' | 'corrupt' | 'drift' | 'timeout' | 'error';
+
+/** A worker of the fake world: answers probes by its mode, remembers its weight and persisted health. */
+export class FakeWorker {
+  mode: FakeMode = 'ok';
+  /** ms a probe takes. */
+  latencyMs = 20;
+  weight = 1;
+  budget = Infinity;
+  alive = true;
+  role: WorkerRole;
+  health: WorkerHealth | undefined;
+  probes = 0;
+  constructor(
+    readonly id: string,
+    readonly model: string,
+    readonly version: string,
+    role: WorkerRole,
+    readonly provider = 'sim',
+    readonly startedAt = 0,
+  ) {
+    this.role = role;
+  }
+
+  info(): WorkerInfo {
+    return {
+      id: this.id,
+      model: this.model,
+      version: this.version,
+      url: `http://fake/${this.id}`,
+      provider: this.provider,
+      role: this.role,
+      startedAt: this.startedAt,
+      health: this.health,
+      replaceable: this.provider !== 'static',
+    };
+  }
+
+  /** A completion answer: three tokens per prompt, the same for every healthy worker of a version. */
+  answer(prompt: string): ProbeOutcome {
+    this.probes++;
+    const ms = this.latencyMs;
+    if (this.mode === 'timeout') return { kind: 'failed', timeout: true, message: 'no answer within the limit', ms };
+    if (this.mode === 'error') return { kind: 'answer', status: 500, body: '{"error":"boom"}', ms };
+    const tokens = [`${this.version}:${prompt.length}`, ' b', ' c'].map((t) => (this.mode === 'corrupt' ? `${t}!` : t));
+    const shift = this.mode === 'drift' ? 3 : 0;
+    const lps = [-0.1, -0.2, -0.3].map((x) => x - shift);
+    const body = {
+      choices: [
+        {
+          text: tokens.join(''),
+          logprobs: { tokens, token_logprobs: lps, top_logprobs: tokens.map((t, i) => ({ [t]: lps[i] as number, alt: (lps[i] as number) - 2 })) },
+        },
+      ],
+    };
+    return { kind: 'answer', status: 200, body: JSON.stringify(body), ms };
+  }
+}
+
 export interface FakeFleetOptions {
   /** `models:` of glidepath.yaml (snake_case, parsed by the real config pipeline); versions use the static provider. */
   models: Record<string, unknown>[];
@@ -109,6 +175,16 @@ export class FakeFleet {
   private readonly routeOf = new Map<string, RouteSnapshot>();
   private readonly stats = new Map<string, WindowStats>();
   private readonly listeners = new Set<(r: RequestRecord) => void>();
+  private readonly faultListeners = new Set<(f: WorkerFault) => void>();
+  private readonly exitListeners = new Set<(w: WorkerInfo, detail: string) => void>();
+  private readonly loadHooks: ((v: Version, ws: WorkerInfo[]) => Promise<void>)[] = [];
+  /** Every worker that lives or lived, by id. */
+  readonly workers = new Map<string, FakeWorker>();
+  /** Starts that fail, next first (a message each). */
+  readonly failStarts: string[] = [];
+  /** Health metrics over a registry of the fleet's own (checked by tests through `metricsText`). */
+  readonly promRegistry = new PromRegistry();
+  readonly healthMetrics = new HealthMetrics(this.promRegistry);
 
   /** A fleet booted as `glidepath up` boots on a first start. */
   static async create(opts: FakeFleetOptions): Promise<FakeFleet> {
@@ -141,13 +217,55 @@ export class FakeFleet {
       for (const [id, w] of Object.entries(m.route.weights)) {
         if (w <= 0) continue;
         await this.registry.transition(m.name, id, 'loading');
-        await this.registry.transition(m.name, id, 'ready', { loadTimeMs: 1 });
+        const v = await this.registry.transition(m.name, id, 'ready', { loadTimeMs: 1 });
         this.loaded.add(`${m.name}/${id}`);
+        this.spawnWorkers(v);
       }
       const route = buildRoute(spec, 1, await this.known(m.name), this.clock.now());
       this.routeOf.set(m.name, route);
       await this.registry.promote(m.name, route.stable, { actor: 'config' });
     }
+  }
+
+  /** A version's workers: its replicas, then its spares. */
+  private spawnWorkers(v: Version): FakeWorker[] {
+    // as the worker manager: a static version's endpoints are its workers, the last `spares` of them spares
+    const spares = v.spares ?? 0;
+    const total = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas + spares;
+    const out: FakeWorker[] = [];
+    for (let i = 0; i < total; i++) {
+      const w = new FakeWorker(`${v.model}/${v.id}/${i}`, v.model, v.id, i >= total - spares ? 'spare' : 'serving', v.provider.kind, this.clock.now());
+      this.workers.set(w.id, w);
+      out.push(w);
+    }
+    return out;
+  }
+
+  /** The live workers of a version. */
+  live(model: string, version: string): FakeWorker[] {
+    return [...this.workers.values()].filter((w) => w.alive && w.model === model && w.version === version);
+  }
+
+  worker(id: string): FakeWorker {
+    const w = this.workers.get(id);
+    if (!w) throw new Error(`no fake worker ${id}`);
+    return w;
+  }
+
+  /** The worker's process ends unexpectedly. */
+  crash(id: string): void {
+    const w = this.worker(id);
+    w.alive = false;
+    for (const l of this.exitListeners) l(w.info(), `worker ${id} exited unexpectedly (code null, signal SIGKILL)`);
+  }
+
+  /** A failed attempt of a request on a worker (a passive signal), as the gateway reports it. */
+  fault(f: Omit<WorkerFault, 'at'>): void {
+    for (const l of this.faultListeners) l({ ...f, at: this.clock.now() });
+  }
+
+  async metricsText(): Promise<string> {
+    return this.promRegistry.metrics();
   }
 
   private async known(model: string): Promise<Set<string>> {
@@ -226,6 +344,7 @@ export class FakeFleet {
         transition: (model, id, to, patch, o) => this.registry.transition(model, id, to, patch, o),
         promote: (model, id, o) => this.registry.promote(model, id, o),
         rollback: (model, o) => this.registry.rollback(model, o),
+        setProbes: (model, id, probes) => this.registry.update(model, id, { probes }),
       },
       workers: {
         load: async (v, actor, onProgress) => {
@@ -240,10 +359,30 @@ export class FakeFleet {
           }
           this.loaded.add(key);
           this.log.push(`load ${key}`);
+          const ws = this.spawnWorkers(v);
+          try {
+            for (const hook of this.loadHooks)
+              await hook(
+                v,
+                ws.map((w) => w.info()),
+              );
+          } catch (err) {
+            for (const w of ws) w.alive = false;
+            this.loaded.delete(key);
+            await this.registry.transition(
+              v.model,
+              v.id,
+              'failed',
+              { failure: { code: 'load_failed', message: (err as Error).message } },
+              { actor: actor.name },
+            );
+            throw err;
+          }
           return this.registry.transition(v.model, v.id, 'ready', { loadTimeMs: 1 }, { actor: actor.name });
         },
         unload: (model, version) =>
           later(() => {
+            for (const w of this.live(model, version)) w.alive = false;
             this.loaded.delete(`${model}/${version}`);
             this.asleep.delete(`${model}/${version}`);
             this.log.push(`unload ${model}/${version}`);
@@ -259,6 +398,55 @@ export class FakeFleet {
             if (this.asleep.delete(`${model}/${version}`)) this.log.push(`wake ${model}/${version}`);
           }),
         isAsleep: (model, version) => this.asleep.has(`${model}/${version}`),
+        list: (model, version) =>
+          [...this.workers.values()]
+            .filter((w) => w.alive && (model === undefined || w.model === model) && (version === undefined || w.version === version))
+            .map((w) => w.info()),
+        probe: (w, body) => later(() => this.worker(w.id).answer(String((body as { prompt: string }).prompt))),
+        setWeight: (w, weight, budget) => {
+          const fw = this.worker(w.id);
+          fw.weight = weight;
+          fw.budget = budget ?? Infinity;
+          this.log.push(`weight ${w.id}=${weight}${budget !== undefined && budget !== Infinity ? ` budget ${budget}` : ''}`);
+        },
+        drainOne: (w, timeoutMs) =>
+          later(() => {
+            this.log.push(`drain ${w.id} ${timeoutMs === 0 ? 'abort' : 'wait'}`);
+            return { aborted: 0, elapsedMs: 0 };
+          }),
+        saveHealth: (w, h) =>
+          later(() => {
+            this.worker(w.id).health = h;
+          }),
+        setRole: (w, role) =>
+          later(() => {
+            this.worker(w.id).role = role;
+          }),
+        start: (model, version, role, health) =>
+          later(() => {
+            const why = this.failStarts.shift();
+            if (why !== undefined) throw new Error(why);
+            const used = [...this.workers.values()].filter((x) => x.model === model && x.version === version).map((x) => Number(x.id.split('/').pop()));
+            const w = new FakeWorker(`${model}/${version}/${Math.max(-1, ...used) + 1}`, model, version, role, 'sim', this.clock.now());
+            w.health = health;
+            w.weight = 0;
+            this.workers.set(w.id, w);
+            this.log.push(`start ${w.id} ${role}`);
+            return w.info();
+          }),
+        stop: (w) =>
+          later(() => {
+            this.worker(w.id).alive = false;
+            this.log.push(`stop ${w.id}`);
+          }),
+        onExit: (l) => {
+          this.exitListeners.add(l);
+          return () => this.exitListeners.delete(l);
+        },
+        onLoaded: (l) => {
+          this.loadHooks.push(l);
+          return () => this.loadHooks.splice(this.loadHooks.indexOf(l), 1);
+        },
       },
       telemetry: {
         stats: (model, version) => this.stats.get(`${model}/${version}`) ?? emptyStats(),
@@ -266,6 +454,11 @@ export class FakeFleet {
           this.listeners.add(l);
           return () => this.listeners.delete(l);
         },
+        subscribeFaults: (l) => {
+          this.faultListeners.add(l);
+          return () => this.faultListeners.delete(l);
+        },
+        health: this.healthMetrics,
       },
       rollouts: storeRollouts(this.store, this.clock),
       settings: {

@@ -59,11 +59,11 @@ export class FleetTables extends RolloutTables {
         throw new NotFoundError('version_not_found', `worker ${w.id}: no version ${w.model}/${w.versionId}`);
       }
       this.stmt(
-        `INSERT INTO workers (id, model, version_id, endpoint, provider, pid, state, gpus, started_at, updated_at, info)
-         VALUES (@id, @model, @version_id, @endpoint, @provider, @pid, @state, @gpus, @started_at, @updated_at, @info)
+        `INSERT INTO workers (id, model, version_id, endpoint, provider, pid, state, gpus, started_at, updated_at, info, role, health)
+         VALUES (@id, @model, @version_id, @endpoint, @provider, @pid, @state, @gpus, @started_at, @updated_at, @info, @role, @health)
          ON CONFLICT (id) DO UPDATE SET model = excluded.model, version_id = excluded.version_id, endpoint = excluded.endpoint,
            provider = excluded.provider, pid = excluded.pid, state = excluded.state, gpus = excluded.gpus,
-           started_at = excluded.started_at, updated_at = excluded.updated_at, info = excluded.info`,
+           started_at = excluded.started_at, updated_at = excluded.updated_at, info = excluded.info, role = excluded.role, health = excluded.health`,
       ).run(workerToRow(w));
     });
   }

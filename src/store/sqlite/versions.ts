@@ -54,10 +54,10 @@ export class VersionTables extends SqlDb {
       this.stmt(
         `INSERT INTO versions (model, id, status, card_checksum, weight_hash, base_model, quantization, tp, spec, warmup_tokens,
            registered_at, updated_at, loaded_at, load_time_ms, activated_at, deactivated_at, gpus, health, rollback_eligible,
-           rollback_blocked, failure)
+           rollback_blocked, failure, probes)
          VALUES (@model, @id, @status, @card_checksum, @weight_hash, @base_model, @quantization, @tp, @spec, @warmup_tokens,
            @registered_at, @updated_at, @loaded_at, @load_time_ms, @activated_at, @deactivated_at, @gpus, @health,
-           @rollback_eligible, @rollback_blocked, @failure)`,
+           @rollback_eligible, @rollback_blocked, @failure, @probes)`,
       ).run(r);
     });
   }
@@ -71,7 +71,7 @@ export class VersionTables extends SqlDb {
            base_model = @base_model, quantization = @quantization, tp = @tp, spec = @spec, warmup_tokens = @warmup_tokens,
            registered_at = @registered_at, updated_at = @updated_at, loaded_at = @loaded_at, load_time_ms = @load_time_ms,
            activated_at = @activated_at, deactivated_at = @deactivated_at, gpus = @gpus, health = @health,
-           rollback_eligible = @rollback_eligible, rollback_blocked = @rollback_blocked, failure = @failure
+           rollback_eligible = @rollback_eligible, rollback_blocked = @rollback_blocked, failure = @failure, probes = @probes
          WHERE model = @model AND id = @id`,
       ).run(r);
       if (res.changes === 0) {

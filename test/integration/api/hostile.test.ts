@@ -32,7 +32,9 @@ beforeAll(async () => {
     server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(dir, 'state') },
     auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }] },
     limits: { admin: { max_connections: 6, per_client_connections: 4, per_client_requests_per_s: 5, per_client_burst: 5 } },
-    models: [{ name: 'llama', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } }] }],
+    models: [
+      { name: 'llama', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } }], health: { enabled: false } },
+    ],
   });
   app = await startGlidepath(cfg);
   port = app.admin.port;

@@ -30,7 +30,9 @@ beforeAll(async () => {
   const cfg = parseConfig({
     server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(dir, 'state') },
     auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }] },
-    models: [{ name: 'llama', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } }] }],
+    models: [
+      { name: 'llama', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } }], health: { enabled: false } },
+    ],
   });
   app = await startGlidepath(cfg);
 });

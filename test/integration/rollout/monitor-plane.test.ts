@@ -101,6 +101,8 @@ beforeAll(async () => {
         name: 'llama',
         // interval long enough that only the test's explicit checks act
         monitor: { min_requests: 10, interval_ms: 3_600_000 },
+        // the stub worker answers /health only: no engine to probe
+        health: { enabled: false },
         versions: [
           v('v1', { weights, weight_hash: `sha256:${createHash('sha256').update('v1 weights').digest('hex')}` }),
           v('v2', { weight_hash: 'b'.repeat(64) }),

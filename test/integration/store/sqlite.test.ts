@@ -82,18 +82,19 @@ describe('open and migrations', () => {
 
   it('applies a new migration on re-open, in order, in its own transaction', async () => {
     await openIn().close();
-    const m2 = { version: 2, name: 'add_notes', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);' };
+    const next = LATEST_SCHEMA_VERSION + 1;
+    const m2 = { version: next, name: 'add_notes', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);' };
     const s = SqliteStore.open({ dataDir: dir, migrations: [...MIGRATIONS, m2] });
     open.push(s);
-    expect(await s.schemaVersion()).toBe(2);
+    expect(await s.schemaVersion()).toBe(next);
     await s.close();
     // a broken migration rolls back entirely and the store refuses to open
-    const bad = { version: 3, name: 'broken', sql: 'CREATE TABLE half (x INTEGER); THIS IS NOT SQL;' };
+    const bad = { version: next + 1, name: 'broken', sql: 'CREATE TABLE half (x INTEGER); THIS IS NOT SQL;' };
     const err = caught(() => SqliteStore.open({ dataDir: dir, migrations: [...MIGRATIONS, m2, bad] }));
     expect(err.code).toBe('store_open_failed');
     const raw = new Database(path.join(dir, 'glidepath.db'), { readonly: true });
     expect(raw.prepare("SELECT name FROM sqlite_master WHERE name = 'half'").get()).toBeUndefined();
-    expect(raw.prepare('SELECT MAX(version) AS v FROM schema_migrations').get()).toEqual({ v: 2 });
+    expect(raw.prepare('SELECT MAX(version) AS v FROM schema_migrations').get()).toEqual({ v: next });
     raw.close();
   });
 

@@ -1,5 +1,6 @@
 // Pickers, table-driven with exact pick sequences. The expected sequences were computed by an
-// independent Python implementation of mulberry32 and the power-of-two-choices rule, not by this code.
+// independent Python implementation of mulberry32, the power-of-two-choices rule (weighted draws, load
+// per unit of weight) and smooth weighted round-robin, not by this code.
 import { describe, expect, it } from 'vitest';
 import { createPicker, PowerOfTwoPicker, RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { mulberry32 } from '../../../src/domain/random.js';
@@ -11,8 +12,20 @@ interface W extends Pickable {
 
 const NOW = 1000;
 
+/** Workers at health weights (and trial budgets): the rest as `workers`. */
+function weighted(ids: string[], outstanding: number[], weight: number[], budget?: number[]): W[] {
+  return workers(ids, outstanding).map((w, k) => ({ ...w, weight: weight[k]!, budget: budget?.[k] ?? Infinity }));
+}
+
 function workers(ids: string[], outstanding: number[], ejectedUntil?: number[], routable?: boolean[]): W[] {
-  return ids.map((id, k) => ({ id, outstanding: outstanding[k]!, ejectedUntil: ejectedUntil?.[k] ?? 0, routable: routable?.[k] ?? true }));
+  return ids.map((id, k) => ({
+    id,
+    outstanding: outstanding[k]!,
+    ejectedUntil: ejectedUntil?.[k] ?? 0,
+    routable: routable?.[k] ?? true,
+    weight: 1,
+    budget: Infinity,
+  }));
 }
 
 function run(
@@ -72,12 +85,63 @@ describe('PowerOfTwoPicker: exact sequences for a seeded mulberry32', () => {
     },
     { name: 'none eligible', seed: 1, ws: () => workers(['a', 'b'], [0, 0], [5000, 5000]), expected: [undefined, undefined] },
     { name: 'empty pool', seed: 1, ws: () => [], expected: [undefined] },
+    {
+      name: 'a suspicious worker (weight 0.5) is drawn half as often and wins only at half the load per weight',
+      seed: 42,
+      ws: () => weighted(['a', 'b', 'c', 'd'], [0, 0, 0, 0], [1, 0.5, 1, 1]),
+      expected: ['c', 'd', 'a', 'a', 'd', 'a', 'd', 'a', 'c', 'a', 'd', 'c'],
+    },
+    {
+      name: 'the same, loaded',
+      seed: 42,
+      ws: () => weighted(['a', 'b', 'c', 'd'], [2, 1, 2, 3], [1, 0.5, 1, 1]),
+      expected: ['c', 'c', 'a', 'a', 'b', 'a', 'a', 'a', 'c', 'a', 'a', 'c'],
+    },
+    {
+      name: 'weight 0 (unhealthy, a spare) is never picked',
+      seed: 7,
+      ws: () => weighted(['a', 'b', 'c'], [0, 0, 0], [1, 0, 1]),
+      expected: ['a', 'c', 'c', 'a', 'c', 'a', 'c', 'a'],
+    },
+    {
+      name: 'a half-open trial (weight 0.1, budget 2) gets a trickle and stops at its budget',
+      seed: 5,
+      ws: () => weighted(['a', 'b', 'c'], [0, 0, 0], [1, 1, 0.1], [Infinity, Infinity, 2]),
+      expected: [
+        ...['b', 'a', 'a', 'b', 'b', 'b', 'b', 'a', 'b', 'b', 'a', 'b', 'a', 'a', 'a', 'b', 'a', 'a', 'a', 'b'],
+        ...['b', 'b', 'b', 'a', 'b', 'b', 'a', 'a', 'b', 'c', 'a', 'a', 'a', 'b', 'a', 'a', 'c', 'b', 'b', 'b'],
+      ],
+    },
   ];
   for (const c of table) {
     it(c.name, () => {
       expect(run(new PowerOfTwoPicker(mulberry32(c.seed)), c.ws(), c.expected.length, c.exclude)).toEqual(c.expected);
     });
   }
+
+  it('a spent trial budget takes the worker out (weight 0)', () => {
+    const ws = weighted(['a', 'c'], [0, 0], [1, 0.1], [Infinity, 2]);
+    run(new PowerOfTwoPicker(mulberry32(5)), ws, 40);
+    expect(ws[1]).toMatchObject({ weight: 0, budget: 0 });
+  });
+
+  it('under steady load a half-weight worker takes half the traffic of a healthy one', () => {
+    // requests end in arrival order 16 picks later; 20,000 picks
+    const ws = weighted(['a', 'b', 'c', 'd'], [0, 0, 0, 0], [1, 0.5, 1, 1]);
+    const p = new PowerOfTwoPicker(mulberry32(3));
+    const inflight: W[] = [];
+    const n = new Map<string, number>();
+    for (let k = 0; k < 20_000; k++) {
+      const w = p.pick(ws, NOW) as W;
+      n.set(w.id, (n.get(w.id) ?? 0) + 1);
+      w.outstanding++;
+      inflight.push(w);
+      if (inflight.length > 16) inflight.shift()!.outstanding--;
+    }
+    // the reference implementation's shares for this seed: a .285, b .144, c .286, d .284
+    expect((n.get('b') ?? 0) / 20_000).toBeCloseTo(0.144, 3);
+    expect((n.get('a') ?? 0) / 20_000).toBeCloseTo(0.285, 3);
+  });
 
   it('an ejection that has expired counts as eligible again', () => {
     const ws = workers(['a', 'b'], [0, 0], [NOW, NOW + 1]);
@@ -100,6 +164,16 @@ describe('RoundRobinPicker: exact sequences', () => {
     { name: 'skips excluded', ws: () => workers(['a', 'b', 'c'], [0, 0, 0]), exclude: ['c'], expected: ['a', 'b', 'a', 'b'] },
     { name: 'none eligible', ws: () => workers(['a'], [0], undefined, [false]), expected: [undefined, undefined] },
     { name: 'empty pool', ws: () => [], expected: [undefined] },
+    {
+      name: 'smooth weighted: a half-weight worker every other turn, evenly spread',
+      ws: () => weighted(['a', 'b', 'c'], [0, 0, 0], [1, 0.5, 1]),
+      expected: ['a', 'c', 'b', 'a', 'c', 'a', 'c', 'b', 'a', 'c'],
+    },
+    {
+      name: 'smooth weighted: a trial budget of one',
+      ws: () => weighted(['a', 'b'], [0, 0], [1, 0.25], [Infinity, 1]),
+      expected: ['a', 'a', 'b', 'a', 'a', 'a', 'a', 'a', 'a', 'a'],
+    },
   ];
   for (const c of table) {
     it(c.name, () => {

@@ -1,0 +1,456 @@
+// The worker health controller: probes every worker on its interval (jittered), feeds real traffic's
+// outcomes and process exits into each worker's state machine (machine.ts), and carries out what a
+// change means — routing weight, drain, events, audit, metrics, persistence — and hands dead workers
+// to recovery (recovery.ts). Sees only the ports; built per App (src/control/controllers.ts).
+import type { HealthConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import type { ProbeSet } from '../domain/probes.js';
+import type { Version } from '../domain/version.js';
+import { toGlidepathError } from '../errors.js';
+import type { ControllerPorts, WorkerInfo } from '../rollout/ports.js';
+import type { RequestRecord } from '../telemetry/record.js';
+import type { WorkerFault } from '../telemetry/telemetry.js';
+import { isTrial, newHealth, step } from './machine.js';
+import type { MachineSettings, Observation, PassiveFailureReason, WorkerHealth } from './machine.js';
+import { routingWeightOf } from './persisted.js';
+import { nextExpectation, probeWorker, recordFrom } from './prober.js';
+import type { ProbeCheck } from './prober.js';
+import { Recovery } from './recovery.js';
+import { RateWindow, TtftTracker } from './tracked.js';
+import type { HealthHost, Tracked } from './tracked.js';
+
+/** What a passive fault's error code means for the worker (codes not listed are not its fault). */
+const FAULTS: Partial<Record<WorkerFault['code'], PassiveFailureReason>> = {
+  upstream_connect_failed: 'reset',
+  upstream_closed: 'reset',
+  upstream_stream_broken: 'reset',
+  upstream_truncated: 'reset',
+  upstream_error: 'error',
+  upstream_invalid_json: 'error',
+  upstream_response_too_large: 'error',
+  upstream_malformed_stream: 'error',
+  upstream_timeout: 'timeout',
+  upstream_idle_timeout: 'stall',
+};
+
+const ACTOR = { name: 'health' };
+
+export class HealthController implements HealthHost {
+  readonly tracked = new Map<string, Tracked>();
+  private readonly sets = new Map<string, ProbeSet>();
+  private readonly recording = new Map<string, Promise<ProbeSet | undefined>>();
+  private readonly recovery: Recovery;
+  private readonly unsubs: (() => void)[] = [];
+  private cancelTick: (() => void) | undefined;
+  private running = false;
+  private readonly work = new Set<Promise<unknown>>();
+  private readonly rand: () => number;
+  /** Versions reported as having no worker that takes traffic (reported once per episode). */
+  private readonly down = new Set<string>();
+
+  constructor(
+    private readonly ports: ControllerPorts,
+    private readonly opts: { tickMs: number; rand?: () => number },
+  ) {
+    this.rand = opts.rand ?? Math.random;
+    this.recovery = new Recovery(ports, this);
+    // versions load during boot, before run(): their probe sets are recorded as they come up
+    this.unsubs.push(ports.workers.onLoaded((v, ws) => this.recordAtLoad(v, ws)));
+  }
+
+  /** The model's health settings, or undefined when health is off for it. */
+  config(model: string): HealthConfig | undefined {
+    const h = this.ports.models.config(model).health;
+    return h?.enabled ? h : undefined;
+  }
+
+  run(): void {
+    if (this.running) return;
+    this.running = true;
+    const p = this.ports;
+    this.unsubs.push(
+      p.telemetry.subscribe((r) => this.onRecord(r)),
+      p.telemetry.subscribeFaults((f) => this.onFault(f)),
+      p.workers.onExit((w, detail) => {
+        const t = this.tracked.get(w.id);
+        if (t) this.observe(t, { kind: 'exited', detail });
+      }),
+    );
+    this.tick();
+  }
+
+  shutdown(): void {
+    this.running = false;
+    for (const u of this.unsubs.splice(0)) u();
+    this.cancelTick?.();
+    for (const t of this.tracked.values()) t.cancelProbe?.();
+  }
+
+  /** Resolves when nothing the controller started is still running (tests). */
+  async whenIdle(): Promise<void> {
+    while (this.work.size > 0) await Promise.allSettled([...this.work]);
+  }
+
+  /** Run `p` as the controller's background work: errors become events, never unhandled rejections. */
+  spawn(what: string, p: Promise<unknown>): void {
+    const q = p.catch((err: unknown) => this.ports.emit({ kind: 'health_error', message: `${what}: ${toGlidepathError(err).message}` }));
+    this.work.add(q);
+    void q.finally(() => this.work.delete(q));
+  }
+
+  // ---- the loop ------------------------------------------------------------------------------
+
+  private tick(): void {
+    if (!this.running) return;
+    this.sync();
+    const now = this.ports.clock.now();
+    for (const t of this.tracked.values()) {
+      this.observe(t, { kind: 'tick' });
+      const cfg = this.config(t.info.model);
+      if (cfg && t.dirty && now - t.persistedAt >= cfg.intervalMs) this.persist(t);
+    }
+    this.passiveLatency();
+    this.report();
+    this.spawn('recovery', this.recovery.reconcile());
+    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => this.tick());
+  }
+
+  /** Track the workers that appeared (loads, replacements, adoption), forget the ones gone. */
+  sync(): void {
+    const live = this.ports.workers.list();
+    const seen = new Set<string>();
+    for (const w of live) {
+      if (this.config(w.model) === undefined) continue;
+      seen.add(w.id);
+      const t = this.tracked.get(w.id);
+      if (t) t.info = w;
+      else this.track(w);
+    }
+    for (const [id, t] of this.tracked) {
+      if (seen.has(id)) continue;
+      t.cancelProbe?.();
+      this.tracked.delete(id);
+      this.ports.telemetry.health.forget(t.info);
+    }
+  }
+
+  private track(w: WorkerInfo): Tracked {
+    const now = this.ports.clock.now();
+    // never judged: a spare must pass its probes; a serving worker was warmed and is recorded at load
+    const health = w.health ?? newHealth(w.role === 'spare' ? 'pending' : 'healthy', now);
+    const t: Tracked = {
+      info: w,
+      health,
+      turn: Math.floor(this.rand() * 1000),
+      cancelProbe: undefined,
+      busy: false,
+      weight: NaN,
+      dirty: w.health === undefined,
+      persistedAt: now,
+      rate: new RateWindow(DEFAULTS.health.rateWindow),
+      ttft: new TtftTracker(),
+    };
+    this.tracked.set(w.id, t);
+    this.applyWeight(t);
+    this.ports.telemetry.health.worker(w, health.state, health.breaker);
+    if (t.dirty) this.persist(t);
+    this.schedule(t);
+    return t;
+  }
+
+  // ---- probes --------------------------------------------------------------------------------
+
+  /** Set the worker's next probe by its state: at once while it must prove itself, on the interval otherwise. */
+  schedule(t: Tracked): void {
+    t.cancelProbe?.();
+    t.cancelProbe = undefined;
+    const cfg = this.config(t.info.model);
+    if (!cfg || !this.running) return;
+    const h = t.health;
+    let ms: number;
+    if (h.state === 'draining' || h.state === 'dead') return;
+    if (h.state === 'unhealthy' && h.breaker === 'open') return; // the tick turns it half-open
+    if (h.state === 'pending' || (h.state === 'unhealthy' && !isTrial(h))) ms = 0;
+    else ms = cfg.intervalMs * (1 + cfg.jitter * (2 * this.rand() - 1));
+    t.cancelProbe = this.ports.clock.after(ms, () => this.spawn(`probing ${t.info.id}`, this.probe(t)));
+  }
+
+  private async probe(t: Tracked): Promise<void> {
+    t.cancelProbe = undefined;
+    if (t.busy || this.tracked.get(t.info.id) !== t) return;
+    const cfg = this.config(t.info.model);
+    if (!cfg) return;
+    t.busy = true;
+    try {
+      const set = await this.probeSet(t.info.model, t.info.version);
+      if (set === undefined) return; // recording failed (an event says why); tried again next time
+      const h = t.health;
+      const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
+      const obs = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check);
+      if (this.tracked.get(t.info.id) === t) this.observe(t, obs);
+    } finally {
+      t.busy = false;
+      if (this.tracked.get(t.info.id) === t) this.schedule(t);
+    }
+  }
+
+  /** The version's probe set: cached, read from the registry, or recorded now from its serving workers. */
+  async probeSet(model: string, version: string): Promise<ProbeSet | undefined> {
+    const key = `${model}/${version}`;
+    const cached = this.sets.get(key);
+    if (cached) return cached;
+    const v = await this.ports.versions.get(model, version);
+    if (v.probes) {
+      this.sets.set(key, v.probes);
+      return v.probes;
+    }
+    let p = this.recording.get(key);
+    if (p === undefined) {
+      const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving');
+      p = this.record(v, serving)
+        .catch((err: unknown) => {
+          this.ports.emit({ kind: 'probe_set_failed', model, version, message: `recording the probe set of ${key}: ${toGlidepathError(err).message}` });
+          return undefined;
+        })
+        .finally(() => this.recording.delete(key));
+      this.recording.set(key, p);
+    }
+    return p;
+  }
+
+  /** Record and store a version's probe set from `workers`; dissenting workers are marked corrupt. */
+  async record(v: Version, workers: readonly WorkerInfo[], actor = ACTOR): Promise<ProbeSet> {
+    const cfg = this.config(v.model);
+    if (!cfg) throw new Error(`health is off for ${v.model}`);
+    const r = await recordFrom(this.ports, workers, cfg, v.probeReference);
+    await this.ports.versions.setProbes(v.model, v.id, r.set);
+    this.sets.set(`${v.model}/${v.id}`, r.set);
+    const why = r.set.basis === 'single' ? ' from a single worker and no probe_reference: nothing checked it' : '';
+    this.ports.emit({
+      kind: r.set.basis === 'single' ? 'probe_set_unverified' : 'probe_set_recorded',
+      model: v.model,
+      version: v.id,
+      message: `probe set of ${v.model}/${v.id} recorded (${r.set.basis}, ${r.set.probes.length} prompt(s))${why}`,
+      data: { by: actor.name, basis: r.set.basis, from: r.set.from, skipped: r.set.skipped },
+    });
+    const now = this.ports.clock.now();
+    for (const w of workers) {
+      const t = this.tracked.get(w.id) ?? this.track(w);
+      const d = r.dissenters.find((x) => x.worker === w.id);
+      if (d) {
+        this.observe(t, { kind: 'probe_fail', reason: 'token_mismatch', detail: `at the probe set's recording: ${d.detail}` });
+        this.ports.telemetry.health.probeFailure(w.model, w.version, 'token_mismatch');
+      } else if (t.health.baselineMs === null) {
+        t.health = { ...t.health, baselineMs: r.latencyMs.get(w.id) ?? null, since: t.health.since || now };
+        t.dirty = true;
+      }
+    }
+    return r.set;
+  }
+
+  /** The load hook: a version's first workers are up; record its probe set unless it has one. */
+  private async recordAtLoad(v: Version, workers: WorkerInfo[]): Promise<void> {
+    if (!this.config(v.model) || workers.length === 0) return;
+    const serving = workers.filter((w) => w.role === 'serving');
+    if (v.probes) {
+      this.sets.set(`${v.model}/${v.id}`, v.probes);
+      return;
+    }
+    await this.record(v, serving.length > 0 ? serving : workers);
+  }
+
+  /** Pin an operator's probe set (never re-recorded by a deployment). */
+  async pin(model: string, version: string, set: ProbeSet): Promise<ProbeSet> {
+    await this.ports.versions.setProbes(model, version, set);
+    this.sets.set(`${model}/${version}`, set);
+    return set;
+  }
+
+  /** Record again from the version's serving workers now (an operator asked). */
+  async rerecord(model: string, version: string, actor: { name: string }): Promise<ProbeSet> {
+    const v = await this.ports.versions.get(model, version);
+    const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
+    if (serving.length === 0) throw new Error(`${model}/${version} has no serving worker to record from`);
+    return this.record(v, serving, actor);
+  }
+
+  // ---- passive signals -------------------------------------------------------------------------
+
+  /** Every request record (synchronously, on the request's path): cheap unless the worker has something to prove. */
+  private onRecord(r: RequestRecord): void {
+    if (r.shadow || r.status !== 200 || r.errorCode !== undefined) return;
+    const t = this.tracked.get(r.worker);
+    if (t === undefined) return;
+    t.rate.push(false);
+    if (r.stream) t.ttft.observe(r.ttftMs - r.queueMs);
+    if (t.health.trafficFailures > 0 || t.health.trialLeft > 0) this.observe(t, { kind: 'traffic_ok' });
+  }
+
+  private onFault(f: WorkerFault): void {
+    const reason = FAULTS[f.code];
+    const t = this.tracked.get(f.worker);
+    const cfg = this.config(f.model);
+    if (reason === undefined || t === undefined || !cfg?.passive) return;
+    t.rate.push(true);
+    this.ports.telemetry.health.passiveFailure(f.model, f.version, reason);
+    const rateTripped = t.rate.tripped(cfg.failureRate, cfg.rateMinCalls);
+    this.observe(t, { kind: 'traffic_fail', reason, detail: `a request failed with ${f.code}`, rateTripped });
+  }
+
+  /** TTFT outliers: a worker much slower to first token than the median of its pool is SUSPICIOUS (a throttled GPU). */
+  private passiveLatency(): void {
+    const byVersion = new Map<string, Tracked[]>();
+    for (const t of this.tracked.values()) {
+      if (t.info.role !== 'serving' || (t.health.state !== 'healthy' && t.health.state !== 'suspicious')) continue;
+      const k = `${t.info.model}/${t.info.version}`;
+      byVersion.set(k, [...(byVersion.get(k) ?? []), t]);
+    }
+    for (const ts of byVersion.values()) {
+      const cfg = this.config((ts[0] as Tracked).info.model);
+      if (!cfg?.passive) continue;
+      const ready = ts.filter((t) => t.ttft.count >= DEFAULTS.health.ttftMinRequests);
+      if (ready.length < 2) continue;
+      const emas = ready.map((t) => t.ttft.ema).sort((a, b) => a - b);
+      const median = emas[Math.floor((emas.length - 1) / 2)] as number;
+      for (const t of ready) {
+        const ema = t.ttft.ema;
+        t.ttft.reset();
+        if (ema > cfg.ttftOutlierFactor * median && ema - median > cfg.latencyFloorMs) {
+          this.ports.telemetry.health.passiveFailure(t.info.model, t.info.version, 'ttft_outlier');
+          this.observe(t, {
+            kind: 'traffic_fail',
+            reason: 'ttft_outlier',
+            detail: `time to first token ${ema.toFixed(0)} ms on average, ${(ema / median).toFixed(1)}× its pool's median ${median.toFixed(0)} ms`,
+            rateTripped: false,
+          });
+        }
+      }
+    }
+  }
+
+  // ---- applying a change -------------------------------------------------------------------------
+
+  settings(t: Tracked, cfg: HealthConfig): MachineSettings {
+    return {
+      failureThreshold: cfg.failureThreshold,
+      healthyAfter: cfg.healthyAfter,
+      recoveryTimeoutMs: cfg.recoveryTimeoutMs,
+      recoveryTimeoutMaxMs: cfg.recoveryTimeoutMaxMs,
+      halfOpenProbes: cfg.halfOpenProbes,
+      halfOpenRequests: cfg.halfOpenRequests,
+      // a worker nobody can replace (a static endpoint) is never given up for failed recoveries: it is held out and retried
+      deadAfterFailedRecoveries: t.info.replaceable && cfg.replace ? cfg.deadAfterFailedRecoveries : Infinity,
+      baselineAlpha: DEFAULTS.health.baselineAlpha,
+    };
+  }
+
+  /** Feed one observation to a worker's machine and carry out what changed. */
+  observe(t: Tracked, o: Observation): void {
+    const cfg = this.config(t.info.model);
+    if (!cfg) return;
+    const prev = t.health;
+    const set = this.sets.get(`${t.info.model}/${t.info.version}`);
+    const next = step(prev, o, { now: this.ports.clock.now(), settings: this.settings(t, cfg), admitAfter: set?.probes.length ?? 1 });
+    if (next === prev) return;
+    t.health = next;
+    // per-request counters (a run of failed requests) are not worth a write each: they go with the next one
+    const material = next.state !== prev.state || next.breaker !== prev.breaker || next.failures !== prev.failures || next.trialLeft !== prev.trialLeft;
+    if (material) this.persist(t);
+    else t.dirty = true;
+    this.applyWeight(t);
+    if (next.state === prev.state && next.breaker === prev.breaker) return;
+    this.transitioned(t, prev, next);
+  }
+
+  /** The data plane's weight for the worker, when it changed. */
+  applyWeight(t: Tracked): void {
+    const w = routingWeightOf(t.info.role, t.health);
+    const budget = isTrial(t.health) && t.info.role === 'serving' ? t.health.trialLeft : Infinity;
+    if (w === t.weight && budget === Infinity) return;
+    t.weight = w;
+    try {
+      this.ports.workers.setWeight(t.info, w, budget);
+    } catch {
+      // the worker left the data plane already (stopped): nothing to route
+    }
+  }
+
+  private transitioned(t: Tracked, prev: WorkerHealth, next: WorkerHealth): void {
+    const w = t.info;
+    const p = this.ports;
+    p.telemetry.health.worker(w, next.state, next.breaker);
+    const why = next.lastFailure && next.lastFailure.at === next.since ? `: ${next.lastFailure.reason} (${next.lastFailure.detail})` : '';
+    const breaker = prev.breaker !== next.breaker ? `, breaker ${prev.breaker} → ${next.breaker}` : '';
+    const message = `worker ${w.id} ${prev.state} → ${next.state}${breaker}${why}`;
+    p.emit({
+      kind: 'worker_health',
+      model: w.model,
+      version: w.version,
+      message,
+      data: { worker: w.id, from: prev.state, to: next.state, breaker: next.breaker, lastFailure: next.lastFailure },
+    });
+    this.spawn(
+      'auditing a health change',
+      p.audited(ACTOR, 'worker.health', w.id, { from: prev.state, to: next.state, breaker: next.breaker, reason: next.lastFailure?.reason ?? null }, () =>
+        Promise.resolve(),
+      ),
+    );
+    if (next.state === 'draining') this.spawn(`draining ${w.id}`, this.drain(t));
+    if (next.state === 'dead') this.recovery.dead(t);
+    if (prev.state === 'unhealthy' && next.state === 'unhealthy') this.schedule(t); // open ↔ half-open
+    if (next.state !== prev.state) this.schedule(t);
+    this.checkVersion(w.model, w.version);
+  }
+
+  /** Take the worker's in-flight requests off it: at once for a corrupt one (its answers are wrong), else let them finish (bounded). */
+  private async drain(t: Tracked): Promise<void> {
+    const d = await this.ports.workers.drainOne(t.info, t.health.corrupt ? 0 : DEFAULTS.gateway.drainTimeoutMs).catch(() => ({ aborted: 0, elapsedMs: 0 }));
+    if (d.aborted > 0) {
+      this.ports.emit({
+        kind: 'worker_drained',
+        model: t.info.model,
+        version: t.info.version,
+        message: `worker ${t.info.id}: ${d.aborted} in-flight request(s) taken off it`,
+      });
+    }
+    this.observe(t, { kind: 'drained' });
+  }
+
+  /** A version none of whose serving workers takes traffic is reported loudly (event, audit, webhooks), once per episode. */
+  private checkVersion(model: string, version: string): void {
+    const key = `${model}/${version}`;
+    const serving = [...this.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && t.info.role === 'serving');
+    const up = serving.filter((t) => t.weight > 0).length;
+    if (serving.length > 0 && up === 0 && !this.down.has(key)) {
+      this.down.add(key);
+      const message = `no worker of ${key} takes traffic: all ${serving.length} are unhealthy (${serving.map((t) => `${t.info.id} ${t.health.state}`).join(', ')})`;
+      const e = { kind: 'version_unhealthy', model, version, message, at: this.ports.clock.now() };
+      this.ports.emit(e);
+      this.spawn('notifying', this.ports.notify(e));
+    } else if (up > 0 && this.down.delete(key)) {
+      this.ports.emit({ kind: 'version_recovered', model, version, message: `${key} takes traffic again on ${up} worker(s)` });
+    }
+  }
+
+  persist(t: Tracked): void {
+    t.dirty = false;
+    t.persistedAt = this.ports.clock.now();
+    const h = t.health;
+    this.spawn(`saving the health of ${t.info.id}`, this.ports.workers.saveHealth(t.info, h));
+  }
+
+  /** Gauges: each version's workers that take traffic, and each model's degradation level. */
+  private report(): void {
+    const by = new Map<string, { model: string; version: string; up: number; serving: number }>();
+    for (const t of this.tracked.values()) {
+      if (t.info.role !== 'serving') continue;
+      const k = `${t.info.model}/${t.info.version}`;
+      const e = by.get(k) ?? { model: t.info.model, version: t.info.version, up: 0, serving: 0 };
+      e.serving++;
+      if (t.weight > 0) e.up++;
+      by.set(k, e);
+    }
+    for (const e of by.values()) this.ports.telemetry.health.version(e.model, e.version, e.up, e.serving);
+    this.recovery.reportDegradation(by);
+  }
+}

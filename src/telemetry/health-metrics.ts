@@ -1,0 +1,147 @@
+// Worker health on /metrics (src/health/ keeps them through its port): each worker's state and
+// breaker, probe durations and failures by reason, passive failures, replacements, spares, and each
+// version's healthy share — what deploy/prometheus/alerts.yaml and the Grafana dashboard read.
+import { Counter, Gauge, Histogram } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { DEFAULTS } from '../defaults.js';
+import { BREAKER_VALUE, STATE_VALUE } from '../health/machine.js';
+import type { BreakerState, WorkerHealthState } from '../health/machine.js';
+
+interface WorkerLabels {
+  model: string;
+  version: string;
+  id: string;
+  role: string;
+}
+
+export class HealthMetrics {
+  private readonly state: Gauge<'model' | 'version' | 'worker' | 'role'>;
+  private readonly breaker: Gauge<'model' | 'version' | 'worker'>;
+  private readonly probeSeconds: Histogram<'model' | 'version' | 'check'>;
+  private readonly probeFailures: Counter<'model' | 'version' | 'reason'>;
+  private readonly passiveFailures: Counter<'model' | 'version' | 'reason'>;
+  private readonly replacements: Counter<'model' | 'version' | 'reason'>;
+  private readonly sparesReady: Gauge<'model' | 'version'>;
+  private readonly sparesWanted: Gauge<'model' | 'version'>;
+  private readonly healthy: Gauge<'model' | 'version'>;
+  private readonly serving: Gauge<'model' | 'version'>;
+  private readonly level: Gauge<'model'>;
+  /** worker id → the role label it was last reported under (a spare promoted changes it). */
+  private readonly roles = new Map<string, string>();
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.state = new Gauge({
+      name: 'glidepath_worker_health_state',
+      help: 'Health state per worker: 0 healthy, 1 suspicious, 2 unhealthy, 3 draining, 4 dead, -1 pending (not admitted yet).',
+      labelNames: ['model', 'version', 'worker', 'role'] as const,
+      registers,
+    });
+    this.breaker = new Gauge({
+      name: 'glidepath_worker_breaker_state',
+      help: 'Circuit breaker per worker: 0 closed, 1 open, 2 half-open.',
+      labelNames: ['model', 'version', 'worker'] as const,
+      registers,
+    });
+    this.probeSeconds = new Histogram({
+      name: 'glidepath_health_probe_duration_seconds',
+      help: 'Health probe round trips, by check (routine, half_open, admission, record).',
+      labelNames: ['model', 'version', 'check'] as const,
+      buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+      registers,
+    });
+    this.probeFailures = new Counter({
+      name: 'glidepath_health_probe_failures_total',
+      help: 'Failed health probes (after retries) by reason: token_mismatch, logprob_drift (silent corruption), latency_spike, timeout, error.',
+      labelNames: ['model', 'version', 'reason'] as const,
+      registers,
+    });
+    this.passiveFailures = new Counter({
+      name: 'glidepath_health_passive_failures_total',
+      help: 'Real requests that counted against a worker, by reason: error (5xx), reset, stall, timeout, ttft_outlier, exited.',
+      labelNames: ['model', 'version', 'reason'] as const,
+      registers,
+    });
+    this.replacements = new Counter({
+      name: 'glidepath_worker_replacements_total',
+      help: 'Dead workers replaced, by how: spare (a hot spare took its place) or started (a new worker).',
+      labelNames: ['model', 'version', 'reason'] as const,
+      registers,
+    });
+    this.sparesReady = new Gauge({
+      name: 'glidepath_spares_ready',
+      help: 'Hot spares loaded, probed and ready to take a failed worker’s place, per version.',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    });
+    this.sparesWanted = new Gauge({
+      name: 'glidepath_spares_wanted',
+      help: 'Hot spares configured per version.',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    });
+    this.healthy = new Gauge({
+      name: 'glidepath_version_healthy_workers',
+      help: 'Serving workers of a version that take traffic (healthy or suspicious).',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    });
+    this.serving = new Gauge({
+      name: 'glidepath_version_serving_workers',
+      help: 'Serving workers of a version (spares not counted), whatever their health.',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    });
+    this.level = new Gauge({
+      name: 'glidepath_degradation_level',
+      help: 'Degradation level per model, 0 (full capacity) to 4 (no new requests), from the share of its active version’s workers that take traffic.',
+      labelNames: ['model'] as const,
+      registers,
+    });
+  }
+
+  worker(w: WorkerLabels, state: WorkerHealthState, breaker: BreakerState): void {
+    const prev = this.roles.get(w.id);
+    if (prev !== undefined && prev !== w.role) this.state.remove(w.model, w.version, w.id, prev);
+    this.roles.set(w.id, w.role);
+    this.state.labels(w.model, w.version, w.id, w.role).set(STATE_VALUE[state]);
+    this.breaker.labels(w.model, w.version, w.id).set(BREAKER_VALUE[breaker]);
+  }
+
+  forget(w: WorkerLabels): void {
+    const role = this.roles.get(w.id) ?? w.role;
+    this.roles.delete(w.id);
+    this.state.remove(w.model, w.version, w.id, role);
+    this.breaker.remove(w.model, w.version, w.id);
+  }
+
+  probe(model: string, version: string, check: string, seconds: number): void {
+    this.probeSeconds.labels(model, version, check).observe(seconds);
+  }
+
+  probeFailure(model: string, version: string, reason: string): void {
+    this.probeFailures.labels(model, version, reason).inc();
+  }
+
+  passiveFailure(model: string, version: string, reason: string): void {
+    this.passiveFailures.labels(model, version, reason).inc();
+  }
+
+  replacement(model: string, version: string, reason: string): void {
+    this.replacements.labels(model, version, reason).inc();
+  }
+
+  spares(model: string, version: string, ready: number, wanted: number): void {
+    this.sparesReady.labels(model, version).set(ready);
+    this.sparesWanted.labels(model, version).set(wanted);
+  }
+
+  version(model: string, version: string, healthy: number, serving: number): void {
+    this.healthy.labels(model, version).set(healthy);
+    this.serving.labels(model, version).set(serving);
+  }
+
+  degradation(model: string, level: number): void {
+    this.level.labels(model).set(level);
+  }
+}

@@ -1,0 +1,233 @@
+// The health controller in process, over the fake fleet and its fake clock: probes, passive signals,
+// the routing weights it sets, drains, replacements, spares, and what survives a restart.
+import { afterEach, describe, expect, it } from 'vitest';
+import { HealthController } from '../../../src/health/controller.js';
+import { FakeFleet } from '../../helpers/fake-ports.js';
+
+const INTERVAL = 2_000;
+
+function model(o: { replicas?: number; spares?: number; health?: Record<string, unknown>; provider?: unknown } = {}) {
+  return {
+    name: 'chat',
+    versions: [
+      {
+        id: 'v1',
+        replicas: o.replicas ?? 4,
+        ...(o.spares !== undefined ? { spares: o.spares } : {}),
+        ...(o.provider ? { provider: o.provider } : { provider: { kind: 'sim' } }),
+      },
+    ],
+    route: { weights: { v1: 1 } },
+    health: { interval_ms: INTERVAL, jitter: 0, probes: ['p-one', 'p-two'], recovery_timeout_ms: 10_000, ...o.health },
+  };
+}
+
+let controllers: HealthController[] = [];
+afterEach(() => {
+  for (const c of controllers) c.shutdown();
+  controllers = [];
+});
+
+async function start(o: Parameters<typeof model>[0] = {}) {
+  const fleet = await FakeFleet.create({ models: [model(o)] });
+  const hc = new HealthController(fleet.ports(), { tickMs: 1_000, rand: () => 0.5 });
+  controllers.push(hc);
+  hc.run();
+  const advance = (ms: number) => fleet.clock.advance(ms, () => hc.whenIdle());
+  await advance(0);
+  return { fleet, hc, advance };
+}
+
+const state = (hc: HealthController, id: string) => {
+  const t = hc.tracked.get(id);
+  return t ? `${t.health.state}/${t.health.breaker}` : 'untracked';
+};
+
+describe('health controller', () => {
+  it('records the probe set from the serving workers (majority) and probes every worker on its interval', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    const v = await fleet.registry.get('chat', 'v1');
+    expect(v.probes?.basis).toBe('majority');
+    expect(v.probes?.probes.map((p) => p.prompt)).toEqual(['p-one', 'p-two']);
+    for (const w of fleet.live('chat', 'v1')) expect(state(hc, w.id)).toBe('healthy/closed');
+    const before = fleet.live('chat', 'v1').map((w) => w.probes);
+    await advance(INTERVAL);
+    expect(fleet.live('chat', 'v1').map((w) => w.probes - before[fleet.live('chat', 'v1').indexOf(w)]!)).toEqual([1, 1, 1, 1]);
+  });
+
+  it('a worker turning corrupt is caught by its next probe: weight 0, in-flight aborted, stopped and replaced; the replacement takes traffic once admitted', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    fleet.worker('chat/v1/2').mode = 'corrupt';
+    await advance(INTERVAL);
+    expect(fleet.worker('chat/v1/2').weight).toBe(0);
+    expect(fleet.log).toContain('drain chat/v1/2 abort');
+    expect(fleet.log).toContain('stop chat/v1/2');
+    expect(fleet.log).toContain('start chat/v1/4 serving');
+    expect(fleet.eventKinds('worker_health').length).toBeGreaterThan(0);
+    expect(await fleet.metricsText()).toMatch(/glidepath_health_probe_failures_total\{model="chat",version="v1",reason="token_mismatch"\} 1/);
+    await advance(1_000);
+    expect(state(hc, 'chat/v1/4')).toBe('healthy/closed');
+    expect(fleet.worker('chat/v1/4').weight).toBe(1);
+    expect(fleet.live('chat', 'v1').map((w) => w.id)).toEqual(['chat/v1/0', 'chat/v1/1', 'chat/v1/3', 'chat/v1/4']);
+  });
+
+  it('logprob drift with the right tokens is caught as corruption too', async () => {
+    const { fleet, advance } = await start();
+    await advance(INTERVAL);
+    fleet.worker('chat/v1/1').mode = 'drift';
+    await advance(INTERVAL);
+    expect(await fleet.metricsText()).toMatch(/reason="logprob_drift"\} 1/);
+    expect(fleet.log).toContain('stop chat/v1/1');
+  });
+
+  it('timeouts: one makes a worker suspicious (half weight), three open its breaker; half-open probes bring it back', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    const w = fleet.worker('chat/v1/0');
+    w.mode = 'timeout';
+    await advance(INTERVAL);
+    expect(state(hc, w.id)).toBe('suspicious/closed');
+    expect(w.weight).toBe(0.5);
+    await advance(2 * INTERVAL);
+    expect(state(hc, w.id)).toBe('unhealthy/open');
+    expect(w.weight).toBe(0);
+    w.mode = 'ok';
+    await advance(10_000);
+    // two half-open probes pass, then a trickle of real traffic (budget 5) is tried
+    expect(state(hc, w.id)).toBe('unhealthy/half_open');
+    expect(w.weight).toBe(0.1);
+    expect(w.budget).toBe(5);
+    fleet.records('chat', 'v1', 5, () => ({ worker: w.id }));
+    expect(state(hc, w.id)).toBe('healthy/closed');
+    expect(w.weight).toBe(1);
+  });
+
+  it('a latency spike only halves the weight; the worker is never taken out for slowness', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(3 * INTERVAL);
+    const w = fleet.worker('chat/v1/3');
+    w.latencyMs = 200; // 10× its baseline of 20 ms, 180 ms over it
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('suspicious/closed');
+    expect(w.weight).toBe(0.5);
+    expect(fleet.log).not.toContain(`stop ${w.id}`);
+  });
+
+  it('a flapping worker (fails every other probe) is held out by its breaker for the recovery timeout, not flipped in and out', async () => {
+    const { fleet, hc, advance } = await start({ health: { recovery_timeout_ms: 30_000 } });
+    await advance(INTERVAL);
+    const w = fleet.worker('chat/v1/1');
+    const weights: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      w.mode = i % 2 === 0 ? 'timeout' : 'ok';
+      await advance(INTERVAL);
+      weights.push(w.weight);
+    }
+    // half weight, then out on its third failure and held out for the whole recovery timeout: never
+    // back at full weight, and never in and out every probe
+    expect(weights.slice(0, 5)).toEqual([0.5, 0.5, 0.5, 0.5, 0]);
+    expect(weights.slice(5, 5 + 30_000 / INTERVAL - 1).every((x) => x === 0)).toBe(true);
+    expect(weights.every((x) => x < 1)).toBe(true);
+    expect(state(hc, w.id)).not.toBe('healthy/closed');
+  });
+
+  it('passive: 5xx from real traffic open the breaker; 4xx and client cancellations never count', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    const id = 'chat/v1/2';
+    fleet.records('chat', 'v1', 50, () => ({ worker: id, status: 400, errorCode: 'upstream_client_error' }));
+    fleet.records('chat', 'v1', 50, () => ({ worker: id, status: 499, errorCode: 'client_closed' }));
+    expect(state(hc, id)).toBe('healthy/closed');
+    for (let i = 0; i < 3; i++) fleet.fault({ model: 'chat', version: 'v1', worker: id, code: 'upstream_error' });
+    expect(state(hc, id)).toBe('unhealthy/open');
+    expect(await fleet.metricsText()).toMatch(/glidepath_health_passive_failures_total\{model="chat",version="v1",reason="error"\} 3/);
+  });
+
+  it('a crash with a hot spare: the spare takes its place at once, a new spare is started', async () => {
+    const { fleet, hc, advance } = await start({ replicas: 3, spares: 1 });
+    await advance(INTERVAL);
+    expect(state(hc, 'chat/v1/3')).toBe('healthy/closed');
+    expect(fleet.worker('chat/v1/3').weight).toBe(0);
+    fleet.crash('chat/v1/0');
+    // synchronously: the spare serves before any timer ran
+    expect(fleet.worker('chat/v1/3').weight).toBe(1);
+    expect(fleet.worker('chat/v1/3').role).toBe('serving');
+    await advance(1_000);
+    expect(fleet.log).toContain('start chat/v1/4 spare');
+    await advance(1_000);
+    expect(state(hc, 'chat/v1/4')).toBe('healthy/closed');
+    expect(fleet.worker('chat/v1/4').weight).toBe(0);
+    expect(await fleet.metricsText()).toMatch(/glidepath_spares_ready\{model="chat",version="v1"\} 1/);
+    expect(await fleet.metricsText()).toMatch(/glidepath_worker_replacements_total\{model="chat",version="v1",reason="spare"\} 1/);
+  });
+
+  it('a replacement that fails to start is retried with back-off', async () => {
+    const { fleet, advance } = await start();
+    await advance(INTERVAL);
+    fleet.failStarts.push('insufficient GPUs', 'insufficient GPUs');
+    fleet.crash('chat/v1/1');
+    await advance(0);
+    expect(fleet.eventKinds('worker_start_failed')).toHaveLength(1);
+    await advance(999);
+    expect(fleet.eventKinds('worker_start_failed')).toHaveLength(1);
+    await advance(1);
+    expect(fleet.eventKinds('worker_start_failed')).toHaveLength(2);
+    // the next try waits twice as long
+    await advance(1_999);
+    expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual([]);
+    await advance(1);
+    expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start chat/v1/4 serving']);
+  });
+
+  it('a version whose workers are all unhealthy is reported loudly (event, webhook), once', async () => {
+    const { fleet, advance } = await start({ replicas: 2, health: { replace: false } });
+    await advance(INTERVAL);
+    for (const w of fleet.live('chat', 'v1')) w.mode = 'timeout';
+    await advance(4 * INTERVAL);
+    expect(fleet.eventKinds('version_unhealthy')).toHaveLength(1);
+    expect(fleet.notified.map((n) => n.kind)).toEqual(['version_unhealthy']);
+  });
+
+  it('restart: health and breaker state come back from the store, and routing follows them', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    const w = fleet.worker('chat/v1/0');
+    w.mode = 'timeout';
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('unhealthy/open');
+    hc.shutdown();
+    // a new control plane over the same fleet and store: nothing in memory survives
+    const hc2 = new HealthController(fleet.ports(), { tickMs: 1_000, rand: () => 0.5 });
+    controllers.push(hc2);
+    hc2.run();
+    await fleet.clock.advance(0, () => hc2.whenIdle());
+    expect(state(hc2, w.id)).toBe('unhealthy/open');
+    expect(w.weight).toBe(0);
+  });
+
+  it('a fixed endpoint (static) is never replaced: its spare endpoint steps in, and it is held out and retried until it recovers', async () => {
+    const endpoints = ['http://127.0.0.1:9', 'http://127.0.0.1:10', 'http://127.0.0.1:11'];
+    const { fleet, hc, advance } = await start({ spares: 1, provider: { kind: 'static', endpoints }, health: { dead_after_failed_recoveries: 1 } });
+    await advance(INTERVAL);
+    expect(fleet.worker('chat/v1/2').role).toBe('spare');
+    const w = fleet.worker('chat/v1/0');
+    w.mode = 'timeout';
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('unhealthy/open');
+    // failed recoveries only back off: never dead, never stopped, never a start
+    await advance(60_000);
+    expect(state(hc, w.id)).toMatch(/^unhealthy/);
+    expect(fleet.log.filter((l) => l.startsWith('start ') || l.startsWith('stop '))).toEqual([]);
+    w.mode = 'ok';
+    await advance(200_000);
+    expect(state(hc, w.id)).toBe('healthy/closed');
+    // corruption on a fixed endpoint: dead and held out; the spare endpoint takes its place
+    fleet.worker('chat/v1/1').mode = 'corrupt';
+    await advance(INTERVAL);
+    expect(state(hc, 'chat/v1/1')).toBe('dead/open');
+    expect(fleet.worker('chat/v1/2')).toMatchObject({ role: 'serving', weight: 1 });
+    expect(fleet.log.filter((l) => l.startsWith('start ') || l.startsWith('stop '))).toEqual([]);
+  });
+});
