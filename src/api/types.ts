@@ -1,7 +1,6 @@
 // The admin API's response bodies, declared once: the API's views return these types (the compiler
 // checks what is sent) and the CLI reads them (`import type`, no runtime edge). Every field is
 // snake_case (docs/admin-api.md); the blue-green results are the strategy's own types.
-import type { Architecture } from '../domain/card.js';
 import type { HealthState, VersionStatus } from '../domain/version.js';
 
 export type { DrainReport as DrainView, RetireResult as RetireView, RollbackResult as RollbackView, SwapResult as SwapView } from '../rollout/bluegreen.js';
@@ -14,6 +13,17 @@ export interface HealthView {
   healthy_workers: number | null;
   total_workers: number | null;
   detail: string | null;
+}
+
+/** The model's shape, as the config writes it (what KV-cache compatibility compares). */
+export interface ArchitectureView {
+  layers: number;
+  kv_heads: number;
+  head_dim: number;
+  block_size: number;
+  max_context: number;
+  tokenizer: string;
+  family: string | null;
 }
 
 export interface VersionView {
@@ -32,7 +42,7 @@ export interface VersionView {
   weight_hash: string | null;
   base_model: string;
   quantization: string;
-  architecture: Architecture;
+  architecture: ArchitectureView;
   gpu_memory_gb: number;
   warmup_tokens: number;
   provider: string;

@@ -1,8 +1,9 @@
 // What the admin API shows for versions, workers and the whole system (JSON shapes the CLI prints).
 import type { ControlPlane } from '../control/plane.js';
+import type { Architecture } from '../domain/card.js';
 import type { HealthSummary, Version, VersionTransition } from '../domain/version.js';
 import type { AuditEntry } from '../store/types.js';
-import type { AuditView, HealthView, TransitionView, VersionView, WorkerView } from './types.js';
+import type { ArchitectureView, AuditView, HealthView, TransitionView, VersionView, WorkerView } from './types.js';
 
 function healthView(h: HealthSummary): HealthView {
   return {
@@ -13,6 +14,18 @@ function healthView(h: HealthSummary): HealthView {
     healthy_workers: h.healthyWorkers ?? null,
     total_workers: h.totalWorkers ?? null,
     detail: h.detail ?? null,
+  };
+}
+
+function architectureView(a: Architecture): ArchitectureView {
+  return {
+    layers: a.layers,
+    kv_heads: a.kvHeads,
+    head_dim: a.headDim,
+    block_size: a.blockSize,
+    max_context: a.maxContext,
+    tokenizer: a.tokenizer,
+    family: a.family ?? null,
   };
 }
 
@@ -52,7 +65,7 @@ export function versionView(cp: ControlPlane, v: Version): VersionView {
     weight_hash: v.weightHash ?? null,
     base_model: v.baseModel,
     quantization: v.quantization,
-    architecture: v.architecture,
+    architecture: architectureView(v.architecture),
     gpu_memory_gb: v.gpuMemoryGb,
     warmup_tokens: v.warmupTokens,
     provider: v.provider.kind,
