@@ -3,7 +3,8 @@ import type { ControlPlane } from '../control/plane.js';
 import type { Architecture } from '../domain/card.js';
 import type { HealthSummary, Version, VersionTransition } from '../domain/version.js';
 import type { AuditEntry } from '../store/types.js';
-import type { ArchitectureView, AuditView, HealthView, TransitionView, VersionView, WorkerView } from './types.js';
+import { windowView } from './rollout-views.js';
+import type { ArchitectureView, AuditView, HealthView, StatusModelView, StatusView, TransitionView, VersionView, WorkerView } from './types.js';
 
 function healthView(h: HealthSummary): HealthView {
   return {
@@ -104,8 +105,8 @@ export async function workersView(cp: ControlPlane, model?: string): Promise<Wor
   return out;
 }
 
-export async function statusView(cp: ControlPlane): Promise<Record<string, unknown>> {
-  const models: Record<string, unknown>[] = [];
+export async function statusView(cp: ControlPlane): Promise<StatusView> {
+  const models: StatusModelView[] = [];
   for (const m of cp.cfg.models) {
     const st = cp.dp.models.get(m.name);
     const [active, standbys, versions] = await Promise.all([cp.registry.active(m.name), cp.registry.standbys(m.name), cp.registry.list(m.name)]);
@@ -114,9 +115,7 @@ export async function statusView(cp: ControlPlane): Promise<Record<string, unkno
       model: m.name,
       priority: m.priority,
       active: active?.id ?? null,
-      /** The rollback target (a loaded standby that is eligible). */
       standby: standby?.id ?? null,
-      /** Every loaded standby, with why it is not a rollback target when it is blocked. */
       standbys: standbys.map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
       route: st
         ? {
@@ -131,7 +130,7 @@ export async function statusView(cp: ControlPlane): Promise<Record<string, unkno
         version: v.id,
         status: v.status,
         asleep: cp.workers.isAsleep(m.name, v.id),
-        window: cp.dp.telemetry.stats(m.name, v.id),
+        window: windowView(cp.dp.telemetry.stats(m.name, v.id)),
       })),
     });
   }
