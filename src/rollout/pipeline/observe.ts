@@ -23,7 +23,8 @@ export interface WindowJson {
   tpot_ms?: Pcts;
 }
 export interface StatusJson {
-  ready?: boolean;
+  /** The data plane's readiness, and what keeps it from being ready. */
+  ready?: { ready: boolean; problems?: string[] };
   models: {
     model: string;
     active: string | null;
@@ -179,7 +180,10 @@ export async function pollCondition(api: AdminApi, model: string, cond: WaitCond
   const st = await api.get<StatusJson>('/status');
   const m = st.models.find((x) => x.model === model);
   if (!m) return { state: 'failed', detail: `the admin API does not know model "${model}"` };
-  if (st.ready === false) return { state: 'waiting', detail: 'the gateway is not ready' };
+  if (st.ready?.ready === false) {
+    const why = st.ready.problems ?? [];
+    return { state: 'waiting', detail: `the gateway is not ready${why.length > 0 ? ` (${why.join('; ')})` : ''}` };
+  }
   if (!m.active) return { state: 'waiting', detail: `${model} has no active version` };
   const v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(m.active)}`);
   const h = v.health?.state ?? 'unknown';

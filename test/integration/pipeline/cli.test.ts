@@ -82,7 +82,7 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
     state.statusCalls++;
     const bad = state.statusCalls > state.goodStatusCalls;
     send(res, 200, {
-      ready: true,
+      ready: { ready: true, problems: [] },
       models: [
         {
           model: 'llama',

@@ -1,14 +1,15 @@
 // What the runner reads from the admin API: trigger scopes from GET /status and the wait_for conditions.
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import type { CanaryView, VersionDetail, WindowView } from '../../../src/api/types.js';
+import type { CanaryView, StatusView, VersionDetail, WindowView } from '../../../src/api/types.js';
 import { observe, pollCondition } from '../../../src/rollout/pipeline/observe.js';
-import type { AdminApi, CanaryJson, VersionJson, WindowJson } from '../../../src/rollout/pipeline/observe.js';
+import type { AdminApi, CanaryJson, StatusJson, VersionJson, WindowJson } from '../../../src/rollout/pipeline/observe.js';
 
 describe('the bodies the runner reads are what the admin API declares', () => {
   // the runner (src/rollout/) may not import src/api/types.ts: its own narrow types must accept
   // the API's, or a renamed field would be read as missing (tsc checks these; vitest runs nothing)
-  it('window, canary and version', () => {
+  it('window, status, canary and version', () => {
     expectTypeOf<WindowView>().toExtend<WindowJson>();
+    expectTypeOf<StatusView>().toExtend<StatusJson>();
     expectTypeOf<CanaryView>().toExtend<CanaryJson>();
     expectTypeOf<VersionDetail>().toExtend<VersionJson>();
   });
@@ -148,10 +149,17 @@ describe('wait_for conditions', () => {
   });
 
   it('healthy: gateway ready, an active version, not unhealthy, a routable worker', async () => {
-    const st = (ready: boolean, active: string | null) => ({ '/status': { ready, models: [{ model: 'm', active, versions: [] }] } });
+    // GET /status's `ready` is the data plane's {ready, problems} (regression: it was read as a
+    // boolean, so a gateway that was not ready never held the condition back)
+    const st = (ready: boolean, active: string | null) => ({
+      '/status': { ready: { ready, problems: ready ? [] : ['model m has no routable worker'] }, models: [{ model: 'm', active, versions: [] }] },
+    });
     const v1 = (state: string) => ({ '/models/m/versions/v1': { status: 'active', health: { state } } });
     const workers = (routable: boolean) => ({ '/workers?model=m': [{ version: 'v1', routable }] });
-    expect(await pollCondition(api({ ...st(false, 'v1') }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'the gateway is not ready' });
+    expect(await pollCondition(api({ ...st(false, 'v1') }), 'm', 'healthy', undefined)).toEqual({
+      state: 'waiting',
+      detail: 'the gateway is not ready (model m has no routable worker)',
+    });
     expect(await pollCondition(api({ ...st(true, null) }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'm has no active version' });
     expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('unhealthy') }), 'm', 'healthy', undefined)).toEqual({
       state: 'waiting',

@@ -13,7 +13,7 @@ function reporter(): Reporter & { lines: string[] } {
 }
 
 const statusWith = (errorRate: number | null) => ({
-  ready: true,
+  ready: { ready: true, problems: [] },
   models: [
     {
       model: 'm',
