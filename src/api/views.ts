@@ -1,8 +1,10 @@
 // What the admin API shows for versions, workers and the whole system (JSON shapes the CLI prints).
 import type { ControlPlane } from '../control/plane.js';
+import type { Architecture } from '../domain/card.js';
 import type { HealthSummary, Version, VersionTransition } from '../domain/version.js';
 import type { AuditEntry } from '../store/types.js';
-import type { AuditView, HealthView, TransitionView, VersionView, WorkerView } from './types.js';
+import { windowView } from './rollout-views.js';
+import type { ArchitectureView, AuditView, HealthView, StatusModelView, StatusView, TransitionView, VersionView, WorkerView } from './types.js';
 
 function healthView(h: HealthSummary): HealthView {
   return {
@@ -13,6 +15,18 @@ function healthView(h: HealthSummary): HealthView {
     healthy_workers: h.healthyWorkers ?? null,
     total_workers: h.totalWorkers ?? null,
     detail: h.detail ?? null,
+  };
+}
+
+function architectureView(a: Architecture): ArchitectureView {
+  return {
+    layers: a.layers,
+    kv_heads: a.kvHeads,
+    head_dim: a.headDim,
+    block_size: a.blockSize,
+    max_context: a.maxContext,
+    tokenizer: a.tokenizer,
+    family: a.family ?? null,
   };
 }
 
@@ -52,7 +66,7 @@ export function versionView(cp: ControlPlane, v: Version): VersionView {
     weight_hash: v.weightHash ?? null,
     base_model: v.baseModel,
     quantization: v.quantization,
-    architecture: v.architecture,
+    architecture: architectureView(v.architecture),
     gpu_memory_gb: v.gpuMemoryGb,
     warmup_tokens: v.warmupTokens,
     provider: v.provider.kind,
@@ -91,8 +105,8 @@ export async function workersView(cp: ControlPlane, model?: string): Promise<Wor
   return out;
 }
 
-export async function statusView(cp: ControlPlane): Promise<Record<string, unknown>> {
-  const models: Record<string, unknown>[] = [];
+export async function statusView(cp: ControlPlane): Promise<StatusView> {
+  const models: StatusModelView[] = [];
   for (const m of cp.cfg.models) {
     const st = cp.dp.models.get(m.name);
     const [active, standbys, versions] = await Promise.all([cp.registry.active(m.name), cp.registry.standbys(m.name), cp.registry.list(m.name)]);
@@ -101,9 +115,7 @@ export async function statusView(cp: ControlPlane): Promise<Record<string, unkno
       model: m.name,
       priority: m.priority,
       active: active?.id ?? null,
-      /** The rollback target (a loaded standby that is eligible). */
       standby: standby?.id ?? null,
-      /** Every loaded standby, with why it is not a rollback target when it is blocked. */
       standbys: standbys.map((v) => ({ version: v.id, rollback_eligible: v.rollbackEligible, blocked_reason: v.rollbackBlockedReason ?? null })),
       route: st
         ? {
@@ -118,7 +130,7 @@ export async function statusView(cp: ControlPlane): Promise<Record<string, unkno
         version: v.id,
         status: v.status,
         asleep: cp.workers.isAsleep(m.name, v.id),
-        window: cp.dp.telemetry.stats(m.name, v.id),
+        window: windowView(cp.dp.telemetry.stats(m.name, v.id)),
       })),
     });
   }

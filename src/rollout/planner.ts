@@ -331,7 +331,8 @@ export async function planFor(ports: ControllerPorts, model: string, targetId: s
   };
 }
 
-function fmtMs(ms: number): string {
+/** A planned duration, rounded as a plan is read: "< 40 ms", "~45 s", "~12 min", "~2.5 h". */
+export function fmtMs(ms: number): string {
   if (ms === 0) return '0';
   if (ms < 1000) return `< ${Math.ceil(ms)} ms`;
   const s = ms / 1000;
@@ -375,31 +376,4 @@ function formatStages(sp: StagePlan): string[] {
   }
   out.push(`  total ${Number.isFinite(sp.totalMs) ? fmtMs(sp.totalMs) : 'unknown (no traffic)'}, then promotion`);
   return out;
-}
-
-/**
- * What `canary start` says about the stages it starts: the expected total from the power analysis
- * at the live rate, and a warning past DEFAULTS.rollout.canaryLongWarnMs. `sp` may come through
- * JSON, where the infinite times of a fleet without traffic are null.
- */
-export function formatCanaryEstimate(sp: StagePlan): { lines: string[]; warning?: string } {
-  const finite = (x: number | null) => x !== null && Number.isFinite(x);
-  const first = sp.stages[0];
-  if (!finite(sp.totalMs)) {
-    const need = first ? ` (${first.samplesNeeded} at ${first.percent} %)` : '';
-    return { lines: [`expected duration: unknown, the model has no live traffic yet: each stage waits for its canary samples${need}`] };
-  }
-  if (sp.stages.length === 0) return { lines: ['expected duration: none, no stage below 100 %: it promotes at once'] };
-  const per = sp.stages.map((r) => `${r.percent} % ${fmtMs(r.durationMs)}`).join(', ');
-  const lines = [`expected duration: ${fmtMs(sp.totalMs)} at ${sp.liveRps.toFixed(2)} req/s live (${per}), then promotion`];
-  if (sp.totalMs <= DEFAULTS.rollout.canaryLongWarnMs) return { lines };
-  const slowest = [...sp.stages].sort((a, b) => b.durationMs - a.durationMs)[0];
-  const why =
-    slowest && slowest.collectMs > sp.stageDurationMs
-      ? `at ${slowest.percent} % the canary gets ${slowest.canaryRps.toFixed(2)} req/s and needs ${slowest.samplesNeeded} samples`
-      : 'the stage durations add up';
-  return {
-    lines,
-    warning: `warning: this canary is expected to take ${fmtMs(sp.totalMs)} (${why}); more traffic, fewer or larger stages (--stages), or --shadow-share shorten it`,
-  };
 }

@@ -7,10 +7,11 @@
 //              canary (both orders); the 14 % canary must be rolled back at <= 10 % again.
 // The judge is a simulator serving the built-in `judge` model in this process (loopback port 0).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CanaryView, JudgeView } from '../../src/api/types.js';
 import { performance } from 'node:perf_hooks';
 import type { SimHandle } from '../../src/sim/index.js';
 import { EventStream, LoadGen, canaryConfigYaml, driveToEnd, recordAcceptance, startJudge, summarize } from '../helpers/e2e-canary.js';
-import type { CanaryModelSpec, CanaryView } from '../helpers/e2e-canary.js';
+import type { CanaryModelSpec } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView } from '../helpers/e2e-up.js';
 
@@ -36,19 +37,11 @@ afterAll(async () => {
   recordAcceptance('quality', results);
 });
 
-interface JudgeStats {
-  configured: boolean;
-  judged: number;
-  failures: number;
-  dropped: number;
-  lastError?: string;
-}
-
 async function run(
   mode: 'pointwise' | 'pairwise',
   models: CanaryModelSpec[],
   resume: string[],
-): Promise<{ up: UpProcess; views: Map<string, CanaryView>; judged: JudgeStats }> {
+): Promise<{ up: UpProcess; views: Map<string, CanaryView>; judged: JudgeView }> {
   const dir = tempDir(`canary-${mode}`);
   dirs.push(dir);
   const file = writeConfig(
@@ -73,7 +66,7 @@ async function run(
       }),
     );
     await load.stop();
-    const judged = await up.ok<JudgeStats>('GET', '/judge');
+    const judged = await up.ok<JudgeView>('GET', '/judge');
     const views = new Map<string, CanaryView>();
     for (const e of ends) {
       views.set(e.model, e.view);
@@ -138,8 +131,8 @@ describe('quality gate with the simulator judge, end to end', () => {
       expect(judged.judged).toBeGreaterThan(60);
       // Then the hallucinating canary is rolled back on quality at <= 10 %
       const bad = views.get('halluc')!;
-      expect(bad.phase, bad.message).toBe('rolled_back');
-      expect(bad.rollback!.percentAtRollback).toBeLessThanOrEqual(10);
+      expect(bad.phase, bad.message ?? undefined).toBe('rolled_back');
+      expect(bad.rollback!.percent_at_rollback).toBeLessThanOrEqual(10);
       expect(bad.rollback!.reason).toMatch(/quality/);
       // And the equal one walks every stage, quality passing, and becomes active
       for (const name of ['sameq', 'sameqs']) {
@@ -183,8 +176,8 @@ describe('quality gate with the simulator judge, end to end', () => {
       expect(judged.judged).toBeGreaterThanOrEqual(30);
       // Then it is rolled back on quality (its answers lose the pairwise comparisons) at <= 10 %
       const bad = views.get('hallucpw')!;
-      expect(bad.phase, bad.message).toBe('rolled_back');
-      expect(bad.rollback!.percentAtRollback).toBeLessThanOrEqual(10);
+      expect(bad.phase, bad.message ?? undefined).toBe('rolled_back');
+      expect(bad.rollback!.percent_at_rollback).toBeLessThanOrEqual(10);
       expect(bad.rollback!.reason).toMatch(/quality/);
     } finally {
       await up.kill('SIGTERM');

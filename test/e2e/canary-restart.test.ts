@@ -3,11 +3,12 @@
 // resumed where it was — same id, stage, weights, every verdict recorded before the crash still in
 // its history — and then continue to its end (an equal canary: promoted, active/standby swapped).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CanaryView } from '../../src/api/types.js';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { EventStream, LoadGen, canaryConfigYaml, driveToEnd, recordAcceptance, summarize } from '../helpers/e2e-canary.js';
-import type { CanaryModelSpec, CanaryView } from '../helpers/e2e-canary.js';
+import type { CanaryModelSpec } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, trackWorkerPids, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView, WorkerView } from '../helpers/e2e-up.js';
 
@@ -72,7 +73,7 @@ describe('canary across a crash of glidepath up', () => {
     // Then it is the same rollout, at the stage it had reached, with every verdict it had
     expect(after.id).toBe(started.id);
     expect(after.phase).toBe('progressing');
-    expect(after.stageIndex).toBeGreaterThanOrEqual(before.stageIndex);
+    expect(after.stage_index).toBeGreaterThanOrEqual(before.stage_index);
     expect(after.verdicts.slice(0, before.verdicts.length)).toEqual(before.verdicts);
     expect(after.weights?.v2).toBeCloseTo(after.percent / 100, 6);
 
@@ -82,7 +83,7 @@ describe('canary across a crash of glidepath up', () => {
     await load.stop();
     const final = end.view;
     expect(final.id).toBe(started.id);
-    expect(final.phase, final.message).toBe('succeeded');
+    expect(final.phase, final.message ?? undefined).toBe('succeeded');
     expect(decisive(final).map((v) => v.percent)).toEqual(STAGES.slice(0, -1));
     expect(final.verdicts.slice(0, before.verdicts.length)).toEqual(before.verdicts);
     const versions = await up.ok<VersionView[]>('GET', `/models/${MODEL}/versions`);
@@ -93,7 +94,7 @@ describe('canary across a crash of glidepath up', () => {
 
     const report = {
       ...summarize(final, load.stats.get(MODEL), performance.now() - t0, { operator_resumes_after_throughput_pause: end.resumes }),
-      killed_at_stage: before.stageIndex + 1,
+      killed_at_stage: before.stage_index + 1,
       killed_at_percent: before.percent,
       verdicts_before_kill: before.verdicts.length,
       decisive_before_kill: decisive(before).length,

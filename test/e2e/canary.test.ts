@@ -6,9 +6,10 @@
 //   equal1/2 — the canary is the same engine with another seed      → promoted to 100 %, active/standby swapped
 // Outcomes are awaited on the admin event stream (SSE); numbers go to bench/results/canary-acceptance.json.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CanaryView } from '../../src/api/types.js';
 import { performance } from 'node:perf_hooks';
 import { EventStream, LoadGen, canaryConfigYaml, driveToEnd, recordAcceptance, summarize } from '../helpers/e2e-canary.js';
-import type { CanaryModelSpec, CanaryView } from '../helpers/e2e-canary.js';
+import type { CanaryModelSpec } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView } from '../helpers/e2e-up.js';
 
@@ -123,7 +124,7 @@ describe('progressive canary, end to end', () => {
     for (const name of ['errors', 'slow']) {
       const v = views.get(name)!;
       expect(v.phase, `${name}: ${v.message}`).toBe('rolled_back');
-      expect(v.rollback!.percentAtRollback).toBeLessThanOrEqual(10);
+      expect(v.rollback!.percent_at_rollback).toBeLessThanOrEqual(10);
       expect(v.verdicts.at(-1)!.outcome).toBe('fail');
       const route = await up.ok<{ weights: Record<string, number>; stable: string }>('GET', `/models/${name}/route`);
       expect(route.stable).toBe('v1');
@@ -131,7 +132,7 @@ describe('progressive canary, end to end', () => {
     }
     expect(views.get('errors')!.rollback!.reason).toMatch(/errors/);
     // decided by the sequential count test on the first few dozen canary requests, not after the 100 a pass needs
-    expect(views.get('errors')!.rollback!.canaryRequests).toBeLessThan(60);
+    expect(views.get('errors')!.rollback!.canary_requests).toBeLessThan(60);
     expect(views.get('slow')!.rollback!.reason).toMatch(/latency|ttft|tpot/);
 
     // And the equal canaries walked every stage and became active, stable now standby

@@ -12,7 +12,7 @@ import type { SimHandle } from '../../src/sim/index.js';
 import { LoadGen, canaryConfigYaml, recordAcceptance, startJudge } from '../helpers/e2e-canary.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, VersionView } from '../helpers/e2e-up.js';
-import type { ExperimentResult } from '../../src/analysis/ab-test.js';
+import type { ExperimentAnalysisView } from '../../src/api/types.js';
 
 const MODEL = 'ab';
 const HALLUCINATION_A = 0.02;
@@ -22,9 +22,12 @@ const MDE = (60 * (HALLUCINATION_B - HALLUCINATION_A)) / 9;
 const POLL_MS = 100;
 const LIMIT_MS = 40_000;
 
-interface Analysis {
-  phase: string;
-  result: ExperimentResult;
+type Analysis = ExperimentAnalysisView;
+
+/** A statistic of an analysed experiment: the API sends null only for one it could not compute. */
+function must(x: number | null): number {
+  if (x === null) throw new Error('expected a number in an analysed experiment, got null');
+  return x;
 }
 
 let judge: SimHandle;
@@ -79,7 +82,7 @@ async function round(i: number): Promise<Round> {
   try {
     while (performance.now() - t0 < LIMIT_MS) {
       const r = (await up.ok<Analysis>('POST', `/models/${MODEL}/experiments/analyze`)).result;
-      if (r.status === 'analyzed') pSequence.push(r.p_value_sequential);
+      if (r.status === 'analyzed') pSequence.push(must(r.p_value_sequential));
       if (!early && r.status === 'analyzed') early = r;
       if (r.significant) {
         first = r;
@@ -106,7 +109,7 @@ describe('A/B experiment with the LLM judge, end to end', () => {
     for (let i = 0; i < 3; i++) {
       // When a 50/50 experiment on quality is analysed again and again as judge scores come in
       const r = await round(i);
-      const predicted = r.early.samples_needed_sequential;
+      const predicted = must(r.early.samples_needed_sequential);
       const n = Math.min(r.first.n_a, r.first.n_b);
       rounds.push({
         early: {
@@ -123,7 +126,7 @@ describe('A/B experiment with the LLM judge, end to end', () => {
           n_b: r.first.n_b,
           mean_a: r.first.mean_a,
           mean_b: r.first.mean_b,
-          relative_difference: (r.first.mean_a - r.first.mean_b) / r.first.mean_a,
+          relative_difference: (must(r.first.mean_a) - must(r.first.mean_b)) / must(r.first.mean_a),
           p_value: r.first.p_value,
           p_value_sequential: r.first.p_value_sequential,
           decision: r.first.decision,
@@ -137,14 +140,14 @@ describe('A/B experiment with the LLM judge, end to end', () => {
       });
       // Then A (fewer hallucinations) is significantly better, at about the predicted sample size
       expect(r.first.decision).toBe('a_better');
-      expect(r.first.mean_a).toBeGreaterThan(r.first.mean_b);
+      expect(r.first.mean_a).toBeGreaterThan(must(r.first.mean_b));
       // one stopping time has a long right tail (at 80 % power, 1 run in 5 needs more than predicted)
       expect(n / predicted).toBeGreaterThanOrEqual(0.2);
       expect(n / predicted).toBeLessThanOrEqual(5);
       // And the always-valid p-value is a running minimum: later looks never undo the decision
       // (regression: analyze did not carry the previous p-value, so `significant` could flip back)
       for (let k = 1; k < r.pSequence.length; k++) expect(r.pSequence[k]!).toBeLessThanOrEqual(r.pSequence[k - 1]!);
-      expect(r.after.p_value_sequential).toBeLessThanOrEqual(r.first.p_value_sequential);
+      expect(r.after.p_value_sequential).toBeLessThanOrEqual(must(r.first.p_value_sequential));
       expect(r.after.significant).toBe(true);
       // stopping without a winner restores the route for the next round; the last round promotes A
       const last = i === 2;

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { parseSseEvent } from '../../src/cli/client.js';
 import { startSim } from '../../src/sim/index.js';
+import type { CanaryVerdictView, CanaryView } from '../../src/api/types.js';
 import type { SimHandle } from '../../src/sim/index.js';
 import { headerString, ROOT } from './e2e-up.js';
 import type { UpProcess } from './e2e-up.js';
@@ -288,39 +289,7 @@ export async function startJudge(): Promise<SimHandle> {
   return startSim({ port: 0, host: '127.0.0.1', seed: 1, interTokenMs: 0, jitter: 0, loadTimeMs: 0, prefillTokensPerS: 1e9 });
 }
 
-// ---- canary view -------------------------------------------------------------------------------
-
-export interface VerdictView {
-  at: number;
-  stage: number;
-  percent: number;
-  look: number;
-  outcome: string;
-  action: string;
-  score: number;
-  reasons: string[];
-  decisive: boolean;
-  metrics: { name: string; outcome: string; reason: string; stable: unknown; canary: unknown }[];
-}
-
-export interface CanaryView {
-  id: string;
-  model: string;
-  stable: string;
-  canary: string;
-  phase: string;
-  percent: number;
-  stageIndex: number;
-  stages: number[];
-  look: number;
-  verdicts: VerdictView[];
-  last?: VerdictView;
-  message?: string;
-  pausedReason?: string;
-  rollback?: { reason: string; canaryRequests: number; percentAtRollback: number; timing: Record<string, number>; drained: number; aborted: number };
-  samples: { stable: number; canary: number; min_samples: number } | null;
-  weights: Record<string, number> | null;
-}
+// ---- canary view (the admin API's CanaryView, src/api/types.ts) -------------------------------------
 
 /** Outcome summary of one finished canary, for the acceptance report. */
 export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -330,8 +299,8 @@ export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number
     stable: v.stable,
     canary: v.canary,
     phase: v.phase,
-    percent_at_end: v.rollback?.percentAtRollback ?? v.percent,
-    canary_requests_judged: v.rollback?.canaryRequests ?? null,
+    percent_at_end: v.rollback?.percent_at_rollback ?? v.percent,
+    canary_requests_judged: v.rollback?.canary_requests ?? null,
     canary_responses_seen_by_clients: load?.byVersion[v.canary] ?? null,
     client_requests: load ? load.ok + load.failed : null,
     client_failures: load?.failed ?? null,
@@ -339,7 +308,7 @@ export function summarize(v: CanaryView, load: LoadStats | undefined, ms: number
     last_metrics: (v.verdicts.at(-1)?.metrics ?? []).map((m) => ({ name: m.name, outcome: m.outcome, reason: m.reason })),
     decisive_verdicts: v.verdicts
       .filter((x) => x.decisive)
-      .map((x) => ({ stage: x.stage, percent: x.percent, outcome: x.outcome, score: Math.round(x.score * 10) / 10, look: x.look })),
+      .map((x) => ({ stage: x.stage, percent: x.percent, outcome: x.outcome, score: x.score === null ? null : Math.round(x.score * 10) / 10, look: x.look })),
     rollback_timing_ms: v.rollback?.timing ?? null,
     seconds: Math.round(ms / 100) / 10,
   };
@@ -376,7 +345,7 @@ export function recordAcceptance(section: string, data: unknown): void {
 // ---- driving a canary to its end ---------------------------------------------------------------
 
 /** Metrics of a verdict that did not pass (nodata aside). */
-export function notPassed(v: VerdictView | undefined): string[] {
+export function notPassed(v: CanaryVerdictView | null | undefined): string[] {
   return (v?.metrics ?? []).filter((m) => m.outcome !== 'pass' && m.outcome !== 'nodata').map((m) => m.name);
 }
 
@@ -404,7 +373,7 @@ export async function driveToEnd(
     after = e.seq;
     const view = await up.ok<CanaryView>('GET', `/models/${model}/canary`);
     if (e.kind !== 'canary_paused' || view.phase !== 'paused') return { view, resumes, pauseReasons };
-    pauseReasons.push(view.pausedReason ?? e.message);
+    pauseReasons.push(view.paused_reason ?? e.message);
     // a paused canary is still judged every tick and a failing look rolls it back: keep waiting
     if (opts.waitThroughPauses) continue;
     const bad = notPassed(view.last);

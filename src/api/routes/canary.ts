@@ -7,6 +7,8 @@ import type { Actor } from '../../rollout/ports.js';
 import { stagePlanFor } from '../../rollout/stage-plan.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
+import { canaryEventView, canaryHistoryEntry, canaryStateView, judgeStatsView, stagePlanView, windowView } from '../rollout-views.js';
+import type { CanaryEventView, CanaryStartView, CanaryView } from '../types.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
 
@@ -21,7 +23,7 @@ const startBody = z
 const reasonBody = z.object({ reason: z.string().optional() }).strict();
 
 /** Operator view of a canary: stage, weights, both versions' live windows, verdicts, next decision. */
-export async function canaryView({ controllers }: AdminContext, model: string, id?: string): Promise<Record<string, unknown>> {
+export async function canaryView({ controllers }: AdminContext, model: string, id?: string): Promise<CanaryView> {
   const { canary, ports, judge } = controllers;
   const s = await canary.get(model, id);
   const now = ports.clock.now();
@@ -35,10 +37,10 @@ export async function canaryView({ controllers }: AdminContext, model: string, i
   const samplesLeft = live === undefined ? 0 : Math.max(0, minSamples - live.canary);
   const samplesEtaMs = samplesLeft === 0 ? 0 : rate > 0 ? (samplesLeft / rate) * 1000 : null;
   return {
-    ...s,
+    ...canaryStateView(s),
     percent: currentPercent(s),
     weights: Object.fromEntries(route.versions.map((v) => [v.id, v.weight])),
-    windows: { [s.stable]: win(s.stable), [s.canary]: canaryWin },
+    windows: { [s.stable]: windowView(win(s.stable)), [s.canary]: windowView(canaryWin) },
     samples: live ?? null,
     next_decision: TERMINAL.includes(s.phase)
       ? null
@@ -48,7 +50,7 @@ export async function canaryView({ controllers }: AdminContext, model: string, i
           samples_eta_ms: samplesEtaMs,
           earliest_ms: samplesEtaMs === null ? null : Math.max(stageLeftMs, samplesEtaMs),
         },
-    judge: judge?.stats() ?? null,
+    judge: judge ? judgeStatsView(judge.stats()) : null,
   };
 }
 
@@ -71,7 +73,7 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
     post(
       '/models/:model/canary',
       { role: 'operator', body: startBody, summary: 'start a progressive canary of a version against the active one' },
-      async (c, b) => {
+      async (c, b): Promise<CanaryStartView> => {
         const s = await canary.start(
           modelOf(cp, c),
           { version: b.version, stages: b.stages, stageDurationMs: b.stage_duration_ms, shadowShare: b.shadow_share },
@@ -80,7 +82,7 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
         // how long its stages should take at the live rate (the same power analysis as `plan`)
         return {
           ...(await canaryView(ctx, s.model, s.id)),
-          stage_plan: stagePlanFor(ctx.controllers.ports, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs }),
+          stage_plan: stagePlanView(stagePlanFor(ctx.controllers.ports, s.model, { stages: s.stages, stageDurationMs: s.stageDurationMs })),
         };
       },
     ),
@@ -88,16 +90,17 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
       canaryView(ctx, modelOf(cp, c), c.query.get('id') ?? undefined),
     ),
     get('/models/:model/canary/history', { role: 'viewer', summary: 'past canaries of the model, newest first' }, async (c) =>
-      (await canary.history(modelOf(cp, c), 50)).map((r) => ({
-        id: r.state.id,
-        phase: r.state.phase,
-        created_at: r.createdAt,
-        updated_at: r.updatedAt,
-        state: r.state,
-      })),
+      (await canary.history(modelOf(cp, c), 50)).map(canaryHistoryEntry),
     ),
-    get('/models/:model/canary/events', { role: 'viewer', summary: 'the events of a canary (id=…, default the current one)' }, (c) =>
-      canary.events(modelOf(cp, c), c.query.get('id') ?? undefined),
+    get(
+      '/models/:model/canary/events',
+      { role: 'viewer', summary: 'the events of a canary (id=…, default the current one)' },
+      async (c): Promise<CanaryEventView[]> => {
+        const m = modelOf(cp, c);
+        // resolved here too so that each event can name its rollout
+        const { id } = await canary.get(m, c.query.get('id') ?? undefined);
+        return (await canary.events(m, id)).map((e) => canaryEventView(id, e));
+      },
     ),
     ...(['pause', 'resume', 'promote', 'abort'] as const).map((verb) =>
       post(`/models/:model/canary/${verb}`, { role: 'operator', body: reasonBody, summary: `${verb} the running canary` }, async (c, b) => {

@@ -4,6 +4,7 @@ import { EXPERIMENT_METRICS } from '../../rollout/experiment-state.js';
 import type { ExperimentMetric } from '../../rollout/experiment-state.js';
 import type { RouteDef } from '../router.js';
 import { get, noBody, post } from '../router.js';
+import { experimentAnalysisView, experimentView } from '../rollout-views.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
 
@@ -23,23 +24,25 @@ const stopBody = z.object({ promote: z.enum(['a', 'b']).optional() }).strict();
 export function experimentRoutes({ cp, controllers }: AdminContext): RouteDef[] {
   const exp = controllers.experiments;
   return [
-    post('/models/:model/experiments', { role: 'operator', body: createBody, summary: 'start an A/B experiment between two loaded versions' }, (c, b) =>
-      exp.create(
-        modelOf(cp, c),
-        { a: b.a, b: b.b, split: b.split, metric: b.metric, minDetectableEffect: b.min_detectable_effect, alpha: b.alpha, power: b.power },
-        actorOf(c),
+    post('/models/:model/experiments', { role: 'operator', body: createBody, summary: 'start an A/B experiment between two loaded versions' }, async (c, b) =>
+      experimentView(
+        await exp.create(
+          modelOf(cp, c),
+          { a: b.a, b: b.b, split: b.split, metric: b.metric, minDetectableEffect: b.min_detectable_effect, alpha: b.alpha, power: b.power },
+          actorOf(c),
+        ),
       ),
     ),
-    get('/models/:model/experiments', { role: 'viewer', summary: 'the running (or last) experiment' }, (c) =>
-      exp.get(modelOf(cp, c), c.query.get('id') ?? undefined),
+    get('/models/:model/experiments', { role: 'viewer', summary: 'the running (or last) experiment' }, async (c) =>
+      experimentView(await exp.get(modelOf(cp, c), c.query.get('id') ?? undefined)),
     ),
-    post('/models/:model/experiments/analyze', { role: 'viewer', body: noBody, summary: 'analyse the running experiment now' }, (c) =>
-      exp.analyze(modelOf(cp, c)),
+    post('/models/:model/experiments/analyze', { role: 'viewer', body: noBody, summary: 'analyse the running experiment now' }, async (c) =>
+      experimentAnalysisView(await exp.analyze(modelOf(cp, c))),
     ),
     post(
       '/models/:model/experiments/stop',
       { role: 'operator', body: stopBody, summary: 'stop the experiment: restore the previous route, or promote a or b' },
-      (c, b) => exp.stopExperiment(modelOf(cp, c), { promote: b.promote }, actorOf(c)),
+      async (c, b) => experimentView(await exp.stopExperiment(modelOf(cp, c), { promote: b.promote }, actorOf(c))),
     ),
   ];
 }

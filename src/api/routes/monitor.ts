@@ -1,9 +1,11 @@
 // Admin routes: monitored rollback settings and state (GET, PUT with a runtime override).
 import { z } from 'zod';
 import { DEFAULTS } from '../../defaults.js';
-import type { MonitorOverride, MonitorSettings } from '../../rollout/monitor.js';
+import type { MonitorOverride } from '../../rollout/monitor.js';
 import type { RouteDef } from '../router.js';
 import { get, put } from '../router.js';
+import { monitorCheckView, monitorSettingsView } from '../rollout-views.js';
+import type { MonitorView } from '../types.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
 
@@ -19,22 +21,19 @@ const putBody = z
   })
   .strict();
 
-function settingsView(s: MonitorSettings): Record<string, unknown> {
-  return { enabled: s.enabled, max_error_rate: s.maxErrorRate, max_p99_latency_ms: s.maxP99LatencyMs, min_requests: s.minRequests, interval_ms: s.intervalMs };
-}
-
-async function monitorView({ controllers: { monitor, ports } }: AdminContext, model: string): Promise<Record<string, unknown>> {
+async function monitorView({ controllers: { monitor, ports } }: AdminContext, model: string): Promise<MonitorView> {
   const ov = await monitor.override(model);
   const configured = monitor.configured(model);
+  const last = monitor.lastCheck(model);
   return {
     model,
-    settings: settingsView(await monitor.settings(model)),
-    config: settingsView(configured),
-    override: ov ? settingsView({ ...configured, ...ov }) : null,
+    settings: monitorSettingsView(await monitor.settings(model)),
+    config: monitorSettingsView(configured),
+    override: ov ? monitorSettingsView({ ...configured, ...ov }) : null,
     active: (await ports.versions.active(model))?.id ?? null,
     standby: (await ports.versions.standby(model))?.id ?? null,
     fired_for: monitor.firedFor(model) ?? null,
-    last_check: monitor.lastCheck(model) ?? null,
+    last_check: last ? monitorCheckView(last) : null,
   };
 }
 

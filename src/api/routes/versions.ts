@@ -7,6 +7,7 @@ import { ROLE_RANK } from '../auth.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
 import type { VersionDetail } from '../types.js';
+import { windowView } from '../rollout-views.js';
 import { transitionView, versionView } from '../views.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
@@ -23,11 +24,11 @@ export function versionRoutes({ cp }: AdminContext): RouteDef[] {
         const m = modelOf(cp, c);
         const v = await cp.version(m, c.params.version as string);
         const [active, transitions] = await Promise.all([cp.registry.active(m), cp.registry.transitions(m, v.id)]);
-        const detail: VersionDetail & { window: unknown } = {
+        const detail: VersionDetail = {
           ...versionView(cp, v),
           transitions: transitions.map(transitionView),
           kv_cache_compatibility: active && active.id !== v.id ? { with: active.id, ...kvCacheCompatible(active, v) } : undefined,
-          window: cp.dp.telemetry.stats(m, v.id),
+          window: windowView(cp.dp.telemetry.stats(m, v.id)),
         };
         return detail;
       },

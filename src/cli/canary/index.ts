@@ -4,64 +4,17 @@ import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
 import { durationFlag, err, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
-import { formatCanaryEstimate } from '../../rollout/planner.js';
-import type { StagePlan } from '../../rollout/stage-plan.js';
+import type { CanaryHistoryEntry, CanaryStartView, CanaryView } from '../../api/types.js';
+import { formatCanaryEstimate } from './estimate.js';
 
-interface MetricRow {
-  name: string;
-  outcome: string;
-  reason: string;
-}
-interface VerdictRow {
-  at: number;
-  stage: number;
-  percent: number;
-  outcome: string;
-  action: string;
-  score: number;
-  reasons: string[];
-  metrics: MetricRow[];
-  decisive: boolean;
-}
-interface WindowStats {
-  requests: number;
-  errorRate: number;
-  ttftMs: { p99: number };
-  tpotMs: { p99: number };
-  latencyMs: { p50: number; p99: number };
-}
-export interface CanaryView {
-  id: string;
-  model: string;
-  stable: string;
-  canary: string;
-  phase: string;
-  percent: number;
-  stages: number[];
-  stageIndex: number;
-  message?: string;
-  weights: Record<string, number> | null;
-  windows: Record<string, WindowStats>;
-  verdicts: VerdictRow[];
-  last?: VerdictRow;
-  samples: { stable: number; canary: number; min_samples: number } | null;
-  next_decision: { stage_holds_ms: number; samples_needed: number; samples_eta_ms: number | null; earliest_ms: number | null } | null;
-  rollback?: {
-    reason: string;
-    canaryRequests: number;
-    percentAtRollback: number;
-    timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number };
-  };
-}
-
-const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(2)}%` : '-');
+const pct = (x: number | null | undefined) => (typeof x === 'number' && Number.isFinite(x) ? `${(x * 100).toFixed(2)}%` : '-');
 
 /** The live view as text: stage, weights, both versions' numbers, the last verdict, the next decision. */
 export function renderCanary(v: CanaryView): string {
   const lines: string[] = [];
   lines.push(`${v.id}  ${v.model}: ${v.canary} vs stable ${v.stable}  phase ${v.phase.toUpperCase()}`);
   lines.push(
-    `stage ${Math.min(v.stageIndex + 1, v.stages.length)}/${v.stages.length} (${v.stages.map((s, i) => (i === v.stageIndex ? `[${s}%]` : `${s}%`)).join(' ')})  weights ${fmtWeights(v.weights)}`,
+    `stage ${Math.min(v.stage_index + 1, v.stages.length)}/${v.stages.length} (${v.stages.map((s, i) => (i === v.stage_index ? `[${s}%]` : `${s}%`)).join(' ')})  weights ${fmtWeights(v.weights)}`,
   );
   if (v.message) lines.push(v.message);
   lines.push('');
@@ -70,17 +23,17 @@ export function renderCanary(v: CanaryView): string {
     return [
       id === v.canary ? `${id} (canary)` : `${id} (stable)`,
       w?.requests ?? 0,
-      pct(w?.errorRate ?? NaN),
-      fmtMs(w?.ttftMs.p99),
-      fmtMs(w?.tpotMs.p99),
-      fmtMs(w?.latencyMs.p50),
-      fmtMs(w?.latencyMs.p99),
+      pct(w?.error_rate),
+      fmtMs(w?.ttft_ms.p99),
+      fmtMs(w?.tpot_ms.p99),
+      fmtMs(w?.latency_ms.p50),
+      fmtMs(w?.latency_ms.p99),
     ];
   });
   lines.push(table(['VERSION', 'REQUESTS', 'ERRORS', 'TTFT_P99', 'TPOT_P99', 'P50', 'P99'], rows).trimEnd());
   const last = v.last;
   if (last) {
-    lines.push('', `last verdict: ${last.outcome.toUpperCase()} (score ${Number.isFinite(last.score) ? last.score.toFixed(0) : '-'}) → ${last.action}`);
+    lines.push('', `last verdict: ${last.outcome.toUpperCase()} (score ${last.score !== null ? last.score.toFixed(0) : '-'}) → ${last.action}`);
     for (const m of last.metrics) lines.push(`  ${m.name.padEnd(10)} ${m.outcome.padEnd(12)} ${m.reason}`);
   }
   const decisive = v.verdicts.filter((x) => x.decisive);
@@ -89,7 +42,7 @@ export function renderCanary(v: CanaryView): string {
       '',
       table(
         ['STAGE', 'PERCENT', 'VERDICT', 'ACTION', 'SCORE'],
-        decisive.map((d) => [d.stage + 1, `${d.percent}%`, d.outcome, d.action, Number.isFinite(d.score) ? d.score.toFixed(0) : '-']),
+        decisive.map((d) => [d.stage + 1, `${d.percent}%`, d.outcome, d.action, d.score !== null ? d.score.toFixed(0) : '-']),
       ).trimEnd(),
     );
   }
@@ -103,7 +56,7 @@ export function renderCanary(v: CanaryView): string {
   }
   if (v.rollback) {
     const t = v.rollback.timing;
-    lines.push('', `rolled back at ${v.rollback.percentAtRollback}% after ${v.rollback.canaryRequests} canary request(s): ${v.rollback.reason}`);
+    lines.push('', `rolled back at ${v.rollback.percent_at_rollback}% after ${v.rollback.canary_requests} canary request(s): ${v.rollback.reason}`);
     lines.push(`  traffic shift ${fmtMs(t.traffic_shift_ms)}, drain ${fmtMs(t.drain_ms)}, unload ${fmtMs(t.unload_ms)}, total ${fmtMs(t.total_ms)}`);
   }
   return lines.join('\n') + '\n';
@@ -143,17 +96,17 @@ export function register(program: Command): void {
       if (!(shadow >= 0 && shadow <= 1)) throw new UsageError(`--shadow-share must be a number from 0 to 1, got ${JSON.stringify(o.shadowShare)}`);
     }
     const model = await resolveModel(s, o.model);
-    const v = await s.client.post<CanaryView & { stage_plan?: StagePlan }>(modelPath(model, '/canary'), {
+    const v = await s.client.post<CanaryStartView>(modelPath(model, '/canary'), {
       version,
       ...(stages ? { stages } : {}),
       ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}),
       ...(shadow !== undefined ? { shadow_share: shadow } : {}),
     });
-    const estimate = v.stage_plan ? formatCanaryEstimate(v.stage_plan) : undefined;
-    if (estimate?.warning) err(estimate.warning);
+    const estimate = formatCanaryEstimate(v.stage_plan);
+    if (estimate.warning) err(estimate.warning);
     if (s.json) return printJson(v);
     out(`Started ${v.id}: ${v.canary} vs ${v.stable}, stages ${v.stages.join(',')}%; follow it with \`glidepath canary status --model ${model} --watch\``);
-    for (const l of estimate?.lines ?? []) out(l);
+    for (const l of estimate.lines) out(l);
   });
 
   withCommon(
@@ -209,9 +162,7 @@ export function register(program: Command): void {
   withCommon(canary.command('history').description('past rollouts of the model, newest first'), { model: 'one' }).action(async (o: CommonOptions) => {
     const s = session(o);
     const model = await resolveModel(s, o.model);
-    const rows = await s.client.get<
-      { id: string; phase: string; created_at: number; updated_at: number; state: { canary?: string; stable?: string; message?: string } }[]
-    >(modelPath(model, '/canary/history'));
+    const rows = await s.client.get<CanaryHistoryEntry[]>(modelPath(model, '/canary/history'));
     if (s.json) return printJson(rows);
     out(
       table(

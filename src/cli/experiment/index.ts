@@ -3,30 +3,10 @@ import type { Command } from 'commander';
 import { choiceFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
-import type { ExperimentResult } from '../../analysis/ab-test.js';
+import type { ExperimentAnalysisView, ExperimentView } from '../../api/types.js';
 
-interface ExperimentView {
-  id: string;
-  model: string;
-  a: string;
-  b: string;
-  split: number;
-  metric: string;
-  phase: string;
-  stoppedReason?: string;
-  /** The analysis as JSON carries it: NaN and Infinity arrive as null. */
-  result?: Nullable<ExperimentResult> & { at: number };
-}
-
-type Nullable<T> = {
-  [K in keyof T]: T[K] extends number
-    ? number | null
-    : T[K] extends [number, number]
-      ? [number | null, number | null]
-      : T[K] extends Record<string, number>
-        ? { [J in keyof T[K]]: number | null }
-        : T[K];
-};
+/** What the text reads of an experiment. */
+type Shown = Pick<ExperimentView, 'id' | 'model' | 'a' | 'b' | 'split' | 'metric' | 'phase' | 'stopped_reason' | 'result'>;
 
 const num = (flag: string, v: string | undefined, lo: number, hi: number, open = true): number | undefined => {
   if (v === undefined) return undefined;
@@ -57,7 +37,7 @@ const count = (n: Num): string => (known(n) ? String(Math.ceil(n)) : 'unknown');
 /** The metric's unit, after a number. */
 const unitOf = (metric: string): string => (metric === 'quality' ? '' : ' ms');
 
-function decisionText(v: ExperimentView, r: NonNullable<ExperimentView['result']>): string {
+function decisionText(v: Shown, r: NonNullable<Shown['result']>): string {
   const better = v.metric === 'quality' ? 'higher' : 'lower';
   switch (r.decision) {
     case 'b_better':
@@ -72,9 +52,9 @@ function decisionText(v: ExperimentView, r: NonNullable<ExperimentView['result']
 }
 
 /** `experiment status|analyze` as text: both versions side by side, then the analysis line by line. */
-export function renderExperiment(v: ExperimentView): string {
+export function renderExperiment(v: Shown): string {
   const lines = [
-    `${v.id}  ${v.model}: A=${v.a} vs B=${v.b} on ${v.metric}, ${Math.round(v.split * 100)}% to B  ${v.phase.toUpperCase()}${v.stoppedReason ? ` (${v.stoppedReason})` : ''}`,
+    `${v.id}  ${v.model}: A=${v.a} vs B=${v.b} on ${v.metric}, ${Math.round(v.split * 100)}% to B  ${v.phase.toUpperCase()}${v.stopped_reason ? ` (${v.stopped_reason})` : ''}`,
   ];
   const r = v.result;
   if (!r) {
@@ -168,7 +148,7 @@ export function register(program: Command): void {
     async (o: CommonOptions) => {
       const s = session(o);
       const model = await resolveModel(s, o.model);
-      const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/analyze'), {});
+      const v = await s.client.post<ExperimentAnalysisView>(modelPath(model, '/experiments/analyze'), {});
       if (s.json) return printJson(v);
       out(renderExperiment(v));
     },
@@ -186,6 +166,6 @@ export function register(program: Command): void {
     const model = await resolveModel(s, o.model);
     const v = await s.client.post<ExperimentView>(modelPath(model, '/experiments/stop'), promote ? { promote } : {});
     if (s.json) return printJson(v);
-    out(`${v.id}: ${v.stoppedReason ?? v.phase}`);
+    out(`${v.id}: ${v.stopped_reason ?? v.phase}`);
   });
 }

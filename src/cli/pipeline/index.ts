@@ -1,6 +1,7 @@
 // `glidepath pipeline run FILE` and `glidepath pipeline check FILE`: deployment.yaml pipelines
 // (seed 000) — validate, dry-run, or run them against the admin API. Exit 0 / 1 failed / 2 invalid.
 import type { Command } from 'commander';
+import { pipelineRunView } from '../../api/rollout-views.js';
 import { loadConfigFile } from '../../config/load.js';
 import { ConfigError } from '../../errors.js';
 import { PIPELINE_DEFAULTS } from '../../rollout/pipeline/defaults.js';
@@ -112,7 +113,7 @@ async function run(file: string, o: RunOptions): Promise<void> {
   process.on('SIGINT', onSigint);
   try {
     const r = await runPipeline(p, { api: s.client, model, env, reporter, pollMs, notifyUrls, signal: interrupt.signal });
-    if (json) printJson({ file, model: model ?? null, ...r });
+    if (json) printJson(pipelineRunView(file, model, r));
     else printResult(r);
     process.exitCode = r.ok ? EXIT.ok : EXIT.refused;
   } finally {

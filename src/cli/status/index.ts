@@ -1,28 +1,10 @@
 // `glidepath status`: every model's active and standby versions, route and versions, and the GPUs.
 import type { Command } from 'commander';
+import type { StatusView } from '../../api/types.js';
 import { fmtPct, fmtWeights, out, session, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table } from '../output.js';
 import { NotFoundError } from '../../errors.js';
-
-interface Window {
-  requests: number;
-  errorRate: number | null;
-  latencyMs: { p99: number | null };
-}
-interface StatusView {
-  ready: { ready: boolean; problems: string[] };
-  models: {
-    model: string;
-    priority: string;
-    active: string | null;
-    standby: string | null;
-    route: { revision: number; stable: string; weights: Record<string, number> } | null;
-    holding: boolean;
-    versions: { version: string; status: string; asleep: boolean; window: Window }[];
-  }[];
-  gpus: { total: number; free: number };
-}
 
 export function register(program: Command): void {
   withCommon(program.command('status').description('models, active/standby versions, routes and GPUs at a glance'), { model: 'filter' }).action(
@@ -52,8 +34,8 @@ export function register(program: Command): void {
               `${v.status}${v.asleep ? ' (asleep)' : ''}`,
               m.route ? fmtPct(m.route.weights[v.version] ?? null) : '-',
               v.window.requests,
-              v.window.errorRate === null ? '-' : fmtPct(v.window.errorRate),
-              v.window.latencyMs.p99 === null ? '-' : `${Math.round(v.window.latencyMs.p99)} ms`,
+              v.window.error_rate === null ? '-' : fmtPct(v.window.error_rate),
+              v.window.latency_ms.p99 === null ? '-' : `${Math.round(v.window.latency_ms.p99)} ms`,
             ]),
           ),
         );

@@ -45,7 +45,7 @@ function showVersion(v: VersionDetail): void {
     ['quantization', v.quantization],
     [
       'architecture',
-      `${a.family ? `${a.family}, ` : ''}${a.layers} layers, ${a.kvHeads} KV heads, head dim ${a.headDim}, block size ${a.blockSize}, max context ${a.maxContext}, tokenizer ${a.tokenizer}`,
+      `${a.family ? `${a.family}, ` : ''}${a.layers} layers, ${a.kv_heads} KV heads, head dim ${a.head_dim}, block size ${a.block_size}, max context ${a.max_context}, tokenizer ${a.tokenizer}`,
     ],
     ['card checksum', v.card_checksum],
     ['GPU memory', `${v.gpu_memory_gb} GB`],

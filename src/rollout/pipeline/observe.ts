@@ -1,5 +1,7 @@
 // What the pipeline runner reads from the admin API: trigger stats per scope (active, canary,
 // stable) from GET /status, and the `wait_for` conditions. The API sits behind a one-method seam.
+// The bodies are declared here only as far as they are read: the controllers' layer may not import
+// src/api/types.ts, and test/unit/pipeline/observe.test.ts checks that those types fit these.
 import type { MetricValues, TriggerStats } from './trigger.js';
 import type { WaitCondition } from './defaults.js';
 
@@ -12,16 +14,17 @@ interface Pcts {
   p50?: number | null;
   p99?: number | null;
 }
-/** A telemetry window as the API renders it (NaN becomes null in JSON). */
+/** A telemetry window as the API renders it (null where there is no data). */
 export interface WindowJson {
   requests?: number;
-  errorRate?: number | null;
-  latencyMs?: Pcts;
-  ttftMs?: Pcts;
-  tpotMs?: Pcts;
+  error_rate?: number | null;
+  latency_ms?: Pcts;
+  ttft_ms?: Pcts;
+  tpot_ms?: Pcts;
 }
 export interface StatusJson {
-  ready?: boolean;
+  /** The data plane's readiness, and what keeps it from being ready. */
+  ready?: { ready: boolean; problems?: string[] };
   models: {
     model: string;
     active: string | null;
@@ -39,11 +42,11 @@ export function metricValues(w: WindowJson | undefined): MetricValues {
   return {
     requests,
     // an error rate of 0 out of 0 requests is no data, not a healthy 0
-    error_rate: requests > 0 ? (w.errorRate ?? null) : null,
-    p99_latency: w.latencyMs?.p99 ?? null,
-    p50_latency: w.latencyMs?.p50 ?? null,
-    p99_ttft: w.ttftMs?.p99 ?? null,
-    p99_tpot: w.tpotMs?.p99 ?? null,
+    error_rate: requests > 0 ? (w.error_rate ?? null) : null,
+    p99_latency: w.latency_ms?.p99 ?? null,
+    p50_latency: w.latency_ms?.p50 ?? null,
+    p99_ttft: w.ttft_ms?.p99 ?? null,
+    p99_tpot: w.tpot_ms?.p99 ?? null,
   };
 }
 
@@ -91,19 +94,19 @@ function httpStatus(err: unknown): number | undefined {
   return typeof s === 'number' ? s : undefined;
 }
 
-interface VersionJson {
+export interface VersionJson {
   status: string;
   failure?: { message?: string } | null;
   health?: { state?: string };
 }
 
-interface CanaryJson {
+export interface CanaryJson {
   canary: string;
   phase: string;
   stages?: number[];
-  stageIndex?: number;
+  stage_index?: number;
   percent?: number;
-  pausedReason?: string | null;
+  paused_reason?: string | null;
   message?: string | null;
   rollback?: { reason?: string } | null;
 }
@@ -130,11 +133,11 @@ async function pollCanary(api: AdminApi, model: string, cond: 'canary_succeeded'
   if (c.phase === 'paused')
     return {
       state: 'waiting',
-      detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.pausedReason ? `: ${c.pausedReason}` : ''} (waiting for a human: canary resume|promote|abort)`,
+      detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.paused_reason ? `: ${c.paused_reason}` : ''} (waiting for a human: canary resume|promote|abort)`,
     };
   return {
     state: 'waiting',
-    detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stageIndex ?? 0) + 1}/${c.stages?.length ?? '?'})`,
+    detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stage_index ?? 0) + 1}/${c.stages?.length ?? '?'})`,
   };
 }
 
@@ -177,7 +180,10 @@ export async function pollCondition(api: AdminApi, model: string, cond: WaitCond
   const st = await api.get<StatusJson>('/status');
   const m = st.models.find((x) => x.model === model);
   if (!m) return { state: 'failed', detail: `the admin API does not know model "${model}"` };
-  if (st.ready === false) return { state: 'waiting', detail: 'the gateway is not ready' };
+  if (st.ready?.ready === false) {
+    const why = st.ready.problems ?? [];
+    return { state: 'waiting', detail: `the gateway is not ready${why.length > 0 ? ` (${why.join('; ')})` : ''}` };
+  }
   if (!m.active) return { state: 'waiting', detail: `${model} has no active version` };
   const v = await api.get<VersionJson>(`/models/${enc(model)}/versions/${enc(m.active)}`);
   const h = v.health?.state ?? 'unknown';

@@ -4,6 +4,7 @@
 import { notify } from '../webhooks.js';
 import { redactUrl } from '../../http/url.js';
 import type { WebhookResult } from '../webhooks.js';
+import type { Check } from './trigger.js';
 
 /** The event's `data`: everything about the rollback a responder needs. */
 export interface RollbackNotice {
@@ -13,7 +14,7 @@ export interface RollbackNotice {
   stage: string;
   trigger: string;
   summary: string;
-  checks: unknown[];
+  checks: Check[];
   versions: Record<string, string>;
   action: { command: string; result: string } | null;
 }

@@ -75,7 +75,7 @@ describe('canary start needs hours and says nothing', () => {
     const r = await cli('canary', 'start', '--version', 'v2', '--stages', '0.1,100', '-o', 'json');
     expect(r.code, r.stderr).toBe(0);
     expect(r.json.stage_plan).toMatchObject({ stages: [{ percent: 0.1 }] });
-    expect(r.json.stage_plan.totalMs).toBeGreaterThan(3_600_000);
+    expect(r.json.stage_plan.total_ms).toBeGreaterThan(3_600_000);
     expect(r.stderr).toMatch(/^warning: this canary is expected to take/);
   });
 });

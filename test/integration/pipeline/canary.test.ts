@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoadGen, canaryConfigYaml } from '../../helpers/e2e-canary.js';
-import type { CanaryView } from '../../helpers/e2e-canary.js';
+import type { CanaryView } from '../../../src/api/types.js';
 import { CLI, cleanupAll, ensureBuilt, removeDir, startUp, tempDir, writeConfig } from '../../helpers/e2e-up.js';
 import type { UpProcess } from '../../helpers/e2e-up.js';
 

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { PipelineRunView } from '../../../src/api/types.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
 const MAIN = join(ROOT, 'dist/cli/main.js');
@@ -54,10 +55,10 @@ let dir = '';
 const window = (requests: number, errorRate: number, p99: number) => ({
   requests,
   errors: Math.round(requests * errorRate),
-  errorRate,
-  latencyMs: { p50: p99 / 2, p90: p99, p99, mean: p99 / 2 },
-  ttftMs: { p50: 20, p90: 30, p99: 40, mean: 20 },
-  tpotMs: { p50: 5, p90: 6, p99: 7, mean: 5 },
+  error_rate: errorRate,
+  latency_ms: { p50: p99 / 2, p90: p99, p99, mean: p99 / 2 },
+  ttft_ms: { p50: 20, p90: 30, p99: 40, mean: 20 },
+  tpot_ms: { p50: 5, p90: 6, p99: 7, mean: 5 },
 });
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -81,7 +82,7 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
     state.statusCalls++;
     const bad = state.statusCalls > state.goodStatusCalls;
     send(res, 200, {
-      ready: true,
+      ready: { ready: true, problems: [] },
       models: [
         {
           model: 'llama',
@@ -104,7 +105,7 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
       stable: 'v1',
       phase,
       stages: [5, 50, 100],
-      stageIndex: 0,
+      stage_index: 0,
       percent: 5,
       rollback: phase === 'rolled_back' ? { reason: 'error rate 4% vs 0.1%' } : null,
     });
@@ -118,7 +119,9 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
 beforeAll(async () => {
   const built = join(ROOT, 'dist/cli/pipeline/index.js');
   const stale =
-    !existsSync(built) || statSync(built).mtimeMs < Math.max(newestMtime(join(ROOT, 'src/rollout/pipeline')), newestMtime(join(ROOT, 'src/cli/pipeline')));
+    !existsSync(built) ||
+    statSync(built).mtimeMs <
+      Math.max(newestMtime(join(ROOT, 'src/rollout/pipeline')), newestMtime(join(ROOT, 'src/cli/pipeline')), newestMtime(join(ROOT, 'src/api')));
   if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'ignore' });
   expect(existsSync(MAIN)).toBe(true);
   server = createServer((req, res) => {
@@ -232,15 +235,15 @@ describe('glidepath pipeline run', () => {
       'json',
     ]);
     expect(r.code).toBe(1);
-    const res = JSON.parse(r.stdout) as { reason: string; stages: { status: string; onFailure: unknown[] }[]; rollback?: unknown };
-    expect(res).toMatchObject({ ok: false, outcome: 'failed', failedStage: 'canary', model: 'llama' });
+    const res = JSON.parse(r.stdout) as PipelineRunView;
+    expect(res).toMatchObject({ ok: false, outcome: 'failed', failed_stage: 'canary', model: 'llama' });
     expect(res.reason).toMatch(/^run .* -e 'process.exit\(3\)': exit 3 after \d+ ms$/);
     expect(res.stages.map((s) => s.status)).toEqual(['ok', 'ok', 'failed', 'not_run']);
-    expect(res.stages[2]!.onFailure).toMatchObject([{ kind: 'on_failure', status: 'ok' }]);
+    expect(res.stages[2]!.on_failure).toMatchObject([{ kind: 'on_failure', status: 'ok' }]);
     // in json mode the commands' output and the progress go to stderr
     expect(r.stderr).toContain('[canary] stage cleanup ran');
     expect(r.stderr).not.toContain('promoted');
-    expect(res.rollback).toBeUndefined();
+    expect(res.rollback).toBeNull();
   });
 
   it('a run step past its timeout is killed and fails the stage', async () => {

@@ -18,6 +18,7 @@ const view = (result: View['result'], extra: Partial<View> = {}): View => ({
   split: 0.5,
   metric: 'latency',
   phase: 'running',
+  stopped_reason: null,
   result,
   ...extra,
 });
@@ -97,8 +98,6 @@ describe("experiment analyze's table prints raw arrays and JSON", () => {
   });
 
   it('before any analysis it says how to get one', () => {
-    expect(renderExperiment(view(undefined))).toBe(
-      'exp-1  chat: A=v1 vs B=v2 on latency, 50% to B  RUNNING\nno analysis yet: run `glidepath experiment analyze`\n',
-    );
+    expect(renderExperiment(view(null))).toBe('exp-1  chat: A=v1 vs B=v2 on latency, 50% to B  RUNNING\nno analysis yet: run `glidepath experiment analyze`\n');
   });
 });

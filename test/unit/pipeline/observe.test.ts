@@ -1,15 +1,27 @@
 // What the runner reads from the admin API: trigger scopes from GET /status and the wait_for conditions.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { CanaryView, StatusView, VersionDetail, WindowView } from '../../../src/api/types.js';
 import { observe, pollCondition } from '../../../src/rollout/pipeline/observe.js';
-import type { AdminApi } from '../../../src/rollout/pipeline/observe.js';
+import type { AdminApi, CanaryJson, StatusJson, VersionJson, WindowJson } from '../../../src/rollout/pipeline/observe.js';
+
+describe('the bodies the runner reads are what the admin API declares', () => {
+  // the runner (src/rollout/) may not import src/api/types.ts: its own narrow types must accept
+  // the API's, or a renamed field would be read as missing (tsc checks these; vitest runs nothing)
+  it('window, status, canary and version', () => {
+    expectTypeOf<WindowView>().toExtend<WindowJson>();
+    expectTypeOf<StatusView>().toExtend<StatusJson>();
+    expectTypeOf<CanaryView>().toExtend<CanaryJson>();
+    expectTypeOf<VersionDetail>().toExtend<VersionJson>();
+  });
+});
 
 describe('trigger scopes from GET /status', () => {
   const win = (requests: number, errorRate: number | null, p99: number | null) => ({
     requests,
-    errorRate,
-    latencyMs: { p50: p99, p99 },
-    ttftMs: { p50: null, p99: null },
-    tpotMs: { p50: 1, p99: 2 },
+    error_rate: errorRate,
+    latency_ms: { p50: p99, p99 },
+    ttft_ms: { p50: null, p99: null },
+    tpot_ms: { p50: 1, p99: 2 },
   });
   it('active, stable (route.stable) and canary (largest other weight)', () => {
     const o = observe(
@@ -56,7 +68,7 @@ function api(answers: Record<string, unknown>): AdminApi {
 const V = '/models/m/versions/v2';
 const C = '/models/m/canary';
 const canary = (phase: string, extra: Record<string, unknown> = {}) => ({
-  [C]: { canary: 'v2', phase, stages: [5, 25, 100], stageIndex: 1, percent: 25, ...extra },
+  [C]: { canary: 'v2', phase, stages: [5, 25, 100], stage_index: 1, percent: 25, ...extra },
 });
 
 describe('wait_for conditions', () => {
@@ -118,7 +130,7 @@ describe('wait_for conditions', () => {
       'canary_succeeded: paused',
       'canary_succeeded',
       'v2',
-      canary('paused', { pausedReason: 'inconclusive' }),
+      canary('paused', { paused_reason: 'inconclusive' }),
       { state: 'waiting', detail: 'canary of v2 is paused at 25%: inconclusive (waiting for a human: canary resume|promote|abort)' },
     ],
     ['canary_succeeded: an older canary', 'canary_succeeded', 'v3', canary('succeeded'), { state: 'waiting', detail: 'the last canary of m is of v2, not v3' }],
@@ -137,10 +149,17 @@ describe('wait_for conditions', () => {
   });
 
   it('healthy: gateway ready, an active version, not unhealthy, a routable worker', async () => {
-    const st = (ready: boolean, active: string | null) => ({ '/status': { ready, models: [{ model: 'm', active, versions: [] }] } });
+    // GET /status's `ready` is the data plane's {ready, problems} (regression: it was read as a
+    // boolean, so a gateway that was not ready never held the condition back)
+    const st = (ready: boolean, active: string | null) => ({
+      '/status': { ready: { ready, problems: ready ? [] : ['model m has no routable worker'] }, models: [{ model: 'm', active, versions: [] }] },
+    });
     const v1 = (state: string) => ({ '/models/m/versions/v1': { status: 'active', health: { state } } });
     const workers = (routable: boolean) => ({ '/workers?model=m': [{ version: 'v1', routable }] });
-    expect(await pollCondition(api({ ...st(false, 'v1') }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'the gateway is not ready' });
+    expect(await pollCondition(api({ ...st(false, 'v1') }), 'm', 'healthy', undefined)).toEqual({
+      state: 'waiting',
+      detail: 'the gateway is not ready (model m has no routable worker)',
+    });
     expect(await pollCondition(api({ ...st(true, null) }), 'm', 'healthy', undefined)).toEqual({ state: 'waiting', detail: 'm has no active version' });
     expect(await pollCondition(api({ ...st(true, 'v1'), ...v1('unhealthy') }), 'm', 'healthy', undefined)).toEqual({
       state: 'waiting',

@@ -13,13 +13,15 @@ function reporter(): Reporter & { lines: string[] } {
 }
 
 const statusWith = (errorRate: number | null) => ({
-  ready: true,
+  ready: { ready: true, problems: [] },
   models: [
     {
       model: 'm',
       active: 'v1',
       route: { stable: 'v1', weights: { v1: 1 } },
-      versions: [{ version: 'v1', status: 'active', window: { requests: errorRate === null ? 0 : 100, errorRate, latencyMs: { p50: 10, p99: 20 } } }],
+      versions: [
+        { version: 'v1', status: 'active', window: { requests: errorRate === null ? 0 : 100, error_rate: errorRate, latency_ms: { p50: 10, p99: 20 } } },
+      ],
     },
   ],
 });

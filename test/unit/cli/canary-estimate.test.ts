@@ -2,16 +2,18 @@
 // nothing. It prints the expected duration from the stage plan's power analysis (the one `plan`
 // shows) and warns past DEFAULTS.rollout.canaryLongWarnMs.
 import { describe, expect, it } from 'vitest';
+import { stagePlanView } from '../../../src/api/rollout-views.js';
+import type { StagePlanView } from '../../../src/api/types.js';
+import { formatCanaryEstimate } from '../../../src/cli/canary/estimate.js';
 import { DEFAULTS } from '../../../src/defaults.js';
-import { formatCanaryEstimate } from '../../../src/rollout/planner.js';
 import { planStages } from '../../../src/rollout/stage-plan.js';
 import type { StagePlan } from '../../../src/rollout/stage-plan.js';
 
 const STAGES = [...DEFAULTS.rollout.stages];
 const FIVE_MIN = DEFAULTS.rollout.stageDurationMs;
 const ALPHA = 0.005;
-/** The plan as the CLI gets it: through JSON, where Infinity becomes null. */
-const viaJson = (p: StagePlan): StagePlan => JSON.parse(JSON.stringify(p)) as StagePlan;
+/** The plan as the CLI gets it: the API's view (Infinity is null), through JSON. */
+const viaJson = (p: StagePlan): StagePlanView => JSON.parse(JSON.stringify(stagePlanView(p))) as StagePlanView;
 
 describe('canary start with defaults at low traffic needs hours and says nothing', () => {
   it('at 0.8 req/s the default stages take hours: the total, each stage, and a warning naming the slow stage', () => {
