@@ -446,8 +446,13 @@ export const DEFAULTS = {
       'Translate to French: the cat sleeps on the warm windowsill. Answer:',
       'Count from one to ten: one, two, three,',
     ],
-    /** Latency spike: a probe slower than this many times the worker's own EMA baseline (seed 004: 3×). */
-    latencyFactor: 3,
+    /**
+     * Latency spike: a probe slower than this many times the worker's own EMA baseline. Seed 004
+     * says 3×, but a GPU throttled to a third of its speed answers a probe a little under 3× slower
+     * (the network's and the HTTP stack's share does not slow down), so 3 would miss exactly the
+     * throttle it is meant for; 2.5 catches it and stays above the probe's own spread under load.
+     */
+    latencyFactor: 2.5,
     /** …and slower than the baseline by at least this much: 3× a 4 ms probe is no spike worth a weight cut. */
     latencyFloorMs: 50,
     /** Weight of a new sample in the worker's latency baseline (seed 004: 0.1). */
@@ -491,8 +496,8 @@ export const DEFAULTS = {
     replaceBackoffMs: 1_000,
     /** …up to this. */
     replaceBackoffMaxMs: 60_000,
-    /** Passive latency: a worker whose time to first token (EMA) is this many times its pool's median is SUSPICIOUS. */
-    ttftOutlierFactor: 3,
+    /** Passive latency: a worker whose time to first token (EMA) is this many times its pool's median is SUSPICIOUS (as latencyFactor). */
+    ttftOutlierFactor: 2.5,
     /** Passive latency: requests a worker must have served since the last verdict before its TTFT is compared. */
     ttftMinRequests: 20,
     /** Hot spares per version when its config says none. */

@@ -4,7 +4,9 @@
 import type { ExperimentDecision } from '../analysis/ab-test.js';
 import type { Action, Outcome } from '../analysis/judge-types.js';
 import type { Priority } from '../config/types.js';
+import type { ProbeBasis } from '../domain/probes.js';
 import type { HealthState, VersionStatus } from '../domain/version.js';
+import type { BreakerState, WorkerHealthState } from '../health/machine.js';
 import type { CanaryPhase } from '../rollout/canary-state.js';
 import type { ExperimentMetric } from '../rollout/experiment-state.js';
 import type { Breach, CheckAction } from '../rollout/monitor.js';
@@ -73,9 +75,30 @@ export interface TransitionView {
 
 export interface VersionDetail extends VersionView {
   transitions: TransitionView[];
+  /** What its workers are probed against; null before it was recorded. */
+  probes: ProbeSetView | null;
   /** Against the active version, when this one is not it. */
   kv_cache_compatibility?: { with: string; compatible: boolean; mismatches: string[] } | undefined;
   window: WindowView;
+}
+
+/** A worker's health (src/health/machine.ts), as its state machine has it. */
+export interface WorkerHealthView {
+  state: WorkerHealthState;
+  breaker: BreakerState;
+  /** When it entered its state, epoch ms. */
+  since: number;
+  /** Failed probes since it was last healthy; failed requests in a row. */
+  failures: number;
+  traffic_failures: number;
+  failed_recoveries: number;
+  /** Open breaker: when half-open probes may start. */
+  open_until: number | null;
+  /** Half-open trial: real requests still to succeed. */
+  trial_left: number;
+  baseline_ms: number | null;
+  corrupt: boolean;
+  last_failure: { reason: string; detail: string; at: number; source: string } | null;
 }
 
 export interface WorkerView {
@@ -86,12 +109,28 @@ export interface WorkerView {
   provider: string;
   pid: number | null;
   state: string;
+  /** `spare`: a hot spare, loaded and probed, out of rotation until a worker fails. */
+  role: 'serving' | 'spare';
   gpus: string[];
   routable: boolean;
+  /** The routing weight its health gives it (1 healthy, 0.5 suspicious, 0 out); null when not in the data plane. */
+  weight: number | null;
   outstanding: number;
   ejected_until: number | null;
   started_at: number;
   log_file: string | null;
+  /** null when health is off for its model or it was never judged. */
+  health: WorkerHealthView | null;
+}
+
+/** A version's probe set (docs/health.md): what a healthy worker answers. */
+export interface ProbeSetView {
+  basis: ProbeBasis;
+  recorded_at: number;
+  from: string[];
+  pinned: boolean;
+  probes: { prompt: string; max_tokens: number; tokens: string[]; logprobs: { min: number; max: number }[] | null }[];
+  skipped: { prompt: string; why: string }[];
 }
 
 export interface AuditView {
@@ -146,7 +185,14 @@ export interface StatusModelView {
     shares: { version: string; configured: number; actual: number; count: number }[];
   } | null;
   holding: boolean;
-  versions: { version: string; status: VersionStatus; asleep: boolean; window: WindowView }[];
+  versions: {
+    version: string;
+    status: VersionStatus;
+    asleep: boolean;
+    window: WindowView;
+    /** Serving workers that take traffic, of how many; hot spares ready, of how many wanted. */
+    workers: { up: number; serving: number; spares_ready: number; spares_wanted: number };
+  }[];
 }
 
 export interface StatusView {

@@ -4,7 +4,22 @@ import type { Architecture } from '../domain/card.js';
 import type { HealthSummary, Version, VersionTransition } from '../domain/version.js';
 import type { AuditEntry } from '../store/types.js';
 import { windowView } from './rollout-views.js';
-import type { ArchitectureView, AuditView, HealthView, StatusModelView, StatusView, TransitionView, VersionView, WorkerView } from './types.js';
+import type { ProbeSet } from '../domain/probes.js';
+import type { WorkerHealth } from '../health/machine.js';
+import { parseHealth } from '../health/persisted.js';
+import { summarize } from '../health/summary.js';
+import type {
+  ArchitectureView,
+  AuditView,
+  HealthView,
+  ProbeSetView,
+  StatusModelView,
+  StatusView,
+  TransitionView,
+  VersionView,
+  WorkerHealthView,
+  WorkerView,
+} from './types.js';
 
 function healthView(h: HealthSummary): HealthView {
   return {
@@ -48,6 +63,40 @@ export function auditView(e: AuditEntry): AuditView {
   };
 }
 
+/** A loaded version's health from its workers' (when health is on for its model); the stored summary otherwise. */
+function liveHealth(cp: ControlPlane, v: Version): HealthSummary {
+  const ws = cp.workers.infos(v.model, v.id);
+  if (ws.length === 0 || !cp.modelConfig(v.model).health?.enabled) return v.health;
+  return summarize(ws);
+}
+
+export function workerHealthView(h: WorkerHealth): WorkerHealthView {
+  return {
+    state: h.state,
+    breaker: h.breaker,
+    since: h.since,
+    failures: h.failures,
+    traffic_failures: h.trafficFailures,
+    failed_recoveries: h.failedRecoveries,
+    open_until: h.openUntil,
+    trial_left: h.trialLeft,
+    baseline_ms: h.baselineMs,
+    corrupt: h.corrupt,
+    last_failure: h.lastFailure,
+  };
+}
+
+export function probeSetView(p: ProbeSet): ProbeSetView {
+  return {
+    basis: p.basis,
+    recorded_at: p.recordedAt,
+    from: p.from,
+    pinned: p.pinned,
+    probes: p.probes.map((x) => ({ prompt: x.prompt, max_tokens: x.maxTokens, tokens: x.tokens, logprobs: x.logprobs })),
+    skipped: p.skipped,
+  };
+}
+
 export function versionView(cp: ControlPlane, v: Version): VersionView {
   const route = cp.dp.models.get(v.model)?.route;
   const weight = route?.versions.find((x) => x.id === v.id)?.weight;
@@ -73,7 +122,7 @@ export function versionView(cp: ControlPlane, v: Version): VersionView {
     rollback_eligible: v.rollbackEligible,
     rollback_blocked_reason: v.rollbackBlockedReason ?? null,
     asleep: cp.workers.isAsleep(v.model, v.id),
-    health: healthView(v.health),
+    health: healthView(liveHealth(cp, v)),
     failure: v.failure ? { code: v.failure.code ?? null, message: v.failure.message, at: v.failure.at, from: v.failure.from } : null,
     metadata: v.metadata,
     registered_at: v.registeredAt,
@@ -86,6 +135,8 @@ export async function workersView(cp: ControlPlane, model?: string): Promise<Wor
   for (const rec of await cp.store.listWorkers(model ? { model } : {})) {
     const pool = cp.dp.models.get(rec.model)?.pools.get(rec.versionId);
     const w = pool?.workers.find((x) => x.id === rec.id);
+    // the live health (saved on every change of state) or, for a worker not running here, the stored one
+    const health = cp.workers.meta.get(rec.id)?.health ?? parseHealth(rec.health);
     out.push({
       id: rec.id,
       model: rec.model,
@@ -94,12 +145,15 @@ export async function workersView(cp: ControlPlane, model?: string): Promise<Wor
       provider: rec.provider,
       pid: rec.pid ?? null,
       state: rec.state,
+      role: cp.workers.meta.get(rec.id)?.role ?? rec.role ?? 'serving',
       gpus: rec.gpus,
-      routable: w ? w.routable && w.ejectedUntil <= now : false,
+      routable: w ? w.routable && w.weight > 0 && w.ejectedUntil <= now : false,
+      weight: w ? w.weight : null,
       outstanding: w?.outstanding ?? 0,
       ejected_until: w && w.ejectedUntil > now ? w.ejectedUntil : null,
       started_at: rec.startedAt,
       log_file: typeof rec.info?.logFile === 'string' ? rec.info.logFile : null,
+      health: health ? workerHealthView(health) : null,
     });
   }
   return out;
@@ -126,12 +180,22 @@ export async function statusView(cp: ControlPlane): Promise<StatusView> {
           }
         : null,
       holding: st?.hold !== undefined,
-      versions: versions.map((v) => ({
-        version: v.id,
-        status: v.status,
-        asleep: cp.workers.isAsleep(m.name, v.id),
-        window: windowView(cp.dp.telemetry.stats(m.name, v.id)),
-      })),
+      versions: versions.map((v) => {
+        const ws = cp.workers.infos(m.name, v.id);
+        const serving = ws.filter((w) => w.role === 'serving');
+        return {
+          version: v.id,
+          status: v.status,
+          asleep: cp.workers.isAsleep(m.name, v.id),
+          window: windowView(cp.dp.telemetry.stats(m.name, v.id)),
+          workers: {
+            up: summarize(ws).healthyWorkers ?? 0,
+            serving: serving.length,
+            spares_ready: ws.filter((w) => w.role === 'spare' && w.health?.state === 'healthy').length,
+            spares_wanted: ws.length > 0 ? (v.spares ?? 0) : 0,
+          },
+        };
+      }),
     });
   }
   return {

@@ -16,6 +16,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   swap: () => import('./swap/index.js'),
   rollback: () => import('./rollback/index.js'),
   workers: () => import('./workers/index.js'),
+  probes: () => import('./probes/index.js'),
   audit: () => import('./audit/index.js'),
   cache: () => import('./cache/index.js'),
   plan: () => import('./plan/index.js'),

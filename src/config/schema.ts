@@ -58,6 +58,8 @@ const simSchema = z
         hang: bool().optional(),
         latency_multiplier: positive().optional(),
         corrupt: bool().optional(),
+        logprob_drift: nonNeg().optional(),
+        flap_ms: posInt().optional(),
       })
       .strict()
       .optional(),

@@ -15,6 +15,8 @@ export interface SnakeFaults {
   hang?: boolean | undefined;
   latency_multiplier?: number | undefined;
   corrupt?: boolean | undefined;
+  logprob_drift?: number | undefined;
+  flap_ms?: number | undefined;
   process_exit?: boolean | undefined;
 }
 
@@ -25,6 +27,8 @@ const FAULT_NAMES: readonly (readonly [keyof SimFaultSpec, keyof SnakeFaults])[]
   ['hang', 'hang'],
   ['latencyMultiplier', 'latency_multiplier'],
   ['corrupt', 'corrupt'],
+  ['logprobDrift', 'logprob_drift'],
+  ['flapMs', 'flap_ms'],
   ['processExit', 'process_exit'],
 ];
 

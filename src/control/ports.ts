@@ -68,6 +68,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       },
       stop: (w) => workers.stopWorker(w.id),
       onExit: (l) => workers.onExit(l),
+      onHealth: (l) => workers.onHealth(l),
       onLoaded: (l) => {
         const hook = (v: Version, ids: string[]) =>
           l(

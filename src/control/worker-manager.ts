@@ -48,6 +48,7 @@ export class WorkerManager {
   /** model/version → the highest worker index this process has used (see nextWorkerId). */
   private readonly highestIndex = new Map<string, number>();
   private exitListeners: ExitListener[] = [];
+  private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
 
   constructor(
     private readonly store: Store,
@@ -225,12 +226,22 @@ export class WorkerManager {
     await this.persistMeta(id);
   }
 
-  /** Persist a worker's health (the health controller calls this on every change). */
+  /** Persist a worker's health (the health controller calls this on every change) and tell the listeners. */
   async saveHealth(id: string, health: WorkerHealth): Promise<void> {
     const m = this.meta.get(id);
     if (!m) return;
     m.health = health;
+    const info = this.infos().find((w) => w.id === id);
+    if (info) for (const l of this.healthListeners) l(info, health);
     await this.persistMeta(id);
+  }
+
+  /** Told of every saved change of a worker's health; returns the unsubscribe function. */
+  onHealth(l: (w: WorkerInfo, h: WorkerHealth) => void): () => void {
+    this.healthListeners.push(l);
+    return () => {
+      this.healthListeners = this.healthListeners.filter((x) => x !== l);
+    };
   }
 
   private async persistMeta(id: string): Promise<void> {

@@ -10,6 +10,10 @@ export interface SimFaults {
   hang?: boolean;
   latencyMultiplier?: number;
   corrupt?: boolean;
+  /** Subtle corruption: every logprob shifted down by this many nats, the tokens unchanged (what only a logprob check catches). */
+  logprobDrift?: number;
+  /** Flapping: answers with errors every other period of this many ms, normally in between. */
+  flapMs?: number;
 }
 
 /** Per-version simulator settings; anything unset falls back to DEFAULTS.sim. */

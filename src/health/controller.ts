@@ -6,7 +6,7 @@ import type { HealthConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { ProbeSet } from '../domain/probes.js';
 import type { Version } from '../domain/version.js';
-import { toGlidepathError } from '../errors.js';
+import { NotFoundError, toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerInfo } from '../rollout/ports.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';
@@ -76,6 +76,8 @@ export class HealthController implements HealthHost {
         if (t) this.observe(t, { kind: 'exited', detail });
       }),
     );
+    // workers tracked before the loop ran (recorded while the boot loaded their version) get their probes now
+    for (const t of this.tracked.values()) this.schedule(t);
     this.tick();
   }
 
@@ -272,6 +274,18 @@ export class HealthController implements HealthHost {
     const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
     if (serving.length === 0) throw new Error(`${model}/${version} has no serving worker to record from`);
     return this.record(v, serving, actor);
+  }
+
+  /** An operator puts a worker health took out back on probation: it takes traffic once its admission probes pass. */
+  readmit(id: string): WorkerHealth {
+    const t = this.tracked.get(id);
+    if (!t) throw new NotFoundError('worker_not_found', `no worker ${JSON.stringify(id)} under health checks (glidepath workers lists them)`);
+    const prev = t.health;
+    t.health = { ...newHealth('pending', this.ports.clock.now()), baselineMs: prev.baselineMs };
+    this.persist(t);
+    this.applyWeight(t);
+    this.transitioned(t, prev, t.health);
+    return t.health;
   }
 
   // ---- passive signals -------------------------------------------------------------------------

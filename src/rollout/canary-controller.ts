@@ -34,6 +34,8 @@ interface Live {
   seen: number;
   /** Writes of this rollout, one after the other (each names the revision the previous one made). */
   saving: Promise<unknown>;
+  /** Set when one of the canary's workers turned unhealthy: a critical failure, rolled back at the next tick. */
+  unhealthy: string | undefined;
 }
 
 /** What the operator view shows of the samples a running canary is judged on. */
@@ -47,6 +49,7 @@ export class CanaryController {
   private readonly live = new Map<string, Live>();
   private readonly background = new Set<Promise<unknown>>();
   private unsubscribe: (() => void) | undefined;
+  private unsubscribeHealth: (() => void) | undefined;
   private cancelTick: (() => void) | undefined;
   private running = false;
 
@@ -67,6 +70,15 @@ export class CanaryController {
       // every request's record comes here: no iterator while nothing is live (the usual case)
       if (this.live.size !== 0) for (const l of this.live.values()) l.samples.record(r);
     });
+    // a canary whose workers turn unhealthy (silent corruption, crashes the health checks caught) fails
+    this.unsubscribeHealth = this.ports.workers.onHealth((w, h) => {
+      if (w.role !== 'serving' || (h.state !== 'unhealthy' && h.state !== 'draining' && h.state !== 'dead')) return;
+      for (const l of this.live.values()) {
+        if (l.state.model !== w.model || l.state.canary !== w.version || l.unhealthy !== undefined) continue;
+        const f = h.lastFailure;
+        l.unhealthy = `critical: canary worker ${w.id} turned ${h.state}${f ? ` (${f.reason}: ${f.detail})` : ''}`;
+      }
+    });
     this.schedule();
   }
 
@@ -77,6 +89,8 @@ export class CanaryController {
     this.cancelTick = undefined;
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+    this.unsubscribeHealth?.();
+    this.unsubscribeHealth = undefined;
   }
 
   /** Resolves when no background step (load, tick, recovery) is running (tests: advance the clock, then await this). */
@@ -141,6 +155,7 @@ export class CanaryController {
       busy: false,
       seen: -1,
       saving: Promise.resolve(),
+      unhealthy: undefined,
     };
     this.live.set(state.id, l);
     return l;
@@ -317,6 +332,11 @@ export class CanaryController {
         await this.ports.exclusive(l.state.model, async () => {
           // re-checked under the lock: an abort/promote queued ahead of this tick may have ended it
           if (!this.live.has(l.state.id) || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) return;
+          if (l.unhealthy !== undefined) {
+            await this.event(l, 'unhealthy', l.unhealthy);
+            await this.apply(l, { kind: 'rollback', reason: l.unhealthy }, '', now);
+            return;
+          }
           await this.evaluate(l, now);
         });
       } catch (err) {

@@ -128,6 +128,8 @@ export interface WorkersPort {
   stop(w: WorkerInfo): Promise<void>;
   /** Told when a worker exits without being asked to. */
   onExit(l: (w: WorkerInfo, detail: string) => void): () => void;
+  /** Told of every saved change of a worker's health (a canary fails when its workers turn unhealthy). */
+  onHealth(l: (w: WorkerInfo, h: WorkerHealth) => void): () => void;
   /**
    * Told after a version's workers are up and warm, before the version is ready: a hook that throws
    * fails the load (and its workers are stopped). The health controller records probe sets here.

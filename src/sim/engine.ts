@@ -127,7 +127,7 @@ export class SimEngine {
       throw new GlidepathError('injected_fault', `injected fault: HTTP ${fate.status}`, { status: fate.status });
     }
 
-    const g = produce(req, this.opts, target, p, fate.corrupt);
+    const g = produce(req, this.opts, target, p, fate.corrupt, fate.logprobDrift);
     const no = this.requests++;
     const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.idPrefix}${no.toString(16).padStart(8, '0')}`;
     const o = this.opts;

@@ -9,12 +9,12 @@ export type FaultDecision =
   | { kind: 'process_exit' }
   | { kind: 'hang' }
   | { kind: 'error'; status: number }
-  | { kind: 'serve'; crashAfterTokens: number | undefined; latencyMultiplier: number; corrupt: boolean };
+  | { kind: 'serve'; crashAfterTokens: number | undefined; latencyMultiplier: number; corrupt: boolean; logprobDrift: number };
 
 export class FaultState {
   private spec: SimFaultSpec;
   private n = 0;
-  readonly counts: Record<FaultKind, number> = { error: 0, crash: 0, hang: 0, latency: 0, corrupt: 0, process_exit: 0 };
+  readonly counts: Record<FaultKind, number> = { error: 0, crash: 0, hang: 0, latency: 0, corrupt: 0, drift: 0, flap: 0, process_exit: 0 };
 
   constructor(
     initial: SimFaultSpec,
@@ -42,11 +42,11 @@ export class FaultState {
   }
 
   /**
-   * Decide the fate of the next inference request. Order: process exit, hang, error (drawn with
-   * probability error_rate from a hash of (seed, request number)), then serve with the
-   * crash/latency/corruption faults applied.
+   * Decide the fate of the next inference request. Order: process exit, hang, a flapping worker's
+   * bad period, error (drawn with probability error_rate from a hash of (seed, request number)),
+   * then serve with the crash/latency/corruption faults applied.
    */
-  decide(): FaultDecision {
+  decide(now: number = Date.now()): FaultDecision {
     const f = this.spec;
     const n = this.n++;
     if (f.processExit) {
@@ -57,6 +57,10 @@ export class FaultState {
       this.count('hang');
       return { kind: 'hang' };
     }
+    if (f.flapMs !== undefined && Math.floor(now / f.flapMs) % 2 === 1) {
+      this.count('flap');
+      return { kind: 'error', status: f.errorStatus ?? DEFAULTS.sim.faultErrorStatus };
+    }
     if (f.errorRate !== undefined && f.errorRate > 0 && unit(fmix32((this.seed ^ 0xe7707) + Math.imul(n, 0x9e3779b1))) < f.errorRate) {
       this.count('error');
       return { kind: 'error', status: f.errorStatus ?? DEFAULTS.sim.faultErrorStatus };
@@ -65,6 +69,8 @@ export class FaultState {
     if (latencyMultiplier !== 1) this.count('latency');
     const corrupt = f.corrupt ?? false;
     if (corrupt) this.count('corrupt');
-    return { kind: 'serve', crashAfterTokens: f.crashAfterTokens, latencyMultiplier, corrupt };
+    const logprobDrift = f.logprobDrift ?? 0;
+    if (logprobDrift > 0) this.count('drift');
+    return { kind: 'serve', crashAfterTokens: f.crashAfterTokens, latencyMultiplier, corrupt, logprobDrift };
   }
 }

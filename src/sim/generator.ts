@@ -44,6 +44,8 @@ export interface GenRequest {
   eosRate?: number;
   /** Silent corruption: wrong tokens and logprobs shifted down, reported as a normal success. */
   corrupt?: boolean;
+  /** Subtle corruption: logprobs shifted down by this many nats, the same tokens. */
+  logprobDrift?: number;
   stop?: readonly string[];
 }
 
@@ -90,7 +92,8 @@ function candidates(s: number, n: number, hallucinationRate: number, shift: numb
 /** Generate tokens; pure and deterministic for a given request. */
 export function generate(r: GenRequest): Generated {
   const key = r.corrupt ? (r.key ^ CORRUPT_KEY) >>> 0 : r.key;
-  const shift = r.corrupt ? DEFAULTS.sim.corruptLogprobShift : 0;
+  // a shift moves every candidate alike: the ranking, so the tokens, stay the same
+  const shift = (r.corrupt ? DEFAULTS.sim.corruptLogprobShift : 0) + (r.logprobDrift ?? 0);
   const hall = r.hallucinationRate ?? DEFAULTS.sim.hallucinationRate;
   const eosRate = r.ignoreEos ? 0 : (r.eosRate ?? DEFAULTS.sim.eosRate);
   const minTokens = r.minTokens ?? 0;

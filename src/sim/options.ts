@@ -121,6 +121,8 @@ export const faultSchema = z
     hang: z.boolean().optional(),
     latency_multiplier: z.number().positive().refine(Number.isFinite, 'must be finite').optional(),
     corrupt: z.boolean().optional(),
+    logprob_drift: z.number().min(0).refine(Number.isFinite, 'must be finite').optional(),
+    flap_ms: z.number().int().positive().optional(),
     process_exit: z.boolean().optional(),
   })
   .strict() satisfies z.ZodType<SnakeFaults>;

@@ -50,7 +50,7 @@ export function plan(req: InferenceRequest, o: SimOptions): Plan {
 }
 
 /** The tokens of the response: the judge's verdict, or generated text (corrupted under that fault). */
-export function produce(req: InferenceRequest, o: SimOptions, target: Target, p: Plan, corrupt: boolean): Generated {
+export function produce(req: InferenceRequest, o: SimOptions, target: Target, p: Plan, corrupt: boolean, logprobDrift = 0): Generated {
   if (target.judge) {
     const text = req.messages
       ? req.messages
@@ -72,6 +72,7 @@ export function produce(req: InferenceRequest, o: SimOptions, target: Target, p:
     hallucinationRate: o.hallucinationRate,
     eosRate: o.eosRate,
     corrupt,
+    logprobDrift,
     stop: req.stop,
   });
 }

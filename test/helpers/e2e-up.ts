@@ -414,3 +414,64 @@ export async function waitForEvent(
     clearTimeout(timer);
   }
 }
+
+/** Every control event of `up` from now on (the stream replays its history first), kept in order until `stop`. */
+export interface EventLog {
+  readonly events: (ControlEventView & { at: number; data?: unknown })[];
+  /** Resolves with the first event (already seen or to come) matching `pred`; rejects after `timeoutMs`. */
+  waitFor(
+    pred: (e: ControlEventView & { at: number; data?: unknown }) => boolean,
+    what: string,
+    timeoutMs?: number,
+  ): Promise<ControlEventView & { at: number; data?: unknown }>;
+  stop(): void;
+}
+
+export function collectEvents(up: UpProcess): EventLog {
+  const ac = new AbortController();
+  const events: (ControlEventView & { at: number; data?: unknown })[] = [];
+  const waiters: (() => void)[] = [];
+  void (async () => {
+    try {
+      const res = await request(`${up.adminUrl}/admin/v1/events`, {
+        headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' },
+        signal: ac.signal,
+      });
+      let buf = '';
+      res.body.setEncoding('utf8');
+      for await (const chunk of res.body as AsyncIterable<string>) {
+        buf += chunk;
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const sse = parseSseEvent(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+          if (!sse || sse.data === '') continue;
+          events.push(JSON.parse(sse.data) as ControlEventView & { at: number });
+          for (const w of waiters.splice(0)) w();
+        }
+      }
+    } catch {
+      // stopped, or up went away
+    }
+  })();
+  return {
+    events,
+    async waitFor(pred, what, timeoutMs = 20_000) {
+      const deadline = performance.now() + timeoutMs;
+      for (;;) {
+        const hit = events.find(pred);
+        if (hit) return hit;
+        const left = deadline - performance.now();
+        if (left <= 0) throw new Error(`no ${what} event within ${timeoutMs} ms; events: ${events.map((e) => `${e.kind}: ${e.message}`).join(' | ')}`);
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
+    },
+    stop: () => ac.abort(),
+  };
+}

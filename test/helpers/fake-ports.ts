@@ -177,6 +177,7 @@ export class FakeFleet {
   private readonly listeners = new Set<(r: RequestRecord) => void>();
   private readonly faultListeners = new Set<(f: WorkerFault) => void>();
   private readonly exitListeners = new Set<(w: WorkerInfo, detail: string) => void>();
+  private readonly healthListeners = new Set<(w: WorkerInfo, h: WorkerHealth) => void>();
   private readonly loadHooks: ((v: Version, ws: WorkerInfo[]) => Promise<void>)[] = [];
   /** Every worker that lives or lived, by id. */
   readonly workers = new Map<string, FakeWorker>();
@@ -416,7 +417,9 @@ export class FakeFleet {
           }),
         saveHealth: (w, h) =>
           later(() => {
-            this.worker(w.id).health = h;
+            const fw = this.worker(w.id);
+            fw.health = h;
+            for (const l of this.healthListeners) l(fw.info(), h);
           }),
         setRole: (w, role) =>
           later(() => {
@@ -442,6 +445,10 @@ export class FakeFleet {
         onExit: (l) => {
           this.exitListeners.add(l);
           return () => this.exitListeners.delete(l);
+        },
+        onHealth: (l) => {
+          this.healthListeners.add(l);
+          return () => this.healthListeners.delete(l);
         },
         onLoaded: (l) => {
           this.loadHooks.push(l);

@@ -6,6 +6,7 @@ import { cacheRoutes } from './cache.js';
 import { canaryRoutes } from './canary.js';
 import type { AdminContext } from './context.js';
 import { experimentRoutes } from './experiments.js';
+import { healthRoutes } from './health.js';
 import { judgeRoutes } from './judge.js';
 import { monitorRoutes } from './monitor.js';
 import { planRoutes } from './plan.js';
@@ -19,6 +20,7 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
   return [
     ...statusRoutes(ctx),
     ...versionRoutes(ctx),
+    ...healthRoutes(ctx),
     ...blueGreenRoutes(ctx),
     ...routeRoutes(ctx),
     ...planRoutes(ctx),

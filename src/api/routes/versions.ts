@@ -8,7 +8,7 @@ import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
 import type { VersionDetail } from '../types.js';
 import { windowView } from '../rollout-views.js';
-import { transitionView, versionView } from '../views.js';
+import { probeSetView, transitionView, versionView } from '../views.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
 
@@ -27,6 +27,7 @@ export function versionRoutes({ cp }: AdminContext): RouteDef[] {
         const detail: VersionDetail = {
           ...versionView(cp, v),
           transitions: transitions.map(transitionView),
+          probes: v.probes ? probeSetView(v.probes) : null,
           kv_cache_compatibility: active && active.id !== v.id ? { with: active.id, ...kvCacheCompatible(active, v) } : undefined,
           window: windowView(cp.dp.telemetry.stats(m, v.id)),
         };

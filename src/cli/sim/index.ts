@@ -67,6 +67,8 @@ const FAULTS: [string, keyof SimFaultSpec, Kind | 'bool', string][] = [
   ['latency-multiplier', 'latencyMultiplier', 'positive', 'fault: multiply every delay'],
   ['hang', 'hang', 'bool', 'fault: accept requests and send nothing'],
   ['corrupt', 'corrupt', 'bool', 'fault: silent corruption (wrong tokens, shifted logprobs, HTTP 200)'],
+  ['logprob-drift', 'logprobDrift', 'nonNeg', 'fault: subtle corruption: logprobs shifted down by N nats, same tokens'],
+  ['flap-ms', 'flapMs', 'posInt', 'fault: answer errors every other period of N ms'],
   ['process-exit', 'processExit', 'bool', 'fault: exit the process on the next inference request'],
 ];
 

@@ -55,6 +55,8 @@ function showVersion(v: VersionDetail): void {
     ['KV-cache', kvLine(v)],
     ['registered at', fmtTime(v.registered_at)],
   ];
+  const p = v.probes;
+  rows.push(['probes', p ? `${p.probes.length} prompt(s), ${p.basis}${p.pinned ? ', pinned' : ''}, recorded ${fmtTime(p.recorded_at)}` : 'none recorded yet']);
   if (v.failure) rows.push(['failure', `${v.failure.message}${v.failure.code ? ` (${v.failure.code})` : ''}`]);
   if (Object.keys(v.metadata).length > 0) rows.push(['metadata', JSON.stringify(v.metadata)]);
   const w = Math.max(...rows.map(([k]) => k.length));

@@ -176,4 +176,11 @@ describe('quality and corruption', () => {
     for (const lp of bad.logprobs!) expect(lp).toBeLessThan(-DEFAULTS.sim.corruptLogprobShift);
     expect(bad.finish).toBe('length');
   });
+
+  it('logprob drift keeps every token and lowers every logprob by the drift (only a logprob check sees it)', () => {
+    const ok = generate(req('canary prompt', { topLogprobs: 2 }));
+    const drift = generate(req('canary prompt', { topLogprobs: 2, logprobDrift: 1.5 }));
+    expect(drift.tokens).toEqual(ok.tokens);
+    drift.logprobs!.forEach((lp, i) => expect(lp).toBeCloseTo(ok.logprobs![i]! - 1.5, 10));
+  });
 });

@@ -60,11 +60,25 @@ describe('faults', () => {
     f.set({ errorRate: 1 });
     expect(f.decide()).toEqual({ kind: 'error', status: 500 });
     f.set({ latencyMultiplier: 2, corrupt: true, crashAfterTokens: 3 });
-    expect(f.decide()).toEqual({ kind: 'serve', crashAfterTokens: 3, latencyMultiplier: 2, corrupt: true });
+    expect(f.decide()).toEqual({ kind: 'serve', crashAfterTokens: 3, latencyMultiplier: 2, corrupt: true, logprobDrift: 0 });
     f.clear();
-    expect(f.decide()).toEqual({ kind: 'serve', crashAfterTokens: undefined, latencyMultiplier: 1, corrupt: false });
+    expect(f.decide()).toEqual({ kind: 'serve', crashAfterTokens: undefined, latencyMultiplier: 1, corrupt: false, logprobDrift: 0 });
     expect(seen).toEqual(['process_exit', 'hang', 'error', 'latency', 'corrupt']);
     expect(f.counts.error).toBe(1);
+  });
+
+  it('a flapping worker errs in every other period of flap_ms, by the clock it is given', () => {
+    const f = new FaultState({ flapMs: 1000, errorStatus: 503 }, 0, () => {});
+    const at = (ms: number) => f.decide(ms).kind;
+    expect([at(0), at(999), at(1000), at(1999), at(2000), at(3500)]).toEqual(['serve', 'serve', 'error', 'error', 'serve', 'error']);
+    expect(f.decide(1000)).toEqual({ kind: 'error', status: 503 });
+    expect(f.counts.flap).toBe(4);
+  });
+
+  it('logprob drift serves with the shift and counts it', () => {
+    const f = new FaultState({ logprobDrift: 2.5 }, 0, () => {});
+    expect(f.decide()).toMatchObject({ kind: 'serve', corrupt: false, logprobDrift: 2.5 });
+    expect(f.counts.drift).toBe(1);
   });
 
   it('the admin schema is snake_case, strict, and round-trips to camelCase', () => {
