@@ -87,6 +87,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       subscribe: (listener) => dp.telemetry.subscribe(listener),
       subscribeFaults: (listener) => dp.telemetry.subscribeFaults(listener),
       health: dp.telemetry.metrics.health,
+      canary: dp.telemetry.metrics.canary,
     },
     rollouts: storeRollouts(store, clock),
     settings: {

@@ -361,6 +361,7 @@ export class CanaryController {
     s.last = summarizeVerdict(verdict, s, now, step.kind !== 'none');
     s.message = step.kind === 'none' ? step.why : undefined;
     if (step.kind !== 'none') {
+      this.ports.telemetry.canary.verdict(s.model, verdict.outcome, verdict.action);
       s.verdicts.push(s.last);
       if (s.verdicts.length > DEFAULTS.rollout.maxVerdicts) s.verdicts.splice(0, s.verdicts.length - DEFAULTS.rollout.maxVerdicts);
     }
@@ -494,6 +495,8 @@ export class CanaryController {
 
   /** Write the state as it is when its turn comes; writes of one rollout never overlap. */
   private persist(l: Live): Promise<void> {
+    const s = l.state;
+    this.ports.telemetry.canary.state(s.model, s.canary, s.phase, currentPercent(s), s.stageStartedAt, TERMINAL.includes(s.phase));
     const run = l.saving.then(async () => {
       l.state.updatedAt = this.ports.clock.now();
       l.revision = await this.ports.rollouts.save(l.state, l.revision);

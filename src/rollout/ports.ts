@@ -137,6 +137,12 @@ export interface WorkersPort {
   onLoaded(l: (v: Version, workers: WorkerInfo[]) => Promise<void>): () => void;
 }
 
+/** The canary's metrics (Prometheus): its state after every step, and its decisive verdicts. */
+export interface CanaryMetricsPort {
+  state(model: string, canary: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void;
+  verdict(model: string, outcome: string, action: string): void;
+}
+
 /** The health metrics (Prometheus) the health controller keeps. */
 export interface HealthMetricsPort {
   worker(w: WorkerInfo, state: WorkerHealthState, breaker: BreakerState): void;
@@ -158,6 +164,7 @@ export interface TelemetryPort {
   /** Every failed attempt of a worker (passive health signals); returns the unsubscribe function. */
   subscribeFaults(listener: (f: WorkerFault) => void): () => void;
   readonly health: HealthMetricsPort;
+  readonly canary: CanaryMetricsPort;
 }
 
 /** Persisted rollout state, validated on the way back (src/rollout/rollout-record.ts). */

@@ -1,7 +1,7 @@
 // The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
-import { HealthMetrics } from './health-metrics.js';
+import { CanaryMetrics, HealthMetrics } from './control-metrics.js';
 import { ArrayCounter, ArrayHistogram } from './prom.js';
 import type { CounterChild, HistogramChild } from './prom.js';
 
@@ -175,6 +175,8 @@ export class GatewayMetrics {
 
   /** Worker health (src/health): states, breakers, probes, replacements, spares. */
   readonly health = new HealthMetrics(this.registry);
+  /** The progressive canary: stage, phase, verdicts. */
+  readonly canary = new CanaryMetrics(this.registry);
 
   /** Report a listener's open connections and ceiling at every scrape. */
   trackConnections(listener: string, open: () => number, max: number): void {

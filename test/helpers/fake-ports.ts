@@ -15,7 +15,7 @@ import { NotFoundError } from '../../src/errors.js';
 import type { Version } from '../../src/domain/version.js';
 import type { ProbeOutcome } from '../../src/gateway/probe.js';
 import type { WorkerHealth } from '../../src/health/machine.js';
-import { HealthMetrics } from '../../src/telemetry/health-metrics.js';
+import { CanaryMetrics, HealthMetrics } from '../../src/telemetry/control-metrics.js';
 import type { WorkerFault } from '../../src/telemetry/telemetry.js';
 import { Registry as PromRegistry } from 'prom-client';
 import type { Clock, ControlEventInput, ControllerPorts, WorkerInfo, WorkerRole } from '../../src/rollout/ports.js';
@@ -186,6 +186,7 @@ export class FakeFleet {
   /** Health metrics over a registry of the fleet's own (checked by tests through `metricsText`). */
   readonly promRegistry = new PromRegistry();
   readonly healthMetrics = new HealthMetrics(this.promRegistry);
+  readonly canaryMetrics = new CanaryMetrics(this.promRegistry);
 
   /** A fleet booted as `glidepath up` boots on a first start. */
   static async create(opts: FakeFleetOptions): Promise<FakeFleet> {
@@ -466,6 +467,7 @@ export class FakeFleet {
           return () => this.faultListeners.delete(l);
         },
         health: this.healthMetrics,
+        canary: this.canaryMetrics,
       },
       rollouts: storeRollouts(this.store, this.clock),
       settings: {

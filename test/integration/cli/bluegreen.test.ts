@@ -237,12 +237,12 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(active.stderr).toMatch(/version chat\/v1 is already active \(already_active\)/);
   });
 
-  it('workers: every worker with version, state and GPUs', async () => {
+  it('workers: every worker with version, role, health, breaker, weight, state and GPUs', async () => {
     const r = await cli('workers');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^WORKER\s+MODEL\s+VERSION\s+STATE\s+GPUS\s+ENDPOINT\s+PID\s+IN_FLIGHT\s+ROUTABLE$/m);
-    expect(r.stdout).toMatch(/^chat\/v1\/0\s+chat\s+v1\s+ready\s+GPU 0\s+http:\/\/127\.0\.0\.1:\d+\s+\d+\s+0\s+yes$/m);
-    expect(r.stdout).toMatch(/^chat\/v2\/0\s+chat\s+v2\s+ready\s+GPU 1\s+/m);
+    expect(r.stdout).toMatch(/^WORKER\s+VERSION\s+ROLE\s+HEALTH\s+BREAKER\s+WEIGHT\s+STATE\s+GPUS\s+ENDPOINT\s+PID\s+IN_FLIGHT\s+LAST_FAILURE$/m);
+    expect(r.stdout).toMatch(/^chat\/v1\/0\s+v1\s+serving\s+HEALTHY\s+closed\s+1\s+ready\s+GPU 0\s+http:\/\/127\.0\.0\.1:\d+\s+\d+\s+0\s+-$/m);
+    expect(r.stdout).toMatch(/^chat\/v2\/0\s+v2\s+serving\s+HEALTHY\s+closed\s+1\s+ready\s+GPU 1\s+/m);
     const j = await cli('workers', '-o', 'json', '--model', 'chat');
     expect(j.json.map((w: { id: string }) => w.id).sort()).toEqual(['chat/v1/0', 'chat/v2/0']);
   });

@@ -2,6 +2,7 @@
 // real sequential judge over the in-memory fake ports, the loop driven by a fake clock. Beside the
 // end-to-end runs (test/e2e/canary*.test.ts), which take the same paths with real workers.
 import { describe, expect, it } from 'vitest';
+import { newHealth } from '../../../src/health/machine.js';
 import { CanaryController } from '../../../src/rollout/canary-controller.js';
 import type { CanaryState } from '../../../src/rollout/canary-state.js';
 import type { StoredRollout } from '../../../src/rollout/rollout-record.js';
@@ -55,6 +56,30 @@ async function unfinishedCanaries(f: FakeFleet): Promise<StoredRollout<CanarySta
 }
 
 describe('canary stage machine (fake clock, fake ports)', () => {
+  it('a canary whose worker turns unhealthy is rolled back at the next tick as a critical failure, whatever its statistics', async () => {
+    const f = await fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    equalTraffic(f, 40);
+    // a stable worker's trouble is not the canary's: nothing happens
+    await f.ports().workers.saveHealth(f.live(M, 'v1')[0]!.info(), { ...newHealth('healthy', 0), state: 'unhealthy', breaker: 'open' });
+    await advance(f, c, TICK_MS);
+    expect((await c.get(M)).phase).toBe('progressing');
+    // the health controller saves a canary worker's new health: draining, for silent corruption
+    const corrupt = { ...newHealth('healthy', 0), state: 'draining' as const, breaker: 'open' as const, corrupt: true };
+    await f
+      .ports()
+      .workers.saveHealth(f.live(M, 'v2')[0]!.info(), {
+        ...corrupt,
+        lastFailure: { reason: 'token_mismatch', detail: 'token 1 is "x"', at: 0, source: 'probe' },
+      });
+    await advance(f, c, TICK_MS);
+    const s = await c.get(M);
+    expect(s.phase).toBe('rolled_back');
+    expect(s.rollback?.reason).toMatch(/^critical: canary worker llama\/v2\/0 turned draining \(token_mismatch: token 1 is "x"\)/);
+    expect(f.weights(M)).toEqual({ v1: 1 });
+  });
+
   it('loads the candidate, enters stage 1, holds the stage, advances through the stages and promotes at the end', async () => {
     const f = await fleet();
     const c = controller(f);

@@ -1,6 +1,5 @@
-// Worker health on /metrics (src/health/ keeps them through its port): each worker's state and
-// breaker, probe durations and failures by reason, passive failures, replacements, spares, and each
-// version's healthy share — what deploy/prometheus/alerts.yaml and the Grafana dashboard read.
+// The control side's metrics on /metrics (kept through the ports): worker health (states, breakers, probes, failures, replacements,
+// spares, each version's healthy share) and the progressive canary — what deploy/prometheus/alerts.yaml and the dashboard read.
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
@@ -143,5 +142,63 @@ export class HealthMetrics {
 
   degradation(model: string, level: number): void {
     this.level.labels(model).set(level);
+  }
+}
+
+/** The progressive canary on /metrics: what runs, at which stage since when, and its decisive verdicts (the stuck-canary alert, the dashboard). */
+export class CanaryMetrics {
+  private readonly running: Gauge<'model' | 'canary' | 'phase'>;
+  private readonly percent: Gauge<'model'>;
+  private readonly stageStarted: Gauge<'model'>;
+  private readonly verdicts: Counter<'model' | 'outcome' | 'action'>;
+  /** model → the (canary, phase) labels last set, removed when they change. */
+  private readonly last = new Map<string, [string, string]>();
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.running = new Gauge({
+      name: 'glidepath_canary_running',
+      help: 'A canary of this model is under way (1), by candidate version and phase (progressing, paused, promoting, rolling_back).',
+      labelNames: ['model', 'canary', 'phase'] as const,
+      registers,
+    });
+    this.percent = new Gauge({
+      name: 'glidepath_canary_percent',
+      help: "The running canary's share of traffic, percent (0 when none runs).",
+      labelNames: ['model'] as const,
+      registers,
+    });
+    this.stageStarted = new Gauge({
+      name: 'glidepath_canary_stage_started_timestamp_seconds',
+      help: "When the running canary's current stage began (Unix seconds; 0 when none runs): time() minus it is how long it has held.",
+      labelNames: ['model'] as const,
+      registers,
+    });
+    this.verdicts = new Counter({
+      name: 'glidepath_canary_verdicts_total',
+      help: 'Decisive canary verdicts by outcome (pass, fail, inconclusive, nodata) and action (advance, rollback, pause).',
+      labelNames: ['model', 'outcome', 'action'] as const,
+      registers,
+    });
+  }
+
+  /** The canary's state after a step; `done` when it ended (every series back to none). */
+  state(model: string, canary: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void {
+    const prev = this.last.get(model);
+    if (prev) this.running.remove(model, prev[0], prev[1]);
+    if (done) {
+      this.last.delete(model);
+      this.percent.labels(model).set(0);
+      this.stageStarted.labels(model).set(0);
+      return;
+    }
+    this.last.set(model, [canary, phase]);
+    this.running.labels(model, canary, phase).set(1);
+    this.percent.labels(model).set(percent);
+    this.stageStarted.labels(model).set(stageStartedAt / 1000);
+  }
+
+  verdict(model: string, outcome: string, action: string): void {
+    this.verdicts.labels(model, outcome, action).inc();
   }
 }
