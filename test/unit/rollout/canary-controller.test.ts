@@ -67,12 +67,10 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect((await c.get(M)).phase).toBe('progressing');
     // the health controller saves a canary worker's new health: draining, for silent corruption
     const corrupt = { ...newHealth('healthy', 0), state: 'draining' as const, breaker: 'open' as const, corrupt: true };
-    await f
-      .ports()
-      .workers.saveHealth(f.live(M, 'v2')[0]!.info(), {
-        ...corrupt,
-        lastFailure: { reason: 'token_mismatch', detail: 'token 1 is "x"', at: 0, source: 'probe' },
-      });
+    await f.ports().workers.saveHealth(f.live(M, 'v2')[0]!.info(), {
+      ...corrupt,
+      lastFailure: { reason: 'token_mismatch', detail: 'token 1 is "x"', at: 0, source: 'probe' },
+    });
     await advance(f, c, TICK_MS);
     const s = await c.get(M);
     expect(s.phase).toBe('rolled_back');
