@@ -1,11 +1,9 @@
 // One client request's trip to a worker: dispatch over the upstream pool, retry before the first byte, stream
 // through without buffering, enforce timeouts, honour disconnects and drains, and record the result.
 // performance.now() is the global one (not node:perf_hooks'), so fake timers in tests can move it too
-import type { GatewayConfig } from '../config/types.js';
-import type { Telemetry } from '../telemetry/telemetry.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { Picker } from './pick.js';
 import type { Abortable, VersionPool, Worker } from './pool.js';
+import { recordOf } from './proxy-context.js';
+import type { Attempted, ProxyContext } from './proxy-context.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter, sseErrorEvent } from './sse.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
@@ -14,28 +12,21 @@ import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
 import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
-import { deliver } from './tap.js';
+import { ResponseCapture } from './tap.js';
 import type { ResponseTap } from './tap.js';
 import { DEFAULTS } from '../defaults.js';
 import { AbortReason, abortError, errText, localResourceError, queueError } from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
-import type { LocalResourceReporter } from './local.js';
 
-export interface ProxyContext {
-  readonly cfg: GatewayConfig;
-  readonly telemetry: Telemetry;
-  readonly metrics: GatewayMetrics;
-  readonly picker: Picker;
-  /** Told when the gateway's own resources ran out (rate-limiting is its business); undefined: not reported. */
-  readonly onLocalResourceError?: LocalResourceReporter | undefined;
-}
+export type { ProxyContext } from './proxy-context.js';
 
 type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
 
-export class ProxyRequest implements UpstreamHandler, Abortable {
-  private worker: Worker | undefined;
+export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
+  // read by recordOf (Attempted); written only here
+  worker: Worker | undefined;
   private tried: Set<Worker> | undefined;
-  private attempts = 0;
+  attempts = 0;
   private controller: UpstreamController | undefined;
   private phase: Phase = 'waiting';
   private status = 0;
@@ -43,7 +34,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   private chunks: Buffer[] = [];
   /** Bytes in `chunks` (the bound on buffered answers is checked without re-summing). */
   private buffered = 0;
-  private meter: SseMeter | undefined;
+  meter: SseMeter | undefined;
   /**
    * The request's one timer. It is not moved per chunk: it fires at the earliest moment a deadline
    * could have passed (never later than the idle limit from when it was set) and then checks the
@@ -57,7 +48,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   private lastDataAt = 0;
   private gotFirstByte = false;
   /** ms waited for a connection to a worker, all attempts together. */
-  private queueMs = 0;
+  queueMs = 0;
   private clientStarted = false;
   private abortKind: AbortKind | undefined;
   private lastError: GlidepathError | undefined;
@@ -65,26 +56,22 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
   /** True while `worker.outstanding` counts this request. */
   private holding = false;
   /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
-  private capture: Buffer[] | undefined;
-  private tap: ResponseTap | undefined;
-  private pairId: number | undefined;
+  private capture: ResponseCapture | undefined;
 
   constructor(
     private readonly ctx: ProxyContext,
-    private readonly pool: VersionPool,
+    readonly pool: VersionPool,
     private readonly res: FrontResponse,
-    private readonly req: ParsedRequest,
+    readonly req: ParsedRequest,
     private readonly path: string,
     /** performance.now() and Date.now() when the client's request arrived. */
-    private readonly startedAt: number,
-    private readonly at: number,
+    readonly startedAt: number,
+    readonly at: number,
   ) {}
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
   captureTo(tap: ResponseTap, pairId: number | undefined): this {
-    this.tap = tap;
-    this.pairId = pairId;
-    this.capture = [];
+    this.capture = new ResponseCapture(tap, pairId);
     return this;
   }
 
@@ -325,7 +312,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
         return;
       }
       this.sendBuffered(200, body);
-      // finish() below hands the capture to the tap as text before anything else is read
       if (this.capture !== undefined) this.capture.push(body);
       const latency = performance.now() - this.startedAt;
       this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);
@@ -423,7 +409,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
       this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
       return false;
     }
-    if (this.capture !== undefined) this.capture.push(Buffer.from(chunk)); // borrowed, see buffer()
+    if (this.capture !== undefined) this.capture.push(chunk);
     return true;
   }
 
@@ -497,41 +483,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable {
     this.stopTimer();
     this.releaseWorker();
     this.pool.leave(this);
-    const m = this.meter;
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
-    const ttft = m ? m.ttft(this.startedAt) : NaN;
-    const tpot = m ? m.tpot() : NaN;
-    this.ctx.telemetry.record(this.pool.telemetry, {
-      model: this.pool.model,
-      version: this.pool.version,
-      worker: this.worker?.id ?? '',
-      status,
-      errorCode,
-      stream: this.req.stream,
-      ttftMs: ttft,
-      tpotMs: tpot,
-      itlMs: m ? m.itl : [],
-      latencyMs: latency,
-      promptTokens,
-      completionTokens,
-      queueMs: this.queueMs,
-      at: this.at,
-      retries: this.attempts > 0 ? this.attempts - 1 : 0,
-      shadow: false,
-    });
-    if (this.capture !== undefined && status === 200 && errorCode === undefined) {
-      const body = Buffer.concat(this.capture).toString('utf8');
-      deliver(this.tap, {
-        model: this.pool.model,
-        version: this.pool.version,
-        pairId: this.pairId,
-        shadow: false,
-        request: this.req,
-        status,
-        body,
-        latencyMs: latency,
-      });
-    }
+    this.ctx.telemetry.record(this.pool.telemetry, recordOf(this, status, errorCode, latency, promptTokens, completionTokens));
+    this.capture?.deliver(this.pool.model, this.pool.version, this.req, status, status === 200 && errorCode === undefined, latency);
     this.capture = undefined;
   }
 }

@@ -24,6 +24,27 @@ export interface ResponseTap {
   listener: TapListener;
 }
 
+/** A sampled client response being copied for its tap: pieces kept as they pass, handed over whole at the end. */
+export class ResponseCapture {
+  private readonly pieces: Buffer[] = [];
+  constructor(
+    private readonly tap: ResponseTap,
+    /** Joins it with the shadow answer to the same request (pairwise judging). */
+    private readonly pairId: number | undefined,
+  ) {}
+
+  /** Keep a piece (copied: the caller's bytes may be borrowed from a read buffer). */
+  push(chunk: Buffer): void {
+    this.pieces.push(Buffer.from(chunk));
+  }
+
+  /** The request ended: a successful answer goes to the tap as text. */
+  deliver(model: string, version: string, request: ParsedRequest, status: number, ok: boolean, latencyMs: number): void {
+    if (!ok) return;
+    deliver(this.tap, { model, version, pairId: this.pairId, shadow: false, request, status, body: Buffer.concat(this.pieces).toString('utf8'), latencyMs });
+  }
+}
+
 /** Deliver to a tap; a listener's failure must never affect serving. */
 export function deliver(tap: ResponseTap | undefined, r: TappedResponse): void {
   if (tap === undefined) return;
