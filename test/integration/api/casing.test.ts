@@ -120,6 +120,8 @@ beforeAll(async () => {
       {
         name: 'llama',
         monitor: { enabled: true, min_requests: 1_000, interval_ms: 3_600_000 },
+        // the stub worker answers /health only: no engine to probe
+        health: { enabled: false },
         canary: { stages: [50, 100], stage_duration_ms: 3_600_000, min_samples: 20, ignore_first_requests: 0 },
         versions: [v(STABLE), v(CANARY), v(GREEN)],
         route: { weights: { [STABLE]: 1 } },
