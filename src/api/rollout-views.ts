@@ -1,25 +1,25 @@
-// What the admin API shows of rollouts and telemetry: the canary, experiment, window, monitor and
-// pipeline bodies, mapped field by field from the camelCase the controllers keep (and persist) to the
-// API's snake_case. Explicit rather than a key converter: record keys (version ids in weights and
-// windows, check ids) are data and must pass untouched, and the compiler checks each side.
+// What the admin API shows of rollouts and telemetry: the canary, experiment, window, monitor,
+// strategy plan and pipeline bodies, mapped field by field from the camelCase the controllers keep
+// (and persist) to the API's snake_case. Explicit rather than a key converter: record keys (version
+// ids in weights and windows, check ids) are data and must pass untouched, and the compiler checks
+// each side. The canary's verdicts and rollback are mapped in src/rollout/canary-views.ts.
 import type { ExperimentResult } from '../analysis/ab-test.js';
 import type { JudgeStats } from '../control/quality-judge.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
-import type { CanaryState, RollbackRecord, VerdictRecord } from '../rollout/canary-state.js';
+import type { CanaryState } from '../rollout/canary-state.js';
+import { canaryRollbackView, verdictView } from '../rollout/canary-views.js';
 import type { ExperimentState } from '../rollout/experiment-state.js';
 import type { CheckResult, MonitorSettings } from '../rollout/monitor.js';
 import type { RunResult, StepResult } from '../rollout/pipeline/runner.js';
 import type { Check } from '../rollout/pipeline/trigger.js';
+import type { StrategyPlan, StrategyRow } from '../rollout/planner.js';
 import type { StagePlan } from '../rollout/stage-plan.js';
 import type { WebhookResult } from '../rollout/webhooks.js';
 import type { Percentiles, WindowStats } from '../telemetry/window.js';
 import type {
-  CanaryCheckView,
   CanaryEventView,
   CanaryHistoryEntry,
-  CanaryRollbackView,
   CanaryStateView,
-  CanaryVerdictView,
   ExperimentAnalysisView,
   ExperimentResultView,
   ExperimentView,
@@ -30,8 +30,10 @@ import type {
   PipelineCheckView,
   PipelineRunView,
   PipelineStepView,
+  PlanVersionView,
   StagePlanView,
-  VersionSummaryView,
+  StrategyPlanView,
+  StrategyRowView,
   WebhookResultView,
   WindowView,
 } from './types.js';
@@ -96,55 +98,6 @@ export function monitorCheckView(c: CheckResult): MonitorCheckView {
 
 // ---- canary ------------------------------------------------------------------------------------
 
-/** A verdict's per-version summary is kept as `unknown` (the judge's VersionSummary): take its numbers. */
-function summaryView(x: unknown): VersionSummaryView {
-  const o = (typeof x === 'object' && x !== null ? x : {}) as Record<string, unknown>;
-  const out: VersionSummaryView = { n: fin(o.n) };
-  for (const k of ['mean', 'median', 'p99', 'rate', 'throughput'] as const) if (k in o) out[k] = fin(o[k]);
-  return out;
-}
-
-function verdictView(v: VerdictRecord): CanaryVerdictView {
-  return {
-    at: v.at,
-    stage: v.stage,
-    percent: v.percent,
-    look: v.look,
-    outcome: v.outcome,
-    action: v.action,
-    score: fin(v.score),
-    reasons: v.reasons,
-    metrics: v.metrics.map((m) => ({
-      name: m.name,
-      outcome: m.outcome,
-      reason: m.reason,
-      stable: summaryView(m.stable),
-      canary: summaryView(m.canary),
-      checks: m.checks.map((c): CanaryCheckView => ({
-        id: c.id,
-        outcome: c.outcome,
-        p_value: fin(c.pValue),
-        p_value_sequential: fin(c.pValueSequential),
-        effect: fin(c.effect),
-        threshold: fin(c.threshold),
-      })),
-    })),
-    decisive: v.decisive,
-  };
-}
-
-function canaryRollbackView(r: RollbackRecord): CanaryRollbackView {
-  return {
-    reason: r.reason,
-    at: r.at,
-    timing: { traffic_shift_ms: r.timing.traffic_shift_ms, drain_ms: r.timing.drain_ms, unload_ms: r.timing.unload_ms, total_ms: r.timing.total_ms },
-    drained: r.drained,
-    aborted: r.aborted,
-    canary_requests: r.canaryRequests,
-    percent_at_rollback: r.percentAtRollback,
-  };
-}
-
 export function canaryStateView(s: CanaryState): CanaryStateView {
   return {
     kind: s.kind,
@@ -201,6 +154,49 @@ export function stagePlanView(p: StagePlan): StagePlanView {
     })),
     total_ms: fin(p.totalMs),
     note: p.note,
+  };
+}
+
+// ---- the strategy planner ----------------------------------------------------------------------
+
+function planVersionView(v: StrategyPlan['current']): PlanVersionView {
+  return { id: v.id, gpus: v.gpus, tp: v.tp, replicas: v.replicas, load_time_ms: v.loadTimeMs, load_time_estimated: v.loadTimeEstimated };
+}
+
+function strategyRowView(r: StrategyRow): StrategyRowView {
+  return {
+    strategy: r.strategy,
+    label: r.label,
+    groups: r.groups ?? null,
+    extra_gpus: r.extraGpus,
+    extra_gpus_pct: r.extraGpusPct,
+    steady_overhead_pct: r.steadyOverheadPct,
+    downtime_ms: r.downtimeMs,
+    max_capacity_drop_pct: r.maxCapacityDropPct,
+    rollback_ms: r.rollbackMs,
+    rollback_how: r.rollbackHow,
+    total_deploy_ms: r.totalDeployMs,
+    feasible: r.feasible,
+    note: r.note ?? null,
+  };
+}
+
+export function strategyPlanView(p: StrategyPlan): StrategyPlanView {
+  const rec = p.recommendation;
+  return {
+    current: planVersionView(p.current),
+    target: planVersionView(p.target),
+    cluster: { total_gpus: p.cluster.totalGpus, free_gpus: p.cluster.freeGpus },
+    risk: { level: p.risk.level, reason: p.risk.reason, strategy: p.risk.strategy, canary_share: p.risk.canaryShare, eval_duration_s: p.risk.evalDurationS },
+    rows: p.rows.map(strategyRowView),
+    recommendation: {
+      strategy: rec.strategy,
+      label: rec.label,
+      canary_share: rec.canaryShare ?? null,
+      eval_duration_s: rec.evalDurationS ?? null,
+      reason: rec.reason,
+    },
+    canary_stages: p.canaryStages ? stagePlanView(p.canaryStages) : null,
   };
 }
 

@@ -1,18 +1,30 @@
 // The admin API's response bodies, declared once: the API's views return these types (the compiler
 // checks what is sent) and the CLI reads them (`import type`, no runtime edge). Every field is
-// snake_case (docs/admin-api.md); the blue-green results are the strategy's own types.
+// snake_case (docs/admin-api.md). Declared where they are made and re-exported here: the blue-green
+// results (the strategy's own types), and the canary's verdicts and rollback and the cache download,
+// which their notifications and events send too (rollout/ and fleet/ may not import api/).
 import type { ExperimentDecision } from '../analysis/ab-test.js';
-import type { Action, Outcome } from '../analysis/judge-types.js';
 import type { Priority } from '../config/types.js';
 import type { ProbeBasis } from '../domain/probes.js';
 import type { HealthState, VersionStatus } from '../domain/version.js';
 import type { BreakerState, WorkerHealthState } from '../health/machine.js';
 import type { CanaryPhase } from '../rollout/canary-state.js';
+import type { CanaryRollbackView, CanaryVerdictView } from '../rollout/canary-views.js';
 import type { ExperimentMetric } from '../rollout/experiment-state.js';
 import type { Breach, CheckAction } from '../rollout/monitor.js';
 import type { Evaluation } from '../rollout/pipeline/trigger.js';
+import type { Risk, RiskLevel, StrategyKind } from '../rollout/planner.js';
 import type { RollbackResult } from '../rollout/bluegreen.js';
 
+export type {
+  CanaryCheckView,
+  CanaryMetricView,
+  CanaryNoticeView,
+  CanaryRollbackView,
+  CanaryVerdictView,
+  VersionSummaryView,
+} from '../rollout/canary-views.js';
+export type { CacheResultView } from '../fleet/cache.js';
 export type { DrainReport as DrainView, RetireResult as RetireView, RollbackResult as RollbackView, SwapResult as SwapView } from '../rollout/bluegreen.js';
 
 export interface HealthView {
@@ -201,6 +213,41 @@ export interface StatusView {
   gpus: { total: number; free: number };
 }
 
+// ---- the GPUs and the route --------------------------------------------------------------------
+
+/** GET /gpus: one GPU and who holds it (null: free); `version` and `worker` are ids, as elsewhere. */
+export interface GpuEntryView {
+  id: string;
+  memory_gb: number;
+  holder: { model: string; version: string; worker: string | null } | null;
+}
+
+/** A version's weight in the route (`configured`) and its share of the requests counted since (`actual`). */
+export interface RouteShareView {
+  version: string;
+  configured: number;
+  actual: number;
+  count: number;
+}
+
+/** The route in force (GET …/route); `weights` is keyed by version id, `overrides` by category. */
+export interface RouteView {
+  model: string;
+  revision: number;
+  weights: Record<string, number>;
+  stable: string;
+  overrides: Record<string, string>;
+  /** null: the config's `gateway.sticky_salt`. */
+  sticky_salt: string | null;
+  shadow: { version: string; share: number } | null;
+  shares: RouteShareView[];
+}
+
+/** PUT …/route: the route published, and how long the data plane's switch took. */
+export interface RouteChangeView extends Omit<RouteView, 'shares'> {
+  switch_ms: number;
+}
+
 // ---- monitored rollback ------------------------------------------------------------------------
 
 export interface MonitorSettingsView {
@@ -265,61 +312,6 @@ export interface JudgeView extends Partial<JudgeStatsView> {
 }
 
 // ---- canary ------------------------------------------------------------------------------------
-
-/** One statistical or threshold check of a metric; null where the statistic was not computed. */
-export interface CanaryCheckView {
-  id: string;
-  outcome: string;
-  p_value: number | null;
-  p_value_sequential: number | null;
-  effect: number | null;
-  threshold: number | null;
-}
-
-/** One version's summary in a metric's verdict (the fields the metric has). */
-export interface VersionSummaryView {
-  n: number | null;
-  mean?: number | null;
-  median?: number | null;
-  p99?: number | null;
-  rate?: number | null;
-  throughput?: number | null;
-}
-
-export interface CanaryMetricView {
-  name: string;
-  outcome: string;
-  reason: string;
-  stable: VersionSummaryView;
-  canary: VersionSummaryView;
-  checks: CanaryCheckView[];
-}
-
-export interface CanaryVerdictView {
-  at: number;
-  stage: number;
-  percent: number;
-  look: number;
-  outcome: Outcome;
-  action: Action;
-  /** 0-100; null when there was nothing to score. */
-  score: number | null;
-  reasons: string[];
-  metrics: CanaryMetricView[];
-  /** Whether this verdict decided something (advance, rollback, pause), or was just a look. */
-  decisive: boolean;
-}
-
-export interface CanaryRollbackView {
-  reason: string;
-  at: number;
-  timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number };
-  drained: number;
-  aborted: number;
-  /** Requests the canary served in this rollout, and at what share of traffic it was caught. */
-  canary_requests: number;
-  percent_at_rollback: number;
-}
 
 /** A canary as it is kept (src/rollout/canary-state.ts), in the API's casing. */
 export interface CanaryStateView {
@@ -398,6 +390,48 @@ export interface CanaryEventView {
   at: number;
   kind: string;
   message: string | null;
+}
+
+// ---- the strategy planner (GET /models/:model/plan) --------------------------------------------
+
+/** The version moved from or to; `load_time_estimated`: never loaded, estimated from its weights' size. */
+export interface PlanVersionView {
+  id: string;
+  gpus: number;
+  tp: number;
+  replicas: number;
+  load_time_ms: number;
+  load_time_estimated: boolean;
+}
+
+/** One strategy's row of the comparison (docs/operations.md#strategy-planner has the columns). */
+export interface StrategyRowView {
+  strategy: StrategyKind;
+  label: string;
+  /** Rolling only: the number of steps; null for the other strategies. */
+  groups: number | null;
+  extra_gpus: number;
+  extra_gpus_pct: number;
+  steady_overhead_pct: number;
+  downtime_ms: number;
+  max_capacity_drop_pct: number;
+  rollback_ms: number;
+  rollback_how: string;
+  total_deploy_ms: number;
+  feasible: boolean;
+  /** Why it is infeasible, or a caveat. */
+  note: string | null;
+}
+
+export interface StrategyPlanView {
+  current: PlanVersionView;
+  target: PlanVersionView;
+  cluster: { total_gpus: number; free_gpus: number };
+  risk: { level: RiskLevel; reason: string; strategy: Risk['strategy']; canary_share: number; eval_duration_s: number };
+  rows: StrategyRowView[];
+  /** `canary_share` and `eval_duration_s` when it recommends a canary, else null. */
+  recommendation: { strategy: StrategyKind; label: string; canary_share: number | null; eval_duration_s: number | null; reason: string };
+  canary_stages: StagePlanView | null;
 }
 
 // ---- experiments -------------------------------------------------------------------------------

@@ -75,6 +75,46 @@ export interface CacheResult {
   notes: string[];
 }
 
+/**
+ * A cache download as the admin API answers it and its `cache_download` event carries it (the API's
+ * snake_case; declared here, beside the result, because the event is emitted here and fleet/ may not
+ * import api/; src/api/types.ts re-exports it).
+ */
+export interface CacheResultView {
+  model: string;
+  version: string;
+  path: string;
+  source: string;
+  bytes: number;
+  duration_ms: number;
+  hash: string;
+  verified: boolean;
+  /** The version's weight hash as given; null when it has none. */
+  expected_hash: string | null;
+  already_cached: boolean;
+  evicted: { model: string; version: string; bytes: number; last_used_at: number }[];
+  kept_protected: { model: string; version: string }[];
+  notes: string[];
+}
+
+export function cacheResultView(r: CacheResult): CacheResultView {
+  return {
+    model: r.model,
+    version: r.version,
+    path: r.path,
+    source: r.source,
+    bytes: r.bytes,
+    duration_ms: r.durationMs,
+    hash: r.hash,
+    verified: r.verified,
+    expected_hash: r.expectedHash ?? null,
+    already_cached: r.alreadyCached,
+    evicted: r.evicted.map((e) => ({ model: e.model, version: e.version, bytes: e.bytes, last_used_at: e.lastUsedAt })),
+    kept_protected: r.keptProtected.map((k) => ({ model: k.model, version: k.version })),
+    notes: r.notes,
+  };
+}
+
 export interface WeightCacheOptions {
   dir: string;
   maxVersions?: number | undefined;
@@ -395,7 +435,7 @@ export async function cacheDownload(
       model,
       version: versionId,
       message: `${model}/${versionId}: ${r.alreadyCached ? 'already cached' : `cached ${r.bytes} bytes in ${Math.round(r.durationMs)} ms`} (${r.hash}${r.verified ? ', verified' : ', not verified'})${r.evicted.length ? `; evicted ${r.evicted.map((e) => `${e.model}/${e.version}`).join(', ')}` : ''}`,
-      data: r,
+      data: cacheResultView(r),
     });
     return r;
   });

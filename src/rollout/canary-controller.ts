@@ -16,6 +16,7 @@ import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
 import { TERMINAL, checkStages, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
+import { canaryNoticeView } from './canary-views.js';
 
 export interface CanaryStartOptions {
   version: string;
@@ -482,7 +483,8 @@ export class CanaryController {
       model: l.state.model,
       version: l.state.canary,
       message,
-      data: { id: l.state.id, rollback: l.state.rollback, last: l.state.last },
+      // the API's names, as `GET …/canary` shows the same rollback and verdict
+      data: canaryNoticeView(l.state),
     });
   }
 

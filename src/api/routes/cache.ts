@@ -1,6 +1,6 @@
 // Admin route: the weight cache (download, verify, evict least recently used).
 import { z } from 'zod';
-import { cacheDownload } from '../../fleet/cache.js';
+import { cacheDownload, cacheResultView } from '../../fleet/cache.js';
 import type { RouteDef } from '../router.js';
 import { post } from '../router.js';
 import type { AdminContext } from './context.js';
@@ -18,7 +18,7 @@ export function cacheRoutes({ cp }: AdminContext): RouteDef[] {
         summary:
           "cache download: copy the version's weights into the weight cache, verify the weight hash, evict least recently used (never active or standby); force re-downloads",
       },
-      (c, b) => cacheDownload(cp, modelOf(cp, c), c.params.version as string, actorOf(c), { force: b.force ?? false }),
+      async (c, b) => cacheResultView(await cacheDownload(cp, modelOf(cp, c), c.params.version as string, actorOf(c), { force: b.force ?? false })),
     ),
   ];
 }

@@ -1,8 +1,8 @@
 // Admin routes: the route in force (read, replace by hand).
 import { z } from 'zod';
-import { routeToSpec } from '../../domain/route.js';
 import type { RouteSpec } from '../../domain/route.js';
 import { ConflictError } from '../../errors.js';
+import { routeChangeView, routeView } from '../fleet-views.js';
 import type { RouteDef } from '../router.js';
 import { get, put } from '../router.js';
 import type { AdminContext } from './context.js';
@@ -14,6 +14,12 @@ const routeBody = z
     stable: z.string().optional(),
     overrides: z.record(z.string(), z.string()).optional(),
     sticky_salt: z.string().optional(),
+    // GET answered `stickySalt` before the API was snake_case: a client that sends it back gets a
+    // 400 naming the field, rather than a bare "unknown key" (it was never accepted here)
+    stickySalt: z
+      .never({ error: 'renamed: the field is sticky_salt (the admin API is snake_case)' })
+      .optional()
+      .meta({ description: 'refused: renamed sticky_salt' }),
     shadow: z
       .object({ version: z.string(), share: z.number().min(0).max(1) })
       .strict()
@@ -27,7 +33,7 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
   return [
     get('/models/:model/route', { role: 'viewer', summary: 'the route in force, with configured vs actual shares' }, (c) => {
       const st = cp.dp.model(modelOf(cp, c));
-      return { ...routeToSpec(st.route), revision: st.route.revision, shares: st.split.shares() };
+      return routeView(st.route, st.split.shares());
     }),
     put(
       '/models/:model/route',
@@ -49,7 +55,7 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
               shadow: b.shadow === null ? undefined : (b.shadow ?? cur.shadow),
             };
             const { route, switchMs } = await ports.routes.publish(spec);
-            return { ...routeToSpec(route), revision: route.revision, switch_ms: switchMs };
+            return routeChangeView(route, switchMs);
           }),
         );
       },

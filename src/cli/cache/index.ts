@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { enc, err, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
-import type { CacheResult } from '../../fleet/cache.js';
+import type { CacheResultView } from '../../api/types.js';
 
 function fmtBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -33,10 +33,10 @@ export function register(program: Command): void {
     const id = textFlag('--version', o.version) as string; // a required option: commander refuses a missing one
     const model = await resolveModel(s, o.model);
     if (!s.json) err(`caching ${model}/${id}…`);
-    const r = await s.client.post<CacheResult>(modelPath(model, `/versions/${enc(id)}/cache`), { force: o.force ?? false }, { long: true });
+    const r = await s.client.post<CacheResultView>(modelPath(model, `/versions/${enc(id)}/cache`), { force: o.force ?? false }, { long: true });
     if (s.json) return printJson(r);
-    if (r.alreadyCached) out(`${r.model}/${r.version} already cached at ${r.path} (${fmtBytes(r.bytes)}, ${r.hash}${r.verified ? ', verified' : ''})`);
-    else out(`Cached ${r.model}/${r.version}: ${fmtBytes(r.bytes)} from ${r.source} in ${fmtMs(r.durationMs)} → ${r.path}`);
+    if (r.already_cached) out(`${r.model}/${r.version} already cached at ${r.path} (${fmtBytes(r.bytes)}, ${r.hash}${r.verified ? ', verified' : ''})`);
+    else out(`Cached ${r.model}/${r.version}: ${fmtBytes(r.bytes)} from ${r.source} in ${fmtMs(r.duration_ms)} → ${r.path}`);
     out(r.verified ? `Weight hash verified: ${r.hash}` : `Weight hash NOT verified (the version has no weight_hash): ${r.hash}`);
     for (const e of r.evicted) out(`Evicted ${e.model}/${e.version} (${fmtBytes(e.bytes)}, least recently used)`);
     for (const n of r.notes) out(`note: ${n}`);

@@ -1,12 +1,14 @@
 // Every admin answer is snake_case (docs/admin-api.md), the rollout results too: the canary (start,
 // view, history, events, pause and abort), the experiment (create, status, analyze, stop), the
 // telemetry windows (status, a version, the canary), the monitor's last check and the judge's
-// counters, over HTTP from an in-process control plane; and `pipeline run -o json` from the built
-// CLI. No key at any depth has an uppercase letter, except the keys of the maps keyed by version id
-// (weights, windows, previous_weights), which are data: the versions here are named with capitals
-// to show that those keys pass untouched.
+// counters, the strategy plan, the GPUs, the route (GET and PUT), a cache download, over HTTP from an
+// in-process control plane; the `data` of the canary's notification as a webhook received it and of
+// the canary's and the cache's control events; and `pipeline run -o json` from the built CLI. No key
+// at any depth has an uppercase letter, except the keys of the maps keyed by data (version ids in
+// weights, windows, previous_weights; categories in a route's overrides): the versions and the
+// category here are named with capitals to show that those keys pass untouched.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,7 +16,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CanaryStartView, CanaryView, ExperimentAnalysisView, PipelineRunView, StatusView } from '../../../src/api/types.js';
+import type {
+  CacheResultView,
+  CanaryNoticeView,
+  CanaryStartView,
+  CanaryView,
+  ExperimentAnalysisView,
+  GpuEntryView,
+  PipelineRunView,
+  RouteChangeView,
+  RouteView,
+  StatusView,
+  StrategyPlanView,
+} from '../../../src/api/types.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { startGlidepath } from '../../../src/control/app.js';
 import type { App } from '../../../src/control/app.js';
@@ -24,8 +38,9 @@ import { CLI, ensureBuilt } from '../../helpers/e2e-up.js';
 const STABLE = 'Base-V1';
 const CANARY = 'Tuned-V2';
 const GREEN = 'Exp-V3';
-/** Maps whose keys are version ids (data, never renamed): only their values are checked. */
-const KEYED_BY_VERSION = new Set(['weights', 'windows', 'previous_weights']);
+const CATEGORY = 'Beta-Testers';
+/** Maps whose keys are data (version ids; a route's categories), never renamed: only their values are checked. */
+const KEYED_BY_DATA = new Set(['weights', 'windows', 'previous_weights', 'overrides']);
 
 /** Paths of the keys with an uppercase letter, at any depth. */
 function camelKeys(x: unknown, at = '$'): string[] {
@@ -35,7 +50,7 @@ function camelKeys(x: unknown, at = '$'): string[] {
   for (const [k, v] of Object.entries(x as Record<string, unknown>)) {
     const p = `${at}.${k}`;
     if (/[A-Z]/.test(k)) out.push(p);
-    if (KEYED_BY_VERSION.has(k) && v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    if (KEYED_BY_DATA.has(k) && v !== null && typeof v === 'object' && !Array.isArray(v)) {
       for (const [id, w] of Object.entries(v as Record<string, unknown>)) out.push(...camelKeys(w, `${p}[${JSON.stringify(id)}]`));
     } else out.push(...camelKeys(v, p));
   }
@@ -46,6 +61,8 @@ let dir: string;
 let worker: Server;
 let hook: Server;
 let hookUrl: string;
+/** What the webhook server received, by path. */
+const hooked: { path: string; body: { kind: string; data: unknown } }[] = [];
 let app: App;
 /** Every body read in the tests, by what it was; checked at the end. */
 const bodies = new Map<string, unknown>();
@@ -56,7 +73,7 @@ async function listen(s: Server): Promise<string> {
 }
 
 /** One admin call; the answer is kept for the casing check under `name`. */
-async function admin<T>(name: string, method: 'GET' | 'POST', p: string, body?: unknown): Promise<T> {
+async function admin<T>(name: string, method: 'GET' | 'POST' | 'PUT', p: string, body?: unknown): Promise<T> {
   const res = await request(`${app.adminUrl}/admin/v1${p}`, {
     method,
     headers: { authorization: 'Bearer op-token', 'content-type': 'application/json' },
@@ -102,16 +119,32 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'gp-casing-'));
   worker = createServer((req, res) => res.writeHead(req.url === '/health' ? 200 : 404).end('ok'));
   hook = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(204).end());
+    let raw = '';
+    req.setEncoding('utf8').on('data', (c: string) => (raw += c));
+    req.on('end', () => {
+      hooked.push({ path: req.url ?? '', body: JSON.parse(raw) as { kind: string; data: unknown } });
+      res.writeHead(204).end();
+    });
   });
   const workerUrl = await listen(worker);
   hookUrl = await listen(hook);
-  const v = (id: string) => ({ id, base_model: 'llama-3-8b', provider: { kind: 'static', endpoints: [workerUrl] }, warmup: { requests: 0 } });
+  // real weights to cache (a static provider never reads them)
+  mkdirSync(path.join(dir, 'weights'));
+  for (const id of [STABLE, CANARY, GREEN]) writeFileSync(path.join(dir, 'weights', `${id}.bin`), `weights of ${id}`);
+  const v = (id: string) => ({
+    id,
+    base_model: 'llama-3-8b',
+    weights: path.join(dir, 'weights', `${id}.bin`),
+    provider: { kind: 'static', endpoints: [workerUrl] },
+    warmup: { requests: 0 },
+  });
   const cfg = parseConfig({
     server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(dir, 'state') },
     auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }] },
     gpus: { count: 4, memory_gb: 80 },
+    // one version at most: the second download evicts the first (an `evicted` entry to check)
+    cache: { dir: path.join(dir, 'cache'), max_versions: 1 },
+    notifications: { webhooks: [`${hookUrl}/notify`] },
     // the control loop's own ticks are far apart: the test takes the canary's looks itself
     control: { tick_ms: 3_600_000 },
     // configured so that its counters are in the canary view; it never gets a sample
@@ -120,6 +153,8 @@ beforeAll(async () => {
       {
         name: 'llama',
         monitor: { enabled: true, min_requests: 1_000, interval_ms: 3_600_000 },
+        // the stub worker answers /health only: no engine to probe
+        health: { enabled: false },
         canary: { stages: [50, 100], stage_duration_ms: 3_600_000, min_samples: 20, ignore_first_requests: 0 },
         // the stub worker answers /health only: no engine to probe
         health: { enabled: false },
@@ -141,11 +176,10 @@ afterAll(async () => {
 });
 
 describe('the check itself', () => {
-  it('finds a camelCase key at any depth, and passes the version ids of the maps keyed by them', () => {
-    expect(camelKeys({ a: [{ b: { fooBar: 1 } }], weights: { [STABLE]: 1 }, windows: { [STABLE]: { errorRate: 0 } } })).toEqual([
-      '$.a[0].b.fooBar',
-      `$.windows["${STABLE}"].errorRate`,
-    ]);
+  it('finds a camelCase key at any depth, and passes the version ids and categories of the maps keyed by them', () => {
+    expect(
+      camelKeys({ a: [{ b: { fooBar: 1 } }], weights: { [STABLE]: 1 }, windows: { [STABLE]: { errorRate: 0 } }, overrides: { [CATEGORY]: STABLE } }),
+    ).toEqual(['$.a[0].b.fooBar', `$.windows["${STABLE}"].errorRate`]);
   });
 });
 
@@ -176,6 +210,12 @@ describe('rollout results are snake_case at every depth', () => {
     await admin('canary history', 'GET', '/models/llama/canary/history');
     const events = await admin<{ rollout_id: string }[]>('canary events', 'GET', '/models/llama/canary/events');
     expect(events.every((e) => e.rollout_id === started.id)).toBe(true);
+    // the webhook got the abort with the same rollback and verdict, in the same names
+    const notice = hooked.find((h) => h.body.kind === 'canary_aborted');
+    expect(notice?.path).toBe('/notify');
+    const data = notice?.body.data as CanaryNoticeView;
+    expect(data).toEqual({ id: started.id, rollback: aborted.rollback, last: aborted.last });
+    bodies.set('canary webhook data', data);
   });
 
   it('experiment: create, analyze, status, stop', async () => {
@@ -200,6 +240,75 @@ describe('rollout results are snake_case at every depth', () => {
     const mon = await admin<{ last_check: unknown }>('monitor', 'GET', '/models/llama/monitor');
     expect(mon.last_check).toMatchObject({ action: 'ok', stats: { requests: 45, error_rate: 0 }, verdict: { roll_back: false } });
     await admin('judge', 'GET', '/judge');
+  });
+
+  it('the plan, the GPUs, the route (GET, PUT), a cache download, and the control events of the canary and the cache', async () => {
+    const plan = await admin<StrategyPlanView>('plan', 'GET', `/models/llama/plan?to=${STABLE}`);
+    expect(plan).toMatchObject({ current: { id: GREEN, load_time_estimated: expect.any(Boolean) as boolean }, cluster: { total_gpus: 4, free_gpus: 4 } });
+    expect(plan.rows.find((r) => r.strategy === 'blue-green')).toMatchObject({ extra_gpus: 1, feasible: true, groups: null });
+    expect(plan.canary_stages?.stages.map((x) => x.percent)).toEqual([50]);
+    // static versions hold no GPU: hold one by hand so that a holder is shown
+    await app.cp.inventory.take(1, 1, 0, 'casing test', () => ({ model: 'llama', versionId: STABLE, workerId: `llama/${STABLE}/9` }), Date.now());
+    try {
+      const gpus = await admin<GpuEntryView[]>('gpus', 'GET', '/gpus');
+      expect(gpus.find((g) => g.holder !== null)).toEqual({
+        id: expect.any(String) as string,
+        memory_gb: 80,
+        holder: { model: 'llama', version: STABLE, worker: `llama/${STABLE}/9` },
+      });
+      expect(gpus.filter((g) => g.holder === null)).toHaveLength(3);
+    } finally {
+      await app.cp.inventory.releaseVersion('llama', STABLE);
+    }
+
+    const put = await admin<RouteChangeView>('route put', 'PUT', '/models/llama/route', {
+      weights: { [GREEN]: 1 },
+      overrides: { [CATEGORY]: GREEN },
+      sticky_salt: 'casing',
+    });
+    expect(put).toMatchObject({
+      weights: { [GREEN]: 1 },
+      overrides: { [CATEGORY]: GREEN },
+      sticky_salt: 'casing',
+      shadow: null,
+      switch_ms: expect.any(Number) as number,
+    });
+    const route = await admin<RouteView>('route', 'GET', '/models/llama/route');
+    expect(route).toMatchObject({
+      model: 'llama',
+      stable: GREEN,
+      revision: put.revision,
+      overrides: { [CATEGORY]: GREEN },
+      sticky_salt: 'casing',
+      shadow: null,
+    });
+    expect(route.shares).toEqual([{ version: GREEN, configured: 1, actual: expect.any(Number) as number, count: expect.any(Number) as number }]);
+    // the old spelling is refused, naming the field it is now
+    const old = await request(`${app.adminUrl}/admin/v1/models/llama/route`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer op-token', 'content-type': 'application/json' },
+      body: JSON.stringify({ weights: { [GREEN]: 1 }, stickySalt: 'casing' }),
+    });
+    expect(old.statusCode).toBe(400);
+    expect(((await old.body.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'invalid_body',
+      message: expect.stringContaining('stickySalt: renamed: the field is sticky_salt') as string,
+    });
+
+    await admin<CacheResultView>('cache download (evicted)', 'POST', `/models/llama/versions/${CANARY}/cache`, {});
+    const cached = await admin<CacheResultView>('cache download', 'POST', `/models/llama/versions/${STABLE}/cache`, {});
+    expect(cached).toMatchObject({ version: STABLE, already_cached: false, verified: false, expected_hash: null, kept_protected: [] });
+    expect(cached.evicted).toEqual([{ model: 'llama', version: CANARY, bytes: expect.any(Number) as number, last_used_at: expect.any(Number) as number }]);
+    expect(cached.notes).toEqual([expect.stringMatching(/^version has no weight_hash: sha256:[0-9a-f]+ was recorded, not verified$/) as string]);
+
+    // control events: the cache's carries the answer itself; the canary's carry no data
+    const events = app.cp.events.since(0).filter((e) => e.kind === 'cache_download' || e.kind.startsWith('canary_'));
+    expect(events.filter((e) => e.kind === 'cache_download').at(-1)?.data).toEqual(cached);
+    expect(events.filter((e) => e.kind.startsWith('canary_') && e.data !== undefined)).toEqual([]);
+    bodies.set(
+      'control event data',
+      events.map((e) => e.data ?? null),
+    );
   });
 
   it('pipeline run -o json: stages, steps, on_failure, the fired trigger, its action and notification', async () => {
@@ -236,8 +345,8 @@ rollback:
     bodies.set('pipeline run', run);
   });
 
-  it('no key of any of those bodies has an uppercase letter (version-keyed maps aside)', () => {
-    expect([...bodies.keys()]).toHaveLength(17);
+  it('no key of any of those bodies has an uppercase letter (data-keyed maps aside)', () => {
+    expect([...bodies.keys()]).toHaveLength(25);
     const found = [...bodies].flatMap(([name, b]) => camelKeys(b).map((p) => `${name}: ${p}`));
     expect(found).toEqual([]);
   });

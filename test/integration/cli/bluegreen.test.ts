@@ -215,7 +215,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.stdout).toContain(`Weight hash verified: sha256:${weightsHash}`);
     const again = await cli('cache', 'download', '--version', 'v3', '-o', 'json');
     expect(again.code).toBe(0);
-    expect(again.json).toMatchObject({ model: 'chat', version: 'v3', alreadyCached: true, verified: true, bytes: 4096 });
+    expect(again.json).toMatchObject({ model: 'chat', version: 'v3', already_cached: true, verified: true, bytes: 4096, duration_ms: expect.any(Number) });
     const sim = await cli('cache', 'download', '--version', 'v4');
     expect(sim.code).toBe(1);
     // simulated weights (with a placeholder hash): nothing to copy, said before the hash is looked at
@@ -232,6 +232,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     const j = await cli('plan', '--to', 'v3', '-o', 'json');
     expect(j.json.rows.map((x: { strategy: string }) => x.strategy)).toContain('blue-green');
     expect(j.json.current.id).toBe('v1');
+    expect(j.json.rows.find((x: { strategy: string }) => x.strategy === 'blue-green')).toMatchObject({ extra_gpus: 1, extra_gpus_pct: 100, feasible: true });
     const active = await cli('plan', '--to', 'v1');
     expect(active.code).toBe(1);
     expect(active.stderr).toMatch(/version chat\/v1 is already active \(already_active\)/);

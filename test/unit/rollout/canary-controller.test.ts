@@ -114,6 +114,8 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect((await f.ports().versions.active(M))?.id).toBe('v2');
     expect((await f.ports().versions.standby(M))?.id).toBe('v1');
     expect(f.notified.map((n) => n.kind)).toEqual(['canary_succeeded']);
+    // the notification's data in the API's names: no rollback, the last verdict as GET …/canary shows it
+    expect(f.notified[0]?.data).toEqual({ id: s.id, rollback: null, last: expect.objectContaining({ percent: 50, outcome: 'pass' }) as unknown });
     expect(f.eventKinds('canary_')).toEqual([
       'canary_started',
       'canary_loading',
@@ -190,6 +192,11 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect(f.log.slice(2)).toEqual(['publish llama v1=1', 'drain llama/v2', 'unload llama/v2']);
     expect((await f.ports().versions.get(M, 'v2')).status).toBe('retired');
     expect(f.notified.map((n) => [n.kind, n.version])).toEqual([['canary_rolled_back', 'v2']]);
+    expect(f.notified[0]?.data).toMatchObject({
+      id: s.id,
+      rollback: { percent_at_rollback: 10, canary_requests: 60, drained: 0, timing: { total_ms: expect.any(Number) as number } },
+      last: { outcome: 'fail', action: 'rollback', metrics: expect.arrayContaining([expect.objectContaining({ name: 'errors' })]) as unknown },
+    });
     expect(await f.ports().rollouts.inProgress(M)).toBeUndefined();
   });
 

@@ -1,6 +1,6 @@
 // planStrategies / assessRisk: seed 000's table and seed 001's risk policy with exact numbers.
 import { describe, expect, it } from 'vitest';
-import { assessRisk, formatPlan, loadTime, planStrategies } from '../../../src/rollout/planner.js';
+import { assessRisk, loadTime, planStrategies } from '../../../src/rollout/planner.js';
 import type { PlanVersion, StrategyRow } from '../../../src/rollout/planner.js';
 
 const v = (over: Partial<PlanVersion> = {}): PlanVersion => ({
@@ -152,17 +152,5 @@ describe('assessRisk (seed 001)', () => {
     ['no hashes, same base', { baseModel: 'qwen-2-7b' }, { baseModel: 'qwen-2-7b' }, 'medium', 'canary', 0.1, 3600],
   ])('%s', (_name, a, b, level, strategy, share, evalS) => {
     expect(assessRisk(a, b)).toMatchObject({ level, strategy, canaryShare: share, evalDurationS: evalS });
-  });
-});
-
-describe('formatPlan', () => {
-  it('prints seed 000 columns, one line per row, and the recommendation', () => {
-    const text = formatPlan(planStrategies({ totalGpus: 8, freeGpus: 4 }, v(), v({ id: 'v2.3.1', weightHash: 'b'.repeat(64) })));
-    const lines = text.split('\n');
-    expect(lines[0]).toBe('v2.3.0 → v2.3.1: 4 of 8 GPU(s) free; load ~120 s');
-    expect(lines[2]).toMatch(/^STRATEGY\s+EXTRA GPUS\s+OVERHEAD\s+DOWNTIME\s+MAX CAPACITY DROP\s+ROLLBACK\s+TOTAL DEPLOY\s+FEASIBLE$/);
-    expect(lines.find((l) => l.startsWith('Blue-green '))).toMatch(/^Blue-green\s+4 \(100%\)\s+100%\s+0\s+0%\s+< 1 ms\s+~120 s\s+yes$/);
-    expect(lines.find((l) => l.startsWith('Canary'))).toMatch(/~62 min/);
-    expect(lines.at(-1)).toMatch(/^recommended: Canary — medium risk/);
   });
 });

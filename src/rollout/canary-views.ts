@@ -1,0 +1,130 @@
+// A canary's verdicts and rollback record in the admin API's snake_case, and the `data` of its
+// `canary_*` notifications built from them. Beside the state (canary-state.ts) rather than in
+// src/api/ because the controller sends these shapes itself and rollout/ may not import api/;
+// src/api/types.ts re-exports the types and src/api/rollout-views.ts reuses the mappings.
+import type { Action, Outcome } from '../analysis/judge-types.js';
+import type { CanaryState, RollbackRecord, VerdictRecord } from './canary-state.js';
+
+/** One statistical or threshold check of a metric; null where the statistic was not computed. */
+export interface CanaryCheckView {
+  id: string;
+  outcome: string;
+  p_value: number | null;
+  p_value_sequential: number | null;
+  effect: number | null;
+  threshold: number | null;
+}
+
+/** One version's summary in a metric's verdict (the fields the metric has). */
+export interface VersionSummaryView {
+  n: number | null;
+  mean?: number | null;
+  median?: number | null;
+  p99?: number | null;
+  rate?: number | null;
+  throughput?: number | null;
+}
+
+export interface CanaryMetricView {
+  name: string;
+  outcome: string;
+  reason: string;
+  stable: VersionSummaryView;
+  canary: VersionSummaryView;
+  checks: CanaryCheckView[];
+}
+
+export interface CanaryVerdictView {
+  at: number;
+  stage: number;
+  percent: number;
+  look: number;
+  outcome: Outcome;
+  action: Action;
+  /** 0-100; null when there was nothing to score. */
+  score: number | null;
+  reasons: string[];
+  metrics: CanaryMetricView[];
+  /** Whether this verdict decided something (advance, rollback, pause), or was just a look. */
+  decisive: boolean;
+}
+
+export interface CanaryRollbackView {
+  reason: string;
+  at: number;
+  timing: { traffic_shift_ms: number; drain_ms: number; unload_ms: number; total_ms: number };
+  drained: number;
+  aborted: number;
+  /** Requests the canary served in this rollout, and at what share of traffic it was caught. */
+  canary_requests: number;
+  percent_at_rollback: number;
+}
+
+/** The `data` of a `canary_succeeded` / `_rolled_back` / `_aborted` / `_failed` notification. */
+export interface CanaryNoticeView {
+  /** The rollout's id. */
+  id: string;
+  rollback: CanaryRollbackView | null;
+  last: CanaryVerdictView | null;
+}
+
+/**
+ * A statistic as the types promise it: NaN and ±Infinity (no samples, no traffic) are null, which is
+ * what JSON would write anyway; said here so that the type is true in process too.
+ */
+function fin(x: unknown): number | null {
+  return typeof x === 'number' && Number.isFinite(x) ? x : null;
+}
+
+/** A verdict's per-version summary is kept as `unknown` (the judge's VersionSummary): take its numbers. */
+function summaryView(x: unknown): VersionSummaryView {
+  const o = (typeof x === 'object' && x !== null ? x : {}) as Record<string, unknown>;
+  const out: VersionSummaryView = { n: fin(o.n) };
+  for (const k of ['mean', 'median', 'p99', 'rate', 'throughput'] as const) if (k in o) out[k] = fin(o[k]);
+  return out;
+}
+
+export function verdictView(v: VerdictRecord): CanaryVerdictView {
+  return {
+    at: v.at,
+    stage: v.stage,
+    percent: v.percent,
+    look: v.look,
+    outcome: v.outcome,
+    action: v.action,
+    score: fin(v.score),
+    reasons: v.reasons,
+    metrics: v.metrics.map((m) => ({
+      name: m.name,
+      outcome: m.outcome,
+      reason: m.reason,
+      stable: summaryView(m.stable),
+      canary: summaryView(m.canary),
+      checks: m.checks.map((c): CanaryCheckView => ({
+        id: c.id,
+        outcome: c.outcome,
+        p_value: fin(c.pValue),
+        p_value_sequential: fin(c.pValueSequential),
+        effect: fin(c.effect),
+        threshold: fin(c.threshold),
+      })),
+    })),
+    decisive: v.decisive,
+  };
+}
+
+export function canaryRollbackView(r: RollbackRecord): CanaryRollbackView {
+  return {
+    reason: r.reason,
+    at: r.at,
+    timing: { traffic_shift_ms: r.timing.traffic_shift_ms, drain_ms: r.timing.drain_ms, unload_ms: r.timing.unload_ms, total_ms: r.timing.total_ms },
+    drained: r.drained,
+    aborted: r.aborted,
+    canary_requests: r.canaryRequests,
+    percent_at_rollback: r.percentAtRollback,
+  };
+}
+
+export function canaryNoticeView(s: Pick<CanaryState, 'id' | 'rollback' | 'last'>): CanaryNoticeView {
+  return { id: s.id, rollback: s.rollback ? canaryRollbackView(s.rollback) : null, last: s.last ? verdictView(s.last) : null };
+}
