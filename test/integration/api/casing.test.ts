@@ -156,8 +156,6 @@ beforeAll(async () => {
         // the stub worker answers /health only: no engine to probe
         health: { enabled: false },
         canary: { stages: [50, 100], stage_duration_ms: 3_600_000, min_samples: 20, ignore_first_requests: 0 },
-        // the stub worker answers /health only: no engine to probe
-        health: { enabled: false },
         versions: [v(STABLE), v(CANARY), v(GREEN)],
         route: { weights: { [STABLE]: 1 } },
       },
