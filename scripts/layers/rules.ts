@@ -6,7 +6,7 @@
 import type { Allowance, Rule } from './check.js';
 
 /** The foundation every layer may use: pure types and rules, the defaults, the error classes. */
-const FOUNDATION = ['domain', 'defaults.ts', 'errors.ts', 'errors'];
+const FOUNDATION = ['domain', 'defaults.ts', 'defaults', 'errors.ts', 'errors'];
 
 /** An engine's admin endpoints (vLLM's sleep mode and LoRA loading): providers call them, the simulator serves them. */
 const ENGINE_ADMIN = /^\/(sleep|wake_up|is_sleeping|v1\/(un)?load_lora_adapter)\b/;
@@ -17,6 +17,12 @@ export const RULES: readonly Rule[] = [
     files: ['domain'],
     mayImportOnly: ['domain'],
     why: 'domain imports nothing of ours: its types and rules are what every other layer builds on',
+  },
+  {
+    id: 'defaults-are-values',
+    files: ['defaults.ts', 'defaults'],
+    mayImportOnly: ['defaults.ts', 'defaults'],
+    why: 'the defaults are plain values with their reasons: every layer reads them, so they import nothing else of ours',
   },
   {
     id: 'config-is-foundation',

@@ -14,7 +14,8 @@ import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
-import { TERMINAL, checkStages, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
+import { drainAndUnload, routeToStable } from './canary-rollback.js';
+import { TERMINAL, checkStages, criticalHealth, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
 
@@ -49,8 +50,8 @@ export interface CanarySampleCounts {
 export class CanaryController {
   private readonly live = new Map<string, Live>();
   private readonly background = new Set<Promise<unknown>>();
-  private unsubscribe: (() => void) | undefined;
-  private unsubscribeHealth: (() => void) | undefined;
+  /** The subscriptions run() made (records, workers' health). */
+  private readonly unsubscribes: (() => void)[] = [];
   private cancelTick: (() => void) | undefined;
   private running = false;
 
@@ -67,19 +68,17 @@ export class CanaryController {
   run(): void {
     if (this.running) return;
     this.running = true;
-    this.unsubscribe = this.ports.telemetry.subscribe((r) => {
-      // every request's record comes here: no iterator while nothing is live (the usual case)
-      if (this.live.size !== 0) for (const l of this.live.values()) l.samples.record(r);
-    });
-    // a canary whose workers turn unhealthy (silent corruption, crashes the health checks caught) fails
-    this.unsubscribeHealth = this.ports.workers.onHealth((w, h) => {
-      if (w.role !== 'serving' || (h.state !== 'unhealthy' && h.state !== 'draining' && h.state !== 'dead')) return;
-      for (const l of this.live.values()) {
-        if (l.state.model !== w.model || l.state.canary !== w.version || l.unhealthy !== undefined) continue;
-        const f = h.lastFailure;
-        l.unhealthy = `critical: canary worker ${w.id} turned ${h.state}${f ? ` (${f.reason}: ${f.detail})` : ''}`;
-      }
-    });
+    this.unsubscribes.push(
+      this.ports.telemetry.subscribe((r) => {
+        // every request's record comes here: no iterator while nothing is live (the usual case)
+        if (this.live.size !== 0) for (const l of this.live.values()) l.samples.record(r);
+      }),
+      // a canary whose workers turn unhealthy (silent corruption, crashes the health checks caught) fails
+      this.ports.workers.onHealth((w, h) => {
+        const why = criticalHealth(w, h);
+        if (why !== undefined) for (const l of this.live.values()) if (l.state.model === w.model && l.state.canary === w.version) l.unhealthy ??= why;
+      }),
+    );
     this.schedule();
   }
 
@@ -88,10 +87,7 @@ export class CanaryController {
     this.running = false;
     this.cancelTick?.();
     this.cancelTick = undefined;
-    this.unsubscribe?.();
-    this.unsubscribe = undefined;
-    this.unsubscribeHealth?.();
-    this.unsubscribeHealth = undefined;
+    for (const u of this.unsubscribes.splice(0)) u();
   }
 
   /** Resolves when no background step (load, tick, recovery) is running (tests: advance the clock, then await this). */
@@ -425,45 +421,22 @@ export class CanaryController {
    */
   private async doRollback(l: Live, reason: string, phase: 'rolled_back' | 'aborted'): Promise<void> {
     const s = l.state;
-    const p = this.ports;
     const t0 = performance.now();
     const percentAtRollback = currentPercent(s);
-    const cur = routeToSpec(p.routes.current(s.model));
-    const weights = reweighted(cur.weights, { [s.stable]: 1, [s.canary]: 0 });
-    if (s.loadedByRollout) delete weights[s.canary];
-    await p.routes.publish({
-      model: s.model,
-      weights,
-      stable: s.stable,
-      overrides: Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== s.canary)),
-      stickySalt: cur.stickySalt,
-      shadow: undefined,
-    });
+    await routeToStable(this.ports, s);
     const t1 = performance.now();
     // persisted right after the switch: a restart finishes what follows
     s.rollbackReason = reason;
     s.rollbackTo = phase;
     await this.setPhase(l, 'rolling_back', reason);
-    let drained = 0;
-    let aborted = 0;
-    if (s.loadedByRollout) {
-      const d = await p.routes.drain(s.model, s.canary, DEFAULTS.rollout.rollbackDrainTimeoutMs);
-      drained = d.drained;
-      aborted = d.aborted;
-    }
     const t2 = performance.now();
-    if (s.loadedByRollout) {
-      await p.workers.unload(s.model, s.canary);
-      const v = await p.versions.get(s.model, s.canary);
-      if (v.status === 'ready' || v.status === 'standby') await p.versions.transition(s.model, s.canary, 'retired', { gpus: [] }, { actor: 'canary', reason });
-    }
-    const t3 = performance.now();
+    const d = await drainAndUnload(this.ports, s, reason);
     const rb: RollbackRecord = {
       reason,
-      at: p.clock.now(),
-      timing: { traffic_shift_ms: t1 - t0, drain_ms: t2 - t1, unload_ms: t3 - t2, total_ms: t3 - t0 },
-      drained,
-      aborted,
+      at: this.ports.clock.now(),
+      timing: { traffic_shift_ms: t1 - t0, drain_ms: t2 - t1 + d.drainMs, unload_ms: d.unloadMs, total_ms: performance.now() - t0 },
+      drained: d.drained,
+      aborted: d.aborted,
       canaryRequests: l.samples.b.requests,
       percentAtRollback,
     };

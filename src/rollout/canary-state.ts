@@ -2,6 +2,7 @@
 // and the model's canary settings as the judge's configuration.
 import type { JudgeConfigOverrides, Verdict } from '../analysis/judge.js';
 import type { CanarySettings } from '../config/types.js';
+import type { WorkerHealth } from '../health/machine.js';
 
 export type CanaryPhase = 'pending' | 'loading' | 'progressing' | 'paused' | 'promoting' | 'rolling_back' | 'succeeded' | 'rolled_back' | 'aborted' | 'failed';
 export const TERMINAL: readonly CanaryPhase[] = ['succeeded', 'rolled_back', 'aborted', 'failed'];
@@ -117,6 +118,16 @@ export function nextStage(s: Pick<CanaryState, 'stages' | 'stageIndex'>): Step {
 export function stageWeights(s: Pick<CanaryState, 'stable' | 'canary'>, percent: number): Record<string, number> {
   const c = Math.min(1, Math.max(0, percent / 100));
   return { [s.canary]: c, [s.stable]: 1 - c };
+}
+
+/**
+ * A canary worker's health that fails the canary at once — a critical failure, whatever the statistics
+ * say: a serving worker unhealthy, draining or dead. The reason, or undefined.
+ */
+export function criticalHealth(w: { id: string; role: string }, h: Pick<WorkerHealth, 'state' | 'lastFailure'>): string | undefined {
+  if (w.role !== 'serving' || (h.state !== 'unhealthy' && h.state !== 'draining' && h.state !== 'dead')) return undefined;
+  const f = h.lastFailure;
+  return `critical: canary worker ${w.id} turned ${h.state}${f ? ` (${f.reason}: ${f.detail})` : ''}`;
 }
 
 /** Validate operator-given stages: ascending percentages in (0, 100]. */

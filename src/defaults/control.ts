@@ -1,0 +1,108 @@
+// Defaults of the control plane: providers (start, stop, sleep), the control loop, the monitor, the weight cache, the planner, the store.
+// A reason for each value. Part of DEFAULTS (src/defaults.ts): read them from there.
+
+import { MiB } from './units.js';
+
+export const CONTROL = {
+  /** How workers are started, probed, put to sleep and woken (src/providers). */
+  providers: {
+    /** One health probe of an engine; one that has not opened its port yet fails at once anyway. */
+    probeTimeoutMs: 2_000,
+    /**
+     * Polling a starting or waking engine's health endpoint (vLLM's /health has no push): the first
+     * wait, doubling up to the longest, so a fast simulator is seen in tens of ms and a loading
+     * engine is asked twice a second.
+     */
+    healthPollFirstMs: 20,
+    healthPollMaxMs: 500,
+    /** `process`: start → healthy. Real engines load 70B weights in 45–120 s (seed 000); from network storage, minutes. */
+    processStartTimeoutMs: 900_000,
+    /** `sim`: allowed beyond the configured load time before a start fails (a Node process starting on a busy machine). */
+    simStartSlackMs: 15_000,
+    /** `sim`: tries with a fresh port (the port picked may be taken before the simulator binds it). */
+    simStartAttempts: 3,
+    /** `sim`: SIGTERM → SIGKILL for a simulator whose start failed: it serves nothing to finish. */
+    failedStartGraceMs: 1_000,
+    /** `static`: an existing endpoint must answer /health within this (it is already running, or soon). */
+    staticStartTimeoutMs: 30_000,
+    /** Engine sleep (vLLM `POST /sleep`): level 1 copies the weights to CPU memory, tens of seconds for 70B. */
+    sleepTimeoutMs: 60_000,
+    /** Engine wake (`POST /wake_up`, then healthy): after level 2 the weights are reloaded, as long as a start. */
+    wakeTimeoutMs: 900_000,
+    /** A worker adopted after a restart is not our child: its pid is probed (signal 0) this often to notice its exit. */
+    adoptedPollMs: 500,
+    /** Stopping an adopted worker: its exit is polled from this wait, doubling up to the longest. */
+    stopPollFirstMs: 10,
+    stopPollMaxMs: 100,
+  },
+
+  control: {
+    /** Controller reconcile tick (rollouts, watchers). */
+    tickMs: 1_000,
+    /** Monitored rollback: how often the active version's window is checked (seed 000: every 5 s). */
+    monitorIntervalMs: 5_000,
+    /** Monitored rollback: error rate of the active version that triggers a rollback. */
+    monitorMaxErrorRate: 0.05,
+    /** Monitored rollback: p99 latency (ms) of the active version that triggers a rollback. */
+    monitorMaxP99LatencyMs: 30_000,
+    /** Monitored rollback: fewest requests in the window before it judges anything. */
+    monitorMinRequests: 20,
+    /** A warm-up request may take this long before the load counts as failed. */
+    warmupTimeoutMs: 120_000,
+    /** SIGTERM → SIGKILL grace when stopping a worker. */
+    stopGraceMs: 10_000,
+    /** Webhook notifications: per-attempt timeout and attempts. */
+    webhookTimeoutMs: 5_000,
+    webhookAttempts: 3,
+    /** Weight cache: versions kept before least-recently-used eviction (seed 000's max_versions). */
+    cacheMaxVersions: 3,
+    /** Monitored rollback: shortest interval the admin API accepts (a tighter loop only burns CPU). */
+    monitorMinIntervalMs: 100,
+    /** Monitored rollback is opt-in per model: it acts on production traffic on its own. */
+    monitorEnabled: false,
+    /** Webhook notifications: wait before retry n is webhookBackoffMs × 2^(n-1). */
+    webhookBackoffMs: 500,
+    /** Weight cache: its directory under the data directory when the config names none. */
+    cacheDirName: 'cache',
+    /** Weight cache: largest download accepted per version (a 405B fp16 checkpoint is ~810 GB). */
+    cacheMaxBytes: 1024 * 1024 * MiB,
+    /** Weight cache: an HTTP source may be silent this long (until headers, or between chunks). */
+    cacheIdleTimeoutMs: 60_000,
+    /** Weight cache: HTTP redirects followed (model hubs send downloads to a CDN, once or twice). */
+    cacheMaxRedirects: 5,
+    /** Weight cache: one whole download; 140 GB at 0.5 GB/s (seed 000's single-stream S3) takes ~5 min. */
+    cacheDownloadTimeoutMs: 2 * 60 * 60_000,
+    /** Planner: load-time estimate for a version never loaded: weights GB / this (seed 000: NFS 1.1 GB/s, 70B in ~127 s). */
+    planLoadGbPerS: 1.1,
+    /** Planner: wake of a sleeping standby (CPU → GPU copy) GB/s (seed 000: time-shared rollback ~20 s for 140 GB). */
+    planWakeGbPerS: 7,
+    /** Planner: canary analysis time at low risk (seed 000: ~30 min, stages 1,5,10,25,50,100 % × 5 min). */
+    planCanaryAnalysisMs: 30 * 60_000,
+    /** Planner: rollback by route switch, upper bound reported (target p99 < 1 ms). */
+    planRouteSwitchMs: 1,
+    /** Planner: steady-state GPU overhead of time-shared blue-green (seed 000's cost table). */
+    planTimeSharedOverhead: 0.5,
+    /** Planner: seed 001's policy per risk level (strategy, canary share, evaluation duration). */
+    planRisk: {
+      low: { strategy: 'rolling', canaryShare: 0, evalDurationS: 0 },
+      medium: { strategy: 'canary', canaryShare: 0.1, evalDurationS: 3_600 },
+      high: { strategy: 'canary', canaryShare: 0.05, evalDurationS: 14_400 },
+      critical: { strategy: 'canary', canaryShare: 0.02, evalDurationS: 86_400 },
+    },
+  },
+
+  store: {
+    /** SQLite file inside the data directory. */
+    fileName: 'glidepath.db',
+    /** How long a writer waits for another process's write lock before SQLITE_BUSY. Writes take ms. */
+    busyTimeoutMs: 5_000,
+    /** Audit entries returned when the query gives no limit. */
+    auditQueryLimit: 100,
+    /** Most audit entries one query returns, whatever it asks for. */
+    auditQueryMaxLimit: 10_000,
+    /** Most rollout events one query returns. */
+    rolloutEventsMaxLimit: 10_000,
+    /** Most rollouts / active periods one list returns when no limit is given. */
+    listLimit: 1_000,
+  },
+} as const;

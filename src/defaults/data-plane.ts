@@ -1,0 +1,183 @@
+// Defaults of the data plane: listeners, the gateway (timeouts, retries, pools, ejection), admission limits, telemetry windows, HTTP parsing bounds.
+// A reason for each value. Part of DEFAULTS (src/defaults.ts): read them from there.
+
+import { KiB, MiB } from './units.js';
+
+export const DATA_PLANE = {
+  server: {
+    /** Data plane listener. Loopback by default: exposing it is a deliberate choice. */
+    listen: '127.0.0.1:8080',
+    /** Admin API listener; loopback so the control plane is never open by accident. */
+    adminListen: '127.0.0.1:8081',
+    /** Directory for SQLite state, the generated admin token and the weight cache. */
+    dataDir: '.glidepath',
+  },
+
+  gateway: {
+    /** Largest accepted request body. Long-context chat fits easily; abuse does not. */
+    maxBodyBytes: 4 * MiB,
+    /** TCP connect to a worker. Loopback/LAN connects take well under a second. */
+    connectTimeoutMs: 2_000,
+    /**
+     * Request written to a worker's connection → first byte of the response (covers queueing and
+     * prefill on the worker; the gateway's own wait for a connection has queueTimeoutMs instead).
+     */
+    firstTokenTimeoutMs: 60_000,
+    /**
+     * Non-streaming requests: the worker sends its first byte only when generation ends, so the
+     * first-token limit would cut long completions; they get this limit for the whole answer.
+     */
+    requestTimeoutMs: 600_000,
+    /** Longest silence between two chunks of a stream before the upstream is declared hung. */
+    idleTimeoutMs: 30_000,
+    /** Retries on another worker before the first byte reaches the client (connect error / 5xx). */
+    maxRetries: 2,
+    /** A worker that refuses connections is skipped for this long, doubling per failure. */
+    ejectBaseMs: 1_000,
+    /** Upper bound on the passive-ejection back-off. */
+    ejectMaxMs: 30_000,
+    /** Keep-alive connections per worker (further requests wait their turn in arrival order). */
+    connectionsPerWorker: 128,
+    /**
+     * Requests waiting for a connection to one worker: two rounds of its 128 connections. With
+     * streams of 10–15 s the last of 256 waits two rounds, 20–30 s, about queueTimeoutMs: a longer
+     * line would only end in queue timeouts. Past it the request goes to another worker of the pool,
+     * or gets 503 + Retry-After at once rather than after a wait that fails anyway.
+     */
+    workerQueueMax: 256,
+    /**
+     * Longest a request waits for a connection to a worker before 503 + Retry-After. Half the
+     * first-token limit: a client's own timeout (often 60 s) should see the gateway's answer first,
+     * and a request that could not start in 30 s will rarely finish soon enough to be useful.
+     */
+    queueTimeoutMs: 30_000,
+    /**
+     * An idle keep-alive connection to a worker is closed after this long. uvicorn (vLLM, SGLang)
+     * closes idle connections after 5 s; a worker's own `keep-alive: timeout=N` hint, less 1 s,
+     * wins when shorter. A connection the worker closed anyway is retried once on a fresh one.
+     */
+    upstreamKeepAliveMs: 4_000,
+    /** Draining one worker (its health took it out): how often its in-flight count is looked at. */
+    workerDrainPollMs: 25,
+    /** A health probe's answer is a few tokens of JSON; more than this is garbage. */
+    probeMaxBytes: 256 * KiB,
+    /** Client connections: idle keep-alive limit, and the time a request's head and body may take. */
+    clientKeepAliveMs: 65_000,
+    clientHeadersTimeoutMs: 30_000,
+    /**
+     * A response the client does not take: when the bytes already handed to its socket have not
+     * drained for this long, the connection is closed and the worker released (nginx's
+     * `send_timeout` is 60 s). A client reading a stream at any pace keeps it alive.
+     */
+    sendTimeoutMs: 60_000,
+    /**
+     * Deepest JSON nesting accepted in a request body of more than 16 KiB (smaller ones are not
+     * scanned). Chat requests with tool schemas nest a few dozen levels; megabytes of brackets
+     * would otherwise hold JSON.parse, and every other client, for seconds.
+     */
+    maxJsonDepth: 256,
+    /**
+     * While a request is being answered, at most this much of what the client sends next
+     * (pipelined requests) is read ahead before the socket is paused: a pipelining client gains
+     * nothing from more, and a hostile one cannot park megabytes per connection.
+     */
+    clientReadAheadBytes: 64 * KiB,
+    /** Whether clients may pick a version with `x-glidepath-version`. */
+    allowVersionHeader: true,
+    /** Sticky-session header; the body's `user` is the fallback key. */
+    stickyHeader: 'x-session-id',
+    /** Category override header. */
+    categoryHeader: 'x-glidepath-category',
+    /** Explicit version header. */
+    versionHeader: 'x-glidepath-version',
+    /** Salt for sticky hashing. Same salt on every replica → same assignment everywhere. */
+    stickySalt: 'glidepath',
+    /** Worker picker: least-outstanding with power-of-two choices. */
+    picker: 'p2c' as 'p2c' | 'round_robin',
+    /** Drain: how long in-flight requests may take before they are aborted with a counted error. */
+    drainTimeoutMs: 30_000,
+    /** Hold queue (drain-first swaps): most requests waiting per model. */
+    holdQueueMax: 1_024,
+    /** Hold queue: longest a request waits before 503 + Retry-After. */
+    holdQueueTimeoutMs: 30_000,
+    /** Retry-After seconds sent with 503s from the hold queue / no healthy worker. */
+    retryAfterS: 1,
+    /**
+     * Retry-After seconds with 503s for the gateway's own exhaustion (descriptors, ports, memory):
+     * such an episode lasts until connections close (idle keep-alive ones after 4 s), not a moment.
+     */
+    localResourceRetryAfterS: 5,
+  },
+
+  /** Connection admission per listener (src/gateway/limits.ts); 0 means off, or "auto" where noted. */
+  limits: {
+    /**
+     * Descriptors kept back from the client-connection ceiling for everything else the process opens
+     * (store, logs, the admin API, pipes to child processes), or this share of the limit if larger.
+     */
+    fdReserve: 256,
+    fdReserveShare: 0.05,
+    /**
+     * The per-client table is swept of idle entries when it reaches this size, then again each time
+     * it doubles: sweeping costs a pass over the table, so it runs about once per doubling.
+     */
+    clientTableSweepAt: 1_024,
+    /**
+     * Data plane: most client connections at once; 0 = auto, half of the descriptor limit after the
+     * reserve (each client connection may hold a worker connection too). Past it new connections get
+     * 503 + Retry-After at once, before the process runs out of descriptors.
+     */
+    dataMaxConnections: 0,
+    /**
+     * Data plane, per client address: off. Behind a load balancer every request comes from the
+     * balancer's few addresses, so a per-address default would throttle everyone; set them when
+     * clients connect directly.
+     */
+    dataPerClientConnections: 0,
+    dataPerClientRps: 0,
+    dataPerClientBurst: 0,
+    /** Admin API: operators and their tools are few; 256 connections is far above any real use. */
+    adminMaxConnections: 256,
+    /** Admin API per address: a CLI or dashboard uses a handful of connections and a few requests a second; polling scripts fit under 100/s. */
+    adminPerClientConnections: 64,
+    adminPerClientRps: 100,
+    adminPerClientBurst: 200,
+    /**
+     * Data plane at its ceiling: this many more connections are taken for /health, /ready and
+     * /metrics only (one request each, then closed): a saturated gateway must not fail its liveness
+     * probe and get restarted, nor vanish from Prometheus. Counted in the descriptor reserve.
+     */
+    probeConnections: 8,
+    /** Retry-After seconds on a 503 for a full listener. */
+    retryAfterS: 1,
+    /** A log line about refused connections or local resource errors at most this often (the count of the rest goes into the next line). */
+    logIntervalMs: 10_000,
+  },
+
+  telemetry: {
+    /** Per (model, version) window: most recent records kept. Enough for p99 with ~10 samples above it. */
+    windowMaxSamples: 1_000,
+    /** Per (model, version) window: records older than this drop out. */
+    windowMaxAgeMs: 5 * 60_000,
+    /** Histogram buckets for TTFT and request duration (seconds): LLM latencies span ms to minutes. */
+    latencyBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160],
+    /** Histogram buckets for time per output token (seconds): 1 ms to 1 s. */
+    tpotBucketsS: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1],
+    /**
+     * Histogram buckets for time waiting for a connection to a worker (seconds): from a token's
+     * time (another stream on the connection just ending) to the 30 s queue limit.
+     */
+    queueBucketsS: [0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30],
+  },
+
+  /** The HTTP helpers of node:http servers: the simulator and the admin API (src/http). */
+  http: {
+    /**
+     * After refusing a body (413), how long the connection keeps reading and dropping what the
+     * client still sends, our side already closed, before it is destroyed: a client that writes its
+     * whole body before reading gets the answer instead of EPIPE, and one that never stops cannot
+     * hold the socket. The data plane's own HTTP/1 server lingers as long.
+     */
+    closeLingerMs: 5_000,
+  },
+} as const;

@@ -1,0 +1,65 @@
+// Defaults of the engine simulator.
+// A reason for each value. Part of DEFAULTS (src/defaults.ts): read them from there.
+
+import { MiB } from './units.js';
+
+export const SIM = {
+  sim: {
+    /** Time until /health turns 200 after start (ms). Real 70B loads take 45–120 s; tests want fast. */
+    loadTimeMs: 0,
+    /** Prompt tokens per second during prefill (ms of TTFT = prompt tokens / rate). */
+    prefillTokensPerS: 20_000,
+    /** Base time between two generated tokens at one running sequence (ms). */
+    interTokenMs: 0,
+    /** Fractional ITL growth per additional running sequence (batching slows each decode step). */
+    itlGrowthPerSeq: 0.01,
+    /** Relative standard deviation of seeded timing jitter (0 = exact). */
+    jitter: 0.1,
+    /** KV capacity in tokens; requests beyond it wait in the queue. */
+    kvCapacityTokens: 262_144,
+    /** Most sequences running at once (vLLM's max_num_seqs). */
+    maxNumSeqs: 256,
+    /** Tokens generated when the request gives no max_tokens. */
+    defaultMaxTokens: 64,
+    /** Context window (prompt + completion tokens). */
+    maxModelLen: 8_192,
+    /** Share of generated words replaced by a marked ("hallucinated") word. */
+    hallucinationRate: 0.03,
+    /** LoRA slots (vLLM's --max-loras). */
+    maxLoras: 4,
+    /** Largest accepted request body. */
+    maxBodyBytes: 4 * MiB,
+    /** Model name served when none is given. */
+    model: 'sim-model',
+    /** Version id reported when none is given. */
+    version: 'v1',
+    /** Name of the built-in judge model every simulator also serves. */
+    judgeModel: 'judge',
+    /** Chance per generated token that the sequence ends (EOS); mean answer ~100 tokens. */
+    eosRate: 0.01,
+    /** Requests waiting for a KV/sequence slot before new ones get 503 (bounded queue). */
+    maxWaitingRequests: 4_096,
+    /** Most top logprobs a request may ask for (vLLM's --max-logprobs default). */
+    maxLogprobs: 20,
+    /** HTTP status of injected errors when the fault names none. */
+    faultErrorStatus: 500,
+    /** Time to wake from sleep level 1 (weights were kept in CPU memory). */
+    wakeLevel1Ms: 0,
+    /** Number of candidate tokens the sampler draws from when temperature > 0. */
+    sampleCandidates: 5,
+    /** Healthy top-1 logprob lies in [-maxTopLogprobDepth - 0.01, -0.01]; health probes check this range. */
+    maxTopLogprobDepth: 0.6,
+    /** Silent corruption shifts every logprob down by this much (outside the healthy range). */
+    corruptLogprobShift: 3,
+    /** `glidepath sim` listen port when none is given (vLLM's default). */
+    port: 8000,
+    /**
+     * Idle keep-alive connections are closed after this long: longer than any client's own idle
+     * limit (the gateway closes its idle upstream connections after 4 s), so the simulator never
+     * closes a connection under a request that is just being sent.
+     */
+    keepAliveTimeoutMs: 65_000,
+    /** Encoded token literals kept for reuse; the vocabulary is a few hundred words, so this is only a bound. */
+    jsonCacheMax: 4_096,
+  },
+} as const;
