@@ -183,7 +183,7 @@ function load(u: Up): { stop(): Promise<number[]> } {
 async function probeCount(u: Up): Promise<number> {
   const r = await request(`${u.data}/metrics`);
   let n = 0;
-  for (const m of (await r.body.text()).matchAll(/glidepath_health_probe_duration_seconds_count\{[^}]*check="routine"[^}]*\} (\d+)/g)) n += Number(m[1]);
+  for (const m of (await r.body.text()).matchAll(/glidepath_health_probes_total\{[^}]*check="routine"[^}]*\} (\d+)/g)) n += Number(m[1]);
   return n;
 }
 

@@ -136,6 +136,7 @@ function healthConfig(h: RawConfig['models'][number]['health']): HealthConfig {
     replace: h.replace,
     passive: h.passive,
     ttftOutlierFactor: h.ttft_outlier_factor,
+    maxEjectedShare: h.max_ejected_share,
   };
 }
 
@@ -172,8 +173,20 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       if (v.tp > gpus.length && v.provider.kind !== 'static') {
         issues.push({ path: `${at}.versions[${vi}].tp`, message: `tp ${v.tp} needs more GPUs than the ${gpus.length} in the inventory` });
       }
+      if (v.provider.kind === 'static' && typeof v.spares === 'number' && v.spares >= v.provider.endpoints.length) {
+        issues.push({
+          path: `${at}.versions[${vi}].spares`,
+          message: `${v.spares} spare(s) of ${v.provider.endpoints.length} static endpoint(s) leave none serving (the last \`spares\` endpoints are the spares)`,
+        });
+      }
       return normalizeVersion(m.name, v);
     });
+    if (m.health.min_margin < 2 * m.health.logprob_tolerance) {
+      issues.push({
+        path: `${at}.health.min_margin`,
+        message: `min_margin (${m.health.min_margin}) must be at least twice logprob_tolerance (${m.health.logprob_tolerance}): a drift the tolerance accepts could otherwise flip a recorded token`,
+      });
+    }
     const rawRoute = m.route ?? { weights: { [m.versions[0]?.id ?? '']: 1 }, overrides: {} };
     const weightsIn = Object.keys(rawRoute.weights).length > 0 ? rawRoute.weights : { [m.versions[0]?.id ?? '']: 1 };
     for (const vid of Object.keys(weightsIn)) {

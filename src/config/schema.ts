@@ -122,7 +122,12 @@ export const versionSchema = z
     /** Hot spares: loaded and probed workers out of rotation that take a failed worker's place at once; a count or a share of replicas ("10%", rounded up). */
     spares: z
       .union(
-        [nonNegInt(), z.string(msg('a count or a percentage such as "10%"')).regex(/^\d{1,3}(\.\d+)?%$/, msg('a count or a percentage such as "10%"'))],
+        [
+          nonNegInt(),
+          z
+            .string(msg('a count or a percentage such as "10%"'))
+            .regex(/^(100|\d{1,2}(\.\d+)?)%$/, msg('a count, or a percentage of the replicas from 0% to 100% such as "10%"')),
+        ],
         msg('a count or a percentage such as "10%"'),
       )
       .optional(),
@@ -170,6 +175,8 @@ const healthSchema = z
     /** Count real traffic's failures (5xx, resets, stalls, TTFT outliers) as well as probes'. */
     passive: bool().default(true),
     ttft_outlier_factor: z.number(msg('a number above 1')).gt(1, msg('a number above 1')).default(H.ttftOutlierFactor),
+    /** Most of a version's serving workers held out at once (at least one): a version-wide failure is likelier the probes' or the load's. */
+    max_ejected_share: fraction().default(H.maxEjectedShare),
   })
   .strict()
   .prefault({});

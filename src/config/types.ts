@@ -65,6 +65,7 @@ export interface HealthConfig {
   readonly replace: boolean;
   readonly passive: boolean;
   readonly ttftOutlierFactor: number;
+  readonly maxEjectedShare: number;
 }
 
 /** Monitored rollback of a model's active version (src/rollout/monitor.ts). */

@@ -6,6 +6,7 @@ import type { GlidepathConfig, ModelConfig, VersionConfig } from '../config/type
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
+import { DEFAULTS } from '../defaults.js';
 import { GlidepathError, NotFoundError, toGlidepathError } from '../errors.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import { controlPlaneCache } from '../fleet/cache.js';
@@ -186,8 +187,11 @@ export class ControlPlane {
         const v = await this.registry.get(m.name, id);
         const adopted = first ? 0 : await this.workers.adopt(v);
         const want = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;
-        if (adopted >= want) {
-          onProgress(`${m.name}/${id}: adopted ${adopted} running worker(s)`);
+        // with health on, some survivors are enough: its recovery starts what is missing (and finishes a
+        // replacement the restart cut short) instead of reloading a version that serves
+        const recovers = m.health?.enabled === true && v.provider.kind !== 'static';
+        if (adopted >= want || (adopted > 0 && recovers)) {
+          onProgress(`${m.name}/${id}: adopted ${adopted} running worker(s)${adopted < want ? `; ${want - adopted} more are started by recovery` : ''}`);
           continue;
         }
         if (adopted > 0) await this.workers.stopVersion(m.name, id, 2_000);
@@ -225,7 +229,7 @@ export class ControlPlane {
             started.workers.map((w) => w.id),
           );
       } catch (err) {
-        await this.workers.unloadVersion(v.model, v.id, 1_000);
+        await this.workers.unloadVersion(v.model, v.id, DEFAULTS.control.failedStartStopGraceMs);
         throw err;
       }
       const patch = { loadTimeMs: started.loadTimeMs, gpus: started.gpus };

@@ -132,7 +132,7 @@ export class WorkerManager {
         await warmUp(h.url, v);
       }
     } catch (err) {
-      await Promise.all(started.map((h) => provider.stop(h, 1_000).catch(() => undefined)));
+      await Promise.all(started.map((h) => provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined)));
       await this.inventory.releaseVersion(v.model, v.id);
       throw err;
     }
@@ -167,12 +167,18 @@ export class WorkerManager {
       h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m) });
       await warmUp(h.url, v);
     } catch (err) {
-      if (h) await provider.stop(h, 1_000).catch(() => undefined);
+      if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);
       await this.inventory.releaseWorker(v.model, v.id, id);
       throw err;
     }
     await this.adoptHandle(v, h, { role, health, startedAt: Date.now() });
-    this.publish(v.model, v.id);
+    try {
+      this.publish(v.model, v.id);
+    } catch (err) {
+      // the version left the data plane while the worker started (unloaded): nothing may be left behind
+      await this.stopWorker(h.id, DEFAULTS.control.failedStartStopGraceMs);
+      throw err;
+    }
     return h;
   }
 
@@ -336,6 +342,7 @@ export class WorkerManager {
     for (const r of recs) {
       if (r.state === 'exited' || r.state === 'stopped') {
         await this.store.deleteWorker(r.id);
+        await this.inventory.releaseWorker(v.model, v.id, r.id);
         continue;
       }
       const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;

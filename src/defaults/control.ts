@@ -51,6 +51,8 @@ export const CONTROL = {
     warmupTimeoutMs: 120_000,
     /** SIGTERM → SIGKILL grace when stopping a worker. */
     stopGraceMs: 10_000,
+    /** SIGTERM → SIGKILL grace for a worker that never served (its start or its version's load failed): nothing to finish. */
+    failedStartStopGraceMs: 1_000,
     /** Webhook notifications: per-attempt timeout and attempts. */
     webhookTimeoutMs: 5_000,
     webhookAttempts: 3,

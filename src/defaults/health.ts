@@ -30,8 +30,12 @@ export const HEALTH = {
     baselineAlpha: 0.1,
     /** A recorded logprob may move this far (nats): batch effects on bf16 are ~1e-3–1e-2, a corrupted GPU's drift several nats. */
     logprobTolerance: 0.2,
-    /** Recording keeps tokens up to the first whose lead over the runner-up is below this (nats): past a near-tie a healthy engine may differ. */
-    minMargin: 0.05,
+    /**
+     * Recording keeps tokens up to the first whose lead over the runner-up is below this (nats): past
+     * a near-tie a healthy engine may answer otherwise. At least twice the logprob tolerance (the
+     * config refuses less): a drift the tolerance accepts must never flip a recorded token.
+     */
+    minMargin: 0.5,
     /** Reproducible tokens a probe needs, or it is left out of the set. */
     minTokens: 2,
     /** Failed probes (or failed requests in a row) that open the breaker (seed 004: 3); passes in a row that bring back a SUSPICIOUS worker (1 would let a flapper oscillate). */
@@ -58,5 +62,17 @@ export const HEALTH = {
     ttftMinRequests: 20,
     /** Hot spares per version when its config says none. */
     spares: 0,
+    /** A suspicious worker's routing weight: half a healthy one's (seed 004). */
+    suspiciousWeight: 0.5,
+    /**
+     * Most of a version's serving workers health may hold out at once (at least one). A version-wide
+     * failure of the same probe is likelier a wrong probe set or overload than every GPU failing at
+     * once, and an outage made by the health checker is worse than what it guards against.
+     */
+    maxEjectedShare: 0.5,
+    /** A worker that must prove itself (admission, half-open) is probed again this soon, not back to back. */
+    probeGapMs: 250,
+    /** A probe set that could not be recorded is tried again after this long (doubling per failure, up to the interval). */
+    recordRetryMs: 5_000,
   },
 } as const;

@@ -267,6 +267,12 @@ export const CATALOGUE = {
     "A version's workers answered a probe differently with no majority, so nobody can tell the right answer.",
     'Pin a probe set (`glidepath probes pin`), or configure `probe_reference` for the version.',
   ],
+  health_disabled: [
+    409,
+    "The model's health checks are off (`models[].health.enabled: false`): no probe set to record or readmission to do.",
+    'Turn them on in the config.',
+  ],
+  no_serving_worker: [409, 'A probe set was to be recorded from a version with no live serving worker.', 'Deploy or wake the version first.'],
   probe_set_empty: [
     422,
     'No probe prompt has enough reproducible tokens (every answer has a near-tie too early).',

@@ -183,12 +183,14 @@ export class DataPlane {
   setWorkerRoutable(model: string, version: string, workerId: string, routable: boolean): void {
     const w = this.worker(model, version, workerId);
     w.routable = routable;
+    this.pool(model, version).refresh();
     this.telemetry.metrics.workerUp.labels(model, version, workerId).set(routable ? 1 : 0);
   }
 
   /** The health controller's routing verdict for a worker: its weight, and for a half-open trial how many picks it holds for. */
   setWorkerHealth(model: string, version: string, workerId: string, weight: number, budget = Infinity): void {
     this.worker(model, version, workerId).setHealth(weight, budget);
+    this.pool(model, version).refresh();
   }
 
   /**

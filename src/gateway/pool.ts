@@ -119,7 +119,14 @@ export class VersionPool {
   readonly model: string;
   readonly version: string;
   readonly cardChecksum: string;
-  workers: readonly Worker[] = [];
+  private list: readonly Worker[] = [];
+  /**
+   * The workers the picker chooses among: routable and with a health weight (spares, unhealthy and
+   * unadmitted workers are out), so a pool with a hot spare still takes the picker's fast path.
+   * Recomputed on every change of the list, a weight or routability (`refresh`); a half-open trial
+   * that spends its budget drops to weight 0 inside the picker, which skips it until the next refresh.
+   */
+  candidates: readonly Worker[] = [];
   draining = false;
   readonly inflight = new Set<Abortable>();
   readonly telemetry: VersionTelemetry;
@@ -155,6 +162,20 @@ export class VersionPool {
   idle(): Promise<void> {
     if (this.inflight.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Every worker of the version, spares and unhealthy ones included. Setting the list refreshes the candidates. */
+  get workers(): readonly Worker[] {
+    return this.list;
+  }
+
+  set workers(ws: readonly Worker[]) {
+    this.list = ws;
+    this.refresh();
+  }
+
+  refresh(): void {
+    this.candidates = this.list.filter((w) => w.routable && w.weight > 0);
   }
 
   routableCount(now: number): number {

@@ -120,7 +120,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   private attempt(): void {
     const now = Date.now();
-    const w = this.ctx.picker.pick(this.pool.workers, now, this.tried);
+    const w = this.ctx.picker.pick(this.pool.candidates, now, this.tried);
     if (w === undefined) {
       const err =
         this.lastError ??

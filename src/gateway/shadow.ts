@@ -27,7 +27,7 @@ export function mirror(
   startedAt: number,
   at: number,
 ): void {
-  const w = ctx.picker.pick(pool.workers, Date.now());
+  const w = ctx.picker.pick(pool.candidates, Date.now());
   if (w === undefined) return;
   const s = new ShadowRequest(ctx, pool, w, req, path, tap, pairId, startedAt, at);
   w.outstanding++;

@@ -6,11 +6,11 @@ import type { HealthConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { ProbeSet } from '../domain/probes.js';
 import type { Version } from '../domain/version.js';
-import { NotFoundError, toGlidepathError } from '../errors.js';
+import { ConflictError, NotFoundError, toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerInfo } from '../rollout/ports.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';
-import { isTrial, newHealth, step } from './machine.js';
+import { heldIn, isTrial, newHealth, step } from './machine.js';
 import type { MachineSettings, Observation, PassiveFailureReason, WorkerHealth } from './machine.js';
 import { routingWeightOf } from './persisted.js';
 import { nextExpectation, probeWorker, recordFrom } from './prober.js';
@@ -39,6 +39,10 @@ export class HealthController implements HealthHost {
   readonly tracked = new Map<string, Tracked>();
   private readonly sets = new Map<string, ProbeSet>();
   private readonly recording = new Map<string, Promise<ProbeSet | undefined>>();
+  /** model/version → when a failed recording may be tried again, and how many failed in a row. */
+  private readonly recordRetry = new Map<string, { at: number; failures: number }>();
+  /** model/version → when its ejection cap was last reported (once per probe interval). */
+  private readonly capReported = new Map<string, number>();
   private readonly recovery: Recovery;
   private readonly unsubs: (() => void)[] = [];
   private cancelTick: (() => void) | undefined;
@@ -77,7 +81,7 @@ export class HealthController implements HealthHost {
       }),
     );
     // workers tracked before the loop ran (recorded while the boot loaded their version) get their probes now
-    for (const t of this.tracked.values()) this.schedule(t);
+    for (const t of this.tracked.values()) this.resume(t);
     this.tick();
   }
 
@@ -134,6 +138,10 @@ export class HealthController implements HealthHost {
       this.tracked.delete(id);
       this.ports.telemetry.health.forget(t.info);
     }
+    // what is kept per version goes with its last worker (an unloaded version's probe set is read again if it comes back)
+    const versions = new Set([...this.tracked.values()].map((t) => `${t.info.model}/${t.info.version}`));
+    for (const m of [this.sets, this.recordRetry, this.capReported] as Map<string, unknown>[]) for (const k of m.keys()) if (!versions.has(k)) m.delete(k);
+    for (const k of this.down) if (!versions.has(k)) this.down.delete(k);
   }
 
   private track(w: WorkerInfo): Tracked {
@@ -143,21 +151,37 @@ export class HealthController implements HealthHost {
     const t: Tracked = {
       info: w,
       health,
-      turn: Math.floor(this.rand() * 1000),
+      // workers start at different prompts of the set (then take them in turn)
+      turn: Math.floor(this.rand() * (this.config(w.model)?.probes.length ?? 1)),
       cancelProbe: undefined,
       busy: false,
       weight: NaN,
       dirty: w.health === undefined,
       persistedAt: now,
-      rate: new RateWindow(DEFAULTS.health.rateWindow),
+      ratio: undefined,
+      rate: new RateWindow(this.config(w.model)?.rateWindow ?? DEFAULTS.health.rateWindow),
       ttft: new TtftTracker(),
     };
     this.tracked.set(w.id, t);
     this.applyWeight(t);
     this.ports.telemetry.health.worker(w, health.state, health.breaker);
     if (t.dirty) this.persist(t);
-    this.schedule(t);
+    if (this.running) this.resume(t);
     return t;
+  }
+
+  /**
+   * Carry on with a worker as its state says: probes, and for one a restart found DRAINING or DEAD
+   * (its drain or replacement was cut short), the drain or the replacement.
+   */
+  private resume(t: Tracked): void {
+    this.schedule(t);
+    if (t.health.state === 'draining') this.spawn(`draining ${t.info.id}`, this.drain(t));
+    if (t.health.state === 'dead') this.recovery.dead(t, 'dead');
+  }
+
+  private asleep(t: Tracked): boolean {
+    return this.ports.workers.isAsleep(t.info.model, t.info.version);
   }
 
   // ---- probes --------------------------------------------------------------------------------
@@ -172,7 +196,8 @@ export class HealthController implements HealthHost {
     let ms: number;
     if (h.state === 'draining' || h.state === 'dead') return;
     if (h.state === 'unhealthy' && h.breaker === 'open') return; // the tick turns it half-open
-    if (h.state === 'pending' || (h.state === 'unhealthy' && !isTrial(h))) ms = 0;
+    // a worker that must prove itself (admission, half-open) soon, not back to back; an asleep one is only looked at again later
+    if (!this.asleep(t) && (h.state === 'pending' || (h.state === 'unhealthy' && !isTrial(h)))) ms = DEFAULTS.health.probeGapMs;
     else ms = cfg.intervalMs * (1 + cfg.jitter * (2 * this.rand() - 1));
     t.cancelProbe = this.ports.clock.after(ms, () => this.spawn(`probing ${t.info.id}`, this.probe(t)));
   }
@@ -181,15 +206,17 @@ export class HealthController implements HealthHost {
     t.cancelProbe = undefined;
     if (t.busy || this.tracked.get(t.info.id) !== t) return;
     const cfg = this.config(t.info.model);
-    if (!cfg) return;
+    // an asleep engine answers nothing by design: no verdict until it is awake
+    if (!cfg || this.asleep(t)) return this.schedule(t);
     t.busy = true;
     try {
       const set = await this.probeSet(t.info.model, t.info.version);
-      if (set === undefined) return; // recording failed (an event says why); tried again next time
+      if (set === undefined) return; // not recorded (an event says why); tried again after a back-off
       const h = t.health;
       const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
-      const obs = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check);
-      if (this.tracked.get(t.info.id) === t) this.observe(t, obs);
+      const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check, this.poolRatio(t));
+      t.ratio = r.ratio;
+      if (r.obs !== undefined && this.tracked.get(t.info.id) === t && !this.asleep(t)) this.observe(t, r.obs);
     } finally {
       t.busy = false;
       if (this.tracked.get(t.info.id) === t) this.schedule(t);
@@ -208,10 +235,12 @@ export class HealthController implements HealthHost {
     }
     let p = this.recording.get(key);
     if (p === undefined) {
-      const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving');
+      const retry = this.recordRetry.get(key);
+      if (retry && this.ports.clock.now() < retry.at) return undefined;
+      const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
       p = this.record(v, serving)
         .catch((err: unknown) => {
-          this.ports.emit({ kind: 'probe_set_failed', model, version, message: `recording the probe set of ${key}: ${toGlidepathError(err).message}` });
+          this.recordFailed(key, err);
           return undefined;
         })
         .finally(() => this.recording.delete(key));
@@ -220,13 +249,41 @@ export class HealthController implements HealthHost {
     return p;
   }
 
+  /** A recording failed: said loudly (event, webhooks), tried again after a back-off doubling up to the probe interval. */
+  private recordFailed(key: string, err: unknown): void {
+    const [model, version] = key.split('/') as [string, string];
+    const failures = (this.recordRetry.get(key)?.failures ?? 0) + 1;
+    const wait = Math.min(this.config(model)?.intervalMs ?? DEFAULTS.health.intervalMs, DEFAULTS.health.recordRetryMs * 2 ** (failures - 1));
+    this.recordRetry.set(key, { at: this.ports.clock.now() + wait, failures });
+    const e = {
+      kind: 'probe_set_failed',
+      model,
+      version,
+      message: `recording the probe set of ${key} failed: ${toGlidepathError(err).message}; its workers are not probed until it is recorded (next try in ${wait} ms)`,
+      at: this.ports.clock.now(),
+    };
+    this.ports.emit(e);
+    this.spawn('notifying', this.ports.notify(e));
+  }
+
+  /** The median latency ratio of the other serving workers of the version at their last probe (NaN when none is known). */
+  private poolRatio(t: Tracked): number {
+    const rs: number[] = [];
+    for (const o of this.tracked.values())
+      if (o !== t && o.info.model === t.info.model && o.info.version === t.info.version && o.ratio !== undefined) rs.push(o.ratio);
+    if (rs.length === 0) return NaN;
+    rs.sort((a, b) => a - b);
+    return rs[Math.floor((rs.length - 1) / 2)] as number;
+  }
+
   /** Record and store a version's probe set from `workers`; dissenting workers are marked corrupt. */
   async record(v: Version, workers: readonly WorkerInfo[], actor = ACTOR): Promise<ProbeSet> {
     const cfg = this.config(v.model);
-    if (!cfg) throw new Error(`health is off for ${v.model}`);
+    if (!cfg) throw new ConflictError('health_disabled', `health is off for ${v.model} (models[].health.enabled: false): nothing records or checks probes`);
     const r = await recordFrom(this.ports, workers, cfg, v.probeReference);
     await this.ports.versions.setProbes(v.model, v.id, r.set);
     this.sets.set(`${v.model}/${v.id}`, r.set);
+    this.recordRetry.delete(`${v.model}/${v.id}`);
     const why = r.set.basis === 'single' ? ' from a single worker and no probe_reference: nothing checked it' : '';
     this.ports.emit({
       kind: r.set.basis === 'single' ? 'probe_set_unverified' : 'probe_set_recorded',
@@ -258,7 +315,9 @@ export class HealthController implements HealthHost {
       this.sets.set(`${v.model}/${v.id}`, v.probes);
       return;
     }
-    await this.record(v, serving.length > 0 ? serving : workers);
+    // a recording that fails does not fail the load (the version serves; its workers are watched by
+    // traffic and exits meanwhile); it is said loudly and tried again
+    await this.record(v, serving.length > 0 ? serving : workers).catch((err: unknown) => this.recordFailed(`${v.model}/${v.id}`, err));
   }
 
   /** Pin an operator's probe set (never re-recorded by a deployment). */
@@ -272,7 +331,7 @@ export class HealthController implements HealthHost {
   async rerecord(model: string, version: string, actor: { name: string }): Promise<ProbeSet> {
     const v = await this.ports.versions.get(model, version);
     const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
-    if (serving.length === 0) throw new Error(`${model}/${version} has no serving worker to record from`);
+    if (serving.length === 0) throw new ConflictError('no_serving_worker', `${model}/${version} has no live serving worker to record the probe set from`);
     return this.record(v, serving, actor);
   }
 
@@ -304,7 +363,7 @@ export class HealthController implements HealthHost {
     const reason = FAULTS[f.code];
     const t = this.tracked.get(f.worker);
     const cfg = this.config(f.model);
-    if (reason === undefined || t === undefined || !cfg?.passive) return;
+    if (reason === undefined || t === undefined || !cfg?.passive || this.asleep(t)) return;
     t.rate.push(true);
     this.ports.telemetry.health.passiveFailure(f.model, f.version, reason);
     const rateTripped = t.rate.tripped(cfg.failureRate, cfg.rateMinCalls);
@@ -364,8 +423,11 @@ export class HealthController implements HealthHost {
     if (!cfg) return;
     const prev = t.health;
     const set = this.sets.get(`${t.info.model}/${t.info.version}`);
-    const next = step(prev, o, { now: this.ports.clock.now(), settings: this.settings(t, cfg), admitAfter: set?.probes.length ?? 1 });
+    const now = this.ports.clock.now();
+    let next = step(prev, o, { now, settings: this.settings(t, cfg), admitAfter: set?.probes.length ?? 1 });
     if (next === prev) return;
+    if (o.kind !== 'exited' && this.capped(t, prev, next, cfg)) next = heldIn(prev, next, now);
+    if (prev.breaker !== 'closed' && next.breaker === 'closed') t.rate.reset();
     t.health = next;
     // per-request counters (a run of failed requests) are not worth a write each: they go with the next one
     const material = next.state !== prev.state || next.breaker !== prev.breaker || next.failures !== prev.failures || next.trialLeft !== prev.trialLeft;
@@ -376,11 +438,39 @@ export class HealthController implements HealthHost {
     this.transitioned(t, prev, next);
   }
 
-  /** The data plane's weight for the worker, when it changed. */
+  /**
+   * The ejection cap: would this change take one more serving worker out of rotation than
+   * `max_ejected_share` of its version allows (at least one may always go)? Reported once per interval.
+   */
+  private capped(t: Tracked, prev: WorkerHealth, next: WorkerHealth, cfg: HealthConfig): boolean {
+    if (t.info.role !== 'serving' || routingWeightOf('serving', prev) === 0 || routingWeightOf('serving', next) > 0) return false;
+    const serving = [...this.tracked.values()].filter((o) => o.info.model === t.info.model && o.info.version === t.info.version && o.info.role === 'serving');
+    const out = serving.filter((o) => o !== t && o.weight === 0).length;
+    if (out + 1 <= Math.max(1, Math.floor(cfg.maxEjectedShare * serving.length))) return false;
+    const key = `${t.info.model}/${t.info.version}`;
+    const now = this.ports.clock.now();
+    if (now - (this.capReported.get(key) ?? -Infinity) >= cfg.intervalMs) {
+      this.capReported.set(key, now);
+      const f = next.lastFailure;
+      const corruption = f?.reason === 'token_mismatch' || f?.reason === 'logprob_drift';
+      const e = {
+        kind: corruption ? 'probe_set_suspect' : 'ejection_capped',
+        model: t.info.model,
+        version: t.info.version,
+        message: `${t.info.id} failed (${f?.reason ?? 'unknown'}: ${f?.detail ?? ''}) but ${out} of ${serving.length} serving worker(s) are already out, the most max_ejected_share ${cfg.maxEjectedShare} allows: it stays in at reduced weight${corruption ? '. Several workers answering the probes otherwise at once is likelier a probe set that no longer fits the engine than silent corruption everywhere: check it (glidepath probes show) and record it again' : ''}`,
+        at: now,
+      };
+      this.ports.emit(e);
+      this.spawn('notifying', this.ports.notify(e));
+    }
+    return true;
+  }
+
+  /** The data plane's weight for the worker, when it changed (a trial's pick budget goes with the change into the trial). */
   applyWeight(t: Tracked): void {
     const w = routingWeightOf(t.info.role, t.health);
+    if (w === t.weight) return;
     const budget = isTrial(t.health) && t.info.role === 'serving' ? t.health.trialLeft : Infinity;
-    if (w === t.weight && budget === Infinity) return;
     t.weight = w;
     try {
       this.ports.workers.setWeight(t.info, w, budget);
@@ -410,7 +500,7 @@ export class HealthController implements HealthHost {
       ),
     );
     if (next.state === 'draining') this.spawn(`draining ${w.id}`, this.drain(t));
-    if (next.state === 'dead') this.recovery.dead(t);
+    if (next.state === 'dead') this.recovery.dead(t, prev.state);
     if (prev.state === 'unhealthy' && next.state === 'unhealthy') this.schedule(t); // open ↔ half-open
     if (next.state !== prev.state) this.schedule(t);
     this.checkVersion(w.model, w.version);

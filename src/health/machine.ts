@@ -19,6 +19,8 @@
 // - soft — it answers right but slowly (latency_spike, ttft_outlier): SUSPICIOUS, weight halved,
 //   never unhealthy by latency alone (a throttled GPU still serves).
 
+import { DEFAULTS } from '../defaults.js';
+
 export type WorkerHealthState = 'pending' | 'healthy' | 'suspicious' | 'unhealthy' | 'draining' | 'dead';
 export type BreakerState = 'closed' | 'open' | 'half_open';
 export type Severity = 'critical' | 'hard' | 'soft';
@@ -134,7 +136,7 @@ export function routingWeight(h: WorkerHealth, trialWeight: number): number {
     case 'healthy':
       return 1;
     case 'suspicious':
-      return 0.5;
+      return DEFAULTS.health.suspiciousWeight;
     case 'unhealthy':
       return isTrial(h) ? trialWeight : 0;
     default:
@@ -286,6 +288,26 @@ export function step(h: WorkerHealth, o: Observation, c: StepContext): WorkerHea
 
 function ema(prev: number | null, x: number, alpha: number): number {
   return prev === null ? x : alpha * x + (1 - alpha) * prev;
+}
+
+/**
+ * The ejection cap (DEFAULTS.health.maxEjectedShare): the worker would have been taken out of
+ * rotation, but too much of its version already is. It stays in at suspicious weight with the failure
+ * recorded, its breaker closed; the next probes decide again.
+ */
+export function heldIn(prev: WorkerHealth, next: WorkerHealth, now: number): WorkerHealth {
+  return {
+    ...prev,
+    state: 'suspicious',
+    breaker: 'closed',
+    since: prev.state === 'suspicious' ? prev.since : now,
+    failures: next.failures,
+    trafficFailures: 0,
+    passes: 0,
+    openUntil: null,
+    trialLeft: 0,
+    lastFailure: next.lastFailure,
+  };
 }
 
 /** The seed's numeric encoding for the gauge (0 healthy … 4 dead; -1 pending: not judged yet). */

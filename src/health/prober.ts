@@ -11,12 +11,13 @@ import type { ProbeAnswer, Recorded } from './probe-set.js';
 /** What a probe is for: the `check` label of the probe histogram. */
 export type ProbeCheck = 'routine' | 'half_open' | 'admission' | 'record';
 
-/** One try: the answer read, or why there is none. */
-type Try = { ok: true; answer: ProbeAnswer; ms: number } | { ok: false; reason: 'timeout' | 'error'; detail: string; ms: number };
+/** One try: the answer read, or why there is none (`inconclusive`: the worker was saturated, nothing is known). */
+type Try = { ok: true; answer: ProbeAnswer; ms: number } | { ok: false; reason: 'timeout' | 'error' | 'inconclusive'; detail: string; ms: number };
 
 async function tryOnce(ports: ControllerPorts, w: WorkerInfo, p: ProbePrompt, cfg: HealthConfig, check: ProbeCheck): Promise<Try> {
   const o = await ports.workers.probe(w, probeBody(w.model, p), cfg.timeoutMs);
   ports.telemetry.health.probe(w.model, w.version, check, o.ms / 1000);
+  if (o.kind === 'inconclusive') return { ok: false, reason: 'inconclusive', detail: o.message, ms: o.ms };
   if (o.kind === 'failed') return { ok: false, reason: o.timeout ? 'timeout' : 'error', detail: o.message, ms: o.ms };
   if (o.status !== 200) return { ok: false, reason: 'error', detail: `answered ${o.status}: ${o.body.slice(0, 120)}`, ms: o.ms };
   const a = parseAnswer(o.body);
@@ -24,11 +25,19 @@ async function tryOnce(ports: ControllerPorts, w: WorkerInfo, p: ProbePrompt, cf
   return { ok: true, answer: a, ms: o.ms };
 }
 
+/** A probe's verdict (undefined: inconclusive, nothing to tell the state machine) and its latency against the worker's baseline. */
+export interface ProbeResult {
+  obs: Observation | undefined;
+  ratio: number | undefined;
+}
+
 /**
  * Probe a worker with one expectation: up to 1 + `retries` tries, the first pass wins (a transient
  * timeout, a near-tie on a busy engine or a GC pause must not count). Checks in order: answered at
- * all, tokens, logprobs, latency within `latencyFactor` × the worker's baseline. The observation for
- * the state machine, and the failure's reason for the metric.
+ * all, tokens, logprobs, latency within `latencyFactor` × the worker's baseline — unless `poolRatio`
+ * (the median latency ratio of the version's other workers) says the whole pool is that slow: load,
+ * not this worker. Tries the saturated worker could not take are inconclusive; all inconclusive, no
+ * observation.
  */
 export async function probeWorker(
   ports: ControllerPorts,
@@ -37,12 +46,14 @@ export async function probeWorker(
   h: WorkerHealth,
   cfg: HealthConfig,
   check: ProbeCheck,
-): Promise<Observation> {
-  let last: Observation | undefined;
+  poolRatio: number,
+): Promise<ProbeResult> {
+  let last: Extract<Observation, { kind: 'probe_fail' }> | undefined;
+  let ratio: number | undefined;
   for (let i = 0; i <= cfg.retries; i++) {
     const t = await tryOnce(ports, w, e, cfg, check);
     if (!t.ok) {
-      last = { kind: 'probe_fail', reason: t.reason, detail: `probe ${JSON.stringify(e.prompt)}: ${t.detail}` };
+      if (t.reason !== 'inconclusive') last = { kind: 'probe_fail', reason: t.reason, detail: `probe ${JSON.stringify(e.prompt)}: ${t.detail}` };
       continue;
     }
     const c = checkAnswer(e, t.answer);
@@ -51,7 +62,8 @@ export async function probeWorker(
       continue;
     }
     const base = h.baselineMs;
-    if (base !== null && t.ms > base * cfg.latencyFactor && t.ms - base > cfg.latencyFloorMs) {
+    ratio = base !== null && base > 0 ? t.ms / base : undefined;
+    if (base !== null && t.ms > base * cfg.latencyFactor && t.ms - base > cfg.latencyFloorMs && !(poolRatio >= cfg.latencyFactor)) {
       last = {
         kind: 'probe_fail',
         reason: 'latency_spike',
@@ -59,11 +71,16 @@ export async function probeWorker(
       };
       continue;
     }
-    return { kind: 'probe_pass', latencyMs: t.ms };
+    ports.telemetry.health.probeDone(w.model, w.version, check, 'pass');
+    return { obs: { kind: 'probe_pass', latencyMs: t.ms }, ratio };
   }
-  const fail = last as Extract<Observation, { kind: 'probe_fail' }>;
-  ports.telemetry.health.probeFailure(w.model, w.version, fail.reason);
-  return fail;
+  if (last === undefined) {
+    ports.telemetry.health.probeDone(w.model, w.version, check, 'inconclusive');
+    return { obs: undefined, ratio };
+  }
+  ports.telemetry.health.probeDone(w.model, w.version, check, 'fail');
+  ports.telemetry.health.probeFailure(w.model, w.version, last.reason);
+  return { obs: last, ratio };
 }
 
 /**

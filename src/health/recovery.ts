@@ -1,18 +1,20 @@
-// Recovery: keeps each loaded version at its replicas and hot spares. A dead worker is stopped (its
-// GPUs freed) and its place taken at once by a ready spare, or by a new worker started through the
-// provider — which takes traffic only after its admission probes pass; a failed start is retried
-// with back-off. Declarative (what is missing is recomputed from the live fleet every tick), so a
-// control plane killed halfway through a replacement finishes it after the restart.
+// Recovery: keeps each loaded version at its replicas and hot spares. A ready spare steps in at once
+// for a serving worker that takes no traffic (unhealthy or dead) and steps back when that worker
+// recovers; a dead worker is stopped (its GPUs freed) and a new one started through the provider,
+// which takes traffic only after its admission probes pass; a failed start, or a replacement that
+// fails admission, backs off. Declarative (what is missing is recomputed from the live fleet every
+// tick), so a control plane killed halfway through a replacement finishes it after the restart.
 import { DEFAULTS } from '../defaults.js';
 import { isLoaded } from '../domain/version.js';
 import { toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerRole } from '../rollout/ports.js';
-import type { HealthHost, Tracked } from './tracked.js';
+import type { WorkerHealthState } from './machine.js';
 import { newHealth } from './machine.js';
+import type { HealthHost, Tracked } from './tracked.js';
 
 const ACTOR = { name: 'health' };
 
-/** Per version: a start in flight, and the back-off after failed ones. */
+/** Per version: a start in flight, and the back-off after failed starts or failed admissions. */
 interface Starts {
   inFlight: boolean;
   failures: number;
@@ -25,37 +27,53 @@ export class Recovery {
   private readonly starts = new Map<string, Starts>();
   /** Dead workers being stopped, per version: nothing is started until their GPUs are free. */
   private readonly stopping = new Map<string, number>();
+  /** Workers being stopped (dead, or surplus spares), so none is stopped twice. */
+  private readonly stoppingIds = new Set<string>();
+  /** Serving replicas each version wants (from its registry record; refreshed by reconcileVersion). */
+  private readonly replicas = new Map<string, number>();
 
   constructor(
     private readonly ports: ControllerPorts,
     private readonly hc: HealthHost,
   ) {}
 
-  /** A worker died: a spare steps in, the dead one is stopped (unless it is a fixed endpoint, held out), and what is missing is started. */
-  dead(t: Tracked): void {
+  /**
+   * A worker died: a spare steps in at once, the dead one is stopped (unless it is a fixed endpoint,
+   * held out), and what is missing is started. A replacement that died in admission backs off.
+   */
+  dead(t: Tracked, from: WorkerHealthState): void {
     const w = t.info;
     const cfg = this.hc.config(w.model);
-    const replace = w.replaceable && (cfg?.replace ?? false);
+    const key = `${w.model}/${w.version}`;
+    const replace = w.replaceable && (cfg?.replace ?? false) && !this.ports.workers.isAsleep(w.model, w.version);
+    if (from === 'pending') this.backOff(this.startsOf(key));
     this.ports.emit({
       kind: 'worker_dead',
       model: w.model,
       version: w.version,
-      message: `worker ${w.id} is dead${t.health.lastFailure ? ` (${t.health.lastFailure.reason}: ${t.health.lastFailure.detail})` : ''}; ${replace ? 'replacing it' : w.replaceable ? 'replacement is off (health.replace: false): held out' : 'a fixed endpoint: held out, not replaced'}`,
+      message: `worker ${w.id} is dead${t.health.lastFailure ? ` (${t.health.lastFailure.reason}: ${t.health.lastFailure.detail})` : ''}; ${replace ? 'replacing it' : w.replaceable ? 'held out (replacement is off, or the version is asleep)' : 'a fixed endpoint: held out, not replaced'}`,
     });
     this.promoteSpares(w.model, w.version);
-    if (!replace) return;
-    const key = `${w.model}/${w.version}`;
+    if (!replace || this.stoppingIds.has(w.id)) return;
     this.stopping.set(key, (this.stopping.get(key) ?? 0) + 1);
     this.hc.spawn(
       `replacing ${w.id}`,
-      this.ports.workers
-        .stop(w)
+      this.stop(w.id, () => this.ports.workers.stop(w))
         .finally(() => this.stopping.set(key, (this.stopping.get(key) ?? 1) - 1))
-        .then(() => {
-          this.hc.sync();
-          return this.reconcileVersion(w.model, w.version);
-        }),
+        .then(() => this.reconcileVersion(w.model, w.version)),
     );
+  }
+
+  /** Stop a worker once (whoever asks again meanwhile is a no-op), then forget it. */
+  private async stop(id: string, fn: () => Promise<void>): Promise<void> {
+    if (this.stoppingIds.has(id)) return;
+    this.stoppingIds.add(id);
+    try {
+      await fn();
+    } finally {
+      this.stoppingIds.delete(id);
+      this.hc.sync();
+    }
   }
 
   /** Every tracked version: its replicas and spares. */
@@ -63,37 +81,49 @@ export class Recovery {
     const versions = new Map<string, [string, string]>();
     for (const t of this.hc.tracked.values()) versions.set(`${t.info.model}/${t.info.version}`, [t.info.model, t.info.version]);
     for (const [model, version] of versions.values()) await this.reconcileVersion(model, version);
+    for (const k of this.starts.keys()) if (!versions.has(k)) this.starts.delete(k);
+    for (const k of this.replicas.keys()) if (!versions.has(k)) this.replicas.delete(k);
   }
 
-  private version(model: string, version: string): { serving: Tracked[]; spares: Tracked[] } {
-    const ts = [...this.hc.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && alive(t));
-    return { serving: ts.filter((t) => t.info.role === 'serving'), spares: ts.filter((t) => t.info.role === 'spare') };
+  private workers(model: string, version: string, role: WorkerRole): Tracked[] {
+    return [...this.hc.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && t.info.role === role && alive(t));
   }
 
-  /** Ready spares take the place of missing serving workers, at once (no start, no lock: weights and a role). */
+  private setRole(s: Tracked, role: WorkerRole, why: string): void {
+    const { model, version } = s.info;
+    s.info = { ...s.info, role };
+    this.hc.applyWeight(s);
+    this.ports.telemetry.health.worker(s.info, s.health.state, s.health.breaker);
+    this.ports.emit({ kind: role === 'serving' ? 'spare_promoted' : 'spare_demoted', model, version, message: why });
+    this.hc.spawn(
+      `${role === 'serving' ? 'promoting' : 'demoting'} ${s.info.id}`,
+      this.ports.audited(ACTOR, role === 'serving' ? 'worker.promote_spare' : 'worker.demote_to_spare', s.info.id, { model, version }, () =>
+        this.ports.workers.setRole(s.info, role),
+      ),
+    );
+  }
+
+  /**
+   * Ready spares take the place of serving workers that take no traffic, at once (no start, no lock:
+   * weights and a role); when more serving workers take traffic than wanted (one recovered), the
+   * one that came back last steps back to spare.
+   */
   private promoteSpares(model: string, version: string): void {
     const want = this.replicas.get(`${model}/${version}`);
     if (want === undefined) return;
-    const { serving, spares } = this.version(model, version);
-    let deficit = want - serving.length;
-    for (const s of spares) {
-      if (deficit <= 0) return;
+    const up = this.workers(model, version, 'serving').filter((t) => t.weight > 0);
+    let deficit = want - up.length;
+    for (const s of this.workers(model, version, 'spare')) {
+      if (deficit <= 0) break;
       if (s.health.state !== 'healthy') continue;
       deficit--;
-      s.info = { ...s.info, role: 'serving' };
-      this.hc.applyWeight(s);
-      this.ports.telemetry.health.worker(s.info, s.health.state, s.health.breaker);
       this.ports.telemetry.health.replacement(model, version, 'spare');
-      this.ports.emit({ kind: 'spare_promoted', model, version, message: `spare ${s.info.id} took a dead worker's place in ${model}/${version}` });
-      this.hc.spawn(
-        `promoting ${s.info.id}`,
-        this.ports.audited(ACTOR, 'worker.promote_spare', s.info.id, { model, version }, () => this.ports.workers.setRole(s.info, 'serving')),
-      );
+      this.setRole(s, 'serving', `spare ${s.info.id} took the place of a serving worker of ${model}/${version} that takes no traffic`);
     }
+    const surplus = [...up].sort((a, b) => b.health.since - a.health.since).slice(0, Math.max(0, -deficit));
+    for (const s of surplus)
+      this.setRole(s, 'spare', `${s.info.id} of ${model}/${version} is healthy again; ${want} serving worker(s) take traffic without it: back to spare`);
   }
-
-  /** Serving replicas each version wants (from its registry record; refreshed by reconcileVersion). */
-  private readonly replicas = new Map<string, number>();
 
   async reconcileVersion(model: string, version: string): Promise<void> {
     const cfg = this.hc.config(model);
@@ -102,30 +132,59 @@ export class Recovery {
     const v = await this.ports.versions.get(model, version).catch(() => undefined);
     if (v === undefined || !isLoaded(v) || this.ports.workers.isAsleep(model, version)) return;
     const wantSpares = v.spares ?? 0;
-    const isStatic = v.provider.kind === 'static';
     this.replicas.set(key, v.provider.kind === 'static' ? v.provider.endpoints.length - wantSpares : v.replicas);
     this.promoteSpares(model, version);
-    const { serving, spares } = this.version(model, version);
+    const spares = this.workers(model, version, 'spare');
     this.ports.telemetry.health.spares(model, version, spares.filter((s) => s.health.state === 'healthy').length, wantSpares);
-    if (isStatic || !cfg.replace) return;
-    const st = this.starts.get(key) ?? { inFlight: false, failures: 0, nextAt: 0 };
-    this.starts.set(key, st);
+    if (v.provider.kind === 'static' || !cfg.replace) return;
+    // spares beyond the wanted (after a serving worker stepped back): the newest go, which never served (no request to cut)
+    const surplus = [...spares].sort((a, b) => a.info.startedAt - b.info.startedAt).slice(wantSpares);
+    for (const s of surplus)
+      this.hc.spawn(
+        `stopping the surplus spare ${s.info.id}`,
+        this.stop(s.info.id, () => this.ports.workers.stop(s.info)),
+      );
+    const st = this.startsOf(key);
     if (st.inFlight || (this.stopping.get(key) ?? 0) > 0 || this.ports.clock.now() < st.nextAt) return;
+    const serving = this.workers(model, version, 'serving');
     const role: WorkerRole | undefined = serving.length < v.replicas ? 'serving' : spares.length < wantSpares ? 'spare' : undefined;
     if (role === undefined) return;
     st.inFlight = true;
     this.hc.spawn(`starting a ${role} worker of ${key}`, this.start(model, version, role, st));
   }
 
-  /** Start one worker (pending: admitted by its probes); on failure back off; a version unloaded meanwhile gets it stopped again. */
+  private startsOf(key: string): Starts {
+    let st = this.starts.get(key);
+    if (!st) this.starts.set(key, (st = { inFlight: false, failures: 0, nextAt: 0 }));
+    return st;
+  }
+
+  private backOff(st: Starts): number {
+    st.failures++;
+    const wait = Math.min(DEFAULTS.health.replaceBackoffMaxMs, DEFAULTS.health.replaceBackoffMs * 2 ** (st.failures - 1));
+    st.nextAt = this.ports.clock.now() + wait;
+    return wait;
+  }
+
+  /** Loaded and awake, checked under the model's lock: no unload, sleep or redeploy of the model is half done. */
+  private usable(model: string, version: string): Promise<boolean> {
+    return this.ports.exclusive(model, async () => {
+      const v = await this.ports.versions.get(model, version).catch(() => undefined);
+      return v !== undefined && isLoaded(v) && !this.ports.workers.isAsleep(model, version);
+    });
+  }
+
+  /**
+   * Start one worker (pending: admitted by its probes). The version is checked under the model's
+   * lock before and after (the start itself holds no lock: a rollback must not wait for a worker to
+   * load); one unloaded or put to sleep meanwhile gets the new worker stopped again.
+   */
   private async start(model: string, version: string, role: WorkerRole, st: Starts): Promise<void> {
     const key = `${model}/${version}`;
     try {
+      if (!(await this.usable(model, version))) return;
       const w = await this.ports.workers.start(model, version, role, newHealth('pending', this.ports.clock.now()));
-      st.failures = 0;
-      st.nextAt = 0;
-      const v = await this.ports.versions.get(model, version);
-      if (!isLoaded(v)) {
+      if (!(await this.usable(model, version))) {
         await this.ports.workers.stop(w);
         return;
       }
@@ -139,9 +198,7 @@ export class Recovery {
       await this.ports.audited(ACTOR, role === 'spare' ? 'worker.start_spare' : 'worker.replace', w.id, { model, version }, () => Promise.resolve());
       this.hc.sync();
     } catch (err) {
-      st.failures++;
-      const wait = Math.min(DEFAULTS.health.replaceBackoffMaxMs, DEFAULTS.health.replaceBackoffMs * 2 ** (st.failures - 1));
-      st.nextAt = this.ports.clock.now() + wait;
+      const wait = this.backOff(st);
       const e = toGlidepathError(err);
       this.ports.emit({
         kind: 'worker_start_failed',

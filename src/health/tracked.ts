@@ -19,6 +19,8 @@ export interface Tracked {
   /** Changed since it was last persisted (counters only: flushed with a later tick). */
   dirty: boolean;
   persistedAt: number;
+  /** The last probe's latency over the worker's baseline (the pool's median of these tells load from a slow worker). */
+  ratio: number | undefined;
   readonly rate: RateWindow;
   readonly ttft: TtftTracker;
 }
@@ -53,6 +55,14 @@ export class RateWindow {
     this.ring[i] = failed ? 1 : 0;
     if (failed) this.failed++;
     this.next = i + 1 === this.ring.length ? 0 : i + 1;
+  }
+
+  /** Forget (a breaker that closed starts from a clean window). */
+  reset(): void {
+    this.ring.fill(0);
+    this.next = 0;
+    this.filled = 0;
+    this.failed = 0;
   }
 
   /** At least `minCalls` outcomes, and `rate` or more of them failures. */

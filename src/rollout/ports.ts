@@ -148,6 +148,8 @@ export interface HealthMetricsPort {
   worker(w: WorkerInfo, state: WorkerHealthState, breaker: BreakerState): void;
   forget(w: WorkerInfo): void;
   probe(model: string, version: string, check: string, seconds: number): void;
+  /** A probe done (its tries together): outcome pass, fail or inconclusive. */
+  probeDone(model: string, version: string, check: string, outcome: string): void;
   probeFailure(model: string, version: string, reason: FailureReason): void;
   passiveFailure(model: string, version: string, reason: FailureReason): void;
   replacement(model: string, version: string, reason: string): void;

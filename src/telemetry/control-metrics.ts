@@ -18,6 +18,7 @@ export class HealthMetrics {
   private readonly breaker: Gauge<'model' | 'version' | 'worker'>;
   private readonly probeSeconds: Histogram<'model' | 'version' | 'check'>;
   private readonly probeFailures: Counter<'model' | 'version' | 'reason'>;
+  private readonly probes: Counter<'model' | 'version' | 'check' | 'outcome'>;
   private readonly passiveFailures: Counter<'model' | 'version' | 'reason'>;
   private readonly replacements: Counter<'model' | 'version' | 'reason'>;
   private readonly sparesReady: Gauge<'model' | 'version'>;
@@ -47,6 +48,12 @@ export class HealthMetrics {
       help: 'Health probe round trips, by check (routine, half_open, admission, record).',
       labelNames: ['model', 'version', 'check'] as const,
       buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+      registers,
+    });
+    this.probes = new Counter({
+      name: 'glidepath_health_probes_total',
+      help: 'Health probes done (retries included in one), by check and outcome: pass, fail, inconclusive (the worker was saturated: nothing known).',
+      labelNames: ['model', 'version', 'check', 'outcome'] as const,
       registers,
     });
     this.probeFailures = new Counter({
@@ -116,6 +123,10 @@ export class HealthMetrics {
 
   probe(model: string, version: string, check: string, seconds: number): void {
     this.probeSeconds.labels(model, version, check).observe(seconds);
+  }
+
+  probeDone(model: string, version: string, check: string, outcome: string): void {
+    this.probes.labels(model, version, check, outcome).inc();
   }
 
   probeFailure(model: string, version: string, reason: string): void {

@@ -272,7 +272,7 @@ describe('worker health (e2e, real glidepath up, 4 simulated workers, probes eve
     const probes = async () => {
       const m = await metrics(up);
       let n = 0;
-      for (const x of m.matchAll(/glidepath_health_probe_duration_seconds_count\{[^}]*check="routine"[^}]*\} (\d+)/g)) n += Number(x[1]);
+      for (const x of m.matchAll(/glidepath_health_probes_total\{[^}]*check="routine"[^}]*\} (\d+)/g)) n += Number(x[1]);
       return n;
     };
     const deadline = Date.now() + 60_000;

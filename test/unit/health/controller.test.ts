@@ -2,6 +2,7 @@
 // the routing weights it sets, drains, replacements, spares, and what survives a restart.
 import { afterEach, describe, expect, it } from 'vitest';
 import { HealthController } from '../../../src/health/controller.js';
+import { newHealth } from '../../../src/health/machine.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
 
 const INTERVAL = 2_000;
@@ -94,8 +95,8 @@ describe('health controller', () => {
     expect(state(hc, w.id)).toBe('unhealthy/open');
     expect(w.weight).toBe(0);
     w.mode = 'ok';
-    await advance(10_000);
-    // two half-open probes pass, then a trickle of real traffic (budget 5) is tried
+    await advance(11_000);
+    // two half-open probes pass (250 ms apart), then a trickle of real traffic (budget 5) is tried
     expect(state(hc, w.id)).toBe('unhealthy/half_open');
     expect(w.weight).toBe(0.1);
     expect(w.budget).toBe(5);
@@ -163,6 +164,51 @@ describe('health controller', () => {
     expect(await fleet.metricsText()).toMatch(/glidepath_worker_replacements_total\{model="chat",version="v1",reason="spare"\} 1/);
   });
 
+  it('an asleep version is not probed nor judged (an asleep engine answers nothing by design), and not replaced', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    fleet.asleep.set('chat/v1', 1);
+    for (const w of fleet.live('chat', 'v1')) w.mode = 'error';
+    const before = fleet.live('chat', 'v1').map((w) => w.probes);
+    await advance(10 * INTERVAL);
+    expect(fleet.live('chat', 'v1').map((w) => w.probes)).toEqual(before);
+    fleet.fault({ model: 'chat', version: 'v1', worker: 'chat/v1/0', code: 'upstream_error' });
+    expect([...hc.tracked.values()].map((t) => t.health.state)).toEqual(['healthy', 'healthy', 'healthy', 'healthy']);
+    expect(fleet.log.filter((l) => l.startsWith('stop ') || l.startsWith('start '))).toEqual([]);
+  });
+
+  it('a spare steps in for an unhealthy worker (not only a dead one), and steps back when that worker recovers', async () => {
+    const { fleet, hc, advance } = await start({ replicas: 3, spares: 1 });
+    await advance(INTERVAL);
+    const w = fleet.worker('chat/v1/0');
+    w.mode = 'timeout';
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('unhealthy/open');
+    expect(fleet.worker('chat/v1/3')).toMatchObject({ role: 'serving', weight: 1 });
+    w.mode = 'ok';
+    // half-open after 10 s: two probes, then (no traffic in this test) as many passing probes again close it
+    await advance(20_000);
+    expect(state(hc, w.id)).toBe('healthy/closed');
+    // four serving workers take traffic where three are wanted: the one that came back last is the spare again
+    expect(w).toMatchObject({ role: 'spare', weight: 0 });
+    expect(fleet.eventKinds('spare_demoted')).toHaveLength(1);
+  });
+
+  it('restart: a worker the restart found DRAINING is drained, declared dead and replaced (its replacement was cut short)', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    hc.shutdown();
+    const draining = { ...newHealth('healthy', 0), state: 'draining' as const, breaker: 'open' as const, corrupt: true };
+    fleet.worker('chat/v1/1').health = draining;
+    const hc2 = new HealthController(fleet.ports(), { tickMs: 1_000, rand: () => 0.5 });
+    controllers.push(hc2);
+    hc2.run();
+    await fleet.clock.advance(2_000, () => hc2.whenIdle());
+    expect(fleet.log).toContain('drain chat/v1/1 abort');
+    expect(fleet.log).toContain('stop chat/v1/1');
+    expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start chat/v1/4 serving']);
+  });
+
   it('a replacement that fails to start is retried with back-off', async () => {
     const { fleet, advance } = await start();
     await advance(INTERVAL);
@@ -181,8 +227,20 @@ describe('health controller', () => {
     expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start chat/v1/4 serving']);
   });
 
+  it('the ejection cap: when every worker fails the same probe at once (a probe set that no longer fits), at most half are taken out, and it is said loudly', async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    for (const w of fleet.live('chat', 'v1')) w.mode = 'corrupt';
+    await advance(INTERVAL);
+    const out = fleet.live('chat', 'v1').filter((w) => w.weight === 0);
+    expect(out.length).toBeLessThanOrEqual(2);
+    expect([...hc.tracked.values()].filter((t) => t.info.role === 'serving' && t.weight > 0).length).toBeGreaterThanOrEqual(2);
+    expect(fleet.eventKinds('probe_set_suspect')).toHaveLength(1);
+    expect(fleet.notified.map((n) => n.kind)).toContain('probe_set_suspect');
+  });
+
   it('a version whose workers are all unhealthy is reported loudly (event, webhook), once', async () => {
-    const { fleet, advance } = await start({ replicas: 2, health: { replace: false } });
+    const { fleet, advance } = await start({ replicas: 2, health: { replace: false, max_ejected_share: 1 } });
     await advance(INTERVAL);
     for (const w of fleet.live('chat', 'v1')) w.mode = 'timeout';
     await advance(4 * INTERVAL);
