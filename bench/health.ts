@@ -7,6 +7,8 @@
 //      hang, a 3× slowdown, a crash; from the fault's injection to the health event that acts on it.
 //   C. Time to capacity restored after a kill -9 of a worker: with a hot spare (exit → spare serving)
 //      and without (exit → its replacement admitted by its probes).
+//   D. False positives: a healthy fleet under load probed 10,000 times: drains (must be 0) and the
+//      false-suspicion rate.
 // Writes bench/results/health.md and health.json. Loopback only; every process is stopped at the end.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -39,7 +41,7 @@ interface Up {
   stop(): Promise<void>;
 }
 
-function configYaml(dir: string, o: { replicas: number; spares?: number; health: Record<string, unknown> }): string {
+function configYaml(dir: string, o: { replicas: number; spares?: number; health: Record<string, unknown>; interTokenMs?: number }): string {
   return [
     'server:',
     `  data_dir: ${JSON.stringify(path.join(dir, 'state'))}`,
@@ -52,7 +54,7 @@ function configYaml(dir: string, o: { replicas: number; spares?: number; health:
     '      - id: v1',
     `        replicas: ${o.replicas}`,
     ...(o.spares ? [`        spares: ${o.spares}`] : []),
-    '        provider: { kind: sim, sim: { seed: 5, inter_token_ms: 10, jitter: 0 } }',
+    `        provider: { kind: sim, sim: { seed: 5, inter_token_ms: ${o.interTokenMs ?? 10}, jitter: 0 } }`,
     '    route: { weights: { v1: 1 } }',
     '',
   ].join('\n');
@@ -309,6 +311,35 @@ async function restore(spares: number): Promise<number[]> {
   return out;
 }
 
+// ---- D. false positives -------------------------------------------------------------------------
+
+const FP_PROBES = 10_000;
+
+async function falsePositives(): Promise<{ probes: number; drains: number; suspicions: number; inconclusive: number; seconds: number }> {
+  // fast workers (1 ms/token) so that 10,000 probes take a minute or two: probes every 20 ms per worker
+  const u = await up({ replicas: 4, interTokenMs: 1, health: { interval_ms: 20 } });
+  try {
+    const l = load(u);
+    const t0 = performance.now();
+    while ((await probeCount(u)) < FP_PROBES && performance.now() - t0 < 600_000) await new Promise((r) => setTimeout(r, 500));
+    await l.stop();
+    const r = await request(`${u.data}/metrics`);
+    const text = await r.body.text();
+    let inconclusive = 0;
+    for (const m of text.matchAll(/glidepath_health_probes_total\{[^}]*outcome="inconclusive"[^}]*\} (\d+)/g)) inconclusive += Number(m[1]);
+    const changes = u.events.filter((e) => e.kind === 'worker_health');
+    return {
+      probes: await probeCount(u),
+      drains: changes.filter((e) => /unhealthy|draining|dead/.test(String(e.data?.to))).length,
+      suspicions: changes.filter((e) => e.data?.to === 'suspicious').length,
+      inconclusive,
+      seconds: (performance.now() - t0) / 1000,
+    };
+  } finally {
+    await u.stop();
+  }
+}
+
 async function main(): Promise<void> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build`);
   const started = new Date().toISOString();
@@ -316,6 +347,7 @@ async function main(): Promise<void> {
   const b = await detection();
   const withSpare = await restore(1);
   const without = await restore(0);
+  const fp = await falsePositives();
   const fmt = (xs: number[]) => `${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`;
   const md = [
     '# Worker health benchmark',
@@ -343,12 +375,16 @@ async function main(): Promise<void> {
     `| with a hot spare (exit → spare takes traffic) | ${fmt(withSpare)} |`,
     `| without (exit → replacement started, warmed and admitted by its probes) | ${fmt(without)} |`,
     '',
+    '## D. False positives: a healthy fleet under load',
+    '',
+    `${fp.probes} routine probes of 4 healthy workers under ${CLIENTS} streaming clients in ${fp.seconds.toFixed(0)} s (probes every 20 ms per worker): **${fp.drains} drain(s)**, ${fp.suspicions} suspicion(s) (false-suspicion rate ${(fp.suspicions / fp.probes).toExponential(2)} per probe), ${fp.inconclusive} inconclusive (the worker saturated: nothing concluded).`,
+    '',
   ].join('\n');
   mkdirSync(path.join(root, 'bench/results'), { recursive: true });
   writeFileSync(path.join(root, 'bench/results/health.md'), md);
   writeFileSync(
     path.join(root, 'bench/results/health.json'),
-    JSON.stringify({ started, overhead: a, detection: b, restore: { withSpare, without } }, null, 2) + '\n',
+    JSON.stringify({ started, overhead: a, detection: b, restore: { withSpare, without }, falsePositives: fp }, null, 2) + '\n',
   );
   console.log(md);
 }
