@@ -119,8 +119,16 @@ const ups: UpProcess[] = [];
 const logs: EventLog[] = [];
 
 beforeAll(() => ensureBuilt());
-afterAll(() => {
+afterAll(async () => {
   for (const l of logs) l.stop();
+  // workers started after `up` came up (replacements, spares) are known only to it: ask before it goes
+  for (const up of ups)
+    trackWorkerPids(
+      await workers(up).then(
+        (ws) => ws.map((w) => w.pid),
+        () => [],
+      ),
+    );
   cleanupAll();
   for (const d of dirs) removeDir(d);
   dirs = [];
