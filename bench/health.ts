@@ -16,7 +16,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
-import { parseSseEvent } from '../src/cli/client.js';
+import { readSse } from '../src/cli/client.js';
 import { quantileSorted } from '../src/domain/quantile.js';
 import { cpuMs, freePort, start, waitFor } from './lib/proc.js';
 import type { Proc } from './lib/proc.js';
@@ -77,17 +77,7 @@ async function up(o: Parameters<typeof configYaml>[1]): Promise<Up> {
   void (async () => {
     try {
       const res = await request(`${admin}/admin/v1/events`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' }, signal: ac.signal });
-      let buf = '';
-      res.body.setEncoding('utf8');
-      for await (const chunk of res.body as AsyncIterable<string>) {
-        buf += chunk;
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const e = parseSseEvent(buf.slice(0, i));
-          buf = buf.slice(i + 2);
-          if (e && e.data !== '') events.push(JSON.parse(e.data) as Up['events'][number]);
-        }
-      }
+      for await (const e of readSse(res.body)) if (e.data !== '') events.push(JSON.parse(e.data) as Up['events'][number]);
     } catch {
       // stopped
     }

@@ -210,6 +210,20 @@ export class AdminClient {
   }
 }
 
+/** The events of a server-sent event stream, as they arrive (the blocks between blank lines, parsed; comments skipped). */
+export async function* readSse(body: AsyncIterable<Buffer | string>): AsyncGenerator<SseEvent> {
+  let buf = '';
+  for await (const chunk of body) {
+    buf += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const ev = parseSseEvent(buf.slice(0, i));
+      buf = buf.slice(i + 2);
+      if (ev) yield ev;
+    }
+  }
+}
+
 /** One SSE event block → {event, data}; comments and blank blocks → undefined. */
 export function parseSseEvent(raw: string): SseEvent | undefined {
   let event = 'message';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
-import { parseSseEvent } from '../../src/cli/client.js';
+import { readSse } from '../../src/cli/client.js';
 import { pidAlive } from '../../src/providers/child.js';
 import { GATEWAY_NODE_FLAGS } from '../../src/cli/up/node-flags.js';
 
@@ -381,37 +381,11 @@ export async function waitForEvent(
   pred: (e: ControlEventView) => boolean = () => true,
   timeoutMs = 15_000,
 ): Promise<ControlEventView> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  const log = collectEvents(up);
   try {
-    const res = await request(`${up.adminUrl}/admin/v1/events`, {
-      headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' },
-      signal: ac.signal,
-    });
-    if (res.statusCode !== 200) throw new Error(`GET /events answered ${res.statusCode}`);
-    let buf = '';
-    res.body.setEncoding('utf8');
-    for await (const chunk of res.body as AsyncIterable<string>) {
-      buf += chunk;
-      let i: number;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const ev = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const sse = parseSseEvent(ev);
-        if (!sse || sse.data === '') continue;
-        const e = JSON.parse(sse.data) as ControlEventView;
-        if (e.kind === kind && pred(e)) {
-          ac.abort();
-          return e;
-        }
-      }
-    }
-    throw new Error(`event stream ended before a ${kind} event`);
-  } catch (err) {
-    if (ac.signal.aborted && (err as Error).name === 'AbortError') throw new Error(`no ${kind} event within ${timeoutMs} ms`);
-    throw err;
+    return await log.waitFor((e) => e.kind === kind && pred(e), kind, timeoutMs);
   } finally {
-    clearTimeout(timer);
+    log.stop();
   }
 }
 
@@ -437,18 +411,10 @@ export function collectEvents(up: UpProcess): EventLog {
         headers: { authorization: `Bearer ${up.token}`, accept: 'text/event-stream' },
         signal: ac.signal,
       });
-      let buf = '';
-      res.body.setEncoding('utf8');
-      for await (const chunk of res.body as AsyncIterable<string>) {
-        buf += chunk;
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const sse = parseSseEvent(buf.slice(0, i));
-          buf = buf.slice(i + 2);
-          if (!sse || sse.data === '') continue;
-          events.push(JSON.parse(sse.data) as ControlEventView & { at: number });
-          for (const w of waiters.splice(0)) w();
-        }
+      for await (const sse of readSse(res.body)) {
+        if (sse.data === '') continue;
+        events.push(JSON.parse(sse.data) as ControlEventView & { at: number });
+        for (const w of waiters.splice(0)) w();
       }
     } catch {
       // stopped, or up went away
