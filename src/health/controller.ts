@@ -11,36 +11,21 @@ import type { ControllerPorts, WorkerInfo } from '../rollout/ports.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';
 import { heldIn, isTrial, newHealth, step } from './machine.js';
-import type { MachineSettings, Observation, PassiveFailureReason, WorkerHealth } from './machine.js';
+import type { MachineSettings, Observation, WorkerHealth } from './machine.js';
 import { routingWeightOf } from './persisted.js';
 import { nextExpectation, probeWorker, recordFrom } from './prober.js';
 import type { ProbeCheck } from './prober.js';
+import { FAULTS, ttftOutliers } from './passive.js';
+import { ProbeSets } from './probe-sets.js';
 import { Recovery } from './recovery.js';
 import { RateWindow, TtftTracker } from './tracked.js';
 import type { HealthHost, Tracked } from './tracked.js';
-
-/** What a passive fault's error code means for the worker (codes not listed are not its fault). */
-const FAULTS: Partial<Record<WorkerFault['code'], PassiveFailureReason>> = {
-  upstream_connect_failed: 'reset',
-  upstream_closed: 'reset',
-  upstream_stream_broken: 'reset',
-  upstream_truncated: 'reset',
-  upstream_error: 'error',
-  upstream_invalid_json: 'error',
-  upstream_response_too_large: 'error',
-  upstream_malformed_stream: 'error',
-  upstream_timeout: 'timeout',
-  upstream_idle_timeout: 'stall',
-};
 
 const ACTOR = { name: 'health' };
 
 export class HealthController implements HealthHost {
   readonly tracked = new Map<string, Tracked>();
-  private readonly sets = new Map<string, ProbeSet>();
-  private readonly recording = new Map<string, Promise<ProbeSet | undefined>>();
-  /** model/version → when a failed recording may be tried again, and how many failed in a row. */
-  private readonly recordRetry = new Map<string, { at: number; failures: number }>();
+  private readonly probeSets: ProbeSets;
   /** model/version → when its ejection cap was last reported (once per probe interval). */
   private readonly capReported = new Map<string, number>();
   private readonly recovery: Recovery;
@@ -58,6 +43,7 @@ export class HealthController implements HealthHost {
   ) {
     this.rand = opts.rand ?? Math.random;
     this.recovery = new Recovery(ports, this);
+    this.probeSets = new ProbeSets(ports, this);
     // versions load during boot, before run(): their probe sets are recorded as they come up
     this.unsubs.push(ports.workers.onLoaded((v, ws) => this.recordAtLoad(v, ws)));
   }
@@ -140,7 +126,8 @@ export class HealthController implements HealthHost {
     }
     // what is kept per version goes with its last worker (an unloaded version's probe set is read again if it comes back)
     const versions = new Set([...this.tracked.values()].map((t) => `${t.info.model}/${t.info.version}`));
-    for (const m of [this.sets, this.recordRetry, this.capReported] as Map<string, unknown>[]) for (const k of m.keys()) if (!versions.has(k)) m.delete(k);
+    this.probeSets.prune(versions);
+    for (const k of this.capReported.keys()) if (!versions.has(k)) this.capReported.delete(k);
     for (const k of this.down) if (!versions.has(k)) this.down.delete(k);
   }
 
@@ -210,7 +197,7 @@ export class HealthController implements HealthHost {
     if (!cfg || this.asleep(t)) return this.schedule(t);
     t.busy = true;
     try {
-      const set = await this.probeSet(t.info.model, t.info.version);
+      const set = await this.probeSets.get(t.info.model, t.info.version, (v) => this.record(v, this.liveServing(v.model, v.id)));
       if (set === undefined) return; // not recorded (an event says why); tried again after a back-off
       const h = t.health;
       const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
@@ -223,47 +210,9 @@ export class HealthController implements HealthHost {
     }
   }
 
-  /** The version's probe set: cached, read from the registry, or recorded now from its serving workers. */
-  async probeSet(model: string, version: string): Promise<ProbeSet | undefined> {
-    const key = `${model}/${version}`;
-    const cached = this.sets.get(key);
-    if (cached) return cached;
-    const v = await this.ports.versions.get(model, version);
-    if (v.probes) {
-      this.sets.set(key, v.probes);
-      return v.probes;
-    }
-    let p = this.recording.get(key);
-    if (p === undefined) {
-      const retry = this.recordRetry.get(key);
-      if (retry && this.ports.clock.now() < retry.at) return undefined;
-      const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
-      p = this.record(v, serving)
-        .catch((err: unknown) => {
-          this.recordFailed(key, err);
-          return undefined;
-        })
-        .finally(() => this.recording.delete(key));
-      this.recording.set(key, p);
-    }
-    return p;
-  }
-
-  /** A recording failed: said loudly (event, webhooks), tried again after a back-off doubling up to the probe interval. */
-  private recordFailed(key: string, err: unknown): void {
-    const [model, version] = key.split('/') as [string, string];
-    const failures = (this.recordRetry.get(key)?.failures ?? 0) + 1;
-    const wait = Math.min(this.config(model)?.intervalMs ?? DEFAULTS.health.intervalMs, DEFAULTS.health.recordRetryMs * 2 ** (failures - 1));
-    this.recordRetry.set(key, { at: this.ports.clock.now() + wait, failures });
-    const e = {
-      kind: 'probe_set_failed',
-      model,
-      version,
-      message: `recording the probe set of ${key} failed: ${toGlidepathError(err).message}; its workers are not probed until it is recorded (next try in ${wait} ms)`,
-      at: this.ports.clock.now(),
-    };
-    this.ports.emit(e);
-    this.spawn('notifying', this.ports.notify(e));
+  /** A version's serving workers that are not dead (what a probe set is recorded from). */
+  private liveServing(model: string, version: string): WorkerInfo[] {
+    return this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
   }
 
   /** The median latency ratio of the other serving workers of the version at their last probe (NaN when none is known). */
@@ -282,8 +231,7 @@ export class HealthController implements HealthHost {
     if (!cfg) throw new ConflictError('health_disabled', `health is off for ${v.model} (models[].health.enabled: false): nothing records or checks probes`);
     const r = await recordFrom(this.ports, workers, cfg, v.probeReference);
     await this.ports.versions.setProbes(v.model, v.id, r.set);
-    this.sets.set(`${v.model}/${v.id}`, r.set);
-    this.recordRetry.delete(`${v.model}/${v.id}`);
+    this.probeSets.keep(v.model, v.id, r.set);
     const why = r.set.basis === 'single' ? ' from a single worker and no probe_reference: nothing checked it' : '';
     this.ports.emit({
       kind: r.set.basis === 'single' ? 'probe_set_unverified' : 'probe_set_recorded',
@@ -312,25 +260,24 @@ export class HealthController implements HealthHost {
     if (!this.config(v.model) || workers.length === 0) return;
     const serving = workers.filter((w) => w.role === 'serving');
     if (v.probes) {
-      this.sets.set(`${v.model}/${v.id}`, v.probes);
+      this.probeSets.keep(v.model, v.id, v.probes);
       return;
     }
     // a recording that fails does not fail the load (the version serves; its workers are watched by
     // traffic and exits meanwhile); it is said loudly and tried again
-    await this.record(v, serving.length > 0 ? serving : workers).catch((err: unknown) => this.recordFailed(`${v.model}/${v.id}`, err));
+    await this.record(v, serving.length > 0 ? serving : workers).catch((err: unknown) => this.probeSets.failed(v.model, v.id, err));
   }
 
   /** Pin an operator's probe set (never re-recorded by a deployment). */
   async pin(model: string, version: string, set: ProbeSet): Promise<ProbeSet> {
     await this.ports.versions.setProbes(model, version, set);
-    this.sets.set(`${model}/${version}`, set);
-    return set;
+    return this.probeSets.keep(model, version, set);
   }
 
   /** Record again from the version's serving workers now (an operator asked). */
   async rerecord(model: string, version: string, actor: { name: string }): Promise<ProbeSet> {
     const v = await this.ports.versions.get(model, version);
-    const serving = this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
+    const serving = this.liveServing(model, version);
     if (serving.length === 0) throw new ConflictError('no_serving_worker', `${model}/${version} has no live serving worker to record the probe set from`);
     return this.record(v, serving, actor);
   }
@@ -381,22 +328,9 @@ export class HealthController implements HealthHost {
     for (const ts of byVersion.values()) {
       const cfg = this.config((ts[0] as Tracked).info.model);
       if (!cfg?.passive) continue;
-      const ready = ts.filter((t) => t.ttft.count >= DEFAULTS.health.ttftMinRequests);
-      if (ready.length < 2) continue;
-      const emas = ready.map((t) => t.ttft.ema).sort((a, b) => a - b);
-      const median = emas[Math.floor((emas.length - 1) / 2)] as number;
-      for (const t of ready) {
-        const ema = t.ttft.ema;
-        t.ttft.reset();
-        if (ema > cfg.ttftOutlierFactor * median && ema - median > cfg.latencyFloorMs) {
-          this.ports.telemetry.health.passiveFailure(t.info.model, t.info.version, 'ttft_outlier');
-          this.observe(t, {
-            kind: 'traffic_fail',
-            reason: 'ttft_outlier',
-            detail: `time to first token ${ema.toFixed(0)} ms on average, ${(ema / median).toFixed(1)}× its pool's median ${median.toFixed(0)} ms`,
-            rateTripped: false,
-          });
-        }
+      for (const { t, detail } of ttftOutliers(ts, cfg)) {
+        this.ports.telemetry.health.passiveFailure(t.info.model, t.info.version, 'ttft_outlier');
+        this.observe(t, { kind: 'traffic_fail', reason: 'ttft_outlier', detail, rateTripped: false });
       }
     }
   }
@@ -422,7 +356,7 @@ export class HealthController implements HealthHost {
     const cfg = this.config(t.info.model);
     if (!cfg) return;
     const prev = t.health;
-    const set = this.sets.get(`${t.info.model}/${t.info.version}`);
+    const set = this.probeSets.cached(t.info.model, t.info.version);
     const now = this.ports.clock.now();
     let next = step(prev, o, { now, settings: this.settings(t, cfg), admitAfter: set?.probes.length ?? 1 });
     if (next === prev) return;
