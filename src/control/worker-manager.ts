@@ -14,7 +14,7 @@ import type { Providers, WorkerHandle } from '../providers/index.js';
 import type { Store, WorkerRecord } from '../store/types.js';
 import { parseHealth, routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
-import type { WorkerInfo } from '../rollout/ports.js';
+import type { WorkerInfo, WorkerRole } from '../rollout/ports.js';
 import type { EventBus } from './events.js';
 
 export interface StartedVersion {
@@ -22,8 +22,6 @@ export interface StartedVersion {
   gpus: string[];
   loadTimeMs: number;
 }
-
-export type WorkerRole = 'serving' | 'spare';
 
 /** What the manager keeps of a live worker beside its handle: persisted in its record. */
 interface WorkerMeta {
@@ -62,22 +60,25 @@ export class WorkerManager {
   /** The live workers as controllers see them (src/rollout/ports.ts), of one version or all. */
   infos(model?: string, version?: string): WorkerInfo[] {
     const out: WorkerInfo[] = [];
-    for (const h of this.handles.values()) {
-      if ((model !== undefined && h.model !== model) || (version !== undefined && h.version !== version)) continue;
-      const m = this.meta.get(h.id);
-      out.push({
-        id: h.id,
-        model: h.model,
-        version: h.version,
-        url: h.url,
-        provider: h.provider,
-        role: m?.role ?? 'serving',
-        startedAt: m?.startedAt ?? 0,
-        health: m?.health,
-        replaceable: h.provider !== 'static',
-      });
-    }
+    for (const h of this.handles.values())
+      if ((model === undefined || h.model === model) && (version === undefined || h.version === version)) out.push(this.info(h));
     return out.sort((a, b) => (a.id < b.id ? -1 : 1));
+  }
+
+  /** One live worker as controllers see it. */
+  private info(h: WorkerHandle): WorkerInfo {
+    const m = this.meta.get(h.id);
+    return {
+      id: h.id,
+      model: h.model,
+      version: h.version,
+      url: h.url,
+      provider: h.provider,
+      role: m?.role ?? 'serving',
+      startedAt: m?.startedAt ?? 0,
+      health: m?.health,
+      replaceable: h.provider !== 'static',
+    };
   }
 
   /** The version's live workers (not one whose unexpected exit is being recorded). */
@@ -101,8 +102,8 @@ export class WorkerManager {
   async startVersion(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
     const t0 = performance.now();
     const provider = this.providers.for(v.provider.kind);
-    const replicas = (v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas) + (v.provider.kind === 'static' ? 0 : (v.spares ?? 0));
-    // the last `spares` workers are the version's hot spares (for static, the last endpoints)
+    // the last `spares` workers are the version's hot spares (for static, the last of its endpoints)
+    const replicas = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas + (v.spares ?? 0);
     const firstSpare = replicas - (v.spares ?? 0);
     // GPUs are taken up front, in one store transaction, so two deploys never race for them
     const groups =
@@ -153,7 +154,7 @@ export class WorkerManager {
    */
   async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void): Promise<WorkerHandle> {
     const provider = this.providers.for(v.provider.kind);
-    const id = await this.nextWorkerId(v);
+    const id = this.nextWorkerId(v);
     const [gpus] = await this.inventory.take(
       1,
       v.tp,
@@ -212,16 +213,15 @@ export class WorkerManager {
   }
 
   /**
-   * A new worker id for the version: one past the highest index it has used (live, recorded, or
-   * handed out by this process), so a replacement never takes the id of the worker it replaces.
+   * A new worker id for the version: one past the highest index it has used (every worker it runs,
+   * adopted after a restart too, passed through adoptHandle), so a replacement never takes the id of
+   * the worker it replaces.
    */
-  private async nextWorkerId(v: VersionConfig): Promise<string> {
+  private nextWorkerId(v: VersionConfig): string {
     const key = `${v.model}/${v.id}`;
-    let max = this.highestIndex.get(key) ?? -1;
-    const ids = [...this.of(v.model, v.id).map((h) => h.id), ...(await this.store.listWorkers({ model: v.model, versionId: v.id })).map((r) => r.id)];
-    for (const id of ids) max = Math.max(max, Number(id.split('/').pop()));
-    this.highestIndex.set(key, max + 1);
-    return workerId(v, max + 1);
+    const next = (this.highestIndex.get(key) ?? -1) + 1;
+    this.highestIndex.set(key, next);
+    return workerId(v, next);
   }
 
   /** Change a worker's role (a spare taking a dead worker's place) and persist it. */
@@ -232,14 +232,17 @@ export class WorkerManager {
     await this.persistMeta(id);
   }
 
-  /** Persist a worker's health (the health controller calls this on every change) and tell the listeners. */
-  async saveHealth(id: string, health: WorkerHealth): Promise<void> {
-    const m = this.meta.get(id);
+  /**
+   * Persist a worker's health (the health controller calls this on every change) and tell the
+   * listeners; a worker that exited and is not yet stopped too (its turn to dead is what the canary
+   * must hear).
+   */
+  async saveHealth(w: WorkerInfo, health: WorkerHealth): Promise<void> {
+    const m = this.meta.get(w.id);
     if (!m) return;
     m.health = health;
-    const info = this.infos().find((w) => w.id === id);
-    if (info) for (const l of this.healthListeners) l(info, health);
-    await this.persistMeta(id);
+    for (const l of this.healthListeners) l({ ...w, health }, health);
+    await this.persistMeta(w.id);
   }
 
   /** Told of every saved change of a worker's health; returns the unsubscribe function. */
@@ -308,10 +311,13 @@ export class WorkerManager {
           data: {},
         });
       }
-      const info = this.infos(h.model, h.version).find((x) => x.id === h.id);
+      // its meta stays until it is stopped (stopWorker, stopVersion): the health controller still
+      // records the dead worker's health, and its record with it
       this.exiting.delete(h.id);
-      if (this.handles.get(h.id) === h) this.handles.delete(h.id);
-      if (info) for (const l of this.exitListeners) l(info, detail);
+      if (this.handles.get(h.id) !== h) return;
+      this.handles.delete(h.id);
+      const info = this.info(h);
+      for (const l of this.exitListeners) l(info, detail);
     });
   }
 
@@ -393,7 +399,11 @@ export class WorkerManager {
         this.stopping.delete(h.id);
       }),
     );
-    for (const r of await this.store.listWorkers({ model, versionId: version })) await this.store.deleteWorker(r.id);
+    // the records left: workers that exited and were never stopped (their meta goes with them)
+    for (const r of await this.store.listWorkers({ model, versionId: version })) {
+      this.meta.delete(r.id);
+      await this.store.deleteWorker(r.id);
+    }
     await this.store.deleteSetting(sleepKey(model, version));
     return this.inventory.releaseVersion(model, version);
   }

@@ -96,7 +96,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     return true;
   }
 
-  /** The worker failed this attempt (passive health signal; never for the client's or the gateway's own doing). */
+  /** This attempt on the worker ended in an error (the passive health signal; src/health/passive.ts decides which codes are the worker's fault). */
   private blame(code: ErrorCode): void {
     const w = this.worker;
     if (w !== undefined) this.ctx.telemetry.workerFault(this.pool.model, this.pool.version, w.id, code);
@@ -176,7 +176,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
   private retryOrFail(err: GlidepathError): void {
-    if (err.code !== 'worker_unhealthy') this.blame(err.code);
+    this.blame(err.code);
     this.releaseWorker();
     this.lastError = err;
     if (!this.clientStarted && this.res.destroyed) {
@@ -449,7 +449,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   /** A stream that already reached the client broke: tell it in-band and end cleanly. */
   private streamBroken(err: GlidepathError): void {
     if (this.finished) return;
-    if (err.code !== 'drain_aborted' && err.code !== 'worker_unhealthy') this.blame(err.code);
+    this.blame(err.code);
     if (!this.res.destroyed) {
       this.startStream();
       this.res.end(sseErrorEvent(err.message, err.code));

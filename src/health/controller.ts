@@ -218,8 +218,7 @@ export class HealthController implements HealthHost {
   /** The median latency ratio of the other serving workers of the version at their last probe (NaN when none is known). */
   private poolRatio(t: Tracked): number {
     const rs: number[] = [];
-    for (const o of this.tracked.values())
-      if (o !== t && o.info.model === t.info.model && o.info.version === t.info.version && o.ratio !== undefined) rs.push(o.ratio);
+    for (const o of this.serving(t.info.model, t.info.version)) if (o !== t && o.ratio !== undefined) rs.push(o.ratio);
     if (rs.length === 0) return NaN;
     rs.sort((a, b) => a - b);
     return rs[Math.floor((rs.length - 1) / 2)] as number;
@@ -378,7 +377,7 @@ export class HealthController implements HealthHost {
    */
   private capped(t: Tracked, prev: WorkerHealth, next: WorkerHealth, cfg: HealthConfig): boolean {
     if (t.info.role !== 'serving' || routingWeightOf('serving', prev) === 0 || routingWeightOf('serving', next) > 0) return false;
-    const serving = [...this.tracked.values()].filter((o) => o.info.model === t.info.model && o.info.version === t.info.version && o.info.role === 'serving');
+    const serving = this.serving(t.info.model, t.info.version);
     const out = serving.filter((o) => o !== t && o.weight === 0).length;
     if (out + 1 <= Math.max(1, Math.floor(cfg.maxEjectedShare * serving.length))) return false;
     const key = `${t.info.model}/${t.info.version}`;
@@ -435,8 +434,8 @@ export class HealthController implements HealthHost {
     );
     if (next.state === 'draining') this.spawn(`draining ${w.id}`, this.drain(t));
     if (next.state === 'dead') this.recovery.dead(t, prev.state);
-    if (prev.state === 'unhealthy' && next.state === 'unhealthy') this.schedule(t); // open ↔ half-open
-    if (next.state !== prev.state) this.schedule(t);
+    // a new state or breaker (open ↔ half-open) means another probe schedule
+    this.schedule(t);
     this.checkVersion(w.model, w.version);
   }
 
@@ -457,7 +456,7 @@ export class HealthController implements HealthHost {
   /** A version none of whose serving workers takes traffic is reported loudly (event, audit, webhooks), once per episode. */
   private checkVersion(model: string, version: string): void {
     const key = `${model}/${version}`;
-    const serving = [...this.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && t.info.role === 'serving');
+    const serving = this.serving(model, version);
     const up = serving.filter((t) => t.weight > 0).length;
     if (serving.length > 0 && up === 0 && !this.down.has(key)) {
       this.down.add(key);
@@ -473,8 +472,12 @@ export class HealthController implements HealthHost {
   persist(t: Tracked): void {
     t.dirty = false;
     t.persistedAt = this.ports.clock.now();
-    const h = t.health;
-    this.spawn(`saving the health of ${t.info.id}`, this.ports.workers.saveHealth(t.info, h));
+    this.spawn(`saving the health of ${t.info.id}`, this.ports.workers.saveHealth(t.info, t.health));
+  }
+
+  /** The serving workers of a version as tracked. */
+  private serving(model: string, version: string): Tracked[] {
+    return [...this.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && t.info.role === 'serving');
   }
 
   /** Gauges: each version's workers that take traffic, and each model's degradation level. */

@@ -1,6 +1,7 @@
-// Passive signals, pure: what a worker's failed attempt means for its health (by the request's
-// error code; codes not listed are not the worker's fault), and which workers of a pool are time-
-// to-first-token outliers (a throttled GPU shows there before any probe).
+// Passive signals, pure: what an attempt that ended in an error means for its worker's health (by
+// its error code; every code not listed — the gateway's own aborts for a drain or an unhealthy
+// worker, the client's doing — is not the worker's fault), and which workers of a pool are time-to-
+// first-token outliers (a throttled GPU shows there before any probe).
 import type { HealthConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';

@@ -137,13 +137,16 @@ export class Recovery {
     const spares = this.workers(model, version, 'spare');
     this.ports.telemetry.health.spares(model, version, spares.filter((s) => s.health.state === 'healthy').length, wantSpares);
     if (v.provider.kind === 'static' || !cfg.replace) return;
-    // spares beyond the wanted (after a serving worker stepped back): the newest go, which never served (no request to cut)
+    // spares beyond the wanted (after a serving worker stepped back): the newest go, drained first (a
+    // worker demoted a moment ago may still finish requests; at weight 0 it gets no new ones)
     const surplus = [...spares].sort((a, b) => a.info.startedAt - b.info.startedAt).slice(wantSpares);
-    for (const s of surplus)
-      this.hc.spawn(
-        `stopping the surplus spare ${s.info.id}`,
-        this.stop(s.info.id, () => this.ports.workers.stop(s.info)),
-      );
+    for (const s of surplus) {
+      const drainThenStop = async () => {
+        await this.ports.workers.drainOne(s.info, DEFAULTS.gateway.drainTimeoutMs);
+        await this.ports.workers.stop(s.info);
+      };
+      this.hc.spawn(`stopping the surplus spare ${s.info.id}`, this.stop(s.info.id, drainThenStop));
+    }
     const st = this.startsOf(key);
     if (st.inFlight || (this.stopping.get(key) ?? 0) > 0 || this.ports.clock.now() < st.nextAt) return;
     const serving = this.workers(model, version, 'serving');

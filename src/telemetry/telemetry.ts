@@ -10,7 +10,7 @@ import type { Logger } from './log.js';
 
 export type RecordListener = (r: RequestRecord) => void;
 
-/** One attempt a worker failed (5xx, reset, timeout, stall, a broken stream): the passive health signal. */
+/** One attempt on a worker that ended in an error, with its code: the passive health signal (src/health/passive.ts says which codes are the worker's fault). */
 export interface WorkerFault {
   model: string;
   version: string;

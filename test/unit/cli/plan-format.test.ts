@@ -7,19 +7,11 @@ import type { StrategyPlanView } from '../../../src/api/types.js';
 import { formatPlan } from '../../../src/cli/plan/format.js';
 import { DEFAULTS } from '../../../src/defaults.js';
 import { planStrategies } from '../../../src/rollout/planner.js';
-import type { PlanVersion, StrategyPlan } from '../../../src/rollout/planner.js';
+import type { StrategyPlan } from '../../../src/rollout/planner.js';
+import { planVersion } from '../../helpers/plan.js';
 import { planStages } from '../../../src/rollout/stage-plan.js';
 
-const v = (over: Partial<PlanVersion> = {}): PlanVersion => ({
-  id: 'v2.3.0',
-  tp: 4,
-  replicas: 1,
-  gpuMemoryGb: 140,
-  baseModel: 'llama-3-70b',
-  weightHash: 'sha256:' + 'a'.repeat(64),
-  loadTimeMs: 120_000,
-  ...over,
-});
+const v = planVersion;
 
 const viaJson = (p: StrategyPlan): StrategyPlanView => JSON.parse(JSON.stringify(strategyPlanView(p))) as StrategyPlanView;
 const seed000 = (): StrategyPlan => planStrategies({ totalGpus: 8, freeGpus: 4 }, v(), v({ id: 'v2.3.1', weightHash: 'b'.repeat(64) }));

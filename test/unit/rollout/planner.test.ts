@@ -1,18 +1,10 @@
 // planStrategies / assessRisk: seed 000's table and seed 001's risk policy with exact numbers.
 import { describe, expect, it } from 'vitest';
 import { assessRisk, loadTime, planStrategies } from '../../../src/rollout/planner.js';
-import type { PlanVersion, StrategyRow } from '../../../src/rollout/planner.js';
+import type { StrategyRow } from '../../../src/rollout/planner.js';
+import { planVersion } from '../../helpers/plan.js';
 
-const v = (over: Partial<PlanVersion> = {}): PlanVersion => ({
-  id: 'v2.3.0',
-  tp: 4,
-  replicas: 1,
-  gpuMemoryGb: 140,
-  baseModel: 'llama-3-70b',
-  weightHash: 'sha256:' + 'a'.repeat(64),
-  loadTimeMs: 120_000,
-  ...over,
-});
+const v = planVersion;
 
 const row = (rows: StrategyRow[], label: string): StrategyRow => {
   const r = rows.find((x) => x.label === label);
