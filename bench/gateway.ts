@@ -42,8 +42,16 @@ const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
  * bench/results/gateway-runs.md), so more rounds give a steadier median. S3 4×: its cells are 15 s
  * long and its figures are percentiles over all rounds' samples pooled.
  */
-const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 8));
-const S3_REPEATS = Math.max(1, Number(process.env.BENCH_S3_REPEATS ?? 4));
+/**
+ * `BENCH_BASELINE=<a built checkout>`: that build's gateway runs beside this one as a fifth target
+ * ("baseline"), in the same rounds, so a change is compared with the code before it under the same
+ * minute-to-minute noise (the ratios to HAProxy alone move more than most changes cost). Rounds
+ * default to 10 and 5 then (each target equally often in each position).
+ */
+const BASELINE = process.env.BENCH_BASELINE;
+const BASELINE_CLI = BASELINE === undefined ? undefined : path.join(path.resolve(BASELINE), 'dist', 'cli', 'main.js');
+const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? (BASELINE ? 10 : 8)));
+const S3_REPEATS = Math.max(1, Number(process.env.BENCH_S3_REPEATS ?? (BASELINE ? 5 : 4)));
 
 interface Row {
   scenario: string;
@@ -139,7 +147,7 @@ async function passthrough(port: number, upstream: number): Promise<Proc> {
   return p;
 }
 
-async function glidepath(port: number, upstream: number, dir: string): Promise<Proc> {
+async function glidepath(port: number, upstream: number, dir: string, cli = CLI): Promise<Proc> {
   const admin = await freePort();
   const cfg = path.join(dir, `glidepath-${port}.yaml`);
   writeFileSync(
@@ -160,7 +168,7 @@ async function glidepath(port: number, upstream: number, dir: string): Promise<P
     ].join('\n'),
   );
   // the script itself, as `glidepath up` runs: its `#!` line carries the gateway's V8 heap flags
-  const p = start(CLI, ['up', '--config', cfg]);
+  const p = start(cli, ['up', '--config', cfg]);
   await waitFor(`http://127.0.0.1:${port}/ready`, 60_000);
   return p;
 }
@@ -302,31 +310,25 @@ async function main(): Promise<void> {
   /** Every cell's measurement, in the order taken. */
   const rounds: Round[] = [];
   try {
-    const [simFast, simPaced, haFast, haPaced, gpFast, gpPaced, ptFast, ptPaced] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
+    const [simFast, simPaced] = await Promise.all([freePort(), freePort()]);
     procs.push(await sim(simFast, 0), await sim(simPaced, 20));
-    const ha1 = await haproxy(haFast, simFast, dir);
-    const ha2 = await haproxy(haPaced, simPaced, dir);
-    const gp1 = await glidepath(gpFast, simFast, dir);
-    const gp2 = await glidepath(gpPaced, simPaced, dir);
-    const pt1 = await passthrough(ptFast, simFast);
-    const pt2 = await passthrough(ptPaced, simPaced);
-    procs.push(ha1, ha2, gp1, gp2, pt1, pt2);
-    const targets = (fast: boolean) =>
-      [
-        ['direct', fast ? simFast : simPaced, undefined],
-        ['haproxy', fast ? haFast : haPaced, fast ? ha1.pid : ha2.pid],
-        ['undici pass-through', fast ? ptFast : ptPaced, fast ? pt1.pid : pt2.pid],
-        ['glidepath', fast ? gpFast : gpPaced, fast ? gp1.pid : gp2.pid],
-      ] as const;
+    /** A proxy target: one process in front of each simulator (zero delay, paced), by port and pid. */
+    type Target = readonly [name: string, fast: readonly [number, number | undefined], paced: readonly [number, number | undefined]];
+    const proxy = async (name: string, run: (port: number, upstream: number) => Promise<Proc>): Promise<Target> => {
+      const [pf, pp] = await Promise.all([freePort(), freePort()]);
+      const f1 = await run(pf, simFast);
+      const p1 = await run(pp, simPaced);
+      procs.push(f1, p1);
+      return [name, [pf, f1.pid], [pp, p1.pid]];
+    };
+    const every: Target[] = [
+      ['direct', [simFast, undefined], [simPaced, undefined]],
+      await proxy('haproxy', (port, up) => haproxy(port, up, dir)),
+      await proxy('undici pass-through', passthrough),
+      await proxy('glidepath', (port, up) => glidepath(port, up, dir)),
+    ];
+    if (BASELINE_CLI !== undefined) every.push(await proxy('baseline', (port, up) => glidepath(port, up, dir, BASELINE_CLI)));
+    const targets = (fast: boolean) => every.map(([name, f, p]) => [name, ...(fast ? f : p)] as const);
     const scenarios = [
       ['S1 non-streaming, 32 conns', true, REPEATS, { stream: false, connections: 32, maxTokens: 16, durationMs: DURATION_MS, staggerMs: 0 }],
       ['S2 64-token streams, 0 delay, 32 conns', true, REPEATS, { stream: true, connections: 32, maxTokens: 64, durationMs: DURATION_MS, staggerMs: 0 }],
@@ -359,16 +361,35 @@ interface Round {
   row: Row;
 }
 
-/** Glidepath's tokens/s over HAProxy's in each round of a scenario, sorted. */
-function roundRatios(rounds: Round[], sc: string): number[] {
+/** Glidepath's tokens/s over another target's (HAProxy's, the baseline build's) in each round of a scenario, sorted. */
+function roundRatios(rounds: Round[], sc: string, other = 'haproxy'): number[] {
   const of = (t: string, i: number) => rounds.find((r) => r.row.scenario.startsWith(sc) && r.row.target === t && r.round === i)?.row;
   const out: number[] = [];
   for (let i = 0; ; i++) {
     const g = of('glidepath', i);
-    const h = of('haproxy', i);
+    const h = of(other, i);
     if (g === undefined || h === undefined) return out.sort((a, b) => a - b);
     out.push(g.tokensPerS / h.tokensPerS);
   }
+}
+
+/** With a baseline build: this build against it, scenario by scenario (CPU medians, tokens/s per round). */
+function baselineChecks(get: (sc: string, t: string) => Row, rounds: Round[]): [string, boolean, string][] {
+  if (BASELINE === undefined) return [];
+  const out: [string, boolean, string][] = [];
+  for (const sc of ['S1', 'S2', 'S3']) {
+    const g = get(sc, 'glidepath');
+    const b = get(sc, 'baseline');
+    const cpu = sc === 'S1' ? ([g.cpuPerReqUs, b.cpuPerReqUs, 'µs/request'] as const) : ([g.cpuPerTokenUs, b.cpuPerTokenUs, 'µs/token'] as const);
+    out.push([
+      `(A/B) ${sc} this build vs the baseline (${BASELINE})`,
+      true,
+      `CPU ${f(cpu[0], 2)} vs ${f(cpu[1], 2)} ${cpu[2]}; tokens/s ${f(g.tokensPerS / b.tokensPerS, 2)} × (rounds ${roundRatios(rounds, sc, 'baseline')
+        .map((x) => f(x, 2))
+        .join(', ')})`,
+    ]);
+  }
+  return out;
 }
 
 function report(rows: Row[], rounds: Round[]): void {
@@ -421,6 +442,7 @@ function report(rows: Row[], rounds: Round[]): void {
         .map((x) => f(x, 2))
         .join(', '),
     ],
+    ...baselineChecks(get, rounds),
   ];
   lines.push('', '| target (issue 3) | met | measured |', '|---|---|---|');
   for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
