@@ -77,8 +77,8 @@ export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
     p.kind === 'sim'
       ? { kind: 'sim', sim: simSettings(p.sim) }
       : p.kind === 'static'
-        ? { kind: 'static', endpoints: p.endpoints }
-        : { kind: 'process', command: p.command, env: p.env, healthPath: p.health_path, gracePeriodMs: p.grace_period_ms };
+        ? { kind: 'static', endpoints: p.endpoints, resume: p.resume }
+        : { kind: 'process', command: p.command, env: p.env, healthPath: p.health_path, gracePeriodMs: p.grace_period_ms, resume: p.resume };
   const card = { model, weights: v.weights, weightHash: v.weight_hash, quantization: v.quantization, tp: v.tp, architecture, engine: v.engine };
   return {
     id: v.id,
@@ -250,6 +250,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       requestTimeoutMs: g.request_timeout_ms,
       idleTimeoutMs: g.idle_timeout_ms,
       maxRetries: g.max_retries,
+      resume: { maxMigrations: g.resume.max_migrations, budgetMs: g.resume.budget_ms, logBytes: g.resume.log_bytes },
       ejectBaseMs: g.eject_base_ms,
       ejectMaxMs: g.eject_max_ms,
       connectionsPerWorker: g.connections_per_worker,

@@ -1,6 +1,7 @@
 // The shape of glidepath.yaml as written by people (snake_case), with defaults, as zod schemas.
 import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
+import { RESUME_MODES } from '../domain/spec.js';
 
 /** Human rendering of a bad value for error messages: strings quoted, objects as their kind. */
 export function show(v: unknown): string {
@@ -55,6 +56,8 @@ const simSchema = z
         error_rate: fraction().optional(),
         error_status: z.number(msg('an HTTP status 400-599')).int().min(400).max(599).optional(),
         crash_after_tokens: nonNegInt().optional(),
+        stall_after_tokens: nonNegInt().optional(),
+        garbage_after_tokens: nonNegInt().optional(),
         hang: bool().optional(),
         latency_multiplier: positive().optional(),
         corrupt: bool().optional(),
@@ -78,11 +81,20 @@ const architectureSchema = z
   })
   .strict();
 
+/** How the provider's engine continues a broken stream (domain/spec.ts ResumeMode). */
+const resumeMode = z.enum(RESUME_MODES, msg(RESUME_MODES.map((m) => `"${m}"`).join(', ')));
+
 const providerSchema = z.discriminatedUnion(
   'kind',
   [
     z.object({ kind: z.literal('sim'), sim: simSchema.prefault({}) }).strict(),
-    z.object({ kind: z.literal('static'), endpoints: z.array(url()).min(1, msg('at least one endpoint URL')) }).strict(),
+    z
+      .object({
+        kind: z.literal('static'),
+        endpoints: z.array(url()).min(1, msg('at least one endpoint URL')),
+        resume: resumeMode.default('continue_final_message'),
+      })
+      .strict(),
     z
       .object({
         kind: z.literal('process'),
@@ -91,6 +103,7 @@ const providerSchema = z.discriminatedUnion(
         env: z.record(z.string(), z.string()).default({}),
         health_path: str().default('/health'),
         grace_period_ms: nonNeg().default(DEFAULTS.control.stopGraceMs),
+        resume: resumeMode.default('continue_final_message'),
       })
       .strict(),
   ],
@@ -295,6 +308,18 @@ export const configSchema = z
         request_timeout_ms: posInt().default(G.requestTimeoutMs),
         idle_timeout_ms: posInt().default(G.idleTimeoutMs),
         max_retries: nonNegInt().default(G.maxRetries),
+        resume: z
+          .object({
+            max_migrations: nonNegInt().default(G.resumeMaxMigrations),
+            budget_ms: posInt().default(G.resumeBudgetMs),
+            log_bytes: z
+              .number(msg('an integer of at least 4096'))
+              .int(msg('an integer of at least 4096'))
+              .min(4096, msg('an integer of at least 4096'))
+              .default(G.resumeLogBytes),
+          })
+          .strict()
+          .prefault({}),
         eject_base_ms: posInt().default(G.ejectBaseMs),
         eject_max_ms: posInt().default(G.ejectMaxMs),
         connections_per_worker: posInt().default(G.connectionsPerWorker),

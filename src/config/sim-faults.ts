@@ -12,6 +12,8 @@ export interface SnakeFaults {
   error_rate?: number | undefined;
   error_status?: number | undefined;
   crash_after_tokens?: number | undefined;
+  stall_after_tokens?: number | undefined;
+  garbage_after_tokens?: number | undefined;
   hang?: boolean | undefined;
   latency_multiplier?: number | undefined;
   corrupt?: boolean | undefined;
@@ -24,6 +26,8 @@ const FAULT_NAMES: readonly (readonly [keyof SimFaultSpec, keyof SnakeFaults])[]
   ['errorRate', 'error_rate'],
   ['errorStatus', 'error_status'],
   ['crashAfterTokens', 'crash_after_tokens'],
+  ['stallAfterTokens', 'stall_after_tokens'],
+  ['garbageAfterTokens', 'garbage_after_tokens'],
   ['hang', 'hang'],
   ['latencyMultiplier', 'latency_multiplier'],
   ['corrupt', 'corrupt'],

@@ -112,6 +112,8 @@ export interface GatewayConfig {
   readonly requestTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxRetries: number;
+  /** Resuming broken streams on another worker (docs/resilience.md). */
+  readonly resume: { readonly maxMigrations: number; readonly budgetMs: number; readonly logBytes: number };
   readonly ejectBaseMs: number;
   readonly ejectMaxMs: number;
   readonly connectionsPerWorker: number;

@@ -32,6 +32,19 @@ export const DATA_PLANE = {
     idleTimeoutMs: 30_000,
     /** Retries on another worker before the first byte reaches the client (connect error / 5xx). */
     maxRetries: 2,
+    /**
+     * A stream that breaks after it reached its client (worker died, stalled past the idle limit,
+     * sent garbage, was drained or taken out) continues on another worker of its version this many
+     * times at most (docs/resilience.md); 0 turns resumption off.
+     */
+    resumeMaxMigrations: 3,
+    /** …and only while this much time has passed since its first break: a stream stalled longer is ended with its error. */
+    resumeBudgetMs: 60_000,
+    /**
+     * A stream's sent bytes kept for resumption before they are read into text (one buffer per
+     * stream; past this its text plus at most this much is held): 64 KiB is ~400 chat events.
+     */
+    resumeLogBytes: 65_536,
     /** A worker that refuses connections is skipped for this long, doubling per failure. */
     ejectBaseMs: 1_000,
     /** Upper bound on the passive-ejection back-off. */

@@ -7,6 +7,10 @@ export interface SimFaults {
   errorRate?: number;
   errorStatus?: number;
   crashAfterTokens?: number;
+  /** Mid-stream hang: stop sending after N tokens, the connection kept open (what the gateway's idle timeout catches). */
+  stallAfterTokens?: number;
+  /** Mid-stream garbage: after N tokens, an event that is not valid SSE JSON, then silence. */
+  garbageAfterTokens?: number;
   hang?: boolean;
   latencyMultiplier?: number;
   corrupt?: boolean;
@@ -32,10 +36,25 @@ export interface SimSettings {
   faults?: SimFaults;
 }
 
+/**
+ * How an engine continues a broken stream from the text already sent (docs/resilience.md):
+ * `continue_final_message` (vLLM, SGLang, the simulator: the partial assistant message with
+ * `continue_final_message: true, add_generation_prompt: false`), `assistant_prefill` (llama.cpp's
+ * server: the partial assistant message last, no flags), `completions_only` (only /v1/completions,
+ * from prompt + text), `off` (none).
+ */
+export type ResumeMode = 'continue_final_message' | 'assistant_prefill' | 'completions_only' | 'off';
+export const RESUME_MODES: readonly ResumeMode[] = ['continue_final_message', 'assistant_prefill', 'completions_only', 'off'];
+
 export type ProviderConfig =
   | { kind: 'sim'; sim: SimSettings }
-  | { kind: 'static'; endpoints: string[] }
-  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number };
+  | { kind: 'static'; endpoints: string[]; resume?: ResumeMode | undefined }
+  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number; resume?: ResumeMode | undefined };
+
+/** How a version's workers continue a broken stream (the simulator continues like vLLM; others as declared, vLLM's way by default). */
+export function resumeModeOf(p: ProviderConfig): ResumeMode {
+  return p.kind === 'sim' ? 'continue_final_message' : (p.resume ?? 'continue_final_message');
+}
 
 export interface VersionConfig {
   id: string;

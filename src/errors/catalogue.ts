@@ -149,8 +149,13 @@ export const CATALOGUE = {
   upstream_truncated: [502, 'The worker ended a stream without `[DONE]`.', "Check the worker's log."],
   upstream_stream_broken: [
     502,
-    'The worker dropped the stream after it started (sent as an SSE error event).',
-    'Check the worker; the client got a partial answer.',
+    'The worker dropped the stream after it started, and it could not be continued on another worker (sent as an SSE error event; the message says why it was not resumed).',
+    'Check the worker; the client got a partial answer. docs/resilience.md lists what cannot be resumed.',
+  ],
+  upstream_resume_refused: [
+    502,
+    "A broken stream's continuation was refused by the worker asked to continue it (4xx; sent as an SSE error event).",
+    "Set the version provider's `resume` to what its engine supports (docs/resilience.md).",
   ],
   upstream_response_too_large: [502, 'A non-streaming answer larger than 16 × the body limit.', 'Check the worker; stream long answers.'],
   upstream_client_error: [

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { GatewayConfig } from '../config/types.js';
 import { buildRoute, RouteValidationError } from '../domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
+import type { ResumeMode } from '../domain/spec.js';
 import { BadRequestError, ConflictError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { createPicker } from './pick.js';
@@ -100,16 +101,19 @@ export class DataPlane {
   }
 
   /** Make a version known to the data plane (its pool starts empty). */
-  addVersion(model: string, version: string, cardChecksum: string): void {
+  addVersion(model: string, version: string, cardChecksum: string, resume: ResumeMode = 'continue_final_message'): void {
     const st = this.model(model);
     const existing = st.pools.get(version);
     if (existing) {
       if (existing.cardChecksum !== cardChecksum) {
         throw new ConflictError('card_mismatch', `version ${version} of ${model} already has card ${existing.cardChecksum}, not ${cardChecksum}`);
       }
+      existing.resume = resume;
       return;
     }
-    st.pools.set(version, new VersionPool(model, version, cardChecksum, this.telemetry.forVersion(model, version)));
+    const pool = new VersionPool(model, version, cardChecksum, this.telemetry.forVersion(model, version));
+    pool.resume = resume;
+    st.pools.set(version, pool);
   }
 
   /** Forget a version. Refused while the route still names it or requests are in flight. */

@@ -2,6 +2,7 @@
 import { UpstreamPool } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
+import type { ResumeMode } from '../domain/spec.js';
 
 export interface WorkerSpec {
   id: string;
@@ -119,6 +120,8 @@ export class VersionPool {
   readonly model: string;
   readonly version: string;
   readonly cardChecksum: string;
+  /** How its workers continue a broken stream (set when the version is added). */
+  resume: ResumeMode = 'continue_final_message';
   private list: readonly Worker[] = [];
   /**
    * The workers the picker chooses among: routable and with a health weight (spares, unhealthy and

@@ -1,6 +1,6 @@
 // One client request's trip to a worker: dispatch over the upstream pool, retry before the first byte, stream
-// through without buffering, enforce timeouts, honour disconnects and drains, and record the result.
-// performance.now() is the global one (not node:perf_hooks'), so fake timers in tests can move it too
+// through without buffering, continue a broken stream on another worker, enforce timeouts, honour
+// disconnects and drains, and record the result.
 import type { Abortable, VersionPool, Worker } from './pool.js';
 import { recordOf } from './proxy-context.js';
 import type { Attempted, ProxyContext } from './proxy-context.js';
@@ -10,12 +10,16 @@ import { UnavailableError, UpstreamError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
 import type { FrontResponse } from './front.js';
-import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
+import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { ResponseCapture } from './tap.js';
+import { RequestTimer } from './request-timer.js';
+import { BufferedAnswer } from './buffered.js';
+import { Migration } from './migration.js';
+import type { StreamSource } from './migration.js';
 import type { ResponseTap } from './tap.js';
 import { DEFAULTS } from '../defaults.js';
-import { AbortReason, abortError, errText, localResourceError, queueError } from './upstream-failure.js';
+import { AbortReason, abortError, connectFailure, errText, localResourceError, queueError } from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
 
 export type { ProxyContext } from './proxy-context.js';
@@ -31,22 +35,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private phase: Phase = 'waiting';
   private status = 0;
   private contentType: string | undefined;
-  private chunks: Buffer[] = [];
-  /** Bytes in `chunks` (the bound on buffered answers is checked without re-summing). */
-  private buffered = 0;
+  /** An answer read whole (non-streaming, or an error status); bounded by the request limit × 16. */
+  private answer: BufferedAnswer | undefined;
   meter: SseMeter | undefined;
-  /**
-   * The request's one timer. It is not moved per chunk: it fires at the earliest moment a deadline
-   * could have passed (never later than the idle limit from when it was set) and then checks the
-   * real one — first token by `firstDeadline`, idle by `lastDataAt` — setting itself again for
-   * what is left.
-   */
-  private timer: NodeJS.Timeout | undefined;
-  /** performance.now() by which the first byte must come (this attempt). */
-  private firstDeadline = 0;
-  /** performance.now() of the last bytes from the worker (or of the client draining its buffer). */
-  private lastDataAt = 0;
-  private gotFirstByte = false;
+  /** First-byte and idle limits (request-timer.ts); a deadline that passes aborts the attempt. */
+  private readonly timer: RequestTimer;
   /** ms waited for a connection to a worker, all attempts together. */
   queueMs = 0;
   private clientStarted = false;
@@ -57,6 +50,10 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private holding = false;
   /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
   private capture: ResponseCapture | undefined;
+  /** What goes to the worker: the client's body, or a broken stream's continuation. */
+  private body: Buffer;
+  /** A stream's resumption state (what it sent; its migrations), from its first bytes when resumption is on. */
+  private migration: Migration | undefined;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -67,7 +64,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     /** performance.now() and Date.now() when the client's request arrived. */
     readonly startedAt: number,
     readonly at: number,
-  ) {}
+  ) {
+    this.body = req.raw;
+    this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
+      if (!this.finished) this.abort(kind);
+    });
+  }
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
   captureTo(tap: ResponseTap, pairId: number | undefined): this {
@@ -128,7 +130,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
           retryAfterS: DEFAULTS.gateway.retryAfterS,
         });
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
-      this.fail(err);
+      if (this.clientStarted)
+        this.endBroken(
+          err,
+          err.code === 'worker_queue_full' ? 'every other worker of the version is saturated' : 'no other worker of the version could take it',
+        );
+      else this.fail(err);
       return;
     }
     this.worker = w;
@@ -137,35 +144,10 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.holding = true;
     this.phase = 'waiting';
     this.status = 0;
-    this.gotFirstByte = false;
     this.controller = undefined;
     // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
-    w.upstream.dispatch(this.path, this.req.stream, this.req.raw, this);
+    w.upstream.dispatch(this.path, this.req.stream, this.body, this);
   }
-
-  /** (Re)start the timer, `ms` from now at most the idle limit (see `timer`). */
-  private setTimer(ms: number): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    const idle = this.ctx.cfg.idleTimeoutMs;
-    this.timer = setTimeout(this.onTimer, ms < idle ? ms : idle);
-  }
-
-  private stopTimer(): void {
-    if (this.timer !== undefined) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-  }
-
-  private readonly onTimer = (): void => {
-    this.timer = undefined;
-    if (this.finished) return;
-    const first = !this.gotFirstByte;
-    const left = (first ? this.firstDeadline : this.lastDataAt + this.ctx.cfg.idleTimeoutMs) - performance.now();
-    // timers run on the loop's millisecond clock: less than a millisecond early is on time
-    if (left >= 1) this.setTimer(Math.ceil(left));
-    else this.abort(first ? 'first_token_timeout' : 'idle_timeout');
-  };
 
   private releaseWorker(): void {
     if (this.holding && this.worker) {
@@ -176,16 +158,20 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
   private retryOrFail(err: GlidepathError): void {
+    if (this.clientStarted) {
+      this.broke(err);
+      return;
+    }
     this.blame(err.code);
     this.releaseWorker();
     this.lastError = err;
-    if (!this.clientStarted && this.res.destroyed) {
+    if (this.res.destroyed) {
       // the client left while another abort (a timeout) was pending, which hid its own: nobody
       // is waiting for a retry
       this.finishStream(499, 'client_closed');
       return;
     }
-    if (!this.clientStarted && this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
+    if (this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
       (this.tried ??= new Set()).add(this.worker as Worker);
       this.pool.telemetry.metrics.retries.inc();
       this.attempt();
@@ -203,9 +189,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   onRequestSent(queuedMs: number): void {
     const cfg = this.ctx.cfg;
-    const ms = this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs;
-    this.firstDeadline = performance.now() + ms;
-    this.setTimer(ms);
+    this.timer.startAttempt(this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs);
     if (queuedMs > 0) this.waited(queuedMs);
   }
 
@@ -219,58 +203,53 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.contentType = contentType;
     if (statusCode === 200 && this.req.stream) {
       this.phase = 'streaming';
-      this.meter = SseMeter.forPath(this.path);
+      // a continuation keeps the stream's meter: its events are measured as they reach the client
+      this.meter ??= SseMeter.forPath(this.path);
     } else {
-      this.phase = statusCode >= 500 ? 'retrying' : 'buffering';
-      this.chunks = [];
-      this.buffered = 0;
+      // (a continuation refused or failed: its answer is read for the error)
+      this.phase = statusCode >= 500 || this.clientStarted ? 'retrying' : 'buffering';
+      this.answer = new BufferedAnswer(this.ctx.cfg.maxBodyBytes * 16);
     }
   }
 
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     const now = performance.now();
-    this.gotFirstByte = true;
-    this.lastDataAt = now;
+    this.timer.data(now);
     if (this.phase === 'streaming') {
-      if (!this.meterChunk(chunk, now)) {
-        // finished first (meterChunk): the pool calls onResponseError synchronously from abort(),
-        // which would otherwise record the generic upstream_stream_broken instead
-        controller.abort(new Error('malformed'));
+      const src = this.source;
+      const ok = src.feed(chunk, now);
+      const out = src.out;
+      if (this.capture !== undefined && out.length > 0) this.capture.push(out);
+      this.startStream();
+      if (src.cut) {
+        // the gateway found the stop string (resume.ts): the stream ends here, the worker is stopped
+        this.res.end(out);
+        this.finishStream(200, undefined);
+        this.cutOff(controller);
         return;
       }
-      const res = this.res;
-      this.startStream();
-      if (!res.write(chunk)) {
-        controller.pause();
-        // the client is slow, not the worker: no idle timeout while we hold the worker back
-        this.stopTimer();
-        res.onceDrain(() => {
-          if (this.finished) return;
-          this.lastDataAt = performance.now();
-          this.setTimer(this.ctx.cfg.idleTimeoutMs);
-          controller.resume();
-        });
+      // whole events only: a stream that breaks never leaves its client half an event
+      if (out.length > 0) this.forward(controller, out);
+      if (!ok) {
+        this.cutOff(controller);
+        this.broke(this.malformed(src.malformed));
       }
-    } else if (!this.buffer(chunk)) {
+    } else if (!(this.answer as BufferedAnswer).push(chunk)) {
+      this.tooLarge();
       controller.abort(new Error('too large'));
     }
   }
 
-  /** Keep a piece of a buffered answer; false (and the request failed) past the bound. */
-  private buffer(chunk: Buffer): boolean {
-    this.chunks.push(Buffer.from(chunk)); // borrowed from the pool's read buffer
-    this.buffered += chunk.length;
-    // bounded: a worker answer larger than the request limit × 16 is garbage
-    if (this.buffered <= this.ctx.cfg.maxBodyBytes * 16) return true;
-    // a garbage answer is not retried elsewhere (it would cost another worker the same)
-    this.chunks = [];
-    this.blame('upstream_response_too_large');
-    this.fail(new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${this.ctx.cfg.maxBodyBytes * 16} bytes`));
-    return false;
+  /** An answer larger than the request limit × 16 is garbage, and not retried elsewhere (it would cost another worker the same). */
+  private tooLarge(): void {
+    if (!this.clientStarted) this.blame('upstream_response_too_large'); // (a continuation's is blamed where it breaks)
+    this.fail(
+      new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${(this.answer as BufferedAnswer).max} bytes`),
+    );
   }
 
   onResponseEnd(tail?: Buffer): void {
-    this.stopTimer();
+    this.timer.stop();
     const w = this.worker as Worker;
     w.succeeded();
     if (this.phase === 'streaming') {
@@ -278,18 +257,22 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.endStream(w, tail);
       return;
     }
-    // an answer that came in one read (the common case) is used where it lies, in the pool's read
-    // buffer: the front copies it into the client frame
-    let body: Buffer;
-    if (this.chunks.length === 0) body = tail ?? Buffer.alloc(0);
-    else {
-      if (tail !== undefined && !this.buffer(tail)) return;
-      body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
-      this.chunks = [];
+    const body = (this.answer as BufferedAnswer).take(tail);
+    if (body === undefined) {
+      this.tooLarge();
+      return;
+    }
+    if (this.clientStarted) {
+      // a broken stream's continuation, answered with an error: another worker may take a 5xx; a 4xx is the engine refusing to continue
+      this.releaseWorker();
+      const answer = body.toString('utf8', 0, Math.min(body.length, 300));
+      if (this.status >= 500) this.broke(new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status} to the continuation: ${answer}`));
+      else this.endBroken(new UpstreamError('upstream_resume_refused', `worker ${w.id} refused to continue the stream (${this.status}): ${answer}`));
+      return;
     }
     if (this.phase === 'retrying') {
       const err = new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
-      if (!this.clientStarted && this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
+      if (this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
         this.retryOrFail(err);
         return;
       }
@@ -323,8 +306,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   onResponseError(_c: UpstreamController, err: Error): void {
-    this.stopTimer();
-    if (this.finished) return;
+    if (this.finished || this.detaching) return;
+    this.timer.stop();
     const kind = err instanceof AbortReason ? err.kind : this.abortKind;
     if (kind === 'client' || kind === 'send_timeout') {
       this.releaseWorker();
@@ -334,21 +317,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (kind === 'drain') {
       this.releaseWorker();
       this.ctx.metrics.drainAborted.labels(this.pool.model, this.pool.version).inc();
-      if (this.clientStarted) this.streamBroken(this.abortError('drain'));
-      else this.fail(this.abortError('drain'));
-      return;
-    }
-    if (this.clientStarted) {
-      this.releaseWorker();
-      this.streamBroken(
-        kind === 'idle_timeout' || kind === 'unhealthy'
-          ? this.abortError(kind)
-          : new UpstreamError('upstream_stream_broken', `worker ${this.worker?.id ?? '?'} dropped the stream: ${errText(err)}`),
-      );
+      this.fail(this.abortError('drain'));
       return;
     }
     if (kind === 'first_token_timeout' || kind === 'idle_timeout' || kind === 'unhealthy') {
-      // a hung or unhealthy worker: try another (the abort flag is cleared so the retry can run)
+      // a hung or unhealthy worker: try another, or continue the stream on another (the abort flag is cleared so that can run)
       this.abortKind = undefined;
       this.retryOrFail(this.abortError(kind));
       return;
@@ -362,20 +335,17 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.fail(localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
       return;
     }
-    const code = (err as NodeJS.ErrnoException).code ?? '';
     const w = this.worker as Worker;
-    if (err instanceof ConnectError || (code === 'ECONNRESET' && this.status === 0)) {
-      const ms = w.eject(Date.now(), this.ctx.cfg.ejectBaseMs, this.ctx.cfg.ejectMaxMs);
-      this.ctx.metrics.ejections.labels(this.pool.model, this.pool.version, w.id).inc();
-      // connected, then closed before a response head: the worker took the request and dropped it (crashed, stopped), it did not refuse a connection
-      const what =
-        err instanceof ConnectError
-          ? `could not connect to worker ${w.id} (${code})`
-          : `worker ${w.id} dropped the request: it closed the connection before answering (${code})`;
-      this.retryOrFail(new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`));
+    const refused = connectFailure(err, this.status, w, this.failed, this.ctx.metrics);
+    if (refused !== undefined) {
+      this.retryOrFail(refused);
       return;
     }
-    this.retryOrFail(new UpstreamError('upstream_closed', `worker ${w.id} failed ${this.status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`));
+    if (this.clientStarted) this.broke(new UpstreamError('upstream_stream_broken', `worker ${w.id} dropped the stream: ${errText(err)}`));
+    else
+      this.retryOrFail(
+        new UpstreamError('upstream_closed', `worker ${w.id} failed ${this.status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`),
+      );
   }
 
   /**
@@ -402,34 +372,66 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   // ---- endings ----------------------------------------------------------------------------
 
-  /** Measure a piece of the stream (and copy it when sampled); a malformed event ends the stream and returns false. */
-  private meterChunk(chunk: Buffer, now: number): boolean {
-    const meter = this.meter as SseMeter;
-    if (!meter.feed(chunk, now)) {
-      this.streamBroken(new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${meter.malformed ?? 'a malformed event'}`));
-      return false;
+  private malformed(what: string | undefined): GlidepathError {
+    return new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${what ?? 'a malformed event'}`);
+  }
+
+  /** Stop the worker's request without hearing of it (onResponseError is called synchronously from abort). */
+  private detaching = false;
+  private cutOff(c: UpstreamController): void {
+    this.detaching = true;
+    c.abort(new Error('cut off by the gateway'));
+    this.detaching = false;
+  }
+
+  /** Send whole events to the client (keeping them for a resumption), holding the worker back while the client is slow. */
+  private forward(controller: UpstreamController, out: Buffer): void {
+    this.migration?.log.append(out);
+    const res = this.res;
+    if (!res.write(out)) {
+      controller.pause();
+      // the client is slow, not the worker: no idle timeout while we hold the worker back
+      this.timer.stop();
+      res.onceDrain(() => {
+        if (this.finished) return;
+        this.timer.resumeIdle();
+        controller.resume();
+      });
     }
-    if (this.capture !== undefined) this.capture.push(chunk);
-    return true;
+  }
+
+  /** Where the client's events come from: the worker's stream as it is, or a continuation rewritten (migration.ts). */
+  private get source(): StreamSource {
+    const m = this.migration;
+    return m !== undefined && m.cont !== undefined ? m : (this.meter as SseMeter);
   }
 
   /** The worker finished its stream; `tail` (its last bytes, if they came with the end) goes out with the end: one write. */
   private endStream(w: Worker, tail: Buffer | undefined): void {
-    if (tail !== undefined && !this.meterChunk(tail, performance.now())) return;
+    const src = this.source;
+    const ok = tail === undefined || src.feed(tail, performance.now());
+    const out = tail === undefined ? undefined : src.out;
+    if (this.capture !== undefined && out !== undefined) this.capture.push(out);
     this.startStream(); // an empty 200 stream still answers the client
-    if (!(this.meter as SseMeter).done) {
-      if (tail !== undefined) this.res.write(tail);
-      this.streamBroken(new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`));
+    if (ok && src.done) {
+      this.res.end(out);
+      this.finishStream(200, undefined);
       return;
     }
-    this.res.end(tail);
-    this.finishStream(200, undefined);
+    if (out !== undefined && out.length > 0) {
+      this.migration?.log.append(out);
+      this.res.write(out);
+    }
+    this.broke(ok ? new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`) : this.malformed(src.malformed));
   }
 
   /** Send the stream's headers once, when its first bytes (or its end) reach the client. */
   private startStream(): void {
     if (this.clientStarted) return;
     this.clientStarted = true;
+    const cfg = this.ctx.cfg;
+    if (cfg.resume.maxMigrations > 0)
+      this.migration = new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter);
     this.res.writeHead(200, (this.worker as Worker).streamHeaders(this.contentType ?? 'text/event-stream'));
   }
 
@@ -446,20 +448,57 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.res.end(body);
   }
 
-  /** A stream that already reached the client broke: tell it in-band and end cleanly. */
-  private streamBroken(err: GlidepathError): void {
+  /**
+   * A stream that already reached the client broke (its worker is told, as a passive health
+   * signal): continue it on another worker of the version, or end it in-band with the error.
+   */
+  private broke(err: GlidepathError): void {
     if (this.finished) return;
+    this.timer.stop();
     this.blame(err.code);
+    this.releaseWorker();
+    const m = this.migration;
+    if (m === undefined || this.res.destroyed) {
+      this.endBroken(err);
+      return;
+    }
+    const next = m.next(err, this.req, performance.now());
+    if ('refused' in next) {
+      this.endBroken(err, next.refused);
+      return;
+    }
+    if ('end' in next) {
+      this.res.end(next.end);
+      this.finishStream(200, undefined);
+      return;
+    }
+    (this.tried ??= new Set()).add(this.worker as Worker);
+    // with no worker left, the client is told of this break
+    this.lastError = err;
+    this.body = next.body;
+    this.abortKind = undefined;
+    this.attempt();
+  }
+
+  /** End a broken stream with its error as an SSE event (`notResumed`: why it was not continued). */
+  private endBroken(err: GlidepathError, notResumed?: string): void {
+    if (this.finished) return;
+    this.migration?.failed();
     if (!this.res.destroyed) {
       this.startStream();
-      this.res.end(sseErrorEvent(err.message, err.code));
+      const why = notResumed === undefined || this.migration === undefined ? '' : ` (not resumed: ${notResumed})`;
+      this.res.end(sseErrorEvent(err.message + why, err.code));
     }
     this.finishStream(200, err.code);
   }
 
   private fail(err: GlidepathError): void {
     if (this.finished) return;
-    this.stopTimer();
+    if (this.clientStarted && this.req.stream) {
+      this.broke(err);
+      return;
+    }
+    this.timer.stop();
     if (!this.clientStarted && !this.res.destroyed) {
       const extra: Record<string, string> = {};
       if (this.worker) {
@@ -474,13 +513,16 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private finishStream(status: number, errorCode: ErrorCode | undefined): void {
     const m = this.meter;
     const latency = performance.now() - this.startedAt;
-    this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
+    // a continued stream counts as its client was told (resume.ts rewrites the usage)
+    const c = this.migration?.cont;
+    if (c !== undefined && c.completionTokens >= 0) this.finish(status, errorCode, latency, c.promptTokens, c.completionTokens);
+    else this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
   }
 
   private finish(status: number, errorCode: ErrorCode | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
     if (this.finished) return;
     this.finished = true;
-    this.stopTimer();
+    this.timer.stop();
     this.releaseWorker();
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;

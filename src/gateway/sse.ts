@@ -16,6 +16,15 @@ export class SseMeter {
   usageCompletion = -1;
   /** Description of the first malformed event, if any. */
   malformed: string | undefined;
+  /** StreamSource: a worker's own stream is never cut short by the gateway. */
+  readonly cut = false;
+  /**
+   * The whole events of the last `feed` (with an earlier chunk's incomplete event that they
+   * finish): what may go to the client, so a stream that breaks never leaves it half an event (or
+   * half a UTF-8 character). Up to a malformed event when there is one. Borrowed like the chunk
+   * when it is (part of) the chunk itself.
+   */
+  out: Buffer = EMPTY;
   /** The JSON key that carries generated text for this endpoint (chat: content, completions: text). */
   private readonly key: string;
   /** Chat (the key is `content`), else completions (`text`): which byte comparison the fast path makes. */
@@ -63,9 +72,10 @@ export class SseMeter {
       b = Buffer.concat([this.carry, chunk]);
       this.carry = null;
     }
-    // CRLF or CR line endings (allowed by the SSE spec): measured as text with LF only. A CRLF cut
-    // between two chunks becomes an extra blank line, which `event` skips.
-    if (b.indexOf(13) !== -1) return this.feedText(b.toString('latin1').replace(/\r\n?/g, '\n'), now);
+    // CRLF or CR line endings (allowed by the SSE spec): measured as text with LF only, forwarded as
+    // sent. A CRLF cut between two chunks becomes an extra blank line, which `event` skips.
+    if (b.indexOf(13) !== -1) return this.feedCr(b, b === chunk, now);
+    this.out = b;
     const n = b.length;
     const chat = this.chat;
     const kl = this.key.length;
@@ -75,7 +85,10 @@ export class SseMeter {
       let end = b.indexOf(10, pos);
       while (end !== -1 && b[end + 1] !== 10) end = b.indexOf(10, end + 1);
       // the chunk may be borrowed: a piece of it is copied; a concatenation is ours already
-      if (end === -1) return this.keep(b === chunk ? Buffer.from(b.subarray(pos)) : b.subarray(pos));
+      if (end === -1) {
+        this.out = b.subarray(0, pos);
+        return this.keep(b === chunk ? Buffer.from(b.subarray(pos)) : b.subarray(pos));
+      }
       // the common event, checked on the bytes: `data: {…}]}` with a non-empty text value where
       // the last token event had its key — a token, and no usage can follow its choices array (see
       // event). Anything else is read as text by event().
@@ -99,15 +112,37 @@ export class SseMeter {
         const s = b.toString('latin1', pos, end);
         this.keyPos = -2;
         this.usagePos = -2;
-        if (!this.event(s, 0, s.length, now)) return false;
+        if (!this.event(s, 0, s.length, now)) {
+          this.out = b.subarray(0, pos);
+          return false;
+        }
       }
       pos = end + 2;
     }
     return true;
   }
 
-  /** The text path (decoded as latin1: structure is ASCII and JSON stays parseable byte for byte). */
-  private feedText(s: string, now: number): boolean {
+  /**
+   * Bytes with CR line endings: read as LF-only text; what is forwarded (`out`) and carried are the
+   * raw bytes, found by walking back from the end over as many characters as the text left unread.
+   */
+  private feedCr(b: Buffer, borrowed: boolean, now: number): boolean {
+    const s = b.toString('latin1').replace(/\r\n?/g, '\n');
+    const read = this.feedText(s, now);
+    let left = s.length - read.pos;
+    let i = b.length;
+    while (left > 0) {
+      i -= i > 1 && b[i - 1] === 10 && b[i - 2] === 13 ? 2 : 1;
+      left--;
+    }
+    this.out = b.subarray(0, i);
+    if (!read.ok) return false;
+    if (i === b.length) return true;
+    return this.keep(borrowed ? Buffer.from(b.subarray(i)) : b.subarray(i));
+  }
+
+  /** The text path (decoded as latin1: structure is ASCII and JSON stays parseable byte for byte): how far it read whole events, and whether they were well formed. */
+  private feedText(s: string, now: number): { ok: boolean; pos: number } {
     this.keyPos = -2;
     this.usagePos = -2;
     let pos = 0;
@@ -115,11 +150,11 @@ export class SseMeter {
     while (pos < n) {
       let end = s.indexOf('\n', pos);
       while (end !== -1 && s.charCodeAt(end + 1) !== 10) end = s.indexOf('\n', end + 1);
-      if (end === -1) return this.keep(Buffer.from(s.slice(pos), 'latin1'));
-      if (!this.event(s, pos, end, now)) return false;
+      if (end === -1) return { ok: true, pos };
+      if (!this.event(s, pos, end, now)) return { ok: false, pos };
       pos = end + 2;
     }
-    return true;
+    return { ok: true, pos: n };
   }
 
   /** Keep the incomplete last event (bytes the meter owns) for the next chunk. */
@@ -264,6 +299,8 @@ const TEXT_KEY = 'text":"';
 /** Where the last learnt text key sat, per endpoint (see SseMeter.keyOffset); -1: none yet. */
 let chatOffsetHint = -1;
 let textOffsetHint = -1;
+
+const EMPTY = Buffer.alloc(0);
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
 export function sseErrorEvent(message: string, code: ErrorCode): string {

@@ -5,7 +5,9 @@ import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.
 import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { LocalResourceReporter } from './local.js';
+import { ConnectError } from './upstream.js';
 import type { LocalResourceError, WorkerQueueError } from './upstream.js';
+import type { Worker } from './pool.js';
 
 /** `unhealthy`: the health controller took the worker out of rotation (silent corruption) with the request on it. */
 export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain' | 'unhealthy';
@@ -91,6 +93,23 @@ export function localResourceError(
   );
   report?.(err.code, e.message);
   return e;
+}
+
+/**
+ * A connection the worker refused, or closed before a response head (it took the request and dropped
+ * it: crashed, stopped): the worker is ejected for a while (doubling back-off) and the error says
+ * which. Undefined for any other failure.
+ */
+export function connectFailure(err: Error, status: number, w: Worker, f: FailedRequest, metrics: GatewayMetrics): UpstreamError | undefined {
+  const code = (err as NodeJS.ErrnoException).code ?? '';
+  if (!(err instanceof ConnectError) && !(code === 'ECONNRESET' && status === 0)) return undefined;
+  const ms = w.eject(Date.now(), f.cfg.ejectBaseMs, f.cfg.ejectMaxMs);
+  metrics.ejections.labels(f.model, f.version, w.id).inc();
+  const what =
+    err instanceof ConnectError
+      ? `could not connect to worker ${w.id} (${code})`
+      : `worker ${w.id} dropped the request: it closed the connection before answering (${code})`;
+  return new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`);
 }
 
 /** An errno error as `CODE: message`. */

@@ -35,6 +35,8 @@ function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   flag('error-rate', f.errorRate);
   flag('error-status', f.errorStatus);
   flag('crash-after-tokens', f.crashAfterTokens);
+  flag('stall-after-tokens', f.stallAfterTokens);
+  flag('garbage-after-tokens', f.garbageAfterTokens);
   flag('hang', f.hang);
   flag('latency-multiplier', f.latencyMultiplier);
   flag('corrupt', f.corrupt);

@@ -30,7 +30,9 @@ interface Job {
   ticket: Ticket;
   timing: TimingParams;
   jitter: Jitter;
+  /** Token index at which the stream breaks (-1: never), and how. */
   crashAt: number;
+  crashKind: 'crash' | 'stall' | 'garbage';
   adapter: string | undefined;
   /** Index of the next token to emit. */
   i: number;
@@ -159,7 +161,7 @@ export class SimEngine {
         latencyMultiplier: fate.latencyMultiplier,
       },
       jitter: new Jitter(fmix32(o.seed ^ Math.imul(no + 1, 0x2c1b3c6d)), o.jitter),
-      crashAt: fate.crashAfterTokens ?? -1,
+      ...breakOf(fate),
       adapter: target.adapter,
       i: 0,
       started: false,
@@ -274,10 +276,19 @@ export class SimEngine {
     this.events.emit('finished', g.finish);
   }
 
-  /** Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. */
+  /**
+   * Crash-after-N: flush what was emitted, then destroy the socket as a dying GPU would. Stall: send
+   * nothing more and keep the connection (a hung GPU; the job ends when the client leaves). Garbage:
+   * an event that is not JSON, then nothing.
+   */
   private crash(job: Job, out: string | Buffer): void {
+    this.faults.count(job.crashKind);
+    if (job.crashKind !== 'crash') {
+      // a non-streaming answer just never comes
+      if (job.stream) job.res.write(job.crashKind === 'garbage' ? `${out.toString()}data: {"id": garbage\n\n` : out);
+      return; // job.done stays false: the client's close releases it
+    }
     job.done = true;
-    this.faults.count('crash');
     this.release(job);
     this.events.emit('finished', 'crash');
     const kill = () => job.res.socket?.destroy();
@@ -312,4 +323,20 @@ export class SimEngine {
     this.parked.clear();
     this.life.dispose();
   }
+}
+
+/** Where a served request's stream breaks, if a fault says it does (the earliest of crash, stall, garbage). */
+function breakOf(fate: {
+  crashAfterTokens?: number | undefined;
+  stallAfterTokens?: number | undefined;
+  garbageAfterTokens?: number | undefined;
+}): Pick<Job, 'crashAt' | 'crashKind'> {
+  let at: Pick<Job, 'crashAt' | 'crashKind'> = { crashAt: -1, crashKind: 'crash' };
+  const consider = (n: number | undefined, kind: Job['crashKind']): void => {
+    if (n !== undefined && (at.crashAt === -1 || n < at.crashAt)) at = { crashAt: n, crashKind: kind };
+  };
+  consider(fate.crashAfterTokens, 'crash');
+  consider(fate.stallAfterTokens, 'stall');
+  consider(fate.garbageAfterTokens, 'garbage');
+  return at;
 }

@@ -9,12 +9,31 @@ export type FaultDecision =
   | { kind: 'process_exit' }
   | { kind: 'hang' }
   | { kind: 'error'; status: number }
-  | { kind: 'serve'; crashAfterTokens: number | undefined; latencyMultiplier: number; corrupt: boolean; logprobDrift: number };
+  | {
+      kind: 'serve';
+      crashAfterTokens: number | undefined;
+      stallAfterTokens?: number | undefined;
+      garbageAfterTokens?: number | undefined;
+      latencyMultiplier: number;
+      corrupt: boolean;
+      logprobDrift: number;
+    };
 
 export class FaultState {
   private spec: SimFaultSpec;
   private n = 0;
-  readonly counts: Record<FaultKind, number> = { error: 0, crash: 0, hang: 0, latency: 0, corrupt: 0, drift: 0, flap: 0, process_exit: 0 };
+  readonly counts: Record<FaultKind, number> = {
+    error: 0,
+    crash: 0,
+    stall: 0,
+    garbage: 0,
+    hang: 0,
+    latency: 0,
+    corrupt: 0,
+    drift: 0,
+    flap: 0,
+    process_exit: 0,
+  };
 
   constructor(
     initial: SimFaultSpec,
@@ -71,6 +90,9 @@ export class FaultState {
     if (corrupt) this.count('corrupt');
     const logprobDrift = f.logprobDrift ?? 0;
     if (logprobDrift > 0) this.count('drift');
-    return { kind: 'serve', crashAfterTokens: f.crashAfterTokens, latencyMultiplier, corrupt, logprobDrift };
+    const d: FaultDecision = { kind: 'serve', crashAfterTokens: f.crashAfterTokens, latencyMultiplier, corrupt, logprobDrift };
+    if (f.stallAfterTokens !== undefined) d.stallAfterTokens = f.stallAfterTokens;
+    if (f.garbageAfterTokens !== undefined) d.garbageAfterTokens = f.garbageAfterTokens;
+    return d;
   }
 }

@@ -11,8 +11,8 @@ const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5
 const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 
-export type FaultKind = 'error' | 'crash' | 'hang' | 'latency' | 'corrupt' | 'drift' | 'flap' | 'process_exit';
-export const FAULT_KINDS: readonly FaultKind[] = ['error', 'crash', 'hang', 'latency', 'corrupt', 'drift', 'flap', 'process_exit'];
+export type FaultKind = 'error' | 'crash' | 'stall' | 'garbage' | 'hang' | 'latency' | 'corrupt' | 'drift' | 'flap' | 'process_exit';
+export const FAULT_KINDS: readonly FaultKind[] = ['error', 'crash', 'stall', 'garbage', 'hang', 'latency', 'corrupt', 'drift', 'flap', 'process_exit'];
 
 export interface EngineState {
   running(): number;

@@ -118,6 +118,8 @@ export const faultSchema = z
     error_rate: z.number().min(0).max(1).optional(),
     error_status: z.number().int().min(400).max(599).optional(),
     crash_after_tokens: z.number().int().min(0).optional(),
+    stall_after_tokens: z.number().int().min(0).optional(),
+    garbage_after_tokens: z.number().int().min(0).optional(),
     hang: z.boolean().optional(),
     latency_multiplier: z.number().positive().refine(Number.isFinite, 'must be finite').optional(),
     corrupt: z.boolean().optional(),

@@ -1,5 +1,5 @@
 // The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
 import { CanaryMetrics, HealthMetrics } from './control-metrics.js';
 import { ArrayCounter, ArrayHistogram } from './prom.js';
@@ -119,6 +119,25 @@ export class GatewayMetrics {
   readonly drainAborted = new Counter({
     name: 'glidepath_drain_aborted_total',
     help: 'In-flight requests aborted because a drain timed out.',
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
+  readonly migrations = new Counter({
+    name: 'glidepath_stream_migrations_total',
+    help: 'Broken streams by what broke them (reason: an error code) and what came of it (outcome: resumed on another worker, not_resumable, exhausted: out of migrations or time, failed: the new worker failed too).',
+    labelNames: ['model', 'version', 'reason', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly migrationStall = new Histogram({
+    name: 'glidepath_stream_migration_stall_seconds',
+    help: "Time a resumed stream stood still: from its break to the continuation's first bytes at the client.",
+    labelNames: ['model', 'version'] as const,
+    buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+    registers: [this.registry],
+  });
+  readonly reprefillTokens = new Counter({
+    name: 'glidepath_stream_reprefill_tokens_total',
+    help: 'Prompt tokens the workers that continued broken streams prefilled again (the original prompt and the text already generated).',
     labelNames: ['model', 'version'] as const,
     registers: [this.registry],
   });

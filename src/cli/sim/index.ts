@@ -64,6 +64,8 @@ const FAULTS: [string, keyof SimFaultSpec, Kind | 'bool', string][] = [
   ['error-rate', 'errorRate', 'fraction', 'fault: share of requests answered with an error before the first token'],
   ['error-status', 'errorStatus', 'status', 'fault: HTTP status of injected errors (default 500)'],
   ['crash-after-tokens', 'crashAfterTokens', 'int', 'fault: destroy the socket after N tokens'],
+  ['stall-after-tokens', 'stallAfterTokens', 'int', 'fault: stop sending after N tokens, keeping the connection open'],
+  ['garbage-after-tokens', 'garbageAfterTokens', 'int', 'fault: send an invalid SSE event after N tokens, then nothing'],
   ['latency-multiplier', 'latencyMultiplier', 'positive', 'fault: multiply every delay'],
   ['hang', 'hang', 'bool', 'fault: accept requests and send nothing'],
   ['corrupt', 'corrupt', 'bool', 'fault: silent corruption (wrong tokens, shifted logprobs, HTTP 200)'],

@@ -268,12 +268,26 @@ describe('timeouts', () => {
 });
 
 describe('broken and garbage upstream answers', () => {
-  it('a stream that breaks after it started ends with an SSE error event, [DONE] and a clean end; recorded as an error', async () => {
+  it('a stream that breaks after it started, with no other worker to continue it, ends with an SSE error event, [DONE] and a clean end; recorded as an error', async () => {
     const a = await upstream();
     const b = await upstream();
     const events = sseEvents(10);
     a.setDefault(destroyAfter(events, 3));
-    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url, b.url] }], route: { weights: { v1: 1 } } }], {}, rr());
+    // b is another version's: a stream never continues on another version
+    const gw = await gateway(
+      [
+        {
+          name: 'm',
+          versions: [
+            { id: 'v1', workers: [a.url] },
+            { id: 'v2', workers: [b.url] },
+          ],
+          route: { weights: { v1: 1, v2: 0 } },
+        },
+      ],
+      {},
+      rr(),
+    );
     const recs = records(gw);
     const r = await post(gw.url, chatReq({ stream: true }));
     expect(r.status).toBe(200);
@@ -281,9 +295,9 @@ describe('broken and garbage upstream answers', () => {
     const data = sseData(r.body);
     expect(data.at(-1)).toBe('[DONE]');
     expect(JSON.parse(data.at(-2)!)).toMatchObject({ error: { code: 'upstream_stream_broken', type: 'upstream_error' } });
+    expect(data.at(-2)).toContain('(not resumed: no other worker of the version could take it)');
     // nothing after the error event but [DONE]
     expect(r.body.endsWith('data: [DONE]\n\n')).toBe(true);
-    // not retried once bytes reached the client
     expect(b.requests).toHaveLength(0);
     expect(recs[0]).toMatchObject({ status: 200, errorCode: 'upstream_stream_broken' });
     expect(gw.telemetry.stats('m', 'v1').errors).toBe(1);
@@ -300,9 +314,20 @@ describe('broken and garbage upstream answers', () => {
     expect(recs[0]).toMatchObject({ status: 502, errorCode: 'upstream_invalid_json' });
   });
 
-  it('a stream that ends without [DONE] → SSE error event upstream_truncated', async () => {
+  it('a stream that ends after its finish_reason but without [DONE] is ended by the gateway: the client had everything', async () => {
     const a = await upstream();
     const events = sseEvents(4);
+    a.setDefault(truncated(events));
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }]);
+    const recs = records(gw);
+    const r = await post(gw.url, chatReq({ stream: true }));
+    expect(r.body).toBe(events.join(''));
+    expect(recs[0]).toMatchObject({ status: 200, errorCode: undefined });
+  });
+
+  it('a stream that ends without [DONE] before its finish_reason → SSE error event upstream_truncated', async () => {
+    const a = await upstream();
+    const events = sseEvents(4).slice(0, 3);
     a.setDefault(truncated(events));
     const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [a.url] }], route: { weights: { v1: 1 } } }]);
     const recs = records(gw);

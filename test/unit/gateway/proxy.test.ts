@@ -197,7 +197,10 @@ describe('ProxyRequest orderings', () => {
   });
 
   it('the timer is not moved per chunk, yet first-token and idle limits fire on time (first token 1000 ms, idle 500 ms)', () => {
-    const h = harness();
+    // resumption off: the idle stream ends with its error (resume.test.ts has it continue)
+    const h = harness(true, {
+      cfg: defaultGatewayConfig({ firstTokenTimeoutMs: 1000, idleTimeoutMs: 500, resume: { maxMigrations: 0, budgetMs: 1, logBytes: 4096 } }),
+    });
     const { first, c } = startFirst(h);
     // the one timer wakes at the idle limit (500 ms), finds the first-token deadline not reached
     vi.advanceTimersByTime(999);
@@ -218,6 +221,19 @@ describe('ProxyRequest orderings', () => {
     expect(c.aborted).toBe(true);
     expect(h.records.map((r) => [r.status, r.errorCode])).toEqual([[200, 'upstream_idle_timeout']]);
     expect(h.res.body).toContain('"code":"upstream_idle_timeout"');
+  });
+
+  it('an idle stream continues on the other worker of the pool with the text it had sent', () => {
+    const h = harness();
+    const { first, c } = startFirst(h);
+    first.onResponseStart(c, 200, 'text/event-stream');
+    first.onResponseData(c, Buffer.from('data: {"id":"x","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"id":"x","choi'));
+    vi.advanceTimersByTime(500);
+    expect(c.aborted).toBe(true);
+    expect(h.dispatched.map((d) => d.worker)).toEqual(['w0', 'w1']);
+    // half an event never reached the client
+    expect(h.res.body).toBe('data: {"id":"x","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n');
+    expect(h.records).toEqual([]);
   });
 
   it('a first-token deadline longer than the idle limit fires at its own time', () => {

@@ -1,0 +1,168 @@
+// One stream's resumption state across breaks: what was sent, how many migrations and how much time
+// are left, the continuation in progress, and the migration metrics (docs/resilience.md).
+import type { GatewayConfig } from '../config/types.js';
+import type { ErrorCode, GlidepathError } from '../errors.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { VersionPool } from './pool.js';
+import type { ParsedRequest } from './request.js';
+import { SentLog } from './resume-state.js';
+import type { SseMeter } from './sse.js';
+import { Continuation, finishedEvents, planResume } from './resume.js';
+
+/** Where a stream's events for the client come from: its worker's own (SseMeter) or a continuation's, rewritten (Migration). */
+export interface StreamSource {
+  /** Take a piece of the worker's stream; false when it held a malformed event. */
+  feed(chunk: Buffer, now: number): boolean;
+  /** The whole events of the last piece, for the client (up to a malformed one). */
+  readonly out: Buffer;
+  /** `[DONE]` came. */
+  readonly done: boolean;
+  /** The stream ends here although the worker goes on (a stop string found across a break). */
+  readonly cut: boolean;
+  readonly malformed: string | undefined;
+}
+
+/** What to do after a break: ask another worker with `body`, end the stream with `end` (bytes for the client), or give up (`refused`: why). */
+export type Next = { body: Buffer } | { end: string } | { refused: string };
+
+/** Breaks a stream does not come back from: the client went away, the gateway's own resources ran out, the whole version is being drained. */
+const FINAL: ReadonlySet<ErrorCode> = new Set([
+  'client_closed',
+  'client_send_timeout',
+  'local_resources_exhausted',
+  'upstream_response_too_large',
+  'drain_aborted',
+]);
+
+export class Migration implements StreamSource {
+  /** What the client was sent (whole events only). */
+  readonly log: SentLog;
+  /** Migrations begun. */
+  private count = 0;
+  /** performance.now() of the first break and of the latest. */
+  private firstBreak = NaN;
+  private brokeAt = NaN;
+  /** The error that began the migration in progress (the metric's reason). */
+  private reason: ErrorCode | undefined;
+  /** The continuing worker's stream, once one answered 200. */
+  cont: Continuation | undefined;
+  /** Waiting for the continuation's first bytes (the stall is observed then). */
+  private stalled = false;
+  private counted = false;
+
+  constructor(
+    private readonly chat: boolean,
+    private readonly cfg: GatewayConfig,
+    private readonly metrics: GatewayMetrics,
+    private readonly pool: VersionPool,
+    /** The stream's meter, which measures the rewritten events as they go out. */
+    private readonly meter: SseMeter,
+  ) {
+    this.log = new SentLog(chat, cfg.resume.logBytes);
+  }
+
+  // ---- StreamSource: the continuation's events, rewritten -------------------------------------
+
+  out: Buffer = Buffer.alloc(0);
+  feed(chunk: Buffer, now: number): boolean {
+    const s = (this.cont as Continuation).feed(chunk);
+    if (s === undefined) {
+      this.out = Buffer.alloc(0);
+      return false;
+    }
+    this.out = Buffer.from(s);
+    if (s !== '') {
+      this.meter.feed(this.out, now);
+      this.delivered(now);
+    }
+    return true;
+  }
+  get done(): boolean {
+    return this.cont?.done ?? false;
+  }
+  get cut(): boolean {
+    return this.cont?.cut ?? false;
+  }
+  get malformed(): string | undefined {
+    return this.cont?.malformed;
+  }
+
+  /** The stream broke with `err` at `now`: continue it elsewhere, end it, or give up. */
+  next(err: GlidepathError, req: ParsedRequest, now: number): Next {
+    // a continuation that failed before it sent anything counts as failed; the new break is its reason
+    if (this.stalled) {
+      this.stalled = false;
+      this.outcome('failed');
+    }
+    this.reason = err.code;
+    this.brokeAt = now;
+    if (this.firstBreak !== this.firstBreak) this.firstBreak = now;
+    if (FINAL.has(err.code)) return { refused: `${err.code} is not a failure of the worker` };
+    if (this.count >= this.cfg.resume.maxMigrations) {
+      this.outcome('exhausted');
+      return { refused: `it broke ${this.count + 1} times (gateway.resume.max_migrations: ${this.cfg.resume.maxMigrations})` };
+    }
+    if (now - this.firstBreak > this.cfg.resume.budgetMs) {
+      this.outcome('exhausted');
+      return { refused: `it has been broken for more than gateway.resume.budget_ms (${this.cfg.resume.budgetMs} ms)` };
+    }
+    const so = this.log.read();
+    if (so.done || (so.finishReason !== null && (so.usageSent || !wantsUsage(req)))) {
+      // everything but the ending reached the client: end it here
+      this.outcome('resumed');
+      return { end: so.done ? '' : 'data: [DONE]\n\n' };
+    }
+    if (so.finishReason !== null) {
+      this.outcome('not_resumable');
+      return { refused: 'it broke after its last token and before its usage, which cannot be counted elsewhere' };
+    }
+    const d = planResume(req, this.chat, so, this.pool.resume);
+    if ('refused' in d) {
+      this.outcome('not_resumable');
+      return d;
+    }
+    if ('finished' in d) {
+      if (wantsUsage(req)) {
+        this.outcome('not_resumable');
+        return { refused: 'its token budget ran out at the break, so the usage it asked for cannot be counted' };
+      }
+      this.outcome('resumed');
+      return { end: finishedEvents(so, this.chat) };
+    }
+    this.count++;
+    this.stalled = true;
+    this.counted = false;
+    this.cont = new Continuation(so, this.chat, d.plan.sent, req.body);
+    return { body: d.plan.body };
+  }
+
+  /** The continuation's first bytes reached the client at `now`: the migration worked. */
+  private delivered(now: number): void {
+    const c = this.cont;
+    if (c !== undefined && !this.counted && c.prefilled >= 0) {
+      this.counted = true;
+      this.metrics.reprefillTokens.labels(this.pool.model, this.pool.version).inc(c.prefilled);
+    }
+    if (!this.stalled) return;
+    this.stalled = false;
+    this.metrics.migrationStall.labels(this.pool.model, this.pool.version).observe((now - this.brokeAt) / 1000);
+    this.outcome('resumed');
+  }
+
+  /** A stream that could not be resumed for a reason outside the plan (no worker left, the continuation refused). */
+  failed(): void {
+    if (this.stalled) {
+      this.stalled = false;
+      this.outcome('failed');
+    }
+  }
+
+  private outcome(o: 'resumed' | 'not_resumable' | 'exhausted' | 'failed'): void {
+    this.metrics.migrations.labels(this.pool.model, this.pool.version, this.reason ?? 'upstream_stream_broken', o).inc();
+  }
+}
+
+function wantsUsage(req: ParsedRequest): boolean {
+  const o = req.body.stream_options as { include_usage?: unknown } | null | undefined;
+  return o?.include_usage === true;
+}

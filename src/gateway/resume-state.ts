@@ -1,0 +1,169 @@
+// What a stream has sent its client, kept so that another worker can continue it: the bytes as they
+// went out (one growable buffer, a copy per write, nothing parsed), read into text only when the
+// stream breaks or the buffer is full.
+
+/** What the client has of a stream, read from the events it was sent. */
+export interface SoFar {
+  /** The stream's `id`, `object`, `created`, `model` (the continuation's events are given them). */
+  id: string | undefined;
+  object: string | undefined;
+  created: number | undefined;
+  model: string | undefined;
+  /** The generated text sent (chat: `delta.content`; completions: `text`). */
+  text: string;
+  /** Events that carried text (one token each on vLLM, SGLang, llama.cpp and the simulator). */
+  tokenEvents: number;
+  /** The last running count of completion tokens the worker reported (continuous usage stats); -1: none. */
+  completionTokens: number;
+  /** The stream's end was sent: a `finish_reason`, the usage-only event, `[DONE]`. */
+  finishReason: string | null;
+  usageSent: boolean;
+  done: boolean;
+  /** Something was sent that a continuation cannot carry on (tool calls, reasoning, a second choice); named for the error. */
+  unsupported: string | undefined;
+  /** Events that could not be read (a worker's garbage is never forwarded, so 0 unless the log was cut). */
+  unreadable: number;
+}
+
+export function emptySoFar(): SoFar {
+  return {
+    id: undefined,
+    object: undefined,
+    created: undefined,
+    model: undefined,
+    text: '',
+    tokenEvents: 0,
+    completionTokens: -1,
+    finishReason: null,
+    usageSent: false,
+    done: false,
+    unsupported: undefined,
+    unreadable: 0,
+  };
+}
+
+interface Chunk {
+  id?: unknown;
+  object?: unknown;
+  created?: unknown;
+  model?: unknown;
+  choices?: unknown;
+  usage?: { completion_tokens?: unknown } | null;
+}
+
+interface Choice {
+  index?: unknown;
+  text?: unknown;
+  delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown; function_call?: unknown } | null;
+  finish_reason?: unknown;
+}
+
+/** Fold the `data:` payload of one event into `s`. */
+export function readEvent(s: SoFar, data: string, chat: boolean): void {
+  if (data === '[DONE]') {
+    s.done = true;
+    return;
+  }
+  let c: Chunk;
+  try {
+    c = JSON.parse(data) as Chunk;
+  } catch {
+    s.unreadable++;
+    return;
+  }
+  if (typeof c !== 'object' || c === null) {
+    s.unreadable++;
+    return;
+  }
+  if (typeof c.id === 'string') s.id ??= c.id;
+  if (typeof c.object === 'string') s.object ??= c.object;
+  if (typeof c.created === 'number') s.created ??= c.created;
+  if (typeof c.model === 'string') s.model ??= c.model;
+  if (c.usage !== undefined && c.usage !== null && typeof c.usage.completion_tokens === 'number') s.completionTokens = c.usage.completion_tokens;
+  const choices = Array.isArray(c.choices) ? (c.choices as Choice[]) : [];
+  if (choices.length === 0 && c.usage) s.usageSent = true;
+  for (const ch of choices) {
+    if (typeof ch !== 'object' || ch === null) continue;
+    if (ch.index !== undefined && ch.index !== 0) s.unsupported ??= `a choice with index ${JSON.stringify(ch.index)} (n > 1)`;
+    let text: unknown;
+    if (chat) {
+      const d = ch.delta;
+      if (d) {
+        text = d.content;
+        if (d.tool_calls !== undefined && d.tool_calls !== null) s.unsupported ??= 'tool calls';
+        if (d.function_call !== undefined && d.function_call !== null) s.unsupported ??= 'a function call';
+        if (typeof d.reasoning_content === 'string' && d.reasoning_content !== '') s.unsupported ??= 'reasoning content';
+      }
+    } else text = ch.text;
+    if (typeof text === 'string' && text !== '') {
+      s.text += text;
+      s.tokenEvents++;
+    }
+    if (typeof ch.finish_reason === 'string') s.finishReason = ch.finish_reason;
+  }
+}
+
+/** Fold every complete event of `bytes` (SSE with LF line endings, as the meter forwards them) into `s`. */
+export function readEvents(s: SoFar, bytes: Buffer, chat: boolean): void {
+  const text = bytes.toString('utf8');
+  let pos = 0;
+  while (pos < text.length) {
+    let end = text.indexOf('\n\n', pos);
+    if (end === -1) end = text.length;
+    let data = '';
+    for (const line of text.slice(pos, end).split('\n')) {
+      if (!line.startsWith('data:')) continue; // comments, event:, id:, retry:
+      const v = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+      data = data === '' ? v : `${data}\n${v}`;
+    }
+    if (data !== '') readEvent(s, data, chat);
+    pos = end + 2;
+  }
+}
+
+/**
+ * The bytes a stream sent its client. Appending is one copy into a buffer that doubles from 4 KiB;
+ * past `maxBytes` what is held is read into `SoFar` (text only) and the buffer starts over, so a
+ * long stream holds its text plus at most `maxBytes`.
+ */
+export class SentLog {
+  private buf: Buffer | undefined;
+  private len = 0;
+  private folded: SoFar | undefined;
+
+  constructor(
+    private readonly chat: boolean,
+    private readonly maxBytes: number,
+  ) {}
+
+  append(b: Buffer): void {
+    const n = b.length;
+    let buf = this.buf;
+    if (buf === undefined) buf = this.buf = Buffer.allocUnsafe(n > 4096 ? n : 4096);
+    else if (this.len + n > buf.length) {
+      if (this.len + n > this.maxBytes) {
+        readEvents((this.folded ??= emptySoFar()), buf.subarray(0, this.len), this.chat);
+        this.len = 0;
+      }
+      if (n > buf.length || this.len + n > buf.length) {
+        const bigger = Buffer.allocUnsafe(Math.max(buf.length * 2, this.len + n));
+        buf.copy(bigger, 0, 0, this.len);
+        buf = this.buf = bigger;
+      }
+    }
+    b.copy(buf, this.len);
+    this.len += n;
+  }
+
+  /** Bytes held now (not counting what was folded into text). */
+  get size(): number {
+    return this.len;
+  }
+
+  /** Everything the client was sent, read. */
+  read(): SoFar {
+    const s: SoFar = this.folded ? { ...this.folded } : emptySoFar();
+    if (this.buf !== undefined) readEvents(s, this.buf.subarray(0, this.len), this.chat);
+    return s;
+  }
+}

@@ -1,0 +1,288 @@
+// Continuing a broken stream on another worker (migration by re-prefill): the request that asks a
+// worker to go on from the text the client already has, and the rewriting of that worker's events
+// into the client's one stream (same id, no repeated role, stop strings across the break, usage
+// counted once).
+import { StringDecoder } from 'node:string_decoder';
+import type { ResumeMode } from '../domain/spec.js';
+import type { ParsedRequest } from './request.js';
+import type { SoFar } from './resume-state.js';
+
+/** What the continuation is asked, and what the client asked of the original. */
+export interface ResumePlan {
+  /** The continuation request's body. */
+  body: Buffer;
+  /** Completion tokens the client already has (counted once in the usage it gets). */
+  sent: number;
+}
+
+/** Why a stream cannot be continued (the text of the error the client gets), or what to send. */
+export type ResumeDecision = { plan: ResumePlan } | { refused: string } | { finished: 'length' };
+
+type Body = Record<string, unknown>;
+
+const GUIDED = ['guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'structured_outputs'] as const;
+
+/**
+ * The body that continues `req` from `so` on a worker of `mode`, or why it cannot be. The original
+ * body is copied field by field: what the client asked (sampling, stop, logprobs, seed) stays.
+ */
+export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: ResumeMode): ResumeDecision {
+  const b = req.body;
+  if (mode === 'off' || (chat && mode === 'completions_only'))
+    return { refused: `the version's engine does not continue ${chat ? 'chat ' : ''}streams (resume: ${mode})` };
+  if (so.unsupported !== undefined) return { refused: `the stream carried ${so.unsupported}, which a continuation cannot take up` };
+  if (so.unreadable > 0) return { refused: 'an event already sent could not be read back' };
+  if (typeof b.n === 'number' && b.n > 1) return { refused: 'n > 1' };
+  if (typeof b.best_of === 'number' && b.best_of > 1) return { refused: 'best_of > 1' };
+  for (const g of GUIDED) if (b[g] !== undefined && b[g] !== null) return { refused: `guided decoding (${g})` };
+  const rf = b.response_format as { type?: unknown } | null | undefined;
+  if (rf && rf.type !== undefined && rf.type !== 'text') return { refused: `guided decoding (response_format ${JSON.stringify(rf.type)})` };
+  const sent = so.completionTokens >= 0 ? so.completionTokens : so.tokenEvents;
+  const out: Body = { ...b };
+  if (chat) {
+    const msgs = (b.messages as Body[]).slice();
+    const last = msgs[msgs.length - 1] as Body;
+    if (b.continue_final_message === true && last.role === 'assistant') msgs[msgs.length - 1] = { ...last, content: appendContent(last.content, so.text) };
+    else msgs.push({ role: 'assistant', content: so.text });
+    out.messages = msgs;
+    if (mode === 'continue_final_message') {
+      out.continue_final_message = true;
+      out.add_generation_prompt = false;
+    }
+  } else {
+    if (b.echo === true) return { refused: 'echo' };
+    const p = b.prompt;
+    if (typeof p === 'string') out.prompt = p + so.text;
+    else if (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') out.prompt = [p[0] + so.text];
+    else return { refused: 'a prompt of token ids or of several prompts' };
+  }
+  for (const key of ['max_tokens', 'max_completion_tokens'] as const) {
+    const v = b[key];
+    if (typeof v !== 'number') continue;
+    if (v - sent <= 0) return { finished: 'length' };
+    out[key] = v - sent;
+  }
+  if (typeof b.min_tokens === 'number') out.min_tokens = Math.max(0, b.min_tokens - sent);
+  // running usage on every event: the prompt's size is known from the first, whatever ends the stream
+  out.stream = true;
+  out.stream_options = { ...(b.stream_options as Body | undefined), include_usage: true, continuous_usage_stats: true };
+  return { plan: { body: Buffer.from(JSON.stringify(out)), sent } };
+}
+
+function appendContent(content: unknown, text: string): unknown {
+  if (Array.isArray(content)) return [...(content as unknown[]), { type: 'text', text }];
+  return (typeof content === 'string' ? content : '') + text;
+}
+
+/** The stop strings of a request (a string or a list; empty ones ignored). */
+export function stopsOf(body: Body): string[] {
+  const s = body.stop;
+  const list = typeof s === 'string' ? [s] : Array.isArray(s) ? s.filter((x): x is string => typeof x === 'string') : [];
+  return list.filter((x) => x !== '');
+}
+
+interface Usage {
+  prompt_tokens?: unknown;
+  completion_tokens?: unknown;
+  total_tokens?: unknown;
+}
+
+interface Event {
+  id?: unknown;
+  object?: unknown;
+  created?: unknown;
+  model?: unknown;
+  choices?: unknown;
+  usage?: Usage | null;
+}
+
+interface EventChoice {
+  text?: unknown;
+  delta?: Record<string, unknown> | null;
+  finish_reason?: unknown;
+  stop_reason?: unknown;
+  logprobs?: unknown;
+}
+
+/**
+ * The continuing worker's stream, rewritten for the client: its events get the original `id`,
+ * `object`, `created` and `model`; chat's opening role event is dropped (the client had it); a stop
+ * string that starts in the text already sent and ends in the continuation ends the stream there
+ * (the continuing worker cannot see it); usage counts the original prompt and every completion
+ * token once, and is only sent where the client asked for it.
+ */
+export class Continuation {
+  private readonly decoder = new StringDecoder('utf8');
+  private carry = '';
+  /** The end of the text already sent, as long as a stop string could reach back into it. */
+  private seam: string;
+  /** Continuation text still to check against the seam (the longest stop less one). */
+  private seamLeft: number;
+  private readonly stopLen: number;
+  private readonly includeUsage: boolean;
+  private readonly continuousUsage: boolean;
+  /** The client's counts, rewritten (-1 until the continuing worker reports its own). */
+  promptTokens = -1;
+  completionTokens = -1;
+  /** Prompt tokens the continuing worker prefilled (its own prompt count). */
+  prefilled = -1;
+  /** `[DONE]` went out (or the gateway ended the stream on a stop string across the break). */
+  done = false;
+  /** The stream was ended here on a stop string: the worker is still generating and must be stopped. */
+  cut = false;
+  /** The first malformed event, if any. */
+  malformed: string | undefined;
+
+  constructor(
+    private readonly so: SoFar,
+    private readonly chat: boolean,
+    private readonly sent: number,
+    body: Body,
+    private readonly stops: readonly string[] = stopsOf(body),
+  ) {
+    let len = 0;
+    for (const s of this.stops) if (s.length > len) len = s.length;
+    this.stopLen = len;
+    this.seam = len > 1 ? so.text.slice(-(len - 1)) : '';
+    this.seamLeft = this.seam === '' ? 0 : len - 1;
+    const opts = body.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
+    this.includeUsage = opts?.include_usage === true;
+    this.continuousUsage = opts?.continuous_usage_stats === true;
+  }
+
+  /** Rewrite a piece of the continuing worker's stream: the whole events for the client ('' when none), or undefined when it sent garbage (`malformed`). */
+  feed(chunk: Buffer): string | undefined {
+    let text = this.carry + this.decoder.write(chunk);
+    if (text.indexOf('\r') !== -1) text = text.replace(/\r\n?/g, '\n');
+    let out = '';
+    let pos = 0;
+    while (!this.done) {
+      const end = text.indexOf('\n\n', pos);
+      if (end === -1) break;
+      const ev = this.event(text.slice(pos, end));
+      if (ev === undefined) return undefined;
+      out += ev;
+      pos = end + 2;
+    }
+    this.carry = this.done ? '' : text.slice(pos);
+    if (this.carry.length > 1 << 20) {
+      this.malformed = 'an SSE event longer than 1 MiB';
+      return undefined;
+    }
+    return out;
+  }
+
+  /** One event's lines → what the client gets of it. */
+  private event(raw: string): string | undefined {
+    let data: string | undefined;
+    for (const line of raw.split('\n')) {
+      if (line === '' || line.charCodeAt(0) === 58 /* : */) continue;
+      if (line.startsWith('data:')) {
+        const v = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+        data = data === undefined ? v : `${data}\n${v}`;
+      } else if (!line.startsWith('event:') && !line.startsWith('id:') && !line.startsWith('retry:')) {
+        this.malformed = `unexpected SSE line ${JSON.stringify(line.slice(0, 40))}`;
+        return undefined;
+      }
+    }
+    if (data === undefined) return '';
+    if (data === '[DONE]') {
+      this.done = true;
+      return 'data: [DONE]\n\n';
+    }
+    let e: Event;
+    try {
+      e = JSON.parse(data) as Event;
+    } catch {
+      this.malformed = `SSE data is not JSON: ${JSON.stringify(data.slice(0, 40))}`;
+      return undefined;
+    }
+    if (typeof e !== 'object' || e === null || Array.isArray(e)) {
+      this.malformed = `SSE data is not a JSON object: ${JSON.stringify(data.slice(0, 40))}`;
+      return undefined;
+    }
+    this.identify(e);
+    const usage = this.countUsage(e.usage);
+    const choices = Array.isArray(e.choices) ? (e.choices as EventChoice[]) : [];
+    if (choices.length === 0) {
+      // the usage-only event closes the stream: the client gets it if it asked
+      return usage !== undefined && this.includeUsage ? `data: ${JSON.stringify({ ...e, usage })}\n\n` : '';
+    }
+    if (usage !== undefined && this.continuousUsage) e.usage = usage;
+    else delete e.usage;
+    const c = choices[0] as EventChoice;
+    let piece: string | undefined;
+    if (this.chat) {
+      const d = c.delta;
+      if (d && typeof d === 'object') {
+        if ('role' in d) {
+          delete d.role;
+          // the opening event (role, empty content): the client had its own
+          if ((d.content === '' || d.content === undefined) && Object.keys(d).length <= 1 && c.finish_reason == null && c.logprobs == null) return '';
+        }
+        if (typeof d.content === 'string') piece = d.content;
+      }
+    } else if (typeof c.text === 'string') piece = c.text;
+    if (piece !== undefined && this.seamLeft > 0) {
+      const at = this.stopAcross(piece);
+      if (at !== undefined) return this.endOnStop(e, c, piece.slice(0, Math.max(0, at.index - this.seam.length)), at.stop);
+    }
+    return `data: ${JSON.stringify(e)}\n\n`;
+  }
+
+  /** The original stream's identity on a continuation event. */
+  private identify(e: Event): void {
+    const so = this.so;
+    if (so.id !== undefined) e.id = so.id;
+    if (so.object !== undefined) e.object = so.object;
+    if (so.created !== undefined) e.created = so.created;
+    if (so.model !== undefined) e.model = so.model;
+  }
+
+  /** The client's usage from the continuing worker's: its prompt held the text already sent. */
+  private countUsage(u: Usage | null | undefined): Usage | undefined {
+    if (u === undefined || u === null || typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return undefined;
+    this.prefilled = u.prompt_tokens;
+    this.promptTokens = Math.max(0, u.prompt_tokens - this.sent);
+    this.completionTokens = this.sent + u.completion_tokens;
+    return { ...u, prompt_tokens: this.promptTokens, completion_tokens: this.completionTokens, total_tokens: this.promptTokens + this.completionTokens };
+  }
+
+  /** A stop string that starts in the text already sent and ends in `piece` (the earliest). */
+  private stopAcross(piece: string): { index: number; stop: string } | undefined {
+    const window = this.seam + piece;
+    let best: { index: number; stop: string } | undefined;
+    for (const stop of this.stops) {
+      const i = window.indexOf(stop);
+      if (i !== -1 && i < this.seam.length && (best === undefined || i < best.index)) best = { index: i, stop };
+    }
+    // what is past the seam is the continuing worker's to check
+    this.seam = window.slice(-(this.stopLen - 1));
+    this.seamLeft -= piece.length;
+    return best;
+  }
+
+  /** End the stream at a stop string found across the break: this event, cut, finishes it; then usage if asked, and [DONE]. */
+  private endOnStop(e: Event, c: EventChoice, keep: string, stop: string): string {
+    if (this.chat) (c.delta as Record<string, unknown>).content = keep;
+    else c.text = keep;
+    c.finish_reason = 'stop';
+    if ('stop_reason' in c) c.stop_reason = stop;
+    e.choices = [c];
+    this.done = true;
+    this.cut = true;
+    let out = `data: ${JSON.stringify(e)}\n\n`;
+    if (this.includeUsage && this.promptTokens >= 0) {
+      const usage = { prompt_tokens: this.promptTokens, completion_tokens: this.completionTokens, total_tokens: this.promptTokens + this.completionTokens };
+      out += `data: ${JSON.stringify({ id: e.id, object: e.object, created: e.created, model: e.model, choices: [], usage })}\n\n`;
+    }
+    return `${out}data: [DONE]\n\n`;
+  }
+}
+
+/** The end of a stream whose token budget ran out exactly at the break: the finishing event, and [DONE]. */
+export function finishedEvents(so: SoFar, chat: boolean): string {
+  const head = { id: so.id, object: so.object, created: so.created, model: so.model };
+  const choice = chat ? { index: 0, delta: {}, logprobs: null, finish_reason: 'length' } : { index: 0, text: '', logprobs: null, finish_reason: 'length' };
+  return `data: ${JSON.stringify({ ...head, choices: [choice] })}\n\ndata: [DONE]\n\n`;
+}
