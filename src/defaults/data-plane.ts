@@ -174,6 +174,8 @@ export const DATA_PLANE = {
     windowMaxAgeMs: 5 * 60_000,
     /** Histogram buckets for TTFT and request duration (seconds): LLM latencies span ms to minutes. */
     latencyBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160],
+    /** A resumed stream's stall (break → the continuation's first bytes): a re-prefill takes milliseconds, a queue or a cold worker seconds. */
+    migrationStallBucketsS: [0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     /** Histogram buckets for time per output token (seconds): 1 ms to 1 s. */
     tpotBucketsS: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1],
     /**

@@ -132,7 +132,7 @@ export class GatewayMetrics {
     name: 'glidepath_stream_migration_stall_seconds',
     help: "Time a resumed stream stood still: from its break to the continuation's first bytes at the client.",
     labelNames: ['model', 'version'] as const,
-    buckets: [...DEFAULTS.telemetry.latencyBucketsS],
+    buckets: [...DEFAULTS.telemetry.migrationStallBucketsS],
     registers: [this.registry],
   });
   readonly reprefillTokens = new Counter({
