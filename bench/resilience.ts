@@ -3,7 +3,9 @@
 //   kill:    a serving worker killed with SIGKILL every 2 s (and replaced by the health controller)
 //            across several waves;
 //   hang:    one worker stops sending mid-stream (caught by the 1.5 s idle limit);
-//   garbage: one worker starts sending invalid SSE mid-stream.
+//   garbage: one worker starts sending invalid SSE mid-stream;
+//   drop:    one worker drops its connections mid-stream, its process alive (kill -9's break, nothing
+//            to replace).
 // For each: client-visible failures (must be 0), streams whose text or usage differ from the unbroken
 // reference (must be 0), streams resumed, and the stall a migration added (the gateway's histogram:
 // from the break's detection to the continuation's first bytes at the client) against the target:
@@ -120,6 +122,8 @@ async function main(): Promise<void> {
     for (const [name, fault] of [
       [`one worker hangs after 40 tokens (idle limit ${IDLE_MS} ms)`, { stall_after_tokens: 40 }],
       ['one worker sends invalid SSE after 40 tokens', { garbage_after_tokens: 40 }],
+      // the same break as a kill -9 at the socket, without a process exit to handle and a replacement to start
+      ['one worker drops its connections after 40 tokens (its process lives)', { crash_after_tokens: 40 }],
     ] as const) {
       const bad = (await workers(u)).find((w) => w.state === 'ready' && (w.weight ?? 0) === 1) as { endpoint: string };
       results.push(
