@@ -136,6 +136,11 @@ export class UpstreamError extends GlidepathError {
     super(code, message, opts);
   }
 }
+export class TooManyRequestsError extends GlidepathError {
+  constructor(code: CodeWithStatus<429>, message: string, opts?: Opts) {
+    super(code, message, opts);
+  }
+}
 export class UnavailableError extends GlidepathError {
   constructor(code: CodeWithStatus<503>, message: string, opts?: Opts) {
     super(code, message, opts);

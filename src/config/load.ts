@@ -1,6 +1,7 @@
 // The config pipeline: parse YAML → validate with defaults → normalize → cross-field rules → freeze.
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import { degradationConfig, tierConfig } from './admission.js';
 import path from 'node:path';
 import { LineCounter, parseDocument, isNode } from 'yaml';
 import type { Document } from 'yaml';
@@ -228,6 +229,8 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
         ignoreFirstRequests: m.canary.ignore_first_requests,
       },
       health: healthConfig(m.health),
+      tiers: tierConfig(m.tiers, at, issues),
+      degradation: degradationConfig(m.degradation, m.versions[0]?.replicas ?? 1),
       monitor: {
         enabled: m.monitor.enabled,
         maxErrorRate: m.monitor.max_error_rate,

@@ -3,29 +3,11 @@ import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
 import { RESUME_MODES } from '../domain/spec.js';
 
-/** Human rendering of a bad value for error messages: strings quoted, objects as their kind. */
-export function show(v: unknown): string {
-  if (v === undefined) return 'nothing';
-  if (v === null) return 'null';
-  if (typeof v === 'string') return JSON.stringify(v);
-  if (Array.isArray(v)) return 'a list';
-  if (typeof v === 'object') return 'a mapping';
-  if (typeof v === 'bigint') return v.toString();
-  // numbers, booleans; functions and symbols have no JSON form
-  return JSON.stringify(v) ?? typeof v;
-}
+import { bool, fraction, msg, name, nonNeg, nonNegInt, posInt, positive, show, str } from './schema-parts.js';
+import { degradationSchema, tiersSchema } from './admission.js';
 
-const msg = (what: string) => ({ error: (iss: { input?: unknown }) => `expected ${what}, got ${show(iss.input)}` });
+export { nonNeg, posInt, positive, fraction, name, show };
 
-export const posInt = () => z.number(msg('a positive integer')).int(msg('a positive integer')).positive(msg('a positive integer'));
-const nonNegInt = () => z.number(msg('a non-negative integer')).int(msg('a non-negative integer')).min(0, msg('a non-negative integer'));
-export const nonNeg = () => z.number(msg('a non-negative number')).min(0, msg('a non-negative number')).refine(Number.isFinite, msg('a finite number'));
-export const positive = () => z.number(msg('a positive number')).positive(msg('a positive number')).refine(Number.isFinite, msg('a finite number'));
-export const fraction = () => z.number(msg('a number from 0 to 1')).min(0, msg('a number from 0 to 1')).max(1, msg('a number from 0 to 1'));
-export const name = (what: string) =>
-  z.string(msg(what)).regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, msg(`${what} (letters, digits, . _ : / -; at most 128 characters)`));
-const str = (what = 'a string') => z.string(msg(what)).min(1, msg(`a non-empty ${what.replace(/^an? /, '')}`));
-const bool = () => z.boolean(msg('true or false'));
 const hostPort = () => z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, msg('HOST:PORT such as 127.0.0.1:8080'));
 const url = () =>
   z.string(msg('an http(s) URL')).refine((s) => {
@@ -237,6 +219,9 @@ const modelSchema = z
       .strict()
       .optional(),
     health: healthSchema,
+    /** Priority tiers of its requests, and its degradation when capacity falls (docs/resilience.md). */
+    tiers: tiersSchema,
+    degradation: degradationSchema,
     /** Monitored rollback of this model's active version (src/rollout/monitor.ts). */
     monitor: z
       .object({

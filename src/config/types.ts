@@ -1,5 +1,8 @@
 // The normalized, frozen configuration every other module reads (camelCase, defaults applied).
 import type { ProviderConfig, SimFaults, SimSettings, VersionConfig } from '../domain/spec.js';
+import type { DegradationConfig, TierConfig } from './admission.js';
+
+export type { DegradationConfig, TierConfig };
 
 // What a version is registered with lives in domain/ (the registry's records are built from it);
 // re-exported here so the config's readers find every config type in one place.
@@ -90,6 +93,10 @@ export interface ModelConfig {
   readonly canary?: CanarySettings | undefined;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly health?: HealthConfig | undefined;
+  /** Priority tiers of its requests (docs/resilience.md); absent in hand-built configs: the defaults. */
+  readonly tiers?: TierConfig | undefined;
+  /** Degradation when capacity falls; undefined: off (no required throughput given). */
+  readonly degradation?: DegradationConfig | undefined;
 }
 
 export interface TokenConfig {

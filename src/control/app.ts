@@ -3,6 +3,7 @@
 import type { GlidepathConfig } from '../config/types.js';
 import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
+import type { DegradationListener } from '../gateway/admission.js';
 import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
 import type { ListeningServer } from '../gateway/server.js';
 import { Providers } from '../providers/index.js';
@@ -35,8 +36,11 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
   const say = opts.onProgress ?? (() => undefined);
   const store = openStore(cfg.server.dataDir);
   const telemetry = new Telemetry(cfg.telemetry);
-  const dp = new DataPlane(cfg.gateway, telemetry);
+  // the control plane hears of degradation changes (events, audit), and exists after the data plane
+  let degradationChanged: DegradationListener = () => undefined;
+  const dp = new DataPlane(cfg.gateway, telemetry, { onDegradation: (m, c) => degradationChanged(m, c) });
   const cp = new ControlPlane(cfg, store, dp, opts.providers ?? new Providers());
+  degradationChanged = (m, c) => cp.degradationChanged(m, c);
   const ports = controlPorts(cp);
   const controllers = buildControllers(cfg, ports, dp);
   let data: ListeningServer | undefined;
@@ -44,6 +48,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
   try {
     const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
     await cp.boot(say);
+    for (const m of cfg.models) dp.setAdmission(m.name, m.tiers, m.degradation);
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);

@@ -8,6 +8,7 @@ import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { DEFAULTS } from '../defaults.js';
 import { GlidepathError, NotFoundError, toGlidepathError } from '../errors.js';
+import type { LevelChange } from '../gateway/degradation.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import { controlPlaneCache } from '../fleet/cache.js';
 import type { WeightCache } from '../fleet/cache.js';
@@ -102,6 +103,19 @@ export class ControlPlane {
       });
       throw err;
     }
+  }
+
+  /** The data plane changed a model's degradation level (docs/resilience.md): an event, an audit entry and a notification. */
+  degradationChanged(model: string, c: LevelChange): void {
+    const worse = c.to > c.from;
+    const message = `${model}: degradation level ${c.from} → ${c.to} (healthy capacity ${c.ratio.toFixed(2)} of what it must serve)`;
+    const data = { from: c.from, to: c.to, capacity_ratio: c.ratio };
+    this.events.emit({ kind: 'degradation', model, message, data });
+    const audit = { at: Date.now(), actor: 'glidepath', action: 'degradation', target: model, params: data, result: 'ok' as const, durationMs: 0 };
+    this.store.appendAudit(audit).catch((err: unknown) => {
+      this.events.emit({ kind: 'error', model, message: `could not audit the degradation change of ${model}: ${(err as Error).message}` });
+    });
+    void this.notify({ kind: worse ? 'degraded' : 'recovered', model, message, data });
   }
 
   /** Send a notification to every configured webhook; never throws (outcomes become events). */

@@ -45,6 +45,22 @@ export const DATA_PLANE = {
      * stream; past this its text plus at most this much is held): 64 KiB is ~400 chat events.
      */
     resumeLogBytes: 65_536,
+    /**
+     * Degradation (docs/resilience.md): the lowest capacity ratio of levels 0, 1, 2 and 3 (below the
+     * last, level 4), as seed 004 sets them.
+     */
+    degradationThresholds: [1.0, 0.75, 0.5, 0.25],
+    /** A better level must be cleared by this much of the ratio… */
+    degradationMargin: 0.05,
+    /** …for this long before the level improves (a worse level applies at once). */
+    degradationRecoverMs: 10_000,
+    /** Retry-After of a shed request (s): about the time a replacement worker takes to come up. */
+    shedRetryAfterS: 5,
+    /** Priority tiers, highest first, when a model names none; and the tier of a request that says nothing. */
+    tiers: ['premium', 'standard', 'best_effort'],
+    defaultTier: 'standard',
+    /** At level 3 requests below the top tier get at most this many tokens. */
+    degradedMaxTokens: 256,
     /** A worker that refuses connections is skipped for this long, doubling per failure. */
     ejectBaseMs: 1_000,
     /** Upper bound on the passive-ejection back-off. */

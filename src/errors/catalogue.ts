@@ -81,6 +81,16 @@ export const CATALOGUE = {
     'One address holds more connections than `limits.<listener>.per_client_connections`.',
     "Reuse connections; raise the limit for a balancer's address.",
   ],
+  tier_shed: [
+    429,
+    "The model is degraded (too few healthy workers for its required throughput) and sheds this request's priority tier; sent with Retry-After.",
+    'Retry after the delay, or send with a higher tier (an API key or the trusted tier header, docs/resilience.md).',
+  ],
+  degraded_unavailable: [
+    503,
+    'The model is at degradation level 4 (under a quarter of its required capacity): it accepts no new requests until workers come back; sent with Retry-After.',
+    'Retry after the delay; check the workers of the model (glidepath workers).',
+  ],
   rate_limited: [
     429,
     'One address sends faster than `limits.<listener>.per_client_rps` (burst `per_client_burst`); sent with Retry-After.',

@@ -29,6 +29,9 @@ import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './tap.js';
 import { sendProbe } from './probe.js';
 import type { ProbeOutcome } from './probe.js';
+import { Admission, healthyWorkers } from './admission.js';
+import type { DegradationListener } from './admission.js';
+import type { DegradationConfig, TierConfig } from '../config/types.js';
 
 interface SplitCounter {
   inc(): void;
@@ -42,9 +45,10 @@ export class ModelState {
   hold: HoldQueue | undefined;
   /** Response capture for quality judging (undefined: nothing is copied). */
   tap: ResponseTap | undefined;
-  /** (version, reason) → cached counter child. */
   /** version → reason → cached counter child (no key string built per request). */
   readonly splitCounters = new Map<string, Partial<Record<SplitReason, SplitCounter>>>();
+  /** Tiers and degradation (admission.ts); undefined until the control plane sets them: nothing is refused. */
+  admission: Admission | undefined;
 
   constructor(name: string, split: SplitState) {
     this.name = name;
@@ -73,8 +77,16 @@ export class DataPlane {
   private pairSeq = 0;
 
   /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: the telemetry log, at most one warning per 10 s). */
-  constructor(cfg: GatewayConfig, telemetry: Telemetry, opts: { picker?: Picker; rand?: () => number; onLocalResourceError?: LocalResourceReporter } = {}) {
+  private readonly onDegradation: DegradationListener | undefined;
+
+  /** `onDegradation`: told when a model's degradation level changes (the control plane's event and audit). */
+  constructor(
+    cfg: GatewayConfig,
+    telemetry: Telemetry,
+    opts: { picker?: Picker; rand?: () => number; onLocalResourceError?: LocalResourceReporter; onDegradation?: DegradationListener } = {},
+  ) {
     this.cfg = cfg;
+    this.onDegradation = opts.onDegradation;
     this.telemetry = telemetry;
     this.ctx = {
       cfg,
@@ -174,6 +186,7 @@ export class DataPlane {
       }
     }
     pool.workers = next;
+    this.models.get(model)?.admission?.reassess();
     for (const w of next) this.telemetry.metrics.workerUp.labels(model, version, w.id).set(w.routable ? 1 : 0);
     for (const w of old.values()) {
       w.routable = false;
@@ -188,6 +201,7 @@ export class DataPlane {
     const w = this.worker(model, version, workerId);
     w.routable = routable;
     this.pool(model, version).refresh();
+    this.models.get(model)?.admission?.reassess();
     this.telemetry.metrics.workerUp.labels(model, version, workerId).set(routable ? 1 : 0);
   }
 
@@ -195,6 +209,7 @@ export class DataPlane {
   setWorkerHealth(model: string, version: string, workerId: string, weight: number, budget = Infinity): void {
     this.worker(model, version, workerId).setHealth(weight, budget);
     this.pool(model, version).refresh();
+    this.models.get(model)?.admission?.reassess();
   }
 
   /**
@@ -248,7 +263,16 @@ export class DataPlane {
     // the switch itself: one reference assignment
     st.split = new SplitState(route, this.cfg.stickySalt);
     this.publishRouteMetrics(prev, route);
+    st.admission?.reassess();
     return route;
+  }
+
+  /** A model's priority tiers and degradation (from its config); its level is assessed at once. */
+  setAdmission(model: string, tiers: TierConfig | undefined, degradation: DegradationConfig | undefined): void {
+    const st = this.model(model);
+    st.admission?.close();
+    st.admission = new Admission(model, tiers, degradation, this.telemetry.metrics, () => healthyWorkers(st.route, st.pools), this.onDegradation);
+    st.admission.reassess();
   }
 
   /** Restore a persisted route exactly (revision included), e.g. after a restart. */
@@ -361,6 +385,7 @@ export class DataPlane {
   close(): Promise<void> {
     for (const st of this.models.values()) {
       st.hold?.closeAll();
+      st.admission?.close();
       for (const p of st.pools.values()) for (const w of p.workers) w.destroy();
     }
     return Promise.resolve();
@@ -374,11 +399,14 @@ export class DataPlane {
     const at = Date.now();
     try {
       checkContentType(req.headers['content-type']);
-      const parsed = parseRequest(req.body, endpoint);
+      let parsed = parseRequest(req.body, endpoint);
       const st = this.models.get(parsed.model);
       if (st === undefined) {
         throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);
       }
+      const adm = st.admission;
+      // degraded: the request's tier decides (thrown: shed); otherwise one comparison
+      if (adm !== undefined && adm.level !== 0) parsed = adm.admit(req, parsed);
       const q = st.hold;
       if (q !== undefined) {
         const wait = q.enqueue();

@@ -25,6 +25,8 @@ export interface StreamSource {
 /** What to do after a break: ask another worker with `body`, end the stream with `end` (bytes for the client), or give up (`refused`: why). */
 export type Next = { body: Buffer } | { end: string } | { refused: string };
 
+const EMPTY = Buffer.alloc(0);
+
 /** Breaks a stream does not come back from: the client went away, the gateway's own resources ran out, the whole version is being drained. */
 const FINAL: ReadonlySet<ErrorCode> = new Set([
   'client_closed',
@@ -63,11 +65,11 @@ export class Migration implements StreamSource {
 
   // ---- StreamSource: the continuation's events, rewritten -------------------------------------
 
-  out: Buffer = Buffer.alloc(0);
+  out: Buffer = EMPTY;
   feed(chunk: Buffer, now: number): boolean {
     const s = (this.cont as Continuation).feed(chunk);
     if (s === undefined) {
-      this.out = Buffer.alloc(0);
+      this.out = EMPTY;
       return false;
     }
     this.out = Buffer.from(s);

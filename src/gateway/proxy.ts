@@ -523,6 +523,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (this.finished) return;
     this.finished = true;
     this.timer.stop();
+    this.migration?.log.release();
     this.releaseWorker();
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;

@@ -37,9 +37,12 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: R
   for (const g of GUIDED) if (b[g] !== undefined && b[g] !== null) return { refused: `guided decoding (${g})` };
   const rf = b.response_format as { type?: unknown } | null | undefined;
   if (rf && rf.type !== undefined && rf.type !== 'text') return { refused: `guided decoding (response_format ${JSON.stringify(rf.type)})` };
+  if (!chat && b.echo === true) return { refused: 'echo' };
   const sent = so.completionTokens >= 0 ? so.completionTokens : so.tokenEvents;
   const out: Body = { ...b };
-  if (chat) {
+  if (so.text === '') {
+    // nothing generated reached the client yet (its role event at most): the request as it was
+  } else if (chat) {
     const msgs = (b.messages as Body[]).slice();
     const last = msgs[msgs.length - 1] as Body;
     if (b.continue_final_message === true && last.role === 'assistant') msgs[msgs.length - 1] = { ...last, content: appendContent(last.content, so.text) };
@@ -50,7 +53,6 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: R
       out.add_generation_prompt = false;
     }
   } else {
-    if (b.echo === true) return { refused: 'echo' };
     const p = b.prompt;
     if (typeof p === 'string') out.prompt = p + so.text;
     else if (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') out.prompt = [p[0] + so.text];

@@ -26,6 +26,8 @@ export class HealthMetrics {
   private readonly healthy: Gauge<'model' | 'version'>;
   private readonly serving: Gauge<'model' | 'version'>;
   private readonly level: Gauge<'model'>;
+  /** Models whose level the gateway sets (admissionLevel): the health module's estimate is not reported for them. */
+  private readonly admitted = new Set<string>();
   /** worker id → the role label it was last reported under (a spare promoted changes it). */
   private readonly roles = new Map<string, string>();
 
@@ -100,7 +102,7 @@ export class HealthMetrics {
     });
     this.level = new Gauge({
       name: 'glidepath_degradation_level',
-      help: 'Degradation level per model, 0 (full capacity) to 4 (no new requests), from the share of its active version’s workers that take traffic.',
+      help: 'Degradation level per model, 0 (full capacity) to 4 (no new requests): for a model with `degradation` configured the level the gateway acts on (healthy capacity against required throughput; 2 sheds the lowest tier), for others an estimate from the share of its routed versions’ workers that take traffic.',
       labelNames: ['model'] as const,
       registers,
     });
@@ -151,7 +153,14 @@ export class HealthMetrics {
     this.serving.labels(model, version).set(serving);
   }
 
+  /** The health module's estimate (share of serving workers up): reported for models whose level the gateway does not set itself. */
   degradation(model: string, level: number): void {
+    if (!this.admitted.has(model)) this.level.labels(model).set(level);
+  }
+
+  /** The level the gateway acts on for a model with `degradation` configured (src/gateway/admission.ts); it replaces the estimate. */
+  admissionLevel(model: string, level: number): void {
+    this.admitted.add(model);
     this.level.labels(model).set(level);
   }
 }

@@ -141,6 +141,18 @@ export class GatewayMetrics {
     labelNames: ['model', 'version'] as const,
     registers: [this.registry],
   });
+  readonly capacityRatio = new Gauge({
+    name: 'glidepath_capacity_ratio',
+    help: "A model's healthy capacity over the throughput it must serve (degradation.required_tokens_per_s).",
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly shed = new Counter({
+    name: 'glidepath_shed_total',
+    help: 'Requests refused by degradation, by the tier they were placed in and the level (level_2, level_3: the lowest tier; level_4: every request).',
+    labelNames: ['model', 'tier', 'reason'] as const,
+    registers: [this.registry],
+  });
   readonly holdQueue = new Gauge({
     name: 'glidepath_hold_queue_depth',
     help: 'Requests waiting in a model hold queue (drain-first swaps).',

@@ -276,6 +276,21 @@ describe('the continuation, on scripted workers', () => {
     expect(got.done).toBe(true);
   });
 
+  it('a stream that broke before any text is asked again as it was (no empty assistant message), and keeps its one role event', async () => {
+    const first = await upstream();
+    const second = await upstream();
+    first.script(piecesThenDrop([Buffer.from(chatEvent(undefined))]));
+    second.script(stream([chatEvent(undefined, {}, 'y'), chatEvent('Hello', {}, 'y'), chatEvent('', { finish_reason: 'stop' }, 'y'), 'data: [DONE]\n\n']));
+    const gw = await gateway(oneModel([first.url, second.url]), {}, rr());
+    const got = read((await httpCall(gw.url, CHAT, { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 9 })).body, true);
+    expect(got.errors).toEqual([]);
+    expect([got.text, got.roles, [...got.ids]]).toEqual(['Hello', 1, [ID]]);
+    const asked = (await second.request(1)).json as Record<string, unknown>;
+    expect(asked.messages).toEqual([{ role: 'user', content: 'hi' }]);
+    expect(asked.continue_final_message).toBeUndefined();
+    expect(asked.max_tokens).toBe(9);
+  });
+
   it('completions continue from prompt + text, with the rest of the budget', async () => {
     const first = await upstream();
     const second = await upstream();

@@ -26,7 +26,7 @@ function sources(dir = SRC): { file: string; text: string }[] {
 const CODE_SITES: readonly (readonly [RegExp, (file: string) => boolean])[] = [
   // the catalogue's classes, the parser's, the domain's and the CLI's, whose first argument is the code
   [
-    /new (?:Glidepath|BadRequest|NotFound|Conflict|Unprocessable|Upstream|Unavailable|GatewayTimeout|Parse|VersionRule|Api)Error\(\s*'([a-z0-9_]+)'/g,
+    /new (?:Glidepath|BadRequest|NotFound|Conflict|Unprocessable|Upstream|Unavailable|TooManyRequests|GatewayTimeout|Parse|VersionRule|Api)Error\(\s*'([a-z0-9_]+)'/g,
     () => true,
   ],
   [/\bApiError\.local\(\s*'([a-z0-9_]+)'/g, () => true], // the CLI's own codes

@@ -1,0 +1,126 @@
+// A model's admission under degradation: its capacity (healthy workers of the versions in its route,
+// each worth its configured throughput × its health weight) against the throughput it must serve,
+// the level that ratio sets, and what each level refuses or limits (docs/resilience.md).
+import type { DegradationConfig, TierConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import { TooManyRequestsError, UnavailableError } from '../errors.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { Degradation } from './degradation.js';
+import type { DegradationLevel, LevelChange } from './degradation.js';
+import type { FrontRequest } from './front.js';
+import type { ParsedRequest } from './request.js';
+import { TierPolicy } from './tiers.js';
+import type { RouteSnapshot } from '../domain/route.js';
+import type { VersionPool } from './pool.js';
+
+/** Told of every change of a model's level. */
+export type DegradationListener = (model: string, change: LevelChange) => void;
+
+const G = DEFAULTS.gateway;
+
+export class Admission {
+  private readonly tiers: TierPolicy;
+  private readonly degradation: Degradation | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly model: string,
+    tiers: TierConfig | undefined,
+    private readonly cfg: DegradationConfig | undefined,
+    private readonly metrics: GatewayMetrics,
+    /** The model's healthy capacity now, in healthy-worker equivalents (Σ health weights of routed workers). */
+    private readonly workers: () => number,
+    private readonly listener: DegradationListener | undefined,
+  ) {
+    this.tiers = new TierPolicy({
+      order: tiers?.order ?? G.tiers,
+      default: tiers?.default ?? G.defaultTier,
+      header: tiers?.header,
+      trustedSources: tiers?.trustedSources ?? [],
+      keys: tiers?.keys ?? new Map(),
+    });
+    this.degradation = cfg === undefined ? undefined : new Degradation(G.degradationMargin, cfg.recoverAfterMs);
+  }
+
+  /** 0 when nothing is degraded (or degradation is off): the request path's one check. */
+  get level(): DegradationLevel {
+    return this.degradation?.level ?? 0;
+  }
+
+  get ratio(): number {
+    return this.degradation?.ratio ?? 1;
+  }
+
+  /** Look at the capacity again (a worker's health, routability or the route changed; or a recovery is due). */
+  reassess(now = Date.now()): void {
+    const d = this.degradation;
+    const cfg = this.cfg;
+    if (d === undefined || cfg === undefined) return;
+    const ratio = (this.workers() * cfg.workerTokensPerS) / cfg.requiredTokensPerS;
+    const change = d.assess(ratio, now);
+    this.metrics.capacityRatio.labels(this.model).set(ratio);
+    this.metrics.health.admissionLevel(this.model, d.level);
+    if (change !== undefined) this.listener?.(this.model, change);
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const due = d.dueIn(now);
+    if (due === due) {
+      this.timer = setTimeout(() => this.reassess(), Math.ceil(due) + 1);
+      this.timer.unref();
+    }
+  }
+
+  /**
+   * A new request at a degraded level: refused (thrown: 503 at level 4, 429 for the lowest tier from
+   * level 2), or admitted — below the top tier with its `max_tokens` capped at level 3.
+   */
+  admit(req: FrontRequest, parsed: ParsedRequest): ParsedRequest {
+    const level = this.level;
+    const retryAfterS = G.shedRetryAfterS;
+    const ratio = this.ratio.toFixed(2);
+    if (level >= 4) {
+      this.metrics.shed.labels(this.model, this.tiers.of(req).name, 'level_4').inc();
+      throw new UnavailableError(
+        'degraded_unavailable',
+        `model ${this.model} is at degradation level 4 (capacity ${ratio} of what it must serve): no new requests until workers come back`,
+        { retryAfterS },
+      );
+    }
+    const tier = this.tiers.of(req);
+    if (level >= 2 && tier.lowest && tier.rank > 0) {
+      this.metrics.shed.labels(this.model, tier.name, `level_${level}`).inc();
+      throw new TooManyRequestsError(
+        'tier_shed',
+        `model ${this.model} is degraded (level ${level}, capacity ${ratio} of what it must serve) and sheds tier ${tier.name}`,
+        { retryAfterS },
+      );
+    }
+    const cap = (this.cfg as DegradationConfig).maxTokensDegraded;
+    if (level >= 3 && tier.rank > 0 && (parsed.maxTokens === undefined || parsed.maxTokens > cap)) return capped(parsed, cap);
+    return parsed;
+  }
+
+  close(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/** The request with `max_tokens` at most `cap` (the body rewritten). */
+function capped(parsed: ParsedRequest, cap: number): ParsedRequest {
+  const body = { ...parsed.body };
+  if ('max_completion_tokens' in body) body.max_completion_tokens = cap;
+  else body.max_tokens = cap;
+  return { ...parsed, body, raw: Buffer.from(JSON.stringify(body)), maxTokens: cap };
+}
+
+/** A model's healthy capacity in worker equivalents: the health weights of the routable workers of the versions its route sends traffic to. */
+export function healthyWorkers(route: RouteSnapshot, pools: ReadonlyMap<string, VersionPool>): number {
+  let n = 0;
+  for (const v of route.versions) {
+    if (v.weight <= 0) continue;
+    const pool = pools.get(v.id);
+    if (pool !== undefined) for (const w of pool.candidates) n += Math.min(1, w.weight);
+  }
+  return n;
+}

@@ -1,0 +1,81 @@
+// Resumption, tiers and degradation in glidepath.yaml: defaults, YAML names, and errors with their paths.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../../src/config/load.js';
+import { ConfigError } from '../../../src/errors.js';
+
+function issues(raw: unknown): { path: string; message: string }[] {
+  try {
+    parseConfig(raw);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.issues.map((i) => ({ path: i.path, message: i.message }));
+    throw e;
+  }
+  return [];
+}
+
+describe('resume, tiers and degradation config', () => {
+  it('defaults: resumption on (3 migrations, 60 s), three tiers with standard the default, degradation off, providers continue like vLLM', () => {
+    const c = parseConfig({ models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }] }] });
+    expect(c.gateway.resume).toEqual({ maxMigrations: 3, budgetMs: 60_000, logBytes: 65_536 });
+    const m = c.models[0]!;
+    expect(m.tiers).toMatchObject({ order: ['premium', 'standard', 'best_effort'], default: 'standard' });
+    expect(m.degradation).toBeUndefined();
+    expect(m.versions[0]!.provider).toMatchObject({ resume: 'continue_final_message' });
+  });
+
+  it('keys are hashed at load; a worker is worth required ÷ replicas unless given', () => {
+    const c = parseConfig({
+      models: [
+        {
+          name: 'm',
+          versions: [{ id: 'v1', replicas: 4 }],
+          tiers: { keys: [{ key: 'sk-gold', tier: 'premium' }], header: 'x-tier', trusted_sources: ['10.0.0.0/8'] },
+          degradation: { required_tokens_per_s: 2000 },
+        },
+      ],
+    });
+    const m = c.models[0]!;
+    expect([...(m.tiers?.keys ?? [])]).toEqual([[createHash('sha256').update('sk-gold').digest('hex'), 'premium']]);
+    expect(m.degradation).toEqual({ requiredTokensPerS: 2000, workerTokensPerS: 500, recoverAfterMs: 10_000, maxTokensDegraded: 256 });
+  });
+
+  it('bad settings are reported with their paths, all at once', () => {
+    const got = issues({
+      gateway: { resume: { max_migrations: -1, log_bytes: 100 } },
+      models: [
+        {
+          name: 'm',
+          versions: [{ id: 'v1', provider: { kind: 'process', command: 'x', resume: 'sometimes' } }],
+          tiers: { header: 'x-tier', keys: [{ key: 'a', tier: 'gold' }, { tier: 'premium' }], trusted_sources: ['10.0.0.0/33'] },
+          degradation: { required_tokens_per_s: 0 },
+        },
+      ],
+    });
+    expect(got.map((i) => i.path).sort()).toEqual(
+      [
+        'gateway.resume.log_bytes',
+        'gateway.resume.max_migrations',
+        'models[0].degradation.required_tokens_per_s',
+        'models[0].versions[0].provider.resume',
+      ].sort(),
+    );
+    const tierIssues = issues({
+      models: [
+        {
+          name: 'm',
+          versions: [{ id: 'v1' }],
+          tiers: { header: 'x-tier', keys: [{ key: 'a', tier: 'gold' }, { tier: 'premium' }], trusted_sources: ['10.0.0.0/33'] },
+        },
+      ],
+    });
+    expect(tierIssues).toEqual([
+      { path: 'models[0].tiers.trusted_sources[0]', message: 'expected an IP address or CIDR such as 10.0.0.0/8, got "10.0.0.0/33"' },
+      { path: 'models[0].tiers.keys[0].tier', message: 'unknown tier "gold"; the tiers are premium, standard, best_effort' },
+      { path: 'models[0].tiers.keys[1]', message: 'give exactly one of key or key_sha256' },
+    ]);
+    expect(issues({ models: [{ name: 'm', versions: [{ id: 'v1' }], tiers: { header: 'x-tier' } }] })).toEqual([
+      { path: 'models[0].tiers.header', message: 'a tier header needs trusted_sources: the addresses (your auth proxy) whose header is believed' },
+    ]);
+  });
+});
