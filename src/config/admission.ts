@@ -52,12 +52,17 @@ export const degradationSchema = z
   .strict()
   .optional();
 
+/** A model's priority tiers (src/gateway/tiers.ts applies them). */
 export interface TierConfig {
+  /** Tiers, highest first. */
   readonly order: readonly string[];
+  /** The tier of a request that neither key nor trusted header places. */
   readonly default: string;
+  /** A header naming the tier, believed only from `trustedSources` (an auth proxy in front that sets it). */
   readonly header?: string | undefined;
+  /** CIDRs (or addresses) whose `header` is believed. */
   readonly trustedSources: readonly string[];
-  /** hex SHA-256 of an API key → tier (plaintext keys are hashed at load and never kept). */
+  /** hex SHA-256 of an API key (`Authorization: Bearer <key>`) → its tier; plaintext keys are hashed at load and never kept. */
   readonly keys: ReadonlyMap<string, string>;
 }
 

@@ -4,19 +4,7 @@
 import { createHash } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import type { FrontRequest } from './front.js';
-
-export interface TierSettings {
-  /** Tiers, highest first. */
-  readonly order: readonly string[];
-  /** The tier of a request that neither key nor trusted header places. */
-  readonly default: string;
-  /** A header naming the tier, honoured only from `trustedSources` (an auth proxy in front that sets it). */
-  readonly header?: string | undefined;
-  /** CIDRs (or addresses) whose `header` is believed. */
-  readonly trustedSources: readonly string[];
-  /** hex SHA-256 of an API key (`Authorization: Bearer <key>`) → its tier. */
-  readonly keys: ReadonlyMap<string, string>;
-}
+import type { TierConfig } from '../config/types.js';
 
 export interface Tier {
   readonly name: string;
@@ -31,7 +19,7 @@ export class TierPolicy {
   private readonly trusted = new BlockList();
   private readonly header: string | undefined;
 
-  constructor(private readonly s: TierSettings) {
+  constructor(private readonly s: TierConfig) {
     s.order.forEach((name, rank) => this.ranks.set(name, { name, rank, lowest: rank === s.order.length - 1 }));
     this.header = s.header?.toLowerCase();
     for (const src of s.trustedSources) {

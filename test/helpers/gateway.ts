@@ -81,6 +81,20 @@ export function oneModel(workers: string[], name = 'm'): ModelSetup[] {
   return [{ name, versions: [{ id: 'v1', workers }], route: { weights: { v1: 1 } } }];
 }
 
+/** Model `m` with versions v1 (worker `v1`) and v2 (worker `v2`), all traffic on v1. */
+export function twoVersions(v1: string, v2: string): ModelSetup[] {
+  return [
+    {
+      name: 'm',
+      versions: [
+        { id: 'v1', workers: [v1] },
+        { id: 'v2', workers: [v2] },
+      ],
+      route: { weights: { v1: 1, v2: 0 } },
+    },
+  ];
+}
+
 export interface HttpResult {
   status: number;
   headers: IncomingHttpHeaders;

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { chatBody, deferred, hang, json, sseEvents, stream } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
-import { chatReq, openStream, post, sseData, until, gatewayFixtures } from '../../helpers/gateway.js';
+import { chatReq, openStream, post, sseData, until, gatewayFixtures, twoVersions as twoVersionModel } from '../../helpers/gateway.js';
 import type { Gateway, HttpResult, startGateway } from '../../helpers/gateway.js';
 
 const { upstream, gateway } = gatewayFixtures();
@@ -14,19 +14,7 @@ async function twoVersions(over: Parameters<typeof startGateway>[1] = {}): Promi
   const b = await upstream();
   a.setDefault(json(chatBody('v1')));
   b.setDefault(json(chatBody('v2')));
-  const gw = await gateway(
-    [
-      {
-        name: 'm',
-        versions: [
-          { id: 'v1', workers: [a.url] },
-          { id: 'v2', workers: [b.url] },
-        ],
-        route: { weights: { v1: 1, v2: 0 } },
-      },
-    ],
-    over,
-  );
+  const gw = await gateway(twoVersionModel(a.url, b.url), over);
   return { gw, a, b };
 }
 

@@ -17,7 +17,7 @@ import {
   stream,
   truncated,
 } from '../../helpers/upstream.js';
-import { chatReq, post, sseData, gatewayFixtures } from '../../helpers/gateway.js';
+import { chatReq, post, sseData, gatewayFixtures, twoVersions } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
 
 const { upstream, gateway } = gatewayFixtures();
@@ -274,20 +274,7 @@ describe('broken and garbage upstream answers', () => {
     const events = sseEvents(10);
     a.setDefault(destroyAfter(events, 3));
     // b is another version's: a stream never continues on another version
-    const gw = await gateway(
-      [
-        {
-          name: 'm',
-          versions: [
-            { id: 'v1', workers: [a.url] },
-            { id: 'v2', workers: [b.url] },
-          ],
-          route: { weights: { v1: 1, v2: 0 } },
-        },
-      ],
-      {},
-      rr(),
-    );
+    const gw = await gateway(twoVersions(a.url, b.url), {}, rr());
     const recs = records(gw);
     const r = await post(gw.url, chatReq({ stream: true }));
     expect(r.status).toBe(200);

@@ -2,7 +2,7 @@
 import { request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { chatBody, deferred, json, sseEvents, stream, streamTokens } from '../../helpers/upstream.js';
-import { chatReq, httpCall, oneModel, openStream, post, gatewayFixtures } from '../../helpers/gateway.js';
+import { chatReq, httpCall, oneModel, openStream, post, gatewayFixtures, twoVersions } from '../../helpers/gateway.js';
 
 const { upstream, gateway } = gatewayFixtures();
 
@@ -293,19 +293,7 @@ describe('versions and headers', () => {
   it('ignores the version header when it is disabled', async () => {
     const a = await upstream();
     const b = await upstream();
-    const gw = await gateway(
-      [
-        {
-          name: 'm',
-          versions: [
-            { id: 'v1', workers: [a.url] },
-            { id: 'v2', workers: [b.url] },
-          ],
-          route: { weights: { v1: 1, v2: 0 } },
-        },
-      ],
-      { allowVersionHeader: false },
-    );
+    const gw = await gateway(twoVersions(a.url, b.url), { allowVersionHeader: false });
     const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });
     expect(r.headers['x-glidepath-version']).toBe('v1');
   });
