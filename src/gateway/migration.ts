@@ -27,13 +27,18 @@ export type Next = { body: Buffer } | { end: string } | { refused: string };
 
 const EMPTY = Buffer.alloc(0);
 
-/** Breaks a stream does not come back from: the client went away, the gateway's own resources ran out, the whole version is being drained. */
-const FINAL: ReadonlySet<ErrorCode> = new Set([
-  'client_closed',
-  'client_send_timeout',
-  'local_resources_exhausted',
-  'upstream_response_too_large',
-  'drain_aborted',
+/**
+ * Breaks a stream does not come back from: the client went away, the gateway's own resources ran
+ * out, the whole version is being drained, or its worker was taken out by its health checks — for
+ * silent corruption, so the text already sent is suspect and must not be carried on as a success.
+ */
+const FINAL: ReadonlyMap<ErrorCode, string> = new Map<ErrorCode, string>([
+  ['client_closed', 'the client went away'],
+  ['client_send_timeout', 'the client stopped reading'],
+  ['local_resources_exhausted', "the gateway's own resources ran out"],
+  ['upstream_response_too_large', 'the worker sent garbage'],
+  ['drain_aborted', 'the whole version is being drained'],
+  ['worker_unhealthy', 'its worker was taken out by its health checks, so the text already sent may be corrupt'],
 ]);
 
 export class Migration implements StreamSource {
@@ -99,7 +104,11 @@ export class Migration implements StreamSource {
     this.reason = err.code;
     this.brokeAt = now;
     if (this.firstBreak !== this.firstBreak) this.firstBreak = now;
-    if (FINAL.has(err.code)) return { refused: `${err.code} is not a failure of the worker` };
+    const final = FINAL.get(err.code);
+    if (final !== undefined) {
+      if (err.code === 'worker_unhealthy') this.outcome('not_resumable');
+      return { refused: final };
+    }
     if (this.count >= this.cfg.resume.maxMigrations) {
       this.outcome('exhausted');
       return { refused: `it broke ${this.count + 1} times (gateway.resume.max_migrations: ${this.cfg.resume.maxMigrations})` };
