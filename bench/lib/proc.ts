@@ -24,8 +24,33 @@ export interface Proc {
   output(): string;
 }
 
+/**
+ * Every process a benchmark started and has not stopped. A benchmark stopped from outside (Ctrl-C,
+ * kill) stops them too: a killed run once left five gateways and two simulators running for hours,
+ * under every later measurement.
+ */
+const live = new Set<ChildProcess>();
+let handlers = false;
+function stopAllOnSignal(): void {
+  if (handlers) return;
+  handlers = true;
+  const stopAll = (): void => {
+    for (const c of live) c.kill('SIGTERM');
+  };
+  process.once('exit', stopAll);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      stopAll();
+      process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1));
+    });
+  }
+}
+
 export function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Proc {
   const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  stopAllOnSignal();
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   let out = '';
   child.stdout?.on('data', (c: Buffer) => {
     out += c.toString();
