@@ -79,8 +79,8 @@ type Issue = { path: string; message: string };
 export function tierConfig(t: z.output<typeof tiersSchema>, at: string, issues: Issue[]): TierConfig {
   const known = new Set(t.order);
   if (known.size !== t.order.length) issues.push({ path: `${at}.tiers.order`, message: 'a tier is listed twice' });
-  // without a default: `standard` if there is one, else the middle tier
-  const dflt = t.default ?? (known.has(G.defaultTier) ? G.defaultTier : (t.order.at(Math.floor((t.order.length - 1) / 2)) ?? G.defaultTier));
+  // without a default: `standard` if there is one, else the middle tier (the lower one of two: an unknown client is never the top tier by default)
+  const dflt = t.default ?? (known.has(G.defaultTier) ? G.defaultTier : (t.order.at(Math.ceil((t.order.length - 1) / 2)) ?? G.defaultTier));
   if (!known.has(dflt)) issues.push({ path: `${at}.tiers.default`, message: `unknown tier ${JSON.stringify(dflt)}; the tiers are ${t.order.join(', ')}` });
   t.trusted_sources.forEach((src, i) => {
     const [addr, bits, extra] = src.split('/');
@@ -101,13 +101,13 @@ export function tierConfig(t: z.output<typeof tiersSchema>, at: string, issues: 
       issues.push({ path: `${at}.tiers.keys[${i}]`, message: 'give exactly one of key or key_sha256' });
       return;
     }
-    keys.set(
+    const hash =
       k.key_sha256 ??
-        createHash('sha256')
-          .update(k.key ?? '')
-          .digest('hex'),
-      k.tier,
-    );
+      createHash('sha256')
+        .update(k.key ?? '')
+        .digest('hex');
+    if (keys.has(hash)) issues.push({ path: `${at}.tiers.keys[${i}]`, message: 'this key is listed twice' });
+    keys.set(hash, k.tier);
   });
   return { order: t.order, default: dflt, header: t.header, trustedSources: t.trusted_sources, keys };
 }

@@ -230,7 +230,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       },
       health: healthConfig(m.health),
       tiers: tierConfig(m.tiers, at, issues),
-      degradation: degradationConfig(m.degradation, m.versions[0]?.replicas ?? 1),
+      degradation: degradationConfig(m.degradation, servingWorkers(versions[0])),
       monitor: {
         enabled: m.monitor.enabled,
         maxErrorRate: m.monitor.max_error_rate,
@@ -364,4 +364,10 @@ export function loadConfigFile(file: string): GlidepathConfig {
     throw new ConfigError([{ path: '', message: code === 'ENOENT' ? 'file not found' : `cannot read: ${(err as Error).message}` }], abs);
   }
   return parseConfigText(text, abs);
+}
+
+/** The workers a version serves with when whole: its replicas, or a static provider's endpoints that are not spares. */
+function servingWorkers(v: VersionConfig | undefined): number {
+  if (v === undefined) return 1;
+  return v.provider.kind === 'static' ? Math.max(1, v.provider.endpoints.length - (v.spares ?? 0)) : v.replicas;
 }

@@ -34,7 +34,8 @@ export const DATA_PLANE = {
     maxRetries: 2,
     /**
      * A stream that breaks after it reached its client (worker died, stalled past the idle limit,
-     * sent garbage, was drained or taken out) continues on another worker of its version this many
+     * sent garbage; not one whose worker its health took out, nor a drained version's) continues
+     * on another worker of its version this many
      * times at most (docs/resilience.md); 0 turns resumption off.
      */
     resumeMaxMigrations: 3,

@@ -95,8 +95,7 @@ export class Admission {
         { retryAfterS },
       );
     }
-    const cap = (this.cfg as DegradationConfig).maxTokensDegraded;
-    if (level >= 3 && tier.rank > 0 && (parsed.maxTokens === undefined || parsed.maxTokens > cap)) return capped(parsed, cap);
+    if (level >= 3 && tier.rank > 0) return capped(parsed, (this.cfg as DegradationConfig).maxTokensDegraded);
     return parsed;
   }
 
@@ -106,12 +105,23 @@ export class Admission {
   }
 }
 
-/** The request with `max_tokens` at most `cap` (the body rewritten). */
+/** The request with at most `cap` tokens: both limit fields (an engine may read either) at most `cap`, never raised; the body rewritten when that changes it. */
 function capped(parsed: ParsedRequest, cap: number): ParsedRequest {
   const body = { ...parsed.body };
-  if ('max_completion_tokens' in body) body.max_completion_tokens = cap;
-  else body.max_tokens = cap;
-  return { ...parsed, body, raw: Buffer.from(JSON.stringify(body)), maxTokens: cap };
+  let changed = false;
+  for (const key of ['max_tokens', 'max_completion_tokens'] as const) {
+    const v = body[key];
+    if (typeof v === 'number' && v > cap) {
+      body[key] = cap;
+      changed = true;
+    }
+  }
+  if (typeof body.max_tokens !== 'number' && typeof body.max_completion_tokens !== 'number') {
+    body.max_tokens = cap;
+    changed = true;
+  }
+  if (!changed) return parsed;
+  return { ...parsed, body, raw: Buffer.from(JSON.stringify(body)), maxTokens: Math.min(parsed.maxTokens ?? cap, cap) };
 }
 
 /** A model's healthy capacity in worker equivalents: the health weights of the routable workers of the versions its route sends traffic to. */

@@ -104,10 +104,22 @@ export class Migration implements StreamSource {
     this.reason = err.code;
     this.brokeAt = now;
     if (this.firstBreak !== this.firstBreak) this.firstBreak = now;
+    const so = this.log.read();
+    // the client has the whole stream, [DONE] included: nothing to add (no error after it)
+    if (so.done) return { end: '' };
     const final = FINAL.get(err.code);
     if (final !== undefined) {
       if (err.code === 'worker_unhealthy') this.outcome('not_resumable');
       return { refused: final };
+    }
+    if (so.finishReason !== null && (so.usageSent || !wantsUsage(req))) {
+      // everything but [DONE] reached the client: end it here
+      this.outcome('resumed');
+      return { end: 'data: [DONE]\n\n' };
+    }
+    if (so.finishReason !== null) {
+      this.outcome('not_resumable');
+      return { refused: 'it broke after its last token and before its usage, which cannot be counted elsewhere' };
     }
     if (this.count >= this.cfg.resume.maxMigrations) {
       this.outcome('exhausted');
@@ -116,16 +128,6 @@ export class Migration implements StreamSource {
     if (now - this.firstBreak > this.cfg.resume.budgetMs) {
       this.outcome('exhausted');
       return { refused: `it has been broken for more than gateway.resume.budget_ms (${this.cfg.resume.budgetMs} ms)` };
-    }
-    const so = this.log.read();
-    if (so.done || (so.finishReason !== null && (so.usageSent || !wantsUsage(req)))) {
-      // everything but the ending reached the client: end it here
-      this.outcome('resumed');
-      return { end: so.done ? '' : 'data: [DONE]\n\n' };
-    }
-    if (so.finishReason !== null) {
-      this.outcome('not_resumable');
-      return { refused: 'it broke after its last token and before its usage, which cannot be counted elsewhere' };
     }
     const d = planResume(req, this.chat, so, this.pool.resume);
     if ('refused' in d) {
@@ -144,6 +146,7 @@ export class Migration implements StreamSource {
     this.stalled = true;
     this.counted = false;
     this.cont = new Continuation(so, this.chat, d.plan.sent, req.body);
+    this.meter.dropCarry();
     return { body: d.plan.body };
   }
 

@@ -235,8 +235,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
         this.broke(this.malformed(src.malformed));
       }
     } else if (!(this.answer as BufferedAnswer).push(chunk)) {
+      // stopped without hearing of it: a continuation's failure may already have moved to another worker
+      this.cutOff(controller);
       this.tooLarge();
-      controller.abort(new Error('too large'));
     }
   }
 
@@ -393,7 +394,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       // the client is slow, not the worker: no idle timeout while we hold the worker back
       this.timer.stop();
       res.onceDrain(() => {
-        if (this.finished) return;
+        // (a controller the stream has since left, its worker having broken, stays paused)
+        if (this.finished || this.controller !== controller) return;
         this.timer.resumeIdle();
         controller.resume();
       });

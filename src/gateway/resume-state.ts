@@ -23,6 +23,8 @@ export interface SoFar {
   unsupported: string | undefined;
   /** Events that could not be read (a worker's garbage is never forwarded, so 0 unless the log was cut). */
   unreadable: number;
+  /** Chat: the client has its opening `role` event. */
+  role: boolean;
 }
 
 export function emptySoFar(): SoFar {
@@ -39,6 +41,7 @@ export function emptySoFar(): SoFar {
     done: false,
     unsupported: undefined,
     unreadable: 0,
+    role: false,
   };
 }
 
@@ -90,6 +93,7 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
       const d = ch.delta;
       if (d) {
         text = d.content;
+        if ((d as { role?: unknown }).role !== undefined) s.role = true;
         if (d.tool_calls !== undefined && d.tool_calls !== null) s.unsupported ??= 'tool calls';
         if (d.function_call !== undefined && d.function_call !== null) s.unsupported ??= 'a function call';
         if (typeof d.reasoning_content === 'string' && d.reasoning_content !== '') s.unsupported ??= 'reasoning content';
@@ -105,7 +109,9 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
 
 /** Fold every complete event of `bytes` (SSE with LF line endings, as the meter forwards them) into `s`. */
 export function readEvents(s: SoFar, bytes: Buffer, chat: boolean): void {
-  const text = bytes.toString('utf8');
+  let text = bytes.toString('utf8');
+  // a worker's CR or CRLF line endings are forwarded as sent
+  if (text.indexOf('\r') !== -1) text = text.replace(/\r\n?/g, '\n');
   let pos = 0;
   while (pos < text.length) {
     let end = text.indexOf('\n\n', pos);

@@ -217,11 +217,13 @@ export class Continuation {
     if (this.chat) {
       const d = c.delta;
       if (d && typeof d === 'object') {
-        if ('role' in d) {
+        if ('role' in d && this.so.role) {
           delete d.role;
           // the opening event (role, empty content): the client had its own
           if ((d.content === '' || d.content === undefined) && Object.keys(d).length <= 1 && c.finish_reason == null && c.logprobs == null) return '';
         }
+        // (a client that never got the opening event, the worker having broken before it, gets this one)
+        if ('role' in d) this.so.role = true;
         if (typeof d.content === 'string') piece = d.content;
       }
     } else if (typeof c.text === 'string') piece = c.text;

@@ -36,6 +36,11 @@ export class SseMeter {
     this.keyOffset = this.chat ? chatOffsetHint : textOffsetHint;
   }
 
+  /** Forget an incomplete event held from the last chunk (its worker broke; a continuation's events follow). */
+  dropCarry(): void {
+    this.carry = null;
+  }
+
   /** A meter for a request path (`…/chat/completions` or `…/completions`). */
   static forPath(path: string): SseMeter {
     return new SseMeter(path.endsWith('/chat/completions') ? 'chat' : 'completions');

@@ -55,8 +55,15 @@ describe('degradation', () => {
     expect(gw.dp.model('m').admission?.level).toBe(3);
     expect((await post(gw.url, chatReq({ max_tokens: 500 }))).status).toBe(200);
     expect((await post(gw.url, chatReq({ max_tokens: 500 }), as('sk-gold'))).status).toBe(200);
-    // only w0 is left: standard's request went with at most 64 tokens, premium's as it was
-    expect((ups[0]?.requests ?? []).slice(-2).map((r) => r.json?.max_tokens)).toEqual([64, 500]);
+    // both limit fields are capped (an engine may read either), never raised
+    expect((await post(gw.url, chatReq({ max_tokens: 10, max_completion_tokens: 4000 }))).status).toBe(200);
+    // only w0 is left: standard's requests went with at most 64 tokens, premium's as it was
+    const sent = (ups[0]?.requests ?? []).slice(-3).map((r) => [r.json?.max_tokens, r.json?.max_completion_tokens]);
+    expect(sent).toEqual([
+      [64, undefined],
+      [500, undefined],
+      [10, 64],
+    ]);
 
     health(0); // level 4
     const refused = await post(gw.url, chatReq(), as('sk-gold'));

@@ -291,6 +291,16 @@ describe('the continuation, on scripted workers', () => {
     expect(asked.max_tokens).toBe(9);
   });
 
+  it('a worker that broke inside its first event: the client gets the continuation role event (it never had one)', async () => {
+    const first = await upstream();
+    const second = await upstream();
+    first.script(piecesThenDrop([Buffer.from(chatEvent(undefined).slice(0, 40))]));
+    second.script(stream([chatEvent(undefined, {}, 'z'), chatEvent('Hi', {}, 'z'), chatEvent('', { finish_reason: 'stop' }, 'z'), 'data: [DONE]\n\n']));
+    const gw = await gateway(oneModel([first.url, second.url]), {}, rr());
+    const got = read((await httpCall(gw.url, CHAT, { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true })).body, true);
+    expect([got.errors, got.text, got.roles, got.done]).toEqual([[], 'Hi', 1, true]);
+  });
+
   it('completions continue from prompt + text, with the rest of the budget', async () => {
     const first = await upstream();
     const second = await upstream();

@@ -40,6 +40,27 @@ describe('resume, tiers and degradation config', () => {
     expect(m.degradation).toEqual({ requiredTokensPerS: 2000, workerTokensPerS: 500, recoverAfterMs: 10_000, maxTokensDegraded: 256 });
   });
 
+  it('two tiers and no default: an unplaced request is the lower one; a static version is worth its endpoints less spares', () => {
+    const c = parseConfig({
+      models: [
+        {
+          name: 'm',
+          versions: [
+            {
+              id: 'v1',
+              spares: 1,
+              provider: { kind: 'static', endpoints: ['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3', 'http://127.0.0.1:4'] },
+            },
+          ],
+          tiers: { order: ['premium', 'free'] },
+          degradation: { required_tokens_per_s: 300 },
+        },
+      ],
+    });
+    expect(c.models[0]!.tiers?.default).toBe('free');
+    expect(c.models[0]!.degradation?.workerTokensPerS).toBe(100);
+  });
+
   it('bad settings are reported with their paths, all at once', () => {
     const got = issues({
       gateway: { resume: { max_migrations: -1, log_bytes: 100 } },
@@ -74,6 +95,22 @@ describe('resume, tiers and degradation config', () => {
       { path: 'models[0].tiers.keys[0].tier', message: 'unknown tier "gold"; the tiers are premium, standard, best_effort' },
       { path: 'models[0].tiers.keys[1]', message: 'give exactly one of key or key_sha256' },
     ]);
+    expect(
+      issues({
+        models: [
+          {
+            name: 'm',
+            versions: [{ id: 'v1' }],
+            tiers: {
+              keys: [
+                { key: 'a', tier: 'premium' },
+                { key: 'a', tier: 'standard' },
+              ],
+            },
+          },
+        ],
+      }),
+    ).toEqual([{ path: 'models[0].tiers.keys[1]', message: 'this key is listed twice' }]);
     expect(issues({ models: [{ name: 'm', versions: [{ id: 'v1' }], tiers: { header: 'x-tier' } }] })).toEqual([
       { path: 'models[0].tiers.header', message: 'a tier header needs trusted_sources: the addresses (your auth proxy) whose header is believed' },
     ]);
