@@ -200,16 +200,14 @@ export class DataPlane {
   setWorkerRoutable(model: string, version: string, workerId: string, routable: boolean): void {
     const w = this.worker(model, version, workerId);
     w.routable = routable;
-    this.pool(model, version).refresh();
-    this.models.get(model)?.admission?.reassess();
+    this.refreshed(model, version);
     this.telemetry.metrics.workerUp.labels(model, version, workerId).set(routable ? 1 : 0);
   }
 
   /** The health controller's routing verdict for a worker: its weight, and for a half-open trial how many picks it holds for. */
   setWorkerHealth(model: string, version: string, workerId: string, weight: number, budget = Infinity): void {
     this.worker(model, version, workerId).setHealth(weight, budget);
-    this.pool(model, version).refresh();
-    this.models.get(model)?.admission?.reassess();
+    this.refreshed(model, version);
   }
 
   /**
@@ -265,6 +263,12 @@ export class DataPlane {
     this.publishRouteMetrics(prev, route);
     st.admission?.reassess();
     return route;
+  }
+
+  /** A pool's routable workers or weights changed: the picker's list, and the model's capacity. */
+  private refreshed(model: string, version: string): void {
+    this.pool(model, version).refresh();
+    this.models.get(model)?.admission?.reassess();
   }
 
   /** A model's priority tiers and degradation (from its config); its level is assessed at once. */

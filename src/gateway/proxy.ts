@@ -5,7 +5,7 @@ import type { Abortable, VersionPool, Worker } from './pool.js';
 import { recordOf } from './proxy-context.js';
 import type { Attempted, ProxyContext } from './proxy-context.js';
 import type { ParsedRequest } from './request.js';
-import { SseMeter, sseErrorEvent } from './sse.js';
+import { SseMeter } from './sse.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
@@ -16,6 +16,7 @@ import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
 import { BufferedAnswer } from './buffered.js';
 import { Migration } from './migration.js';
+import { Downstream } from './downstream.js';
 import type { StreamSource } from './migration.js';
 import type { ResponseTap } from './tap.js';
 import { DEFAULTS } from '../defaults.js';
@@ -42,7 +43,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private readonly timer: RequestTimer;
   /** ms waited for a connection to a worker, all attempts together. */
   queueMs = 0;
-  private clientStarted = false;
   private abortKind: AbortKind | undefined;
   private lastError: GlidepathError | undefined;
   private finished = false;
@@ -52,8 +52,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private capture: ResponseCapture | undefined;
   /** What goes to the worker: the client's body, or a broken stream's continuation. */
   private body: Buffer;
-  /** A stream's resumption state (what it sent; its migrations), from its first bytes when resumption is on. */
-  private migration: Migration | undefined;
+  /** What goes back to the client (downstream.ts): headers once, whole events, the in-band error. */
+  private readonly down: Downstream;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -69,6 +69,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
       if (!this.finished) this.abort(kind);
     });
+    this.down = new Downstream(res, this.timer, this);
   }
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
@@ -130,7 +131,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
           retryAfterS: DEFAULTS.gateway.retryAfterS,
         });
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
-      if (this.clientStarted)
+      if (this.down.started)
         this.endBroken(
           err,
           err.code === 'worker_queue_full' ? 'every other worker of the version is saturated' : 'no other worker of the version could take it',
@@ -158,7 +159,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
   private retryOrFail(err: GlidepathError): void {
-    if (this.clientStarted) {
+    if (this.down.started) {
       this.broke(err);
       return;
     }
@@ -207,7 +208,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.meter ??= SseMeter.forPath(this.path);
     } else {
       // (a continuation refused or failed: its answer is read for the error)
-      this.phase = statusCode >= 500 || this.clientStarted ? 'retrying' : 'buffering';
+      this.phase = statusCode >= 500 || this.down.started ? 'retrying' : 'buffering';
       this.answer = new BufferedAnswer(this.ctx.cfg.maxBodyBytes * 16);
     }
   }
@@ -229,7 +230,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
         return;
       }
       // whole events only: a stream that breaks never leaves its client half an event
-      if (out.length > 0) this.forward(controller, out);
+      if (out.length > 0) this.down.forward(controller, out);
       if (!ok) {
         this.cutOff(controller);
         this.broke(this.malformed(src.malformed));
@@ -243,7 +244,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   /** An answer larger than the request limit × 16 is garbage, and not retried elsewhere (it would cost another worker the same). */
   private tooLarge(): void {
-    if (!this.clientStarted) this.blame('upstream_response_too_large'); // (a continuation's is blamed where it breaks)
+    if (!this.down.started) this.blame('upstream_response_too_large'); // (a continuation's is blamed where it breaks)
     this.fail(
       new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${(this.answer as BufferedAnswer).max} bytes`),
     );
@@ -263,7 +264,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.tooLarge();
       return;
     }
-    if (this.clientStarted) {
+    if (this.down.started) {
       // a broken stream's continuation, answered with an error: another worker may take a 5xx; a 4xx is the engine refusing to continue
       this.releaseWorker();
       const answer = body.toString('utf8', 0, Math.min(body.length, 300));
@@ -280,7 +281,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       // out of retries: pass the worker's own 5xx answer through
       this.blame('upstream_error');
       this.releaseWorker();
-      this.sendBuffered(this.status, body);
+      this.down.sendAnswer(w, this.status, this.contentType, body);
       this.finish(this.status, 'upstream_error', NaN, 0, 0);
       return;
     }
@@ -295,14 +296,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
         this.fail(new UpstreamError('upstream_invalid_json', `worker ${w.id} answered 200 with a body that is not valid JSON`));
         return;
       }
-      this.sendBuffered(200, body);
+      this.down.sendAnswer(w, 200, this.contentType, body);
       if (this.capture !== undefined) this.capture.push(body);
       const latency = performance.now() - this.startedAt;
       this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);
       return;
     }
     // 4xx: the client's problem; never retried and never counted against the worker
-    this.sendBuffered(this.status, body);
+    this.down.sendAnswer(w, this.status, this.contentType, body);
     this.finish(this.status, 'upstream_client_error', NaN, 0, 0);
   }
 
@@ -342,7 +343,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.retryOrFail(refused);
       return;
     }
-    if (this.clientStarted) this.broke(new UpstreamError('upstream_stream_broken', `worker ${w.id} dropped the stream: ${errText(err)}`));
+    if (this.down.started) this.broke(new UpstreamError('upstream_stream_broken', `worker ${w.id} dropped the stream: ${errText(err)}`));
     else
       this.retryOrFail(
         new UpstreamError('upstream_closed', `worker ${w.id} failed ${this.status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`),
@@ -385,26 +386,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.detaching = false;
   }
 
-  /** Send whole events to the client (keeping them for a resumption), holding the worker back while the client is slow. */
-  private forward(controller: UpstreamController, out: Buffer): void {
-    this.migration?.log.append(out);
-    const res = this.res;
-    if (!res.write(out)) {
-      controller.pause();
-      // the client is slow, not the worker: no idle timeout while we hold the worker back
-      this.timer.stop();
-      res.onceDrain(() => {
-        // (a controller the stream has since left, its worker having broken, stays paused)
-        if (this.finished || this.controller !== controller) return;
-        this.timer.resumeIdle();
-        controller.resume();
-      });
-    }
+  /** StreamOwner: the stream still reads from `c` (a drained client resumes only that worker). */
+  isCurrent(c: UpstreamController): boolean {
+    return !this.finished && this.controller === c;
   }
 
   /** Where the client's events come from: the worker's stream as it is, or a continuation rewritten (migration.ts). */
   private get source(): StreamSource {
-    const m = this.migration;
+    const m = this.down.migration;
     return m !== undefined && m.cont !== undefined ? m : (this.meter as SseMeter);
   }
 
@@ -420,34 +409,19 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.finishStream(200, undefined);
       return;
     }
-    if (out !== undefined && out.length > 0) {
-      this.migration?.log.append(out);
-      this.res.write(out);
-    }
+    this.down.writeLast(out);
     this.broke(ok ? new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`) : this.malformed(src.malformed));
   }
 
-  /** Send the stream's headers once, when its first bytes (or its end) reach the client. */
+  /** Send the stream's headers once, when its first bytes (or its end) reach the client; with resumption on, its migration state starts there. */
   private startStream(): void {
-    if (this.clientStarted) return;
-    this.clientStarted = true;
+    if (this.down.started) return;
     const cfg = this.ctx.cfg;
-    if (cfg.resume.maxMigrations > 0)
-      this.migration = new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter);
-    this.res.writeHead(200, (this.worker as Worker).streamHeaders(this.contentType ?? 'text/event-stream'));
-  }
-
-  private sendBuffered(status: number, body: Buffer): void {
-    if (this.res.destroyed) return;
-    const w = this.worker as Worker;
-    this.clientStarted = true;
-    this.res.writeHead(status, {
-      'content-type': this.contentType ?? 'application/json',
-      'content-length': body.length,
-      'x-glidepath-version': w.headers.version,
-      'x-glidepath-worker': w.headers.worker,
-    });
-    this.res.end(body);
+    const resume =
+      cfg.resume.maxMigrations > 0
+        ? () => new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter)
+        : undefined;
+    this.down.startStream(this.worker as Worker, this.contentType, resume);
   }
 
   /**
@@ -459,7 +433,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.timer.stop();
     this.blame(err.code);
     this.releaseWorker();
-    const m = this.migration;
+    const m = this.down.migration;
     if (m === undefined || this.res.destroyed) {
       this.endBroken(err);
       return;
@@ -485,23 +459,19 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   /** End a broken stream with its error as an SSE event (`notResumed`: why it was not continued). */
   private endBroken(err: GlidepathError, notResumed?: string): void {
     if (this.finished) return;
-    this.migration?.failed();
-    if (!this.res.destroyed) {
-      this.startStream();
-      const why = notResumed === undefined || this.migration === undefined ? '' : ` (not resumed: ${notResumed})`;
-      this.res.end(sseErrorEvent(err.message + why, err.code));
-    }
+    this.startStream();
+    this.down.endBroken(err, notResumed);
     this.finishStream(200, err.code);
   }
 
   private fail(err: GlidepathError): void {
     if (this.finished) return;
-    if (this.clientStarted && this.req.stream) {
+    if (this.down.started && this.req.stream) {
       this.broke(err);
       return;
     }
     this.timer.stop();
-    if (!this.clientStarted && !this.res.destroyed) {
+    if (!this.down.started && !this.res.destroyed) {
       const extra: Record<string, string> = {};
       if (this.worker) {
         extra['x-glidepath-version'] = this.worker.headers.version;
@@ -516,7 +486,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     const m = this.meter;
     const latency = performance.now() - this.startedAt;
     // a continued stream counts as its client was told (resume.ts rewrites the usage)
-    const c = this.migration?.cont;
+    const c = this.down.migration?.cont;
     if (c !== undefined && c.completionTokens >= 0) this.finish(status, errorCode, latency, c.promptTokens, c.completionTokens);
     else this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
   }
@@ -525,7 +495,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (this.finished) return;
     this.finished = true;
     this.timer.stop();
-    this.migration?.log.release();
+    this.down.migration?.log.release();
     this.releaseWorker();
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;

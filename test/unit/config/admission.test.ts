@@ -3,15 +3,13 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/errors.js';
+import { caught } from '../../helpers/errors.js';
 
+/** The issues a config is refused with (it must be refused). */
 function issues(raw: unknown): { path: string; message: string }[] {
-  try {
-    parseConfig(raw);
-  } catch (e) {
-    if (e instanceof ConfigError) return e.issues.map((i) => ({ path: i.path, message: i.message }));
-    throw e;
-  }
-  return [];
+  const e = caught(() => parseConfig(raw));
+  expect(e).toBeInstanceOf(ConfigError);
+  return (e as ConfigError).issues.map((i) => ({ path: i.path, message: i.message }));
 }
 
 describe('resume, tiers and degradation config', () => {
