@@ -106,7 +106,13 @@ export const versionSchema = z
     gpu_memory_gb: positive().default(16),
     architecture: architectureSchema.prefault({}),
     /** Extra engine settings that must match for workers to be interchangeable (go into the card checksum). */
-    engine: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).default({}),
+    engine: z
+      .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))
+      .default({})
+      .refine((e) => e.max_num_seqs === undefined || /^[1-9]\d*$/.test(String(e.max_num_seqs)), {
+        message: "max_num_seqs must be a positive integer: the engine's --max-num-seqs, the most requests the gateway sends one worker at once",
+        path: ['max_num_seqs'],
+      }),
     replicas: posInt().default(1),
     provider: providerSchema.prefault({ kind: 'sim' }),
     warmup: z

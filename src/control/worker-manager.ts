@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
-import { resumeModeOf } from '../domain/spec.js';
+import { engineTraitsOf } from '../domain/spec.js';
 import { UnavailableError } from '../errors.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
@@ -119,7 +119,7 @@ export class WorkerManager {
             Date.now(),
           );
     const started: WorkerHandle[] = [];
-    this.dp.addVersion(v.model, v.id, v.cardChecksum, resumeModeOf(v.provider));
+    this.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
     try {
       const results = await Promise.allSettled(
         groups.map((gpus, i) =>
@@ -345,7 +345,7 @@ export class WorkerManager {
     const recs = await this.store.listWorkers({ model: v.model, versionId: v.id });
     const provider = this.providers.for(v.provider.kind);
     let n = 0;
-    this.dp.addVersion(v.model, v.id, v.cardChecksum, resumeModeOf(v.provider));
+    this.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
     for (const r of recs) {
       if (r.state === 'exited' || r.state === 'stopped') {
         await this.store.deleteWorker(r.id);

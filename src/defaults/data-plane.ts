@@ -51,6 +51,14 @@ export const DATA_PLANE = {
      * last, level 4), as seed 004 sets them.
      */
     degradationThresholds: [1.0, 0.75, 0.5, 0.25],
+    /**
+     * Each level's share of a worker's request slots (its engine's max_num_seqs, or
+     * connections_per_worker): seed 004's batch size, 0.75 at levels 1–2 and 0.5 from level 3. The
+     * requests in flight finish; the next ones wait, by tier, in the worker's queue.
+     */
+    degradationConcurrency: [1, 0.75, 0.75, 0.5, 0.5],
+    /** Each level's factor on the latency gates (the monitor's p99, health's latency checks): ×2 from level 3, as seed 004 says. */
+    degradationLatencyFactor: [1, 1, 1, 2, 2],
     /** A better level must be cleared by this much of the ratio… */
     degradationMargin: 0.05,
     /** …for this long before the level improves (a worse level applies at once). */

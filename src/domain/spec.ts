@@ -56,6 +56,22 @@ export function resumeModeOf(p: ProviderConfig): ResumeMode {
   return p.kind === 'sim' ? 'continue_final_message' : (p.resume ?? 'continue_final_message');
 }
 
+/** What the data plane must know of a version's engine. */
+export interface EngineTraits {
+  /** How its workers continue a broken stream. */
+  resume: ResumeMode;
+  /** Sequences one worker runs at once (vLLM's `--max-num-seqs`): the gateway sends it no more; undefined: not declared. */
+  maxNumSeqs?: number | undefined;
+}
+
+/** A version's engine traits: `engine.max_num_seqs` (a positive integer, or its digits), else the simulator's `max_num_seqs`. */
+export function engineTraitsOf(v: Pick<VersionConfig, 'provider' | 'engine'>): EngineTraits {
+  const raw = v.engine.max_num_seqs;
+  const n = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw;
+  const declared = typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : undefined;
+  return { resume: resumeModeOf(v.provider), maxNumSeqs: declared ?? (v.provider.kind === 'sim' ? v.provider.sim.maxNumSeqs : undefined) };
+}
+
 export interface VersionConfig {
   id: string;
   model: string;

@@ -1,11 +1,12 @@
 // A model's admission under degradation: its capacity (healthy workers of the versions in its route,
 // each worth its configured throughput × its health weight) against the throughput it must serve,
-// the level that ratio sets, and what each level refuses or limits (docs/resilience.md).
+// the level that ratio sets, and what each level refuses or limits: new requests by tier, max_tokens,
+// each worker's request slots (docs/resilience.md).
 import type { DegradationConfig, TierConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { TooManyRequestsError, UnavailableError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { Degradation } from './degradation.js';
+import { Degradation, levelShare } from './degradation.js';
 import type { DegradationLevel, LevelChange } from './degradation.js';
 import type { FrontRequest } from './front.js';
 import type { ParsedRequest } from './request.js';
@@ -18,20 +19,27 @@ export type DegradationListener = (model: string, change: LevelChange) => void;
 
 const G = DEFAULTS.gateway;
 
+/** The model as admission sees it: its route and its versions' pools (the data plane's ModelState). */
+export interface AdmittedModel {
+  readonly name: string;
+  readonly route: RouteSnapshot;
+  readonly pools: ReadonlyMap<string, VersionPool>;
+}
+
 export class Admission {
+  private readonly model: string;
   private readonly tiers: TierPolicy;
   private readonly degradation: Degradation | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly model: string,
+    private readonly m: AdmittedModel,
     tiers: TierConfig | undefined,
     private readonly cfg: DegradationConfig | undefined,
     private readonly metrics: GatewayMetrics,
-    /** The model's healthy capacity now, in healthy-worker equivalents (Σ health weights of routed workers). */
-    private readonly workers: () => number,
     private readonly listener: DegradationListener | undefined,
   ) {
+    this.model = m.name;
     this.tiers = new TierPolicy({
       order: tiers?.order ?? G.tiers,
       default: tiers?.default ?? G.defaultTier,
@@ -51,13 +59,28 @@ export class Admission {
     return this.degradation?.ratio ?? 1;
   }
 
+  /** The queue lane of `req` when it must wait for a worker: 1 + its tier's rank (lane 0 is a broken stream's continuation). */
+  lane(req: FrontRequest): number {
+    return 1 + this.tiers.of(req).rank;
+  }
+
+  /** Every worker of the model takes the share of its request slots the level leaves (a pool added, a level changed). */
+  shareSlots(): void {
+    const share = levelShare(this.level);
+    for (const p of this.m.pools.values()) p.setConcurrency(share);
+  }
+
   /** Look at the capacity again (a worker's health, routability or the route changed; or a recovery is due). */
   reassess(now = Date.now()): void {
     const d = this.degradation;
     const cfg = this.cfg;
-    if (d === undefined || cfg === undefined) return;
-    const ratio = (this.workers() * cfg.workerTokensPerS) / cfg.requiredTokensPerS;
+    if (d === undefined || cfg === undefined) {
+      this.shareSlots();
+      return;
+    }
+    const ratio = (healthyWorkers(this.m.route, this.m.pools) * cfg.workerTokensPerS) / cfg.requiredTokensPerS;
     const change = d.assess(ratio, now);
+    this.shareSlots();
     this.metrics.capacityRatio.labels(this.model).set(ratio);
     this.metrics.health.admissionLevel(this.model, d.level);
     if (change !== undefined) this.listener?.(this.model, change);

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { GatewayConfig } from '../config/types.js';
 import { buildRoute, RouteValidationError } from '../domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
-import type { ResumeMode } from '../domain/spec.js';
+import type { EngineTraits } from '../domain/spec.js';
 import { BadRequestError, ConflictError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { createPicker } from './pick.js';
@@ -29,7 +29,7 @@ import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './tap.js';
 import { sendProbe } from './probe.js';
 import type { ProbeOutcome } from './probe.js';
-import { Admission, healthyWorkers } from './admission.js';
+import { Admission } from './admission.js';
 import type { DegradationListener } from './admission.js';
 import type { DegradationConfig, TierConfig } from '../config/types.js';
 
@@ -112,20 +112,19 @@ export class DataPlane {
     return route;
   }
 
-  /** Make a version known to the data plane (its pool starts empty). */
-  addVersion(model: string, version: string, cardChecksum: string, resume: ResumeMode = 'continue_final_message'): void {
+  /** Make a version known to the data plane (its pool starts empty), with what its engine can do. */
+  addVersion(model: string, version: string, cardChecksum: string, traits?: EngineTraits): void {
     const st = this.model(model);
     const existing = st.pools.get(version);
     if (existing) {
       if (existing.cardChecksum !== cardChecksum) {
         throw new ConflictError('card_mismatch', `version ${version} of ${model} already has card ${existing.cardChecksum}, not ${cardChecksum}`);
       }
-      existing.resume = resume;
+      if (traits !== undefined) existing.setTraits(traits);
       return;
     }
-    const pool = new VersionPool(model, version, cardChecksum, this.telemetry.forVersion(model, version));
-    pool.resume = resume;
-    st.pools.set(version, pool);
+    st.pools.set(version, new VersionPool(model, version, cardChecksum, this.telemetry.forVersion(model, version), traits));
+    st.admission?.shareSlots();
   }
 
   /** Forget a version. Refused while the route still names it or requests are in flight. */
@@ -275,7 +274,7 @@ export class DataPlane {
   setAdmission(model: string, tiers: TierConfig | undefined, degradation: DegradationConfig | undefined): void {
     const st = this.model(model);
     st.admission?.close();
-    st.admission = new Admission(model, tiers, degradation, this.telemetry.metrics, () => healthyWorkers(st.route, st.pools), this.onDegradation);
+    st.admission = new Admission(st, tiers, degradation, this.telemetry.metrics, this.onDegradation);
     st.admission.reassess();
   }
 
@@ -471,7 +470,7 @@ export class DataPlane {
       sendError(res, new UnavailableError('version_unavailable', `version ${choice.version} of ${st.name} is not accepting requests`, { retryAfterS: 1 }));
       return;
     }
-    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at);
+    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req);
     const tap = st.tap;
     const shadow = split.route.shadow;
     if (shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {

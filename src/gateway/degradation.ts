@@ -8,6 +8,11 @@ export type DegradationLevel = 0 | 1 | 2 | 3 | 4;
 /** Lowest capacity ratio of levels 0, 1, 2, 3 (below the last: level 4), as in seed 004. */
 const THRESHOLDS: readonly number[] = DEFAULTS.gateway.degradationThresholds;
 
+/** The share of a worker's request slots a level leaves (seed 004's batch size: all, ¾ at levels 1–2, ½ from 3). */
+export function levelShare(level: DegradationLevel): number {
+  return DEFAULTS.gateway.degradationConcurrency[level];
+}
+
 /** The level a ratio calls for, with no hysteresis. */
 export function levelFor(ratio: number): DegradationLevel {
   for (let i = 0; i < THRESHOLDS.length; i++) if (ratio >= (THRESHOLDS[i] as number)) return i as DegradationLevel;

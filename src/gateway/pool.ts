@@ -2,7 +2,7 @@
 import { UpstreamPool } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
-import type { ResumeMode } from '../domain/spec.js';
+import type { EngineTraits, ResumeMode } from '../domain/spec.js';
 
 export interface WorkerSpec {
   id: string;
@@ -120,8 +120,12 @@ export class VersionPool {
   readonly model: string;
   readonly version: string;
   readonly cardChecksum: string;
-  /** How its workers continue a broken stream (set when the version is added). */
-  resume: ResumeMode = 'continue_final_message';
+  /** How its workers continue a broken stream. */
+  resume: ResumeMode;
+  /** Sequences its engine runs at once per worker (undefined: not declared; connections_per_worker caps alone). */
+  private maxNumSeqs: number | undefined;
+  /** The share of a worker's request slots its model's degradation level leaves (DEFAULTS.gateway.degradationConcurrency). */
+  private concurrency = 1;
   private list: readonly Worker[] = [];
   /**
    * The workers the picker chooses among: routable and with a health weight (spares, unhealthy and
@@ -135,11 +139,13 @@ export class VersionPool {
   readonly telemetry: VersionTelemetry;
   private idleWaiters: (() => void)[] = [];
 
-  constructor(model: string, version: string, cardChecksum: string, telemetry: VersionTelemetry) {
+  constructor(model: string, version: string, cardChecksum: string, telemetry: VersionTelemetry, traits: EngineTraits = { resume: 'continue_final_message' }) {
     this.model = model;
     this.version = version;
     this.cardChecksum = cardChecksum;
     this.telemetry = telemetry;
+    this.resume = traits.resume;
+    this.maxNumSeqs = traits.maxNumSeqs;
     telemetry.metrics.trackInflight(() => this.inflight.size);
     telemetry.metrics.trackQueued(() => {
       let n = 0;
@@ -175,6 +181,26 @@ export class VersionPool {
   set workers(ws: readonly Worker[]) {
     this.list = ws;
     this.refresh();
+    this.applyCaps();
+  }
+
+  /** The engine's traits again (a version re-added after a restart or a config change). */
+  setTraits(traits: EngineTraits): void {
+    this.resume = traits.resume;
+    this.maxNumSeqs = traits.maxNumSeqs;
+    this.applyCaps();
+  }
+
+  /** Each worker takes this share of its request slots (a degradation level's; 1 is all). */
+  setConcurrency(share: number): void {
+    if (share === this.concurrency) return;
+    this.concurrency = share;
+    this.applyCaps();
+  }
+
+  /** Each worker's cap on requests in flight: its engine's max_num_seqs (at most its connections), times the level's share. */
+  private applyCaps(): void {
+    for (const w of this.list) w.upstream.setCap(Math.min(w.upstream.opts.connections, this.maxNumSeqs ?? Infinity) * this.concurrency);
   }
 
   refresh(): void {

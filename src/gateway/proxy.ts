@@ -9,7 +9,8 @@ import { SseMeter } from './sse.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import { sendError } from './respond.js';
-import type { FrontResponse } from './front.js';
+import type { FrontRequest, FrontResponse } from './front.js';
+import type { Admission } from './admission.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { ResponseCapture } from './tap.js';
@@ -64,6 +65,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     /** performance.now() and Date.now() when the client's request arrived. */
     readonly startedAt: number,
     readonly at: number,
+    /** The model's tiers: a request that must wait for a worker waits in its tier's lane (undefined: one lane). */
+    private readonly admission?: Admission | undefined,
+    private readonly front?: FrontRequest | undefined,
   ) {
     this.body = req.raw;
     this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
@@ -186,6 +190,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   onRequestStart(controller: UpstreamController): void {
     this.controller = controller;
     if (this.abortKind !== undefined) controller.abort(new AbortReason(this.abortKind));
+  }
+
+  /** Its lane when it must wait for a worker: a broken stream's continuation first, then by tier. */
+  priority(): number {
+    if (this.down.started) return 0;
+    return this.admission !== undefined && this.front !== undefined ? this.admission.lane(this.front) : 1;
   }
 
   onRequestSent(queuedMs: number): void {

@@ -33,6 +33,11 @@ export interface UpstreamHandler {
   /** The response is complete; `tail` (its last bytes, if they came with the end) is borrowed like onResponseData's chunk. */
   onResponseEnd(tail?: Buffer): void;
   onResponseError(c: UpstreamController, err: Error): void;
+  /**
+   * Its place when it must wait for the worker: 0 first (a broken stream's continuation), then the
+   * priority tiers; asked only when it waits. Absent: the lane after the first.
+   */
+  priority?(): number;
 }
 
 /** Could not open a connection to the worker (refused, unreachable, timed out): the worker, not the request. */
@@ -92,7 +97,11 @@ export class WorkerQueueError extends Error {
 }
 
 export interface UpstreamOptions {
-  /** Most connections open to this worker at once; further requests wait in FIFO order. */
+  /**
+   * Most connections open to this worker at once. The requests in flight are capped lower by
+   * `UpstreamPool.setCap` (the engine's max_num_seqs, a degradation level); further ones wait, by
+   * priority, then in arrival order.
+   */
   connections: number;
   /** Most requests waiting for a connection; past it dispatch fails the request (WorkerQueueError 'full'). */
   queueMax: number;

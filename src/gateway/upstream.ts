@@ -1,4 +1,4 @@
-// The data plane's HTTP/1.1 client to workers: a keep-alive connection pool per worker, one request per connection at a time, a bounded wait for one (the connection itself: upstream-connection.ts).
+// The data plane's HTTP/1.1 client to workers: a keep-alive connection pool per worker, one request per connection at a time, a cap on requests in flight, a bounded wait by priority (the connection itself: upstream-connection.ts).
 //
 // Why not undici here: measured on a 2-core machine, undici's dispatcher costs ~28 µs of CPU per
 // request more than this client (bench/results/gateway.md); the gateway's whole budget is 80 µs.
@@ -10,6 +10,7 @@
 import { Connection, Exchange } from './upstream-connection.js';
 import type { ConnectionPool } from './upstream-connection.js';
 import { ConnectError, WorkerQueueError, connectFailure } from './upstream-types.js';
+import { WaitQueue } from './upstream-queue.js';
 import type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
 
 export { ConnectError, LocalResourceError, ProtocolError, WorkerQueueError } from './upstream-types.js';
@@ -22,8 +23,9 @@ export class UpstreamPool implements ConnectionPool {
   readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
   private readonly idle: Connection[] = [];
   private readonly all = new Set<Connection>();
-  private queue: Exchange[] = [];
-  private qHead = 0;
+  private readonly queue = new WaitQueue<Exchange>();
+  /** Requests in flight at most (≤ opts.connections): setCap. */
+  private cap: number;
   /** path → the request heads (JSON, event stream) up to the Content-Length value. */
   private readonly prefixes = new Map<string, [Buffer, Buffer]>();
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
@@ -41,6 +43,7 @@ export class UpstreamPool implements ConnectionPool {
     this.origin = u.origin;
     this.pathPrefix = u.pathname.replace(/\/$/, '');
     this.opts = opts;
+    this.cap = opts.connections;
     this.target = {
       host: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
       port: u.port === '' ? (isTls ? 443 : 80) : Number(u.port),
@@ -65,7 +68,30 @@ export class UpstreamPool implements ConnectionPool {
 
   /** Requests waiting for a connection now. */
   get queued(): number {
-    return this.queue.length - this.qHead;
+    return this.queue.size;
+  }
+
+  /** Requests in flight now (connections carrying one, or opening for one). */
+  get busy(): number {
+    return this.all.size - this.idle.length;
+  }
+
+  /** Requests in flight at most. */
+  get limit(): number {
+    return this.cap;
+  }
+
+  /**
+   * Take at most `n` requests at once (1 ≤ n ≤ opts.connections). Lowered, the requests in flight
+   * finish and the next ones wait; raised, waiting requests start at once.
+   */
+  setCap(n: number): void {
+    this.cap = Math.max(1, Math.min(this.opts.connections, Math.floor(n)));
+    while (!this.closed && this.busy < this.cap) {
+      const next = this.dequeue();
+      if (next === undefined) break;
+      this.run(next);
+    }
   }
 
   /**
@@ -94,27 +120,46 @@ export class UpstreamPool implements ConnectionPool {
   }
 
   private run(ex: Exchange): void {
-    const c = this.idle.pop();
-    if (c !== undefined) {
-      c.send(ex);
-      return;
+    if (this.all.size - this.idle.length < this.cap) {
+      const c = this.idle.pop();
+      if (c !== undefined) {
+        c.send(ex);
+        return;
+      }
+      if (this.all.size < this.opts.connections) {
+        this.open(ex)?.send(ex);
+        return;
+      }
     }
-    if (this.all.size < this.opts.connections) {
-      this.open(ex)?.send(ex);
-      return;
-    }
-    if (this.queue.length - this.qHead >= this.opts.queueMax) {
-      ex.ended = true;
-      ex.handler.onResponseError(
-        ex,
-        new WorkerQueueError('full', 0, `all ${this.opts.connections} connections to ${this.origin} are busy and ${this.opts.queueMax} requests wait for one`),
-      );
-      return;
+    this.wait(ex);
+  }
+
+  /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */
+  private wait(ex: Exchange): void {
+    ex.rank = ex.handler.priority?.() ?? 1;
+    let bumped: Exchange | undefined;
+    if (this.queue.size >= this.opts.queueMax) {
+      bumped = this.queue.evictBelow(ex.rank);
+      if (bumped === undefined) {
+        this.refuse(ex, 0, `all ${this.cap} request slots of ${this.origin} are busy and ${this.opts.queueMax} requests wait for one`);
+        return;
+      }
+      bumped.queued = false;
     }
     ex.queued = true;
     ex.queuedAt = performance.now();
     this.queue.push(ex);
     if (this.queueTimer === undefined) this.armQueueTimer(this.opts.queueTimeoutMs);
+    // the newest of a lower lane gave way (it waited least; another worker may have room): told
+    // last, since its handler may dispatch again at once
+    if (bumped !== undefined) {
+      this.refuse(bumped, performance.now() - bumped.queuedAt, `${this.origin}'s queue is full and a request of a higher priority took this one's place`);
+    }
+  }
+
+  private refuse(ex: Exchange, waited: number, message: string): void {
+    ex.ended = true;
+    ex.handler.onResponseError(ex, new WorkerQueueError('full', waited, message));
   }
 
   /** A new connection for `ex`; undefined (and `ex` failed) when even creating the socket threw. */
@@ -146,13 +191,14 @@ export class UpstreamPool implements ConnectionPool {
     this.queueTimer.unref();
   }
 
-  /** Fail the requests that waited queueTimeoutMs (the oldest are first: one limit, FIFO), then wait for the next. */
+  /** Fail the requests that waited queueTimeoutMs (the oldest first: one limit for every lane), then wait for the next. */
   private readonly expireQueue = (): void => {
     this.queueTimer = undefined;
     const limit = this.opts.queueTimeoutMs;
     const now = performance.now();
-    while (this.qHead < this.queue.length) {
-      const ex = this.queue[this.qHead] as Exchange;
+    for (;;) {
+      const ex = this.queue.oldest();
+      if (ex === undefined) return;
       const waited = now - ex.queuedAt;
       // timers run on the loop's millisecond clock: less than a millisecond early is on time
       if (limit - waited >= 1) {
@@ -161,45 +207,32 @@ export class UpstreamPool implements ConnectionPool {
         this.armQueueTimer(Math.ceil(limit - waited));
         return;
       }
-      this.dequeue();
+      this.queue.remove(ex);
+      ex.queued = false;
       ex.ended = true;
       ex.handler.onResponseError(
         ex,
-        new WorkerQueueError('timeout', waited, `waited ${Math.round(waited)} ms for one of the ${this.opts.connections} connections to ${this.origin}`),
+        new WorkerQueueError('timeout', waited, `waited ${Math.round(waited)} ms for one of the ${this.cap} request slots of ${this.origin}`),
       );
     }
   };
 
   /** The next waiting request, if any. */
   private dequeue(): Exchange | undefined {
-    if (this.qHead >= this.queue.length) return undefined;
-    const ex = this.queue[this.qHead] as Exchange;
-    this.queue[this.qHead] = undefined as unknown as Exchange;
-    this.qHead++;
-    if (this.qHead === this.queue.length) {
-      this.queue = [];
-      this.qHead = 0;
-    } else if (this.qHead > 1024 && this.qHead * 2 > this.queue.length) {
-      this.queue = this.queue.slice(this.qHead);
-      this.qHead = 0;
-    }
-    ex.queued = false;
+    const ex = this.queue.shift();
+    if (ex !== undefined) ex.queued = false;
     return ex;
   }
 
   unqueue(ex: Exchange): void {
     ex.queued = false;
-    for (let i = this.qHead; i < this.queue.length; i++) {
-      if (this.queue[i] === ex) {
-        this.queue.splice(i, 1);
-        return;
-      }
-    }
+    this.queue.remove(ex);
   }
 
-  /** A connection finished a response and can carry another. */
+  /** A connection finished a response and can carry another (unless the cap was lowered meanwhile). */
   release(c: Connection): void {
-    const next = this.dequeue();
+    // c still counts as busy: handing it on keeps the count, idling it lowers it
+    const next = this.all.size - this.idle.length <= this.cap ? this.dequeue() : undefined;
     if (next !== undefined) {
       c.send(next);
       return;
@@ -217,7 +250,7 @@ export class UpstreamPool implements ConnectionPool {
     const i = this.idle.indexOf(c);
     if (i !== -1) this.idle.splice(i, 1);
     // a waiting request can use the freed slot
-    if (!this.closed && this.all.size < this.opts.connections) {
+    if (!this.closed && this.all.size - this.idle.length < this.cap) {
       const next = this.dequeue();
       if (next !== undefined) this.run(next);
     }
@@ -254,10 +287,7 @@ export class UpstreamPool implements ConnectionPool {
   /** Close everything now; requests in flight fail. */
   destroy(): void {
     this.closed = true;
-    const waiting = this.queue.slice(this.qHead);
-    this.queue = [];
-    this.qHead = 0;
-    for (const ex of waiting) {
+    for (const ex of this.queue.clear()) {
       ex.queued = false;
       ex.abort(new ConnectError('ECLOSED', `the pool for ${this.origin} was closed`));
     }

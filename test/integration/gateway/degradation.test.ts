@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { LevelChange } from '../../../src/gateway/degradation.js';
-import { chatReq, gatewayFixtures, oneModel, post } from '../../helpers/gateway.js';
-import { chatBody, json } from '../../helpers/upstream.js';
+import { chatReq, gatewayFixtures, oneModel, post, until } from '../../helpers/gateway.js';
+import { chatBody, deferred, json } from '../../helpers/upstream.js';
 
 const { upstream, gateway } = gatewayFixtures();
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -104,5 +104,46 @@ describe('degradation', () => {
     gw.dp.setWorkerHealth('m', 'v1', 'v1-w2', 0.5); // 2.5 of 4 workers: 0.625
     expect(gw.dp.model('m').admission?.level).toBe(2);
     expect(gw.dp.model('m').admission?.ratio).toBe(0.625);
+  });
+});
+
+describe("a worker's request slots and its queue by tier", () => {
+  it("caps requests in flight at the engine's max_num_seqs, lowers the cap with the level, and serves the waiting by tier", async () => {
+    const u = await upstream();
+    const held = deferred();
+    const arrivals: string[] = [];
+    u.setDefault(async (c) => {
+      const user = c.rec.json?.user;
+      const key = typeof user === 'string' ? user : 'none';
+      arrivals.push(key);
+      if (arrivals.length <= 2) await held.promise;
+      await json(chatBody(key))(c);
+    });
+    const gw = await gateway(oneModel([u.url]), { connectionsPerWorker: 8 });
+    const pool = gw.dp.pool('m', 'v1');
+    gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', maxNumSeqs: 2 });
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
+    const slots = () => pool.workers[0]!.upstream;
+    expect(slots().limit).toBe(2);
+
+    const first = [post(gw.url, chatReq()), post(gw.url, chatReq())];
+    await until(() => arrivals.length === 2, 'two requests to fill the slots');
+    // arriving in the order best effort, standard, premium: served premium first
+    const waiting = [post(gw.url, chatReq({ user: 'free' }), as('sk-free'))];
+    await until(() => slots().queued === 1, 'the first to wait');
+    waiting.push(post(gw.url, chatReq({ user: 'standard' })));
+    await until(() => slots().queued === 2, 'the second to wait');
+    waiting.push(post(gw.url, chatReq({ user: 'gold' }), as('sk-gold')));
+    await until(() => slots().queued === 3, 'the third to wait');
+    held.resolve();
+    for (const r of await Promise.all([...first, ...waiting])) expect(r.status).toBe(200);
+    expect(arrivals.slice(2)).toEqual(['gold', 'standard', 'free']);
+
+    // level 1 (capacity 0.9 of what it must serve): three quarters of the slots, rounded down, at least one
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 111, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
+    expect(gw.dp.model('m').admission?.level).toBe(1);
+    expect(slots().limit).toBe(1);
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
+    expect(slots().limit).toBe(2);
   });
 });

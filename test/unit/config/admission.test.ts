@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/errors.js';
+import { engineTraitsOf } from '../../../src/domain/spec.js';
 import { caught } from '../../helpers/errors.js';
 
 /** The issues a config is refused with (it must be refused). */
@@ -65,7 +66,7 @@ describe('resume, tiers and degradation config', () => {
       models: [
         {
           name: 'm',
-          versions: [{ id: 'v1', provider: { kind: 'process', command: 'x', resume: 'sometimes' } }],
+          versions: [{ id: 'v1', provider: { kind: 'process', command: 'x', resume: 'sometimes' }, engine: { max_num_seqs: '0' } }],
           tiers: { header: 'x-tier', keys: [{ key: 'a', tier: 'gold' }, { tier: 'premium' }], trusted_sources: ['10.0.0.0/33'] },
           degradation: { required_tokens_per_s: 0 },
         },
@@ -76,6 +77,7 @@ describe('resume, tiers and degradation config', () => {
         'gateway.resume.log_bytes',
         'gateway.resume.max_migrations',
         'models[0].degradation.required_tokens_per_s',
+        'models[0].versions[0].engine.max_num_seqs',
         'models[0].versions[0].provider.resume',
       ].sort(),
     );
@@ -112,5 +114,32 @@ describe('resume, tiers and degradation config', () => {
     expect(issues({ models: [{ name: 'm', versions: [{ id: 'v1' }], tiers: { header: 'x-tier' } }] })).toEqual([
       { path: 'models[0].tiers.header', message: 'a tier header needs trusted_sources: the addresses (your auth proxy) whose header is believed' },
     ]);
+  });
+});
+
+describe("a worker's request slots", () => {
+  it("come from engine.max_num_seqs (a number or its digits), else the simulator's max_num_seqs, else only connections_per_worker", () => {
+    const c = parseConfig({
+      models: [
+        {
+          name: 'm',
+          versions: [
+            { id: 'a', engine: { max_num_seqs: 64 } },
+            { id: 'b', engine: { max_num_seqs: '32' }, provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } },
+            { id: 'c', provider: { kind: 'sim', sim: { max_num_seqs: 8 } } },
+            { id: 'd', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'], resume: 'off' } },
+          ],
+        },
+      ],
+    });
+    expect(c.models[0]!.versions.map((v) => engineTraitsOf(v))).toEqual([
+      { resume: 'continue_final_message', maxNumSeqs: 64 },
+      { resume: 'continue_final_message', maxNumSeqs: 32 },
+      { resume: 'continue_final_message', maxNumSeqs: 8 },
+      { resume: 'off', maxNumSeqs: undefined },
+    ]);
+    expect(issues({ models: [{ name: 'm', versions: [{ id: 'v', engine: { max_num_seqs: 2.5 } }] }] })[0]?.message).toMatch(
+      /max_num_seqs must be a positive integer: the engine's --max-num-seqs/,
+    );
   });
 });

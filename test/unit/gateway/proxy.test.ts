@@ -106,6 +106,8 @@ function harness(stream = true, over: Partial<ProxyContext> = {}): Harness {
           dispatched.push({ worker: id, handler });
           return true;
         },
+        opts: { connections: 1 },
+        setCap: () => undefined,
       },
     });
     return w;
