@@ -37,6 +37,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
         return { drained: d.drained, aborted: d.aborted, elapsedMs: d.elapsedMs };
       },
       undrain: (model, version) => dp.undrain(model, version),
+      latencyFactor: (model) => DEFAULTS.gateway.degradationLatencyFactor[dp.models.get(model)?.admission?.level ?? 0],
       hold: (model) => dp.hold(model),
       release: (model) => void dp.release(model),
     },

@@ -201,7 +201,10 @@ export class HealthController implements HealthHost {
       if (set === undefined) return; // not recorded (an event says why); tried again after a back-off
       const h = t.health;
       const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
-      const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check, this.poolRatio(t));
+      // a model degraded to level 3 or worse relaxes its latency gates (a probe's spike limit among them)
+      const factor = this.ports.routes.latencyFactor(t.info.model);
+      const limits = factor === 1 ? cfg : { ...cfg, latencyFactor: cfg.latencyFactor * factor };
+      const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, limits, check, this.poolRatio(t));
       t.ratio = r.ratio;
       if (r.obs !== undefined && this.tracked.get(t.info.id) === t && !this.asleep(t)) this.observe(t, r.obs);
     } finally {

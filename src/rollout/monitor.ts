@@ -190,7 +190,11 @@ export class RollbackMonitor {
     st.noStandbyFor = undefined;
     const w = p.telemetry.stats(model, active.id, at);
     const stats: MonitorStats = { requests: w.requests, errorRate: w.errorRate, latencyMs: { p99: w.latencyMs.p99 } };
-    const verdict = shouldRollBack(stats, s);
+    // a model degraded to level 3 or worse is slower by its lost capacity, not by its version
+    const factor = p.routes.latencyFactor(model);
+    const limits = factor === 1 ? s : { ...s, maxP99LatencyMs: s.maxP99LatencyMs * factor };
+    const verdict = shouldRollBack(stats, limits);
+    if (factor !== 1) verdict.reason += ` (the p99 limit is ${factor}× while the model is degraded)`;
     if (!verdict.rollBack) return done({ action: 'ok', active: active.id, standby: target.id, stats, verdict });
 
     let res: RollbackResult;
@@ -237,7 +241,7 @@ export class RollbackMonitor {
         requests: stats.requests,
         error_rate: stats.errorRate,
         p99_latency_ms: Number.isNaN(stats.latencyMs.p99) ? null : stats.latencyMs.p99,
-        thresholds: { max_error_rate: s.maxErrorRate, max_p99_latency_ms: s.maxP99LatencyMs, min_requests: s.minRequests },
+        thresholds: { max_error_rate: s.maxErrorRate, max_p99_latency_ms: limits.maxP99LatencyMs, min_requests: s.minRequests },
         breaches: verdict.breaches,
         elapsed_ms: res.elapsed_ms,
         wake_ms: res.wake_ms,

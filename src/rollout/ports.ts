@@ -51,6 +51,11 @@ export interface RoutesPort {
   drain(model: string, version: string, timeoutMs?: number): Promise<DrainReport>;
   /** Undo a drain: the version may receive requests again (it stays at its weight). */
   undrain(model: string, version: string): void;
+  /**
+   * The factor on the model's latency gates now: 1, or 2 from degradation level 3 (seed 004: a fleet
+   * that lost most of its capacity is slower, and that is not the version's fault; docs/resilience.md).
+   */
+  latencyFactor(model: string): number;
   /** Hold new requests of a model in the gateway's queue (drain-first swaps) until `release`. */
   hold(model: string): void;
   release(model: string): void;

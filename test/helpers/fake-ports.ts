@@ -173,6 +173,8 @@ export class FakeFleet {
   /** `model/version` → the message its next load fails with. */
   readonly failLoad = new Map<string, string>();
   private readonly routeOf = new Map<string, RouteSnapshot>();
+  /** model → the factor on its latency gates (a degraded model's; 1 when unset). */
+  readonly latencyFactors = new Map<string, number>();
   private readonly stats = new Map<string, WindowStats>();
   private readonly listeners = new Set<(r: RequestRecord) => void>();
   private readonly faultListeners = new Set<(f: WorkerFault) => void>();
@@ -332,6 +334,7 @@ export class FakeFleet {
             return { drained: 0, aborted: 0, elapsedMs: 0 };
           }),
         undrain: (model, version) => void this.log.push(`undrain ${model}/${version}`),
+        latencyFactor: (model) => this.latencyFactors.get(model) ?? 1,
         hold: (model) => void this.log.push(`hold ${model}`),
         release: (model) => void this.log.push(`release ${model}`),
       },

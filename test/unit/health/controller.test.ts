@@ -116,6 +116,20 @@ describe('health controller', () => {
     expect(fleet.log).not.toContain(`stop ${w.id}`);
   });
 
+  it("a degraded model's relaxed latency gates (×2 from level 3) let a worker 4× its baseline pass, not 10×", async () => {
+    const { fleet, hc, advance } = await start();
+    await advance(3 * INTERVAL);
+    fleet.latencyFactors.set('chat', 2); // limit 2.5 × 2 = 5× the baseline
+    const w = fleet.worker('chat/v1/3');
+    w.latencyMs = 80;
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('healthy/closed');
+    // (its baseline has crept up with those passes: 20 ms is long gone, ~40 ms is left)
+    w.latencyMs = 400;
+    await advance(3 * INTERVAL);
+    expect(state(hc, w.id)).toBe('suspicious/closed');
+  });
+
   it('a flapping worker (fails every other probe) is held out by its breaker for the recovery timeout, not flipped in and out', async () => {
     const { fleet, hc, advance } = await start({ health: { recovery_timeout_ms: 30_000 } });
     await advance(INTERVAL);

@@ -110,6 +110,23 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     expect(h.f.clock.pending()).toEqual([]);
   });
 
+  it('a model degraded to level 3 or worse doubles the p99 limit (its fleet is slower, not its version); the error rate is judged as ever', async () => {
+    const h = await harness();
+    h.f.latencyFactors.set('llama', 2);
+    h.setStats(stats(100, 0.01, 1_900));
+    expect(await h.mon.check('llama')).toMatchObject({
+      action: 'ok',
+      verdict: { rollBack: false, reason: expect.stringContaining('(max 2000 ms)') as unknown },
+    });
+    expect(h.mon.lastCheck('llama')?.verdict?.reason).toMatch(/\(the p99 limit is 2× while the model is degraded\)$/);
+    h.setStats(stats(100, 0.01, 2_100));
+    await h.mon.check('llama');
+    expect(h.rollbacks).toEqual([
+      'llama by monitor: monitored rollback: p99 latency 2100 ms exceeded threshold 2000 ms over 100 requests (the p99 limit is 2× while the model is degraded)',
+    ]);
+    expect(h.f.notified[0]?.data).toMatchObject({ thresholds: { max_p99_latency_ms: 2_000 } });
+  });
+
   it('at most once per activation even when a standby is still there', async () => {
     let calls = 0;
     // a rollback that "succeeds" but leaves the same activation in place (e.g. raced by a swap back)
