@@ -47,6 +47,8 @@ export const degradationSchema = z
     /** What one healthy worker serves at most; default: required ÷ the first version's replicas. */
     worker_tokens_per_s: positive().optional(),
     recover_after_ms: nonNeg().default(G.degradationRecoverMs),
+    /** How often the engines' vLLM metrics are read for each worker's measured capacity (0: never; worker_tokens_per_s only). */
+    measure_interval_ms: nonNeg().default(G.capacityMeasureMs),
     max_tokens_degraded: posInt().default(G.degradedMaxTokens),
   })
   .strict()
@@ -71,6 +73,8 @@ export interface DegradationConfig {
   readonly workerTokensPerS: number;
   readonly recoverAfterMs: number;
   readonly maxTokensDegraded: number;
+  /** How often the engines' metrics are read (ms); 0: never. */
+  readonly measureIntervalMs: number;
 }
 
 type Issue = { path: string; message: string };
@@ -119,5 +123,6 @@ export function degradationConfig(d: z.output<typeof degradationSchema>, replica
     workerTokensPerS: d.worker_tokens_per_s ?? d.required_tokens_per_s / Math.max(1, replicas),
     recoverAfterMs: d.recover_after_ms,
     maxTokensDegraded: d.max_tokens_degraded,
+    measureIntervalMs: d.measure_interval_ms,
   };
 }

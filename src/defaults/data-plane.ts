@@ -59,6 +59,10 @@ export const DATA_PLANE = {
     degradationConcurrency: [1, 0.75, 0.75, 0.5, 0.5],
     /** Each level's factor on the latency gates (the monitor's p99, health's latency checks): ×2 from level 3, as seed 004 says. */
     degradationLatencyFactor: [1, 1, 1, 2, 2],
+    /** How often a degraded-aware model's engines' metrics are read for their measured capacity (ms; 0: never). */
+    capacityMeasureMs: 5_000,
+    /** …each read given at most this long (ms). */
+    capacityScrapeTimeoutMs: 2_000,
     /** A better level must be cleared by this much of the ratio… */
     degradationMargin: 0.05,
     /** …for this long before the level improves (a worse level applies at once). */

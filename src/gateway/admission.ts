@@ -1,5 +1,5 @@
 // A model's admission under degradation: its capacity (healthy workers of the versions in its route,
-// each worth its configured throughput × its health weight) against the throughput it must serve,
+// each worth its measured or configured throughput × its health weight; capacity.ts) against the throughput it must serve,
 // the level that ratio sets, and what each level refuses or limits: new requests by tier, max_tokens,
 // each worker's request slots (docs/resilience.md).
 import type { DegradationConfig, TierConfig } from '../config/types.js';
@@ -11,25 +11,20 @@ import type { DegradationLevel, LevelChange } from './degradation.js';
 import type { FrontRequest } from './front.js';
 import type { ParsedRequest } from './request.js';
 import { TierPolicy } from './tiers.js';
-import type { RouteSnapshot } from '../domain/route.js';
-import type { VersionPool } from './pool.js';
+import { Capacity } from './capacity.js';
+import type { AdmittedModel } from './capacity.js';
 
 /** Told of every change of a model's level. */
 export type DegradationListener = (model: string, change: LevelChange) => void;
 
 const G = DEFAULTS.gateway;
 
-/** The model as admission sees it: its route and its versions' pools (the data plane's ModelState). */
-export interface AdmittedModel {
-  readonly name: string;
-  readonly route: RouteSnapshot;
-  readonly pools: ReadonlyMap<string, VersionPool>;
-}
-
 export class Admission {
   private readonly model: string;
   private readonly tiers: TierPolicy;
   private readonly degradation: Degradation | undefined;
+  /** What the model can serve (undefined: degradation is off). */
+  readonly capacity: Capacity | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -48,6 +43,7 @@ export class Admission {
       keys: tiers?.keys ?? new Map(),
     });
     this.degradation = cfg === undefined ? undefined : new Degradation(G.degradationMargin, cfg.recoverAfterMs);
+    this.capacity = cfg === undefined ? undefined : new Capacity(m, cfg, () => this.reassess());
   }
 
   /** 0 when nothing is degraded (or degradation is off): the request path's one check. */
@@ -74,11 +70,11 @@ export class Admission {
   reassess(now = Date.now()): void {
     const d = this.degradation;
     const cfg = this.cfg;
-    if (d === undefined || cfg === undefined) {
+    if (d === undefined || cfg === undefined || this.capacity === undefined) {
       this.shareSlots();
       return;
     }
-    const ratio = (healthyWorkers(this.m.route, this.m.pools) * cfg.workerTokensPerS) / cfg.requiredTokensPerS;
+    const ratio = this.capacity.total() / cfg.requiredTokensPerS;
     const change = d.assess(ratio, now);
     this.shareSlots();
     this.metrics.capacityRatio.labels(this.model).set(ratio);
@@ -123,6 +119,7 @@ export class Admission {
   }
 
   close(): void {
+    this.capacity?.close();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
   }
@@ -145,15 +142,4 @@ function capped(parsed: ParsedRequest, cap: number): ParsedRequest {
   }
   if (!changed) return parsed;
   return { ...parsed, body, raw: Buffer.from(JSON.stringify(body)), maxTokens: Math.min(parsed.maxTokens ?? cap, cap) };
-}
-
-/** A model's healthy capacity in worker equivalents: the health weights of the routable workers of the versions its route sends traffic to. */
-export function healthyWorkers(route: RouteSnapshot, pools: ReadonlyMap<string, VersionPool>): number {
-  let n = 0;
-  for (const v of route.versions) {
-    if (v.weight <= 0) continue;
-    const pool = pools.get(v.id);
-    if (pool !== undefined) for (const w of pool.candidates) n += Math.min(1, w.weight);
-  }
-  return n;
 }

@@ -123,7 +123,7 @@ export class VersionPool {
   /** How its workers continue a broken stream. */
   resume: ResumeMode;
   /** Sequences its engine runs at once per worker (undefined: not declared; connections_per_worker caps alone). */
-  private maxNumSeqs: number | undefined;
+  maxNumSeqs: number | undefined;
   /** The share of a worker's request slots its model's degradation level leaves (DEFAULTS.gateway.degradationConcurrency). */
   private concurrency = 1;
   private list: readonly Worker[] = [];
@@ -198,9 +198,9 @@ export class VersionPool {
     this.applyCaps();
   }
 
-  /** Each worker's cap on requests in flight: its engine's max_num_seqs (at most its connections), times the level's share. */
+  /** Each worker's cap on requests in flight: its engine's max_num_seqs (at most its connections); below the top tier, the level's share of it. */
   private applyCaps(): void {
-    for (const w of this.list) w.upstream.setCap(Math.min(w.upstream.opts.connections, this.maxNumSeqs ?? Infinity) * this.concurrency);
+    for (const w of this.list) w.upstream.setCap(Math.min(w.upstream.opts.connections, this.maxNumSeqs ?? Infinity), this.concurrency);
   }
 
   refresh(): void {

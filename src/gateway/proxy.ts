@@ -369,7 +369,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     const w = this.worker as Worker;
     this.releaseWorker();
     const e = queueError(err, this.failed);
-    if (err.reason === 'full') {
+    if (err.reason !== 'timeout') {
+      // full, or its worker removed: another worker of the pool may take it, no retry spent
+      if (err.queuedMs > 0) this.waited(err.queuedMs);
       (this.tried ??= new Set()).add(w);
       this.attempts--;
       // reported only when no other worker can take the request either (see attempt)

@@ -65,8 +65,8 @@ export class Exchange implements UpstreamController {
   queued = false;
   /** performance.now() when it joined the queue (-1: never waited). */
   queuedAt = -1;
-  /** Its lane in the queue (0 first): the handler's priority, asked only when it has to wait. */
-  rank = 0;
+  /** Its lane in the queue (0 first): the handler's priority, asked only when it matters (-1: not asked yet). */
+  rank = -1;
   ended = false;
   /** Sent again once already (a stale keep-alive connection). */
   resent = false;

@@ -56,20 +56,30 @@ export function abortError(kind: AbortKind, f: FailedRequest): GlidepathError {
   }
 }
 
-/** A worker's full queue (no worker of the pool could take the request) or a wait past queue_timeout_ms: 503, never the worker's failure. */
+/**
+ * A worker's full queue (no worker of the pool could take the request), a wait past queue_timeout_ms,
+ * or its worker removed while it waited (and no other could take it): 503, never the worker's failure.
+ */
 export function queueError(err: WorkerQueueError, f: FailedRequest): UnavailableError {
   const { cfg, model, version, workerId } = f;
   const retryAfterS = DEFAULTS.gateway.retryAfterS;
   if (err.reason === 'full') {
     return new UnavailableError(
       'worker_queue_full',
-      `every worker of ${model} version ${version} that could take this request is saturated: worker ${workerId} has all ${cfg.connectionsPerWorker} connections busy and ${cfg.workerQueueMax} requests waiting (worker_queue_max)`,
+      `every worker of ${model} version ${version} that could take this request is saturated: worker ${workerId} has all its request slots busy (its engine's max_num_seqs, at most connections_per_worker ${cfg.connectionsPerWorker}) and ${cfg.workerQueueMax} requests waiting (worker_queue_max)`,
+      { retryAfterS },
+    );
+  }
+  if (err.reason === 'closed') {
+    return new UnavailableError(
+      'no_healthy_workers',
+      `worker ${workerId} of ${model} version ${version} was taken out of its pool while the request waited for it, and no other worker could take it`,
       { retryAfterS },
     );
   }
   return new UnavailableError(
     'worker_queue_timeout',
-    `waited ${Math.round(err.queuedMs)} ms for a free connection to worker ${workerId} of ${model} version ${version} (queue_timeout_ms); it is saturated`,
+    `waited ${Math.round(err.queuedMs)} ms for a request slot of worker ${workerId} of ${model} version ${version} (queue_timeout_ms); it is saturated`,
     { retryAfterS },
   );
 }

@@ -8,6 +8,8 @@ export interface Waiting {
 
 /** Lanes beyond this share the last one (the tiers a model can name are fewer). */
 export const MAX_LANES = 16;
+/** The last lane that may use every request slot of a worker when a degradation level shares them out: continuations (0) and the top tier (1). */
+export const TOP_LANE = 1;
 
 interface Lane<T> {
   items: T[];
@@ -35,10 +37,14 @@ export class WaitQueue<T extends Waiting> {
     this.count++;
   }
 
-  /** The first waiter of the first non-empty lane, removed. */
-  shift(): T | undefined {
+  /** The first waiter of the first non-empty lane up to `maxLane`, removed. */
+  shift(maxLane = MAX_LANES): T | undefined {
     if (this.count === 0) return undefined;
-    for (const lane of this.lanes) if (lane.head < lane.items.length) return this.take(lane);
+    const n = Math.min(this.lanes.length, maxLane + 1);
+    for (let r = 0; r < n; r++) {
+      const lane = this.lanes[r] as Lane<T>;
+      if (lane.head < lane.items.length) return this.take(lane);
+    }
     return undefined;
   }
 

@@ -82,16 +82,20 @@ export function connectFailure(err: NodeJS.ErrnoException, origin: string): Erro
   return new ConnectError(code, `could not connect to ${origin}: ${err.message}`);
 }
 
-/** The request never reached the worker: its queue was full, or it waited there past the limit. */
+/**
+ * The request never reached the worker: its queue was full (or gave its place to a higher tier), it
+ * waited there past the limit, or the worker was removed while it waited (`closed`: another worker
+ * may take it, like `full`).
+ */
 export class WorkerQueueError extends Error {
-  readonly code: 'EQUEUEFULL' | 'EQUEUETIMEOUT';
-  readonly reason: 'full' | 'timeout';
+  readonly code: 'EQUEUEFULL' | 'EQUEUETIMEOUT' | 'EQUEUECLOSED';
+  readonly reason: 'full' | 'timeout' | 'closed';
   /** How long it waited (0 when it could not wait at all). */
   readonly queuedMs: number;
-  constructor(reason: 'full' | 'timeout', queuedMs: number, message: string) {
+  constructor(reason: 'full' | 'timeout' | 'closed', queuedMs: number, message: string) {
     super(message);
     this.reason = reason;
-    this.code = reason === 'full' ? 'EQUEUEFULL' : 'EQUEUETIMEOUT';
+    this.code = reason === 'full' ? 'EQUEUEFULL' : reason === 'timeout' ? 'EQUEUETIMEOUT' : 'EQUEUECLOSED';
     this.queuedMs = queuedMs;
   }
 }

@@ -10,7 +10,7 @@
 import { Connection, Exchange } from './upstream-connection.js';
 import type { ConnectionPool } from './upstream-connection.js';
 import { ConnectError, WorkerQueueError, connectFailure } from './upstream-types.js';
-import { WaitQueue } from './upstream-queue.js';
+import { MAX_LANES, TOP_LANE, WaitQueue } from './upstream-queue.js';
 import type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
 
 export { ConnectError, LocalResourceError, ProtocolError, WorkerQueueError } from './upstream-types.js';
@@ -26,6 +26,8 @@ export class UpstreamPool implements ConnectionPool {
   private readonly queue = new WaitQueue<Exchange>();
   /** Requests in flight at most (≤ opts.connections): setCap. */
   private cap: number;
+  /** …of which the lanes below the top tier may fill only this many (a degradation level's share; the cap when none). */
+  private shared: number;
   /** path → the request heads (JSON, event stream) up to the Content-Length value. */
   private readonly prefixes = new Map<string, [Buffer, Buffer]>();
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
@@ -44,6 +46,7 @@ export class UpstreamPool implements ConnectionPool {
     this.pathPrefix = u.pathname.replace(/\/$/, '');
     this.opts = opts;
     this.cap = opts.connections;
+    this.shared = opts.connections;
     this.target = {
       host: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
       port: u.port === '' ? (isTls ? 443 : 80) : Number(u.port),
@@ -81,17 +84,32 @@ export class UpstreamPool implements ConnectionPool {
     return this.cap;
   }
 
+  /** Requests in flight at most from below the top tier. */
+  get sharedLimit(): number {
+    return this.shared;
+  }
+
   /**
-   * Take at most `n` requests at once (1 ≤ n ≤ opts.connections). Lowered, the requests in flight
-   * finish and the next ones wait; raised, waiting requests start at once.
+   * Take at most `n` requests at once (1 ≤ n ≤ opts.connections), and of them at most `share` × n
+   * (rounded down, at least 1) from the lanes below the top tier: continuations and the top tier may
+   * use every slot. Lowered, the requests in flight finish and the next ones wait; raised, waiting
+   * requests start at once.
    */
-  setCap(n: number): void {
+  setCap(n: number, share = 1): void {
     this.cap = Math.max(1, Math.min(this.opts.connections, Math.floor(n)));
-    while (!this.closed && this.busy < this.cap) {
-      const next = this.dequeue();
-      if (next === undefined) break;
-      this.run(next);
-    }
+    this.shared = Math.max(1, Math.min(this.cap, Math.floor(this.cap * share)));
+    for (let next = this.next(this.busy); next !== undefined && !this.closed; next = this.next(this.busy)) this.start(next);
+  }
+
+  /** The waiting request that may take a slot with `busy` in flight (undefined: none may). */
+  private next(busy: number): Exchange | undefined {
+    if (busy >= this.cap || this.queue.size === 0) return undefined;
+    return this.dequeue(busy < this.shared ? MAX_LANES : TOP_LANE);
+  }
+
+  private lane(ex: Exchange): number {
+    if (ex.rank < 0) ex.rank = ex.handler.priority?.() ?? TOP_LANE;
+    return ex.rank;
   }
 
   /**
@@ -120,23 +138,22 @@ export class UpstreamPool implements ConnectionPool {
   }
 
   private run(ex: Exchange): void {
-    if (this.all.size - this.idle.length < this.cap) {
-      const c = this.idle.pop();
-      if (c !== undefined) {
-        c.send(ex);
-        return;
-      }
-      if (this.all.size < this.opts.connections) {
-        this.open(ex)?.send(ex);
-        return;
-      }
-    }
-    this.wait(ex);
+    // one comparison while no level shares the slots out; the request's lane is asked only past that
+    const busy = this.all.size - this.idle.length;
+    if (busy < this.shared || (busy < this.cap && this.lane(ex) <= TOP_LANE)) this.start(ex);
+    else this.wait(ex);
+  }
+
+  /** Send `ex` now: on an idle connection, or a new one (there is room: the cap is at most `connections`). */
+  private start(ex: Exchange): void {
+    const c = this.idle.pop();
+    if (c !== undefined) c.send(ex);
+    else this.open(ex)?.send(ex);
   }
 
   /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */
   private wait(ex: Exchange): void {
-    ex.rank = ex.handler.priority?.() ?? 1;
+    this.lane(ex);
     let bumped: Exchange | undefined;
     if (this.queue.size >= this.opts.queueMax) {
       bumped = this.queue.evictBelow(ex.rank);
@@ -217,9 +234,9 @@ export class UpstreamPool implements ConnectionPool {
     }
   };
 
-  /** The next waiting request, if any. */
-  private dequeue(): Exchange | undefined {
-    const ex = this.queue.shift();
+  /** The next waiting request of a lane up to `maxLane`, if any. */
+  private dequeue(maxLane: number): Exchange | undefined {
+    const ex = this.queue.shift(maxLane);
     if (ex !== undefined) ex.queued = false;
     return ex;
   }
@@ -232,7 +249,7 @@ export class UpstreamPool implements ConnectionPool {
   /** A connection finished a response and can carry another (unless the cap was lowered meanwhile). */
   release(c: Connection): void {
     // c still counts as busy: handing it on keeps the count, idling it lowers it
-    const next = this.all.size - this.idle.length <= this.cap ? this.dequeue() : undefined;
+    const next = this.next(this.all.size - this.idle.length - 1);
     if (next !== undefined) {
       c.send(next);
       return;
@@ -250,9 +267,9 @@ export class UpstreamPool implements ConnectionPool {
     const i = this.idle.indexOf(c);
     if (i !== -1) this.idle.splice(i, 1);
     // a waiting request can use the freed slot
-    if (!this.closed && this.all.size - this.idle.length < this.cap) {
-      const next = this.dequeue();
-      if (next !== undefined) this.run(next);
+    if (!this.closed) {
+      const next = this.next(this.all.size - this.idle.length);
+      if (next !== undefined) this.start(next);
     }
     if (this.closing !== undefined && this.all.size === 0) this.closing();
   }
@@ -274,9 +291,23 @@ export class UpstreamPool implements ConnectionPool {
     this.sweeper.unref();
   }
 
-  /** Stop taking requests; resolves when in-flight ones have finished and every connection is closed. */
+  /**
+   * Stop taking requests; resolves when in-flight ones have finished and every connection is closed.
+   * Requests still waiting are handed back at once (WorkerQueueError `closed`): another worker may take them.
+   */
   close(): Promise<void> {
     this.closed = true;
+    if (this.queueTimer !== undefined) clearTimeout(this.queueTimer);
+    this.queueTimer = undefined;
+    const now = performance.now();
+    for (const ex of this.queue.clear()) {
+      ex.queued = false;
+      ex.ended = true;
+      ex.handler.onResponseError(
+        ex,
+        new WorkerQueueError('closed', now - ex.queuedAt, `${this.origin} was taken out of its pool while this request waited for it`),
+      );
+    }
     for (const c of [...this.idle]) c.destroy();
     if (this.all.size === 0) return Promise.resolve();
     return new Promise((resolve) => {

@@ -251,6 +251,7 @@ export class SimEngine {
     }
     this.metrics.tokens(runGap / 1000, runLen);
     this.tokensOut += job.i - from;
+    this.metrics.generated(job.i - from);
     // every due token goes out in one write
     if (crashed) return this.crash(job, job.stream ? job.r.render(from, job.i, before, '') : '');
     if (job.i < n) {
@@ -271,7 +272,7 @@ export class SimEngine {
       job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       job.res.end(body);
     }
-    this.metrics.finished((this.clock.now() - job.arrival) / 1000, g.count, g.finish);
+    this.metrics.finished((this.clock.now() - job.arrival) / 1000, g.finish);
     this.release(job);
     this.events.emit('finished', g.finish);
   }
@@ -299,7 +300,7 @@ export class SimEngine {
   private abort(job: Job): void {
     job.done = true;
     if (job.timer !== undefined) this.clock.clearTimer(job.timer);
-    if (job.started) this.metrics.finished((this.clock.now() - job.arrival) / 1000, job.i, 'abort');
+    if (job.started) this.metrics.finished((this.clock.now() - job.arrival) / 1000, 'abort');
     this.release(job);
     this.events.emit('finished', 'abort');
   }

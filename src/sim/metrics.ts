@@ -121,9 +121,13 @@ export class SimMetrics {
     if (n > 0) this.itl.observe(itlS, n);
   }
 
-  finished(e2eS: number, generated: number, reason: string): void {
+  /** `n` tokens generated: counted as they are (as vLLM counts every step), so a scrape mid-stream sees the throughput. */
+  generated(n: number): void {
+    if (n > 0) this.genTokens.inc(this.l, n);
+  }
+
+  finished(e2eS: number, reason: string): void {
     this.e2e.observe(this.l, e2eS);
-    this.genTokens.inc(this.l, generated);
     let labels = this.reasonLabels.get(reason);
     if (!labels) this.reasonLabels.set(reason, (labels = { ...this.l, finished_reason: reason }));
     this.success.inc(labels);

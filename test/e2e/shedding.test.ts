@@ -10,8 +10,6 @@ import { quantileSorted } from '../../src/domain/quantile.js';
 
 const MODEL = 'chat';
 const TTFT_SLO_MS = 300;
-/** One stream's length (20 tokens at 20 ms) and some: the backlog of streams in flight at the failure is gone by then. */
-const BACKLOG_MS = 800;
 const CLIENTS = { premium: 4, standard: 4, best_effort: 8 } as const;
 type Tier = keyof typeof CLIENTS;
 const KEYS: Record<Tier, string> = { premium: 'sk-premium', standard: 'sk-standard', best_effort: 'sk-free' };
@@ -28,8 +26,9 @@ function yaml(dataDir: string): string {
     '    tiers:',
     '      keys:',
     ...(Object.keys(KEYS) as Tier[]).map((t) => `        - { key: ${KEYS[t]}, tier: ${t} }`),
-    // four workers of 100 tokens/s each for a model that must serve 400
-    '    degradation: { required_tokens_per_s: 400, worker_tokens_per_s: 100, recover_after_ms: 1000 }',
+    // four workers of 100 tokens/s each for a model that must serve 400; capacity by health alone (the
+    // engines' measured throughput is test/integration/gateway/capacity.test.ts's business)
+    '    degradation: { required_tokens_per_s: 400, worker_tokens_per_s: 100, recover_after_ms: 1000, measure_interval_ms: 0 }',
     '    versions:',
     '      - id: v1',
     '        replicas: 4',
@@ -133,24 +132,18 @@ describe('priority shedding when capacity falls', () => {
       expect(new Set(served.filter((s) => s.r.status !== 200).map((s) => `${s.tier} ${s.r.status}`))).toEqual(new Set(['best_effort 429']));
       expect(during.filter((s) => s.tier === 'best_effort' && s.r.status === 200)).toEqual([]);
       expect(after.filter((s) => s.tier === 'best_effort' && s.r.status === 200).length).toBeGreaterThan(0);
-      // premium kept its SLO while half the fleet was gone, once the streams in flight at the failure
-      // (resumed on the two workers left, best-effort ones too: accepted requests are never dropped)
-      // have finished — until then the workers' queues are in arrival order, not by tier
-      const settled = down.at + BACKLOG_MS;
-      const premium = during.filter((s) => s.tier === 'premium' && s.r.ok && s.sentAt > settled).map((s) => s.r.headersAt - s.r.startedAt);
+      // premium kept its SLO while half the fleet was gone, from the failure on: the streams in flight
+      // at the failure are resumed on the two workers left (first in their queues), then premium waits
+      // before every other tier, and may use request slots the level holds back from them
+      const ttft = (tier: Tier) => during.filter((s) => s.tier === tier && s.r.ok).map((s) => s.r.headersAt - s.r.startedAt);
+      const premium = ttft('premium').sort((a, b) => a - b);
       expect(premium.length).toBeGreaterThan(5);
-      const p99 = quantileSorted(
-        premium.sort((a, b) => a - b),
-        0.99,
-      );
+      const p99 = quantileSorted(premium, 0.99);
       expect(p99).toBeLessThan(TTFT_SLO_MS);
-      const early = during
-        .filter((s) => s.tier === 'premium' && s.r.ok && s.sentAt <= settled)
-        .map((s) => s.r.headersAt - s.r.startedAt)
-        .sort((a, b) => a - b);
+      const standard = ttft('standard').sort((a, b) => a - b);
       console.log(
-        `shedding e2e: level 2 after ${down.at - killedAt} ms, back to 0 after ${back.at - down.at} ms; premium TTFT p99 ${p99.toFixed(1)} ms over ${premium.length} requests ` +
-          `(max ${(early.at(-1) ?? NaN).toFixed(1)} ms over ${early.length} sent in the first ${BACKLOG_MS} ms, behind the backlog); ${served.filter((s) => s.r.status === 429).length} best-effort requests shed`,
+        `shedding e2e: level 2 after ${down.at - killedAt} ms, back to 0 after ${back.at - down.at} ms; TTFT p99 at level 2: premium ${p99.toFixed(1)} ms over ${premium.length} requests, ` +
+          `standard ${quantileSorted(standard, 0.99).toFixed(1)} ms over ${standard.length}; ${served.filter((s) => s.r.status === 429).length} best-effort requests shed`,
       );
     } finally {
       running = false;

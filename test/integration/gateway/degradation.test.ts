@@ -27,7 +27,7 @@ async function setup(recoverAfterMs = 0) {
   const changes: LevelChange[] = [];
   const gw = await gateway(oneModel(ups.map((u) => u.url)), {}, { onDegradation: (_m, c) => changes.push(c) });
   // four workers of 100 tokens/s for a model that must serve 400
-  gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 400, workerTokensPerS: 100, recoverAfterMs, maxTokensDegraded: 64 });
+  gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 400, workerTokensPerS: 100, recoverAfterMs, maxTokensDegraded: 64, measureIntervalMs: 0 });
   const health = (n: number) => [0, 1, 2, 3].forEach((i) => gw.dp.setWorkerHealth('m', 'v1', `v1-w${i}`, i < n ? 1 : 0));
   return { gw, ups, changes, health };
 }
@@ -108,7 +108,7 @@ describe('degradation', () => {
 });
 
 describe("a worker's request slots and its queue by tier", () => {
-  it("caps requests in flight at the engine's max_num_seqs, lowers the cap with the level, and serves the waiting by tier", async () => {
+  it("caps requests in flight at the engine's max_num_seqs, shares fewer out below the top tier when degraded, and serves the waiting by tier", async () => {
     const u = await upstream();
     const held = deferred();
     const arrivals: string[] = [];
@@ -122,7 +122,7 @@ describe("a worker's request slots and its queue by tier", () => {
     const gw = await gateway(oneModel([u.url]), { connectionsPerWorker: 8 });
     const pool = gw.dp.pool('m', 'v1');
     gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', maxNumSeqs: 2 });
-    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64, measureIntervalMs: 0 });
     const slots = () => pool.workers[0]!.upstream;
     expect(slots().limit).toBe(2);
 
@@ -139,11 +139,11 @@ describe("a worker's request slots and its queue by tier", () => {
     for (const r of await Promise.all([...first, ...waiting])) expect(r.status).toBe(200);
     expect(arrivals.slice(2)).toEqual(['gold', 'standard', 'free']);
 
-    // level 1 (capacity 0.9 of what it must serve): three quarters of the slots, rounded down, at least one
-    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 111, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
+    // level 1 (capacity 0.9 of what it must serve): below the top tier, three quarters of the slots (rounded down, at least one)
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 111, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64, measureIntervalMs: 0 });
     expect(gw.dp.model('m').admission?.level).toBe(1);
-    expect(slots().limit).toBe(1);
-    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64 });
-    expect(slots().limit).toBe(2);
+    expect([slots().limit, slots().sharedLimit]).toEqual([2, 1]);
+    gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64, measureIntervalMs: 0 });
+    expect([slots().limit, slots().sharedLimit]).toEqual([2, 2]);
   });
 });

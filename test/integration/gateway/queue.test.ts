@@ -169,3 +169,27 @@ describe('waiting for a connection to a worker', () => {
     expect((await a.done).toString()).toBe(long.events.join(''));
   });
 });
+
+describe('a worker taken out of its pool while requests wait for it', () => {
+  it('its waiting requests move to the pool’s other workers at once, without a retry spent', async () => {
+    const old = await upstream();
+    const long = heldStream();
+    old.script(long.behaviour);
+    const fresh = await upstream();
+    fresh.setDefault(json(chatBody('from the new worker')));
+    const gw = await gateway(oneModel([old.url]), { connectionsPerWorker: 1 });
+    const recs = records(gw);
+    const a = openStream(gw.url, chatReq({ stream: true }));
+    await a.firstChunk;
+    const b = post(gw.url, chatReq());
+    await until(() => queued(gw) === 1, 'the request to wait for the busy worker');
+    // a replacement: the old worker leaves (its stream finishes there), the waiting request does not wait for it
+    gw.dp.setWorkers('m', 'v1', [{ id: 'v1-new', url: fresh.url }]);
+    const rb = await b;
+    expect(rb.status).toBe(200);
+    expect(rb.json()).toMatchObject({ choices: [{ message: { content: 'from the new worker' } }] });
+    expect(recs.find((r) => !r.stream)).toMatchObject({ worker: 'v1-new', retries: 0 });
+    long.release();
+    expect((await a.done).toString()).toBe(long.events.join(''));
+  });
+});

@@ -36,7 +36,13 @@ describe('resume, tiers and degradation config', () => {
     });
     const m = c.models[0]!;
     expect([...(m.tiers?.keys ?? [])]).toEqual([[createHash('sha256').update('sk-gold').digest('hex'), 'premium']]);
-    expect(m.degradation).toEqual({ requiredTokensPerS: 2000, workerTokensPerS: 500, recoverAfterMs: 10_000, maxTokensDegraded: 256 });
+    expect(m.degradation).toEqual({
+      requiredTokensPerS: 2000,
+      workerTokensPerS: 500,
+      recoverAfterMs: 10_000,
+      maxTokensDegraded: 256,
+      measureIntervalMs: 5_000,
+    });
   });
 
   it('two tiers and no default: an unplaced request is the lower one; a static version is worth its endpoints less spares', () => {

@@ -130,6 +130,41 @@ describe('UpstreamPool: the cap on requests in flight', () => {
   });
 });
 
+describe('UpstreamPool: slots shared out by a degradation level', () => {
+  it('below the top tier at most the share; continuations and the top tier may use every slot, and go first', async () => {
+    const { pool, arrived, answer, bodies } = await heldWorker({ connections: 8 });
+    pool.setCap(4, 0.5);
+    expect([pool.limit, pool.sharedLimit]).toEqual([4, 2]);
+    const low = [ask(pool, 0, 2), ask(pool, 1, 3), ask(pool, 2, 2)];
+    await arrived(2);
+    expect([pool.busy, pool.queued]).toEqual([2, 1]);
+    // the top tier and a continuation take the slots the share leaves
+    const top = [ask(pool, 3, 1), ask(pool, 4, 0)];
+    await arrived(4);
+    expect([pool.busy, pool.queued]).toEqual([4, 1]);
+    const more = ask(pool, 5, 1);
+    expect(pool.queued).toBe(2);
+    // a slot frees with 3 in flight (≥ the share): only the top tier may take it
+    answer(0);
+    await arrived(5);
+    expect(bodies().slice(4)).toEqual([5]);
+    // the share counts every request in flight: the low lane waits until fewer than 2 run
+    answer(1);
+    await low[1]?.done;
+    answer(2);
+    await top[0]?.done;
+    expect([pool.busy, pool.queued]).toEqual([2, 1]);
+    answer(3);
+    await arrived(6);
+    expect(bodies()).toEqual([0, 1, 3, 4, 5, 2]);
+    for (let k = 4; k < 6; k++) answer(k);
+    await Promise.all([...low, ...top, more].map((r) => r.done));
+    // back to the whole cap for everyone
+    pool.setCap(4);
+    expect(pool.sharedLimit).toBe(4);
+  });
+});
+
 describe('UpstreamPool: the wait queue by priority', () => {
   it('sends waiting requests by lane, then arrival; a request without a priority waits in lane 1', async () => {
     const { pool, arrived, answer, bodies } = await heldWorker({ connections: 1 });
@@ -186,5 +221,25 @@ describe('UpstreamPool: the wait queue by priority', () => {
     }
     answer(0);
     expect((await running.done).parts.join('')).toBe('{"n":0}');
+  });
+});
+
+describe('UpstreamPool: a worker taken out of its pool', () => {
+  it('hands its waiting requests back at once (WorkerQueueError closed, with their wait), lets the running one finish', async () => {
+    const { pool, arrived, answer } = await heldWorker({ connections: 1 });
+    const running = ask(pool, 0);
+    await arrived(1);
+    const waiting = [ask(pool, 1, 1), ask(pool, 2, 3)];
+    const closing = pool.close();
+    for (const w of waiting) {
+      expect(w.r.events).toEqual(['start', 'error']);
+      expect(w.r.error).toBeInstanceOf(WorkerQueueError);
+      expect(w.r.error).toMatchObject({ reason: 'closed', code: 'EQUEUECLOSED' });
+      expect((w.r.error as WorkerQueueError).queuedMs).toBeGreaterThanOrEqual(0);
+    }
+    expect(pool.queued).toBe(0);
+    answer(0);
+    expect((await running.done).parts.join('')).toBe('{"n":0}');
+    await closing;
   });
 });
