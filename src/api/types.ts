@@ -220,3 +220,37 @@ export interface RouteChangeView extends Omit<RouteView, 'shares'> {
 
 export type * from './rollout-types.js';
 import type { WindowView } from './rollout-types.js';
+
+/** One routed worker's part of its model's capacity (GET /models/:model/capacity; docs/resilience.md). */
+export interface WorkerCapacityView {
+  version: string;
+  worker: string;
+  /** Its health weight (at most 1): what share of its capacity counts. */
+  weight: number;
+  /** What it is worth now (completion tokens/s): learned from its engine's metrics, else the configured worth. */
+  capacity_tokens_per_s: number;
+  /** Whether its engine's metrics were read at the last try. */
+  measured: boolean;
+  /** From its engine's metrics at the last read (null: not read, or not exported). */
+  tokens_per_s: number | null;
+  running: number | null;
+  waiting: number | null;
+  kv_usage: number | null;
+  saturated: boolean | null;
+  measured_at: number | null;
+  /** Why the last read failed. */
+  error: string | null;
+  /** Its request slots in the gateway: all of them, those below the top tier may fill, in flight, waiting. */
+  slots: { limit: number; shared: number; busy: number; queued: number };
+}
+
+export interface CapacityView {
+  model: string;
+  /** 0–4 (docs/resilience.md); null when the model has no degradation configured. */
+  level: number | null;
+  /** Healthy capacity over what the model must serve. */
+  ratio: number | null;
+  required_tokens_per_s: number | null;
+  capacity_tokens_per_s: number | null;
+  workers: WorkerCapacityView[];
+}

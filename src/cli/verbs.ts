@@ -16,6 +16,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   swap: () => import('./swap/index.js'),
   rollback: () => import('./rollback/index.js'),
   workers: () => import('./workers/index.js'),
+  capacity: () => import('./capacity/index.js'),
   probes: () => import('./probes/index.js'),
   audit: () => import('./audit/index.js'),
   cache: () => import('./cache/index.js'),

@@ -43,7 +43,7 @@ export class Admission {
       keys: tiers?.keys ?? new Map(),
     });
     this.degradation = cfg === undefined ? undefined : new Degradation(G.degradationMargin, cfg.recoverAfterMs);
-    this.capacity = cfg === undefined ? undefined : new Capacity(m, cfg, () => this.reassess());
+    this.capacity = cfg === undefined ? undefined : new Capacity(m, cfg, metrics, () => this.reassess());
   }
 
   /** 0 when nothing is degraded (or degradation is off): the request path's one check. */

@@ -2,6 +2,7 @@
 // traffic to, each worth its health weight × its throughput — measured from its engine's metrics every
 // few seconds where the engine exports them, the configured worth until then (docs/resilience.md).
 import { DEFAULTS } from '../defaults.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { RouteSnapshot } from '../domain/route.js';
 import { EngineLoad, scrape } from './engine-load.js';
 import type { VersionPool, Worker } from './pool.js';
@@ -39,6 +40,7 @@ export class Capacity {
   constructor(
     private readonly m: AdmittedModel,
     private readonly s: CapacitySettings,
+    private readonly metrics: GatewayMetrics,
     /** Told after every round of measurements. */
     private readonly measured: () => void,
   ) {
@@ -97,6 +99,8 @@ export class Capacity {
         );
       }
       await Promise.all(rounds);
+      // (a worker that leaves its pool takes its series along: dataplane.setWorkers)
+      for (const [pool, w] of this.routed()) this.metrics.workerCapacity.labels(this.m.name, pool.version, w.id).set(this.worth(w));
     } finally {
       this.measuring = false;
     }

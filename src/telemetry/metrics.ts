@@ -147,6 +147,12 @@ export class GatewayMetrics {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
+  readonly workerCapacity = new Gauge({
+    name: 'glidepath_worker_capacity_tokens_per_s',
+    help: "A routed worker's worth in completion tokens/s: measured from its engine's vLLM metrics at saturation, else the configured worker_tokens_per_s.",
+    labelNames: ['model', 'version', 'worker'] as const,
+    registers: [this.registry],
+  });
   readonly shed = new Counter({
     name: 'glidepath_shed_total',
     help: 'Requests refused by degradation, by the tier they were placed in and the level (level_2, level_3: the lowest tier; level_4: every request).',

@@ -115,6 +115,14 @@ describe('priority shedding when capacity falls', () => {
       expect(shedRes.status).toBe(429);
       expect(shedRes.headers.get('retry-after')).toBe('5');
       expect(((await shedRes.json()) as { error: { code: string } }).error.code).toBe('tier_shed');
+      // the admin API's view: still degraded (level 2, or 1 once a replacement counts), and the two
+      // workers left share three of their four slots (max_num_seqs) below premium
+      const cap = await up.ok<{ level: number; workers: { slots: { limit: number; shared: number } }[] }>('GET', `/models/${MODEL}/capacity`);
+      expect([1, 2]).toContain(cap.level);
+      expect(cap.workers.map((w) => [w.slots.limit, w.slots.shared])).toEqual([
+        [4, 3],
+        [4, 3],
+      ]);
       const back = await log.waitFor((e) => e.kind === 'degradation' && (e.data as { to: number }).to === 0 && e.at > down.at, 'level 0', 30_000);
       // a while at level 0: best-effort is served again
       await new Promise((r) => setTimeout(r, 1_500));

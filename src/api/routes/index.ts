@@ -4,6 +4,7 @@ import { auditRoutes } from './audit.js';
 import { blueGreenRoutes } from './bluegreen.js';
 import { cacheRoutes } from './cache.js';
 import { canaryRoutes } from './canary.js';
+import { capacityRoutes } from './capacity.js';
 import type { AdminContext } from './context.js';
 import { experimentRoutes } from './experiments.js';
 import { healthRoutes } from './health.js';
@@ -21,6 +22,7 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...statusRoutes(ctx),
     ...versionRoutes(ctx),
     ...healthRoutes(ctx),
+    ...capacityRoutes(ctx),
     ...blueGreenRoutes(ctx),
     ...routeRoutes(ctx),
     ...planRoutes(ctx),

@@ -56,6 +56,7 @@ const ENDPOINTS = [
   'POST /models/:model/versions/:version/probes/record operator',
   'PUT /models/:model/versions/:version/probes operator',
   'POST /workers/readmit operator',
+  'GET /models/:model/capacity viewer',
   'POST /models/:model/deploy operator',
   'POST /models/:model/swap operator',
   'POST /models/:model/rollback operator',

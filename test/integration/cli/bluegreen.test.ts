@@ -23,6 +23,7 @@ models:
         provider: { kind: sim, sim: { seed: 2, inter_token_ms: 0 } }
     route:
       weights: { v1: 1 }
+    degradation: { required_tokens_per_s: 100, measure_interval_ms: 100 }
 `;
 
 let up: Up;
@@ -246,6 +247,35 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.stdout).toMatch(/^chat\/v2\/0\s+v2\s+serving\s+HEALTHY\s+closed\s+1\s+ready\s+GPU 1\s+/m);
     const j = await cli('workers', '-o', 'json', '--model', 'chat');
     expect(j.json.map((w: { id: string }) => w.id).sort()).toEqual(['chat/v1/0', 'chat/v2/0']);
+  });
+
+  it("capacity: the level, what the model must serve, and each routed worker's measured engine load and request slots", async () => {
+    // the engines' metrics are read every 100 ms: the first read is soon there
+    let j = await cli('capacity', '-o', 'json');
+    // two reads make a rate
+    for (const until = Date.now() + 5_000; j.json.workers[0]?.tokens_per_s === null && Date.now() < until;) j = await cli('capacity', '-o', 'json');
+    expect(j.json).toMatchObject({ model: 'chat', level: 0, ratio: 1, required_tokens_per_s: 100, capacity_tokens_per_s: 100 });
+    expect(j.json.workers).toEqual([
+      {
+        version: 'v1',
+        worker: 'chat/v1/0',
+        weight: 1,
+        capacity_tokens_per_s: 100,
+        measured: true,
+        tokens_per_s: expect.any(Number) as unknown,
+        running: 0,
+        waiting: 0,
+        kv_usage: 0,
+        saturated: false,
+        measured_at: expect.any(Number) as unknown,
+        error: null,
+        slots: { limit: 128, shared: 128, busy: 0, queued: 0 },
+      },
+    ]);
+    const r = await cli('capacity');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^chat: degradation level 0, capacity 100 of 100 tokens\/s required \(ratio 1\.00\)$/m);
+    expect(r.stdout).toMatch(/^chat\/v1\/0\s+v1\s+1\s+100\s+yes\s+\S+\s+0\s+0\s+0%\s+no\s+128\s+0\s+0\s+-$/m);
   });
 
   it('version retire: a never-loaded version frees nothing; the standby goes with --force', async () => {

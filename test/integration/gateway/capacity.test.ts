@@ -47,6 +47,8 @@ describe('capacity measured from the engines', () => {
     for (const r of await Promise.all(streams)) expect(r.status).toBe(200);
     const metrics = await gw.telemetry.metrics.registry.metrics();
     expect(metrics).toMatch(new RegExp(`glidepath_capacity_ratio\\{model="m"\\} ${adm.ratio}`));
+    for (const p of parts)
+      expect(metrics).toContain(`glidepath_worker_capacity_tokens_per_s{model="m",version="v1",worker="${p.worker}"} ${p.capacityTokensPerS}`);
   });
 
   it('a worker whose metrics cannot be read keeps its configured worth; the reason is kept', async () => {
