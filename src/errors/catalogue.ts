@@ -123,12 +123,12 @@ export const CATALOGUE = {
   no_healthy_workers: [503, 'Every worker of the version is ejected or gone.', "Look at `glidepath workers`; the workers' logs say why."],
   worker_queue_full: [
     503,
-    'Every connection to the worker is busy and its wait queue (`worker_queue_max`) is full; no other worker had room.',
-    'Add replicas or raise `connections_per_worker`.',
+    "Every request slot of the worker is busy (its engine's `max_num_seqs`, at most `connections_per_worker`) and its wait queue (`worker_queue_max`) is full, or a request of a higher tier took this one's place; no other worker had room.",
+    'Add replicas; raise `max_num_seqs` or `worker_queue_max`; see `glidepath capacity`.',
   ],
   worker_queue_timeout: [
     503,
-    'The request waited longer than `queue_timeout_ms` for a free connection to a worker. Not counted against the worker.',
+    'The request waited longer than `queue_timeout_ms` for a request slot of a worker. Not counted against the worker.',
     'Add replicas; long streams hold connections.',
   ],
   local_resources_exhausted: [
