@@ -36,6 +36,7 @@ export class Capacity {
   private readonly loads = new WeakMap<Worker, EngineLoad>();
   private timer: NodeJS.Timeout | undefined;
   private measuring = false;
+  private closed = false;
 
   constructor(
     private readonly m: AdmittedModel,
@@ -93,7 +94,8 @@ export class Capacity {
         const url = `${w.upstream.origin}${w.upstream.pathPrefix}/metrics`;
         rounds.push(
           scrape(url, timeoutMs).then(
-            (sample) => l.observe(sample, Date.now(), pool.maxNumSeqs),
+            // requests waiting in the gateway for the worker's slots: full too (its slots may be fewer than the engine's)
+            (sample) => l.observe(sample, Date.now(), pool.maxNumSeqs, w.upstream.queued > 0),
             (err: unknown) => l.failed(Date.now(), (err as Error).message),
           ),
         );
@@ -104,10 +106,12 @@ export class Capacity {
     } finally {
       this.measuring = false;
     }
-    this.measured();
+    // a round that ends after close (the model's admission replaced) tells nobody
+    if (!this.closed) this.measured();
   }
 
   close(): void {
+    this.closed = true;
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
   }

@@ -77,7 +77,7 @@ export class EngineLoad {
   running = NaN;
   waiting = NaN;
   kvUsage = NaN;
-  /** Whether the engine was full at the last measurement (sequences waiting, KV cache or max_num_seqs used up). */
+  /** Whether the engine was full at the last measurement (sequences waiting in it or in the gateway, KV cache or max_num_seqs used up). */
   saturated = false;
   /** ms (Date.now()) of the last sample read, and the last error (undefined: the last scrape worked). */
   at = 0;
@@ -97,13 +97,13 @@ export class EngineLoad {
    * capacity (an EMA, so a throttled GPU lowers it within a few scrapes). Not saturated, it proved at
    * least its throughput: the capacity rises to it, never falls.
    */
-  observe(s: EngineSample, now: number, maxNumSeqs: number | undefined): void {
+  observe(s: EngineSample, now: number, maxNumSeqs: number | undefined, gatewayQueued = false): void {
     this.at = now;
     this.error = undefined;
     this.running = s.running ?? NaN;
     this.waiting = s.waiting ?? NaN;
     this.kvUsage = s.kvUsage ?? NaN;
-    this.saturated = this.waiting > 0 || this.kvUsage >= KV_FULL || (maxNumSeqs !== undefined && this.running >= maxNumSeqs);
+    this.saturated = gatewayQueued || this.waiting > 0 || this.kvUsage >= KV_FULL || (maxNumSeqs !== undefined && this.running >= maxNumSeqs);
     const tokens = s.generationTokens ?? NaN;
     const dt = (now - this.lastAt) / 1000;
     // a restarted engine's counter starts again: no rate across the reset

@@ -9,6 +9,7 @@ import { SseMeter } from './sse.js';
 import { deliver } from './tap.js';
 import type { ResponseTap } from './tap.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
+import { MAX_LANES } from './upstream-queue.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { localResourceError, queueError } from './upstream-failure.js';
 import type { FailedRequest } from './upstream-failure.js';
@@ -56,6 +57,11 @@ class ShadowRequest implements UpstreamHandler {
     private readonly at: number,
   ) {
     this.meter = req.stream ? SseMeter.forPath(path) : undefined;
+  }
+
+  /** Mirrored traffic waits last for a worker, behind every tier (and may use only the slots a degraded level shares out). */
+  priority(): number {
+    return MAX_LANES - 1;
   }
 
   arm(ms: number): void {

@@ -142,3 +142,31 @@ describe('shadow traffic', () => {
     expect(gw.telemetry.stats('m', 'v2').errors).toBe(0);
   });
 });
+
+describe('shadow traffic waits last', () => {
+  it("a mirrored request waits behind the shadow version's own traffic for its worker", async () => {
+    // v2 in the route at weight 0: reachable by the version header, and the shadow
+    const { gw, shadow } = await setup(1, { v1: 1, v2: 0 });
+    const held = deferred();
+    const arrivals: string[] = [];
+    shadow.setDefault(async (c) => {
+      const user = c.rec.json?.user;
+      arrivals.push(typeof user === 'string' ? user : '?');
+      if (arrivals.length === 1) await held.promise;
+      await json(chatBody('v2'))(c);
+    });
+    const slots = gw.dp.pool('m', 'v2').workers[0]!.upstream;
+    slots.setCap(1);
+    const toV2 = (user: string) => post(gw.url, chatReq({ user }), { headers: { 'x-glidepath-version': 'v2' } });
+    const first = toV2('first');
+    await until(() => arrivals.length === 1, 'the first request to hold the slot');
+    const mirrored = post(gw.url, chatReq({ user: 'mirrored' })); // served by v1, mirrored to v2
+    await until(() => slots.queued === 1, 'the mirror to wait');
+    const direct = toV2('direct');
+    await until(() => slots.queued === 2, 'the direct request to wait');
+    held.resolve();
+    for (const r of await Promise.all([first, mirrored, direct])) expect(r.status).toBe(200);
+    await until(() => arrivals.length === 3, 'the mirror to be sent');
+    expect(arrivals).toEqual(['first', 'direct', 'mirrored']);
+  });
+});

@@ -71,9 +71,12 @@ describe('EngineLoad', () => {
     expect(l.capacity).toBeCloseTo(300 + 0.3 * (200 - 300), 10);
     l.observe(at(900, { kvUsage: 0.97 }), 3000, undefined);
     expect(l.capacity).toBeCloseTo(270 + 0.3 * (400 - 270), 10);
+    // requests waiting in the gateway for the worker's slots: full as well
+    l.observe(at(1100, { running: 2 }), 3500, 4, true);
+    expect(l.saturated).toBe(true);
     // an idle saturated reading (nothing generated: a stalled engine) says nothing of its capacity
     const before = l.capacity;
-    l.observe(at(900, { waiting: 3 }), 4000, 4);
+    l.observe(at(1100, { waiting: 3 }), 4000, 4);
     expect(l.capacity).toBe(before);
   });
 
