@@ -37,6 +37,8 @@ export class Capacity {
   private timer: NodeJS.Timeout | undefined;
   private measuring = false;
   private closed = false;
+  /** The `glidepath_worker_capacity_tokens_per_s` series last set: `version\0worker` → its labels. */
+  private series = new Map<string, [string, string]>();
 
   constructor(
     private readonly m: AdmittedModel,
@@ -94,24 +96,38 @@ export class Capacity {
         const url = `${w.upstream.origin}${w.upstream.pathPrefix}/metrics`;
         rounds.push(
           scrape(url, timeoutMs).then(
-            // requests waiting in the gateway for the worker's slots: full too (its slots may be fewer than the engine's)
-            (sample) => l.observe(sample, Date.now(), pool.maxNumSeqs, w.upstream.queued > 0),
+            // every slot the gateway gives it in use: full too (not merely lower tiers held back by a level's share)
+            (sample) => l.observe(sample, Date.now(), pool.maxNumSeqs, w.upstream.busy >= w.upstream.limit),
             (err: unknown) => l.failed(Date.now(), (err as Error).message),
           ),
         );
       }
       await Promise.all(rounds);
-      // (a worker that leaves its pool takes its series along: dataplane.setWorkers)
-      for (const [pool, w] of this.routed()) this.metrics.workerCapacity.labels(this.m.name, pool.version, w.id).set(this.worth(w));
     } finally {
       this.measuring = false;
     }
     // a round that ends after close (the model's admission replaced) tells nobody
-    if (!this.closed) this.measured();
+    if (this.closed) return;
+    this.publish();
+    this.measured();
+  }
+
+  /** Each routed worker's worth as a gauge; the series of workers no longer routed go. */
+  private publish(): void {
+    const g = this.metrics.workerCapacity;
+    const now = new Map<string, [string, string]>();
+    for (const [pool, w] of this.routed()) {
+      now.set(`${pool.version}\0${w.id}`, [pool.version, w.id]);
+      g.labels(this.m.name, pool.version, w.id).set(this.worth(w));
+    }
+    for (const [k, [v, id]] of this.series) if (!now.has(k)) g.remove(this.m.name, v, id);
+    this.series = now;
   }
 
   close(): void {
     this.closed = true;
+    for (const [v, id] of this.series.values()) this.metrics.workerCapacity.remove(this.m.name, v, id);
+    this.series.clear();
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
   }

@@ -190,7 +190,6 @@ export class DataPlane {
     for (const w of old.values()) {
       w.routable = false;
       this.telemetry.metrics.workerUp.remove(model, version, w.id);
-      this.telemetry.metrics.workerCapacity.remove(model, version, w.id);
       // the pool's close waits for the worker's in-flight requests
       void w.close();
     }

@@ -47,7 +47,7 @@ export function parseEngineMetrics(text: string): EngineSample {
 
 function sample(text: string, p: number, end: number, out: Read): void {
   let q = p;
-  while (q < end && text[q] !== '{' && text[q] !== ' ') q++;
+  while (q < end && text[q] !== '{' && text[q] !== ' ' && text[q] !== '\t') q++;
   const key = SERIES[text.slice(p, q)];
   if (key === undefined) return;
   if (text[q] === '{') {
@@ -60,7 +60,13 @@ function sample(text: string, p: number, end: number, out: Read): void {
     }
     q++;
   }
-  const value = Number(text.slice(q, end).trim().split(' ')[0]);
+  // the value, then an optional timestamp; spaces or tabs between (a missing value is no 0)
+  const field =
+    text
+      .slice(q, end)
+      .trim()
+      .split(/[ \t]+/)[0] ?? '';
+  const value = field === '' ? NaN : Number(field);
   if (!Number.isFinite(value)) return;
   const prev = out[key];
   out[key] = prev === undefined ? value : key === 'kvUsage' || key === 'legacyKv' ? Math.max(prev, value) : prev + value;
@@ -70,6 +76,8 @@ function sample(text: string, p: number, end: number, out: Read): void {
 const KV_FULL = 0.95;
 /** Weight of a new saturated measurement in the learned capacity. */
 const ALPHA = 0.3;
+/** Weight of the configured worth, per unsaturated reading, in a learned capacity below it: what was learned goes stale. */
+const FORGET = 0.1;
 
 /** One worker's engine as last measured, and its learned capacity in completion tokens/s. */
 export class EngineLoad {
@@ -77,7 +85,7 @@ export class EngineLoad {
   running = NaN;
   waiting = NaN;
   kvUsage = NaN;
-  /** Whether the engine was full at the last measurement (sequences waiting in it or in the gateway, KV cache or max_num_seqs used up). */
+  /** Whether the engine was full at the last measurement (sequences waiting in it, KV cache or max_num_seqs used up, or every gateway slot of it busy). */
   saturated = false;
   /** ms (Date.now()) of the last sample read, and the last error (undefined: the last scrape worked). */
   at = 0;
@@ -90,20 +98,27 @@ export class EngineLoad {
   constructor(
     /** Completion tokens/s it serves at most: the configured worth until a measurement says otherwise. */
     public capacity: number,
+    /** The configured worth, which an unsaturated engine's learned capacity drifts back to. */
+    private readonly configured = capacity,
   ) {}
 
   /**
-   * A new sample at `now`. Saturated, the engine generates what it can: its throughput is its
-   * capacity (an EMA, so a throttled GPU lowers it within a few scrapes). Not saturated, it proved at
-   * least its throughput: the capacity rises to it, never falls.
+   * A new sample at `now`. Saturated at both ends of the interval, the engine generated what it
+   * could: its throughput is its capacity (the first such reading replaces the configured worth, later
+   * ones move it by an EMA, so a throttled GPU lowers it within a few reads). Not saturated, it proved
+   * at least its throughput: the capacity rises to it; a learned capacity below the configured worth
+   * drifts back towards it (what was learned goes stale, and an idle model — at level 4 nothing is
+   * admitted — would otherwise never earn its way back). `slotsFull`: every request slot the gateway
+   * gives it is in use.
    */
-  observe(s: EngineSample, now: number, maxNumSeqs: number | undefined, gatewayQueued = false): void {
+  observe(s: EngineSample, now: number, maxNumSeqs: number | undefined, slotsFull = false): void {
     this.at = now;
     this.error = undefined;
     this.running = s.running ?? NaN;
     this.waiting = s.waiting ?? NaN;
     this.kvUsage = s.kvUsage ?? NaN;
-    this.saturated = gatewayQueued || this.waiting > 0 || this.kvUsage >= KV_FULL || (maxNumSeqs !== undefined && this.running >= maxNumSeqs);
+    const before = this.saturated;
+    this.saturated = slotsFull || this.waiting > 0 || this.kvUsage >= KV_FULL || (maxNumSeqs !== undefined && this.running >= maxNumSeqs);
     const tokens = s.generationTokens ?? NaN;
     const dt = (now - this.lastAt) / 1000;
     // a restarted engine's counter starts again: no rate across the reset
@@ -112,12 +127,15 @@ export class EngineLoad {
     this.lastAt = now;
     const tps = this.tokensPerS;
     if (tps !== tps) return;
-    if (this.saturated && tps > 0) {
-      // the first measurement at saturation replaces the configured worth; later ones move it
-      this.capacity = this.learned ? this.capacity + ALPHA * (tps - this.capacity) : tps;
-      this.learned = true;
-    } else if (!this.saturated && tps > this.capacity) {
-      this.capacity = tps;
+    if (this.saturated && before) {
+      // (a stalled engine that generated nothing says nothing of its capacity: health's business)
+      if (tps > 0) {
+        this.capacity = this.learned ? this.capacity + ALPHA * (tps - this.capacity) : tps;
+        this.learned = true;
+      }
+    } else if (!this.saturated) {
+      if (tps > this.capacity) this.capacity = tps;
+      else if (this.capacity < this.configured) this.capacity += FORGET * (this.configured - this.capacity);
     }
   }
 

@@ -219,15 +219,20 @@ export class Connection {
     this.ex = undefined;
     const reused = this.uses > 1;
     const early = !this.gotBytes;
-    this.destroy();
-    if (ex === undefined || ex.ended) return;
-    ex.conn = undefined;
-    // a keep-alive connection the worker closed while idle: the request never reached it, so it
-    // is sent again on a fresh connection (once) instead of failing a healthy worker
-    if (reused && early && !ex.resent && !(err instanceof ProtocolError)) {
-      this.pool.redispatch(ex);
+    if (ex === undefined || ex.ended) {
+      this.destroy();
       return;
     }
+    ex.conn = undefined;
+    // a keep-alive connection the worker closed while idle: the request never reached it, so it
+    // is sent again on a fresh connection (once) instead of failing a healthy worker — before this
+    // one is forgotten, so that its request slot is not handed to a waiting request meanwhile
+    if (reused && early && !ex.resent && !(err instanceof ProtocolError)) {
+      this.pool.redispatch(ex);
+      this.destroy();
+      return;
+    }
+    this.destroy();
     ex.ended = true;
     ex.handler.onResponseError(ex, err);
   }

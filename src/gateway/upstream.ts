@@ -98,7 +98,8 @@ export class UpstreamPool implements ConnectionPool {
   setCap(n: number, share = 1): void {
     this.cap = Math.max(1, Math.min(this.opts.connections, Math.floor(n)));
     this.shared = Math.max(1, Math.min(this.cap, Math.floor(this.cap * share)));
-    for (let next = this.next(this.busy); next !== undefined && !this.closed; next = this.next(this.busy)) this.start(next);
+    if (this.closed) return;
+    for (let next = this.next(this.busy); next !== undefined; next = this.next(this.busy)) this.start(next);
   }
 
   /** The waiting request that may take a slot with `busy` in flight (undefined: none may). */
@@ -302,6 +303,8 @@ export class UpstreamPool implements ConnectionPool {
     const now = performance.now();
     for (const ex of this.queue.clear()) {
       ex.queued = false;
+      // (one handler's answer may have ended another of these)
+      if (ex.ended) continue;
       ex.ended = true;
       ex.handler.onResponseError(
         ex,

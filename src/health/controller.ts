@@ -202,9 +202,8 @@ export class HealthController implements HealthHost {
       const h = t.health;
       const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
       // a model degraded to level 3 or worse relaxes its latency gates (a probe's spike limit among them)
-      const factor = this.ports.routes.latencyFactor(t.info.model);
-      const limits = factor === 1 ? cfg : { ...cfg, latencyFactor: cfg.latencyFactor * factor };
-      const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, limits, check, this.poolRatio(t));
+      const relax = this.ports.routes.latencyFactor(t.info.model);
+      const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check, this.poolRatio(t), relax);
       t.ratio = r.ratio;
       if (r.obs !== undefined && this.tracked.get(t.info.id) === t && !this.asleep(t)) this.observe(t, r.obs);
     } finally {

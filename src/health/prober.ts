@@ -36,7 +36,8 @@ export interface ProbeResult {
  * timeout, a near-tie on a busy engine or a GC pause must not count). Checks in order: answered at
  * all, tokens, logprobs, latency within `latencyFactor` × the worker's baseline — unless `poolRatio`
  * (the median latency ratio of the version's other workers) says the whole pool is that slow: load,
- * not this worker. Tries the saturated worker could not take are inconclusive; all inconclusive, no
+ * not this worker. `relax` multiplies the worker's own limit (a degraded model's latency gates), never
+ * the pool's test. Tries the saturated worker could not take are inconclusive; all inconclusive, no
  * observation.
  */
 export async function probeWorker(
@@ -47,6 +48,7 @@ export async function probeWorker(
   cfg: HealthConfig,
   check: ProbeCheck,
   poolRatio: number,
+  relax = 1,
 ): Promise<ProbeResult> {
   let last: Extract<Observation, { kind: 'probe_fail' }> | undefined;
   let ratio: number | undefined;
@@ -63,11 +65,12 @@ export async function probeWorker(
     }
     const base = h.baselineMs;
     ratio = base !== null && base > 0 ? t.ms / base : undefined;
-    if (base !== null && t.ms > base * cfg.latencyFactor && t.ms - base > cfg.latencyFloorMs && !(poolRatio >= cfg.latencyFactor)) {
+    const limit = cfg.latencyFactor * relax;
+    if (base !== null && t.ms > base * limit && t.ms - base > cfg.latencyFloorMs && !(poolRatio >= cfg.latencyFactor)) {
       last = {
         kind: 'probe_fail',
         reason: 'latency_spike',
-        detail: `probe took ${t.ms.toFixed(0)} ms, ${(t.ms / base).toFixed(1)}× its baseline of ${base.toFixed(0)} ms (limit ${cfg.latencyFactor}×)`,
+        detail: `probe took ${t.ms.toFixed(0)} ms, ${(t.ms / base).toFixed(1)}× its baseline of ${base.toFixed(0)} ms (limit ${limit}×)`,
       };
       continue;
     }

@@ -272,6 +272,8 @@ export class SimEngine {
       job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       job.res.end(body);
     }
+    // a token cut by a stop string was generated (usage counts it) but never sent
+    this.metrics.generated(g.count - g.tokens.length);
     this.metrics.finished((this.clock.now() - job.arrival) / 1000, g.finish);
     this.release(job);
     this.events.emit('finished', g.finish);

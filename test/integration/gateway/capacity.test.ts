@@ -61,5 +61,10 @@ describe('capacity measured from the engines', () => {
     expect(p).toMatchObject({ measured: false, capacityTokensPerS: 100 });
     expect(p?.load?.error).toMatch(/^GET http:\/\/127\.0\.0\.1:\d+\/metrics(: no vllm:generation_tokens_total in the answer| answered \d{3})/);
     expect(gw.dp.model('m').admission?.level).toBe(0);
+    const series = `glidepath_worker_capacity_tokens_per_s{model="m",version="v1",worker="v1-w0"} 100`;
+    expect(await gw.telemetry.metrics.registry.metrics()).toContain(series);
+    // its admission replaced (new settings): the old one's series go with it
+    gw.dp.setAdmission('m', undefined, undefined);
+    expect(await gw.telemetry.metrics.registry.metrics()).not.toContain('glidepath_worker_capacity_tokens_per_s{');
   });
 });

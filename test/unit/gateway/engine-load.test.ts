@@ -4,7 +4,7 @@ import { EngineLoad, parseEngineMetrics } from '../../../src/gateway/engine-load
 import { SimMetrics } from '../../../src/sim/metrics.js';
 
 describe('parseEngineMetrics', () => {
-  it('sums the series over label sets, keeps the fullest KV cache, and skips comments, other series and odd label values', () => {
+  it('sums the series over label sets, keeps the fullest KV cache, reads tab-separated samples, and skips comments, other series, odd label values and samples without a value', () => {
     const text = [
       '# HELP vllm:num_requests_running Number of requests in model execution batches.',
       '# TYPE vllm:num_requests_running gauge',
@@ -19,10 +19,12 @@ describe('parseEngineMetrics', () => {
       'vllm:gpu_cache_usage_perc 0.1',
       'vllm:num_requests_running{model_name="x"} NaN',
       'vllm:num_requests_running{model_name="x"} not-a-number',
+      'vllm:num_requests_running{model_name="y"}',
+      'vllm:num_requests_waiting\t1\t1732500000000',
       'vllm:time_to_first_token_seconds_bucket{le="0.1"} 5',
       '',
     ].join('\n');
-    expect(parseEngineMetrics(text)).toEqual({ running: 5, waiting: 4, generationTokens: 1234, kvUsage: 0.75 });
+    expect(parseEngineMetrics(text)).toEqual({ running: 5, waiting: 5, generationTokens: 1234, kvUsage: 0.75 });
   });
 
   it("reads vLLM's older KV name when the newer is absent, and nothing from text that is not an exposition", () => {
@@ -51,8 +53,9 @@ describe('EngineLoad', () => {
     kvUsage: 0.1,
     ...o,
   });
+  const full = { waiting: 2 };
 
-  it('starts at the configured worth; an engine with room proves at least its throughput, never less', () => {
+  it('starts at the configured worth; an engine with room proves at least its throughput', () => {
     const l = new EngineLoad(100);
     l.observe(at(0), 0, 8);
     expect(l.tokensPerS).toBeNaN();
@@ -62,22 +65,41 @@ describe('EngineLoad', () => {
     expect([l.tokensPerS, l.capacity]).toEqual([200, 200]);
   });
 
-  it('saturated (sequences waiting, KV cache full, or max_num_seqs running), its throughput is its capacity: first as measured, then moved by an EMA', () => {
+  it('saturated at both ends of an interval (sequences waiting, KV cache full, max_num_seqs running, every gateway slot busy), its throughput is its capacity: first as measured, then moved by an EMA', () => {
     const l = new EngineLoad(1000);
     l.observe(at(0), 0, 4);
-    l.observe(at(300, { waiting: 2 }), 1000, 4);
-    expect([l.saturated, l.capacity]).toEqual([true, 300]);
-    l.observe(at(500, { running: 4 }), 2000, 4);
+    // full only at the end of the interval: mostly idle time, it says nothing
+    l.observe(at(100, full), 1000, 4);
+    expect([l.saturated, l.capacity]).toEqual([true, 1000]);
+    l.observe(at(400, { running: 4 }), 2000, 4);
+    expect(l.capacity).toBe(300);
+    l.observe(at(600, { kvUsage: 0.97 }), 3000, undefined);
     expect(l.capacity).toBeCloseTo(300 + 0.3 * (200 - 300), 10);
-    l.observe(at(900, { kvUsage: 0.97 }), 3000, undefined);
-    expect(l.capacity).toBeCloseTo(270 + 0.3 * (400 - 270), 10);
-    // requests waiting in the gateway for the worker's slots: full as well
-    l.observe(at(1100, { running: 2 }), 3500, 4, true);
+    l.observe(at(1000), 4000, 4, true);
     expect(l.saturated).toBe(true);
-    // an idle saturated reading (nothing generated: a stalled engine) says nothing of its capacity
+    expect(l.capacity).toBeCloseTo(270 + 0.3 * (400 - 270), 10);
+    // a full engine that generated nothing (stalled: health's business) says nothing of its capacity
     const before = l.capacity;
-    l.observe(at(1100, { waiting: 3 }), 4000, 4);
+    l.observe(at(1000, full), 5000, 4);
     expect(l.capacity).toBe(before);
+  });
+
+  it('a learned capacity below the configured worth drifts back to it while the engine has room (an idle model earns its way back)', () => {
+    const l = new EngineLoad(1000);
+    l.observe(at(0, full), 0, 4);
+    l.observe(at(100, full), 1000, 4);
+    expect(l.capacity).toBe(100);
+    let t = 1000;
+    const seen: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      t += 1000;
+      l.observe(at(100), t, 4); // nothing generated: idle, with room
+      seen.push(l.capacity);
+    }
+    expect(seen[0]).toBeCloseTo(100 + 0.1 * 900, 10);
+    expect(seen.every((c, i) => i === 0 || c > (seen[i - 1] as number))).toBe(true);
+    expect(seen.at(-1)).toBeGreaterThan(950);
+    expect(seen.at(-1)).toBeLessThanOrEqual(1000);
   });
 
   it('a restarted engine (its counter back to 0) gives no rate for that interval; a failed read keeps the capacity and says why', () => {

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { HealthController } from '../../../src/health/controller.js';
 import { newHealth } from '../../../src/health/machine.js';
+import { probeWorker } from '../../../src/health/prober.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
 
 const INTERVAL = 2_000;
@@ -301,5 +302,31 @@ describe('health controller', () => {
     expect(state(hc, 'chat/v1/1')).toBe('dead/open');
     expect(fleet.worker('chat/v1/2')).toMatchObject({ role: 'serving', weight: 1 });
     expect(fleet.log.filter((l) => l.startsWith('start ') || l.startsWith('stop '))).toEqual([]);
+  });
+});
+
+describe('a probe under relaxed latency gates', () => {
+  it("relaxes the worker's own limit only: a pool that is slow as a whole still excuses it", async () => {
+    const { fleet, advance } = await start();
+    await advance(INTERVAL);
+    const ports = fleet.ports();
+    const cfg = fleet.cfg.models[0]!.health!;
+    const e = (await fleet.registry.get('chat', 'v1')).probes!.probes[0]!;
+    const w = ports.workers.list('chat', 'v1')[0]!;
+    const h = { ...newHealth('healthy', 0), baselineMs: 20 };
+    const probe = async (ms: number, poolRatio: number, relax: number) => {
+      fleet.worker(w.id).latencyMs = ms;
+      const r = await probeWorker(ports, w, e, h, cfg, 'routine', poolRatio, relax);
+      return r.obs?.kind === 'probe_fail' ? r.obs.reason : r.obs?.kind;
+    };
+    // 6× its baseline: over the limit of 2.5, and over 2.5 × 2 as well …
+    expect(await probe(120, Number.NaN, 1)).toBe('latency_spike');
+    expect(await probe(120, Number.NaN, 2)).toBe('latency_spike');
+    // … 4× passes only when relaxed …
+    expect(await probe(80, Number.NaN, 1)).toBe('latency_spike');
+    expect(await probe(80, Number.NaN, 2)).toBe('probe_pass');
+    // … and a pool 3× slow as a whole excuses 6× relaxed or not (its test is never made stricter)
+    expect(await probe(120, 3, 1)).toBe('probe_pass');
+    expect(await probe(120, 3, 2)).toBe('probe_pass');
   });
 });
