@@ -231,6 +231,7 @@ export const CATALOGUE = {
   ],
   canary_is_active: [409, 'A canary of the version that is already active.', 'Canary a new version.'],
   invalid_stages: [400, 'Canary stages that are not increasing percentages ending at 100.', 'Fix the list.'],
+  invalid_rollout: [400, 'Rolling-update settings that cannot work: a budget that is not a count or a percentage, a role without replicas, max surge and max unavailable both 0 for a role.', 'Fix the setting named; allow at least one worker of surge or unavailability.'],
   no_active_version: [409, 'A canary on a model with no active version to compare with.', 'Swap a version in first.'],
   no_canary: [409, 'Pausing, resuming, promoting or aborting when no canary runs.', 'Start one first.'],
   not_paused: [409, 'Resuming a canary that is not paused.', 'Nothing to do.'],
