@@ -31,3 +31,17 @@ export class BufferedAnswer {
     return body;
   }
 }
+
+/** The token counts of a 200 JSON answer (0 when it gives none); null when the body is not a JSON object. */
+export function usageOf(body: Buffer): { prompt: number; completion: number } | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const usage = (parsed as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null }).usage;
+  const n = (x: unknown) => (typeof x === 'number' ? x : 0);
+  return { prompt: n(usage?.prompt_tokens), completion: n(usage?.completion_tokens) };
+}

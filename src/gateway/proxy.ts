@@ -15,7 +15,7 @@ import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
-import { BufferedAnswer } from './buffered.js';
+import { BufferedAnswer, usageOf } from './buffered.js';
 import { Migration } from './migration.js';
 import { Downstream } from './downstream.js';
 import type { StreamSource } from './migration.js';
@@ -298,18 +298,15 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.releaseWorker();
     // buffered (non-streaming or 4xx)
     if (this.status === 200) {
-      let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-      try {
-        usage = (JSON.parse(body.toString('utf8')) as { usage?: typeof usage }).usage;
-      } catch {
+      const usage = usageOf(body);
+      if (usage === null) {
         this.blame('upstream_invalid_json');
         this.fail(new UpstreamError('upstream_invalid_json', `worker ${w.id} answered 200 with a body that is not valid JSON`));
         return;
       }
       this.down.sendAnswer(w, 200, this.contentType, body);
       if (this.capture !== undefined) this.capture.push(body);
-      const latency = performance.now() - this.startedAt;
-      this.finish(200, undefined, latency, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? 0);
+      this.finish(200, undefined, performance.now() - this.startedAt, usage.prompt, usage.completion);
       return;
     }
     // 4xx: the client's problem; never retried and never counted against the worker
