@@ -33,6 +33,14 @@ export const SIM = {
     model: 'sim-model',
     /** Version id reported when none is given. */
     version: 'v1',
+    /** Disaggregated serving: how long a prefill worker keeps a prompt's KV blocks for a decode worker to pull (vLLM's abort timeout). */
+    kvHoldMs: 30_000,
+    /** …and how many transfers it holds at most (then 503 kv_transfer_full). */
+    kvMaxHeld: 4_096,
+    /** A decode worker's pull of the blocks gives up after this long. */
+    kvPullTimeoutMs: 5_000,
+    /** Prompt tokens of KV a decode worker receives per second (charged instead of a prefill; RDMA-class). */
+    kvTransferTokensPerS: 200_000,
     /** Name of the built-in judge model every simulator also serves. */
     judgeModel: 'judge',
     /** Chance per generated token that the sequence ends (EOS); mean answer ~100 tokens. */

@@ -2,7 +2,9 @@
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
+import { BadRequestError, GlidepathError, NotFoundError, UnavailableError } from '../errors.js';
+import { KvTransfers } from './disagg.js';
+import type { Pulled } from './disagg.js';
 import { DEFAULTS } from '../defaults.js';
 import { FaultState } from './faults.js';
 import type { Generated } from './generator.js';
@@ -44,6 +46,8 @@ interface Job {
   gap: number;
   timer: unknown;
   done: boolean;
+  /** A prefill leg's answer (disagg.ts): the blocks it holds for a decode worker. */
+  kvOut: Record<string, unknown> | undefined;
 }
 
 export class SimEngine {
@@ -52,6 +56,8 @@ export class SimEngine {
   readonly loras: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly life: Lifecycle;
+  /** Disaggregated serving: the KV blocks this engine holds for decode workers, and its pulls (disagg.ts). */
+  readonly kv: KvTransfers;
   /** 'fault' (kind) when a fault is injected; 'request' ('running' | 'waiting' | 'rejected') when a request is admitted; 'finished' ('stop' | 'length' | 'abort' | 'crash'); 'phase' ('sleeping' | 'waking' | 'ready'). Tests await these instead of sleeping. */
   readonly events = new EventEmitter();
   private readonly jobs = new Set<Job>();
@@ -71,6 +77,7 @@ export class SimEngine {
     this.names = new Set([opts.model, ...opts.servedModelNames]);
     this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms, (p) => this.events.emit('phase', p));
     this.scheduler = new Scheduler(opts.maxNumSeqs, opts.kvCapacityTokens, opts.maxWaitingRequests);
+    this.kv = new KvTransfers(opts.kvRole, opts.kvLayout);
     this.loras = new LoraRegistry(opts.maxLoras, (n) => this.names.has(n) || n === opts.judgeModel);
     this.metrics = new SimMetrics(opts.model, opts.version, opts.seed, {
       running: () => this.scheduler.running,
@@ -100,19 +107,43 @@ export class SimEngine {
   /** Serve one validated inference request (errors are answered here, never thrown). */
   infer(req: InferenceRequest, res: ServerResponse): void {
     try {
-      this.run(req, res);
+      const kv = req.kvTransfer;
+      if (kv === null) return this.run(req, res, undefined);
+      this.kv.check(kv);
+      if (kv.doRemoteDecode && req.stream)
+        throw new BadRequestError('invalid_request', 'the prefill leg (do_remote_decode) is answered whole: send stream false');
+      if (!kv.doRemotePrefill) return this.run(req, res, undefined);
+      // a decode leg: ready to serve first, then the blocks pulled from the prefill worker
+      this.ready(req.model);
+      this.kv.pull(kv).then(
+        (pulled) => {
+          try {
+            this.run(req, res, pulled);
+          } catch (e) {
+            sendError(res, e);
+          }
+        },
+        (e: unknown) => sendError(res, e),
+      );
     } catch (e) {
       sendError(res, e);
     }
   }
 
-  private run(req: InferenceRequest, res: ServerResponse): void {
-    const target = this.resolve(req.model);
+  /** The model `model` names can be served now (not loading, not asleep); its target. */
+  private ready(model: string): ReturnType<SimEngine['resolve']> {
+    const target = this.resolve(model);
     const phase = this.life.phase;
     if (phase === 'loading') throw new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 });
     if (phase !== 'ready') throw new UnavailableError('engine_sleeping', 'the engine is sleeping; POST /wake_up first', { retryAfterS: 1 });
+    return target;
+  }
 
+  /** Serve a request; `pulled`: a decode leg whose prompt's KV came from a prefill worker (its transfer is charged, not a prefill). */
+  private run(req: InferenceRequest, res: ServerResponse, pulled: Pulled | undefined): void {
+    const target = this.ready(req.model);
     const p = plan(req, this.opts);
+    const kvOut = req.kvTransfer?.doRemoteDecode === true ? this.kv.prefilled(p.promptTokens) : undefined;
 
     const fate = this.faults.decide();
     if (fate.kind === 'process_exit') {
@@ -154,7 +185,7 @@ export class SimEngine {
       arrival: this.clock.now(),
       ticket: { need: p.need, start: () => this.begin(job) },
       timing: {
-        prefillTokensPerS: o.prefillTokensPerS,
+        prefillTokensPerS: pulled === undefined ? o.prefillTokensPerS : DEFAULTS.sim.kvTransferTokensPerS,
         interTokenMs: o.interTokenMs,
         itlGrowthPerSeq: o.itlGrowthPerSeq,
         jitter: o.jitter,
@@ -170,6 +201,7 @@ export class SimEngine {
       gap: 0,
       timer: undefined,
       done: false,
+      kvOut,
     };
     res.on('close', () => {
       if (!job.done) this.abort(job);
@@ -268,7 +300,9 @@ export class SimEngine {
     if (job.stream) {
       job.res.end(out);
     } else {
-      const body = job.r.full();
+      // a prefill leg's answer names the blocks it holds (vLLM's kv_transfer_params)
+      const full = job.r.full();
+      const body = job.kvOut === undefined ? full : `${full.slice(0, -1)},"kv_transfer_params":${JSON.stringify(job.kvOut)}}`;
       job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       job.res.end(body);
     }

@@ -5,6 +5,8 @@ import { zodLines } from '../config/issues.js';
 import { toSnakeFaults, type SimFaultSpec, type SnakeFaults } from '../config/sim-faults.js';
 import { DEFAULTS } from '../defaults.js';
 import { fnv1a } from './tokenizer.js';
+import { KV_ROLES } from './disagg.js';
+import type { KvRole } from './disagg.js';
 
 export type { SimFaultSpec };
 
@@ -29,6 +31,9 @@ export interface SimOptions extends Required<Omit<SimSettings, 'faults'>> {
   onProcessExit: ExitMode;
   /** Exit code used by the process-exit fault in `exit` mode. */
   exitCode: number;
+  /** Disaggregated serving (disagg.ts): the legs this worker serves, and the KV layout it writes and reads. */
+  kvRole: KvRole;
+  kvLayout: string;
 }
 
 export type SimStartOptions = Partial<SimOptions> & { model?: string; version?: string; host?: string; port?: number };
@@ -71,6 +76,8 @@ export function withDefaults(o: SimStartOptions): SimOptions {
     judgeModel: o.judgeModel ?? D.judgeModel,
     onProcessExit: o.onProcessExit ?? 'close',
     exitCode: o.exitCode ?? 1,
+    kvRole: o.kvRole ?? 'both',
+    kvLayout: o.kvLayout ?? 'default',
   };
 }
 
@@ -107,6 +114,8 @@ export function checkOptions(o: SimOptions): string[] {
   need(Number.isInteger(o.maxWaitingRequests) && o.maxWaitingRequests >= 0, 'maxWaitingRequests', 'a non-negative integer', o.maxWaitingRequests);
   need(Number.isInteger(o.port) && o.port >= 0 && o.port <= 65535, 'port', 'a port 0-65535', o.port);
   need(o.model.length > 0, 'model', 'a non-empty name', o.model);
+  need(KV_ROLES.includes(o.kvRole), 'kvRole', KV_ROLES.join(', '), o.kvRole);
+  need(typeof o.kvLayout === 'string' && o.kvLayout.length > 0, 'kvLayout', 'a non-empty layout name', o.kvLayout);
   const f = faultSchema.safeParse(toSnakeFaults(o.faults), { reportInput: true });
   if (!f.success) p.push(...zodLines(f.error, 'faults', ['faults']));
   return p;

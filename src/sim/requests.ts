@@ -2,6 +2,8 @@
 import { z } from 'zod';
 import { BadRequestError } from '../errors.js';
 import { zodMessage } from '../config/issues.js';
+import { readKvTransfer } from './disagg.js';
+import type { KvTransfer } from './disagg.js';
 
 const stopSchema = z.union([z.string(), z.array(z.string()).max(16)]).nullish();
 const streamOptions = z.object({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish();
@@ -18,6 +20,8 @@ const common = {
   temperature: z.number().min(0).nullish(),
   seed: z.number().int().nullish(),
   ignore_eos: z.boolean().nullish(),
+  /** Disaggregated serving's handshake (vLLM's NIXL connector; read by disagg.ts). */
+  kv_transfer_params: z.record(z.string(), z.unknown()).nullish(),
 };
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -67,6 +71,8 @@ export interface InferenceRequest {
   stop: string[];
   /** -1: no logprobs; otherwise the number of alternatives per token. */
   topLogprobs: number;
+  /** Disaggregated serving: which leg this is, and where its blocks are (null: a whole request). */
+  kvTransfer: KvTransfer | null;
 }
 
 function parse<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -126,7 +132,7 @@ function sampling(
   top: number,
 ): Pick<
   InferenceRequest,
-  'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs'
+  'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs' | 'kvTransfer'
 > {
   return {
     stream: b.stream ?? false,
@@ -139,6 +145,7 @@ function sampling(
     seed: b.seed ?? undefined,
     stop: stops(b.stop),
     topLogprobs: top,
+    kvTransfer: readKvTransfer(b.kv_transfer_params),
   };
 }
 

@@ -40,7 +40,10 @@ export class SimServer {
       this.server.once('error', onError);
       this.server.listen(this.opts.port, this.opts.host, () => {
         this.server.off('error', onError);
-        resolve((this.server.address() as AddressInfo).port);
+        const port = (this.server.address() as AddressInfo).port;
+        // where decode workers pull this engine's KV blocks from
+        this.engine.kv.address = { host: this.opts.host, port };
+        resolve(port);
       });
     });
   }
@@ -106,6 +109,8 @@ export class SimServer {
     add('POST', '/v1/chat/completions', async (req, res) => e.infer(parseChat(await readJson(req, limit), o.maxLogprobs), res));
     add('POST', '/v1/completions', async (req, res) => e.infer(parseCompletion(await readJson(req, limit), o.maxLogprobs), res));
     add('GET', '/v1/models', (_req, res) => sendJson(res, 200, this.models()));
+    // disaggregated serving's side channel: a decode worker pulls a prefill's KV blocks (disagg.ts)
+    add('POST', '/kv/pull', async (req, res) => sendJson(res, 200, e.kv.serve(await readJson(req, limit))));
     const health: Handler = (_req, res) => {
       if (e.life.phase === 'loading') sendError(res, new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 }));
       else sendText(res, 200, '');

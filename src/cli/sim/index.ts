@@ -1,4 +1,6 @@
 // `glidepath sim`: run one or more simulated vLLM workers; prints one JSON "listening" line each.
+import { KV_ROLES } from '../../sim/disagg.js';
+import type { KvRole } from '../../sim/disagg.js';
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../defaults.js';
 import { startSimFleet, type SimHandle, type SimStartOptions } from '../../sim/index.js';
@@ -120,6 +122,16 @@ export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { 
   }
   const host = str('host');
   if (host !== undefined) o.host = host;
+  const kvRole = str('kvRole');
+  if (kvRole !== undefined) {
+    if (!(KV_ROLES as readonly string[]).includes(kvRole)) throw new UsageError(`--kv-role: expected ${KV_ROLES.join(', ')}, got ${JSON.stringify(kvRole)}`);
+    o.kvRole = kvRole as KvRole;
+  }
+  const kvLayout = str('kvLayout');
+  if (kvLayout !== undefined) {
+    if (kvLayout.trim() === '') throw new UsageError('--kv-layout must not be empty');
+    o.kvLayout = kvLayout;
+  }
   const portStr = str('port');
   const baseStr = str('portBase');
   const workersStr = str('workers');
@@ -147,7 +159,9 @@ export function register(program: Command): void {
     .option('--served-model-name <names...>', 'names the model answers to (first is its name, as in vLLM)')
     .option('--version <id>', `version id reported in /version and metrics (default ${DEFAULTS.sim.version})`)
     .option('--workers <n>', 'number of workers in this process', undefined)
-    .option('--port-base <port>', 'first port when running several workers (ports P, P+1, …)');
+    .option('--port-base <port>', 'first port when running several workers (ports P, P+1, …)')
+    .option('--kv-role <role>', 'disaggregated serving: both (default; whole requests and either leg), prefill or decode')
+    .option('--kv-layout <name>', "disaggregated serving: the KV layout this worker writes and reads (its card); a decode worker refuses another's blocks");
   for (const [flag, , , help] of NUMERIC) cmd.option(`--${flag} <n>`, help);
   for (const [flag, , kind, help] of FAULTS) cmd.option(kind === 'bool' ? `--${flag}` : `--${flag} <n>`, help);
   cmd.action(async (raw: Record<string, unknown>) => {

@@ -92,6 +92,8 @@ describe('glidepath sim (CLI)', () => {
     [['--port', '0', '--error-status', '200'], /--error-status must be an HTTP status/],
     [['--port', '0', '--max-num-seqs', '1.5'], /--max-num-seqs must be a positive integer/],
     [['--port', '8000', '--workers', '2'], /--workers > 1 needs --port-base/],
+    [['--port', '0', '--kv-role', 'decoder'], /--kv-role: expected both, prefill, decode, got "decoder"/],
+    [['--port', '0', '--kv-layout', ' '], /--kv-layout must not be empty/],
     [['--bogus'], /unknown option '--bogus'/],
   ])('bad flags %j exit 2 with a clear message', (args, message) => {
     const r = spawnSync(process.execPath, [MAIN, 'sim', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 20_000 });

@@ -16,7 +16,7 @@ import type { RoleNow } from '../../../src/rollout/rolling-plan.js';
 import { caught } from '../../helpers/errors.js';
 import type { GlidepathError } from '../../../src/errors.js';
 
-const codeOf = (fn: () => unknown) => (caught(fn)).code;
+const codeOf = (fn: () => unknown) => caught(fn).code;
 
 describe('budgets', () => {
   it('parses counts and percentages; anything else names the setting', () => {
