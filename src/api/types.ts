@@ -18,6 +18,7 @@ export type {
 } from '../rollout/canary-views.js';
 export type { CacheResultView } from '../fleet/cache.js';
 export type { DrainReport as DrainView, RetireResult as RetireView, RollbackResult as RollbackView, SwapResult as SwapView } from '../rollout/bluegreen.js';
+export type { StopStartResult as StopStartView } from '../rollout/stop-start.js';
 
 export interface HealthView {
   state: HealthState;

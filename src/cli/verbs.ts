@@ -14,6 +14,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   version: () => import('./version/index.js'),
   deploy: () => import('./deploy/index.js'),
   swap: () => import('./swap/index.js'),
+  rollout: () => import('./rollout/index.js'),
   rollback: () => import('./rollback/index.js'),
   workers: () => import('./workers/index.js'),
   capacity: () => import('./capacity/index.js'),

@@ -5,6 +5,7 @@
 import type { GlidepathConfig } from '../config/types.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import { BlueGreen } from '../rollout/bluegreen.js';
+import { StopStart } from '../rollout/stop-start.js';
 import { CanaryController } from '../rollout/canary-controller.js';
 import type { CanaryState } from '../rollout/canary-state.js';
 import { ExperimentController } from '../rollout/experiment-controller.js';
@@ -19,6 +20,7 @@ import { QualityFeed } from './quality-judge.js';
 export interface Controllers {
   readonly ports: ControllerPorts;
   readonly blueGreen: BlueGreen;
+  readonly stopStart: StopStart;
   readonly canary: CanaryController;
   readonly experiments: ExperimentController;
   readonly monitor: RollbackMonitor;
@@ -42,6 +44,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   return {
     ports,
     blueGreen,
+    stopStart: new StopStart(ports),
     canary,
     experiments,
     monitor,

@@ -210,6 +210,11 @@ export const CATALOGUE = {
 
   // -- blue-green, canary, experiments, rollouts --
   already_active: [409, 'Swapping to the version that is already active.', 'Nothing to do.'],
+  stop_start_failed: [
+    503,
+    'A stop-start whose new version did not come up: the old version was loaded again (or, if that failed too, the message says no version serves).',
+    'Read the cause in the message and the audit log; fix the new version and run it again.',
+  ],
   already_loaded: [409, 'Deploying a version that is already loaded.', 'Swap to it, or retire it first.'],
   already_loading: [409, 'A canary for a version that is still loading.', 'Wait for it.'],
   already_retired: [409, 'Retiring a retired version.', 'Nothing to do.'],
@@ -236,7 +241,7 @@ export const CATALOGUE = {
     'Rolling-update settings that cannot work: a budget that is not a count or a percentage, a role without replicas, max surge and max unavailable both 0 for a role.',
     'Fix the setting named; allow at least one worker of surge or unavailability.',
   ],
-  no_active_version: [409, 'A canary on a model with no active version to compare with.', 'Swap a version in first.'],
+  no_active_version: [409, 'A canary (or a stop-start) on a model with no active version.', 'Swap a version in first.'],
   no_canary: [409, 'Pausing, resuming, promoting or aborting when no canary runs.', 'Start one first.'],
   not_paused: [409, 'Resuming a canary that is not paused.', 'Nothing to do.'],
   not_progressing: [409, 'Pausing a canary that is not progressing.', 'Nothing to do.'],

@@ -3,9 +3,10 @@
 // the model drops to level 2, best-effort is shed with 429 + Retry-After, premium keeps its TTFT
 // SLO, no accepted request fails (broken streams are resumed); the killed workers are replaced, the
 // level returns to 0 and best-effort is served again.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, collectEvents, ensureBuilt, loadAgent, removeDir, startUp, streamChat, tempDir, writeConfig } from '../helpers/e2e-up.js';
-import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
+import { describe, expect, it } from 'vitest';
+import { collectEvents, loadAgent, streamChat } from '../helpers/e2e-up.js';
+import { upForFile } from '../helpers/e2e-file.js';
+import type { StreamResult } from '../helpers/e2e-up.js';
 import { quantileSorted } from '../../src/domain/quantile.js';
 
 const MODEL = 'chat';
@@ -46,24 +47,10 @@ interface Served {
   at: number;
 }
 
-let dir: string;
-let up: UpProcess;
-
-beforeAll(async () => {
-  ensureBuilt();
-  dir = tempDir('shedding');
-  writeConfig(dir, yaml(`${dir}/state`));
-  up = await startUp({ configFile: `${dir}/glidepath.yaml`, dataDir: `${dir}/state` });
-}, 60_000);
-
-afterAll(async () => {
-  await up?.kill('SIGTERM');
-  cleanupAll();
-  removeDir(dir);
-});
+const file = upForFile('shedding', yaml);
 
 type W = { id: string; pid: number | null; state: string; weight?: number };
-const workers = () => up.ok<W[]>('GET', '/workers');
+const workers = () => file.current().ok<W[]>('GET', '/workers');
 
 async function until(pred: (ws: W[]) => boolean, what: string, ms = 30_000): Promise<W[]> {
   const deadline = Date.now() + ms;
@@ -77,6 +64,7 @@ async function until(pred: (ws: W[]) => boolean, what: string, ms = 30_000): Pro
 
 describe('priority shedding when capacity falls', () => {
   it('half the workers killed: level 2, best-effort shed with Retry-After, premium within its TTFT SLO, nothing accepted fails; back to level 0 when replaced', async () => {
+    const up = file.current();
     await until((ws) => ws.filter((w) => w.state === 'ready' && w.weight === 1).length === 4, 'four serving');
     const log = collectEvents(up);
     const served: Served[] = [];

@@ -1,4 +1,4 @@
-// Admin routes: blue-green (deploy green, swap, instant rollback, retire).
+// Admin routes: blue-green (deploy green, swap, instant rollback, retire) and stop-start.
 import { z } from 'zod';
 import type { RouteDef } from '../router.js';
 import { post } from '../router.js';
@@ -18,6 +18,7 @@ const swapBody = z
   .strict();
 const rollbackBody = z.object({ reason: z.string().optional() }).strict();
 const retireBody = z.object({ force: z.boolean().optional() }).strict();
+const stopStartBody = z.object({ to: z.string().min(1), drain_timeout_ms: z.number().int().positive().optional() }).strict();
 
 export function blueGreenRoutes({ cp, controllers }: AdminContext): RouteDef[] {
   const bg = controllers.blueGreen;
@@ -32,6 +33,19 @@ export function blueGreenRoutes({ cp, controllers }: AdminContext): RouteDef[] {
     ),
     post('/models/:model/swap', { role: 'operator', body: swapBody, summary: 'make the ready (green) version active; overlap or drain-first' }, (c, b) =>
       bg.swap(modelOf(cp, c), { to: b.to, mode: b.mode, drainTimeoutMs: b.drain_timeout_ms, standby: b.standby }, actorOf(c)),
+    ),
+    post(
+      '/models/:model/stop-start',
+      {
+        role: 'operator',
+        body: stopStartBody,
+        summary:
+          'replace the active version without spare GPUs: hold new requests, drain and unload it, load `to` on its GPUs (the old one back if `to` fails); the downtime measured',
+      },
+      (c, b) => {
+        const m = modelOf(cp, c);
+        return longOp(c, (progress) => controllers.stopStart.run(m, b.to, { drainTimeoutMs: b.drain_timeout_ms }, actorOf(c), progress));
+      },
     ),
     post('/models/:model/rollback', { role: 'operator', body: rollbackBody, summary: 'instant rollback to the standby version (one route swap)' }, (c, b) =>
       bg.rollback(modelOf(cp, c), actorOf(c), b.reason),

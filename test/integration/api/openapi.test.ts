@@ -59,6 +59,7 @@ const ENDPOINTS = [
   'GET /models/:model/capacity viewer',
   'POST /models/:model/deploy operator',
   'POST /models/:model/swap operator',
+  'POST /models/:model/stop-start operator',
   'POST /models/:model/rollback operator',
   'POST /models/:model/versions/:version/retire operator',
   'GET /models/:model/route viewer',

@@ -1,0 +1,135 @@
+// Stop-start: for a cluster with no GPU to spare, replace the active version by stopping it first —
+// new requests wait in the gateway's hold queue, the old version drains, unloads and frees its GPUs,
+// the new one loads on them — with the downtime measured; if the new version fails to come up, the
+// old one is loaded again and serves as before (docs/rolling.md). Sees only the ports.
+import { performance } from 'node:perf_hooks';
+import { routeToSpec } from '../domain/route.js';
+import type { RouteSpec } from '../domain/route.js';
+import type { Version } from '../domain/version.js';
+import { ConflictError, UnavailableError } from '../errors.js';
+import type { Actor, ControllerPorts, DrainReport } from './ports.js';
+
+export interface StopStartResult {
+  model: string;
+  from: string;
+  to: string;
+  /** From holding new requests to releasing them onto the new version, ms: what clients waited. */
+  downtime_ms: number;
+  drain: { drained: number; aborted: number; elapsed_ms: number };
+  freed_gpus: number;
+  /** The new version's load (workers started and warmed), ms. */
+  load_ms: number;
+  total_ms: number;
+}
+
+/** The route that sends everything to `active` (overrides and the sticky salt kept; the old version gone). */
+function onlyTo(cur: RouteSpec, model: string, active: string): RouteSpec {
+  return { model, weights: { [active]: 1 }, stable: active, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: undefined };
+}
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export class StopStart {
+  constructor(private readonly ports: ControllerPorts) {}
+
+  /**
+   * Replace the active version by `to`, stopping the old one first. Refused when `to` is loaded
+   * already (swap it instead) or is loading; the model must have an active version.
+   */
+  async run(
+    model: string,
+    to: string,
+    opts: { drainTimeoutMs?: number | undefined },
+    actor: Actor,
+    onProgress: (m: string) => void = () => undefined,
+  ): Promise<StopStartResult> {
+    const p = this.ports;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'stop_start', model, { model, to, ...opts }, async () => {
+        const t0 = performance.now();
+        const green = await p.versions.get(model, to);
+        if (green.status === 'ready' || green.status === 'standby') {
+          throw new ConflictError(
+            'already_loaded',
+            `version ${model}/${to} is loaded already (${green.status}): swap it in (glidepath swap --to ${to}), no stop needed`,
+          );
+        }
+        if (green.status === 'active') throw new ConflictError('already_active', `version ${model}/${to} is already active`);
+        if (green.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${to} is loading`);
+        const blue = await p.versions.active(model);
+        if (blue === undefined)
+          throw new ConflictError('no_active_version', `model ${model} has no active version to stop; deploy ${to} and swap it in instead`);
+        const who = { actor: actor.name, reason: `stop-start to ${to}` };
+        const h0 = performance.now();
+        p.routes.hold(model);
+        onProgress(`${model}: new requests held; draining ${blue.id}`);
+        let drain: DrainReport;
+        let freed: number;
+        let loadMs: number;
+        try {
+          drain = await p.routes.drain(model, blue.id, opts.drainTimeoutMs);
+          // drained (nothing in flight) and about to unload: not left marked draining, or loading it
+          // again (when V fails) could not take traffic
+          p.routes.undrain(model, blue.id);
+          await p.versions.transition(model, blue.id, 'standby', undefined, who);
+          freed = await p.workers.unload(model, blue.id);
+          await p.versions.transition(model, blue.id, 'retired', undefined, who);
+          onProgress(`${model}: ${blue.id} stopped (${freed} GPU(s) freed); loading ${to}`);
+          const l0 = performance.now();
+          try {
+            await p.workers.load(green, actor, onProgress);
+          } catch (err) {
+            throw await this.restore(model, blue, to, err, actor, onProgress);
+          }
+          loadMs = performance.now() - l0;
+          await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, to));
+          await p.versions.promote(model, to, { actor: actor.name, reason: 'stop-start' });
+        } finally {
+          p.routes.release(model);
+        }
+        const downtimeMs = performance.now() - h0;
+        p.emit({
+          kind: 'stop_start',
+          model,
+          version: to,
+          message: `${model}: stop-start ${blue.id} → ${to}: ${Math.round(downtimeMs)} ms of downtime (held requests released; ${drain.aborted} aborted by the drain)`,
+          data: { from: blue.id, to, downtime_ms: downtimeMs, load_ms: loadMs },
+        });
+        return {
+          model,
+          from: blue.id,
+          to,
+          downtime_ms: downtimeMs,
+          drain: { drained: drain.drained, aborted: drain.aborted, elapsed_ms: drain.elapsedMs },
+          freed_gpus: freed,
+          load_ms: loadMs,
+          total_ms: performance.now() - t0,
+        };
+      }),
+    );
+  }
+
+  /** The new version did not come up: load the old one again and route back to it (still holding); the error to answer with. */
+  private async restore(model: string, blue: Version, to: string, err: unknown, actor: Actor, onProgress: (m: string) => void): Promise<Error> {
+    const p = this.ports;
+    const why = messageOf(err);
+    onProgress(`${model}: ${to} failed to come up (${why}); loading ${blue.id} again`);
+    try {
+      await p.workers.load(await p.versions.get(model, blue.id), actor, onProgress);
+      await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, blue.id));
+      await p.versions.promote(model, blue.id, { actor: actor.name, reason: `stop-start to ${to} failed` });
+    } catch (again) {
+      const e = new UnavailableError(
+        'stop_start_failed',
+        `stop-start of ${model} to ${to} failed (${why}) and ${blue.id} could not be loaded again either (${messageOf(again)}): the model has no version serving`,
+        { retryAfterS: 30 },
+      );
+      p.emit({ kind: 'error', model, message: e.message });
+      return e;
+    }
+    p.emit({ kind: 'stop_start', model, version: blue.id, message: `${model}: stop-start to ${to} failed (${why}); ${blue.id} is serving again` });
+    return new UnavailableError('stop_start_failed', `stop-start of ${model} to ${to} failed (${why}); ${blue.id} was loaded again and serves as before`, {
+      retryAfterS: 1,
+    });
+  }
+}
