@@ -128,8 +128,10 @@ export interface RollingStep {
  * workers. The old pool's last workers (one of each role) go together, when the new pool serves
  * alone. Starts are computed against what the stops leave, so that `--max-surge 0` frees a GPU first.
  */
-export function nextStep(now: Readonly<Record<string, RoleNow>>, budgets: Readonly<Record<string, RoleBudget>>, partition = 0): RollingStep {
+export function nextStep(now: Readonly<Record<string, RoleNow>>, budgets: Readonly<Record<string, RoleBudget>>, partitionGiven = 0): RollingStep {
   const roles = Object.keys(budgets);
+  // a partition keeps a whole pool: at least one worker of each role (one fewer would serve nothing)
+  const partition = partitionGiven > 0 ? Math.max(partitionGiven, roles.length) : 0;
   const desired = Object.fromEntries(roles.map((r) => [r, (budgets[r] as RoleBudget).desired]));
   const order = growthOrder(desired);
   const cur = Object.fromEntries(roles.map((r) => [r, { ...(now[r] ?? { old: 0, ready: 0, starting: 0 }) }])) as Record<string, RoleNow>;
@@ -145,8 +147,14 @@ export function nextStep(now: Readonly<Record<string, RoleNow>>, budgets: Readon
     if (left <= partition || left === 0) break;
     if (roles.every((r) => (cur[r] as RoleNow).old === 1)) {
       // the old pool's last workers (one of each role) go together — a pool missing a role serves
-      // nothing — and only if what the new pool has ready is within every role's budget
-      if (roles.some((r) => (cur[r] as RoleNow).ready < (budgets[r] as RoleBudget).desired - (budgets[r] as RoleBudget).unavailable)) break;
+      // nothing — and only if what the new pool has ready is within every role's budget; with
+      // several roles the new pool must serve (a ready worker of each), or the model would go dark
+      // for want of a role no per-role budget priced in
+      const floor = (r: string) => {
+        const b = budgets[r] as RoleBudget;
+        return roles.length > 1 ? Math.max(1, b.desired - b.unavailable) : b.desired - b.unavailable;
+      };
+      if (roles.some((r) => (cur[r] as RoleNow).ready < floor(r))) break;
       if (left - roles.length < partition) break;
       for (const r of roles) {
         (cur[r] as RoleNow).old--;
@@ -182,10 +190,17 @@ export function nextStep(now: Readonly<Record<string, RoleNow>>, budgets: Readon
     const counts = Object.fromEntries(roles.map((r) => [r, (cur[r] as RoleNow).ready + (cur[r] as RoleNow).starting]));
     const size = roles.reduce((n, r) => n + (counts[r] as number), 0);
     if (size >= order.length) break;
+    // a start keeps the pool within one worker of the ratio, or at least no further from it than
+    // it is (a pool thrown off by failed workers can still recover)
+    const before = deviation(counts, desired);
+    const keeps = (r: string) => {
+      const d = deviation({ ...counts, [r]: (counts[r] as number) + 1 }, desired);
+      return d <= 1 || d <= before;
+    };
     let role: string | undefined = order[size];
-    if (role === undefined || !room(role) || !ratioKept({ ...counts, [role]: (counts[role] as number) + 1 }, desired)) {
+    if (role === undefined || !room(role) || !keeps(role)) {
       role = roles
-        .filter((r) => room(r) && ratioKept({ ...counts, [r]: (counts[r] as number) + 1 }, desired))
+        .filter((r) => room(r) && keeps(r))
         .sort((x, y) => (counts[x] as number) / (desired[x] as number) - (counts[y] as number) / (desired[y] as number))[0];
       // a pool's first workers are one of each role: none goes ahead alone while another role is missing
       if (role !== undefined && roles.some((r) => r !== role && counts[r] === 0) && (counts[role] as number) > 0) role = undefined;
@@ -258,11 +273,16 @@ export function newShare(now: Readonly<Record<string, RoleNow>>, desired: Readon
  * prefix of that length (one of each role, then in proportion to the desired counts).
  */
 export function ratioKept(counts: Readonly<Record<string, number>>, desired: Readonly<Record<string, number>>): boolean {
+  return deviation(counts, desired) <= 1;
+}
+
+/** How many workers the pool's most misplaced role is from the ideal pool of its size. */
+function deviation(counts: Readonly<Record<string, number>>, desired: Readonly<Record<string, number>>): number {
   const roles = Object.keys(desired);
   const size = roles.reduce((n, r) => n + (counts[r] ?? 0), 0);
   const ideal: Record<string, number> = Object.fromEntries(roles.map((r) => [r, 0]));
   for (const r of growthOrder(desired).slice(0, size)) ideal[r] = (ideal[r] as number) + 1;
-  return roles.every((r) => Math.abs((counts[r] ?? 0) - (ideal[r] as number)) <= 1);
+  return Math.max(0, ...roles.map((r) => Math.abs((counts[r] ?? 0) - (ideal[r] as number))));
 }
 
 /** One step of a dry run: the live counts after it, per role, and the new pool's share of traffic. */

@@ -22,9 +22,10 @@ export interface StopStartResult {
   total_ms: number;
 }
 
-/** The route that sends everything to `active` (overrides and the sticky salt kept; the old version gone). */
-function onlyTo(cur: RouteSpec, model: string, active: string): RouteSpec {
-  return { model, weights: { [active]: 1 }, stable: active, overrides: cur.overrides, stickySalt: cur.stickySalt, shadow: undefined };
+/** The route that sends everything to `active`: the sticky salt kept, overrides naming the version gone (`gone`) dropped. */
+function onlyTo(cur: RouteSpec, model: string, active: string, gone: string): RouteSpec {
+  const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
+  return { model, weights: { [active]: 1 }, stable: active, overrides, stickySalt: cur.stickySalt, shadow: undefined };
 }
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -59,40 +60,51 @@ export class StopStart {
         const blue = await p.versions.active(model);
         if (blue === undefined)
           throw new ConflictError('no_active_version', `model ${model} has no active version to stop; deploy ${to} and swap it in instead`);
+        const rollout = await p.rollouts.inProgress(model);
+        if (rollout !== undefined) {
+          throw new ConflictError(
+            'rollout_in_progress',
+            `model ${model} has a ${rollout.kind} in progress (${rollout.id}); finish or abort it before a stop-start`,
+          );
+        }
         const who = { actor: actor.name, reason: `stop-start to ${to}` };
         const h0 = performance.now();
         p.routes.hold(model);
         onProgress(`${model}: new requests held; draining ${blue.id}`);
-        let drain: DrainReport;
-        let freed: number;
-        let loadMs: number;
+        let drain: DrainReport | undefined;
+        let freed = 0;
+        let loadMs = 0;
+        /** How far it got: what a failure leaves to undo. */
+        let stage: 'draining' | 'stopped' | 'routing' = 'draining';
         try {
           drain = await p.routes.drain(model, blue.id, opts.drainTimeoutMs);
           // drained (nothing in flight) and about to unload: not left marked draining, or loading it
           // again (when V fails) could not take traffic
           p.routes.undrain(model, blue.id);
           await p.versions.transition(model, blue.id, 'standby', undefined, who);
+          stage = 'stopped';
           freed = await p.workers.unload(model, blue.id);
           await p.versions.transition(model, blue.id, 'retired', undefined, who);
           onProgress(`${model}: ${blue.id} stopped (${freed} GPU(s) freed); loading ${to}`);
           const l0 = performance.now();
-          try {
-            await p.workers.load(green, actor, onProgress);
-          } catch (err) {
-            throw await this.restore(model, blue, to, err, actor, onProgress);
-          }
+          await p.workers.load(green, actor, onProgress);
           loadMs = performance.now() - l0;
-          await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, to));
+          stage = 'routing';
+          await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, to, blue.id));
           await p.versions.promote(model, to, { actor: actor.name, reason: 'stop-start' });
+        } catch (err) {
+          throw await this.recover(stage, model, blue, to, err, actor, onProgress);
         } finally {
           p.routes.release(model);
         }
+        // the old version out of the route: its data-plane pool goes too (the unload could not drop it then)
+        await p.workers.unload(model, blue.id).catch(() => undefined);
         const downtimeMs = performance.now() - h0;
         p.emit({
           kind: 'stop_start',
           model,
           version: to,
-          message: `${model}: stop-start ${blue.id} → ${to}: ${Math.round(downtimeMs)} ms of downtime (held requests released; ${drain.aborted} aborted by the drain)`,
+          message: `${model}: stop-start ${blue.id} → ${to}: ${Math.round(downtimeMs)} ms of downtime (held requests released; ${drain?.aborted ?? 0} aborted by the drain)`,
           data: { from: blue.id, to, downtime_ms: downtimeMs, load_ms: loadMs },
         });
         return {
@@ -100,7 +112,7 @@ export class StopStart {
           from: blue.id,
           to,
           downtime_ms: downtimeMs,
-          drain: { drained: drain.drained, aborted: drain.aborted, elapsed_ms: drain.elapsedMs },
+          drain: { drained: drain?.drained ?? 0, aborted: drain?.aborted ?? 0, elapsed_ms: drain?.elapsedMs ?? 0 },
           freed_gpus: freed,
           load_ms: loadMs,
           total_ms: performance.now() - t0,
@@ -109,26 +121,54 @@ export class StopStart {
     );
   }
 
-  /** The new version did not come up: load the old one again and route back to it (still holding); the error to answer with. */
-  private async restore(model: string, blue: Version, to: string, err: unknown, actor: Actor, onProgress: (m: string) => void): Promise<Error> {
+  /**
+   * A step failed with requests still held: put the old version back as far as it can be, and say
+   * what state the model is in. Before anything stopped, the old version is made active again; once
+   * it is stopped, it is loaded again; a new version loaded but not routed is reported as such.
+   */
+  private async recover(
+    stage: 'draining' | 'stopped' | 'routing',
+    model: string,
+    blue: Version,
+    to: string,
+    err: unknown,
+    actor: Actor,
+    onProgress: (m: string) => void,
+  ): Promise<Error> {
     const p = this.ports;
     const why = messageOf(err);
-    onProgress(`${model}: ${to} failed to come up (${why}); loading ${blue.id} again`);
-    try {
-      await p.workers.load(await p.versions.get(model, blue.id), actor, onProgress);
-      await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, blue.id));
-      await p.versions.promote(model, blue.id, { actor: actor.name, reason: `stop-start to ${to} failed` });
-    } catch (again) {
-      const e = new UnavailableError(
-        'stop_start_failed',
-        `stop-start of ${model} to ${to} failed (${why}) and ${blue.id} could not be loaded again either (${messageOf(again)}): the model has no version serving`,
-        { retryAfterS: 30 },
-      );
+    const failed = (state: string) => {
+      const e = new UnavailableError('stop_start_failed', `stop-start of ${model} to ${to} failed (${why}) and ${state}: the model has no version serving`, {
+        retryAfterS: 30,
+      });
       p.emit({ kind: 'error', model, message: e.message });
       return e;
+    };
+    if (stage === 'routing') return failed(`${to} is loaded but could not be routed to or promoted; route it by hand (glidepath swap --to ${to})`);
+    try {
+      if (stage === 'draining') {
+        // nothing stopped: the old version is made active again, its route untouched
+        p.routes.undrain(model, blue.id);
+        if ((await p.versions.get(model, blue.id)).status !== 'active')
+          await p.versions.promote(model, blue.id, { actor: actor.name, reason: `stop-start to ${to} failed` });
+      } else {
+        onProgress(`${model}: ${to} failed to come up (${why}); loading ${blue.id} again`);
+        let old = await p.versions.get(model, blue.id);
+        if (old.status === 'standby') {
+          // the unload itself failed half-way: finish it, so that the load starts clean
+          await p.workers.unload(model, blue.id);
+          old = await p.versions.transition(model, blue.id, 'retired', undefined, { actor: actor.name, reason: `stop-start to ${to} failed` });
+        }
+        if (old.status !== 'ready') await p.workers.load(old, actor, onProgress);
+        await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, blue.id, to));
+        await p.versions.promote(model, blue.id, { actor: actor.name, reason: `stop-start to ${to} failed` });
+      }
+    } catch (again) {
+      return failed(`${blue.id} could not be put back either (${messageOf(again)})`);
     }
     p.emit({ kind: 'stop_start', model, version: blue.id, message: `${model}: stop-start to ${to} failed (${why}); ${blue.id} is serving again` });
-    return new UnavailableError('stop_start_failed', `stop-start of ${model} to ${to} failed (${why}); ${blue.id} was loaded again and serves as before`, {
+    const how = stage === 'draining' ? 'was never stopped' : 'was loaded again';
+    return new UnavailableError('stop_start_failed', `stop-start of ${model} to ${to} failed (${why}); ${blue.id} ${how} and serves as before`, {
       retryAfterS: 1,
     });
   }

@@ -45,7 +45,8 @@ export function readKvTransfer(raw: Record<string, unknown> | null | undefined):
       (v): v is number[] => Array.isArray(v) && v.length <= 1 << 16 && v.every((x) => Number.isInteger(x)),
       'a list of block ids',
     ),
-    remoteHost: opt('remote_host', (v): v is string => typeof v === 'string' && v !== '', 'a host'),
+    // a simulator pulls only from loopback peers: a request cannot make it POST anywhere else
+    remoteHost: opt('remote_host', (v): v is string => typeof v === 'string' && isLoopback(v), 'a loopback address (127.x.x.x, ::1 or localhost)'),
     remotePort: opt('remote_port', (v): v is number => Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536, 'a port'),
   };
   if (t.doRemoteDecode && t.doRemotePrefill)
@@ -154,10 +155,26 @@ export class KvTransfers {
         retryAfterS: 1,
       });
     }
-    const text = await res.text();
-    if (res.status !== 200)
-      throw new UnavailableError('kv_transfer_failed', `the prefill worker answered ${res.status} to the pull: ${text.slice(0, 200)}`, { retryAfterS: 1 });
-    const got = JSON.parse(text) as { kv_layout?: unknown; prompt_tokens?: unknown };
+    let got: { kv_layout?: unknown; prompt_tokens?: unknown } | null;
+    try {
+      const text = await res.text();
+      if (text.length > PULL_ANSWER_MAX) throw new Error(`an answer of ${text.length} characters`);
+      if (res.status !== 200) {
+        let code: unknown;
+        try {
+          code = (JSON.parse(text) as { error?: { code?: unknown } } | null)?.error?.code;
+        } catch {
+          code = undefined;
+        }
+        throw new Error(`the prefill worker answered ${res.status}${typeof code === 'string' ? ` (${code})` : ''}`);
+      }
+      got = JSON.parse(text) as typeof got;
+      if (typeof got !== 'object' || got === null) throw new Error('an answer that is not a JSON object');
+    } catch (err) {
+      throw new UnavailableError('kv_transfer_failed', `could not pull the KV blocks from ${host}:${t.remotePort as number}: ${(err as Error).message}`, {
+        retryAfterS: 1,
+      });
+    }
     if (got.kv_layout !== this.layout) {
       throw new GlidepathError(
         'kv_layout_mismatch',
@@ -174,3 +191,10 @@ export class KvTransfers {
 }
 
 const key = (ids: readonly unknown[]): string => `[${ids.join(',')}]`;
+
+/** Largest pull answer read (it is a few numbers). */
+const PULL_ANSWER_MAX = 64 * 1024;
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}

@@ -46,8 +46,8 @@ interface Job {
   gap: number;
   timer: unknown;
   done: boolean;
-  /** A prefill leg's answer (disagg.ts): the blocks it holds for a decode worker. */
-  kvOut: Record<string, unknown> | undefined;
+  /** A prefill leg (disagg.ts): its answer names the blocks it then holds for a decode worker. */
+  prefillLeg: boolean;
 }
 
 export class SimEngine {
@@ -117,6 +117,8 @@ export class SimEngine {
       this.ready(req.model);
       this.kv.pull(kv).then(
         (pulled) => {
+          // the client left (or the engine stopped) during the pull: nothing to serve
+          if (res.destroyed || this.closed) return;
           try {
             this.run(req, res, pulled);
           } catch (e) {
@@ -143,7 +145,6 @@ export class SimEngine {
   private run(req: InferenceRequest, res: ServerResponse, pulled: Pulled | undefined): void {
     const target = this.ready(req.model);
     const p = plan(req, this.opts);
-    const kvOut = req.kvTransfer?.doRemoteDecode === true ? this.kv.prefilled(p.promptTokens) : undefined;
 
     const fate = this.faults.decide();
     if (fate.kind === 'process_exit') {
@@ -201,7 +202,7 @@ export class SimEngine {
       gap: 0,
       timer: undefined,
       done: false,
-      kvOut,
+      prefillLeg: req.kvTransfer?.doRemoteDecode === true,
     };
     res.on('close', () => {
       if (!job.done) this.abort(job);
@@ -300,9 +301,20 @@ export class SimEngine {
     if (job.stream) {
       job.res.end(out);
     } else {
-      // a prefill leg's answer names the blocks it holds (vLLM's kv_transfer_params)
+      // a prefill leg's answer names the blocks it now holds (vLLM's kv_transfer_params); held only
+      // for a prefill that completed, so refused or failed legs hold nothing
       const full = job.r.full();
-      const body = job.kvOut === undefined ? full : `${full.slice(0, -1)},"kv_transfer_params":${JSON.stringify(job.kvOut)}}`;
+      let body = full;
+      if (job.prefillLeg) {
+        try {
+          body = `${full.slice(0, -1)},"kv_transfer_params":${JSON.stringify(this.kv.prefilled(job.promptTokens))}}`;
+        } catch (e) {
+          this.release(job);
+          sendError(job.res, e);
+          this.events.emit('finished', 'abort');
+          return;
+        }
+      }
       job.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       job.res.end(body);
     }

@@ -6,19 +6,21 @@ import { versionView } from '../views.js';
 import type { AdminContext } from './context.js';
 import { actorOf, longOp, modelOf } from './context.js';
 
+/** A drain's limit: at most a day (a timer past 2^31 - 1 ms would fire at once). */
+const drainTimeout = z.number().int().positive().max(86_400_000);
 const deployBody = z.object({ version: z.string().min(1) }).strict();
 const swapBody = z
   .object({
     to: z.string().optional(),
     mode: z.enum(['overlap', 'drain-first']).optional(),
-    drain_timeout_ms: z.number().int().positive().optional(),
+    drain_timeout_ms: drainTimeout.optional(),
     standby: z.enum(['warm', 'sleep']).optional(),
     confirm: z.boolean().optional(),
   })
   .strict();
 const rollbackBody = z.object({ reason: z.string().optional() }).strict();
 const retireBody = z.object({ force: z.boolean().optional() }).strict();
-const stopStartBody = z.object({ to: z.string().min(1), drain_timeout_ms: z.number().int().positive().optional() }).strict();
+const stopStartBody = z.object({ to: z.string().min(1), drain_timeout_ms: drainTimeout.optional() }).strict();
 
 export function blueGreenRoutes({ cp, controllers }: AdminContext): RouteDef[] {
   const bg = controllers.blueGreen;

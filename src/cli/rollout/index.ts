@@ -8,7 +8,8 @@ import type { StopStartView } from '../../api/types.js';
 
 function positiveMs(flag: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
-  if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`${flag}: expected a positive number of milliseconds, got ${JSON.stringify(v)}`);
+  if (!/^[1-9]\d*$/.test(v) || Number(v) > 86_400_000)
+    throw new UsageError(`${flag}: expected a positive number of milliseconds up to a day (86400000), got ${JSON.stringify(v)}`);
   return Number(v);
 }
 

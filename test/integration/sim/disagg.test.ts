@@ -54,7 +54,7 @@ describe('disaggregated prefill and decode', () => {
     const again = await post(decode.url, { ...ask, kv_transfer_params: kv });
     expect(again.status).toBe(503);
     expect(again.json).toMatchObject({ error: { code: 'kv_transfer_failed' } });
-    expect((again.json.error as { message: string }).message).toMatch(/answered 404 to the pull: .*kv_blocks_not_found/);
+    expect((again.json.error as { message: string }).message).toMatch(/the prefill worker answered 404 \(kv_blocks_not_found\)$/);
   });
 
   it('a decode worker of another layout (a pair across pools) refuses the blocks', async () => {
@@ -78,6 +78,12 @@ describe('disaggregated prefill and decode', () => {
     const bad = await post(decode.url, { ...ask, kv_transfer_params: { do_remote_prefill: true, remote_block_ids: 'x' } });
     expect(bad.status).toBe(400);
     expect((bad.json.error as { message: string }).message).toBe('kv_transfer_params.remote_block_ids: expected a list of block ids, got "x"');
+    // a simulator pulls only from loopback: a request cannot send it anywhere else
+    for (const host of ['10.0.0.1', '127.0.0.1/evil?', 'example.com']) {
+      const far = await post(decode.url, { ...ask, kv_transfer_params: { ...fake, remote_host: host } });
+      expect(far.status).toBe(400);
+      expect((far.json.error as { message: string }).message).toMatch(/^kv_transfer_params\.remote_host: expected a loopback address/);
+    }
     const missing = await post(decode.url, { ...ask, kv_transfer_params: { do_remote_prefill: true } });
     expect((missing.json.error as { message: string }).message).toMatch(/do_remote_prefill needs remote_engine_id/);
     expect((await post(prefill.url, { ...ask, stream: true, kv_transfer_params: { do_remote_decode: true } })).json).toMatchObject({

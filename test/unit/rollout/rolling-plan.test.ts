@@ -83,17 +83,25 @@ interface Trace {
  * hold — each role at most desired + surge workers, at least desired − unavailable serving, both
  * pools' ratios within one worker, a pool with traffic never missing a role.
  */
-function roll(desired: Record<string, number>, surge: string | number, unavailable: string | number, partition = 0): Trace {
+function roll(
+  desired: Record<string, number>,
+  surge: string | number,
+  unavailable: string | number,
+  partition = 0,
+  /** How many of a role's starting workers are ready at the next step (default: all). */
+  readies: (starting: number) => number = (n) => n,
+): Trace {
   const budgets = roleBudgets(desired, parseBudget(surge, 'surge'), parseBudget(unavailable, 'unavailable'));
   const roles = Object.keys(desired);
   const now: Record<string, RoleNow> = Object.fromEntries(roles.map((r) => [r, { old: desired[r] as number, ready: 0, starting: 0 }]));
   const lines: string[] = [];
-  for (let step = 0; step < 100; step++) {
-    // what started last step is ready now
+  for (let step = 0; step < 400; step++) {
+    // what started earlier is ready now (all of it, or as many as `readies` says)
     for (const r of roles) {
       const c = now[r] as RoleNow;
-      c.ready += c.starting;
-      c.starting = 0;
+      const n = Math.min(c.starting, readies(c.starting));
+      c.ready += n;
+      c.starting -= n;
     }
     const s = nextStep(now, budgets, partition);
     for (const r of roles) {
@@ -195,6 +203,50 @@ describe('a whole rollout, step by step', () => {
     expect(dryRun(roleBudgets({ prefill: 2, decode: 7, encode: 2 }, { count: 1 }, { count: 1 })).stuck).toBeUndefined();
     // and a single worker of a role with no surge is refused outright
     expect(caught(() => roleBudgets({ prefill: 1, decode: 3 }, { count: 0 }, { count: 1 })).message).toMatch(/role prefill has 1 replica and max surge 0/);
+  });
+
+  it('1,000 more with slow readiness (a starting worker ready with probability ½ per step) and partitions: each ends with the new pool alone, or paused at its partition with a whole old pool', () => {
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const budget = () => (rand(2) === 0 ? rand(4) : `${[0, 10, 25, 50, 100][rand(5)]}%`);
+    for (let i = 0; i < 1000; i++) {
+      const names = ['prefill', 'decode', 'encode'].slice(0, 1 + rand(3));
+      const d = Object.fromEntries(names.map((r) => [r, 1 + rand(8)]));
+      const [sg, un] = [budget(), budget()];
+      const partition = rand(3) === 0 ? rand(4) : 0;
+      try {
+        assertFeasible(roleBudgets(d, parseBudget(sg, 's'), parseBudget(un, 'u')), partition);
+      } catch {
+        continue;
+      }
+      const readies = (n: number) => {
+        let k = 0;
+        for (let j = 0; j < n; j++) if (rand(2) === 0) k++;
+        return k;
+      };
+      const t = roll({ ...d }, sg, un, partition, readies);
+      const last = t.lines.at(-1) ?? '';
+      const ok = /new share 1\.00$/.test(last) || (partition > 0 && last.startsWith('stopped: paused at the partition'));
+      expect(ok, `${JSON.stringify([d, sg, un, partition])}: ${last}`).toBe(true);
+    }
+  });
+
+  it('review cases: a partition below the roles keeps one of each; failed new workers do not deadlock; several roles never all go dark', () => {
+    const pd = roleBudgets({ prefill: 4, decode: 2 }, { count: 1 }, { count: 0 });
+    expect(dryRun(pd, 1).stuck).toBeUndefined();
+    expect(roll({ prefill: 4, decode: 2 }, 1, 0, 1).lines.at(-1)).toBe('stopped: paused at the partition: 2 old worker(s) left');
+    // a new pool thrown off its ratio (workers that failed and were removed) can still grow
+    const b = roleBudgets({ prefill: 5, decode: 4, encode: 7 }, { count: 1 }, { percent: 25 });
+    const s = nextStep({ prefill: { old: 2, ready: 4, starting: 0 }, decode: { old: 1, ready: 4, starting: 0 }, encode: { old: 4, ready: 2, starting: 0 } }, b);
+    expect(Object.values(s.start).reduce((x, y) => x + y, 0) + Object.values(s.stop).reduce((x, y) => x + y, 0)).toBeGreaterThan(0);
+    // one prefill worker, its replacement still starting: the old pool is not stopped whole, whatever
+    // unavailability the budget allows (without a prefill nothing serves)
+    const one = roleBudgets({ prefill: 1, decode: 4 }, { count: 1 }, { count: 2 });
+    const t = nextStep({ prefill: { old: 1, ready: 0, starting: 1 }, decode: { old: 1, ready: 4, starting: 0 } }, one);
+    expect(t.stop).toEqual({ prefill: 0, decode: 0 });
   });
 
   it('a partition stops with that many old workers left, still serving, and the ratio kept', () => {

@@ -20,7 +20,16 @@ describe('StopStart (fake ports)', () => {
     f.log.length = 0;
     const progress: string[] = [];
     const r = await ss.run(M, 'v2', {}, OPS, (m) => progress.push(m));
-    expect(f.log).toEqual(['hold llama', 'drain llama/v1', 'undrain llama/v1', 'unload llama/v1', 'load llama/v2', 'publish llama v2=1', 'release llama']);
+    expect(f.log).toEqual([
+      'hold llama',
+      'drain llama/v1',
+      'undrain llama/v1',
+      'unload llama/v1',
+      'load llama/v2',
+      'publish llama v2=1',
+      'release llama',
+      'unload llama/v1',
+    ]);
     expect(r).toMatchObject({ model: M, from: 'v1', to: 'v2', freed_gpus: 1, drain: { drained: 0, aborted: 0, elapsed_ms: 0 } });
     expect(r.downtime_ms).toBeGreaterThanOrEqual(r.load_ms);
     expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['retired', 'active']);
@@ -49,10 +58,32 @@ describe('StopStart (fake ports)', () => {
     f.log.length = 0;
     const err = await ss.run(M, 'v2', {}, OPS).catch((e: unknown) => e);
     expect((err as Error).message).toMatch(
-      /failed \(bad weights\) and v1 could not be loaded again either \(GPU fell off the bus\): the model has no version serving$/,
+      /failed \(bad weights\) and v1 could not be put back either \(GPU fell off the bus\): the model has no version serving$/,
     );
     expect(f.log.at(-1)).toBe('release llama');
     expect(f.eventKinds('error')).toHaveLength(1);
+  });
+
+  it('a failure before anything stopped (the drain): the old version stays active and serving, its route untouched', async () => {
+    const { f } = await world();
+    const ports = f.ports();
+    const failing = new StopStart({ ...ports, routes: { ...ports.routes, drain: () => Promise.reject(new Error('drain lost its way')) } });
+    f.log.length = 0;
+    const err = await failing.run(M, 'v2', {}, OPS).catch((e: unknown) => e);
+    expect((err as Error).message).toBe('stop-start of llama to v2 failed (drain lost its way); v1 was never stopped and serves as before');
+    expect(f.log).toEqual(['hold llama', 'undrain llama/v1', 'release llama']);
+    expect(await status(f, 'v1')).toBe('active');
+    expect(f.weights(M)).toEqual({ v1: 1 });
+  });
+
+  it('refuses a model with a rollout in progress (a canary owns its traffic)', async () => {
+    const { f } = await world();
+    const ports = f.ports();
+    const busy = new StopStart({ ...ports, rollouts: { ...ports.rollouts, inProgress: () => Promise.resolve({ id: 'r1', kind: 'canary' }) } });
+    await expect(busy.run(M, 'v2', {}, OPS)).rejects.toMatchObject({
+      code: 'rollout_in_progress',
+      message: expect.stringContaining('a canary in progress (r1)') as unknown,
+    });
   });
 
   it('refuses what it cannot do, changing nothing', async () => {
