@@ -90,15 +90,24 @@ describe('stop-start', () => {
     expect(after).toMatchObject({ ok: true, version: 'v2' });
   }, 60_000);
 
-  it('from the CLI: progress on stderr, the downtime in the result line; bad flags are usage errors', async () => {
+  it("from the CLI: progress on stderr, the downtime in the result line (against glidepath plan's estimate); bad flags are usage errors", async () => {
     const up = file.current();
     const env = { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token };
-    const r = await gp(['rollout', 'stop-start', '--to', 'v1'], env);
+    const plan = await up.ok<{ rows: { strategy: string; downtime_ms: number }[] }>('GET', `/models/${MODEL}/plan?to=v1`);
+    const planned = plan.rows.find((row) => row.strategy === 'stop-start')?.downtime_ms ?? NaN;
+    const r = await gp(['rollout', 'stop-start', '--to', 'v1', '-o', 'json'], env);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(
-      /^Stop-start chat: v2 → v1 with [\d.]+ m?s of downtime \(new requests held; v1 loaded in [\d.]+ m?s on 1 freed GPU\(s\); \d+ drained, 0 aborted\)\n$/,
+    const measured = (r.json as { downtime_ms: number }).downtime_ms;
+    // v1's load was measured when `up` started it: the plan's estimate is that load, the stop-start adds its drain and unload
+    console.log(`stop-start e2e: glidepath plan estimated ${Math.round(planned)} ms of downtime for v2 → v1; measured ${Math.round(measured)} ms`);
+    expect(measured).toBeGreaterThan(planned * 0.5);
+    expect(measured).toBeLessThan(planned * 2 + 500);
+    const human = await gp(['rollout', 'stop-start', '--to', 'v2'], env);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(
+      /^Stop-start chat: v1 → v2 with [\d.]+ m?s of downtime \(new requests held; v2 loaded in [\d.]+ m?s on 1 freed GPU\(s\); \d+ drained, 0 aborted\)\n$/,
     );
-    expect(r.stderr).toMatch(/new requests held; draining v2/);
+    expect(human.stderr).toMatch(/new requests held; draining v1/);
     const bad = await gp(['rollout', 'stop-start', '--to', 'v2', '--drain-timeout', 'soon'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--drain-timeout: expected a positive number of milliseconds up to a day \(86400000\), got "soon"/);
