@@ -6,6 +6,7 @@ import type { Migration } from './migration.js';
 import type { Worker } from './pool.js';
 import type { RequestTimer } from './request-timer.js';
 import { sseErrorEvent } from './sse.js';
+import { sendError } from './respond.js';
 import type { GlidepathError } from '../errors.js';
 
 /** The request a downstream belongs to: whether a worker's controller is still the one it streams from. */
@@ -63,6 +64,12 @@ export class Downstream {
     if (this.res.destroyed) return;
     const why = notResumed === undefined || this.migration === undefined ? '' : ` (not resumed: ${notResumed})`;
     this.res.end(sseErrorEvent(err.message + why, err.code));
+  }
+
+  /** The gateway's own error answer, before anything was sent, naming the worker that was tried (if any). */
+  sendError(err: GlidepathError, w: Worker | undefined): void {
+    if (this.started || this.res.destroyed) return;
+    sendError(this.res, err, w === undefined ? {} : { 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
   }
 
   /** A whole answer (non-streaming, or an error status), with its headers. */

@@ -6,9 +6,8 @@ import { recordOf } from './proxy-context.js';
 import type { Attempted, ProxyContext } from './proxy-context.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
-import { UnavailableError, UpstreamError } from '../errors.js';
+import { UpstreamError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
-import { sendError } from './respond.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Admission } from './admission.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
@@ -20,8 +19,8 @@ import { Migration } from './migration.js';
 import { Downstream } from './downstream.js';
 import type { StreamSource } from './migration.js';
 import type { ResponseTap } from './tap.js';
-import { DEFAULTS } from '../defaults.js';
-import { AbortReason, abortError, connectFailure, errText, localResourceError, queueError } from './upstream-failure.js';
+import { Attempts } from './attempts.js';
+import { AbortReason, abortError, connectFailure, errText, localResourceError, malformedStream, noWorkerLeft, queueError } from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
 
 export type { ProxyContext } from './proxy-context.js';
@@ -29,10 +28,8 @@ export type { ProxyContext } from './proxy-context.js';
 type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
 
 export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
-  // read by recordOf (Attempted); written only here
-  worker: Worker | undefined;
-  private tried: Set<Worker> | undefined;
-  attempts = 0;
+  /** The worker it holds now, those it tried, how many attempts (attempts.ts). */
+  private readonly tries: Attempts;
   private controller: UpstreamController | undefined;
   private phase: Phase = 'waiting';
   private status = 0;
@@ -47,8 +44,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private abortKind: AbortKind | undefined;
   private lastError: GlidepathError | undefined;
   private finished = false;
-  /** True while `worker.outstanding` counts this request. */
-  private holding = false;
   /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
   private capture: ResponseCapture | undefined;
   /** What goes to the worker: the client's body, or a broken stream's continuation. */
@@ -70,10 +65,20 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     private readonly front?: FrontRequest | undefined,
   ) {
     this.body = req.raw;
+    this.tries = new Attempts(ctx.picker, pool);
     this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
       if (!this.finished) this.abort(kind);
     });
     this.down = new Downstream(res, this.timer, this);
+  }
+
+  // read by recordOf (Attempted)
+  get worker(): Worker | undefined {
+    return this.tries.worker;
+  }
+
+  get attempts(): number {
+    return this.tries.count;
   }
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
@@ -98,7 +103,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   /** Abortable: its worker was taken out of rotation; before the first byte the request moves to another worker. */
   takeOff(w: Worker): boolean {
-    if (this.finished || this.worker !== w || !this.holding) return false;
+    if (this.finished || !this.tries.holds(w)) return false;
     this.abort('unhealthy');
     return true;
   }
@@ -126,14 +131,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   private attempt(): void {
-    const now = Date.now();
-    const w = this.ctx.picker.pick(this.pool.candidates, now, this.tried);
+    const w = this.tries.next();
     if (w === undefined) {
-      const err =
-        this.lastError ??
-        new UnavailableError('no_healthy_workers', `no healthy worker for ${this.pool.model} version ${this.pool.version}`, {
-          retryAfterS: DEFAULTS.gateway.retryAfterS,
-        });
+      const err = noWorkerLeft(this.lastError, this.failed);
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
       if (this.down.started)
         this.endBroken(
@@ -143,22 +143,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       else this.fail(err);
       return;
     }
-    this.worker = w;
-    this.attempts++;
-    w.outstanding++;
-    this.holding = true;
     this.phase = 'waiting';
     this.status = 0;
     this.controller = undefined;
     // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
     w.upstream.dispatch(this.path, this.req.stream, this.body, this);
-  }
-
-  private releaseWorker(): void {
-    if (this.holding && this.worker) {
-      this.worker.outstanding--;
-      this.holding = false;
-    }
   }
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
@@ -168,7 +157,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     this.blame(err.code);
-    this.releaseWorker();
+    this.tries.release();
     this.lastError = err;
     if (this.res.destroyed) {
       // the client left while another abort (a timeout) was pending, which hid its own: nobody
@@ -177,7 +166,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     if (this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
-      (this.tried ??= new Set()).add(this.worker as Worker);
+      this.tries.exclude();
       this.pool.telemetry.metrics.retries.inc();
       this.attempt();
       return;
@@ -243,7 +232,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       if (out.length > 0) this.down.forward(controller, out);
       if (!ok) {
         this.cutOff(controller);
-        this.broke(this.malformed(src.malformed));
+        this.broke(malformedStream(this.worker?.id ?? '?', src.malformed));
       }
     } else if (!(this.answer as BufferedAnswer).push(chunk)) {
       // stopped without hearing of it: a continuation's failure may already have moved to another worker
@@ -265,7 +254,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     const w = this.worker as Worker;
     w.succeeded();
     if (this.phase === 'streaming') {
-      this.releaseWorker();
+      this.tries.release();
       this.endStream(w, tail);
       return;
     }
@@ -276,7 +265,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     }
     if (this.down.started) {
       // a broken stream's continuation, answered with an error: another worker may take a 5xx; a 4xx is the engine refusing to continue
-      this.releaseWorker();
+      this.tries.release();
       const answer = body.toString('utf8', 0, Math.min(body.length, 300));
       if (this.status >= 500) this.broke(new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status} to the continuation: ${answer}`));
       else this.endBroken(new UpstreamError('upstream_resume_refused', `worker ${w.id} refused to continue the stream (${this.status}): ${answer}`));
@@ -290,12 +279,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       }
       // out of retries: pass the worker's own 5xx answer through
       this.blame('upstream_error');
-      this.releaseWorker();
+      this.tries.release();
       this.down.sendAnswer(w, this.status, this.contentType, body);
       this.finish(this.status, 'upstream_error', NaN, 0, 0);
       return;
     }
-    this.releaseWorker();
+    this.tries.release();
     // buffered (non-streaming or 4xx)
     if (this.status === 200) {
       const usage = usageOf(body);
@@ -319,12 +308,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.timer.stop();
     const kind = err instanceof AbortReason ? err.kind : this.abortKind;
     if (kind === 'client' || kind === 'send_timeout') {
-      this.releaseWorker();
+      this.tries.release();
       this.finishStream(499, kind === 'client' ? 'client_closed' : 'client_send_timeout');
       return;
     }
     if (kind === 'drain') {
-      this.releaseWorker();
+      this.tries.release();
       this.ctx.metrics.drainAborted.labels(this.pool.model, this.pool.version).inc();
       this.fail(this.abortError('drain'));
       return;
@@ -340,7 +329,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     if (err instanceof LocalResourceError) {
-      this.releaseWorker();
+      this.tries.release();
       this.fail(localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
       return;
     }
@@ -363,14 +352,12 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
    * the pool that has room, without spending a retry; a timed-out wait is answered 503.
    */
   private queueRefused(err: WorkerQueueError): void {
-    const w = this.worker as Worker;
-    this.releaseWorker();
+    this.tries.release();
     const e = queueError(err, this.failed);
     if (err.reason !== 'timeout') {
       // full, or its worker removed: another worker of the pool may take it, no retry spent
       if (err.queuedMs > 0) this.waited(err.queuedMs);
-      (this.tried ??= new Set()).add(w);
-      this.attempts--;
+      this.tries.exclude(true);
       // reported only when no other worker can take the request either (see attempt)
       this.lastError = e;
       this.attempt();
@@ -382,10 +369,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   // ---- endings ----------------------------------------------------------------------------
-
-  private malformed(what: string | undefined): GlidepathError {
-    return new UpstreamError('upstream_malformed_stream', `worker ${this.worker?.id ?? '?'} sent ${what ?? 'a malformed event'}`);
-  }
 
   /** Stop the worker's request without hearing of it (onResponseError is called synchronously from abort). */
   private detaching = false;
@@ -419,7 +402,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     this.down.writeLast(out);
-    this.broke(ok ? new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`) : this.malformed(src.malformed));
+    this.broke(
+      ok ? new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`) : malformedStream(this.worker?.id ?? '?', src.malformed),
+    );
   }
 
   /** Send the stream's headers once, when its first bytes (or its end) reach the client; with resumption on, its migration state starts there. */
@@ -441,7 +426,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (this.finished) return;
     this.timer.stop();
     this.blame(err.code);
-    this.releaseWorker();
+    this.tries.release();
     const m = this.down.migration;
     if (m === undefined || this.res.destroyed) {
       this.endBroken(err);
@@ -457,7 +442,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.finishStream(200, undefined);
       return;
     }
-    (this.tried ??= new Set()).add(this.worker as Worker);
+    this.tries.exclude();
     // with no worker left, the client is told of this break
     this.lastError = err;
     this.body = next.body;
@@ -480,14 +465,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     this.timer.stop();
-    if (!this.down.started && !this.res.destroyed) {
-      const extra: Record<string, string> = {};
-      if (this.worker) {
-        extra['x-glidepath-version'] = this.worker.headers.version;
-        extra['x-glidepath-worker'] = this.worker.headers.worker;
-      }
-      sendError(this.res, err, extra);
-    }
+    this.down.sendError(err, this.worker);
     this.finish(err.status, err.code, NaN, 0, 0);
   }
 
@@ -505,7 +483,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.finished = true;
     this.timer.stop();
     this.down.migration?.log.release();
-    this.releaseWorker();
+    this.tries.release();
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
     this.ctx.telemetry.record(this.pool.telemetry, recordOf(this, status, errorCode, latency, promptTokens, completionTokens));

@@ -123,6 +123,18 @@ export function connectFailure(err: Error, status: number, w: Worker, f: FailedR
 }
 
 /** An errno error as `CODE: message`. */
+/** No worker of the version left to try: the last attempt's error, else `no_healthy_workers`. */
+export function noWorkerLeft(last: GlidepathError | undefined, f: FailedRequest): GlidepathError {
+  return (
+    last ?? new UnavailableError('no_healthy_workers', `no healthy worker for ${f.model} version ${f.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS })
+  );
+}
+
+/** A stream the worker broke with an event that is not SSE (or a malformed one). */
+export function malformedStream(workerId: string, what: string | undefined): UpstreamError {
+  return new UpstreamError('upstream_malformed_stream', `worker ${workerId} sent ${what ?? 'a malformed event'}`);
+}
+
 export function errText(err: Error): string {
   const code = (err as NodeJS.ErrnoException).code;
   return code ? `${code}: ${err.message}` : err.message;
