@@ -380,8 +380,11 @@ export class WorkerManager {
   /** Stop every worker of a version, free its GPUs and drop it from the data plane; returns the GPUs freed. */
   async unloadVersion(model: string, version: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<number> {
     const freed = await this.stopVersion(model, version, graceMs);
-    // a version the data plane never knew (never loaded) is fine: nothing to remove
-    await this.dp.removeVersion(model, version).catch(() => undefined);
+    // never known to the data plane: nothing to remove; still named by the route (a stop-start routes
+    // away later): its pool stays, emptied, so that nothing is sent to the stopped workers
+    await this.dp.removeVersion(model, version).catch(() => {
+      if (this.dp.models.get(model)?.pools.has(version)) this.dp.setWorkers(model, version, []);
+    });
     return freed;
   }
 

@@ -95,18 +95,20 @@ export class Admission {
    */
   admit(req: FrontRequest, parsed: ParsedRequest): ParsedRequest {
     const level = this.level;
+    // level 1 refuses and caps nothing (its fewer slots are the workers' business)
+    if (level < 2) return parsed;
     const retryAfterS = G.shedRetryAfterS;
     const ratio = this.ratio.toFixed(2);
+    const tier = this.tiers.of(req);
     if (level >= 4) {
-      this.metrics.shed.labels(this.model, this.tiers.of(req).name, 'level_4').inc();
+      this.metrics.shed.labels(this.model, tier.name, 'level_4').inc();
       throw new UnavailableError(
         'degraded_unavailable',
         `model ${this.model} is at degradation level 4 (capacity ${ratio} of what it must serve): no new requests until workers come back`,
         { retryAfterS },
       );
     }
-    const tier = this.tiers.of(req);
-    if (level >= 2 && tier.lowest && tier.rank > 0) {
+    if (tier.lowest && tier.rank > 0) {
       this.metrics.shed.labels(this.model, tier.name, `level_${level}`).inc();
       throw new TooManyRequestsError(
         'tier_shed',

@@ -18,6 +18,8 @@ export class TierPolicy {
   private readonly ranks = new Map<string, Tier>();
   private readonly trusted = new BlockList();
   private readonly header: string | undefined;
+  /** Requests already placed (weakly held: gone with the request). */
+  private readonly seen = new WeakMap<FrontRequest, Tier>();
 
   constructor(private readonly s: TierConfig) {
     s.order.forEach((name, rank) => this.ranks.set(name, { name, rank, lowest: rank === s.order.length - 1 }));
@@ -30,8 +32,17 @@ export class TierPolicy {
     }
   }
 
-  /** The tier of `req`: its API key's, else the trusted header's, else the default. */
+  /**
+   * The tier of `req`: its API key's, else the trusted header's, else the default. Looked up once
+   * per request (a degraded level's admission and a wait for a worker both ask).
+   */
   of(req: FrontRequest): Tier {
+    let t = this.seen.get(req);
+    if (t === undefined) this.seen.set(req, (t = this.lookup(req)));
+    return t;
+  }
+
+  private lookup(req: FrontRequest): Tier {
     const auth = req.headers.authorization;
     if (auth !== undefined && this.s.keys.size > 0 && auth.startsWith('Bearer ')) {
       const t = this.s.keys.get(createHash('sha256').update(auth.slice(7).trim()).digest('hex'));
@@ -45,11 +56,6 @@ export class TierPolicy {
       }
     }
     return this.ranks.get(this.s.default) as Tier;
-  }
-
-  /** The tier a name stands for (config checks make every name known). */
-  named(name: string): Tier | undefined {
-    return this.ranks.get(name);
   }
 
   private isTrusted(addr: string): boolean {

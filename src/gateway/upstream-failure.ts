@@ -122,7 +122,6 @@ export function connectFailure(err: Error, status: number, w: Worker, f: FailedR
   return new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`);
 }
 
-/** An errno error as `CODE: message`. */
 /** No worker of the version left to try: the last attempt's error, else `no_healthy_workers`. */
 export function noWorkerLeft(last: GlidepathError | undefined, f: FailedRequest): GlidepathError {
   return (
@@ -135,6 +134,7 @@ export function malformedStream(workerId: string, what: string | undefined): Ups
   return new UpstreamError('upstream_malformed_stream', `worker ${workerId} sent ${what ?? 'a malformed event'}`);
 }
 
+/** An errno error as `CODE: message`. */
 export function errText(err: Error): string {
   const code = (err as NodeJS.ErrnoException).code;
   return code ? `${code}: ${err.message}` : err.message;

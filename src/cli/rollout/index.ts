@@ -1,17 +1,10 @@
 // `glidepath rollout stop-start --to V`: replace the active version without spare GPUs (stop it, start
 // the new one on its GPUs; the old one back if the new one fails), showing progress and the downtime.
 import type { Command } from 'commander';
-import { err, fmtMs, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { err, fmtMs, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
-import { UsageError, printJson } from '../output.js';
+import { printJson } from '../output.js';
 import type { StopStartView } from '../../api/types.js';
-
-function positiveMs(flag: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^[1-9]\d*$/.test(v) || Number(v) > 86_400_000)
-    throw new UsageError(`${flag}: expected a positive number of milliseconds up to a day (86400000), got ${JSON.stringify(v)}`);
-  return Number(v);
-}
 
 export function register(program: Command): void {
   const rollout = program.command('rollout').description('update strategies beyond blue-green and canary (docs/rolling.md)');
@@ -28,7 +21,7 @@ export function register(program: Command): void {
   ).action(async (o: CommonOptions & { to: string; drainTimeout?: string; quiet?: boolean }) => {
     const s = session(o);
     const to = textFlag('--to', o.to) as string;
-    const drainTimeoutMs = positiveMs('--drain-timeout', o.drainTimeout);
+    const drainTimeoutMs = intFlag('--drain-timeout', o.drainTimeout);
     const model = await resolveModel(s, o.model);
     const t0 = Date.now();
     const r = await s.client.stream<StopStartView>(

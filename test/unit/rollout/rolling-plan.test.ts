@@ -134,6 +134,39 @@ function roll(
   throw new Error(`never finished:\n${lines.join('\n')}`);
 }
 
+interface RandomUpdate {
+  desired: Record<string, number>;
+  surge: string | number;
+  unavailable: string | number;
+  /** The generator's next draw below n (for what a test adds: readiness, a partition). */
+  rand: (n: number) => number;
+}
+
+/** `n` seeded random fleets (one to three roles of 1–8 replicas) and budgets (counts 0–3, or 0–100 %). */
+function* randomUpdates(seed: number, n: number): Generator<RandomUpdate> {
+  let x = seed;
+  const rand = (k: number) => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return (x >>> 8) % k;
+  };
+  const budget = () => (rand(2) === 0 ? rand(4) : `${[0, 10, 25, 50, 100][rand(5)]}%`);
+  for (let i = 0; i < n; i++) {
+    const names = ['prefill', 'decode', 'encode'].slice(0, 1 + rand(3));
+    yield { desired: Object.fromEntries(names.map((r) => [r, 1 + rand(8)])), surge: budget(), unavailable: budget(), rand };
+  }
+}
+
+/** Why the update is refused up front (always `invalid_rollout`: never half-way), or undefined when it may run. */
+function refusal(c: RandomUpdate, partition = 0): string | undefined {
+  try {
+    assertFeasible(roleBudgets(c.desired, parseBudget(c.surge, 'surge'), parseBudget(c.unavailable, 'unavailable')), partition);
+    return undefined;
+  } catch (err) {
+    expect((err as GlidepathError).code).toBe('invalid_rollout');
+    return (err as Error).message;
+  }
+}
+
 describe('a whole rollout, step by step', () => {
   it('4 prefill + 2 decode, surge 1, unavailable 0 (the defaults): capacity never drops, the ratio is kept, it ends with the new pool alone', () => {
     const t = roll({ prefill: 4, decode: 2 }, 1, 0);
@@ -162,33 +195,20 @@ describe('a whole rollout, step by step', () => {
   });
 
   it('1000 seeded random fleets and budgets: every rollout ends with the new pool alone, the invariants held at every step', () => {
-    let seed = 42;
-    const rand = (n: number) => {
-      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-      return (seed >>> 8) % n;
-    };
-    const budget = () => (rand(2) === 0 ? rand(4) : `${[0, 10, 25, 50, 100][rand(5)]}%`);
     let ran = 0;
     let stuck = 0;
-    for (let i = 0; i < 1000; i++) {
-      const names = ['prefill', 'decode', 'encode'].slice(0, 1 + rand(3));
-      const d = Object.fromEntries(names.map((r) => [r, 1 + rand(8)]));
-      const [sg, un] = [budget(), budget()];
-      let budgets: ReturnType<typeof roleBudgets>;
-      try {
-        budgets = roleBudgets(d, parseBudget(sg, 's'), parseBudget(un, 'u'));
-        assertFeasible(budgets);
-      } catch (err) {
-        // refused up front (both 0 for a role, or a plan that would get stuck): never half-way
-        expect((err as GlidepathError).code).toBe('invalid_rollout');
-        if ((err as Error).message.includes('would get stuck')) stuck++;
+    for (const c of randomUpdates(42, 1000)) {
+      const refused = refusal(c);
+      if (refused !== undefined) {
+        if (refused.includes('would get stuck')) stuck++;
         continue;
       }
-      const t = roll(d, sg, un);
-      expect(t.lines.at(-1), JSON.stringify([d, sg, un])).toMatch(/new share 1\.00$/);
+      const t = roll(c.desired, c.surge, c.unavailable);
+      expect(t.lines.at(-1), JSON.stringify(c)).toMatch(/new share 1\.00$/);
       ran++;
     }
     // the plans refused as stuck are few: what surge 0 with small roles beside a large one cannot do
+    expect(ran).toBeGreaterThan(500);
     expect(ran).toBeGreaterThan(20 * stuck);
   });
 
@@ -206,32 +226,22 @@ describe('a whole rollout, step by step', () => {
   });
 
   it('1,000 more with slow readiness (a starting worker ready with probability ½ per step) and partitions: each ends with the new pool alone, or paused at its partition with a whole old pool', () => {
-    let seed = 7;
-    const rand = (n: number) => {
-      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-      return (seed >>> 8) % n;
-    };
-    const budget = () => (rand(2) === 0 ? rand(4) : `${[0, 10, 25, 50, 100][rand(5)]}%`);
-    for (let i = 0; i < 1000; i++) {
-      const names = ['prefill', 'decode', 'encode'].slice(0, 1 + rand(3));
-      const d = Object.fromEntries(names.map((r) => [r, 1 + rand(8)]));
-      const [sg, un] = [budget(), budget()];
-      const partition = rand(3) === 0 ? rand(4) : 0;
-      try {
-        assertFeasible(roleBudgets(d, parseBudget(sg, 's'), parseBudget(un, 'u')), partition);
-      } catch {
-        continue;
-      }
+    let ran = 0;
+    for (const c of randomUpdates(7, 1000)) {
+      const partition = c.rand(3) === 0 ? c.rand(4) : 0;
+      if (refusal(c, partition) !== undefined) continue;
       const readies = (n: number) => {
         let k = 0;
-        for (let j = 0; j < n; j++) if (rand(2) === 0) k++;
+        for (let j = 0; j < n; j++) if (c.rand(2) === 0) k++;
         return k;
       };
-      const t = roll({ ...d }, sg, un, partition, readies);
+      const t = roll(c.desired, c.surge, c.unavailable, partition, readies);
       const last = t.lines.at(-1) ?? '';
       const ok = /new share 1\.00$/.test(last) || (partition > 0 && last.startsWith('stopped: paused at the partition'));
-      expect(ok, `${JSON.stringify([d, sg, un, partition])}: ${last}`).toBe(true);
+      expect(ok, `${JSON.stringify([c, partition])}: ${last}`).toBe(true);
+      ran++;
     }
+    expect(ran).toBeGreaterThan(500);
   });
 
   it('review cases: a partition below the roles keeps one of each; failed new workers do not deadlock; several roles never all go dark', () => {
