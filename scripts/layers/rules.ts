@@ -43,6 +43,12 @@ export const RULES: readonly Rule[] = [
     why: 'the simulator is a separate engine (its own process): it imports no feature module, only the foundation and the Prometheus helpers',
   },
   {
+    id: 'engine-stands-alone',
+    files: ['engine'],
+    mayImportOnly: ['engine', 'sim', 'config', 'http', 'telemetry/prom.ts', ...FOUNDATION],
+    why: 'the llama.cpp engine is a separate engine (its own process) like the simulator, whose request parsing, errors and metrics it shares',
+  },
+  {
     id: 'data-plane-stands-alone',
     files: ['gateway'],
     mayNotImport: ['rollout', 'analysis', 'control', 'api', 'store', 'cli'],
@@ -71,9 +77,9 @@ export const RULES: readonly Rule[] = [
   {
     id: 'engine-admin-in-providers',
     files: ['*'],
-    except: ['providers', 'sim'],
+    except: ['providers', 'sim', 'engine'],
     mayNotMention: [ENGINE_ADMIN],
-    why: "only providers talk to an engine's admin endpoints (the simulator serves them)",
+    why: "only providers talk to an engine's admin endpoints (the simulator and the llama.cpp engine serve them)",
   },
 ];
 

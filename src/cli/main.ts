@@ -9,7 +9,7 @@ program.name('glidepath').description('Safe model updates for LLM inference flee
 
 // the first argument that is not an option names the verb (`glidepath swap --confirm`)
 const verb = process.argv.slice(2).find((a) => !a.startsWith('-'));
-onOutputClosed(verb === 'up' || verb === 'sim' ? 'keep-running' : 'exit');
+onOutputClosed(verb === 'up' || verb === 'sim' || verb === 'engine' ? 'keep-running' : 'exit');
 await registerVerbs(program, verb);
 
 try {

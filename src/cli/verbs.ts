@@ -9,6 +9,7 @@ type VerbModule = { register(program: Command): void };
 const VERBS: Record<string, () => Promise<VerbModule>> = {
   config: () => import('./config/index.js'),
   sim: () => import('./sim/index.js'),
+  engine: () => import('./engine/index.js'),
   up: () => import('./up/index.js'),
   status: () => import('./status/index.js'),
   version: () => import('./version/index.js'),

@@ -70,4 +70,17 @@ export const SIM = {
     /** Encoded token literals kept for reuse; the vocabulary is a few hundred words, so this is only a bound. */
     jsonCacheMax: 4_096,
   },
+  /** The llama.cpp engine on the CPU (`glidepath engine`, src/engine/). */
+  engine: {
+    /** Sequences generated at once: llama.cpp batches them; on a few CPU cores more only slows each. */
+    maxNumSeqs: 4,
+    /** Requests waiting for a sequence; past it 503 queue_full (a gateway in front queues itself). */
+    maxWaitingRequests: 256,
+    /** The most alternatives per token (vLLM's --max-logprobs default). */
+    maxLogprobs: 20,
+    /** max_tokens of a completion that names none: OpenAI's and vLLM's 16. */
+    defaultCompletionTokens: 16,
+    /** The context per sequence when the model's own is larger (memory: a CPU machine is not a GPU). */
+    maxContextSize: 4096,
+  },
 } as const;

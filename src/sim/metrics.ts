@@ -36,7 +36,11 @@ export class SimMetrics {
   /** Label objects per finish reason, built once (this runs per request). */
   private readonly reasonLabels = new Map<string, { model_name: string; finished_reason: string }>();
 
-  constructor(model: string, version: string, seed: number, state: EngineState) {
+  /**
+   * `identity`: which engine this is; the llama.cpp engine (src/engine/) shares these metrics under
+   * its own identity gauge and without the fault counters (it injects none).
+   */
+  constructor(model: string, version: string, seed: number, state: EngineState, identity: 'sim' | 'llama.cpp' = 'sim') {
     const r = this.registry;
     const l = (this.l = { model_name: model });
     const gauge = (name: string, help: string, get: () => number) =>
@@ -96,18 +100,28 @@ export class SimMetrics {
       name: 'glidepath_sim_faults_injected_total',
       help: 'Faults the simulator injected on purpose, by kind.',
       labelNames: ['model_name', 'kind'],
-      registers: [r],
+      registers: identity === 'sim' ? [r] : [],
     });
     for (const kind of FAULT_KINDS) this.faults.inc({ ...l, kind }, 0);
     this.promptTokens.inc(l, 0);
     this.genTokens.inc(l, 0);
-    new Gauge({
-      name: 'glidepath_sim_info',
-      help: 'Simulator identity (value is always 1).',
-      labelNames: ['model_name', 'version', 'seed'],
-      registers: [r],
-    }).set({ ...l, version, seed: String(seed) }, 1);
-    gauge('glidepath_sim_sleep_level', 'Sleep level of the simulated engine (0 = awake).', () => state.sleepLevel());
+    if (identity === 'sim') {
+      new Gauge({
+        name: 'glidepath_sim_info',
+        help: 'Simulator identity (value is always 1).',
+        labelNames: ['model_name', 'version', 'seed'],
+        registers: [r],
+      }).set({ ...l, version, seed: String(seed) }, 1);
+      gauge('glidepath_sim_sleep_level', 'Sleep level of the simulated engine (0 = awake).', () => state.sleepLevel());
+    } else {
+      new Gauge({
+        name: 'glidepath_engine_info',
+        help: 'Engine identity (value is always 1).',
+        labelNames: ['model_name', 'version', 'engine'],
+        registers: [r],
+      }).set({ ...l, version, engine: identity }, 1);
+      gauge('glidepath_engine_sleep_level', 'Sleep level of the engine (0 = awake; asleep, the model is unloaded).', () => state.sleepLevel());
+    }
   }
 
   firstToken(ttftS: number, queueS: number, promptTokens: number): void {

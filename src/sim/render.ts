@@ -20,11 +20,11 @@ export interface RenderContext {
 
 const utf8 = (s: string): number[] => [...Buffer.from(s, 'utf8')];
 
-function chatLp(token: string, logprob: number, top: TopLogprob[]): object {
+export function chatLp(token: string, logprob: number, top: TopLogprob[]): object {
   return { token, logprob, bytes: utf8(token), top_logprobs: top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: utf8(t.token) })) };
 }
 
-function complTop(token: string, logprob: number, top: TopLogprob[]): Record<string, number> {
+export function complTop(token: string, logprob: number, top: TopLogprob[]): Record<string, number> {
   const d: Record<string, number> = {};
   for (const t of top) d[t.token] = t.logprob;
   d[token] = logprob;

@@ -22,6 +22,7 @@ const common = {
   ignore_eos: z.boolean().nullish(),
   /** Disaggregated serving's handshake (vLLM's NIXL connector; read by disagg.ts). */
   kv_transfer_params: z.record(z.string(), z.unknown()).nullish(),
+  return_token_ids: z.boolean().nullish(),
 };
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -73,7 +74,22 @@ export interface InferenceRequest {
   topLogprobs: number;
   /** Disaggregated serving: which leg this is, and where its blocks are (null: a whole request). */
   kvTransfer: KvTransfer | null;
+  /** A completion's prompt as token ids (null: text; only an engine with a tokenizer takes ids). */
+  promptIds: number[] | null;
+  /** Chat: the template's generation prompt is added / the last message is continued (vLLM's fields). */
+  addGenerationPrompt: boolean;
+  continueFinal: boolean;
+  /** vLLM's `return_token_ids`: the answer carries the prompt's and the generated tokens' ids. */
+  returnTokenIds: boolean;
 }
+
+/** Who answers (named in refusals) and whether its prompts may be token ids. */
+export interface ParseOptions {
+  engine: string;
+  tokenIds: boolean;
+}
+
+const SIM_PARSE: ParseOptions = { engine: 'the simulator', tokenIds: false };
 
 function parse<T>(schema: z.ZodType<T>, body: unknown): T {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -88,9 +104,10 @@ function checkCommon(
   b: { n?: number | null | undefined; max_tokens?: number | null | undefined; stream?: boolean | null | undefined; stream_options?: object | null | undefined },
   maxLogprobs: number,
   top: number,
+  engine: string,
 ): void {
   if (b.stream_options && !b.stream) throw new BadRequestError('invalid_request', 'Stream options can only be defined when `stream=True`.');
-  if (b.n !== undefined && b.n !== null && b.n !== 1) throw new BadRequestError('invalid_request', `n: the simulator supports n = 1 only, got ${b.n}`);
+  if (b.n !== undefined && b.n !== null && b.n !== 1) throw new BadRequestError('invalid_request', `n: ${engine} supports n = 1 only, got ${b.n}`);
   if (b.max_tokens !== undefined && b.max_tokens !== null && b.max_tokens < 1) {
     throw new BadRequestError('invalid_request', `max_tokens must be at least 1, got ${b.max_tokens}.`);
   }
@@ -132,7 +149,18 @@ function sampling(
   top: number,
 ): Pick<
   InferenceRequest,
-  'stream' | 'includeUsage' | 'continuousUsage' | 'maxTokens' | 'minTokens' | 'ignoreEos' | 'temperature' | 'seed' | 'stop' | 'topLogprobs' | 'kvTransfer'
+  | 'stream'
+  | 'includeUsage'
+  | 'continuousUsage'
+  | 'maxTokens'
+  | 'minTokens'
+  | 'ignoreEos'
+  | 'temperature'
+  | 'seed'
+  | 'stop'
+  | 'topLogprobs'
+  | 'kvTransfer'
+  | 'returnTokenIds'
 > {
   return {
     stream: b.stream ?? false,
@@ -146,17 +174,18 @@ function sampling(
     stop: stops(b.stop),
     topLogprobs: top,
     kvTransfer: readKvTransfer(b.kv_transfer_params),
+    returnTokenIds: b.return_token_ids ?? false,
   };
 }
 
-export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest {
+export function parseChat(body: unknown, maxLogprobs: number, o: ParseOptions = SIM_PARSE): InferenceRequest {
   const b = parse(chatSchema, body);
   const top = b.logprobs ? (b.top_logprobs ?? 0) : -1;
   if (!b.logprobs && b.top_logprobs !== undefined && b.top_logprobs !== null && b.top_logprobs > 0) {
     throw new BadRequestError('invalid_request', 'top_logprobs requires logprobs to be true');
   }
   const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? null;
-  checkCommon({ n: b.n, max_tokens: maxTokens, stream: b.stream, stream_options: b.stream_options }, maxLogprobs, top);
+  checkCommon({ n: b.n, max_tokens: maxTokens, stream: b.stream, stream_options: b.stream_options }, maxLogprobs, top, o.engine);
   const cont = b.continue_final_message ?? false;
   const addGen = b.add_generation_prompt ?? true;
   if (cont && addGen) {
@@ -167,24 +196,33 @@ export function parseChat(body: unknown, maxLogprobs: number): InferenceRequest 
     model: b.model,
     prompt: renderChat(b.messages, addGen, cont),
     messages: b.messages,
+    promptIds: null,
+    addGenerationPrompt: addGen,
+    continueFinal: cont,
     ...sampling(b, maxTokens, top),
   };
 }
 
-export function parseCompletion(body: unknown, maxLogprobs: number): InferenceRequest {
+export function parseCompletion(body: unknown, maxLogprobs: number, o: ParseOptions = SIM_PARSE): InferenceRequest {
   const b = parse(completionSchema, body);
   const top = b.logprobs ?? -1;
-  checkCommon(b, maxLogprobs, top);
-  if (b.echo) throw new BadRequestError('invalid_request', 'echo: the simulator does not support echo');
-  let prompt: string;
+  checkCommon(b, maxLogprobs, top, o.engine);
+  if (b.echo) throw new BadRequestError('invalid_request', `echo: ${o.engine} does not support echo`);
+  let prompt = '';
+  let promptIds: number[] | null = null;
   if (typeof b.prompt === 'string') prompt = b.prompt;
   else if (b.prompt.length === 1 && typeof b.prompt[0] === 'string') prompt = b.prompt[0];
-  else throw new BadRequestError('invalid_request', 'prompt: token-id prompts are not supported by the simulator; send text');
+  else if (!o.tokenIds) throw new BadRequestError('invalid_request', `prompt: token-id prompts are not supported by ${o.engine}; send text`);
+  else if (b.prompt.length === 0) throw new BadRequestError('invalid_request', 'prompt: a token-id prompt needs at least one token');
+  else promptIds = b.prompt as number[];
   return {
     kind: 'completion',
     model: b.model,
     prompt,
     messages: null,
+    promptIds,
+    addGenerationPrompt: false,
+    continueFinal: false,
     ...sampling(b, b.max_tokens ?? null, top),
   };
 }

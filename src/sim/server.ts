@@ -1,9 +1,10 @@
 // The simulator's HTTP server (node:http, no framework): routes vLLM's endpoints onto the engine.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { BadRequestError, MethodNotAllowedError, NotFoundError, UnavailableError } from '../errors.js';
+import { BadRequestError, UnavailableError } from '../errors.js';
 import { SimEngine } from './engine.js';
-import { readJson, sendError, sendJson, sendText } from './http.js';
+import { dispatch, readJson, routeTable, sendError, sendJson, sendText } from './http.js';
+import type { Handler, Routes } from './http.js';
 import { fromSnakeFaults, toSnakeFaults } from '../config/sim-faults.js';
 import { zodMessage } from '../config/issues.js';
 import { DEFAULTS } from '../defaults.js';
@@ -11,12 +12,10 @@ import { faultSchema, type SimOptions } from './options.js';
 import { parseChat, parseCompletion } from './requests.js';
 import type { Clock } from './timing.js';
 
-type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
-
 export class SimServer {
   readonly engine: SimEngine;
   readonly server: Server;
-  private routes: Map<string, Map<string, Handler>>;
+  private routes: Routes;
   private exited = false;
   private readonly created = Math.floor(Date.now() / 1000);
 
@@ -71,41 +70,14 @@ export class SimServer {
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
-    let url: URL;
-    try {
-      url = new URL(req.url ?? '/', 'http://sim');
-    } catch {
-      sendError(res, new BadRequestError('invalid_url', 'request URL is malformed'));
-      return;
-    }
-    const byMethod = this.routes.get(url.pathname);
-    if (!byMethod) {
-      sendError(res, new NotFoundError('not_found', `no route for ${req.method ?? ''} ${url.pathname}`));
-      return;
-    }
-    const h = byMethod.get(req.method ?? 'GET');
-    if (!h) {
-      res.setHeader('allow', [...byMethod.keys()].join(', '));
-      sendError(res, new MethodNotAllowedError(`${req.method ?? ''} is not allowed on ${url.pathname}; use ${[...byMethod.keys()].join(' or ')}`));
-      return;
-    }
-    try {
-      const p = h(req, res, url);
-      if (p) p.catch((e: unknown) => sendError(res, e));
-    } catch (e) {
-      sendError(res, e);
-    }
+    dispatch(this.routes, req, res);
   }
 
-  private buildRoutes(): Map<string, Map<string, Handler>> {
+  private buildRoutes(): Routes {
     const e = this.engine;
     const o = this.opts;
     const limit = o.maxBodyBytes;
-    const routes = new Map<string, Map<string, Handler>>();
-    const add = (method: string, path: string, h: Handler) => {
-      if (!routes.has(path)) routes.set(path, new Map());
-      routes.get(path)?.set(method, h);
-    };
+    const { routes, add } = routeTable();
     add('POST', '/v1/chat/completions', async (req, res) => e.infer(parseChat(await readJson(req, limit), o.maxLogprobs), res));
     add('POST', '/v1/completions', async (req, res) => e.infer(parseCompletion(await readJson(req, limit), o.maxLogprobs), res));
     add('GET', '/v1/models', (_req, res) => sendJson(res, 200, this.models()));

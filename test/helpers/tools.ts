@@ -58,7 +58,24 @@ const announced = new Set<string>();
  * the test fails with that message.
  */
 export function itWithTool(name: string, pkg: string): ToolIt {
-  const check = checkTool(name, pkg);
+  return itFor(name, checkTool(name, pkg));
+}
+
+/**
+ * `it` for tests that need the llama.cpp binding (node-llama-cpp, installed apart into engine/ by
+ * `npm run engine:install`; .ci/run installs it). Missing: skipped with one line, or under CI failed.
+ */
+export function itWithEngine(installed: boolean, env: NodeJS.ProcessEnv = process.env): ToolIt {
+  const hint = 'npm run engine:install';
+  const check: ToolCheck = installed
+    ? { run: true, path: 'engine/node_modules/node-llama-cpp' }
+    : isCi(env)
+      ? { run: false, fail: `node-llama-cpp is not installed (${hint}); CI=true requires it (.ci/run installs it)` }
+      : { run: false, skip: `skipped: node-llama-cpp not installed (${hint})` };
+  return itFor('node-llama-cpp', check);
+}
+
+function itFor(name: string, check: ToolCheck): ToolIt {
   if (check.run) return (title, fn, timeout) => it(title, fn, timeout);
   if ('fail' in check) {
     const message = check.fail;

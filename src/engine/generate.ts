@@ -1,0 +1,77 @@
+// One request's generation on one llama.cpp sequence: tokens sampled by llama.cpp, turned into text, stop strings, EOS and max_tokens applied, logprobs read from its probabilities.
+import type { LlamaModel, LlamaSequence, Token } from './binding.js';
+import type { Finish, TokenLogprob } from './render.js';
+import { TextStream } from './text.js';
+
+export interface GenerateRequest {
+  promptIds: Token[];
+  maxTokens: number;
+  ignoreEos: boolean;
+  temperature: number;
+  seed: number | undefined;
+  stop: readonly string[];
+  /** -1: no logprobs; otherwise the alternatives per token. */
+  topLogprobs: number;
+}
+
+/** Told of every generated token; returns false when nobody listens any more (the client left). */
+export type TokenSink = (text: string, id: Token, lp: TokenLogprob | undefined) => boolean;
+
+/** Logprobs below this are reported as it (a probability of 0 has no logarithm; vLLM's floor is -9999). */
+const LOGPROB_FLOOR = -9999;
+const logOf = (p: number | undefined): number => (p === undefined || p <= 0 ? LOGPROB_FLOOR : Math.max(LOGPROB_FLOOR, Math.log(p)));
+
+/**
+ * Generate on `seq` (its history cleared) until EOS (unless ignored), a stop string, max_tokens or
+ * the sink refusing; `tail` is the text the stream held back at the end. The EOS token counts as a
+ * completion token (as vLLM counts it) but has no text.
+ */
+export async function generate(model: LlamaModel, seq: LlamaSequence, req: GenerateRequest, sink: TokenSink): Promise<{ finish: Finish; tail: string }> {
+  const text = new TextStream((ids, last) => model.detokenize(ids, false, last), req.stop, req.promptIds);
+  const wantProbs = req.topLogprobs >= 0;
+  const last: Token[] = req.promptIds.slice(-8);
+  let n = 0;
+  let reason: Finish['reason'] = 'length';
+  const options = {
+    temperature: req.temperature,
+    // greedy at temperature 0; a request without a seed samples with one of its own
+    seed: req.seed ?? Math.floor(Math.random() * 2 ** 31),
+    yieldEogToken: true,
+  };
+  const outputs = seq.evaluateWithMetadata(req.promptIds, { confidence: wantProbs, probabilities: wantProbs }, options);
+  for await (const out of outputs) {
+    const id = out.token;
+    n++;
+    const eog = model.isEogToken(id);
+    let lp: TokenLogprob | undefined;
+    if (wantProbs) {
+      const probs = out.probabilities ?? new Map<Token, number>();
+      const top: TokenLogprob['top'] = [];
+      for (const [t, p] of probs) {
+        if (top.length >= req.topLogprobs) break;
+        top.push({ token: model.detokenize([t], false, last), logprob: logOf(p) });
+      }
+      lp = { token: eog ? '' : model.detokenize([id], false, last), logprob: logOf(probs.get(id) ?? out.confidence), top };
+    }
+    const piece = eog ? '' : text.push(id);
+    last.push(id);
+    if (last.length > 8) last.shift();
+    if (!sink(piece, id, lp)) {
+      reason = 'abort';
+      break;
+    }
+    if (eog && !req.ignoreEos) {
+      reason = 'stop';
+      break;
+    }
+    if (text.stopped !== null) {
+      reason = 'stop';
+      break;
+    }
+    if (n >= req.maxTokens) break;
+  }
+  // leaving the loop early ends llama.cpp's generation (the generator's return)
+  await outputs.return(undefined);
+  const tail = reason === 'abort' ? '' : text.flush();
+  return { finish: { reason, stopReason: text.stopped, completionTokens: n }, tail };
+}
