@@ -32,6 +32,7 @@ export interface LlamaSequence {
     metadata: { readonly confidence?: boolean; readonly probabilities?: boolean },
     options?: EvaluateOptions,
   ): AsyncGenerator<EvaluateOutput, void>;
+  evaluateWithoutGeneratingNewTokens(tokens: Token[]): Promise<void>;
   clearHistory(): Promise<void>;
   dispose(): void;
 }

@@ -18,7 +18,7 @@ export type EnginePhase = 'loading' | 'ready' | 'sleeping';
 
 interface Loaded {
   model: LlamaModel;
-  context: LlamaContext;
+  contexts: LlamaContext[];
   template: ChatTemplate;
 }
 
@@ -66,15 +66,16 @@ export class LlamaEngine {
     const model = await this.llama.loadModel({ modelPath: this.opts.modelPath, gpuLayers: 0 });
     try {
       const size = this.opts.contextSize > 0 ? this.opts.contextSize : Math.min(model.trainContextSize, DEFAULTS.engine.maxContextSize);
-      const context = await model.createContext({
-        contextSize: size * this.opts.maxNumSeqs,
-        sequences: this.opts.maxNumSeqs,
-        threads: this.opts.threads,
-      });
-      this.contextSize = Math.floor(context.contextSize / this.opts.maxNumSeqs);
+      const n = this.opts.maxNumSeqs;
+      // batch-invariant: a context per sequence, so that every evaluation holds one sequence's tokens only
+      const contexts = this.opts.batchInvariant
+        ? await Promise.all(Array.from({ length: n }, () => model.createContext({ contextSize: size, sequences: 1, threads: this.opts.threads })))
+        : [await model.createContext({ contextSize: size * n, sequences: n, threads: this.opts.threads })];
+      const first = contexts[0] as LlamaContext;
+      this.contextSize = this.opts.batchInvariant ? first.contextSize : Math.floor(first.contextSize / n);
       const template = await ChatTemplate.of(model);
-      this.loaded = { model, context, template };
-      this.slots.fill(Array.from({ length: this.opts.maxNumSeqs }, () => context.getSequence()));
+      this.loaded = { model, contexts, template };
+      this.slots.fill(Array.from({ length: n }, (_, i) => (contexts[i] ?? first).getSequence()));
       this.phase = 'ready';
       this.sleepLevel = 0;
     } catch (e) {
@@ -115,7 +116,7 @@ export class LlamaEngine {
     this.loaded = undefined;
     for (const s of this.slots.drain()) s.dispose();
     if (l !== undefined) {
-      await l.context.dispose();
+      for (const c of l.contexts) await c.dispose();
       await l.model.dispose();
     }
   }
@@ -127,15 +128,32 @@ export class LlamaEngine {
     return this.loaded;
   }
 
-  /** The prompt's token ids: given, or the text (a chat rendered by the model's template) tokenised with its special tokens. */
-  private promptIds(req: InferenceRequest, l: Loaded): number[] {
-    const m = l.model;
+  /**
+   * The prompt's token ids: given, or the text (a chat rendered by the model's template) tokenised
+   * with its special tokens; and how many go in one batch (see GenerateRequest.batch): all, but for
+   * a chat continuing its final assistant message, whose content is replayed token by token.
+   */
+  private prompt(req: InferenceRequest, l: Loaded): { ids: number[]; batch: number } {
     if (req.promptIds !== null) {
       const bad = req.promptIds.find((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize(l));
       if (bad !== undefined) throw new BadRequestError('invalid_request', `prompt: token id ${bad} is outside the vocabulary (0 to ${this.vocabSize(l) - 1})`);
-      return req.promptIds;
+      return { ids: req.promptIds, batch: req.promptIds.length };
     }
-    const text = req.kind === 'chat' && req.messages !== null ? l.template.render(req.messages, req.addGenerationPrompt, req.continueFinal) : req.prompt;
+    if (req.kind !== 'chat' || req.messages === null) {
+      const ids = this.tokenize(l, req.prompt);
+      return { ids, batch: ids.length };
+    }
+    const ids = this.tokenize(l, l.template.render(req.messages, req.addGenerationPrompt, req.continueFinal));
+    if (req.continueFinal && req.messages.at(-1)?.role === 'assistant') {
+      // the conversation before the message being continued, as its first request saw it
+      const before = this.tokenize(l, l.template.render(req.messages.slice(0, -1), true, false));
+      if (before.length < ids.length && before.every((t, i) => ids[i] === t)) return { ids, batch: before.length };
+    }
+    return { ids, batch: ids.length };
+  }
+
+  private tokenize(l: Loaded, text: string): number[] {
+    const m = l.model;
     const ids = m.tokenize(text, true);
     const bos = m.tokens.bos;
     return bos !== null && m.tokens.shouldPrependBosToken && ids[0] !== bos ? [bos, ...ids] : ids;
@@ -152,7 +170,7 @@ export class LlamaEngine {
       throw new BadRequestError('invalid_request', 'kv_transfer_params: the llama.cpp engine does not serve disaggregated prefill/decode');
     if (req.minTokens > 0) throw new BadRequestError('invalid_request', 'min_tokens: the llama.cpp engine does not support min_tokens');
     const l = this.usable();
-    const promptIds = this.promptIds(req, l);
+    const { ids: promptIds, batch } = this.prompt(req, l);
     const room = this.contextSize - promptIds.length;
     const asked = req.maxTokens ?? (req.kind === 'completion' ? this.opts.defaultCompletionTokens : room);
     if (room < 1 || asked > room) {
@@ -167,7 +185,7 @@ export class LlamaEngine {
     const seq = await this.slots.take(gone.signal);
     try {
       if (gone.signal.aborted) return;
-      await this.run(req, res, l, seq, promptIds, asked, arrival);
+      await this.run(req, res, l, seq, { promptIds, batch }, asked, arrival);
     } finally {
       await seq.clearHistory().catch(() => undefined);
       // a sequence of a model unloaded meanwhile is not handed out again
@@ -185,7 +203,7 @@ export class LlamaEngine {
     res: ServerResponse,
     l: Loaded,
     seq: LlamaSequence,
-    promptIds: number[],
+    { promptIds, batch }: { promptIds: number[]; batch: number },
     maxTokens: number,
     arrival: number,
   ): Promise<void> {
@@ -209,7 +227,7 @@ export class LlamaEngine {
     const { finish, tail } = await generate(
       l.model,
       seq,
-      { promptIds, maxTokens, ignoreEos: req.ignoreEos, temperature: req.temperature, seed: req.seed, stop: req.stop, topLogprobs: req.topLogprobs },
+      { promptIds, batch, maxTokens, ignoreEos: req.ignoreEos, temperature: req.temperature, seed: req.seed, stop: req.stop, topLogprobs: req.topLogprobs },
       (text, id, lp) => {
         const now = performance.now();
         if (firstAt < 0) {

@@ -27,6 +27,14 @@ export interface EngineOptions {
    * tiny test model, 20 tokens took 8 ms on 1 thread, 277 ms on 2 and 5 s on 4 (docs/engines.md).
    */
   threads: number;
+  /**
+   * Every sequence evaluated on its own (a llama.cpp context each) instead of batched with the
+   * others: llama.cpp's results for a sequence change in their last bits with how many rows share
+   * its evaluation, enough to flip a greedy choice now and then, so only a batch-invariant engine
+   * gives a stream resumed on another worker exactly the text it would have had (vLLM's
+   * VLLM_BATCH_INVARIANT is the same trade). Costs throughput when many sequences run at once.
+   */
+  batchInvariant: boolean;
   maxLogprobs: number;
   maxBodyBytes: number;
   /** max_tokens of a completion that names none (OpenAI's and vLLM's 16). */
@@ -49,6 +57,7 @@ export function engineOptions(o: EngineStartOptions): EngineOptions {
     maxWaitingRequests: o.maxWaitingRequests ?? D.maxWaitingRequests,
     contextSize: o.contextSize ?? 0,
     threads: o.threads ?? Math.max(1, availableParallelism() - 1),
+    batchInvariant: o.batchInvariant ?? false,
     maxLogprobs: o.maxLogprobs ?? D.maxLogprobs,
     maxBodyBytes: o.maxBodyBytes ?? DEFAULTS.sim.maxBodyBytes,
     defaultCompletionTokens: o.defaultCompletionTokens ?? D.defaultCompletionTokens,

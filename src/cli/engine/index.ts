@@ -44,6 +44,7 @@ export function toEngineOptions(raw: Record<string, unknown>): EngineStartOption
     o.model = names[0];
     o.servedModelNames = names.slice(1);
   }
+  if (raw.batchInvariant === true) o.batchInvariant = true;
   for (const k of ['version', 'host'] as const) {
     const v = raw[k];
     if (typeof v === 'string') {
@@ -61,7 +62,8 @@ export function register(program: Command): void {
     .option('--model <file>', 'the GGUF model file')
     .option('--served-model-name <names...>', 'names the model answers to (first is its name; default: the file name)')
     .option('--version <id>', 'version id reported in /version and metrics')
-    .option('--host <host>', 'listen address', '127.0.0.1');
+    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--batch-invariant', 'evaluate every sequence on its own, so its text never depends on what else runs (exact resumes; less throughput)');
   for (const [flag, , , help] of NUMERIC) cmd.option(`--${flag} <n>`, help);
   cmd.action(async (raw: Record<string, unknown>) => {
     const opts = toEngineOptions(raw);

@@ -1,0 +1,40 @@
+// End-to-end helpers for real llama.cpp workers: a glidepath.yaml whose versions run `glidepath engine` through the process provider, each on its own tiny seeded model file.
+import { CLI } from './e2e-up.js';
+
+export interface EngineVersionSpec {
+  id: string;
+  /** The GGUF file (ModelDir.model(seed)). */
+  weights: string;
+  replicas?: number;
+  /** Extra flags of `glidepath engine` (e.g. `--max-model-len 512`). */
+  flags?: string;
+}
+
+/** One model served by llama.cpp engine workers; the first version is the whole route, the others are registered. */
+export function engineConfigYaml(o: {
+  dataDir: string;
+  model: string;
+  versions: EngineVersionSpec[];
+  gateway?: string;
+  health?: Record<string, number>;
+}): string {
+  const first = o.versions[0];
+  if (!first) throw new Error('engineConfigYaml: at least one version');
+  const lines = ['server:', `  data_dir: ${JSON.stringify(o.dataDir)}`, 'gpus: { count: 16, memory_gb: 80 }'];
+  if (o.gateway !== undefined) lines.push(`gateway: ${o.gateway}`);
+  lines.push('models:', `  - name: ${o.model}`);
+  if (o.health !== undefined) lines.push(`    health: ${JSON.stringify(o.health)}`);
+  lines.push('    versions:');
+  for (const v of o.versions) {
+    // no shell: the process provider splits the template into argv; quotes group a word
+    const command = `"${process.execPath}" "${CLI}" engine --model {weights} --port {port} --served-model-name {model} --version {version} --max-num-seqs 8 ${v.flags ?? ''}`.trim();
+    lines.push(
+      `      - id: ${v.id}`,
+      `        weights: ${JSON.stringify(v.weights)}`,
+      `        replicas: ${v.replicas ?? 1}`,
+      `        provider: { kind: process, command: ${JSON.stringify(command)} }`,
+    );
+  }
+  lines.push('    route:', `      weights: { ${first.id}: 1 }`, '');
+  return lines.join('\n');
+}
