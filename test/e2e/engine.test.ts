@@ -4,7 +4,7 @@
 // project did not write: blue-green and instant rollback under 64 concurrent streams (nothing fails,
 // nothing mixes), streams that survive a kill -9 of their worker with the same text, and a worker
 // whose model file was swapped under it caught by its health probes.
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { Agent } from 'undici';
@@ -25,7 +25,8 @@ import {
   trackWorkerPids,
   writeConfig,
 } from '../helpers/e2e-up.js';
-import type { StreamResult, UpProcess, WorkerView } from '../helpers/e2e-up.js';
+import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
+import type { WorkerView } from '../../src/api/types.js';
 import { compare, killEvery, migrationMetrics, wave, workers } from '../helpers/e2e-resume.js';
 import type { Streamed } from '../helpers/e2e-resume.js';
 
@@ -53,12 +54,13 @@ async function start(name: string, yaml: (dataDir: string) => string): Promise<U
   return up;
 }
 
-async function untilServing(up: UpProcess, n: number): Promise<WorkerView[]> {
-  const deadline = Date.now() + 30_000;
+/** Until `pred` holds of the workers (polled: the admin API is the observable). */
+async function untilWorkers(up: UpProcess, pred: (ws: WorkerView[]) => boolean, what: string, timeoutMs = 30_000): Promise<WorkerView[]> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const ws = await workers(up);
-    if (ws.filter((w) => w.state === 'ready' && (w.weight ?? 0) === 1).length >= n) return ws;
-    if (Date.now() > deadline) throw new Error(`never ${n} serving workers: ${JSON.stringify(ws.map((w) => [w.id, w.state, w.weight]))}`);
+    const ws = await up.ok<WorkerView[]>('GET', '/workers');
+    if (pred(ws)) return ws;
+    if (Date.now() > deadline) throw new Error(`workers never ${what}: ${JSON.stringify(ws.map((w) => [w.id, w.state, w.health?.state, w.weight]))}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -159,7 +161,7 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
           gateway: '{ first_token_timeout_ms: 5000, idle_timeout_ms: 1500 }',
         }),
       );
-      await untilServing(up, 3);
+      await untilWorkers(up, (ws) => ws.filter((w) => w.state === 'ready' && w.weight === 1).length >= 3, 'three serving');
       const prompts = Array.from({ length: 24 }, (_, i) => `explain resumable stream number ${i} to the fleet`);
       const TOKENS = 400;
       const w = (await workers(up))[0] as WorkerView;
@@ -198,6 +200,59 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
       console.log(
         `engine resume e2e: ${got.length} streams of ${TOKENS} tokens, ${killed.length} workers killed, ${migrated} streams resumed, 0 failed, 0 differ`,
       );
+    },
+    120_000,
+  );
+
+  itEngine(
+    'a worker whose model file was swapped for another seed (reloaded on wake) is caught by its probes, drained and replaced',
+    async () => {
+      const weights = models.model(4, { name: 'serving' });
+      const up = await start('health', (dataDir) =>
+        engineConfigYaml({
+          dataDir,
+          model: MODEL,
+          versions: [{ id: 'v1', weights, replicas: 2 }],
+          health: { interval_ms: 1000, jitter: 0.2, timeout_ms: 1000, recovery_timeout_ms: 3000, dead_after_failed_recoveries: 1 },
+        }),
+      );
+      const log = collectEvents(up);
+      try {
+        await log.waitFor((e) => e.kind === 'probe_set_recorded', 'probe_set_recorded', 30_000);
+        const ws = await untilWorkers(up, (xs) => xs.length === 2 && xs.every((w) => w.health?.baseline_ms != null), 'probed');
+        const bad = ws[1] as WorkerView;
+        // the corruption: another seed's weights where the file was (renamed in, so the other worker's
+        // mapping of the old file is untouched); the worker reloads it on waking; the file is then put back
+        const other = `${weights}.other`;
+        writeFileSync(other, makeTinyModel({ seed: 5 }).bytes);
+        const good = `${weights}.good`;
+        renameSync(weights, good);
+        renameSync(other, weights);
+        const t0 = Date.now();
+        for (const path of ['/sleep?level=2', '/wake_up']) {
+          const r = await request(`${bad.endpoint}${path}`, { method: 'POST' });
+          expect(r.statusCode).toBe(200);
+          await r.body.dump();
+        }
+        renameSync(good, weights);
+        const caught = await log.waitFor(
+          (e) => e.kind === 'worker_health' && (e.data as { worker?: string; to?: string }).worker === bad.id && (e.data as { to: string }).to === 'draining',
+          `${bad.id} draining`,
+          10_000,
+        );
+        expect((caught.data as { lastFailure: { reason: string } }).lastFailure.reason).toBe('token_mismatch');
+        await log.waitFor((e) => e.kind === 'worker_replaced', 'worker_replaced', 30_000);
+        await untilWorkers(
+          up,
+          (xs) => xs.filter((w) => w.health?.state === 'healthy' && w.weight === 1).length === 2 && !xs.some((w) => w.id === bad.id),
+          'back to two healthy',
+        );
+        const m = await (await request(`${up.dataUrl}/metrics`)).body.text();
+        expect(m).toMatch(/glidepath_health_probe_failures_total\{model="chat",version="v1",reason="token_mismatch"\} [1-9]/);
+        console.log(`engine health e2e: a swapped model file caught by its probes in ${caught.at - t0} ms (token_mismatch), drained and replaced`);
+      } finally {
+        log.stop();
+      }
     },
     120_000,
   );
