@@ -65,13 +65,20 @@ interface BindingModule {
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** engine/ at the repository's root (this file is src/engine/ or dist/engine/). */
-export const RUNTIME_DIR = path.resolve(here, '..', '..', 'engine');
+
+/** The repository's root: the nearest folder above this file with engine/package.json (this file is in src/, dist/ or dist-bench/src/). */
+function repositoryRoot(): string {
+  for (let d = path.resolve(here, '..'), i = 0; i < 6; i++, d = path.dirname(d)) if (existsSync(path.join(d, 'engine', 'package.json'))) return d;
+  return path.resolve(here, '..', '..');
+}
+const ROOT = repositoryRoot();
+/** engine/ at the repository's root: the binding's own package. */
+export const RUNTIME_DIR = path.join(ROOT, 'engine');
 const INSTALL_HINT = 'npm run engine:install (installs node-llama-cpp into engine/)';
 
 /** The entry file of node-llama-cpp: engine/node_modules first, then the project's own node_modules. */
 export function bindingEntry(): string | undefined {
-  for (const dir of [path.join(RUNTIME_DIR, 'node_modules'), path.resolve(here, '..', '..', 'node_modules')]) {
+  for (const dir of [path.join(RUNTIME_DIR, 'node_modules'), path.join(ROOT, 'node_modules')]) {
     const pkgFile = path.join(dir, 'node-llama-cpp', 'package.json');
     if (!existsSync(pkgFile)) continue;
     const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as {

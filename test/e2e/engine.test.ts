@@ -28,6 +28,7 @@ import {
 import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
 import type { WorkerView } from '../../src/api/types.js';
 import { compare, killEvery, migrationMetrics, wave, workers } from '../helpers/e2e-resume.js';
+import { driveToEnd, EventStream, LoadGen } from '../helpers/e2e-canary.js';
 import type { Streamed } from '../helpers/e2e-resume.js';
 
 const MODEL = 'chat';
@@ -255,5 +256,56 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
       }
     },
     120_000,
+  );
+
+  itEngine(
+    'a canary of a slower engine version is rolled back by the latency gate; a canary of an equal one (another seed) is promoted',
+    async () => {
+      const canary = '{ stages: [5, 25, 50, 100], stage_duration_ms: 2000, min_samples: 60, shadow_share: 0.3 }';
+      const run = async (name: string, v2: string, clients: number) => {
+        const up = await start(`canary-${name}`, (dataDir) =>
+          engineConfigYaml({
+            dataDir,
+            model: MODEL,
+            control: '{ tick_ms: 100 }',
+            canary,
+            versions: [
+              { id: 'v1', weights: models.model(1) },
+              { id: 'v2', weights: v2 },
+            ],
+          }),
+        );
+        const events = await EventStream.open(up);
+        const load = new LoadGen(up.dataUrl, [MODEL], { concurrency: clients, maxTokens: 12, maxRequests: 50_000, maxMs: 90_000 });
+        try {
+          await up.ok('POST', `/models/${MODEL}/canary`, { version: 'v2' });
+          const end = await driveToEnd(up, events, MODEL, 80_000, { resumeThroughputPauses: name === 'equal', waitThroughPauses: name !== 'equal' });
+          return { ...end, stats: load.stats.get(MODEL), up };
+        } finally {
+          await load.stop();
+          events.close();
+        }
+      };
+      // v2 is four times as wide: each token costs several times as much
+      const slow = await run('slow', models.model(2, { name: 'wide', shape: { embedding: 256, heads: 8, feedForward: 1024 } }), 16);
+      expect(slow.view.phase, slow.view.message ?? undefined).toBe('rolled_back');
+      expect(slow.view.rollback?.reason).toMatch(/latency|ttft|tpot/);
+      expect((await slow.up.ok<{ stable: string; weights: Record<string, number> }>('GET', `/models/${MODEL}/route`)).weights.v2 ?? 0).toBe(0);
+      const equal = await run('equal', models.model(2), 16);
+      expect(equal.view.phase, equal.view.message ?? undefined).toBe('succeeded');
+      const versions = await equal.up.ok<{ version: string; status: string }[]>('GET', `/models/${MODEL}/versions`);
+      expect(versions.find((x) => x.version === 'v2')?.status).toBe('active');
+      for (const [name, r] of [
+        ['slow', slow],
+        ['equal', equal],
+      ] as const) {
+        console.log(
+          `engine canary e2e (${name}): ${r.view.phase} at ${r.view.rollback?.percent_at_rollback ?? 100} %, ${r.stats?.ok ?? 0} requests ok, ${r.stats?.failed ?? 0} failed; ${r.view.rollback?.reason ?? r.view.message}; resumes after throughput pauses ${r.resumes}`,
+        );
+      }
+      expect(slow.stats?.failed).toBe(0);
+      expect(equal.stats?.failed).toBe(0);
+    },
+    240_000,
   );
 });

@@ -17,17 +17,22 @@ export function engineConfigYaml(o: {
   versions: EngineVersionSpec[];
   gateway?: string;
   health?: Record<string, number>;
+  /** Flow mappings (YAML) of the top-level `control:` and the model's `canary:`. */
+  control?: string;
+  canary?: string;
 }): string {
   const first = o.versions[0];
   if (!first) throw new Error('engineConfigYaml: at least one version');
   const lines = ['server:', `  data_dir: ${JSON.stringify(o.dataDir)}`, 'gpus: { count: 16, memory_gb: 80 }'];
   if (o.gateway !== undefined) lines.push(`gateway: ${o.gateway}`);
+  if (o.control !== undefined) lines.push(`control: ${o.control}`);
   lines.push('models:', `  - name: ${o.model}`);
   if (o.health !== undefined) lines.push(`    health: ${JSON.stringify(o.health)}`);
   lines.push('    versions:');
   for (const v of o.versions) {
     // no shell: the process provider splits the template into argv; quotes group a word
-    const command = `"${process.execPath}" "${CLI}" engine --model {weights} --port {port} --served-model-name {model} --version {version} --max-num-seqs 8 ${v.flags ?? ''}`.trim();
+    const command =
+      `"${process.execPath}" "${CLI}" engine --model {weights} --port {port} --served-model-name {model} --version {version} --max-num-seqs 8 ${v.flags ?? ''}`.trim();
     lines.push(
       `      - id: ${v.id}`,
       `        weights: ${JSON.stringify(v.weights)}`,
@@ -35,6 +40,8 @@ export function engineConfigYaml(o: {
       `        provider: { kind: process, command: ${JSON.stringify(command)} }`,
     );
   }
-  lines.push('    route:', `      weights: { ${first.id}: 1 }`, '');
+  lines.push('    route:', `      weights: { ${first.id}: 1 }`);
+  if (o.canary !== undefined) lines.push(`    canary: ${o.canary}`);
+  lines.push('');
   return lines.join('\n');
 }

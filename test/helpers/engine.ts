@@ -7,6 +7,7 @@ import type { Llama } from '../../src/engine/binding.js';
 import { engineOptions, type EngineStartOptions } from '../../src/engine/options.js';
 import { EngineServer } from '../../src/engine/server.js';
 import { makeTinyModel } from '../../src/engine/tiny-model.js';
+import type { TinyModelOptions } from '../../src/engine/tiny-model.js';
 import { itWithEngine } from './tools.js';
 
 export const ENGINE_INSTALLED = bindingInstalled();
@@ -18,10 +19,10 @@ export class ModelDir {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'gp-engine-'));
   private readonly made = new Map<string, string>();
 
-  model(seed: number, o: { contextLength?: number; name?: string } = {}): string {
+  model(seed: number, o: { name?: string; shape?: Omit<TinyModelOptions, 'seed'> } = {}): string {
     const file = path.join(this.dir, `${o.name ?? `m${seed}`}.gguf`);
     if (!this.made.has(file)) {
-      writeFileSync(file, makeTinyModel({ seed, ...(o.contextLength !== undefined ? { contextLength: o.contextLength } : {}) }).bytes);
+      writeFileSync(file, makeTinyModel({ seed, ...o.shape }).bytes);
       this.made.set(file, file);
     }
     return file;

@@ -100,12 +100,21 @@ export function register(program: Command): void {
     .requiredOption('--out <file>', 'where to write the .gguf file')
     .option('--seed <n>', 'weights seed', '1')
     .option('--layers <n>', 'transformer blocks', '2')
+    .option('--embedding <n>', 'width of the model (a multiple of --heads)', '64')
+    .option('--heads <n>', 'attention heads', '4')
+    .option('--feed-forward <n>', 'width of the feed-forward layers', '128')
     .option('--context-length <n>', 'the context the model declares', '2048')
-    .action(async (raw: { out: string; seed: string; layers: string; contextLength: string }) => {
+    .action(async (raw: Record<'out' | 'seed' | 'layers' | 'embedding' | 'heads' | 'feedForward' | 'contextLength', string>) => {
       const { makeTinyModel } = await import('../../engine/tiny-model.js');
+      const embedding = num('embedding', raw.embedding, 'posInt');
+      const heads = num('heads', raw.heads, 'posInt');
+      if (embedding % heads !== 0) throw new UsageError(`--embedding ${embedding} is not a multiple of --heads ${heads}`);
       const m = makeTinyModel({
         seed: num('seed', raw.seed, 'int'),
         layers: num('layers', raw.layers, 'posInt'),
+        embedding,
+        heads,
+        feedForward: num('feed-forward', raw.feedForward, 'posInt'),
         contextLength: num('context-length', raw.contextLength, 'posInt'),
       });
       const file = path.resolve(raw.out);
