@@ -226,6 +226,8 @@ export class LoadGen {
       maxRequests: number;
       maxMs: number;
       promptPrefix?: string;
+      /** More fields of every request's body (e.g. `ignore_eos`, so every answer has max_tokens tokens). */
+      extra?: Record<string, unknown>;
       headers?: (i: number) => Record<string, string>;
     },
   ) {
@@ -252,6 +254,7 @@ export class LoadGen {
             messages: [{ role: 'user', content: `${this.opts.promptPrefix ?? 'Question'} ${i}: describe harbour number ${i * 7919} in a few words.` }],
             max_tokens: this.opts.maxTokens,
             temperature: 0,
+            ...this.opts.extra,
           }),
           dispatcher: this.agent,
         });

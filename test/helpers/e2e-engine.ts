@@ -8,6 +8,8 @@ export interface EngineVersionSpec {
   replicas?: number;
   /** Extra flags of `glidepath engine` (e.g. `--max-model-len 512`). */
   flags?: string;
+  /** Warm-up requests before a worker serves (a fresh process runs cold JIT code). */
+  warmup?: number;
 }
 
 /** One model served by llama.cpp engine workers; the first version is the whole route, the others are registered. */
@@ -39,6 +41,7 @@ export function engineConfigYaml(o: {
       `        replicas: ${v.replicas ?? 1}`,
       `        provider: { kind: process, command: ${JSON.stringify(command)} }`,
     );
+    if (v.warmup !== undefined) lines.push(`        warmup: { requests: ${v.warmup}, max_tokens: 12 }`);
   }
   lines.push('    route:', `      weights: { ${first.id}: 1 }`);
   if (o.canary !== undefined) lines.push(`    canary: ${o.canary}`);
