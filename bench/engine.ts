@@ -5,25 +5,20 @@
 //   - throughput: 4 clients at once (the engine's --max-num-seqs): tokens/s, and the CPU each process
 //     spends per token (the gateway's is its whole overhead: it does no inference).
 // Writes bench/results/engine.md and engine.json. Needs `npm run engine:install`. Loopback only.
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { readSse } from '../src/cli/client.js';
 import { quantileSorted } from '../src/domain/quantile.js';
 import { bindingInstalled } from '../src/engine/binding.js';
 import { makeTinyModel } from '../src/engine/tiny-model.js';
 import type { TinyModelOptions } from '../src/engine/tiny-model.js';
-import { cpuMs, freePort, start, waitFor } from './lib/proc.js';
+import { cpuMs, freePort, start, waitFor, ROOT } from './lib/proc.js';
 import type { Proc } from './lib/proc.js';
 
-function findRoot(from: string): string {
-  for (let d = from, i = 0; i < 8; i++, d = path.dirname(d)) if (existsSync(path.join(d, 'package.json'))) return d;
-  throw new Error(`no package.json above ${from}`);
-}
-const root = findRoot(path.dirname(fileURLToPath(import.meta.url)));
+const root = ROOT;
 const CLI = path.join(root, 'dist/cli/main.js');
 const MODEL = 'm';
 const ROUNDS = 5;

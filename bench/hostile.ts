@@ -25,17 +25,11 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Client, request } from 'undici';
-import { freePort, start, waitFor } from './lib/proc.js';
+import { freePort, start, waitFor, ROOT } from './lib/proc.js';
 import { quantileSorted as percentile } from '../src/domain/quantile.js';
 import type { Proc } from './lib/proc.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-/** The repository root: the nearest directory above with a package.json (this file runs from dist-bench/bench/). */
-function findRoot(from: string): string {
-  for (let d = from, i = 0; i < 8; i++, d = path.dirname(d)) if (existsSync(path.join(d, 'package.json'))) return d;
-  throw new Error(`no package.json above ${from}`);
-}
-const root = findRoot(here);
+const root = ROOT;
 
 const MODEL = 'm';
 /** S1: pipelined requests written at once by the client that never reads, and how long it keeps not reading. */

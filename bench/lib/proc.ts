@@ -1,9 +1,18 @@
 // Benchmark plumbing: start/stop processes, wait for ports, and read a process's CPU time from /proc.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { request } from 'undici';
+
+/** The repository's root: the nearest folder above this file with a package.json (it runs from bench/lib/ or dist-bench/bench/lib/). */
+function findRoot(from: string): string {
+  for (let d = from, i = 0; i < 8; i++, d = path.dirname(d)) if (existsSync(path.join(d, 'package.json'))) return d;
+  throw new Error(`no package.json above ${from}`);
+}
+export const ROOT = findRoot(path.dirname(fileURLToPath(import.meta.url)));
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

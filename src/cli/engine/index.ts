@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { UsageError } from '../output.js';
-import { num } from '../sim/index.js';
+import { num, servedNames } from '../sim/index.js';
 import { DEFAULTS } from '../../defaults.js';
 import type { EngineStartOptions } from '../../engine/options.js';
 
@@ -34,13 +34,8 @@ export function toEngineOptions(raw: Record<string, unknown>): EngineStartOption
     const v = raw[camel(flag)];
     if (typeof v === 'string') out[key] = num(flag, v, kind);
   }
-  const served = raw.servedModelName;
-  if (Array.isArray(served)) {
-    const names = (served as string[])
-      .flatMap((s) => s.split(','))
-      .map((s) => s.trim())
-      .filter(Boolean);
-    if (names.length === 0) throw new UsageError('--served-model-name needs at least one name');
+  const names = servedNames(raw.servedModelName);
+  if (names !== undefined) {
     o.model = names[0];
     o.servedModelNames = names.slice(1);
   }

@@ -11,6 +11,17 @@ type Kind = 'int' | 'posInt' | 'nonNeg' | 'positive' | 'fraction' | 'port' | 'st
 
 const NUM_RE = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
+/** `--served-model-name a b,c`: the names, in order (undefined: not given); none at all is a usage error. */
+export function servedNames(served: unknown): [string, ...string[]] | undefined {
+  if (!Array.isArray(served)) return undefined;
+  const names = (served as string[])
+    .flatMap((s) => s.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (names.length === 0) throw new UsageError('--served-model-name needs at least one name');
+  return names as [string, ...string[]];
+}
+
 /** Parse a numeric flag strictly; a bad value is a usage error naming the flag. */
 export function num(flag: string, v: string, kind: Kind): number {
   const n = NUM_RE.test(v.trim()) ? Number(v) : NaN;
@@ -104,13 +115,8 @@ export function toSimOptions(raw: Record<string, unknown>): SimStartOptions & { 
     if (model.trim() === '') throw new UsageError('--model must not be empty');
     o.model = model;
   }
-  const served = raw.servedModelName;
-  if (Array.isArray(served)) {
-    const names = (served as string[])
-      .flatMap((s) => s.split(','))
-      .map((s) => s.trim())
-      .filter(Boolean);
-    if (names.length === 0) throw new UsageError('--served-model-name needs at least one name');
+  const names = servedNames(raw.servedModelName);
+  if (names !== undefined) {
     // like vLLM: the first served name is the model's name, the rest are aliases
     if (model === undefined) o.model = names[0];
     o.servedModelNames = names.filter((n) => n !== o.model);
