@@ -50,7 +50,13 @@ export interface LlamaModel {
   readonly tokens: { readonly bos: Token | null; readonly eos: Token | null; readonly shouldPrependBosToken: boolean };
   readonly trainContextSize: number;
   readonly fileInfo: { readonly metadata: unknown };
-  createContext(o: { contextSize: number; sequences: number; threads?: number; batchSize?: number }): Promise<LlamaContext>;
+  createContext(o: {
+    contextSize: number;
+    sequences: number;
+    threads?: number;
+    batchSize?: number;
+    lora?: { adapters: { filePath: string; scale?: number }[] };
+  }): Promise<LlamaContext>;
   dispose(): Promise<void>;
 }
 

@@ -1,4 +1,4 @@
-// The llama.cpp engine: its model and sequences (loaded, asleep, awake), the queue for a sequence, and one request from parsed body to the answer on the wire.
+// The llama.cpp engine: its model, its sequences and its LoRA adapters' (loaded, asleep, awake), and one request from parsed body to the answer on the wire.
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -6,9 +6,10 @@ import { BadRequestError, NotFoundError, UnavailableError } from '../errors.js';
 import type { InferenceRequest } from '../sim/requests.js';
 import { SimMetrics } from '../sim/metrics.js';
 import { sendError } from '../sim/http.js';
-import type { Llama, LlamaContext, LlamaModel, LlamaSequence } from './binding.js';
+import type { Llama, LlamaModel, LlamaSequence } from './binding.js';
 import type { EngineOptions } from './options.js';
-import { Slots } from './slots.js';
+import { Pool } from './pool.js';
+import { LoraRegistry } from '../sim/lora.js';
 import { Answer } from './render.js';
 import { generate } from './generate.js';
 import { ChatTemplate } from './template.js';
@@ -18,39 +19,49 @@ export type EnginePhase = 'loading' | 'ready' | 'sleeping';
 
 interface Loaded {
   model: LlamaModel;
-  contexts: LlamaContext[];
   template: ChatTemplate;
+  /** The base model's sequences. */
+  base: Pool;
+  /** Each loaded LoRA adapter's sequences, by its name. */
+  adapters: Map<string, Pool>;
 }
+
+const sleeping = (what: string) => new UnavailableError('engine_sleeping', `${what}; POST /wake_up first`, { retryAfterS: 1 });
 
 export class LlamaEngine {
   readonly metrics: SimMetrics;
-  private readonly slots: Slots<LlamaSequence>;
   private loaded: Loaded | undefined;
   phase: EnginePhase = 'loading';
   /** Tokens per sequence (prompt + completion). */
   contextSize = 0;
   private sleepLevel = 0;
   private readonly names: Set<string>;
+  /** The adapters asked for (name, path, max_loras, vLLM's messages): kept across sleep, loaded again on waking. */
+  readonly loras: LoraRegistry;
   private readonly idPrefix = randomBytes(6).toString('hex');
   private requests = 0;
-  /** Settles when the last request in flight ends (sleep waits for it). */
-  private idle: (() => void) | undefined;
 
   constructor(
     readonly opts: EngineOptions,
     private readonly llama: Llama,
   ) {
     this.names = new Set([opts.model, ...opts.servedModelNames]);
-    this.slots = new Slots(opts.maxWaitingRequests);
+    this.loras = new LoraRegistry(opts.maxLoras, (name) => this.names.has(name));
+    const pools = (): Pool[] => (this.loaded === undefined ? [] : [this.loaded.base, ...this.loaded.adapters.values()]);
+    const sum = (f: (p: Pool) => number) => pools().reduce((n, p) => n + f(p), 0);
     this.metrics = new SimMetrics(
       opts.model,
       opts.version,
       0,
       {
-        running: () => this.slots.running,
-        waiting: () => this.slots.queued,
-        kvUsage: () => this.slots.running / this.opts.maxNumSeqs,
-        loras: () => ({ running: [], waiting: [], max: 0 }),
+        running: () => sum((p) => p.slots.running),
+        waiting: () => sum((p) => p.slots.queued),
+        kvUsage: () => sum((p) => p.slots.running) / Math.max(1, this.opts.maxNumSeqs * pools().length),
+        loras: () => ({
+          running: this.loras.running(),
+          waiting: [...(this.loaded?.adapters ?? new Map<string, Pool>())].filter(([, p]) => p.slots.queued > 0).map(([n]) => n),
+          max: this.opts.maxLoras,
+        }),
         sleepLevel: () => this.sleepLevel,
       },
       'llama.cpp',
@@ -61,21 +72,26 @@ export class LlamaEngine {
     return [...this.names];
   }
 
-  /** Load the model and make its sequences (start, and waking from sleep). */
+  private shape(model: LlamaModel) {
+    return {
+      sequences: this.opts.maxNumSeqs,
+      contextSize: this.opts.contextSize > 0 ? this.opts.contextSize : Math.min(model.trainContextSize, DEFAULTS.engine.maxContextSize),
+      threads: this.opts.threads,
+      batchInvariant: this.opts.batchInvariant,
+      maxWaiting: this.opts.maxWaitingRequests,
+    };
+  }
+
+  /** Load the model and make its sequences, and the registered adapters' (start, and waking from sleep). */
   async load(): Promise<void> {
     const model = await this.llama.loadModel({ modelPath: this.opts.modelPath, gpuLayers: 0 });
     try {
-      const size = this.opts.contextSize > 0 ? this.opts.contextSize : Math.min(model.trainContextSize, DEFAULTS.engine.maxContextSize);
-      const n = this.opts.maxNumSeqs;
-      // batch-invariant: a context per sequence, so that every evaluation holds one sequence's tokens only
-      const contexts = this.opts.batchInvariant
-        ? await Promise.all(Array.from({ length: n }, () => model.createContext({ contextSize: size, sequences: 1, threads: this.opts.threads })))
-        : [await model.createContext({ contextSize: size * n, sequences: n, threads: this.opts.threads })];
-      const first = contexts[0] as LlamaContext;
-      this.contextSize = this.opts.batchInvariant ? first.contextSize : Math.floor(first.contextSize / n);
       const template = await ChatTemplate.of(model);
-      this.loaded = { model, contexts, template };
-      this.slots.fill(Array.from({ length: n }, (_, i) => (contexts[i] ?? first).getSequence()));
+      const base = await Pool.create(model, this.shape(model));
+      this.contextSize = base.contextSize;
+      const adapters = new Map<string, Pool>();
+      for (const a of this.loras.list()) adapters.set(a.name, await Pool.create(model, this.shape(model), a.path));
+      this.loaded = { model, template, base, adapters };
       this.phase = 'ready';
       this.sleepLevel = 0;
     } catch (e) {
@@ -86,17 +102,13 @@ export class LlamaEngine {
 
   /**
    * Sleep (vLLM's sleep mode): new requests are refused, those in flight finish, then the model is
-   * unloaded (on a CPU both levels free the same memory). Waking loads it again.
+   * unloaded (on a CPU both levels free the same memory). Waking loads it again, with its adapters.
    */
   async sleep(level: number): Promise<void> {
     if (this.phase !== 'ready') return;
     this.phase = 'sleeping';
     this.sleepLevel = level;
-    this.slots.refuseWaiting(
-      new UnavailableError('engine_sleeping', 'the engine went to sleep while this request waited; POST /wake_up first', { retryAfterS: 1 }),
-    );
-    if (this.slots.running > 0) await new Promise<void>((r) => (this.idle = r));
-    await this.unload();
+    await this.unload(sleeping('the engine went to sleep while this request waited'));
   }
 
   async wake(): Promise<void> {
@@ -107,24 +119,49 @@ export class LlamaEngine {
 
   async close(): Promise<void> {
     this.phase = 'sleeping';
-    this.slots.refuseWaiting(new UnavailableError('engine_sleeping', 'the engine is shutting down', { retryAfterS: 1 }));
-    await this.unload();
+    await this.unload(new UnavailableError('engine_sleeping', 'the engine is shutting down', { retryAfterS: 1 }));
   }
 
-  private async unload(): Promise<void> {
+  private async unload(err: Error): Promise<void> {
     const l = this.loaded;
+    if (l === undefined) return;
+    await Promise.all([l.base, ...l.adapters.values()].map((p) => p.close(err)));
     this.loaded = undefined;
-    for (const s of this.slots.drain()) s.dispose();
-    if (l !== undefined) {
-      for (const c of l.contexts) await c.dispose();
-      await l.model.dispose();
+    await l.model.dispose();
+  }
+
+  /** `POST /v1/load_lora_adapter`: vLLM's checks, then the adapter applied to contexts of its own (a file llama.cpp cannot take is refused, naming why). */
+  async loadAdapter(body: unknown): Promise<string> {
+    const l = this.usable();
+    const ok = this.loras.load(body);
+    const a = this.loras.list().at(-1) as { name: string; path: string };
+    try {
+      l.adapters.set(a.name, await Pool.create(l.model, this.shape(l.model), a.path));
+    } catch (e) {
+      this.loras.unload({ lora_name: a.name });
+      throw new BadRequestError(
+        'invalid_lora_request',
+        `Failed to load LoRA adapter '${a.name}' from ${a.path}: ${e instanceof Error ? e.message : String(e)}`,
+      );
     }
+    return ok;
+  }
+
+  /** `POST /v1/unload_lora_adapter`: its waiting requests refused, its running ones finished, its contexts freed. */
+  async unloadAdapter(body: unknown): Promise<string> {
+    const ok = this.loras.unload(body);
+    const name = (body as { lora_name: string }).lora_name;
+    const pool = this.loaded?.adapters.get(name);
+    if (pool !== undefined) {
+      this.loaded?.adapters.delete(name);
+      await pool.close(new NotFoundError('model_not_found', `The model \`${name}\` does not exist: the LoRA adapter was unloaded while this request waited.`));
+    }
+    return ok;
   }
 
   private usable(): Loaded {
     if (this.phase === 'loading') throw new UnavailableError('model_loading', 'the model is still loading', { retryAfterS: 1 });
-    if (this.phase !== 'ready' || this.loaded === undefined)
-      throw new UnavailableError('engine_sleeping', 'the engine is sleeping; POST /wake_up first', { retryAfterS: 1 });
+    if (this.phase !== 'ready' || this.loaded === undefined) throw sleeping('the engine is sleeping');
     return this.loaded;
   }
 
@@ -165,11 +202,12 @@ export class LlamaEngine {
 
   /** Run one request; errors before the first byte are answered as errors, after it the stream is cut. */
   async infer(req: InferenceRequest, res: ServerResponse): Promise<void> {
-    if (!this.names.has(req.model)) throw new NotFoundError('model_not_found', `The model \`${req.model}\` does not exist.`);
     if (req.kvTransfer !== null)
       throw new BadRequestError('invalid_request', 'kv_transfer_params: the llama.cpp engine does not serve disaggregated prefill/decode');
     if (req.minTokens > 0) throw new BadRequestError('invalid_request', 'min_tokens: the llama.cpp engine does not support min_tokens');
     const l = this.usable();
+    const pool = this.names.has(req.model) ? l.base : l.adapters.get(req.model);
+    if (pool === undefined) throw new NotFoundError('model_not_found', `The model \`${req.model}\` does not exist.`);
     const { ids: promptIds, batch } = this.prompt(req, l);
     const room = this.contextSize - promptIds.length;
     const asked = req.maxTokens ?? (req.kind === 'completion' ? this.opts.defaultCompletionTokens : room);
@@ -182,19 +220,16 @@ export class LlamaEngine {
     const gone = new AbortController();
     res.once('close', () => gone.abort());
     const arrival = performance.now();
-    const seq = await this.slots.take(gone.signal);
+    const seq = await pool.slots.take(gone.signal);
+    const lora = pool === l.base ? undefined : req.model;
+    if (lora !== undefined) this.loras.begin(lora);
     try {
       if (gone.signal.aborted) return;
       await this.run(req, res, l, seq, { promptIds, batch }, asked, arrival);
     } finally {
+      if (lora !== undefined) this.loras.end(lora);
       await seq.clearHistory().catch(() => undefined);
-      // a sequence of a model unloaded meanwhile is not handed out again
-      if (this.loaded === l) this.slots.release(seq);
-      else {
-        seq.dispose();
-        this.slots.running--;
-      }
-      if (this.slots.running === 0) this.idle?.();
+      pool.finished(seq);
     }
   }
 

@@ -35,6 +35,8 @@ export interface EngineOptions {
    * VLLM_BATCH_INVARIANT is the same trade). Costs throughput when many sequences run at once.
    */
   batchInvariant: boolean;
+  /** LoRA adapters loaded at once (vLLM's --max-loras); 0: none (`lora_disabled`). Each has contexts of its own, as much KV memory as the base model's. */
+  maxLoras: number;
   maxLogprobs: number;
   maxBodyBytes: number;
   /** max_tokens of a completion that names none (OpenAI's and vLLM's 16). */
@@ -58,6 +60,7 @@ export function engineOptions(o: EngineStartOptions): EngineOptions {
     contextSize: o.contextSize ?? 0,
     threads: o.threads ?? Math.max(1, availableParallelism() - 1),
     batchInvariant: o.batchInvariant ?? false,
+    maxLoras: o.maxLoras ?? 0,
     maxLogprobs: o.maxLogprobs ?? D.maxLogprobs,
     maxBodyBytes: o.maxBodyBytes ?? DEFAULTS.sim.maxBodyBytes,
     defaultCompletionTokens: o.defaultCompletionTokens ?? D.defaultCompletionTokens,

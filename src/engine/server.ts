@@ -69,14 +69,8 @@ export class EngineServer {
     add('GET', '/health/ready', health);
     add('GET', '/version', (_req, res) => sendJson(res, 200, { version: o.version, engine: 'llama.cpp' }));
     add('GET', '/metrics', async (_req, res) => sendText(res, 200, await e.metrics.text(), e.metrics.registry.contentType));
-    const noLora: Handler = () => {
-      throw new BadRequestError(
-        'lora_disabled',
-        'LoRA adapters are not supported by the llama.cpp engine (its binding loads adapters per context, not per request).',
-      );
-    };
-    add('POST', '/v1/load_lora_adapter', noLora);
-    add('POST', '/v1/unload_lora_adapter', noLora);
+    add('POST', '/v1/load_lora_adapter', async (req, res) => sendText(res, 200, await e.loadAdapter(await readJson(req, limit))));
+    add('POST', '/v1/unload_lora_adapter', async (req, res) => sendText(res, 200, await e.unloadAdapter(await readJson(req, limit))));
     add('POST', '/sleep', async (_req, res, url) => {
       const level = url.searchParams.get('level') ?? '1';
       if (level !== '1' && level !== '2') throw new BadRequestError('invalid_sleep_level', `level must be 1 or 2, got ${JSON.stringify(level)}`);
@@ -96,15 +90,27 @@ export class EngineServer {
     const o = this.opts;
     return {
       object: 'list',
-      data: this.engine.servedNames().map((id) => ({
-        id,
-        object: 'model',
-        created: this.created,
-        owned_by: 'llama.cpp',
-        root: o.modelPath,
-        parent: null,
-        max_model_len: this.engine.contextSize,
-      })),
+      data: [
+        ...this.engine.servedNames().map((id) => ({
+          id,
+          object: 'model',
+          created: this.created,
+          owned_by: 'llama.cpp',
+          root: o.modelPath,
+          parent: null,
+          max_model_len: this.engine.contextSize,
+        })),
+        // as vLLM lists them: the adapter's path as its root, the base model as its parent
+        ...this.engine.loras.list().map((a) => ({
+          id: a.name,
+          object: 'model',
+          created: a.loadedAt,
+          owned_by: 'llama.cpp',
+          root: a.path,
+          parent: o.model,
+          max_model_len: this.engine.contextSize,
+        })),
+      ],
     };
   }
 }

@@ -173,3 +173,38 @@ export function makeTinyModel(o: TinyModelOptions): TinyModel {
   ]);
   return { bytes: encodeGguf(md, tensors), weightsSha256, vocabulary: vocab };
 }
+
+/** A LoRA adapter for a tiny model of the given shape (its layers and width), drawn from `seed`. */
+export interface TinyAdapterOptions {
+  seed: number;
+  rank?: number;
+  layers?: number;
+  embedding?: number;
+}
+
+/**
+ * The GGUF bytes of a LoRA adapter (llama.cpp's format: general.type "adapter", adapter.type "lora",
+ * `<tensor>.lora_a` of ggml shape [in, rank] and `.lora_b` of [rank, out]) on every layer's query,
+ * value and output projections, strong enough that the adapted model answers differently.
+ */
+export function makeTinyAdapter(o: TinyAdapterOptions): Buffer {
+  const rank = o.rank ?? 4;
+  const layers = o.layers ?? 2;
+  const embd = o.embedding ?? 64;
+  const normal = gaussian(mulberry32(o.seed));
+  const fill = (n: number) => Float32Array.from({ length: n }, () => normal() * 0.3);
+  const tensors: GgufTensor[] = [];
+  for (let l = 0; l < layers; l++) {
+    for (const t of ['attn_q', 'attn_v', 'attn_output']) {
+      tensors.push({ name: `blk.${l}.${t}.weight.lora_a`, dims: [embd, rank], data: fill(embd * rank) });
+      tensors.push({ name: `blk.${l}.${t}.weight.lora_b`, dims: [rank, embd], data: fill(rank * embd) });
+    }
+  }
+  const md = new Map<string, GgufValue>([
+    ['general.architecture', str('llama')],
+    ['general.type', str('adapter')],
+    ['adapter.type', str('lora')],
+    ['adapter.lora.alpha', f32(2 * rank)],
+  ]);
+  return encodeGguf(md, tensors);
+}

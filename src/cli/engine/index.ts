@@ -17,6 +17,7 @@ const NUMERIC: [string, keyof EngineStartOptions, 'posInt' | 'int' | 'port', str
   ['max-model-len', 'contextSize', 'posInt', `tokens per sequence, prompt + completion (default: the model's, at most ${D.maxContextSize})`],
   ['threads', 'threads', 'posInt', 'CPU threads llama.cpp uses (default: the cores less one, at least 1)'],
   ['max-logprobs', 'maxLogprobs', 'int', `most top logprobs a request may ask for (default ${D.maxLogprobs})`],
+  ['max-loras', 'maxLoras', 'int', 'LoRA adapters loaded at once through /v1/load_lora_adapter (default 0: none)'],
   ['max-body-bytes', 'maxBodyBytes', 'posInt', 'largest accepted request body'],
 ];
 
@@ -116,5 +117,27 @@ export function register(program: Command): void {
       mkdirSync(path.dirname(file), { recursive: true });
       writeFileSync(file, m.bytes);
       process.stdout.write(`${JSON.stringify({ event: 'written', path: file, bytes: m.bytes.length, weights_sha256: m.weightsSha256 })}\n`);
+    });
+
+  cmd
+    .command('make-adapter')
+    .description('write a LoRA adapter with seeded random weights for a model of make-model (same --layers and --embedding)')
+    .requiredOption('--out <file>', 'where to write the .gguf file')
+    .option('--seed <n>', 'weights seed', '1')
+    .option('--rank <n>', 'the adapter rank', '4')
+    .option('--layers <n>', "the base model's transformer blocks", '2')
+    .option('--embedding <n>', "the base model's width", '64')
+    .action(async (raw: Record<'out' | 'seed' | 'rank' | 'layers' | 'embedding', string>) => {
+      const { makeTinyAdapter } = await import('../../engine/tiny-model.js');
+      const bytes = makeTinyAdapter({
+        seed: num('seed', raw.seed, 'int'),
+        rank: num('rank', raw.rank, 'posInt'),
+        layers: num('layers', raw.layers, 'posInt'),
+        embedding: num('embedding', raw.embedding, 'posInt'),
+      });
+      const file = path.resolve(raw.out);
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, bytes);
+      process.stdout.write(`${JSON.stringify({ event: 'written', path: file, bytes: bytes.length })}\n`);
     });
 }

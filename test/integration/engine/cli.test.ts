@@ -31,6 +31,16 @@ describe('glidepath engine (the command)', () => {
     expect(String(header.metadata.get('tokenizer.chat_template'))).toContain('<|im_start|>');
   });
 
+  it('make-adapter writes a LoRA adapter GGUF for a model of that shape', () => {
+    const r = run(['engine', 'make-adapter', '--out', join(models.dir, 'lora.gguf'), '--seed', '3', '--rank', '2']);
+    expect(r.status).toBe(0);
+    const { path: file } = JSON.parse(r.stdout) as { path: string };
+    const h = decodeGgufHeader(readFileSync(file));
+    expect([h.metadata.get('general.type'), h.metadata.get('adapter.type'), h.metadata.get('adapter.lora.alpha')]).toEqual(['adapter', 'lora', 4]);
+    expect(h.tensors.find((t) => t.name === 'blk.1.attn_q.weight.lora_a')?.dims).toEqual([64, 2]);
+    expect(h.tensors.find((t) => t.name === 'blk.1.attn_q.weight.lora_b')?.dims).toEqual([2, 64]);
+  });
+
   it('refuses bad arguments with a message naming them, exit code 2', () => {
     const model = models.model(1);
     const cases: [string[], RegExp][] = [
@@ -39,6 +49,9 @@ describe('glidepath engine (the command)', () => {
       [['engine', '--model', model, '--port', 'abc'], /--port must be a number, got "abc"/],
       [['engine', '--model', model, '--max-num-seqs', '0'], /--max-num-seqs must be a positive integer/],
       [['engine', 'make-model', '--out', join(models.dir, 'x.gguf'), '--layers', '-1'], /--layers/],
+      [['engine', 'make-model', '--out', join(models.dir, 'x.gguf'), '--embedding', '65'], /--embedding 65 is not a multiple of --heads 4/],
+      [['engine', 'make-adapter', '--out', join(models.dir, 'y.gguf'), '--rank', '0'], /--rank must be a positive integer/],
+      [['engine', '--model', model, '--max-loras', '-2'], /--max-loras/],
     ];
     for (const [args, message] of cases) {
       const r = run(args);

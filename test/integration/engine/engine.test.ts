@@ -1,5 +1,8 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { makeTinyAdapter } from '../../../src/engine/tiny-model.js';
 import { ENGINE_INSTALLED, itEngine, ModelDir, startEngine } from '../../helpers/engine.js';
 import { chunks, get, post, rawPost, streamedText, type Reply } from '../sim/helpers.js';
 
@@ -194,7 +197,7 @@ describe('glidepath engine: llama.cpp behind the OpenAI surface', () => {
       [C, greedy('x', { min_tokens: 2 }), 400, /min_tokens/],
       [C, greedy('x', { n: 2 }), 400, /n = 1/],
       [CHAT, { model: 'tiny', messages: [{ role: 'robot', content: 'x' }] }, 400, /role/],
-      ['/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/tmp/x' }, 400, /LoRA adapters are not supported/],
+      ['/v1/load_lora_adapter', { lora_name: 'x', lora_path: '/tmp/x' }, 400, /LoRA is not enabled on this worker \(max_loras = 0\)/],
     ];
     for (const [path, body, status, message] of cases) {
       const r = await post(b.url, path, body);
@@ -291,5 +294,49 @@ describe('glidepath engine: llama.cpp behind the OpenAI surface', () => {
     ac.abort();
     while ((await running()) > 0);
     expect(await running()).toBe(0);
+  });
+
+  itEngine('serves LoRA adapters: loaded and unloaded as vLLM does, listed, answering differently from the base, kept across sleep', async () => {
+    const adapter = path.join(models.dir, 'adapter.gguf');
+    writeFileSync(adapter, makeTinyAdapter({ seed: 9 }));
+    const bad = path.join(models.dir, 'not-an-adapter.gguf');
+    writeFileSync(bad, 'nope');
+    const e = await startEngine({ modelPath: models.model(1), model: 'tiny', contextSize: 256, maxLoras: 1 });
+    try {
+      const load = (name: string, p: string) => post(e.url, '/v1/load_lora_adapter', { lora_name: name, lora_path: p });
+      const ask = (model: string) =>
+        post(e.url, C, { model, prompt: 'the fleet', max_tokens: 16, temperature: 0 }).then(
+          (r) => [r.status, r.json?.choices?.[0]?.text ?? r.json?.error?.message] as [number, string],
+        );
+      const [, base] = await ask('tiny');
+      // a file llama.cpp cannot take is refused, naming why, and takes no slot
+      const refused = await load('sql', bad);
+      expect(refused.status).toBe(400);
+      expect(refused.json.error.message).toMatch(/Failed to load LoRA adapter 'sql' from .*not-an-adapter\.gguf/);
+      const ok = await load('sql', adapter);
+      expect([ok.status, ok.text]).toEqual([200, "Success: LoRA adapter 'sql' added successfully."]);
+      expect((await load('sql', adapter)).json.error.message).toMatch(/already been loaded/);
+      expect((await load('other', adapter)).json.error.message).toMatch(/all 1 LoRA slots are in use/);
+      const models_ = (await get(e.url, '/v1/models')).json.data as { id: string; parent: string | null; root: string }[];
+      expect(models_.find((m) => m.id === 'sql')).toMatchObject({ parent: 'tiny', root: adapter });
+      const [status, adapted] = await ask('sql');
+      expect(status).toBe(200);
+      expect(adapted).not.toBe(base);
+      expect(await ask('sql')).toEqual([200, adapted]);
+      expect(await ask('tiny')).toEqual([200, base]);
+      expect((await get(e.url, '/metrics')).text).toMatch(/vllm:lora_requests_info\{running_lora_adapters="",max_lora="1",waiting_lora_adapters=""\}/);
+      // asleep the model and its adapters are unloaded; awake, both answer as before
+      expect((await post(e.url, '/sleep?level=1', undefined)).status).toBe(200);
+      expect((await post(e.url, '/wake_up', undefined)).status).toBe(200);
+      expect(await ask('sql')).toEqual([200, adapted]);
+      const unloaded = await post(e.url, '/v1/unload_lora_adapter', { lora_name: 'sql' });
+      expect([unloaded.status, unloaded.text]).toEqual([200, "Success: LoRA adapter 'sql' removed successfully."]);
+      expect((await ask('sql'))[0]).toBe(404);
+      expect((await post(e.url, '/v1/unload_lora_adapter', { lora_name: 'sql' })).status).toBe(404);
+      // its slot is free again
+      expect((await load('other', adapter)).status).toBe(200);
+    } finally {
+      await e.close();
+    }
   });
 });
