@@ -83,18 +83,41 @@ export class LlamaEngine {
   }
 
   /** Load the model and make its sequences, and the registered adapters' (start, and waking from sleep). */
-  async load(): Promise<void> {
+  load(): Promise<void> {
+    return this.serially(async () => {
+      this.phase = 'loading';
+      try {
+        await this.loadNow();
+      } catch (e) {
+        // a wake that failed leaves the engine asleep (it may be woken again), not loading forever
+        this.phase = 'sleeping';
+        throw e;
+      }
+    });
+  }
+
+  private async loadNow(): Promise<void> {
     const model = await this.llama.loadModel({ modelPath: this.opts.modelPath, gpuLayers: 0 });
+    let base: Pool | undefined;
     try {
       const template = await ChatTemplate.of(model);
-      const base = await Pool.create(model, this.shape(model));
+      base = await Pool.create(model, this.shape(model));
       this.contextSize = base.contextSize;
       const adapters = new Map<string, Pool>();
-      for (const a of this.loras.list()) adapters.set(a.name, await Pool.create(model, this.shape(model), a.path));
+      for (const a of this.loras.list()) {
+        try {
+          adapters.set(a.name, await Pool.create(model, this.shape(model), a.path));
+        } catch (e) {
+          // an adapter whose file went away while asleep is dropped, not the whole engine
+          this.loras.unload({ lora_name: a.name });
+          process.stderr.write(`glidepath engine: LoRA adapter '${a.name}' dropped on waking: ${e instanceof Error ? e.message : String(e)}\n`);
+        }
+      }
       this.loaded = { model, template, base, adapters };
       this.phase = 'ready';
       this.sleepLevel = 0;
     } catch (e) {
+      await base?.close(sleeping('the engine failed to load'));
       await model.dispose();
       throw e;
     }
@@ -103,30 +126,53 @@ export class LlamaEngine {
   /**
    * Sleep (vLLM's sleep mode): new requests are refused, those in flight finish, then the model is
    * unloaded (on a CPU both levels free the same memory). Waking loads it again, with its adapters.
+   * Sleep, wake and close run one after the other: a wake asked during a sleep's drain waits for it.
    */
-  async sleep(level: number): Promise<void> {
-    if (this.phase !== 'ready') return;
-    this.phase = 'sleeping';
-    this.sleepLevel = level;
-    await this.unload(sleeping('the engine went to sleep while this request waited'));
+  sleep(level: number): Promise<void> {
+    return this.serially(async () => {
+      if (this.phase !== 'ready') return;
+      this.phase = 'sleeping';
+      this.sleepLevel = level;
+      await this.unload(sleeping('the engine went to sleep while this request waited'));
+    });
   }
 
-  async wake(): Promise<void> {
-    if (this.phase !== 'sleeping') return;
-    this.phase = 'loading';
-    await this.load();
+  wake(): Promise<void> {
+    return this.serially(async () => {
+      if (this.phase !== 'sleeping') return;
+      this.phase = 'loading';
+      try {
+        await this.loadNow();
+      } catch (e) {
+        this.phase = 'sleeping';
+        throw e;
+      }
+    });
   }
 
-  async close(): Promise<void> {
-    this.phase = 'sleeping';
-    await this.unload(new UnavailableError('engine_sleeping', 'the engine is shutting down', { retryAfterS: 1 }));
+  close(): Promise<void> {
+    return this.serially(async () => {
+      this.phase = 'sleeping';
+      await this.unload(new UnavailableError('engine_sleeping', 'the engine is shutting down', { retryAfterS: 1 }));
+    });
   }
+
+  /** The engine's transitions, one at a time, in the order asked. */
+  private transitions: Promise<unknown> = Promise.resolve();
+  private serially(f: () => Promise<void>): Promise<void> {
+    const next = this.transitions.then(f, f);
+    this.transitions = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Adapter pools being closed by an unload (a sleep waits for them too). */
+  private readonly closing = new Set<Promise<void>>();
 
   private async unload(err: Error): Promise<void> {
     const l = this.loaded;
     if (l === undefined) return;
-    await Promise.all([l.base, ...l.adapters.values()].map((p) => p.close(err)));
     this.loaded = undefined;
+    await Promise.all([l.base.close(err), ...[...l.adapters.values()].map((p) => p.close(err)), ...this.closing]);
     await l.model.dispose();
   }
 
@@ -135,8 +181,9 @@ export class LlamaEngine {
     const l = this.usable();
     const ok = this.loras.load(body);
     const a = this.loras.list().at(-1) as { name: string; path: string };
+    let pool: Pool;
     try {
-      l.adapters.set(a.name, await Pool.create(l.model, this.shape(l.model), a.path));
+      pool = await Pool.create(l.model, this.shape(l.model), a.path);
     } catch (e) {
       this.loras.unload({ lora_name: a.name });
       throw new BadRequestError(
@@ -144,17 +191,29 @@ export class LlamaEngine {
         `Failed to load LoRA adapter '${a.name}' from ${a.path}: ${e instanceof Error ? e.message : String(e)}`,
       );
     }
+    // unloaded meanwhile, or the engine went to sleep: the new contexts are not kept
+    if (this.loaded !== l || !this.loras.has(a.name)) {
+      await pool.close(sleeping('the engine went to sleep'));
+      if (this.loaded !== l) throw sleeping(`the engine went to sleep while LoRA adapter '${a.name}' loaded; it will be loaded on waking`);
+      return ok;
+    }
+    l.adapters.set(a.name, pool);
     return ok;
   }
 
   /** `POST /v1/unload_lora_adapter`: its waiting requests refused, its running ones finished, its contexts freed. */
   async unloadAdapter(body: unknown): Promise<string> {
+    if (this.opts.maxLoras === 0) throw new BadRequestError('lora_disabled', 'LoRA is not enabled on this worker (max_loras = 0).');
     const ok = this.loras.unload(body);
     const name = (body as { lora_name: string }).lora_name;
     const pool = this.loaded?.adapters.get(name);
     if (pool !== undefined) {
       this.loaded?.adapters.delete(name);
-      await pool.close(new NotFoundError('model_not_found', `The model \`${name}\` does not exist: the LoRA adapter was unloaded while this request waited.`));
+      const closed = pool.close(
+        new NotFoundError('model_not_found', `The model \`${name}\` does not exist: the LoRA adapter was unloaded while this request waited.`),
+      );
+      this.closing.add(closed);
+      await closed.finally(() => this.closing.delete(closed));
     }
     return ok;
   }
@@ -183,17 +242,33 @@ export class LlamaEngine {
     const ids = this.tokenize(l, l.template.render(req.messages, req.addGenerationPrompt, req.continueFinal));
     if (req.continueFinal && req.messages.at(-1)?.role === 'assistant') {
       // the conversation before the message being continued, as its first request saw it
-      const before = this.tokenize(l, l.template.render(req.messages.slice(0, -1), true, false));
-      if (before.length < ids.length && before.every((t, i) => ids[i] === t)) return { ids, batch: before.length };
+      let before: number[] = [];
+      try {
+        before = this.tokenize(l, l.template.render(req.messages.slice(0, -1), true, false));
+      } catch {
+        // a template that will not render the conversation without its last message: no replay
+      }
+      if (before.length > 0 && before.length < ids.length && before.every((t, i) => ids[i] === t)) return { ids, batch: before.length };
     }
     return { ids, batch: ids.length };
   }
 
   private tokenize(l: Loaded, text: string): number[] {
+    // no token is longer than the vocabulary's longest piece: a text that cannot fit is refused before
+    // llama.cpp tokenises it (synchronously, on the event loop)
+    const least = Math.ceil(Buffer.byteLength(text) / l.template.longestPieceBytes);
+    if (least > this.contextSize) throw this.tooLong(least, 0);
     const m = l.model;
     const ids = m.tokenize(text, true);
     const bos = m.tokens.bos;
     return bos !== null && m.tokens.shouldPrependBosToken && ids[0] !== bos ? [bos, ...ids] : ids;
+  }
+
+  private tooLong(prompt: number, asked: number): BadRequestError {
+    return new BadRequestError(
+      'invalid_request',
+      `This model's maximum context length is ${this.contextSize} tokens. However, you requested ${prompt + asked} tokens (${prompt} in the messages, ${asked} in the completion). Please reduce the length of the messages or completion.`,
+    );
   }
 
   private vocabSize(l: Loaded): number {
@@ -209,14 +284,10 @@ export class LlamaEngine {
     const pool = this.names.has(req.model) ? l.base : l.adapters.get(req.model);
     if (pool === undefined) throw new NotFoundError('model_not_found', `The model \`${req.model}\` does not exist.`);
     const { ids: promptIds, batch } = this.prompt(req, l);
+    if (promptIds.length === 0) throw new BadRequestError('invalid_request', 'prompt: the prompt is empty (it tokenises to no token)');
     const room = this.contextSize - promptIds.length;
     const asked = req.maxTokens ?? (req.kind === 'completion' ? this.opts.defaultCompletionTokens : room);
-    if (room < 1 || asked > room) {
-      throw new BadRequestError(
-        'invalid_request',
-        `This model's maximum context length is ${this.contextSize} tokens. However, you requested ${promptIds.length + asked} tokens (${promptIds.length} in the messages, ${asked} in the completion). Please reduce the length of the messages or completion.`,
-      );
-    }
+    if (room < 1 || asked > room) throw this.tooLong(promptIds.length, asked);
     const gone = new AbortController();
     res.once('close', () => gone.abort());
     const arrival = performance.now();
@@ -225,7 +296,7 @@ export class LlamaEngine {
     if (lora !== undefined) this.loras.begin(lora);
     try {
       if (gone.signal.aborted) return;
-      await this.run(req, res, l, seq, { promptIds, batch }, asked, arrival);
+      await this.run(req, res, l, seq, { promptIds, batch }, asked, arrival, gone.signal);
     } finally {
       if (lora !== undefined) this.loras.end(lora);
       await seq.clearHistory().catch(() => undefined);
@@ -241,6 +312,7 @@ export class LlamaEngine {
     { promptIds, batch }: { promptIds: number[]; batch: number },
     maxTokens: number,
     arrival: number,
+    signal: AbortSignal,
   ): Promise<void> {
     const answer = new Answer({
       kind: req.kind,
@@ -262,7 +334,19 @@ export class LlamaEngine {
     const { finish, tail } = await generate(
       l.model,
       seq,
-      { promptIds, batch, maxTokens, ignoreEos: req.ignoreEos, temperature: req.temperature, seed: req.seed, stop: req.stop, topLogprobs: req.topLogprobs },
+      {
+        promptIds,
+        batch,
+        maxTokens,
+        ignoreEos: req.ignoreEos,
+        temperature: req.temperature,
+        topK: req.topK,
+        topP: req.topP,
+        seed: req.seed,
+        stop: req.stop,
+        topLogprobs: req.topLogprobs,
+        signal,
+      },
       (text, id, lp) => {
         const now = performance.now();
         if (firstAt < 0) {

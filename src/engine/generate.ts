@@ -20,6 +20,11 @@ export interface GenerateRequest {
   stop: readonly string[];
   /** -1: no logprobs; otherwise the alternatives per token. */
   topLogprobs: number;
+  /** Sampling: 0 is the whole vocabulary; 1 is no nucleus cut. */
+  topK: number;
+  topP: number;
+  /** The client left. */
+  signal: AbortSignal;
 }
 
 /** Told of every generated token; returns false when nobody listens any more (the client left). */
@@ -42,6 +47,10 @@ export async function generate(model: LlamaModel, seq: LlamaSequence, req: Gener
   let reason: Finish['reason'] = 'length';
   const options = {
     temperature: req.temperature,
+    // vLLM's defaults, not node-llama-cpp's (top-k 40, top-p 0.95): the whole vocabulary unless asked
+    topK: req.topK,
+    topP: req.topP,
+    minP: 0,
     // greedy at temperature 0; a request without a seed samples with one of its own
     seed: req.seed ?? Math.floor(Math.random() * 2 ** 31),
     yieldEogToken: true,
@@ -49,9 +58,14 @@ export async function generate(model: LlamaModel, seq: LlamaSequence, req: Gener
   let input = req.promptIds;
   if (req.batch < input.length - 1) {
     await seq.evaluateWithoutGeneratingNewTokens(input.slice(0, req.batch));
-    for (const t of input.slice(req.batch, -1)) await seq.evaluateWithoutGeneratingNewTokens([t]);
+    for (const t of input.slice(req.batch, -1)) {
+      // a client that left stops the replay (one evaluation per token can be long)
+      if (req.signal.aborted) return { finish: { reason: 'abort', stopReason: null, completionTokens: 0 }, tail: '' };
+      await seq.evaluateWithoutGeneratingNewTokens([t]);
+    }
     input = input.slice(-1);
   }
+  if (req.signal.aborted) return { finish: { reason: 'abort', stopReason: null, completionTokens: 0 }, tail: '' };
   const outputs = seq.evaluateWithMetadata(input, { confidence: wantProbs, probabilities: wantProbs }, options);
   for await (const out of outputs) {
     const id = out.token;

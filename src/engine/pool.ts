@@ -19,6 +19,7 @@ export class Pool {
   readonly contextSize: number;
   private idle: (() => void) | undefined;
   private closing = false;
+  private closed: Promise<void> | undefined;
 
   private constructor(
     private readonly contexts: LlamaContext[],
@@ -26,7 +27,8 @@ export class Pool {
   ) {
     this.slots = new Slots(shape.maxWaiting);
     const first = contexts[0] as LlamaContext;
-    this.contextSize = shape.batchInvariant ? first.contextSize : Math.floor(first.contextSize / shape.sequences);
+    // node-llama-cpp's contextSize is per sequence (each gets its own cells)
+    this.contextSize = first.contextSize;
     this.slots.fill(Array.from({ length: shape.sequences }, (_, i) => (contexts[i] ?? first).getSequence()));
   }
 
@@ -39,7 +41,7 @@ export class Pool {
     try {
       // batch-invariant: a context per sequence, so that every evaluation holds one sequence's tokens only
       if (shape.batchInvariant) for (let i = 0; i < n; i++) contexts.push(await make(shape.contextSize, 1));
-      else contexts.push(await make(shape.contextSize * n, n));
+      else contexts.push(await make(shape.contextSize, n));
       return new Pool(contexts, shape);
     } catch (e) {
       for (const c of contexts) await c.dispose();
@@ -59,12 +61,15 @@ export class Pool {
     }
   }
 
-  /** Refuse the waiting requests with `err`, wait for the running ones, then free the contexts. */
-  async close(err: Error): Promise<void> {
-    this.closing = true;
-    this.slots.refuseWaiting(err);
-    if (this.slots.running > 0) await new Promise<void>((r) => (this.idle = r));
-    for (const s of this.slots.drain()) s.dispose();
-    for (const c of this.contexts) await c.dispose();
+  /** Refuse the waiting requests with `err`, wait for the running ones, then free the contexts; closing twice waits for the one closing. */
+  close(err: Error): Promise<void> {
+    this.closed ??= (async () => {
+      this.closing = true;
+      this.slots.refuseWaiting(err);
+      if (this.slots.running > 0) await new Promise<void>((r) => (this.idle = r));
+      for (const s of this.slots.drain()) s.dispose();
+      for (const c of this.contexts) await c.dispose();
+    })();
+    return this.closed;
   }
 }

@@ -79,7 +79,14 @@ export class EngineServer {
       sendText(res, 200, '');
     });
     add('POST', '/wake_up', async (_req, res) => {
-      await e.wake();
+      try {
+        await e.wake();
+      } catch (err) {
+        // the model file went away or changed into something llama.cpp cannot load: still asleep, say why
+        throw new UnavailableError('engine_sleeping', `waking failed, the engine is still asleep: ${err instanceof Error ? err.message : String(err)}`, {
+          retryAfterS: 1,
+        });
+      }
       sendText(res, 200, '');
     });
     add('GET', '/is_sleeping', (_req, res) => sendJson(res, 200, { is_sleeping: e.phase === 'sleeping' }));

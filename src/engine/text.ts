@@ -8,6 +8,7 @@ const MAX_HELD = 4;
 /** Ids of context kept for the next decode. */
 const CONTEXT = 8;
 const REPLACEMENT = '\uFFFD';
+const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
 
 export class TextStream {
   /** Every character decoded so far. */
@@ -78,7 +79,9 @@ export class TextStream {
         this.stopped = s;
       }
     }
-    const end = at >= 0 ? at : Math.max(this.sent, this.text.length - this.holdBack);
+    let end = at >= 0 ? at : Math.max(this.sent, this.text.length - this.holdBack);
+    // never between the two halves of a character outside the BMP (an emoji): each chunk is valid text
+    if (end > this.sent && end < this.text.length && isHighSurrogate(this.text.charCodeAt(end - 1))) end--;
     const out = this.text.slice(this.sent, end);
     this.sent = end;
     return out;

@@ -23,6 +23,9 @@ const common = {
   /** Disaggregated serving's handshake (vLLM's NIXL connector; read by disagg.ts). */
   kv_transfer_params: z.record(z.string(), z.unknown()).nullish(),
   return_token_ids: z.boolean().nullish(),
+  /** Sampling cuts (the simulator's generator does not sample with them; the llama.cpp engine does). */
+  top_p: z.number().gt(0, 'top_p must be in (0, 1]').lte(1, 'top_p must be in (0, 1]').nullish(),
+  top_k: z.number().int('top_k must be an integer').gte(-1, 'top_k must be -1 (disable), 0 (disable) or at least 1').nullish(),
 };
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -81,6 +84,9 @@ export interface InferenceRequest {
   continueFinal: boolean;
   /** vLLM's `return_token_ids`: the answer carries the prompt's and the generated tokens' ids. */
   returnTokenIds: boolean;
+  /** Sampling: the top-k cut (0: none; vLLM's -1 is read as 0) and the nucleus (1: none). */
+  topK: number;
+  topP: number;
 }
 
 /** Who answers (named in refusals) and whether its prompts may be token ids. */
@@ -161,6 +167,8 @@ function sampling(
   | 'topLogprobs'
   | 'kvTransfer'
   | 'returnTokenIds'
+  | 'topK'
+  | 'topP'
 > {
   return {
     stream: b.stream ?? false,
@@ -175,6 +183,8 @@ function sampling(
     topLogprobs: top,
     kvTransfer: readKvTransfer(b.kv_transfer_params),
     returnTokenIds: b.return_token_ids ?? false,
+    topK: Math.max(0, b.top_k ?? 0),
+    topP: b.top_p ?? 1,
   };
 }
 

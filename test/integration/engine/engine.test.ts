@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
@@ -339,4 +339,85 @@ describe('glidepath engine: llama.cpp behind the OpenAI surface', () => {
       await e.close();
     }
   });
+
+  itEngine('sleep, wake, unload and close asked while requests run are done one after the other: nothing hangs, nothing is lost', async () => {
+    const adapter = path.join(models.dir, 'adapter2.gguf');
+    writeFileSync(adapter, makeTinyAdapter({ seed: 10 }));
+    const e = await startEngine({ modelPath: models.model(1), model: 'tiny', contextSize: 512, maxLoras: 1 });
+    try {
+      expect((await post(e.url, '/v1/load_lora_adapter', { lora_name: 'a', lora_path: adapter })).status).toBe(200);
+      const before = (await post(e.url, C, greedy('hello world'))).json.choices[0].text as string;
+      // a long stream on the base and one on the adapter, both running (their first chunk came), then sleep, unload and wake at once
+      const longs = await Promise.all(
+        ['tiny', 'a'].map(async (model) => {
+          const r = await fetch(e.url + C, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model, prompt: 'x', max_tokens: 400, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+          });
+          const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+          const decoder = new TextDecoder();
+          let text = decoder.decode((await reader.read()).value);
+          // (in an object: an async function returning a promise would wait for it)
+          return {
+            rest: (async () => {
+              for (let c = await reader.read(); !c.done; c = await reader.read()) text += decoder.decode(c.value);
+              return text;
+            })(),
+          };
+        }),
+      );
+      const [slept, unloaded, woke] = await Promise.all([
+        post(e.url, '/sleep?level=1', undefined),
+        post(e.url, '/v1/unload_lora_adapter', { lora_name: 'a' }),
+        post(e.url, '/wake_up', undefined),
+      ]);
+      expect([slept.status, unloaded.status, woke.status]).toEqual([200, 200, 200]);
+      // the streams in flight finished whole
+      for (const text of await Promise.all(longs.map((l) => l.rest))) {
+        expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+        expect(chunks(text).at(-1).usage.completion_tokens).toBe(400);
+      }
+      expect((await get(e.url, '/is_sleeping')).json).toEqual({ is_sleeping: false });
+      expect((await post(e.url, C, greedy('hello world'))).json.choices[0].text).toBe(before);
+      expect((await post(e.url, C, { model: 'a', prompt: 'x' })).status).toBe(404);
+    } finally {
+      await e.close();
+    }
+  });
+
+  itEngine('a wake that fails (the model file went bad while asleep) leaves it asleep and says why; a later wake works', async () => {
+    const file = path.join(models.dir, 'wake.gguf');
+    writeFileSync(file, readFileSync(models.model(1)));
+    const e = await startEngine({ modelPath: file, model: 'tiny', contextSize: 256 });
+    try {
+      expect((await post(e.url, '/sleep?level=2', undefined)).status).toBe(200);
+      writeFileSync(file, 'not a model any more');
+      const failed = await post(e.url, '/wake_up', undefined);
+      expect(failed.status).toBe(503);
+      expect(failed.json.error.message).toMatch(/waking failed, the engine is still asleep: .*GGUF/);
+      expect((await get(e.url, '/is_sleeping')).json).toEqual({ is_sleeping: true });
+      writeFileSync(file, readFileSync(models.model(1)));
+      expect((await post(e.url, '/wake_up', undefined)).status).toBe(200);
+      expect((await post(e.url, C, greedy('hello', { max_tokens: 2 }))).status).toBe(200);
+    } finally {
+      await e.close();
+    }
+  });
+
+  itEngine(
+    'samples with top_k and top_p when asked (top_k 1 at temperature 1 is greedy), refuses them out of range, and refuses a huge prompt before tokenising it',
+    async () => {
+      const greedyText = (await post(b.url, C, greedy('the fleet', { max_tokens: 12 }))).json.choices[0].text as string;
+      const k1 = await post(b.url, C, { model: 'tiny', prompt: 'the fleet', max_tokens: 12, temperature: 1, top_k: 1, seed: 3 });
+      expect(k1.json.choices[0].text).toBe(greedyText);
+      const wide = await post(b.url, C, { model: 'tiny', prompt: 'the fleet', max_tokens: 12, temperature: 1, seed: 3 });
+      expect(wide.json.choices[0].text).not.toBe(greedyText);
+      expect((await post(b.url, C, greedy('x', { top_p: 0 }))).json.error.message).toMatch(/top_p must be in \(0, 1\]/);
+      expect((await post(b.url, C, greedy('x', { top_k: -2 }))).json.error.message).toMatch(/top_k must be -1/);
+      const huge = await post(b.url, C, greedy('x'.repeat(3_000_000)));
+      expect(huge.status).toBe(400);
+      expect(huge.json.error.message).toMatch(/maximum context length is 256 tokens/);
+    },
+  );
 });

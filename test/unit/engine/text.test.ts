@@ -52,4 +52,13 @@ describe('TextStream', () => {
     expect(t.push(0xe2)).toBe('');
     expect(t.flush()).toBe('\uFFFD');
   });
+
+  it('never sends half of a character outside the BMP, even while holding back for a stop string', () => {
+    const r = run('ab😀cd', ['xy']);
+    expect(r.out.join('')).toBe('ab😀cd');
+    for (const piece of r.out) {
+      const last = piece.charCodeAt(piece.length - 1);
+      expect(last >= 0xd800 && last <= 0xdbff, JSON.stringify(piece)).toBe(false);
+    }
+  });
 });
