@@ -84,16 +84,18 @@ export class LlamaEngine {
 
   /** Load the model and make its sequences, and the registered adapters' (start, and waking from sleep). */
   load(): Promise<void> {
-    return this.serially(async () => {
-      this.phase = 'loading';
-      try {
-        await this.loadNow();
-      } catch (e) {
-        // a wake that failed leaves the engine asleep (it may be woken again), not loading forever
-        this.phase = 'sleeping';
-        throw e;
-      }
-    });
+    return this.serially(() => this.loadOrSleep());
+  }
+
+  /** Load; a load that failed leaves the engine asleep (it may be woken again), not loading forever. */
+  private async loadOrSleep(): Promise<void> {
+    this.phase = 'loading';
+    try {
+      await this.loadNow();
+    } catch (e) {
+      this.phase = 'sleeping';
+      throw e;
+    }
   }
 
   private async loadNow(): Promise<void> {
@@ -139,14 +141,7 @@ export class LlamaEngine {
 
   wake(): Promise<void> {
     return this.serially(async () => {
-      if (this.phase !== 'sleeping') return;
-      this.phase = 'loading';
-      try {
-        await this.loadNow();
-      } catch (e) {
-        this.phase = 'sleeping';
-        throw e;
-      }
+      if (this.phase === 'sleeping') await this.loadOrSleep();
     });
   }
 

@@ -260,7 +260,7 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
     120_000,
   );
 
-  const canaryRun = async (name: string, v2: string): Promise<{ up: UpProcess; view: CanaryView; ok: number; failed: number }> => {
+  const canaryRun = async (name: string, v2: string, tolerance = ''): Promise<{ up: UpProcess; view: CanaryView; ok: number; failed: number }> => {
     const up = await start(`canary-${name}`, (dataDir) =>
       engineConfigYaml({
         dataDir,
@@ -268,7 +268,7 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
         control: '{ tick_ms: 100 }',
         // no shadow traffic: copies of stable's requests load the canary's engine beyond its share, and on
         // a CPU a busier engine is slower (with shadow 30 %, an equal canary's tail at 50 % was judged slower)
-        canary: '{ stages: [5, 25, 50, 100], stage_duration_ms: 2000, min_samples: 60 }',
+        canary: `{ stages: [5, 25, 50, 100], stage_duration_ms: 2000, min_samples: 60${tolerance} }`,
         // warmed up alike: a fresh worker's cold JIT code makes its tail slower than a busy one's
         versions: [
           { id: 'v1', weights: models.model(1), warmup: 100 },
@@ -313,7 +313,11 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
       // Seeds of the same shape are not equally fast on this CPU: through the gateway at 50/50, seed 2
       // was ~10 % slower at p50 than seed 1 in either slot (its canary rightly rolled back), seed 6 ~12 %
       // faster (docs/engines.md). Seed 6 is a version the statistics should promote.
-      const { up, view, failed, ok } = await canaryRun('equal', models.model(6));
+      // The tolerance is the machine's: with the test suite's other files running beside it on two
+      // cores, an equal canary's p99 came out 29–64 % above stable's, now and then significantly (its
+      // lighter-loaded engine waits longer for a core); the default 20 % rolled it back in one full
+      // suite run. The slower version above is judged with the default and is +150–1,100 %.
+      const { up, view, failed, ok } = await canaryRun('equal', models.model(6), ', max_p99_increase: 1.0');
       expect(view.phase, view.message ?? undefined).toBe('succeeded');
       const versions = await up.ok<{ version: string; status: string }[]>('GET', `/models/${MODEL}/versions`);
       expect(versions.find((x) => x.version === 'v2')?.status).toBe('active');
