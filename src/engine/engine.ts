@@ -160,7 +160,7 @@ export class LlamaEngine {
     return next;
   }
 
-  /** Adapter pools being closed by an unload (a sleep waits for them too). */
+  /** Adapter pools being made or closed (a sleep waits for them before it unloads the model). */
   private readonly closing = new Set<Promise<void>>();
 
   private async unload(err: Error): Promise<void> {
@@ -177,14 +177,23 @@ export class LlamaEngine {
     const ok = this.loras.load(body);
     const a = this.loras.list().at(-1) as { name: string; path: string };
     let pool: Pool;
+    // a sleep meanwhile waits for this before it unloads the model the contexts are made from
+    const creating = Pool.create(l.model, this.shape(l.model), a.path);
+    const settled = creating.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.closing.add(settled);
     try {
-      pool = await Pool.create(l.model, this.shape(l.model), a.path);
+      pool = await creating;
     } catch (e) {
       this.loras.unload({ lora_name: a.name });
       throw new BadRequestError(
         'invalid_lora_request',
         `Failed to load LoRA adapter '${a.name}' from ${a.path}: ${e instanceof Error ? e.message : String(e)}`,
       );
+    } finally {
+      this.closing.delete(settled);
     }
     // unloaded meanwhile, or the engine went to sleep: the new contexts are not kept
     if (this.loaded !== l || !this.loras.has(a.name)) {
