@@ -39,7 +39,10 @@ describe('capacity measured from the engines', () => {
     for (const p of parts) {
       expect(p.capacityTokensPerS).toBeGreaterThan(50);
       expect(p.capacityTokensPerS).toBeLessThan(500);
-      expect(p.load?.running).toBe(2);
+      // 2, but for a moment after a stream ends and before the gateway hands the worker its next
+      // queued request: on a loaded machine the reading can land there (seen once in a clean clone)
+      expect(p.load?.running).toBeGreaterThanOrEqual(1);
+      expect(p.load?.running).toBeLessThanOrEqual(2);
     }
     // ~400 of the 1500 tokens/s it must serve: level 3 (or 2 on a slow machine's lower reading, never better)
     expect(adm.level).toBeGreaterThanOrEqual(2);
