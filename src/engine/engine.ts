@@ -325,6 +325,7 @@ export class LlamaEngine {
       model: req.model,
       topLogprobs: req.topLogprobs,
       returnTokenIds: req.returnTokenIds,
+      continuousUsage: req.stream && req.continuousUsage,
       promptIds,
     });
     const started = performance.now();

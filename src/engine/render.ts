@@ -17,6 +17,8 @@ export interface AnswerContext {
   topLogprobs: number;
   returnTokenIds: boolean;
   promptIds: readonly number[];
+  /** stream_options.continuous_usage_stats: every chunk carries the running usage (the gateway asks it of a resumed stream's continuation). */
+  continuousUsage: boolean;
 }
 
 /** What generation ended with. */
@@ -45,7 +47,7 @@ export class Answer {
     const pids = this.c.returnTokenIds ? `,"prompt_token_ids":${JSON.stringify(this.c.promptIds)}` : '';
     if (this.c.kind !== 'chat')
       return pids === '' ? '' : `data: ${this.head},"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":null${pids}}]}\n\n`;
-    return `data: ${this.head},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${pids}}\n\n`;
+    return `data: ${this.head},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]${pids}${this.usageAt(0)}}\n\n`;
   }
 
   /** One token's chunk: the text it released (possibly ''), its id, its logprobs when asked. Kept for the whole body too. */
@@ -53,13 +55,20 @@ export class Answer {
     this.texts.push(text);
     this.ids.push(id);
     if (lp !== undefined) this.lps.push(lp);
-    return this.chunk(text, lp === undefined ? 'null' : JSON.stringify(this.logprobsOf([lp])), `[${id}]`, null);
+    return this.chunk(text, lp === undefined ? 'null' : JSON.stringify(this.logprobsOf([lp])), `[${id}]`, null, this.ids.length);
   }
 
   /** Text released at the end (held back for a stop string or a split character), then the finish chunk. */
   finish(tail: string, f: Finish): string {
     if (tail !== '') this.texts.push(tail);
-    return this.chunk(tail, 'null', '[]', f);
+    return this.chunk(tail, 'null', '[]', f, f.completionTokens);
+  }
+
+  /** `,"usage":{…}` after `completion` tokens when continuous usage is on (vLLM's field order), else nothing. */
+  private usageAt(completion: number): string {
+    if (!this.c.continuousUsage) return '';
+    const p = this.c.promptIds.length;
+    return `,"usage":{"prompt_tokens":${p},"total_tokens":${p + completion},"completion_tokens":${completion}}`;
   }
 
   /** The usage chunk (stream_options.include_usage) and the terminator. */
@@ -68,12 +77,12 @@ export class Answer {
     return `${u}data: [DONE]\n\n`;
   }
 
-  private chunk(text: string, logprobs: string, ids: string, f: Finish | null): string {
+  private chunk(text: string, logprobs: string, ids: string, f: Finish | null, completion: number): string {
     // as vLLM: completions' chunks all carry stop_reason, chat's only the last
     const fin = f !== null ? `"${f.reason}","stop_reason":${JSON.stringify(f.stopReason)}` : this.c.kind === 'chat' ? 'null' : 'null,"stop_reason":null';
     const tokenIds = this.c.returnTokenIds ? `,"token_ids":${ids}` : '';
     const body = this.c.kind === 'chat' ? `"delta":{"content":${JSON.stringify(text)}}` : `"text":${JSON.stringify(text)}`;
-    return `data: ${this.head},"choices":[{"index":0,${body},"logprobs":${logprobs},"finish_reason":${fin}${tokenIds}}]}\n\n`;
+    return `data: ${this.head},"choices":[{"index":0,${body},"logprobs":${logprobs},"finish_reason":${fin}${tokenIds}}]${this.usageAt(completion)}}\n\n`;
   }
 
   private logprobsOf(lps: readonly TokenLogprob[]): object {

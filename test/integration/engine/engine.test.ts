@@ -69,6 +69,14 @@ describe('glidepath engine: llama.cpp behind the OpenAI surface', () => {
     expect(cs[0].choices[0].prompt_token_ids).toEqual(whole.json.choices[0].prompt_token_ids);
     expect(cs.flatMap((c) => (c.choices[0]?.token_ids ?? []) as number[])).toEqual(whole.json.choices[0].token_ids);
     expect(cs.at(-1).usage).toEqual(whole.json.usage);
+    // continuous usage (the gateway asks it of a resumed stream's continuation): every chunk counts so far
+    const running = chunks(
+      (await post(a.url, C, greedy('hello world', { stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }))).text,
+    );
+    const counts = running.filter((c) => c.choices.length > 0).map((c) => c.usage.completion_tokens as number);
+    expect(counts.at(-1)).toBe(whole.json.usage.completion_tokens);
+    expect(counts.every((n, i) => i === 0 || n >= (counts[i - 1] as number))).toBe(true);
+    expect(running[0].usage.prompt_tokens).toBe(whole.json.usage.prompt_tokens);
     expect(whole.json.usage.prompt_tokens).toBe(whole.json.choices[0].prompt_token_ids.length);
     expect(whole.json.usage.completion_tokens).toBe(whole.json.choices[0].token_ids.length);
   });
