@@ -1,14 +1,12 @@
-// Worker lifecycle for the control plane: place on GPUs, start via the provider, warm up, record,
+// Worker lifecycle for the control plane: place on GPUs, start via the provider, warm up (warmup.ts), record,
 // publish to the data plane, notice unexpected exits, adopt survivors after a restart, sleep and
 // wake (the sleep state is owned and persisted here, nowhere else), stop; one worker at a time too
 // (replacements and hot spares), with each worker's role and health persisted beside it.
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { request } from 'undici';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { engineTraitsOf } from '../domain/spec.js';
-import { UnavailableError } from '../errors.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
@@ -17,6 +15,7 @@ import { parseHealth, routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
 import type { WorkerInfo, WorkerRole } from '../rollout/ports.js';
 import type { EventBus } from './events.js';
+import { warmUp } from './warmup.js';
 
 export interface StartedVersion {
   workers: WorkerHandle[];
@@ -479,25 +478,4 @@ function sleepKey(model: string, version: string): string {
 
 export function workerId(v: { model: string; id: string }, i: number): string {
   return `${v.model}/${v.id}/${i}`;
-}
-
-/** Send the version's warm-up requests straight to one worker; any failure fails the load. */
-async function warmUp(url: string, v: VersionConfig): Promise<void> {
-  for (let i = 0; i < v.warmup.requests; i++) {
-    let res;
-    try {
-      res = await request(`${url}/v1/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: v.model, prompt: `warm-up ${i}`, max_tokens: v.warmup.maxTokens, temperature: 0 }),
-        headersTimeout: DEFAULTS.control.warmupTimeoutMs,
-        bodyTimeout: DEFAULTS.control.warmupTimeoutMs,
-      });
-    } catch (err) {
-      throw new UnavailableError('warmup_failed', `warm-up request ${i + 1} to ${url} failed: ${(err as Error).message}`);
-    }
-    const text = await res.body.text();
-    if (res.statusCode !== 200)
-      throw new UnavailableError('warmup_failed', `warm-up request ${i + 1} to ${url} answered ${res.statusCode}: ${text.slice(0, 200)}`);
-  }
 }
