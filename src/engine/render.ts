@@ -1,5 +1,5 @@
 // The engine's answers in vLLM's shapes, built as tokens come: one SSE chunk per token (text, logprobs, token ids), the finish chunk, usage, and the whole body.
-import { chatLp, complTop, usage } from '../sim/render.js';
+import { chatLp, complTop, usage, wholeBody } from '../sim/render.js';
 import type { TopLogprob } from '../sim/generator.js';
 
 export interface TokenLogprob {
@@ -107,27 +107,13 @@ export class Answer {
     this.offset = 0;
     const logprobs = c.topLogprobs >= 0 ? this.logprobsOf(this.lps) : null;
     const ids = c.returnTokenIds ? { token_ids: this.ids } : {};
-    const choice =
-      c.kind === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text, tool_calls: [] }, logprobs, finish_reason: f.reason, stop_reason: f.stopReason, ...ids }
-        : {
-            index: 0,
-            text,
-            logprobs,
-            finish_reason: f.reason,
-            stop_reason: f.stopReason,
-            prompt_logprobs: null,
-            ...ids,
-            ...(c.returnTokenIds ? { prompt_token_ids: c.promptIds } : {}),
-          };
-    return JSON.stringify({
-      id: c.id,
-      object: c.kind === 'chat' ? 'chat.completion' : 'text_completion',
-      created: c.created,
-      model: c.model,
-      choices: [choice],
-      usage: usage(c.promptIds.length, f.completionTokens),
-      ...(c.returnTokenIds && c.kind === 'chat' ? { prompt_token_ids: c.promptIds } : {}),
-    });
+    // as vLLM: a completion's prompt ids are on its choice, a chat's on the response
+    const promptIds = c.returnTokenIds ? { prompt_token_ids: c.promptIds } : {};
+    return wholeBody(
+      c,
+      { text, logprobs, finish: f.reason, stopReason: f.stopReason, promptTokens: c.promptIds.length, completionTokens: f.completionTokens },
+      c.kind === 'chat' ? ids : { ...ids, ...promptIds },
+      c.kind === 'chat' ? promptIds : {},
+    );
   }
 }

@@ -185,18 +185,49 @@ export class Renderer {
         };
       }
     }
-    const choice =
-      c.kind === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text, tool_calls: [] }, logprobs, finish_reason: g.finish, stop_reason: g.stopReason }
-        : { index: 0, text, logprobs, finish_reason: g.finish, stop_reason: g.stopReason, prompt_logprobs: null };
-    return JSON.stringify({
-      id: c.id,
-      object: c.kind === 'chat' ? 'chat.completion' : 'text_completion',
-      created: c.created,
-      model: c.model,
-      choices: [choice],
-      usage: usage(c.promptTokens, g.count),
-      prompt_logprobs: c.kind === 'chat' ? null : undefined,
-    });
+    return wholeBody(c, { text, logprobs, finish: g.finish, stopReason: g.stopReason, promptTokens: c.promptTokens, completionTokens: g.count });
   }
+}
+
+/** What a whole (not streamed) answer says, whichever engine made it. */
+export interface WholeAnswer {
+  text: string;
+  logprobs: unknown;
+  finish: string;
+  stopReason: string | null;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * A whole answer's body as vLLM shapes it (chat or completion); `choiceExtra` and `extra` are what
+ * an engine adds to the choice and to the body (the llama.cpp engine's token ids).
+ */
+export function wholeBody(
+  c: { kind: 'chat' | 'completion'; id: string; created: number; model: string },
+  a: WholeAnswer,
+  choiceExtra: object = {},
+  extra: object = {},
+): string {
+  const choice =
+    c.kind === 'chat'
+      ? {
+          index: 0,
+          message: { role: 'assistant', content: a.text, tool_calls: [] },
+          logprobs: a.logprobs,
+          finish_reason: a.finish,
+          stop_reason: a.stopReason,
+          ...choiceExtra,
+        }
+      : { index: 0, text: a.text, logprobs: a.logprobs, finish_reason: a.finish, stop_reason: a.stopReason, prompt_logprobs: null, ...choiceExtra };
+  return JSON.stringify({
+    id: c.id,
+    object: c.kind === 'chat' ? 'chat.completion' : 'text_completion',
+    created: c.created,
+    model: c.model,
+    choices: [choice],
+    usage: usage(a.promptTokens, a.completionTokens),
+    prompt_logprobs: c.kind === 'chat' ? null : undefined,
+    ...extra,
+  });
 }

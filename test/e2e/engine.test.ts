@@ -27,8 +27,7 @@ import {
   writeConfig,
 } from '../helpers/e2e-up.js';
 import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
-import type { CanaryView } from '../../src/api/types.js';
-import type { WorkerView } from '../../src/api/types.js';
+import type { CanaryView, WorkerView } from '../../src/api/types.js';
 import { compare, killEvery, migrationMetrics, wave, workers } from '../helpers/e2e-resume.js';
 import { driveToEnd, EventStream, LoadGen } from '../helpers/e2e-canary.js';
 import type { Streamed } from '../helpers/e2e-resume.js';

@@ -51,6 +51,14 @@ export function toEngineOptions(raw: Record<string, unknown>): EngineStartOption
   return o;
 }
 
+/** Write a generated file (its folder made) and say so on stdout as one JSON line. */
+function written(out: string, bytes: Buffer, extra: object = {}): void {
+  const file = path.resolve(out);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, bytes);
+  process.stdout.write(`${JSON.stringify({ event: 'written', path: file, bytes: bytes.length, ...extra })}\n`);
+}
+
 export function register(program: Command): void {
   const cmd = program
     .command('engine')
@@ -113,10 +121,7 @@ export function register(program: Command): void {
         feedForward: num('feed-forward', raw.feedForward, 'posInt'),
         contextLength: num('context-length', raw.contextLength, 'posInt'),
       });
-      const file = path.resolve(raw.out);
-      mkdirSync(path.dirname(file), { recursive: true });
-      writeFileSync(file, m.bytes);
-      process.stdout.write(`${JSON.stringify({ event: 'written', path: file, bytes: m.bytes.length, weights_sha256: m.weightsSha256 })}\n`);
+      written(raw.out, m.bytes, { weights_sha256: m.weightsSha256 });
     });
 
   cmd
@@ -135,9 +140,6 @@ export function register(program: Command): void {
         layers: num('layers', raw.layers, 'posInt'),
         embedding: num('embedding', raw.embedding, 'posInt'),
       });
-      const file = path.resolve(raw.out);
-      mkdirSync(path.dirname(file), { recursive: true });
-      writeFileSync(file, bytes);
-      process.stdout.write(`${JSON.stringify({ event: 'written', path: file, bytes: bytes.length })}\n`);
+      written(raw.out, bytes);
     });
 }
