@@ -19,6 +19,7 @@ export type {
 export type { CacheResultView } from '../fleet/cache.js';
 export type { DrainReport as DrainView, RetireResult as RetireView, RollbackResult as RollbackView, SwapResult as SwapView } from '../rollout/bluegreen.js';
 export type { StopStartResult as StopStartView } from '../rollout/stop-start.js';
+export type { RollingRoleView, RollingView } from './routes/rolling.js';
 
 export interface HealthView {
   state: HealthState;

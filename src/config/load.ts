@@ -228,6 +228,13 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
         shadowShare: m.canary.shadow_share,
         ignoreFirstRequests: m.canary.ignore_first_requests,
       },
+      rolling: m.rolling && {
+        maxSurge: m.rolling.max_surge,
+        maxUnavailable: m.rolling.max_unavailable,
+        stepTimeoutMs: m.rolling.step_timeout_ms,
+        progressDeadlineMs: m.rolling.progress_deadline_ms,
+        onFailure: m.rolling.on_failure,
+      },
       health: healthConfig(m.health),
       tiers: tierConfig(m.tiers, at, issues),
       degradation: degradationConfig(m.degradation, servingWorkers(versions[0])),

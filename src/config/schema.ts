@@ -224,6 +224,17 @@ const modelSchema = z
       })
       .strict()
       .optional(),
+    /** Rolling updates of this model (src/rollout/rolling-controller.ts, docs/rolling.md); flags of `rollout rolling` override them. */
+    rolling: z
+      .object({
+        max_surge: z.union([nonNegInt(), str('a count or a percentage such as "25%"')]).optional(),
+        max_unavailable: z.union([nonNegInt(), str('a count or a percentage such as "10%"')]).optional(),
+        step_timeout_ms: posInt().optional(),
+        progress_deadline_ms: posInt().optional(),
+        on_failure: z.enum(['pause', 'rollback'], msg('pause or rollback')).optional(),
+      })
+      .strict()
+      .optional(),
     health: healthSchema,
     /** Priority tiers of its requests, and its degradation when capacity falls (docs/resilience.md). */
     tiers: tiersSchema,

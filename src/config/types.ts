@@ -33,6 +33,15 @@ export interface CanarySettings {
   readonly ignoreFirstRequests?: number | undefined;
 }
 
+/** Per-model rolling update settings (unset fields fall back to DEFAULTS.rolling; budgets are checked when an update starts). */
+export interface RollingSettings {
+  readonly maxSurge?: number | string | undefined;
+  readonly maxUnavailable?: number | string | undefined;
+  readonly stepTimeoutMs?: number | undefined;
+  readonly progressDeadlineMs?: number | undefined;
+  readonly onFailure?: 'pause' | 'rollback' | undefined;
+}
+
 export interface JudgeEndpointConfig {
   readonly url: string;
   readonly model: string;
@@ -91,6 +100,7 @@ export interface ModelConfig {
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly monitor?: MonitorConfig | undefined;
   readonly canary?: CanarySettings | undefined;
+  readonly rolling?: RollingSettings | undefined;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly health?: HealthConfig | undefined;
   /** Priority tiers of its requests (docs/resilience.md); absent in hand-built configs: the defaults. */

@@ -1,5 +1,5 @@
-// The controllers of one App, built over its ports: blue-green, canary, experiments, the monitored
-// rollback and the LLM judge feed. Nothing here is module-level: two Apps in one process (tests)
+// The controllers of one App, built over its ports: blue-green, stop-start, canary, experiments,
+// rolling updates, the monitored rollback and the LLM judge feed. Nothing here is module-level: two Apps in one process (tests)
 // have two sets. `run` resumes what the store says is unfinished and starts the loops; `shutdown`
 // stops them.
 import type { GlidepathConfig } from '../config/types.js';
@@ -10,6 +10,8 @@ import { CanaryController } from '../rollout/canary-controller.js';
 import type { CanaryState } from '../rollout/canary-state.js';
 import { ExperimentController } from '../rollout/experiment-controller.js';
 import type { ExperimentState } from '../rollout/experiment-state.js';
+import { RollingController } from '../rollout/rolling-controller.js';
+import type { RollingState } from '../rollout/rolling-state.js';
 import { RollbackMonitor } from '../rollout/monitor.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
@@ -23,6 +25,7 @@ export interface Controllers {
   readonly stopStart: StopStart;
   readonly canary: CanaryController;
   readonly experiments: ExperimentController;
+  readonly rolling: RollingController;
   readonly monitor: RollbackMonitor;
   readonly health: HealthController;
   /** Present when the config has a `judge:` section. */
@@ -37,6 +40,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   const looks = new JudgeThread((message) => ports.emit({ kind: 'warning', message }));
   const canary = new CanaryController(ports, { tickMs: cfg.control.tickMs, judge: looks.judge });
   const experiments = new ExperimentController(ports);
+  const rolling = new RollingController(ports, { tickMs: cfg.control.tickMs });
   const monitor = new RollbackMonitor(ports, (model, actor, reason) => blueGreen.rollback(model, actor, reason));
   const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
   // built now: it records the probe sets of the versions the boot loads
@@ -47,6 +51,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     stopStart: new StopStart(ports),
     canary,
     experiments,
+    rolling,
     monitor,
     health,
     judge,
@@ -55,7 +60,8 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
       health.run();
       canary.run();
       experiments.run();
-      await resumeRollouts(ports, canary, experiments);
+      rolling.run();
+      await resumeRollouts(ports, canary, experiments, rolling);
       await monitor.run();
     },
     shutdown() {
@@ -63,6 +69,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
       monitor.shutdown();
       canary.shutdown();
       experiments.shutdown();
+      rolling.shutdown();
       judge?.shutdown();
       void looks.close();
     },
@@ -70,10 +77,11 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
 }
 
 /** Hand every unfinished rollout to its controller by kind; an unreadable one is reported and left alone. */
-async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, experiments: ExperimentController): Promise<void> {
+async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, experiments: ExperimentController, rolling: RollingController): Promise<void> {
   const { rollouts, unreadable } = await ports.rollouts.unfinished();
   const canaries: StoredRollout<CanaryState>[] = [];
   const exps: StoredRollout<ExperimentState>[] = [];
+  const rolls: StoredRollout<RollingState>[] = [];
   for (const r of rollouts) {
     const { state } = r;
     switch (state.kind) {
@@ -83,9 +91,13 @@ async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, 
       case 'experiment':
         exps.push({ ...r, state });
         break;
+      case 'rolling':
+        rolls.push({ ...r, state });
+        break;
     }
   }
   for (const err of unreadable) ports.emit({ kind: 'rollout_unreadable', message: `not resumed: ${err.message}` });
   experiments.recover(exps);
   await canary.recover(canaries);
+  await rolling.recover(rolls);
 }

@@ -18,6 +18,7 @@ import { Registry } from '../store/registry.js';
 import type { Store, StoredRoute } from '../store/types.js';
 import { EventBus } from './events.js';
 import { notify } from '../rollout/webhooks.js';
+import { claimedKind } from '../rollout/rollout-record.js';
 import type { NotifyEvent, WebhookResult } from '../rollout/webhooks.js';
 import { WorkerManager } from './worker-manager.js';
 
@@ -171,6 +172,7 @@ export class ControlPlane {
     for (const c of seed.conflicts) {
       onProgress(`warning: ${c.model}/${c.id} in the config has card ${c.config} but the store has ${c.stored}; keeping the stored version`);
     }
+    const rolling = await this.rollingVersions();
     for (const m of this.cfg.models) {
       const versions = await this.registry.list(m.name);
       const stored = (await this.store.getRoute(m.name)) as StoredRouteSpec | undefined;
@@ -185,7 +187,7 @@ export class ControlPlane {
         route: { model: m.name, weights: { [Object.keys(spec.weights)[0] ?? versions[0]?.id ?? '']: 1 } },
       });
       // loading interrupted by a crash cannot be trusted: mark failed (the operator redeploys)
-      for (const v of versions.filter((x) => x.status === 'loading')) {
+      for (const v of versions.filter((x) => x.status === 'loading' && !rolling.has(`${m.name}/${x.id}`))) {
         await this.registry.transition(
           m.name,
           v.id,
@@ -196,6 +198,14 @@ export class ControlPlane {
       }
       const needed = new Set<string>();
       for (const v of await this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
+      // the versions of an unfinished rolling update: their workers are adopted as they are (how many
+      // of each is the update's business: it reads the fleet and carries on), never reloaded
+      for (const v of versions) {
+        if (!rolling.has(`${m.name}/${v.id}`)) continue;
+        const adopted = await this.workers.adopt(v);
+        onProgress(`${m.name}/${v.id}: adopted ${adopted} running worker(s) of an unfinished rolling update`);
+        needed.delete(v.id);
+      }
       if (first) for (const [id, w] of Object.entries(spec.weights)) if (w > 0) needed.add(id);
       for (const id of needed) {
         const v = await this.registry.get(m.name, id);
@@ -225,6 +235,19 @@ export class ControlPlane {
       }
       onProgress(`${m.name}: serving ${describeWeights(this.route(m.name))}`);
     }
+    const orphans = await this.workers.releaseOrphanGpus();
+    if (orphans > 0) onProgress(`freed ${orphans} GPU(s) held for workers whose start a restart cut short`);
+  }
+
+  /** `model/version` of both sides of every unfinished rolling update (read raw: the controller validates the record). */
+  private async rollingVersions(): Promise<Set<string>> {
+    const out = new Set<string>();
+    for (const r of await this.store.listActiveRollouts()) {
+      if (claimedKind(r.state) !== 'rolling') continue;
+      const { from, to } = r.state as { from?: unknown; to?: unknown };
+      for (const v of [from, to]) if (typeof v === 'string') out.add(`${r.model}/${v}`);
+    }
+    return out;
   }
 
   /**

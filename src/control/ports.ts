@@ -9,6 +9,7 @@ import type { RolloutKind, StateOfKind, StoredRollout } from '../rollout/rollout
 import { notify } from '../rollout/webhooks.js';
 import type { RolloutRecord, Store } from '../store/types.js';
 import { DEFAULTS } from '../defaults.js';
+import { engineTraitsOf } from '../domain/spec.js';
 import type { ControlPlane } from './plane.js';
 
 /** The process's clock: Date.now and unref'd timers. */
@@ -63,11 +64,15 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       drainOne: (w, timeoutMs) => dp.drainWorker(w.model, w.version, w.id, timeoutMs),
       saveHealth: (w, h) => workers.saveHealth(w, h),
       setRole: (w, role) => workers.setRole(w.id, role),
-      start: async (model, version, role, health) => {
-        const h = await workers.startWorker(await cp.version(model, version), role, health);
+      start: async (model, version, role, health, opts) => {
+        const v = await cp.version(model, version);
+        if (opts?.newPool === true) dp.addVersion(model, version, v.cardChecksum, engineTraitsOf(v));
+        const h = await workers.startWorker(v, role, health);
         return workers.infos(model, version).find((x) => x.id === h.id) as WorkerInfo;
       },
       stop: (w) => workers.stopWorker(w.id),
+      claim: (model, version, by) => workers.claim(model, version, by),
+      claimedBy: (model, version) => workers.claimedBy(model, version),
       onExit: (l) => workers.onExit(l),
       onHealth: (l) => workers.onHealth(l),
       onLoaded: (l) => {

@@ -10,6 +10,7 @@ import { engineTraitsOf } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
+import { pidAlive, stopPid } from '../providers/child.js';
 import type { Store, WorkerRecord } from '../store/types.js';
 import { parseHealth, routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
@@ -46,6 +47,8 @@ export class WorkerManager {
   /** model/version → the highest worker index this process has used (see nextWorkerId). */
   private readonly highestIndex = new Map<string, number>();
   private exitListeners: ExitListener[] = [];
+  /** model/version → the controller that owns its worker count (a rolling update). */
+  private readonly claims = new Map<string, string>();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
 
   constructor(
@@ -84,6 +87,16 @@ export class WorkerManager {
   /** The version's live workers (not one whose unexpected exit is being recorded). */
   of(model: string, version: string): WorkerHandle[] {
     return [...this.handles.values()].filter((h) => h.model === model && h.version === version && !this.exiting.has(h.id));
+  }
+
+  /** A controller takes (or, with undefined, lets go of) a version's worker count: recovery leaves it alone. */
+  claim(model: string, version: string, by: string | undefined): void {
+    if (by === undefined) this.claims.delete(`${model}/${version}`);
+    else this.claims.set(`${model}/${version}`, by);
+  }
+
+  claimedBy(model: string, version: string): string | undefined {
+    return this.claims.get(`${model}/${version}`);
   }
 
   /** Told when a worker exits without being asked to; returns the unsubscribe function. */
@@ -165,10 +178,21 @@ export class WorkerManager {
     );
     let h: WorkerHandle | undefined;
     try {
-      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m) });
+      // recorded as starting from the moment its process exists: a control plane killed before the
+      // worker is warm finds it after the restart and stops it (a worker never warmed is not
+      // adopted), instead of leaving it running unknown
+      const onSpawn = async (s: { pid: number; url: string; info: Record<string, unknown> }) => {
+        const now = Date.now();
+        await this.store.upsertWorker({
+          ...{ id, model: v.model, versionId: v.id, endpoint: s.url, provider: v.provider.kind, pid: s.pid, state: 'starting', gpus: [...(gpus ?? [])] },
+          ...{ startedAt: now, updatedAt: now, info: s.info, role },
+        });
+      };
+      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m), onSpawn });
       await warmUp(h.url, v);
     } catch (err) {
       if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);
+      await this.store.deleteWorker(id).catch(() => undefined);
       await this.inventory.releaseWorker(v.model, v.id, id);
       throw err;
     }
@@ -346,6 +370,13 @@ export class WorkerManager {
     let n = 0;
     this.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
     for (const r of recs) {
+      if (r.state === 'starting') {
+        // its start was cut short by the restart, before its warm-up ended: stop it, never adopt it
+        if (r.pid !== undefined && pidAlive(r.pid)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
+        await this.store.deleteWorker(r.id);
+        await this.inventory.releaseWorker(v.model, v.id, r.id);
+        continue;
+      }
       if (r.state === 'exited' || r.state === 'stopped') {
         await this.store.deleteWorker(r.id);
         await this.inventory.releaseWorker(v.model, v.id, r.id);
@@ -373,6 +404,19 @@ export class WorkerManager {
       }
     }
     if (n > 0) this.publish(v.model, v.id);
+    return n;
+  }
+
+  /**
+   * After a restart's adoptions: GPUs held for a worker that has no record (a start the restart cut
+   * short before the worker was recorded) are freed. Returns how many.
+   */
+  async releaseOrphanGpus(): Promise<number> {
+    let n = 0;
+    for (const a of await this.store.listGpuAssignments()) {
+      if (a.workerId === undefined || this.handles.has(a.workerId) || (await this.store.getWorker(a.workerId))) continue;
+      n += await this.inventory.releaseWorker(a.model, a.versionId, a.workerId);
+    }
     return n;
   }
 

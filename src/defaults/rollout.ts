@@ -36,6 +36,22 @@ export const ROLLOUT = {
     experimentPower: 0.8,
   },
 
+  /** Rolling updates (src/rollout/rolling-controller.ts, docs/rolling.md). */
+  rolling: {
+    /** Kubernetes Deployments' defaults are 25 % / 25 %; for GPU workers one extra worker and none unavailable never reduce serving capacity. */
+    maxSurge: 1,
+    maxUnavailable: 0,
+    /**
+     * A new worker must be ready (started, warmed, admitted by its probes) within this: a large
+     * model's load from a cold cache takes minutes, and a worker stuck longer is not coming.
+     */
+    stepTimeoutMs: 10 * 60_000,
+    /** Kubernetes' progressDeadlineSeconds default (600 s) plus the step timeout's room: no step and no new ready worker for this long fails the update. */
+    progressDeadlineMs: 15 * 60_000,
+    /** A failure stops the update where it is for a human (Argo Rollouts' abort leaves the choice too); `rollback` goes back at once. */
+    onFailure: 'pause' as 'pause' | 'rollback',
+  },
+
   judge: {
     /** Share of client responses sampled for pointwise LLM judging. */
     sampleShare: 0.1,

@@ -131,6 +131,8 @@ export class Recovery {
     const key = `${model}/${version}`;
     const v = await this.ports.versions.get(model, version).catch(() => undefined);
     if (v === undefined || !isLoaded(v) || this.ports.workers.isAsleep(model, version)) return;
+    // a rolling update owns the version's worker count while it replaces them: nothing refilled or trimmed
+    if (this.ports.workers.claimedBy(model, version) !== undefined) return;
     const wantSpares = v.spares ?? 0;
     this.replicas.set(key, v.provider.kind === 'static' ? v.provider.endpoints.length - wantSpares : v.replicas);
     this.promoteSpares(model, version);
@@ -226,7 +228,9 @@ export class Recovery {
       for (const rv of this.ports.routes.current(model).versions) {
         if (rv.weight <= 0) continue;
         const e = by.get(`${model}/${rv.id}`);
-        const want = this.replicas.get(`${model}/${rv.id}`) ?? e?.serving ?? 0;
+        // a version a rolling update shrinks or grows on purpose is measured against what it runs now
+        const claimed = this.ports.workers.claimedBy(model, rv.id) !== undefined;
+        const want = (claimed ? undefined : this.replicas.get(`${model}/${rv.id}`)) ?? e?.serving ?? 0;
         routed += rv.weight;
         share += rv.weight * (want > 0 ? Math.min(1, (e?.up ?? 0) / want) : 1);
       }

@@ -114,6 +114,11 @@ export function adoptedPid(pid: number, intervalMs: number = DEFAULTS.providers.
   };
 }
 
+/** Stop a process known only by its pid (a worker whose start a restart cut short): SIGTERM, then SIGKILL after `graceMs`. */
+export async function stopPid(pid: number, graceMs: number): Promise<void> {
+  await adoptedPid(pid).stop(graceMs);
+}
+
 /** A process worker recorded before a restart, adopted when its pid is alive and it answers its health endpoint. */
 export async function adoptProcess(pid: number | undefined, url: string, healthPath: string): Promise<{ pid: number; adopted: Adopted } | undefined> {
   if (pid === undefined || !pidAlive(pid)) return undefined;

@@ -71,6 +71,7 @@ export class ProcessProvider implements Provider {
     const url = `http://${host}:${port}`;
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
+      await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
       await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited);
     } catch (err) {
       await child.stop(p.gracePeriodMs);

@@ -72,6 +72,7 @@ export class SimProvider implements Provider {
       });
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
+        await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);

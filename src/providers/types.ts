@@ -11,6 +11,12 @@ export interface StartRequest {
   workDir: string;
   /** Progress lines for long operations (loading weights). */
   onProgress?: (message: string) => void;
+  /**
+   * Told as soon as a worker process exists, before it is healthy (again for each retry): the
+   * control plane records it then, so a restart that cuts the start short finds the process and
+   * stops it instead of leaving it running unknown.
+   */
+  onSpawn?: (p: { pid: number; url: string; info: Record<string, unknown> }) => Promise<void>;
 }
 
 export interface WorkerExit {

@@ -116,6 +116,7 @@ export class BlueGreen {
     const standby = opts.standby ?? 'warm';
     return p.exclusive(model, () =>
       p.audited(actor, 'swap', model, { model, ...opts, mode }, async () => {
+        await refuseDuringRolling(p, model, 'a swap');
         const t0 = performance.now();
         const ready = await p.versions.list(model, ['ready']);
         let green: Version;
@@ -191,6 +192,7 @@ export class BlueGreen {
     const p = this.ports;
     return p.exclusive(model, () =>
       p.audited(actor, 'rollback', model, { model, reason }, async () => {
+        await refuseDuringRolling(p, model, 'an instant rollback');
         const t0 = performance.now();
         const target = await p.versions.standby(model);
         if (!target) {
@@ -261,6 +263,20 @@ export class BlueGreen {
         p.emit({ kind: 'retire', model, version: id, message: `${model}/${id} retired, freed ${freedGpus} GPU(s)` });
         return { model, version: id, freed_gpus: freedGpus, drain: drainReport(drain) };
       }),
+    );
+  }
+}
+
+/**
+ * A rolling update routes between its two pools at every step: a swap or rollback under it would be
+ * undone by its next step. It is aborted (back to the old pool) or finished first.
+ */
+async function refuseDuringRolling(p: ControllerPorts, model: string, what: string): Promise<void> {
+  const r = await p.rollouts.inProgress(model);
+  if (r?.kind === 'rolling') {
+    throw new ConflictError(
+      'rollout_in_progress',
+      `model ${model} has a rolling update in progress (${r.id}): ${what} would fight its route; abort it (glidepath rollout abort) or let it finish`,
     );
   }
 }

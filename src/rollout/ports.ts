@@ -127,8 +127,18 @@ export interface WorkersPort {
   drainOne(w: WorkerInfo, timeoutMs: number): Promise<{ aborted: number; elapsedMs: number }>;
   saveHealth(w: WorkerInfo, h: WorkerHealth): Promise<void>;
   setRole(w: WorkerInfo, role: WorkerRole): Promise<void>;
-  /** Start another worker of a loaded version on free GPUs (a replacement or a spare), published at weight 0. */
-  start(model: string, version: string, role: WorkerRole, health: WorkerHealth): Promise<WorkerInfo>;
+  /**
+   * Start another worker of a version on free GPUs (a replacement, a spare, a rolling update's new
+   * worker), warmed, published at the weight its health says. The version must be loaded, unless
+   * `newPool`: a rolling update's new version, whose pool joins the data plane with its first worker.
+   */
+  start(model: string, version: string, role: WorkerRole, health: WorkerHealth, opts?: { newPool?: boolean }): Promise<WorkerInfo>;
+  /**
+   * A controller that owns a version's worker count (a rolling update, by its id; undefined lets go):
+   * health's recovery neither refills nor trims a claimed version.
+   */
+  claim(model: string, version: string, by: string | undefined): void;
+  claimedBy(model: string, version: string): string | undefined;
   /** Stop one worker and free its GPUs. */
   stop(w: WorkerInfo): Promise<void>;
   /** Told when a worker exits without being asked to. */

@@ -21,6 +21,11 @@ export function parseBudget(raw: unknown, what: string): Budget {
   );
 }
 
+/** A budget as an operator writes it: `1`, `"25%"`. */
+export function budgetText(b: Budget): number | string {
+  return 'count' in b ? b.count : `${b.percent}%`;
+}
+
 /** Workers of a role `b` stands for: a percentage of `desired`, rounded up (surge) or down (unavailable). */
 export function resolveBudget(b: Budget, desired: number, round: 'up' | 'down'): number {
   if ('count' in b) return b.count;
@@ -186,10 +191,13 @@ export function nextStep(now: Readonly<Record<string, RoleNow>>, budgets: Readon
     const b = budgets[r] as RoleBudget;
     return c.ready + c.starting < b.desired && c.old + c.ready + c.starting + 1 <= b.desired + b.surge;
   };
+  // with one role and a partition the new pool stops where the old one does: the two together are the
+  // desired size, no surge worker kept while paused (with several roles the ratio decides the sizes)
+  const cap = roles.length === 1 ? order.length - partition : order.length;
   for (;;) {
     const counts = Object.fromEntries(roles.map((r) => [r, (cur[r] as RoleNow).ready + (cur[r] as RoleNow).starting]));
     const size = roles.reduce((n, r) => n + (counts[r] as number), 0);
-    if (size >= order.length) break;
+    if (size >= cap) break;
     // a start keeps the pool within one worker of the ratio, or at least no further from it than
     // it is (a pool thrown off by failed workers can still recover)
     const before = deviation(counts, desired);

@@ -1,5 +1,5 @@
-// What a rollout looks like in the store: a discriminated union by `kind` (canary, experiment; a
-// rolling update joins here), written with a schema version and validated when read back. A record
+// What a rollout looks like in the store: a discriminated union by `kind` (canary, experiment,
+// rolling update), written with a schema version and validated when read back. A record
 // that does not validate is a clear error naming the rollout — never a cast of whatever is there.
 import { z } from 'zod';
 import { zodMessage } from '../config/issues.js';
@@ -7,6 +7,8 @@ import { GlidepathError } from '../errors.js';
 import type { CanaryState, RollbackRecord, VerdictRecord } from './canary-state.js';
 import { TERMINAL } from './canary-state.js';
 import type { ExperimentState } from './experiment-state.js';
+import type { RollingState } from './rolling-state.js';
+import { ROLLING_TERMINAL } from './rolling-state.js';
 
 /**
  * Version of the persisted shape. Records written before versioning carry none: they have the
@@ -15,9 +17,9 @@ import type { ExperimentState } from './experiment-state.js';
  */
 export const ROLLOUT_SCHEMA_VERSION = 1;
 
-export type RolloutState = CanaryState | ExperimentState;
+export type RolloutState = CanaryState | ExperimentState | RollingState;
 export type RolloutKind = RolloutState['kind'];
-export const ROLLOUT_KINDS: readonly RolloutKind[] = ['canary', 'experiment'];
+export const ROLLOUT_KINDS: readonly RolloutKind[] = ['canary', 'experiment', 'rolling'];
 export type StateOfKind<K extends RolloutKind> = Extract<RolloutState, { kind: K }>;
 
 /** A validated rollout with the store revision its next write must name (compare-and-set). */
@@ -147,7 +149,52 @@ const experimentState: z.ZodType<ExperimentState> = z.object({
   stoppedReason: str.optional(),
 });
 
-const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = { canary: canaryState, experiment: experimentState };
+const budget = z.union([z.object({ count: z.number().int().nonnegative() }).strict(), z.object({ percent: z.number().min(0).max(100) }).strict()]);
+const roleNow = z.object({ old: num, ready: num, starting: num });
+const rollingState: z.ZodType<RollingState> = z.object({
+  kind: z.literal('rolling'),
+  id: str,
+  model: str,
+  from: str,
+  to: str,
+  toStatusBefore: str,
+  maxSurge: budget,
+  maxUnavailable: budget,
+  budgets: z.record(str, z.object({ desired: num, surge: num, unavailable: num })),
+  partition: z.number().int().nonnegative(),
+  stepTimeoutMs: num,
+  progressDeadlineMs: num,
+  onFailure: z.enum(['pause', 'rollback']),
+  phase: z.enum(['progressing', 'rolling_back', 'paused', 'succeeded', 'aborted', 'rolled_back', 'failed']),
+  resumeTo: z.enum(['progressing', 'rolling_back']).optional(),
+  pausedReason: str.optional(),
+  rollbackReason: str.optional(),
+  rollbackTo: z.enum(['aborted', 'rolled_back']).optional(),
+  step: z.number().int().nonnegative(),
+  intent: z.object({ step: num, at: num, start: z.record(str, num), stop: z.array(str) }).optional(),
+  trace: z.array(
+    z.object({
+      at: num,
+      step: num,
+      roles: z.record(str, roleNow),
+      share: num,
+      started: z.record(str, num),
+      stopped: z.array(str),
+      direction: z.enum(['forward', 'back']),
+    }),
+  ),
+  failures: z.array(z.object({ at: num, worker: str.optional(), reason: str })),
+  deadlineExceededAt: num.optional(),
+  createdAt: num,
+  startedAt: num,
+  updatedAt: num,
+  lastProgressAt: num,
+  finishedAt: num.optional(),
+  actor: str,
+  message: str.optional(),
+});
+
+const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = { canary: canaryState, experiment: experimentState, rolling: rollingState };
 
 /** The error every unreadable rollout record becomes: 500, code `rollout_state_invalid`, naming the rollout. */
 export function rolloutStateError(id: string, model: string, why: string): GlidepathError {
@@ -211,5 +258,7 @@ export function rowPhase(state: RolloutState): { phase: string; terminal: boolea
     case 'experiment':
       // a stopped experiment is over; its row phase has always been `aborted`
       return state.phase === 'running' ? { phase: 'running', terminal: false } : { phase: 'aborted', terminal: true };
+    case 'rolling':
+      return { phase: state.phase, terminal: ROLLING_TERMINAL.includes(state.phase) };
   }
 }

@@ -304,6 +304,7 @@ export class FakeFleet {
   /** The ports one control-plane process builds over this world (again: a restart). */
   ports(): ControllerPorts {
     const locks = new Map<string, Promise<unknown>>();
+    const claims = new Map<string, string>();
     const later = <T>(fn: () => T): Promise<T> => new Promise<T>((resolve) => resolve(fn()));
     const models = {
       config: (name: string) => {
@@ -436,7 +437,8 @@ export class FakeFleet {
             const used = [...this.workers.values()].filter((x) => x.model === model && x.version === version).map((x) => Number(x.id.split('/').pop()));
             const w = new FakeWorker(`${model}/${version}/${Math.max(-1, ...used) + 1}`, model, version, role, 'sim', this.clock.now());
             w.health = health;
-            w.weight = 0;
+            // published at the weight its health says: a pending worker none until admitted
+            w.weight = health.state === 'healthy' ? 1 : 0;
             this.workers.set(w.id, w);
             this.log.push(`start ${w.id} ${role}`);
             return w.info();
@@ -446,6 +448,11 @@ export class FakeFleet {
             this.worker(w.id).alive = false;
             this.log.push(`stop ${w.id}`);
           }),
+        claim: (model, version, by) => {
+          if (by === undefined) claims.delete(`${model}/${version}`);
+          else claims.set(`${model}/${version}`, by);
+        },
+        claimedBy: (model, version) => claims.get(`${model}/${version}`),
         onExit: (l) => {
           this.exitListeners.add(l);
           return () => this.exitListeners.delete(l);

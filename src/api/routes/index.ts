@@ -11,6 +11,7 @@ import { healthRoutes } from './health.js';
 import { judgeRoutes } from './judge.js';
 import { monitorRoutes } from './monitor.js';
 import { planRoutes } from './plan.js';
+import { rollingRoutes } from './rolling.js';
 import { routeRoutes } from './routes.js';
 import { statusRoutes } from './status.js';
 import { versionRoutes } from './versions.js';
@@ -29,6 +30,7 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...cacheRoutes(ctx),
     ...canaryRoutes(ctx),
     ...experimentRoutes(ctx),
+    ...rollingRoutes(ctx),
     ...judgeRoutes(ctx),
     ...monitorRoutes(ctx),
     ...auditRoutes(ctx),

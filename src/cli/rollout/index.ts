@@ -1,13 +1,16 @@
-// `glidepath rollout stop-start --to V`: replace the active version without spare GPUs (stop it, start
-// the new one on its GPUs; the old one back if the new one fails), showing progress and the downtime.
+// `glidepath rollout …`: the rolling update (rolling.ts) and `rollout stop-start --to V`: replace the
+// active version without spare GPUs (stop it, start the new one on its GPUs; the old one back if the
+// new one fails), showing progress and the downtime.
 import type { Command } from 'commander';
 import { err, fmtMs, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
 import type { StopStartView } from '../../api/types.js';
+import { registerRolling } from './rolling.js';
 
 export function register(program: Command): void {
   const rollout = program.command('rollout').description('update strategies beyond blue-green and canary (docs/rolling.md)');
+  registerRolling(rollout);
   withCommon(
     rollout
       .command('stop-start')

@@ -104,7 +104,7 @@ describe('parseRolloutState', () => {
   });
 
   it('an unknown kind and a newer schema version are refused by name', () => {
-    expect(() => parseRolloutState({ ...toStoredState(canary()), kind: 'rolling' }, row)).toThrow(/unknown kind "rolling" \(known: canary, experiment\)/);
+    expect(() => parseRolloutState({ ...toStoredState(canary()), kind: 'surge' }, row)).toThrow(/unknown kind "surge" \(known: canary, experiment, rolling\)/);
     expect(() => parseRolloutState({ ...canary(), kind: undefined }, row)).toThrow(/unknown kind null/);
     expect(() => parseRolloutState({ ...toStoredState(canary()), schemaVersion: 2 }, row)).toThrow(/schemaVersion 2 is not one this Glidepath reads/);
   });
@@ -120,15 +120,17 @@ describe('the rollouts port over the store', () => {
     const port = storeRollouts(store, { now: () => T });
     await port.create(canary());
     await store.putRollout({ id: 'exp-broken', model: 'mistral', phase: 'running', state: { kind: 'experiment', id: 'exp-broken', model: 'mistral' } }, T);
-    await store.putRollout({ id: 'roll-1', model: 'qwen', phase: 'running', state: { kind: 'rolling', id: 'roll-1', model: 'qwen' } }, T);
+    await store.putRollout({ id: 'roll-1', model: 'qwen', phase: 'running', state: { kind: 'surge', id: 'roll-1', model: 'qwen' } }, T);
+    await store.putRollout({ id: 'roll-2', model: 'gemma', phase: 'progressing', state: { kind: 'rolling', id: 'roll-2', model: 'gemma' } }, T);
     const { rollouts, unreadable } = await port.unfinished();
     expect(rollouts.map((r) => [r.state.kind, r.state.id])).toEqual([['canary', 'canary-1']]);
     expect(unreadable.map((e) => e.message)).toEqual([
       expect.stringMatching(/^rollout exp-broken of model mistral has an unreadable stored state: a: /),
-      'rollout roll-1 of model qwen has an unreadable stored state: unknown kind "rolling" (known: canary, experiment)',
+      'rollout roll-1 of model qwen has an unreadable stored state: unknown kind "surge" (known: canary, experiment, rolling)',
+      expect.stringMatching(/^rollout roll-2 of model gemma has an unreadable stored state: from: /),
     ]);
     await expect(port.get('exp-broken')).rejects.toMatchObject({ code: 'rollout_state_invalid' });
-    expect(await port.inProgress('qwen')).toEqual({ id: 'roll-1', kind: 'rolling' });
+    expect(await port.inProgress('qwen')).toEqual({ id: 'roll-1', kind: 'surge' });
   });
 
   it('an old-shape row in the store loads through the port and is written back versioned', async () => {

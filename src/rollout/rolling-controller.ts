@@ -1,0 +1,600 @@
+// The rolling update: replace a version's workers a few at a time under surge and unavailable
+// budgets, the new ones as a pool of their own (never mixed with the old card), the route following
+// ready capacity, each step persisted before it acts, and the fleet — not the history — as the
+// planner's input, so a restarted control plane adopts what lives and carries on (docs/rolling.md).
+// Sees only the ports.
+import { randomUUID } from 'node:crypto';
+import { DEFAULTS } from '../defaults.js';
+import { routeToSpec } from '../domain/route.js';
+import type { RouteSpec } from '../domain/route.js';
+import type { Version } from '../domain/version.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import { newHealth } from '../health/machine.js';
+import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
+import type { StoredRollout } from './rollout-record.js';
+import { assertFeasible, budgetText, newShare, nextStep, parseBudget, roleBudgets } from './rolling-plan.js';
+import type { RoleNow } from './rolling-plan.js';
+import { AGGREGATED, MAX_FAILURES, MAX_TRACE, oldServes, pools, pushBounded, standing } from './rolling-state.js';
+import type { OnFailure, RollingPhase, RollingState } from './rolling-state.js';
+
+export interface RollingStartOptions {
+  to: string;
+  maxSurge?: unknown;
+  maxUnavailable?: unknown;
+  partition?: number | undefined;
+  stepTimeoutMs?: number | undefined;
+  progressDeadlineMs?: number | undefined;
+  onFailure?: OnFailure | undefined;
+}
+
+/** A start in flight: not a worker yet (the provider is starting and warming it). */
+interface Launch {
+  role: string;
+  since: number;
+  /** Past the step timeout: the worker is stopped as soon as it exists. */
+  abandoned: boolean;
+}
+
+interface Live {
+  state: RollingState;
+  revision: number;
+  saving: Promise<unknown>;
+  busy: boolean;
+  launches: Set<Launch>;
+  /** Old workers being drained and stopped (no longer counted as serving). */
+  stopping: Set<string>;
+  /** Failures seen outside the model's lock (a start that threw), handled at the next tick. */
+  failed: { worker: string | undefined; reason: string }[];
+  /** New workers already counted as failed (and being stopped). */
+  given: Set<string>;
+  /** New workers ready at the last look: one more is progress (the deadline counts from it). */
+  ready: number;
+}
+
+const ACTOR: Actor = { name: 'rolling' };
+const ACTIVE: readonly RollingPhase[] = ['progressing', 'rolling_back', 'paused'];
+
+export class RollingController {
+  private readonly live = new Map<string, Live>();
+  private readonly background = new Set<Promise<unknown>>();
+  private readonly unsubscribes: (() => void)[] = [];
+  private cancelTick: (() => void) | undefined;
+  private running = false;
+
+  constructor(
+    private readonly ports: ControllerPorts,
+    private readonly opts: { tickMs: number },
+  ) {}
+
+  run(): void {
+    if (this.running) return;
+    this.running = true;
+    // a worker turning unhealthy shows at the next tick (its health is read from the fleet); ticking
+    // at once keeps a failed start from waiting a whole tick
+    this.unsubscribes.push(this.ports.workers.onHealth((w) => this.live.size > 0 && this.isOurs(w) && this.kick()));
+    this.schedule();
+  }
+
+  shutdown(): void {
+    this.running = false;
+    this.cancelTick?.();
+    this.cancelTick = undefined;
+    for (const u of this.unsubscribes.splice(0)) u();
+  }
+
+  /** Resolves when no background work (starts, stops, ticks) runs (tests: advance the clock, then await this). */
+  async whenIdle(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  private schedule(): void {
+    if (!this.running) return;
+    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => {
+      this.cancelTick = undefined;
+      this.inBackground(this.tick().finally(() => this.schedule()));
+    });
+  }
+
+  private kick(): void {
+    if (this.running) this.inBackground(this.tick());
+  }
+
+  private inBackground(p: Promise<unknown>): void {
+    const tracked = p.catch(() => undefined).finally(() => this.background.delete(tracked));
+    this.background.add(tracked);
+  }
+
+  private isOurs(w: { model: string; version: string }): boolean {
+    for (const l of this.live.values()) if (l.state.model === w.model && (l.state.from === w.version || l.state.to === w.version)) return true;
+    return false;
+  }
+
+  /** Take up the updates the store says are unfinished: claim their versions; the next tick reads the fleet. */
+  async recover(stored: readonly StoredRollout<RollingState>[]): Promise<void> {
+    for (const { state, revision } of stored) {
+      const l = this.track(state, revision);
+      const counts = this.counts(l);
+      const at = Object.entries(counts)
+        .map(([r, c]) => `${r}: ${c.old} old, ${c.ready} new ready`)
+        .join('; ');
+      await this.event(l, 'resumed', `resumed after a restart at step ${state.step} (${state.phase}); the fleet now: ${at}`);
+    }
+  }
+
+  private track(state: RollingState, revision: number): Live {
+    const l: Live = { state, revision, saving: Promise.resolve(), busy: false, launches: new Set(), stopping: new Set(), failed: [], given: new Set(), ready: 0 };
+    this.live.set(state.id, l);
+    this.ports.workers.claim(state.model, state.from, state.id);
+    this.ports.workers.claim(state.model, state.to, state.id);
+    return l;
+  }
+
+  private active(model: string): Live | undefined {
+    for (const l of this.live.values()) if (l.state.model === model) return l;
+    return undefined;
+  }
+
+  /** The running update of a model, else its newest one (by id: that one). */
+  async get(model: string, id?: string): Promise<RollingState> {
+    this.ports.models.config(model);
+    if (id !== undefined) {
+      const l = this.live.get(id);
+      if (l && l.state.model === model) return l.state;
+      const r = await this.ports.rollouts.get(id);
+      if (!r || r.state.model !== model || r.state.kind !== 'rolling') throw new NotFoundError('rollout_not_found', `no rolling update ${id} for model ${model}`);
+      return r.state;
+    }
+    const a = this.active(model);
+    if (a) return a.state;
+    const last = await this.ports.rollouts.latest(model, 'rolling');
+    if (!last) throw new NotFoundError('rollout_not_found', `model ${model} has had no rolling update`);
+    return last.state;
+  }
+
+  /** The live counts per role of a model's running update (undefined when none runs). */
+  liveCounts(model: string): { roles: Record<string, RoleNow>; stopping: number; share: number } | undefined {
+    const l = this.active(model);
+    if (!l) return undefined;
+    const roles = this.counts(l);
+    return { roles, stopping: l.stopping.size, share: newShare(roles, desiredOf(l.state)) };
+  }
+
+  history(model: string, limit: number): Promise<StoredRollout<RollingState>[]> {
+    this.ports.models.config(model);
+    return this.ports.rollouts.history(model, 'rolling', limit);
+  }
+
+  async events(model: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+    return this.ports.rollouts.events((await this.get(model, id)).id);
+  }
+
+  // ---- operator commands ----------------------------------------------------------------
+
+  async start(model: string, o: RollingStartOptions, actor: Actor): Promise<RollingState> {
+    const p = this.ports;
+    const m = p.models.config(model);
+    const d = DEFAULTS.rolling;
+    const surge = parseBudget(o.maxSurge ?? m.rolling?.maxSurge ?? d.maxSurge, 'max surge');
+    const unavailable = parseBudget(o.maxUnavailable ?? m.rolling?.maxUnavailable ?? d.maxUnavailable, 'max unavailable');
+    const partition = o.partition ?? 0;
+    if (!Number.isInteger(partition) || partition < 0) throw new BadRequestError('invalid_rollout', `partition: expected a count of old workers ≥ 0, got ${partition}`);
+    const stepTimeoutMs = checkMs('step timeout', o.stepTimeoutMs ?? m.rolling?.stepTimeoutMs ?? d.stepTimeoutMs);
+    const progressDeadlineMs = checkMs('progress deadline', o.progressDeadlineMs ?? m.rolling?.progressDeadlineMs ?? d.progressDeadlineMs);
+    const onFailure = o.onFailure ?? m.rolling?.onFailure ?? d.onFailure;
+    return p.exclusive(model, () =>
+      p.audited(actor, 'rolling_start', model, { model, ...o }, async () => {
+        const running = await p.rollouts.inProgress(model);
+        if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
+        const from = await p.versions.active(model);
+        if (!from) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
+        const to = await p.versions.get(model, o.to);
+        refuseTarget(from, to);
+        const budgets = roleBudgets({ [AGGREGATED]: to.replicas }, surge, unavailable);
+        assertFeasible(budgets, partition);
+        const now = p.clock.now();
+        const state: RollingState = {
+          kind: 'rolling',
+          id: `rolling-${randomUUID().slice(0, 8)}`,
+          model,
+          from: from.id,
+          to: to.id,
+          toStatusBefore: to.status,
+          maxSurge: surge,
+          maxUnavailable: unavailable,
+          budgets,
+          partition,
+          stepTimeoutMs,
+          progressDeadlineMs,
+          onFailure,
+          phase: 'progressing',
+          step: 0,
+          trace: [],
+          failures: [],
+          createdAt: now,
+          startedAt: now,
+          updatedAt: now,
+          lastProgressAt: now,
+          actor: actor.name,
+        };
+        const revision = await p.rollouts.create(state);
+        // `to` is loading until the update ends (boot leaves a version under a rolling update to it)
+        await p.versions.transition(model, to.id, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
+        const l = this.track(state, revision);
+        const b = budgets[AGGREGATED];
+        await this.event(
+          l,
+          'started',
+          `${from.id} → ${to.id}: ${b?.desired} worker(s), max surge ${b?.surge}, max unavailable ${b?.unavailable}${partition > 0 ? `, partition ${partition}` : ''}; on failure: ${onFailure}`,
+        );
+        this.kick();
+        return state;
+      }),
+    );
+  }
+
+  pause(model: string, actor: Actor, reason = 'paused by an operator'): Promise<RollingState> {
+    return this.command(model, actor, 'rolling_pause', async (l) => {
+      const s = l.state;
+      if (s.phase === 'paused') throw new ConflictError('already_paused', `rolling update ${s.id} is already paused (${s.pausedReason ?? ''})`);
+      await this.doPause(l, `${reason} (${actor.name})`);
+    });
+  }
+
+  resume(model: string, actor: Actor, opts: { partition?: number | undefined } = {}): Promise<RollingState> {
+    return this.command(model, actor, 'rolling_resume', async (l) => {
+      const s = l.state;
+      if (opts.partition !== undefined) {
+        if (!Number.isInteger(opts.partition) || opts.partition < 0) throw new BadRequestError('invalid_rollout', `partition: expected a count ≥ 0, got ${opts.partition}`);
+        assertFeasible(s.budgets, opts.partition);
+        s.partition = opts.partition;
+      }
+      if (s.phase !== 'paused') {
+        if (opts.partition !== undefined) return this.persist(l);
+        throw new ConflictError('not_paused', `rolling update ${s.id} is ${s.phase}, not paused`);
+      }
+      s.phase = s.resumeTo ?? 'progressing';
+      s.resumeTo = undefined;
+      s.pausedReason = undefined;
+      // the deadline counts from the resume: the time paused was no lack of progress
+      s.lastProgressAt = this.ports.clock.now();
+      await this.setPhase(l, s.phase, `resumed by ${actor.name}${opts.partition !== undefined ? ` with partition ${opts.partition}` : ''}`);
+      this.kick();
+    });
+  }
+
+  /** Roll back to the old pool with the same budgets. */
+  abort(model: string, actor: Actor, reason?: string): Promise<RollingState> {
+    return this.command(model, actor, 'rolling_abort', async (l) => {
+      if (pools(l.state).direction === 'back') throw new ConflictError('already_rolling_back', `rolling update ${l.state.id} is already rolling back`);
+      await this.goBack(l, reason ?? `aborted by ${actor.name}`, 'aborted');
+      this.kick();
+    });
+  }
+
+  /** Roll a finished update back: a new rolling update to the version it replaced (its weights still cached). */
+  async undo(model: string, actor: Actor, o: Omit<RollingStartOptions, 'to'> = {}): Promise<RollingState> {
+    const running = await this.ports.rollouts.inProgress(model);
+    if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); abort it instead`);
+    const last = await this.ports.rollouts.latest(model, 'rolling');
+    if (!last || last.state.phase !== 'succeeded') {
+      throw new ConflictError('nothing_to_undo', `model ${model} has no finished rolling update to undo${last ? ` (the last one, ${last.state.id}, is ${last.state.phase})` : ''}`);
+    }
+    const s = last.state;
+    return this.start(model, { maxSurge: budgetText(s.maxSurge), maxUnavailable: budgetText(s.maxUnavailable), stepTimeoutMs: s.stepTimeoutMs, progressDeadlineMs: s.progressDeadlineMs, onFailure: s.onFailure, ...o, to: s.from }, actor);
+  }
+
+  private command(model: string, actor: Actor, action: string, fn: (l: Live) => Promise<void>): Promise<RollingState> {
+    this.ports.models.config(model);
+    return this.ports.exclusive(model, () =>
+      this.ports.audited(actor, action, model, { model }, async () => {
+        const l = this.active(model);
+        if (!l) throw new ConflictError('no_rolling_update', `model ${model} has no rolling update in progress`);
+        await fn(l);
+        return l.state;
+      }),
+    );
+  }
+
+  // ---- the loop ---------------------------------------------------------------------------
+
+  /** One pass over every running update (the loop calls it every tick; a worker's health change too). */
+  async tick(): Promise<void> {
+    for (const l of [...this.live.values()]) {
+      if (l.busy) continue;
+      l.busy = true;
+      try {
+        await this.ports.exclusive(l.state.model, async () => {
+          if (this.live.get(l.state.id) === l && ACTIVE.includes(l.state.phase)) await this.reconcile(l);
+        });
+      } catch (err) {
+        await this.event(l, 'error', `step failed: ${messageOf(err)}`);
+      } finally {
+        l.busy = false;
+      }
+    }
+  }
+
+  /** Read the fleet, deal with failures, and take the next step (or finish). Under the model's lock. */
+  private async reconcile(l: Live): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    const now = p.clock.now();
+    const pool = pools(s);
+    // failures: new workers health gave up, past the step timeout, or whose start threw
+    for (const w of p.workers.list(s.model, pool.new)) {
+      if (l.given.has(w.id)) continue;
+      const st = standing(w);
+      const late = st === 'starting' && now - w.startedAt > s.stepTimeoutMs;
+      if (st === 'failed' || late) {
+        l.given.add(w.id);
+        const why = late
+          ? `new worker ${w.id} was not ready within the step timeout (${Math.round(s.stepTimeoutMs / 1000)} s)`
+          : `new worker ${w.id} turned ${w.health?.state ?? 'unhealthy'}`;
+        l.failed.push({ worker: w.id, reason: why });
+        this.stopInBackground(l, w, 0);
+      }
+    }
+    for (const x of l.launches) {
+      if (!x.abandoned && now - x.since > s.stepTimeoutMs) {
+        x.abandoned = true;
+        l.failed.push({ worker: undefined, reason: `a new ${x.role} worker of ${pool.new} did not start within the step timeout (${Math.round(s.stepTimeoutMs / 1000)} s)` });
+      }
+    }
+    if (l.failed.length > 0) {
+      const failures = l.failed.splice(0);
+      for (const f of failures) pushBounded(s.failures, { at: now, worker: f.worker, reason: f.reason }, MAX_FAILURES);
+      await this.onFailure(l, failures.map((f) => f.reason).join('; '));
+    }
+    const ready = Object.values(this.counts(l)).reduce((n, c) => n + c.ready, 0);
+    if (ready > l.ready) s.lastProgressAt = now;
+    l.ready = ready;
+    if (s.phase !== 'paused' && now - s.lastProgressAt > s.progressDeadlineMs) {
+      s.deadlineExceededAt = now;
+      await this.onFailure(l, `no progress for ${Math.round(s.progressDeadlineMs / 1000)} s (progress deadline exceeded)`);
+    }
+    const counts = this.counts(l);
+    const desired = desiredOf(s);
+    if (s.phase === 'paused') {
+      await this.publishShare(l, newShare(counts, desired));
+      return;
+    }
+    const step = nextStep(counts, s.budgets, pool.direction === 'forward' ? s.partition : 0);
+    if (step.done) {
+      await this.finish(l);
+      return;
+    }
+    const moves = Object.values(step.start).some((n) => n > 0) || Object.values(step.stop).some((n) => n > 0);
+    if (!moves) {
+      await this.publishShare(l, newShare(counts, desired));
+      if (step.waiting?.startsWith('paused at the partition')) await this.doPause(l, step.waiting, true);
+      return;
+    }
+    // the old workers that go: those health already doubts first, then the newest
+    const leaving: WorkerInfo[] = [];
+    for (const [role, n] of Object.entries(step.stop)) {
+      const olds = this.olds(l).sort((a, b) => rank(a) - rank(b) || b.startedAt - a.startedAt || b.id.localeCompare(a.id, 'en', { numeric: true }));
+      leaving.push(...olds.slice(0, n));
+      (counts[role] as RoleNow).old -= n;
+    }
+    for (const [role, n] of Object.entries(step.start)) (counts[role] as RoleNow).starting += n;
+    s.step++;
+    s.lastProgressAt = now;
+    s.intent = { step: s.step, at: now, start: step.start, stop: leaving.map((w) => w.id) };
+    const share = newShare(counts, desired);
+    pushBounded(s.trace, { at: now, step: s.step, roles: counts, share, started: step.start, stopped: s.intent.stop, direction: pool.direction }, MAX_TRACE);
+    s.message = describeStep(s.step, step.start, leaving, counts, share);
+    // persisted before it acts: a restart reads the fleet and finds this step done or not
+    await this.persist(l);
+    await this.event(l, 'step', s.message);
+    // traffic first moves off the leaving workers' share, then they drain and stop
+    await this.publishShare(l, share);
+    for (const w of leaving) this.stopInBackground(l, w, DEFAULTS.gateway.drainTimeoutMs);
+    for (const [role, n] of Object.entries(step.start)) for (let i = 0; i < n; i++) this.launch(l, role, pool.new);
+  }
+
+  /** Per role: the old pool's serving workers, the new pool's ready and starting ones. */
+  private counts(l: Live): Record<string, RoleNow> {
+    const s = l.state;
+    const pool = pools(s);
+    const fresh = this.ports.workers.list(s.model, pool.new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id));
+    const ready = fresh.filter((w) => standing(w) === 'ready').length;
+    const starting = fresh.filter((w) => standing(w) === 'starting').length + [...l.launches].filter((x) => !x.abandoned).length;
+    return { [AGGREGATED]: { old: this.olds(l).length, ready, starting } };
+  }
+
+  private olds(l: Live): WorkerInfo[] {
+    const s = l.state;
+    return this.ports.workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id));
+  }
+
+  /** Start one new worker in the background (a start holds no lock: an abort must not wait for a worker to load). */
+  private launch(l: Live, role: string, version: string): void {
+    const s = l.state;
+    const p = this.ports;
+    const x: Launch = { role, since: p.clock.now(), abandoned: false };
+    l.launches.add(x);
+    const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
+    const run = async () => {
+      try {
+        const w = await p.workers.start(s.model, version, 'serving', health, { newPool: true });
+        // given up meanwhile (step timeout), or the update turned around or ended: not wanted
+        if (x.abandoned || this.live.get(s.id) !== l || pools(s).new !== version) {
+          l.given.add(w.id);
+          await p.workers.stop(w);
+          return;
+        }
+        await this.event(l, 'worker_started', `${w.id} started and warmed${health.state === 'pending' ? '; it takes traffic once its admission probes pass' : ''}`);
+        // ready now (no probes to pass): its share of traffic at once, not at the next tick
+        if (health.state === 'healthy') await p.exclusive(s.model, () => this.refreshShare(l));
+      } catch (err) {
+        if (!x.abandoned) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
+      } finally {
+        l.launches.delete(x);
+        this.kick();
+      }
+    };
+    this.inBackground(run());
+  }
+
+  /** Drain (bounded) and stop a worker in the background; it no longer counts as serving. */
+  private stopInBackground(l: Live, w: WorkerInfo, drainMs: number): void {
+    const p = this.ports;
+    l.stopping.add(w.id);
+    const run = async () => {
+      try {
+        p.workers.setWeight(w, 0);
+        if (drainMs > 0) await p.workers.drainOne(w, drainMs);
+        await p.workers.stop(w);
+      } catch (err) {
+        await this.event(l, 'error', `stopping ${w.id} failed: ${messageOf(err)}`);
+      } finally {
+        l.stopping.delete(w.id);
+        this.kick();
+      }
+    };
+    this.inBackground(run());
+  }
+
+  private async refreshShare(l: Live): Promise<void> {
+    if (this.live.get(l.state.id) === l && ACTIVE.includes(l.state.phase)) await this.publishShare(l, newShare(this.counts(l), desiredOf(l.state)));
+  }
+
+  /** The route between the two pools at the new pool's share of ready capacity (published only when it changes). */
+  private async publishShare(l: Live, share: number): Promise<void> {
+    const s = l.state;
+    const pool = pools(s);
+    const cur = routeToSpec(this.ports.routes.current(s.model));
+    const same = (v: string, w: number) => Math.abs((cur.weights[v] ?? 0) - w) < 1e-9;
+    if (same(pool.new, share) && same(pool.old, 1 - share)) return;
+    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [pool.old]: 1 - share };
+    if (share > 0 || pool.new in cur.weights) weights[pool.new] = share;
+    await this.ports.routes.publish({ ...cur, weights, stable: s.from, shadow: undefined });
+  }
+
+  private async onFailure(l: Live, reason: string): Promise<void> {
+    const s = l.state;
+    await this.event(l, 'failure', reason);
+    await this.ports.notify({ kind: 'rolling_failure', model: s.model, version: s.to, message: `${s.id}: ${reason}`, data: { id: s.id, phase: s.phase } });
+    if (s.phase === 'paused') return;
+    // going back already: never back and forth; an operator decides
+    if (s.onFailure === 'pause' || pools(s).direction === 'back') await this.doPause(l, `failure: ${reason}`);
+    else await this.goBack(l, reason, 'rolled_back');
+  }
+
+  private async doPause(l: Live, reason: string, partition = false): Promise<void> {
+    const s = l.state;
+    if (s.phase === 'paused') return;
+    s.resumeTo = s.phase === 'rolling_back' ? 'rolling_back' : 'progressing';
+    s.pausedReason = reason;
+    await this.setPhase(l, 'paused', partition ? reason : `paused: ${reason}`);
+  }
+
+  private async goBack(l: Live, reason: string, end: 'aborted' | 'rolled_back'): Promise<void> {
+    const s = l.state;
+    s.rollbackReason = reason;
+    s.rollbackTo = end;
+    s.resumeTo = undefined;
+    s.pausedReason = undefined;
+    s.lastProgressAt = this.ports.clock.now();
+    l.ready = 0;
+    // the new workers still starting are not wanted any more
+    for (const x of l.launches) x.abandoned = true;
+    await this.setPhase(l, 'rolling_back', `rolling back to ${s.from} with the same budgets: ${reason}`);
+  }
+
+  /** The new pool alone serves: route it, settle the registry, unload what went. */
+  private async finish(l: Live): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    const back = pools(s).direction === 'back';
+    const keep = back ? s.from : s.to;
+    const gone = back ? s.to : s.from;
+    const cur = routeToSpec(p.routes.current(s.model));
+    const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
+    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).filter((k) => k !== gone).map((k) => [k, 0])), [keep]: 1 };
+    const spec: RouteSpec = { model: s.model, weights, stable: keep, overrides, stickySalt: cur.stickySalt, shadow: undefined };
+    await p.routes.publish(spec);
+    if (back) {
+      await p.versions.transition(s.model, s.to, 'retired', {}, { actor: ACTOR.name, reason: `rolling update ${s.id} rolled back` });
+    } else {
+      await p.versions.transition(s.model, s.to, 'ready', {}, { actor: ACTOR.name, reason: `rolling update ${s.id}: every worker replaced` });
+      await p.versions.promote(s.model, s.to, { actor: ACTOR.name, reason: `rolling update ${s.id}`, demoteTo: 'retired' });
+    }
+    await p.workers.unload(s.model, gone);
+    s.intent = undefined;
+    s.finishedAt = p.clock.now();
+    const phase: RollingPhase = back ? (s.rollbackTo ?? 'rolled_back') : 'succeeded';
+    const took = `${Math.round((s.finishedAt - s.startedAt) / 100) / 10} s`;
+    await this.setPhase(l, phase, back ? `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}` : `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`);
+    this.live.delete(s.id);
+    p.workers.claim(s.model, s.from, undefined);
+    p.workers.claim(s.model, s.to, undefined);
+    await p.notify({ kind: `rolling_${phase}`, model: s.model, version: s.to, message: s.message ?? phase, data: { id: s.id, from: s.from, to: s.to, steps: s.step } });
+  }
+
+  private async setPhase(l: Live, phase: RollingPhase, message: string): Promise<void> {
+    l.state.phase = phase;
+    l.state.message = message;
+    await this.persist(l);
+    await this.event(l, phase, message);
+  }
+
+  /** Write the state as it is when its turn comes; writes of one update never overlap. */
+  private persist(l: Live): Promise<void> {
+    const run = l.saving.then(async () => {
+      l.state.updatedAt = this.ports.clock.now();
+      l.revision = await this.ports.rollouts.save(l.state, l.revision);
+    });
+    l.saving = run.catch(() => undefined);
+    return run;
+  }
+
+  private async event(l: Live, kind: string, message: string): Promise<void> {
+    const at = this.ports.clock.now();
+    this.ports.emit({ kind: `rolling_${kind}`, model: l.state.model, version: l.state.to, message: `${l.state.id}: ${message}`, at });
+    await this.ports.rollouts.appendEvent(l.state.id, { at, kind, message }).catch(() => undefined);
+  }
+}
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+function desiredOf(s: Pick<RollingState, 'budgets'>): Record<string, number> {
+  return Object.fromEntries(Object.entries(s.budgets).map(([r, b]) => [r, b.desired]));
+}
+
+/** Old workers health already doubts leave first. */
+function rank(w: WorkerInfo): number {
+  const st = w.health?.state;
+  return st === 'unhealthy' ? 0 : st === 'suspicious' ? 1 : 2;
+}
+
+function checkMs(what: string, ms: number): number {
+  if (!Number.isInteger(ms) || ms <= 0 || ms > 7 * 86_400_000) throw new BadRequestError('invalid_rollout', `${what}: expected milliseconds from 1 to a week, got ${ms}`);
+  return ms;
+}
+
+/** Versions a rolling update cannot go to, each with what to do instead. */
+function refuseTarget(from: Version, to: Version): void {
+  const id = `${to.model}/${to.id}`;
+  if (to.id === from.id) throw new ConflictError('already_active', `version ${id} is already the active version`);
+  if (to.status === 'loading') throw new ConflictError('already_loading', `version ${id} is loading`);
+  if (to.status === 'ready' || to.status === 'standby') {
+    throw new ConflictError('already_loaded', `version ${id} is loaded already (${to.status}): swap it in (glidepath swap --to ${to.id}), nothing to roll`);
+  }
+  for (const v of [from, to]) {
+    if (v.provider.kind === 'static') {
+      throw new BadRequestError('invalid_rollout', `version ${v.model}/${v.id} runs on static endpoints: a rolling update starts and stops workers, which fixed endpoints cannot`);
+    }
+  }
+}
+
+function describeStep(step: number, start: Record<string, number>, leaving: readonly WorkerInfo[], counts: Record<string, RoleNow>, share: number): string {
+  const starts = Object.entries(start)
+    .filter(([, n]) => n > 0)
+    .map(([r, n]) => `start ${n} ${r}`);
+  const stops = leaving.length > 0 ? [`stop ${leaving.map((w) => w.id).join(', ')}`] : [];
+  const now = Object.entries(counts)
+    .map(([r, c]) => `${r} ${c.old} old / ${c.ready} ready / ${c.starting} starting`)
+    .join('; ');
+  return `step ${step}: ${[...starts, ...stops].join(', ')} (${now}); new pool's share ${(share * 100).toFixed(1)} %`;
+}

@@ -1,0 +1,76 @@
+// What the rolling-update end-to-end tests share: the fleet's config (v2 on another card, v3 that
+// cannot start), streaming load, polling the update, and the trace checked against the budgets.
+import { expect } from 'vitest';
+import type { RollingView } from '../../src/api/types.js';
+import { loadAgent, streamChat } from './e2e-up.js';
+import type { StreamResult, UpProcess } from './e2e-up.js';
+
+export function rollingYaml(dataDir: string, opts: { model: string; gpus?: number; v2LoadMs?: number }): string {
+  return [
+    'server:',
+    `  data_dir: ${JSON.stringify(dataDir)}`,
+    `gpus: { count: ${opts.gpus ?? 10}, memory_gb: 80 }`,
+    'control: { tick_ms: 250 }',
+    'models:',
+    `  - name: ${opts.model}`,
+    '    versions:',
+    '      - id: v1',
+    '        replicas: 4',
+    '        provider: { kind: sim, sim: { seed: 1, inter_token_ms: 4, jitter: 0 } }',
+    '      - id: v2',
+    '        replicas: 4',
+    // another block size: another card, a pool of its own
+    '        architecture: { block_size: 32 }',
+    `        provider: { kind: sim, sim: { seed: 2, inter_token_ms: 4, jitter: 0${opts.v2LoadMs ? `, load_time_ms: ${opts.v2LoadMs}` : ''} } }`,
+    '      - id: v3',
+    '        replicas: 4',
+    // a command that exits at once: its workers crash on start
+    '        provider: { kind: process, command: "false", health_path: /health, grace_period_ms: 200 }',
+    '    route: { weights: { v1: 1 } }',
+    '',
+  ].join('\n');
+}
+
+/** Streams from `clients` loops until `stop` resolves. */
+export async function loadFor(up: () => UpProcess, model: string, clients: number, stop: Promise<unknown>): Promise<StreamResult[]> {
+  const agent = loadAgent(clients);
+  let running = true;
+  void stop.then(() => (running = false));
+  const got: StreamResult[] = [];
+  await Promise.all(
+    Array.from({ length: clients }, async (_, i) => {
+      while (running) got.push(await streamChat(up().dataUrl, { model, prompt: `client ${i} asks`, maxTokens: 8, dispatcher: agent }));
+    }),
+  );
+  await agent.close();
+  return got;
+}
+
+/** Poll the update until `done` says so (or the limit passes). */
+export async function untilFor(up: UpProcess, model: string, done: (v: RollingView) => boolean, limitMs = 90_000): Promise<RollingView> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await up.ok<RollingView>('GET', `/models/${model}/rolling`);
+    if (done(v)) return v;
+    if (Date.now() - t0 > limitMs) throw new Error(`the rolling update did not get there within ${limitMs} ms: ${JSON.stringify(v).slice(0, 2_000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export const over = (v: RollingView) => ['succeeded', 'aborted', 'rolled_back', 'failed'].includes(v.phase);
+
+/** Every step of the trace within the budgets: serving ≥ desired − unavailable, all workers ≤ desired + surge. */
+export function checkTrace(v: RollingView): string[] {
+  const lines: string[] = [];
+  for (const t of v.trace) {
+    for (const [role, c] of Object.entries(t.roles)) {
+      const r = v.roles[role];
+      if (!r) throw new Error(`trace names role ${role} the update does not have`);
+      expect(c.old + c.ready, `step ${t.step}: ${role} serving`).toBeGreaterThanOrEqual(r.desired - r.max_unavailable);
+      expect(c.old + c.ready + c.starting, `step ${t.step}: ${role} workers`).toBeLessThanOrEqual(r.desired + r.max_surge);
+      lines.push(`  step ${t.step} ${t.direction}: ${role} old ${c.old}, new ready ${c.ready}, starting ${c.starting}; new share ${(t.share * 100).toFixed(0)} %`);
+    }
+  }
+  return lines;
+}
+

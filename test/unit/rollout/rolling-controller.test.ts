@@ -1,0 +1,277 @@
+// The rolling controller over the fake ports: budgets kept at every step, the route following ready
+// capacity, pause and partition, failures by on_failure, abort, undo, and a restart mid-way that
+// adopts the fleet and carries on without a duplicate worker.
+import { describe, expect, it } from 'vitest';
+import { BlueGreen } from '../../../src/rollout/bluegreen.js';
+import { RollingController } from '../../../src/rollout/rolling-controller.js';
+import type { RollingStartOptions } from '../../../src/rollout/rolling-controller.js';
+import type { RollingState } from '../../../src/rollout/rolling-state.js';
+import { ROLLING_TERMINAL } from '../../../src/rollout/rolling-state.js';
+import { FakeFleet } from '../../helpers/fake-ports.js';
+
+const M = 'llama';
+const OPS = { name: 'ops' };
+
+async function world(opts: { replicas?: number; health?: boolean; gpus?: number; rolling?: Record<string, unknown> } = {}): Promise<{ f: FakeFleet; rc: RollingController }> {
+  const replicas = opts.replicas ?? 4;
+  const version = (id: string) => ({ id, provider: { kind: 'sim' }, replicas });
+  const f = await FakeFleet.create({
+    gpus: opts.gpus ?? 16,
+    models: [
+      {
+        name: M,
+        versions: [version('v1'), version('v2'), { ...version('v3'), provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }],
+        route: { weights: { v1: 1 } },
+        health: { enabled: opts.health ?? false },
+        ...(opts.rolling ? { rolling: opts.rolling } : {}),
+      },
+    ],
+  });
+  return { f, rc: new RollingController(f.ports(), { tickMs: 1_000 }) };
+}
+
+/** What serves now: old workers still taking traffic and new ones ready (after the step's stops and starts settled). */
+function fleet(f: FakeFleet, from = 'v1', to = 'v2'): { old: number; ready: number; total: number } {
+  const old = f.live(M, from).filter((w) => w.weight > 0).length;
+  const ready = f.live(M, to).filter((w) => w.health === undefined || w.health.state === 'healthy').length;
+  return { old, ready, total: f.live(M, from).length + f.live(M, to).length };
+}
+
+/** Tick until the update ends or pauses, checking `each` after every settled step. */
+async function drive(f: FakeFleet, rc: RollingController, each: () => void = () => undefined, limit = 50): Promise<RollingState> {
+  for (let i = 0; i < limit; i++) {
+    await rc.tick();
+    await rc.whenIdle();
+    each();
+    const s = await rc.get(M);
+    if (ROLLING_TERMINAL.includes(s.phase) || s.phase === 'paused') return s;
+    f.clock.t += 1_000;
+  }
+  throw new Error('the update did not end');
+}
+
+const status = async (f: FakeFleet, id: string) => (await f.ports().versions.get(M, id)).status;
+
+describe('RollingController (fake ports)', () => {
+  it('surge 1, unavailable 0: one new worker at a time, capacity never below 4, the route at ready capacity, then v2 alone and active', async () => {
+    const { f, rc } = await world();
+    const start: RollingStartOptions = { to: 'v2' };
+    await rc.start(M, start, OPS);
+    expect(await status(f, 'v2')).toBe('loading');
+    const shares: number[] = [];
+    const s = await drive(f, rc, () => {
+      const n = fleet(f);
+      expect(n.old + n.ready).toBeGreaterThanOrEqual(4);
+      expect(n.total).toBeLessThanOrEqual(5);
+      const w = f.weights(M);
+      shares.push(w.v2 ?? 0);
+      // the route follows ready capacity: v2's share is its ready workers over both pools' serving ones
+      if (n.old > 0) expect(w.v2 ?? 0).toBeCloseTo(n.ready / (n.old + n.ready), 9);
+    });
+    expect(s.phase).toBe('succeeded');
+    expect(shares).toEqual([...shares].sort((a, b) => a - b));
+    expect(f.weights(M)).toEqual({ v2: 1 });
+    expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['retired', 'active']);
+    expect(f.live(M, 'v1')).toHaveLength(0);
+    expect(f.live(M, 'v2')).toHaveLength(4);
+    expect(s.trace.map((t) => t.roles.aggregated?.old)).toEqual([4, 3, 2, 1, 0]);
+    // each old worker was taken out of the route, drained, then stopped
+    const stops = f.log.filter((x) => /^(weight|drain|stop) llama\/v1/.test(x));
+    expect(stops.slice(0, 3)).toEqual(['weight llama/v1/3=0', 'drain llama/v1/3 wait', 'stop llama/v1/3']);
+    expect(f.ports().workers.claimedBy(M, 'v1')).toBeUndefined();
+    expect(f.audit.find((a) => a.action === 'rolling_start')).toMatchObject({ actor: 'ops', result: 'ok' });
+  });
+
+  it('surge 0, unavailable 1 (no spare GPU): an old worker goes before each new one starts, never more than 4 workers', async () => {
+    const { f, rc } = await world({ gpus: 4 });
+    await rc.start(M, { to: 'v2', maxSurge: 0, maxUnavailable: 1 }, OPS);
+    const s = await drive(f, rc, () => {
+      const n = fleet(f);
+      expect(n.old + n.ready).toBeGreaterThanOrEqual(3);
+      expect(n.total).toBeLessThanOrEqual(4);
+    });
+    expect(s.phase).toBe('succeeded');
+    expect(f.live(M, 'v2')).toHaveLength(4);
+  });
+
+  it('--partition 2 stops with two old workers serving beside the new ones; a resume with partition 0 finishes', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2', partition: 2 }, OPS);
+    let s = await drive(f, rc);
+    expect(s.phase).toBe('paused');
+    expect(s.pausedReason).toMatch(/partition: 2 old worker\(s\) left/);
+    expect(fleet(f)).toMatchObject({ old: 2, ready: 2 });
+    expect(f.weights(M)).toEqual({ v1: 0.5, v2: 0.5 });
+    await rc.resume(M, OPS, { partition: 0 });
+    s = await drive(f, rc);
+    expect(s.phase).toBe('succeeded');
+  });
+
+  it('a pause holds every worker where it is; resume carries on', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    await rc.tick();
+    await rc.whenIdle();
+    await rc.pause(M, OPS);
+    const before = f.log.length;
+    for (let i = 0; i < 3; i++) {
+      f.clock.t += 1_000;
+      await rc.tick();
+      await rc.whenIdle();
+    }
+    expect(f.log.slice(before).filter((x) => x.startsWith('start') || x.startsWith('stop'))).toEqual([]);
+    await expect(rc.pause(M, OPS)).rejects.toMatchObject({ code: 'already_paused' });
+    await rc.resume(M, OPS);
+    expect((await drive(f, rc)).phase).toBe('succeeded');
+  });
+
+  it('a new worker that fails to start pauses the update (on_failure pause): traffic stays on v1, the failure recorded', async () => {
+    const { f, rc } = await world();
+    f.failStarts.push('CUDA out of memory');
+    await rc.start(M, { to: 'v2' }, OPS);
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('paused');
+    expect(s.failures[0]?.reason).toMatch(/starting a new worker of v2 failed: CUDA out of memory/);
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    expect(f.live(M, 'v1')).toHaveLength(4);
+    expect(f.notified.map((n) => n.kind)).toContain('rolling_failure');
+  });
+
+  it('on_failure rollback: the update goes back with the same budgets, v2 ends retired and v1 serves alone', async () => {
+    const { f, rc } = await world({ rolling: { on_failure: 'rollback' } });
+    await rc.start(M, { to: 'v2' }, OPS);
+    // two steps forward, then every start fails
+    for (let i = 0; i < 2; i++) {
+      await rc.tick();
+      await rc.whenIdle();
+    }
+    f.failStarts.push('bad weights');
+    const s = await drive(f, rc, () => {
+      const n = fleet(f);
+      expect(n.old + n.ready).toBeGreaterThanOrEqual(4);
+    });
+    expect(s.phase).toBe('rolled_back');
+    expect(s.rollbackReason).toMatch(/bad weights/);
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['active', 'retired']);
+    expect(f.live(M, 'v1')).toHaveLength(4);
+    expect(f.live(M, 'v2')).toHaveLength(0);
+  });
+
+  it('abort mid-way rolls back to the old pool within the same budgets', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    for (let i = 0; i < 3; i++) {
+      await rc.tick();
+      await rc.whenIdle();
+    }
+    expect(fleet(f).ready).toBeGreaterThan(0);
+    await rc.abort(M, OPS);
+    await expect(rc.abort(M, OPS)).rejects.toMatchObject({ code: 'already_rolling_back' });
+    const s = await drive(f, rc, () => {
+      const n = fleet(f, 'v2', 'v1');
+      // going back: v2 is the pool that leaves, v1 the one that grows
+      expect(n.old + n.ready).toBeGreaterThanOrEqual(4);
+      expect(n.total).toBeLessThanOrEqual(5);
+    });
+    expect(s.phase).toBe('aborted');
+    expect(s.trace.some((t) => t.direction === 'back')).toBe(true);
+    expect(f.weights(M)).toEqual({ v1: 1 });
+  });
+
+  it('a new worker not ready within the step timeout fails the update; it is stopped', async () => {
+    const { f, rc } = await world({ health: true });
+    await rc.start(M, { to: 'v2', stepTimeoutMs: 5_000 }, OPS);
+    await rc.tick();
+    await rc.whenIdle();
+    const [w] = f.live(M, 'v2');
+    expect(w?.health?.state).toBe('pending');
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    f.clock.t += 6_000;
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('paused');
+    expect(s.failures[0]?.reason).toBe(`new worker ${w?.id} was not ready within the step timeout (5 s)`);
+    expect(w?.alive).toBe(false);
+  });
+
+  it('a worker admitted by health is ready: the route gives it its share only then', async () => {
+    const { f, rc } = await world({ health: true });
+    await rc.start(M, { to: 'v2' }, OPS);
+    await rc.tick();
+    await rc.whenIdle();
+    const [w] = f.live(M, 'v2');
+    if (!w?.health) throw new Error('no new worker');
+    await rc.tick();
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    await f.ports().workers.saveHealth(w.info(), { ...w.health, state: 'healthy' });
+    await rc.tick();
+    await rc.whenIdle();
+    expect(f.weights(M).v2).toBeCloseTo(1 / 4, 9);
+  });
+
+  it('a restart mid-way adopts the fleet and carries on from the store: no duplicate worker, none lost', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    for (let i = 0; i < 3; i++) {
+      await rc.tick();
+      await rc.whenIdle();
+    }
+    const before = fleet(f);
+    rc.shutdown();
+    // a new process: new ports, the same persisted world
+    const ports = f.ports();
+    const again = new RollingController(ports, { tickMs: 1_000 });
+    const { rollouts } = await ports.rollouts.unfinished();
+    await again.recover(rollouts.map((r) => ({ ...r, state: r.state as RollingState })));
+    expect(ports.workers.claimedBy(M, 'v1')).toBe(rollouts[0]?.state.id);
+    expect(fleet(f)).toEqual(before);
+    const s = await drive(f, again, () => {
+      const n = fleet(f);
+      expect(n.old + n.ready).toBeGreaterThanOrEqual(4);
+      expect(n.total).toBeLessThanOrEqual(5);
+    });
+    expect(s.phase).toBe('succeeded');
+    expect(f.live(M, 'v2')).toHaveLength(4);
+    expect((await ports.rollouts.events(s.id)).map((e) => e.kind)).toContain('resumed');
+  });
+
+  it('undo rolls a finished update back to the version it replaced', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2', maxSurge: '50%' }, OPS);
+    expect((await drive(f, rc)).phase).toBe('succeeded');
+    const u = await rc.undo(M, OPS);
+    expect(u).toMatchObject({ from: 'v2', to: 'v1', maxSurge: { percent: 50 } });
+    expect((await drive(f, rc)).phase).toBe('succeeded');
+    expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['active', 'retired']);
+    await rc.start(M, { to: 'v2' }, OPS);
+    await expect(rc.undo(M, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });
+  });
+
+  it('refuses what cannot work, naming it, before anything starts', async () => {
+    const { f, rc } = await world();
+    await expect(rc.start(M, { to: 'v2', maxSurge: 0, maxUnavailable: 0 }, OPS)).rejects.toMatchObject({ code: 'invalid_rollout' });
+    await expect(rc.start(M, { to: 'v2', maxSurge: 'lots' }, OPS)).rejects.toThrow(/max surge: expected a count of workers/);
+    await expect(rc.start(M, { to: 'v1' }, OPS)).rejects.toMatchObject({ code: 'already_active' });
+    await expect(rc.start(M, { to: 'v3' }, OPS)).rejects.toThrow(/static endpoints/);
+    await expect(rc.start(M, { to: 'v2', stepTimeoutMs: 0 }, OPS)).rejects.toThrow(/step timeout: expected milliseconds/);
+    await expect(rc.start(M, { to: 'nope' }, OPS)).rejects.toMatchObject({ code: 'version_not_found' });
+    await expect(rc.resume(M, OPS)).rejects.toMatchObject({ code: 'no_rolling_update' });
+    expect(await status(f, 'v2')).toBe('registered');
+    await rc.start(M, { to: 'v2' }, OPS);
+    await expect(rc.start(M, { to: 'v2' }, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });
+    // a swap or instant rollback would fight the update's route
+    await expect(new BlueGreen(f.ports()).rollback(M, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });
+  });
+
+  it('the progress deadline fails an update that stopped moving', async () => {
+    const { f, rc } = await world({ health: true });
+    await rc.start(M, { to: 'v2', stepTimeoutMs: 60_000, progressDeadlineMs: 30_000 }, OPS);
+    await rc.tick();
+    await rc.whenIdle();
+    f.clock.t += 31_000;
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('paused');
+    expect(s.deadlineExceededAt).toBeDefined();
+    expect(s.pausedReason).toMatch(/progress deadline exceeded/);
+  });
+});
