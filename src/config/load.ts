@@ -93,7 +93,8 @@ export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
     architecture,
     engine: v.engine,
     cardChecksum: cardChecksum(card),
-    replicas: v.replicas,
+    replicas: v.roles ? v.roles.prefill + v.roles.decode : v.replicas,
+    roles: v.roles && { prefill: v.roles.prefill, decode: v.roles.decode },
     provider,
     warmup: { requests: v.warmup.requests, maxTokens: v.warmup.max_tokens },
     metadata: v.metadata,
@@ -173,6 +174,15 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       ids.add(v.id);
       if (v.tp > gpus.length && v.provider.kind !== 'static') {
         issues.push({ path: `${at}.versions[${vi}].tp`, message: `tp ${v.tp} needs more GPUs than the ${gpus.length} in the inventory` });
+      }
+      if (v.roles !== undefined && (v.provider.kind === 'static' || (v.spares !== undefined && v.spares !== 0 && v.spares !== '0%'))) {
+        issues.push({
+          path: `${at}.versions[${vi}].roles`,
+          message:
+            v.provider.kind === 'static'
+              ? 'prefill and decode roles need workers Glidepath starts (sim or process), not static endpoints'
+              : 'prefill and decode roles have no hot spares yet: leave `spares` out',
+        });
       }
       if (v.provider.kind === 'static' && typeof v.spares === 'number' && v.spares >= v.provider.endpoints.length) {
         issues.push({

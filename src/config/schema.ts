@@ -114,6 +114,11 @@ export const versionSchema = z
         path: ['max_num_seqs'],
       }),
     replicas: posInt().default(1),
+    /**
+     * Disaggregated serving: prefill and decode workers with their own counts (replaces `replicas`);
+     * absent, every worker serves whole requests (docs/rolling.md).
+     */
+    roles: z.object({ prefill: posInt(), decode: posInt() }).strict().optional(),
     provider: providerSchema.prefault({ kind: 'sim' }),
     warmup: z
       .object({ requests: nonNegInt().default(1), max_tokens: posInt().default(8) })

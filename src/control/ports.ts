@@ -67,7 +67,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       start: async (model, version, role, health, opts) => {
         const v = await cp.version(model, version);
         if (opts?.newPool === true) dp.addVersion(model, version, v.cardChecksum, engineTraitsOf(v));
-        const h = await workers.startWorker(v, role, health);
+        const h = await workers.startWorker(v, role, health, undefined, opts?.kvRole);
         return workers.infos(model, version).find((x) => x.id === h.id) as WorkerInfo;
       },
       stop: (w) => workers.stopWorker(w.id),

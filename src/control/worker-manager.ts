@@ -6,7 +6,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
-import { engineTraitsOf } from '../domain/spec.js';
+import { BadRequestError } from '../errors.js';
+import { engineTraitsOf, kvRoleAt } from '../domain/spec.js';
+import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
@@ -30,6 +32,8 @@ interface WorkerMeta {
   /** undefined: never judged (a worker adopted from before health existed). */
   health: WorkerHealth | undefined;
   startedAt: number;
+  /** Disaggregated serving: it prefills or decodes (persisted in its record's info). */
+  kvRole: KvRole | undefined;
 }
 
 export type ExitListener = (w: WorkerInfo, detail: string) => void;
@@ -81,6 +85,7 @@ export class WorkerManager {
       startedAt: m?.startedAt ?? 0,
       health: m?.health,
       replaceable: h.provider !== 'static',
+      kvRole: m?.kvRole,
     };
   }
 
@@ -135,7 +140,14 @@ export class WorkerManager {
     try {
       const results = await Promise.allSettled(
         groups.map((gpus, i) =>
-          provider.start({ version: v, workerId: workerId(v, i), gpus, workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m) }),
+          provider.start({
+            version: v,
+            workerId: workerId(v, i),
+            gpus,
+            workDir: path.join(this.workDir, 'workers'),
+            onProgress: (m) => onProgress?.(m),
+            kvRole: kvRoleAt(v, i),
+          }),
         ),
       );
       for (const r of results) if (r.status === 'fulfilled') started.push(r.value);
@@ -154,7 +166,7 @@ export class WorkerManager {
     for (const [i, h] of started.entries()) {
       // serving workers passed their warm-up and are judged by the probe set's recording; spares are admitted by probes
       const role: WorkerRole = i >= firstSpare ? 'spare' : 'serving';
-      await this.adoptHandle(v, h, { role, health: undefined, startedAt: now });
+      await this.adoptHandle(v, h, { role, health: undefined, startedAt: now, kvRole: kvRoleAt(v, i) });
     }
     this.publish(v.model, v.id);
     const loadTimeMs = performance.now() - t0;
@@ -165,7 +177,13 @@ export class WorkerManager {
    * Start one more worker of a loaded version (a replacement or a hot spare) on free GPUs, warm it and
    * publish it at weight 0: it takes traffic only once the health controller has admitted it.
    */
-  async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void): Promise<WorkerHandle> {
+  async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void, kvRole?: KvRole): Promise<WorkerHandle> {
+    if ((v.roles === undefined) !== (kvRole === undefined)) {
+      throw new BadRequestError(
+        'invalid_worker',
+        v.roles === undefined ? `${v.model}/${v.id} has no prefill/decode roles: its workers serve whole requests` : `${v.model}/${v.id} runs prefill and decode workers: say which to start`,
+      );
+    }
     const provider = this.providers.for(v.provider.kind);
     const id = this.nextWorkerId(v);
     const [gpus] = await this.inventory.take(
@@ -185,10 +203,10 @@ export class WorkerManager {
         const now = Date.now();
         await this.store.upsertWorker({
           ...{ id, model: v.model, versionId: v.id, endpoint: s.url, provider: v.provider.kind, pid: s.pid, state: 'starting', gpus: [...(gpus ?? [])] },
-          ...{ startedAt: now, updatedAt: now, info: s.info, role },
+          ...{ startedAt: now, updatedAt: now, info: { ...s.info, kvRole }, role },
         });
       };
-      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m), onSpawn });
+      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m), onSpawn, kvRole });
       await warmUp(h.url, v);
     } catch (err) {
       if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);
@@ -196,7 +214,7 @@ export class WorkerManager {
       await this.inventory.releaseWorker(v.model, v.id, id);
       throw err;
     }
-    await this.adoptHandle(v, h, { role, health, startedAt: Date.now() });
+    await this.adoptHandle(v, h, { role, health, startedAt: Date.now(), kvRole });
     try {
       this.publish(v.model, v.id);
     } catch (err) {
@@ -301,7 +319,7 @@ export class WorkerManager {
       gpus: [...h.gpus],
       startedAt: meta.startedAt,
       updatedAt: Date.now(),
-      info: h.info,
+      info: meta.kvRole === undefined ? h.info : { ...h.info, kvRole: meta.kvRole },
       role: meta.role,
       health: meta.health,
     };
@@ -357,7 +375,7 @@ export class WorkerManager {
       version,
       hs.map((h) => {
         const m = this.meta.get(h.id);
-        return { id: h.id, url: h.url, weight: m ? routingWeightOf(m.role, m.health) : 1 };
+        return { id: h.id, url: h.url, weight: m ? routingWeightOf(m.role, m.health) : 1, kvRole: m?.kvRole };
       }),
     );
     for (const h of hs) if (this.sleeping.has(h.id)) this.dp.setWorkerRoutable(model, version, h.id, false);
@@ -384,7 +402,7 @@ export class WorkerManager {
       }
       const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;
       if (h) {
-        await this.adoptHandle(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt });
+        await this.adoptHandle(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt, kvRole: kvRoleOf(r.info) });
         // adoptHandle recorded a fresh ready worker: keep what the record knew (asleep, sleep level,
         // log file, start time) so a second restart still knows the worker is asleep
         const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
@@ -522,4 +540,10 @@ function sleepKey(model: string, version: string): string {
 
 export function workerId(v: { model: string; id: string }, i: number): string {
   return `${v.model}/${v.id}/${i}`;
+}
+
+/** The kv role a worker record keeps in its info (anything else: none). */
+function kvRoleOf(info: Record<string, unknown> | undefined): KvRole | undefined {
+  const r = info?.kvRole;
+  return r === 'prefill' || r === 'decode' ? r : undefined;
 }

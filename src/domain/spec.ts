@@ -72,6 +72,15 @@ export function engineTraitsOf(v: Pick<VersionConfig, 'provider' | 'engine'>): E
   return { resume: resumeModeOf(v.provider), maxNumSeqs: declared ?? (v.provider.kind === 'sim' ? v.provider.sim.maxNumSeqs : undefined) };
 }
 
+/** A worker's part in disaggregated serving (vLLM's kv_role): it prefills, or it decodes from another's KV. */
+export type KvRole = 'prefill' | 'decode';
+
+/** The role of each of a version's first workers, by index: its prefill workers, then its decode workers (undefined: whole requests). */
+export function kvRoleAt(v: Pick<VersionConfig, 'roles'>, index: number): KvRole | undefined {
+  if (v.roles === undefined) return undefined;
+  return index < v.roles.prefill ? 'prefill' : 'decode';
+}
+
 export interface VersionConfig {
   id: string;
   model: string;
@@ -84,7 +93,10 @@ export interface VersionConfig {
   architecture: Architecture;
   engine: Record<string, string | number | boolean>;
   cardChecksum: string;
+  /** Workers it runs: prefill + decode when it has roles. */
   replicas: number;
+  /** Disaggregated serving: how many prefill and how many decode workers (undefined: every worker serves whole requests). */
+  roles?: { prefill: number; decode: number } | undefined;
   provider: ProviderConfig;
   warmup: { requests: number; maxTokens: number };
   metadata: Record<string, unknown>;

@@ -169,6 +169,7 @@ export function versionSpec(v: Version): VersionConfig {
     engine: v.engine,
     cardChecksum: v.cardChecksum,
     replicas: v.replicas,
+    roles: v.roles,
     provider: v.provider,
     warmup: v.warmup,
     metadata: v.metadata,

@@ -19,6 +19,8 @@ export class Downstream {
   started = false;
   /** A stream's resumption state (what it sent; its migrations), from its first bytes when resumption is on. */
   migration: Migration | undefined;
+  /** Disaggregated serving: the worker that prefilled the prompt (named in a header beside the decode worker). */
+  prefill: Worker | undefined;
 
   constructor(
     readonly res: FrontResponse,
@@ -31,7 +33,8 @@ export class Downstream {
     if (this.started) return;
     this.started = true;
     if (resume !== undefined) this.migration = resume();
-    this.res.writeHead(200, w.streamHeaders(contentType ?? 'text/event-stream'));
+    const h = w.streamHeaders(contentType ?? 'text/event-stream');
+    this.res.writeHead(200, this.prefill === undefined ? h : { ...h, 'x-glidepath-prefill-worker': this.prefill.headers.worker });
   }
 
   /** Send whole events (keeping them for a resumption), holding the worker back while the client is slow. */
@@ -81,6 +84,7 @@ export class Downstream {
       'content-length': body.length,
       'x-glidepath-version': w.headers.version,
       'x-glidepath-worker': w.headers.worker,
+      ...(this.prefill === undefined ? {} : { 'x-glidepath-prefill-worker': this.prefill.headers.worker }),
     });
     this.res.end(body);
   }

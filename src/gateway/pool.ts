@@ -2,7 +2,7 @@
 import { UpstreamPool } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
-import type { EngineTraits, ResumeMode } from '../domain/spec.js';
+import type { EngineTraits, KvRole, ResumeMode } from '../domain/spec.js';
 
 export interface WorkerSpec {
   id: string;
@@ -13,6 +13,8 @@ export interface WorkerSpec {
    * pass its probes first. A worker that stays keeps the weight it has.
    */
   weight?: number | undefined;
+  /** Disaggregated serving: it prefills or decodes (undefined: it serves whole requests). */
+  kvRole?: KvRole | undefined;
 }
 
 export interface PoolOptions {
@@ -43,6 +45,7 @@ export class Worker implements Pickable {
   budget = Infinity;
   /** Consecutive connection failures: drives the ejection back-off. */
   connectFailures = 0;
+  readonly kvRole: KvRole | undefined;
   /** Precomputed response headers (no per-request string building). */
   readonly headers: { version: string; worker: string };
   private readonly streamHeads = new Map<string, Readonly<Record<string, string>>>();
@@ -60,6 +63,7 @@ export class Worker implements Pickable {
     });
     this.headers = { version, worker: spec.id };
     this.weight = spec.weight ?? 1;
+    this.kvRole = spec.kvRole;
   }
 
   /** The health controller's verdict: routing weight, and how many picks it holds for (a half-open trial). */
@@ -134,6 +138,13 @@ export class VersionPool {
    * that spends its budget drops to weight 0 inside the picker, which skips it until the next refresh.
    */
   candidates: readonly Worker[] = [];
+  /**
+   * Disaggregated serving (its workers have prefill and decode roles): `candidates` are its decode
+   * workers, which stream the answer, and each request's prompt is first prefilled on one of
+   * these — always of this pool, so a pair never mixes two cards.
+   */
+  disaggregated = false;
+  prefillCandidates: readonly Worker[] = [];
   draining = false;
   readonly inflight = new Set<Abortable>();
   readonly telemetry: VersionTelemetry;
@@ -204,7 +215,14 @@ export class VersionPool {
   }
 
   refresh(): void {
-    this.candidates = this.list.filter((w) => w.routable && w.weight > 0);
+    const up = this.list.filter((w) => w.routable && w.weight > 0);
+    this.disaggregated = this.list.some((w) => w.kvRole !== undefined);
+    if (!this.disaggregated) {
+      this.candidates = up;
+      return;
+    }
+    this.candidates = up.filter((w) => w.kvRole === 'decode');
+    this.prefillCandidates = up.filter((w) => w.kvRole === 'prefill');
   }
 
   routableCount(now: number): number {

@@ -20,6 +20,7 @@ import { Downstream } from './downstream.js';
 import type { StreamSource } from './migration.js';
 import type { ResponseTap } from './tap.js';
 import { Attempts } from './attempts.js';
+import { prefill } from './prefill.js';
 import { AbortReason, abortError, connectFailure, errText, localResourceError, malformedStream, noWorkerLeft, queueError } from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
 
@@ -50,6 +51,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private body: Buffer;
   /** What goes back to the client (downstream.ts): headers once, whole events, the in-band error. */
   private readonly down: Downstream;
+  /** Disaggregated: lets go of the prefill worker once the decode worker answers (it pulled the blocks by then). */
+  private pulled: (() => void) | undefined;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -131,6 +134,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   private attempt(): void {
+    this.pulled?.();
     const w = this.tries.next();
     if (w === undefined) {
       const err = noWorkerLeft(this.lastError, this.failed);
@@ -147,7 +151,30 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.status = 0;
     this.controller = undefined;
     // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
-    w.upstream.dispatch(this.path, this.req.stream, this.body, this);
+    if (this.pool.disaggregated) this.viaPrefill(w);
+    else w.upstream.dispatch(this.path, this.req.stream, this.body, this);
+  }
+
+  /** Disaggregated serving: the prefill leg first (prefill.ts), then this attempt's decode leg on `w`, pulling the blocks it names. */
+  private viaPrefill(w: Worker): void {
+    const cfg = this.ctx.cfg;
+    void prefill(this.ctx.picker, this.pool, this.path, this.body, this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs).then((r) => {
+      if (this.finished) return;
+      if (r.kind === 'ok') {
+        this.down.prefill = r.worker;
+        this.pulled = r.done;
+        w.upstream.dispatch(this.path, this.req.stream, r.body, this);
+        return;
+      }
+      this.tries.release();
+      if (r.kind === 'failed') this.fail(r.error);
+      else if (this.down.started) this.endBroken(new UpstreamError('upstream_resume_refused', `prefill worker ${r.worker.id} refused the continuation (${r.status})`));
+      else {
+        // the client's request refused by the prefill worker (4xx): its answer, as a decode worker's would be
+        this.down.sendAnswer(r.worker, r.status, 'application/json', r.body);
+        this.finish(r.status, 'upstream_client_error', NaN, 0, 0);
+      }
+    });
   }
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
@@ -199,6 +226,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   onResponseStart(_c: UpstreamController, statusCode: number, contentType: string | undefined): void {
+    this.pulled?.();
     this.status = statusCode;
     this.contentType = contentType;
     if (statusCode === 200 && this.req.stream) {
@@ -272,13 +300,15 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       return;
     }
     if (this.phase === 'retrying') {
-      const err = new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
+      // a decode worker that could not pull the prefilled blocks is not at fault (the prefill worker is); retried with a new prefill
+      const code = this.pool.disaggregated && body.includes('kv_transfer_failed') ? 'upstream_kv_transfer_failed' : 'upstream_error';
+      const err = new UpstreamError(code, `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
       if (this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
         this.retryOrFail(err);
         return;
       }
       // out of retries: pass the worker's own 5xx answer through
-      this.blame('upstream_error');
+      this.blame(code);
       this.tries.release();
       this.down.sendAnswer(w, this.status, this.contentType, body);
       this.finish(this.status, 'upstream_error', NaN, 0, 0);
@@ -481,6 +511,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private finish(status: number, errorCode: ErrorCode | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
     if (this.finished) return;
     this.finished = true;
+    this.pulled?.();
     this.timer.stop();
     this.down.migration?.log.release();
     this.tries.release();

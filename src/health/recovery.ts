@@ -6,6 +6,7 @@
 // tick), so a control plane killed halfway through a replacement finishes it after the restart.
 import { DEFAULTS } from '../defaults.js';
 import { isLoaded } from '../domain/version.js';
+import type { KvRole } from '../domain/spec.js';
 import { toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerRole } from '../rollout/ports.js';
 import type { WorkerHealthState } from './machine.js';
@@ -154,8 +155,11 @@ export class Recovery {
     const serving = this.workers(model, version, 'serving');
     const role: WorkerRole | undefined = serving.length < v.replicas ? 'serving' : spares.length < wantSpares ? 'spare' : undefined;
     if (role === undefined) return;
+    // a version of prefill and decode workers gets one of the role it is short of
+    const prefills = serving.filter((t) => t.info.kvRole === 'prefill').length;
+    const kvRole = v.roles === undefined || role === 'spare' ? undefined : prefills < v.roles.prefill ? 'prefill' : 'decode';
     st.inFlight = true;
-    this.hc.spawn(`starting a ${role} worker of ${key}`, this.start(model, version, role, st));
+    this.hc.spawn(`starting a ${kvRole ?? role} worker of ${key}`, this.start(model, version, role, st, kvRole));
   }
 
   private startsOf(key: string): Starts {
@@ -184,11 +188,11 @@ export class Recovery {
    * lock before and after (the start itself holds no lock: a rollback must not wait for a worker to
    * load); one unloaded or put to sleep meanwhile gets the new worker stopped again.
    */
-  private async start(model: string, version: string, role: WorkerRole, st: Starts): Promise<void> {
+  private async start(model: string, version: string, role: WorkerRole, st: Starts, kvRole: KvRole | undefined): Promise<void> {
     const key = `${model}/${version}`;
     try {
       if (!(await this.usable(model, version))) return;
-      const w = await this.ports.workers.start(model, version, role, newHealth('pending', this.ports.clock.now()));
+      const w = await this.ports.workers.start(model, version, role, newHealth('pending', this.ports.clock.now()), { kvRole });
       if (!(await this.usable(model, version))) {
         await this.ports.workers.stop(w);
         return;

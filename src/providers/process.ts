@@ -17,7 +17,7 @@ export function splitCommand(template: string): string[] {
   return out;
 }
 
-const PLACEHOLDERS = ['weights', 'port', 'tp', 'model', 'version', 'host', 'gpus'] as const;
+const PLACEHOLDERS = ['weights', 'port', 'tp', 'model', 'version', 'host', 'gpus', 'kv_role', 'kv_layout'] as const;
 
 export function renderCommand(template: string, vars: Record<(typeof PLACEHOLDERS)[number], string>): string[] {
   return splitCommand(template).map((word) =>
@@ -60,6 +60,9 @@ export class ProcessProvider implements Provider {
       version: v.id,
       host,
       gpus: req.gpus.join(','),
+      // vLLM's kv_role names (kv_producer / kv_consumer; kv_both for a worker of whole requests) and the card as the layout
+      kv_role: req.kvRole === 'prefill' ? 'kv_producer' : req.kvRole === 'decode' ? 'kv_consumer' : 'kv_both',
+      kv_layout: v.cardChecksum,
     });
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new BadRequestError('bad_command_template', `empty command for version ${v.id}`);

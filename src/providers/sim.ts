@@ -65,7 +65,9 @@ export class SimProvider implements Provider {
     for (let attempt = 0; attempt < P.simStartAttempts; attempt++) {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
-      const child = spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port)], {
+      // a prefill or decode worker reads and writes the KV layout of its card: a pair of two cards cannot exchange KV
+      const kv = req.kvRole === undefined ? [] : ['--kv-role', req.kvRole, '--kv-layout', v.cardChecksum];
+      const child = spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port), ...kv], {
         env: { ...process.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
         workDir: req.workDir,
         name: req.workerId,

@@ -1,5 +1,6 @@
 // The Provider seam: how workers for a version are created, stopped, put to sleep and woken.
 import type { VersionConfig } from '../config/types.js';
+import type { KvRole } from '../domain/spec.js';
 
 export interface StartRequest {
   version: VersionConfig;
@@ -9,6 +10,8 @@ export interface StartRequest {
   gpus: readonly string[];
   /** Directory for logs and provider state. */
   workDir: string;
+  /** Disaggregated serving: the worker prefills or decodes, with the version's card checksum as its KV layout (undefined: whole requests). */
+  kvRole?: KvRole | undefined;
   /** Progress lines for long operations (loading weights). */
   onProgress?: (message: string) => void;
   /**

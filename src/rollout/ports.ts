@@ -10,6 +10,7 @@ import type { ModelConfig } from '../config/types.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import type { Version, VersionPatch, VersionStatus } from '../domain/version.js';
 import type { ProbeSet } from '../domain/probes.js';
+import type { KvRole } from '../domain/spec.js';
 import type { ProbeOutcome } from '../gateway/probe.js';
 import type { FailureReason, WorkerHealth, WorkerHealthState, BreakerState } from '../health/machine.js';
 import type { RequestRecord } from '../telemetry/record.js';
@@ -101,6 +102,8 @@ export interface WorkerInfo {
   readonly health: WorkerHealth | undefined;
   /** Whether its provider can start another in its place (`static` workers are fixed endpoints). */
   readonly replaceable: boolean;
+  /** Disaggregated serving: it prefills or decodes (undefined: it serves whole requests). */
+  readonly kvRole?: KvRole | undefined;
 }
 
 /**
@@ -132,7 +135,7 @@ export interface WorkersPort {
    * worker), warmed, published at the weight its health says. The version must be loaded, unless
    * `newPool`: a rolling update's new version, whose pool joins the data plane with its first worker.
    */
-  start(model: string, version: string, role: WorkerRole, health: WorkerHealth, opts?: { newPool?: boolean }): Promise<WorkerInfo>;
+  start(model: string, version: string, role: WorkerRole, health: WorkerHealth, opts?: { newPool?: boolean; kvRole?: KvRole | undefined }): Promise<WorkerInfo>;
   /**
    * A controller that owns a version's worker count (a rolling update, by its id; undefined lets go):
    * health's recovery neither refills nor trims a claimed version.

@@ -13,8 +13,8 @@ import { newHealth } from '../health/machine.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, budgetText, newShare, nextStep, parseBudget, roleBudgets } from './rolling-plan.js';
-import type { RoleNow } from './rolling-plan.js';
-import { AGGREGATED, MAX_FAILURES, MAX_TRACE, oldServes, pools, pushBounded, standing } from './rolling-state.js';
+import type { Budget, RoleBudget, RoleNow } from './rolling-plan.js';
+import { MAX_FAILURES, MAX_TRACE, budgetsNow, oldServes, pools, pushBounded, roleOfWorker, rolesOf, standing } from './rolling-state.js';
 import type { OnFailure, RollingPhase, RollingState } from './rolling-state.js';
 
 export interface RollingStartOptions {
@@ -189,8 +189,16 @@ export class RollingController {
         if (!from) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
         const to = await p.versions.get(model, o.to);
         refuseTarget(from, to);
-        const budgets = roleBudgets({ [AGGREGATED]: to.replicas }, surge, unavailable);
+        const [a, b] = [Object.keys(rolesOf(from)).sort().join(' and '), Object.keys(rolesOf(to)).sort().join(' and ')];
+        if (a !== b) {
+          throw new BadRequestError(
+            'invalid_rollout',
+            `${from.id} runs ${a} workers and ${to.id} runs ${b} workers: a rolling update replaces workers role by role; use blue-green (deploy green, swap) or stop-start to change how a model is served`,
+          );
+        }
+        const budgets = roleBudgets(rolesOf(to), surge, unavailable);
         assertFeasible(budgets, partition);
+        const backBudgets = backBudgetsFor(from, surge, unavailable);
         const now = p.clock.now();
         const state: RollingState = {
           kind: 'rolling',
@@ -202,6 +210,7 @@ export class RollingController {
           maxSurge: surge,
           maxUnavailable: unavailable,
           budgets,
+          backBudgets,
           partition,
           stepTimeoutMs,
           progressDeadlineMs,
@@ -220,12 +229,10 @@ export class RollingController {
         // `to` is loading until the update ends (boot leaves a version under a rolling update to it)
         await p.versions.transition(model, to.id, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
         const l = this.track(state, revision);
-        const b = budgets[AGGREGATED];
-        await this.event(
-          l,
-          'started',
-          `${from.id} → ${to.id}: ${b?.desired} worker(s), max surge ${b?.surge}, max unavailable ${b?.unavailable}${partition > 0 ? `, partition ${partition}` : ''}; on failure: ${onFailure}`,
-        );
+        const each = Object.entries(budgets)
+          .map(([r, b]) => `${r} ${b.desired} (max surge ${b.surge}, max unavailable ${b.unavailable})`)
+          .join(', ');
+        await this.event(l, 'started', `${from.id} → ${to.id}: ${each}${partition > 0 ? `, partition ${partition}` : ''}; on failure: ${onFailure}`);
         this.kick();
         return state;
       }),
@@ -358,7 +365,7 @@ export class RollingController {
       await this.publishShare(l, newShare(counts, desired));
       return;
     }
-    const step = nextStep(counts, s.budgets, pool.direction === 'forward' ? s.partition : 0);
+    const step = nextStep(counts, budgetsNow(s), pool.direction === 'forward' ? s.partition : 0);
     if (step.done) {
       await this.finish(l);
       return;
@@ -372,7 +379,7 @@ export class RollingController {
     // the old workers that go: those health already doubts first, then the newest
     const leaving: WorkerInfo[] = [];
     for (const [role, n] of Object.entries(step.stop)) {
-      const olds = this.olds(l).sort((a, b) => rank(a) - rank(b) || b.startedAt - a.startedAt || b.id.localeCompare(a.id, 'en', { numeric: true }));
+      const olds = this.olds(l, role).sort((a, b) => rank(a) - rank(b) || b.startedAt - a.startedAt || b.id.localeCompare(a.id, 'en', { numeric: true }));
       leaving.push(...olds.slice(0, n));
       (counts[role] as RoleNow).old -= n;
     }
@@ -397,14 +404,22 @@ export class RollingController {
     const s = l.state;
     const pool = pools(s);
     const fresh = this.ports.workers.list(s.model, pool.new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id));
-    const ready = fresh.filter((w) => standing(w) === 'ready').length;
-    const starting = fresh.filter((w) => standing(w) === 'starting').length + [...l.launches].filter((x) => !x.abandoned).length;
-    return { [AGGREGATED]: { old: this.olds(l).length, ready, starting } };
+    const out: Record<string, RoleNow> = {};
+    for (const role of Object.keys(budgetsNow(s))) {
+      const mine = fresh.filter((w) => roleOfWorker(w) === role);
+      out[role] = {
+        old: this.olds(l, role).length,
+        ready: mine.filter((w) => standing(w) === 'ready').length,
+        starting: mine.filter((w) => standing(w) === 'starting').length + [...l.launches].filter((x) => !x.abandoned && x.role === role).length,
+      };
+    }
+    return out;
   }
 
-  private olds(l: Live): WorkerInfo[] {
+  /** The old pool's serving workers (of one role), not being stopped. */
+  private olds(l: Live, role?: string): WorkerInfo[] {
     const s = l.state;
-    return this.ports.workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id));
+    return this.ports.workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id) && (role === undefined || roleOfWorker(w) === role));
   }
 
   /** Start one new worker in the background (a start holds no lock: an abort must not wait for a worker to load). */
@@ -416,7 +431,7 @@ export class RollingController {
     const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
     const run = async () => {
       try {
-        const w = await p.workers.start(s.model, version, 'serving', health, { newPool: true });
+        const w = await p.workers.start(s.model, version, 'serving', health, { newPool: true, kvRole: role === 'prefill' || role === 'decode' ? role : undefined });
         // given up meanwhile (step timeout), or the update turned around or ended: not wanted
         if (x.abandoned || this.live.get(s.id) !== l || pools(s).new !== version) {
           l.given.add(w.id);
@@ -558,8 +573,17 @@ export class RollingController {
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-function desiredOf(s: Pick<RollingState, 'budgets'>): Record<string, number> {
-  return Object.fromEntries(Object.entries(s.budgets).map(([r, b]) => [r, b.desired]));
+function desiredOf(s: RollingState): Record<string, number> {
+  return Object.fromEntries(Object.entries(budgetsNow(s)).map(([r, b]) => [r, b.desired]));
+}
+
+/** The budgets an abort goes back with: the same surge and unavailability, against the old version's roles. */
+function backBudgetsFor(from: Version, surge: Budget, unavailable: Budget): Record<string, RoleBudget> {
+  try {
+    return roleBudgets(rolesOf(from), surge, unavailable);
+  } catch (err) {
+    throw new BadRequestError('invalid_rollout', `going back to ${from.id} (an abort, or a failure) could not keep these budgets: ${messageOf(err)}`);
+  }
 }
 
 /** Old workers health already doubts leave first. */

@@ -49,8 +49,10 @@ export interface RollingState {
   toStatusBefore: string;
   maxSurge: Budget;
   maxUnavailable: Budget;
-  /** The budgets resolved per role against `to`'s replicas. */
+  /** The budgets resolved per role against `to`'s replicas (its prefill and decode workers, or its replicas as one role). */
   budgets: Record<string, RoleBudget>;
+  /** The same budgets resolved against `from`'s: what going back (an abort) restores. */
+  backBudgets: Record<string, RoleBudget>;
   /** Stop with this many old workers left (0: none kept); lowered by a resume. */
   partition: number;
   stepTimeoutMs: number;
@@ -87,6 +89,21 @@ export const MAX_FAILURES = 50;
 export function pushBounded<T>(list: T[], item: T, max: number): void {
   list.push(item);
   if (list.length > max) list.splice(0, list.length - max);
+}
+
+/** A version's roles and how many workers of each it runs: prefill and decode, or its replicas as one role. */
+export function rolesOf(v: { replicas: number; roles?: { prefill: number; decode: number } | undefined }): Record<string, number> {
+  return v.roles ? { prefill: v.roles.prefill, decode: v.roles.decode } : { [AGGREGATED]: v.replicas };
+}
+
+/** The role a worker counts in. */
+export function roleOfWorker(w: { kvRole?: string | undefined }): string {
+  return w.kvRole ?? AGGREGATED;
+}
+
+/** The budgets of the way the update goes now. */
+export function budgetsNow(s: Pick<RollingState, 'budgets' | 'backBudgets' | 'from' | 'to' | 'phase' | 'resumeTo'>): Record<string, RoleBudget> {
+  return pools(s).direction === 'back' ? s.backBudgets : s.budgets;
 }
 
 /** Which pool is going and which is coming, by the update's direction. */

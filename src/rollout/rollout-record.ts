@@ -161,6 +161,7 @@ const rollingState: z.ZodType<RollingState> = z.object({
   maxSurge: budget,
   maxUnavailable: budget,
   budgets: z.record(str, z.object({ desired: num, surge: num, unavailable: num })),
+  backBudgets: z.record(str, z.object({ desired: num, surge: num, unavailable: num })),
   partition: z.number().int().nonnegative(),
   stepTimeoutMs: num,
   progressDeadlineMs: num,

@@ -261,8 +261,8 @@ export class Registry {
           }
           // metadata is merged (config keys win) so keys set at runtime through patches survive a restart
           const metadata = { ...cur.metadata, ...structuredClone<Record<string, unknown>>(vc.metadata) };
-          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'warmup' | 'metadata' | 'gpuMemoryGb' | 'spares' | 'probeReference'>) =>
-            canonical([x.provider, x.replicas, x.warmup, x.metadata, x.gpuMemoryGb, x.spares ?? 0, x.probeReference ?? null]);
+          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'roles' | 'warmup' | 'metadata' | 'gpuMemoryGb' | 'spares' | 'probeReference'>) =>
+            canonical([x.provider, x.replicas, x.roles ?? null, x.warmup, x.metadata, x.gpuMemoryGb, x.spares ?? 0, x.probeReference ?? null]);
           if (op(cur) === op({ ...vc, metadata })) {
             report.unchanged.push(cur);
             continue;
@@ -272,6 +272,7 @@ export class Registry {
             ...cur,
             provider: fresh.provider,
             replicas: fresh.replicas,
+            roles: fresh.roles,
             warmup: fresh.warmup,
             metadata,
             gpuMemoryGb: fresh.gpuMemoryGb,

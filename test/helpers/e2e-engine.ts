@@ -1,4 +1,4 @@
-// End-to-end helpers for real llama.cpp workers: a glidepath.yaml whose versions run `glidepath engine` through the process provider, each on its own tiny seeded model file.
+// End-to-end helpers for real llama.cpp workers: a glidepath.yaml whose versions run `glidepath engine` through the process provider, each on a tiny seeded model file.
 import { CLI } from './e2e-up.js';
 
 export interface EngineVersionSpec {
@@ -10,6 +10,11 @@ export interface EngineVersionSpec {
   flags?: string;
   /** Warm-up requests before a worker serves (a fresh process runs cold JIT code). */
   warmup?: number;
+  /**
+   * `--max-num-seqs` of its engines (default 8). Given, it is declared too as the version's
+   * `engine: { max_num_seqs }`: in its card checksum, and the gateway's cap per worker.
+   */
+  maxNumSeqs?: number;
 }
 
 /** One model served by llama.cpp engine workers; the first version is the whole route, the others are registered. */
@@ -34,13 +39,14 @@ export function engineConfigYaml(o: {
   for (const v of o.versions) {
     // no shell: the process provider splits the template into argv; quotes group a word
     const command =
-      `"${process.execPath}" "${CLI}" engine --model {weights} --port {port} --served-model-name {model} --version {version} --max-num-seqs 8 ${v.flags ?? ''}`.trim();
+      `"${process.execPath}" "${CLI}" engine --model {weights} --port {port} --served-model-name {model} --version {version} --max-num-seqs ${v.maxNumSeqs ?? 8} ${v.flags ?? ''}`.trim();
     lines.push(
       `      - id: ${v.id}`,
       `        weights: ${JSON.stringify(v.weights)}`,
       `        replicas: ${v.replicas ?? 1}`,
       `        provider: { kind: process, command: ${JSON.stringify(command)} }`,
     );
+    if (v.maxNumSeqs !== undefined) lines.push(`        engine: { max_num_seqs: ${v.maxNumSeqs} }`);
     if (v.warmup !== undefined) lines.push(`        warmup: { requests: ${v.warmup}, max_tokens: 12 }`);
   }
   lines.push('    route:', `      weights: { ${first.id}: 1 }`);

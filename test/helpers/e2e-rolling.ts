@@ -5,7 +5,8 @@ import type { RollingView } from '../../src/api/types.js';
 import { loadAgent, streamChat } from './e2e-up.js';
 import type { StreamResult, UpProcess } from './e2e-up.js';
 
-export function rollingYaml(dataDir: string, opts: { model: string; gpus?: number; v2LoadMs?: number }): string {
+export function rollingYaml(dataDir: string, opts: { model: string; gpus?: number; v2LoadMs?: number; roles?: { prefill: number; decode: number } }): string {
+  const size = opts.roles ? `        roles: { prefill: ${opts.roles.prefill}, decode: ${opts.roles.decode} }` : '        replicas: 4';
   return [
     'server:',
     `  data_dir: ${JSON.stringify(dataDir)}`,
@@ -15,15 +16,15 @@ export function rollingYaml(dataDir: string, opts: { model: string; gpus?: numbe
     `  - name: ${opts.model}`,
     '    versions:',
     '      - id: v1',
-    '        replicas: 4',
+    size,
     '        provider: { kind: sim, sim: { seed: 1, inter_token_ms: 4, jitter: 0 } }',
     '      - id: v2',
-    '        replicas: 4',
+    size,
     // another block size: another card, a pool of its own
     '        architecture: { block_size: 32 }',
     `        provider: { kind: sim, sim: { seed: 2, inter_token_ms: 4, jitter: 0${opts.v2LoadMs ? `, load_time_ms: ${opts.v2LoadMs}` : ''} } }`,
     '      - id: v3',
-    '        replicas: 4',
+    size,
     // a command that exits at once: its workers crash on start
     '        provider: { kind: process, command: "false", health_path: /health, grace_period_ms: 200 }',
     '    route: { weights: { v1: 1 } }',

@@ -256,6 +256,8 @@ export interface StreamResult {
   /** `x-glidepath-version` of the response ('' when absent). */
   version: string;
   worker: string;
+  /** `x-glidepath-prefill-worker`: the worker that prefilled it, in disaggregated serving ('' otherwise). */
+  prefillWorker: string;
   text: string;
   events: number;
   error?: string;
@@ -287,7 +289,7 @@ export async function streamChat(
   },
 ): Promise<StreamResult> {
   const startedAt = performance.now();
-  const out: StreamResult = { ok: false, status: 0, version: '', worker: '', text: '', events: 0, startedAt, headersAt: 0, endedAt: 0 };
+  const out: StreamResult = { ok: false, status: 0, version: '', worker: '', prefillWorker: '', text: '', events: 0, startedAt, headersAt: 0, endedAt: 0 };
   try {
     const res = await request(`${base}/v1/chat/completions`, {
       method: 'POST',
@@ -299,6 +301,7 @@ export async function streamChat(
     out.status = res.statusCode;
     out.version = headerString(res.headers['x-glidepath-version']);
     out.worker = headerString(res.headers['x-glidepath-worker']);
+    out.prefillWorker = headerString(res.headers['x-glidepath-prefill-worker']);
     opts.onHeaders?.(out.version);
     if (res.statusCode !== 200) {
       out.error = `status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`;

@@ -6,6 +6,8 @@
 //
 // `fleet.ports()` is what one control-plane process would build; calling it again over the same
 // fleet is a restart: new locks, same persisted world.
+import { kvRoleAt } from '../../src/domain/spec.js';
+import type { KvRole } from '../../src/domain/spec.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { GlidepathConfig } from '../../src/config/types.js';
 import { storeRollouts } from '../../src/control/ports.js';
@@ -105,6 +107,7 @@ export class FakeWorker {
   role: WorkerRole;
   health: WorkerHealth | undefined;
   probes = 0;
+  kvRole: KvRole | undefined;
   constructor(
     readonly id: string,
     readonly model: string,
@@ -127,6 +130,7 @@ export class FakeWorker {
       startedAt: this.startedAt,
       health: this.health,
       replaceable: this.provider !== 'static',
+      kvRole: this.kvRole,
     };
   }
 
@@ -239,6 +243,7 @@ export class FakeFleet {
     const out: FakeWorker[] = [];
     for (let i = 0; i < total; i++) {
       const w = new FakeWorker(`${v.model}/${v.id}/${i}`, v.model, v.id, i >= total - spares ? 'spare' : 'serving', v.provider.kind, this.clock.now());
+      w.kvRole = kvRoleAt(v, i);
       this.workers.set(w.id, w);
       out.push(w);
     }
@@ -430,13 +435,14 @@ export class FakeFleet {
           later(() => {
             this.worker(w.id).role = role;
           }),
-        start: (model, version, role, health) =>
+        start: (model, version, role, health, opts) =>
           later(() => {
             const why = this.failStarts.shift();
             if (why !== undefined) throw new Error(why);
             const used = [...this.workers.values()].filter((x) => x.model === model && x.version === version).map((x) => Number(x.id.split('/').pop()));
             const w = new FakeWorker(`${model}/${version}/${Math.max(-1, ...used) + 1}`, model, version, role, 'sim', this.clock.now());
             w.health = health;
+            w.kvRole = opts?.kvRole;
             // published at the weight its health says: a pending worker none until admitted
             w.weight = health.state === 'healthy' ? 1 : 0;
             this.workers.set(w.id, w);

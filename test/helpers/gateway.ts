@@ -20,7 +20,7 @@ export function defaultGatewayConfig(over: Partial<GatewayConfig> = {}): Gateway
 export interface VersionSetup {
   id: string;
   /** Worker base URLs; ids are w0, w1, … unless given as {id,url}. */
-  workers: (string | { id: string; url: string })[];
+  workers: (string | { id: string; url: string; kvRole?: 'prefill' | 'decode' })[];
   card?: string;
 }
 

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { budgetText } from '../../rollout/rolling-plan.js';
 import type { RoleNow } from '../../rollout/rolling-plan.js';
-import { ROLLING_TERMINAL, etaMs } from '../../rollout/rolling-state.js';
+import { ROLLING_TERMINAL, budgetsNow, etaMs } from '../../rollout/rolling-state.js';
 import type { RollingState } from '../../rollout/rolling-state.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
@@ -77,7 +77,7 @@ export async function rollingView({ controllers, cp }: AdminContext, model: stri
   const live = ROLLING_TERMINAL.includes(s.phase) ? undefined : rc.liveCounts(model);
   const counts = live?.roles ?? s.trace.at(-1)?.roles ?? {};
   const roles: Record<string, RollingRoleView> = {};
-  for (const [r, b] of Object.entries(s.budgets)) {
+  for (const [r, b] of Object.entries(budgetsNow(s))) {
     const c = counts[r] ?? { old: 0, ready: 0, starting: 0 };
     roles[r] = {
       desired: b.desired,

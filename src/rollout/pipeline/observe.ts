@@ -1,5 +1,6 @@
 // What the pipeline runner reads from the admin API: trigger stats per scope (active, canary,
-// stable) from GET /status, and the `wait_for` conditions. The API sits behind a one-method seam.
+// stable) from GET /status, and the `wait_for` conditions (on versions, health, the canary and the
+// rolling update). The API sits behind a one-method seam.
 // The bodies are declared here only as far as they are read: the controllers' layer may not import
 // src/api/types.ts, and test/unit/pipeline/observe.test.ts checks that those types fit these.
 import type { MetricValues, TriggerStats } from './trigger.js';
@@ -111,34 +112,116 @@ export interface CanaryJson {
   rollback?: { reason?: string } | null;
 }
 
-const CANARY_FAILED = ['rolled_back', 'aborted', 'failed'];
+export interface RollingJson {
+  from: string;
+  to: string;
+  phase: string;
+  /** back: going to `from` again (an abort, a rollback); the roles' `ready` are then `from`'s. */
+  direction?: string;
+  step?: number;
+  paused_reason?: string | null;
+  rollback_reason?: string | null;
+  message?: string | null;
+  roles?: Record<string, { desired: number; ready: number; old: number }>;
+  weights?: Record<string, number>;
+}
 
-/** canary_succeeded / rollout_done: GET /models/:model/canary (the running or last canary). */
-async function pollCanary(api: AdminApi, model: string, cond: 'canary_succeeded' | 'rollout_done', version: string | undefined): Promise<Poll> {
-  let c: CanaryJson;
+/** Phases that end a canary or a rolling update other than by succeeding (the two name them alike). */
+const ENDED_BADLY = ['rolled_back', 'aborted', 'failed'];
+
+/** What the conditions on a canary or a rolling update read of its view, in the same words for both. */
+interface Reading {
+  /** The version it moves to. */
+  target: string;
+  phase: string;
+  /** Where it is, after "is paused" / "is progressing": `at 25%`. */
+  at: string;
+  /** More about an ongoing one, after `at`. */
+  progress: string;
+  pausedReason: string | null | undefined;
+  /** Why it ended, when it ended other than by succeeding. */
+  endReason: string | null | undefined;
+}
+
+interface RolloutKind<T> {
+  /** `canary of v2`, `rolling update to v2`. */
+  noun: string;
+  prep: string;
+  path(model: string): string;
+  /** What a human does about a paused one. */
+  hint: string;
+  read(v: T): Reading;
+}
+
+const CANARY: RolloutKind<CanaryJson> = {
+  noun: 'canary',
+  prep: 'of',
+  path: (model) => `/models/${enc(model)}/canary`,
+  hint: 'canary resume|promote|abort',
+  read: (c) => ({
+    target: c.canary,
+    phase: c.phase,
+    at: `at ${c.percent ?? '?'}%`,
+    progress: ` (stage ${(c.stage_index ?? 0) + 1}/${c.stages?.length ?? '?'})`,
+    pausedReason: c.paused_reason,
+    endReason: c.rollback?.reason ?? c.message,
+  }),
+};
+
+/** `at step 3 (2/4 v2 worker(s) ready, 2 v1 serving)`, summed over the roles, in the way it goes now. */
+function rollingAt(r: RollingJson): string {
+  const roles = Object.values(r.roles ?? {});
+  if (roles.length === 0) return `at step ${r.step ?? '?'}`;
+  const [coming, going] = r.direction === 'back' ? [r.from, r.to] : [r.to, r.from];
+  const sum = (k: 'desired' | 'ready' | 'old') => roles.reduce((n, x) => n + x[k], 0);
+  return `at step ${r.step ?? '?'} (${sum('ready')}/${sum('desired')} ${coming} worker(s) ready, ${sum('old')} ${going} serving)`;
+}
+
+const ROLLING: RolloutKind<RollingJson> = {
+  noun: 'rolling update',
+  prep: 'to',
+  path: (model) => `/models/${enc(model)}/rolling`,
+  hint: 'rollout resume|abort',
+  read: (r) => {
+    const share = r.weights?.[r.to];
+    const back = r.phase === 'rolling_back' && r.rollback_reason ? `; going back: ${r.rollback_reason}` : '';
+    return {
+      target: r.to,
+      phase: r.phase,
+      at: rollingAt(r),
+      progress: `${share === undefined ? '' : `; ${r.to} has ${Math.round(share * 1000) / 10}% of traffic`}${back}`,
+      pausedReason: r.paused_reason,
+      endReason: r.rollback_reason ?? r.message,
+    };
+  },
+};
+
+/**
+ * canary_succeeded / rollout_done and rolling_succeeded / rolling_done: the model's running or
+ * last canary or rolling update, of `version` when given. `mustSucceed`: an end other than
+ * `succeeded` fails the step; else any end passes.
+ */
+async function pollRollout<T>(api: AdminApi, model: string, kind: RolloutKind<T>, mustSucceed: boolean, version: string | undefined): Promise<Poll> {
+  let view: T;
   try {
-    c = await api.get<CanaryJson>(`/models/${enc(model)}/canary`);
+    view = await api.get<T>(kind.path(model));
   } catch (err) {
-    if (httpStatus(err) === 404) return { state: 'waiting', detail: `${model} has no canary yet` };
+    if (httpStatus(err) === 404) return { state: 'waiting', detail: `${model} has no ${kind.noun} yet` };
     throw err;
   }
-  // the last canary may be an older one: only the target version's counts
-  if (version !== undefined && c.canary !== version) return { state: 'waiting', detail: `the last canary of ${model} is of ${c.canary}, not ${version}` };
-  const why = c.rollback?.reason ?? c.message ?? undefined;
-  if (c.phase === 'succeeded') return { state: 'done', detail: `canary of ${c.canary} succeeded` };
-  if (CANARY_FAILED.includes(c.phase)) {
-    const detail = `canary of ${c.canary} ended ${c.phase}${why ? `: ${why}` : ''}`;
-    return cond === 'rollout_done' ? { state: 'done', detail } : { state: 'failed', detail };
+  const r = kind.read(view);
+  // the last one may be an older one: only the target version's counts
+  if (version !== undefined && r.target !== version)
+    return { state: 'waiting', detail: `the last ${kind.noun} of ${model} is ${kind.prep} ${r.target}, not ${version}` };
+  const name = `${kind.noun} ${kind.prep} ${r.target}`;
+  if (r.phase === 'succeeded') return { state: 'done', detail: `${name} succeeded` };
+  if (ENDED_BADLY.includes(r.phase)) {
+    const detail = `${name} ended ${r.phase}${r.endReason ? `: ${r.endReason}` : ''}`;
+    return mustSucceed ? { state: 'failed', detail } : { state: 'done', detail };
   }
-  if (c.phase === 'paused')
-    return {
-      state: 'waiting',
-      detail: `canary of ${c.canary} is paused at ${c.percent ?? '?'}%${c.paused_reason ? `: ${c.paused_reason}` : ''} (waiting for a human: canary resume|promote|abort)`,
-    };
-  return {
-    state: 'waiting',
-    detail: `canary of ${c.canary} is ${c.phase} at ${c.percent ?? '?'}% (stage ${(c.stage_index ?? 0) + 1}/${c.stages?.length ?? '?'})`,
-  };
+  if (r.phase === 'paused')
+    return { state: 'waiting', detail: `${name} is paused ${r.at}${r.pausedReason ? `: ${r.pausedReason}` : ''} (waiting for a human: ${kind.hint})` };
+  return { state: 'waiting', detail: `${name} is ${r.phase} ${r.at}${r.progress}` };
 }
 
 /** A version's view, or undefined while it is not registered (404). */
@@ -152,7 +235,8 @@ async function registeredVersion(api: AdminApi, model: string, version: string):
 }
 
 export async function pollCondition(api: AdminApi, model: string, cond: WaitCondition, version: string | undefined): Promise<Poll> {
-  if (cond === 'canary_succeeded' || cond === 'rollout_done') return pollCanary(api, model, cond, version);
+  if (cond === 'canary_succeeded' || cond === 'rollout_done') return pollRollout(api, model, CANARY, cond === 'canary_succeeded', version);
+  if (cond === 'rolling_succeeded' || cond === 'rolling_done') return pollRollout(api, model, ROLLING, cond === 'rolling_succeeded', version);
   if (cond === 'version_ready') {
     if (version === undefined) return { state: 'failed', detail: 'version_ready needs a version: give the step a version: or set $VERSION' };
     const v = await registeredVersion(api, model, version);

@@ -63,7 +63,7 @@ describe('process provider', () => {
   it('splits a command template without a shell and substitutes placeholders', () => {
     expect(splitCommand(`vllm serve "/w eights" --port {port}`)).toEqual(['vllm', 'serve', '/w eights', '--port', '{port}']);
     expect(
-      renderCommand('vllm serve {weights} --port {port} --tensor-parallel-size {tp}', {
+      renderCommand('vllm serve {weights} --port {port} --tensor-parallel-size {tp} --kv-role {kv_role} --kv-layout {kv_layout}', {
         weights: '/w',
         port: '9',
         tp: '4',
@@ -71,9 +71,11 @@ describe('process provider', () => {
         version: 'v',
         host: 'h',
         gpus: '0,1',
+        kv_role: 'kv_producer',
+        kv_layout: 'c0ffee',
       }),
-    ).toEqual(['vllm', 'serve', '/w', '--port', '9', '--tensor-parallel-size', '4']);
-    expect(() => renderCommand('x {nope}', { weights: '', port: '', tp: '', model: '', version: '', host: '', gpus: '' })).toThrow(
+    ).toEqual(['vllm', 'serve', '/w', '--port', '9', '--tensor-parallel-size', '4', '--kv-role', 'kv_producer', '--kv-layout', 'c0ffee']);
+    expect(() => renderCommand('x {nope}', { weights: '', port: '', tp: '', model: '', version: '', host: '', gpus: '', kv_role: '', kv_layout: '' })).toThrow(
       /unknown placeholder \{nope\}/,
     );
   });

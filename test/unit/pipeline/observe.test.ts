@@ -1,16 +1,17 @@
 // What the runner reads from the admin API: trigger scopes from GET /status and the wait_for conditions.
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import type { CanaryView, StatusView, VersionDetail, WindowView } from '../../../src/api/types.js';
+import type { CanaryView, RollingView, StatusView, VersionDetail, WindowView } from '../../../src/api/types.js';
 import { observe, pollCondition } from '../../../src/rollout/pipeline/observe.js';
-import type { AdminApi, CanaryJson, StatusJson, VersionJson, WindowJson } from '../../../src/rollout/pipeline/observe.js';
+import type { AdminApi, CanaryJson, RollingJson, StatusJson, VersionJson, WindowJson } from '../../../src/rollout/pipeline/observe.js';
 
 describe('the bodies the runner reads are what the admin API declares', () => {
   // the runner (src/rollout/) may not import src/api/types.ts: its own narrow types must accept
   // the API's, or a renamed field would be read as missing (tsc checks these; vitest runs nothing)
-  it('window, status, canary and version', () => {
+  it('window, status, canary, rolling update and version', () => {
     expectTypeOf<WindowView>().toExtend<WindowJson>();
     expectTypeOf<StatusView>().toExtend<StatusJson>();
     expectTypeOf<CanaryView>().toExtend<CanaryJson>();
+    expectTypeOf<RollingView>().toExtend<RollingJson>();
     expectTypeOf<VersionDetail>().toExtend<VersionJson>();
   });
 });
@@ -69,6 +70,23 @@ const V = '/models/m/versions/v2';
 const C = '/models/m/canary';
 const canary = (phase: string, extra: Record<string, unknown> = {}) => ({
   [C]: { canary: 'v2', phase, stages: [5, 25, 100], stage_index: 1, percent: 25, ...extra },
+});
+const R = '/models/m/rolling';
+/** A rolling update v1 → v2 of 4 workers, 2 replaced, at step 3 (the fields GET …/rolling has that the conditions read). */
+const rolling = (phase: string, extra: Record<string, unknown> = {}) => ({
+  [R]: {
+    from: 'v1',
+    to: 'v2',
+    phase,
+    direction: 'forward',
+    step: 3,
+    paused_reason: null,
+    rollback_reason: null,
+    message: null,
+    roles: { aggregated: { desired: 4, old: 2, ready: 2, starting: 1 } },
+    weights: { v1: 0.5, v2: 0.5 },
+    ...extra,
+  },
 });
 
 describe('wait_for conditions', () => {
@@ -143,6 +161,101 @@ describe('wait_for conditions', () => {
       { state: 'failed', detail: 'canary of v2 ended rolled_back: error rate 4% vs 0.1%' },
     ],
     ['rollout_done: rolled back is done', 'rollout_done', 'v2', canary('rolled_back'), { state: 'done', detail: 'canary of v2 ended rolled_back' }],
+    // a 404 rollout_not_found: the model never had a rolling update
+    ['rolling_succeeded: none yet', 'rolling_succeeded', 'v2', {}, { state: 'waiting', detail: 'm has no rolling update yet' }],
+    [
+      'rolling_succeeded: progressing',
+      'rolling_succeeded',
+      'v2',
+      rolling('progressing'),
+      { state: 'waiting', detail: 'rolling update to v2 is progressing at step 3 (2/4 v2 worker(s) ready, 2 v1 serving); v2 has 50% of traffic' },
+    ],
+    [
+      'rolling_succeeded: paused at the partition says why and who resumes it',
+      'rolling_succeeded',
+      'v2',
+      rolling('paused', { paused_reason: 'paused at the partition: 2 old worker(s) left' }),
+      {
+        state: 'waiting',
+        detail:
+          'rolling update to v2 is paused at step 3 (2/4 v2 worker(s) ready, 2 v1 serving): paused at the partition: 2 old worker(s) left (waiting for a human: rollout resume|abort)',
+      },
+    ],
+    [
+      'rolling_succeeded: rolling back keeps waiting, with why',
+      'rolling_succeeded',
+      'v2',
+      // going back, the roles count v1's workers as the ones coming and v2's as the ones going
+      rolling('rolling_back', {
+        direction: 'back',
+        rollback_reason: 'new worker crashed',
+        roles: { aggregated: { desired: 4, old: 1, ready: 3, starting: 0 } },
+        weights: { v1: 0.75, v2: 0.25 },
+      }),
+      {
+        state: 'waiting',
+        detail: 'rolling update to v2 is rolling_back at step 3 (3/4 v1 worker(s) ready, 1 v2 serving); v2 has 25% of traffic; going back: new worker crashed',
+      },
+    ],
+    [
+      'rolling_succeeded: an older update of another version',
+      'rolling_succeeded',
+      'v3',
+      rolling('succeeded'),
+      { state: 'waiting', detail: 'the last rolling update of m is to v2, not v3' },
+    ],
+    ['rolling_succeeded: succeeded', 'rolling_succeeded', 'v2', rolling('succeeded'), { state: 'done', detail: 'rolling update to v2 succeeded' }],
+    [
+      'rolling_succeeded: the last one when no version is given',
+      'rolling_succeeded',
+      undefined,
+      rolling('succeeded'),
+      { state: 'done', detail: 'rolling update to v2 succeeded' },
+    ],
+    [
+      'rolling_succeeded: aborted fails at once',
+      'rolling_succeeded',
+      'v2',
+      rolling('aborted', { rollback_reason: 'pipeline step failed (admin)' }),
+      { state: 'failed', detail: 'rolling update to v2 ended aborted: pipeline step failed (admin)' },
+    ],
+    [
+      'rolling_succeeded: rolled back fails at once',
+      'rolling_succeeded',
+      'v2',
+      rolling('rolled_back', { rollback_reason: 'no progress for 600 s (progress deadline exceeded)' }),
+      { state: 'failed', detail: 'rolling update to v2 ended rolled_back: no progress for 600 s (progress deadline exceeded)' },
+    ],
+    [
+      'rolling_succeeded: failed fails at once (its message says why)',
+      'rolling_succeeded',
+      'v2',
+      rolling('failed', { message: 'v1 is gone' }),
+      { state: 'failed', detail: 'rolling update to v2 ended failed: v1 is gone' },
+    ],
+    ['rolling_done: succeeded', 'rolling_done', 'v2', rolling('succeeded'), { state: 'done', detail: 'rolling update to v2 succeeded' }],
+    [
+      'rolling_done: rolled back is done, and says so',
+      'rolling_done',
+      'v2',
+      rolling('rolled_back', { rollback_reason: 'new worker crashed' }),
+      { state: 'done', detail: 'rolling update to v2 ended rolled_back: new worker crashed' },
+    ],
+    ['rolling_done: aborted is done', 'rolling_done', 'v2', rolling('aborted'), { state: 'done', detail: 'rolling update to v2 ended aborted' }],
+    [
+      'rolling_done: paused keeps waiting',
+      'rolling_done',
+      'v2',
+      rolling('paused', { paused_reason: 'paused by an operator (admin)' }),
+      {
+        state: 'waiting',
+        detail:
+          'rolling update to v2 is paused at step 3 (2/4 v2 worker(s) ready, 2 v1 serving): paused by an operator (admin) (waiting for a human: rollout resume|abort)',
+      },
+    ],
+    // the conditions on a canary do not read the rolling update, nor the other way round
+    ['canary_succeeded ignores a rolling update', 'canary_succeeded', 'v2', rolling('succeeded'), { state: 'waiting', detail: 'm has no canary yet' }],
+    ['rolling_done ignores a canary', 'rolling_done', 'v2', canary('succeeded'), { state: 'waiting', detail: 'm has no rolling update yet' }],
   ];
   it.each(cases)('%s', async (_name, cond, version, answers, want) => {
     expect(await pollCondition(api(answers), 'm', cond, version)).toEqual(want);

@@ -140,3 +140,75 @@ describe('pipeline runner', () => {
     expect(rep.lines).toContain('[a] hello world hello');
   });
 });
+
+describe('pipeline runner: a rolling update watched by monitor until rolling_succeeded', () => {
+  /** A rolling update v1 → v2 of 2 workers that takes one step, through `phases`, at each read of its view. */
+  function rollingApi(phases: string[], v2ErrorRate: number) {
+    let i = 0;
+    const share = () => Math.min(1, i / 2);
+    const view = () => {
+      const phase = phases[Math.min(i, phases.length - 1)];
+      return {
+        from: 'v1',
+        to: 'v2',
+        phase,
+        step: i,
+        paused_reason: phase === 'paused' ? 'failure: worker m/v2/1 exited' : null,
+        rollback_reason: phase === 'rolled_back' ? 'new worker crashed' : null,
+        roles: { aggregated: { desired: 2, old: 2 - share() * 2, ready: share() * 2 } },
+        weights: { v1: 1 - share(), v2: share() },
+      };
+    };
+    // each check reads /status, then the update, which then moves on
+    return api((path) => {
+      if (path === '/models/m/rolling') {
+        const v = view();
+        i++;
+        return v;
+      }
+      if (path !== '/status') throw new Error(`unexpected ${path}`);
+      return {
+        ready: { ready: true, problems: [] },
+        models: [
+          {
+            model: 'm',
+            active: 'v1',
+            // as the rolling controller publishes it: stable stays the old version, the new pool's weight is its ready share
+            route: { stable: 'v1', weights: { v1: 1 - share(), v2: share() } },
+            versions: [
+              { version: 'v1', status: 'active', window: { requests: 100, error_rate: 0, latency_ms: { p50: 10, p99: 20 } } },
+              { version: 'v2', status: 'loading', window: { requests: share() > 0 ? 100 : 0, error_rate: v2ErrorRate, latency_ms: { p50: 10, p99: 20 } } },
+            ],
+          },
+        ],
+      };
+    });
+  }
+  const yaml = (action = '') =>
+    `pipeline:\n  stages:\n    - name: rolling\n      steps:\n        - monitor: health_gates\n          until: rolling_succeeded\n          version: v2\n          for: 10s\n          every: 5ms\n        - on_failure: ${say('abort')}\nrollback:\n  trigger: canary.error_rate > 0.05\n${action}`;
+
+  it('ends when the update succeeds; a pause on the way keeps it waiting', async () => {
+    const { r } = await run(yaml(), { api: rollingApi(['progressing', 'paused', 'progressing', 'succeeded'], 0) });
+    expect(r.ok).toBe(true);
+    expect(r.stages[0]!.steps[0]!.detail).toBe('rolling update to v2 succeeded; health gates held (4 checks; last: not fired)');
+  });
+
+  it('an update that ends rolled back fails the step at once, and on_failure runs', async () => {
+    const { r, lines } = await run(yaml(), { api: rollingApi(['progressing', 'rolled_back'], 0) });
+    expect(r).toMatchObject({
+      outcome: 'failed',
+      reason: 'monitor health_gates until rolling_succeeded (version v2): rolling update to v2 ended rolled_back: new worker crashed',
+    });
+    expect(lines).toContain('[rolling] abort');
+  });
+
+  it('canary. reads the new pool: its errors fire the trigger once it has traffic', async () => {
+    const a = rollingApi(['progressing'], 0.2);
+    const { r, lines } = await run(yaml(`  action: ${say('rollout abort')}\n`), { api: a });
+    expect(r).toMatchObject({ outcome: 'rolled_back', reason: 'rollback trigger fired: canary.error_rate > 0.05 (measured 0.2)' });
+    expect(r.rollback?.versions).toEqual({ active: 'v1', stable: 'v1', canary: 'v2' });
+    // the first check, before a new worker was ready, had no canary to read: not fired, the update read; the second fired
+    expect(a.calls).toEqual(['/status', '/models/m/rolling', '/status']);
+    expect(lines).toContain('[rolling] rollout abort');
+  });
+});

@@ -121,7 +121,7 @@ rollback:
     expect(lines(src)).toEqual([
       'line 2: pipeline.timeout: expected a duration such as 500ms, 30s, 5m or 1h',
       'line 6: pipeline.stages[0].steps[0].run: column 6: shell syntax "|" is not supported: run steps execute without a shell (quote it to pass it as an argument, or use `sh -c \'…\'`)',
-      'line 7: pipeline.stages[0].steps[1].wait_for: unknown condition "gren_ready"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done',
+      'line 7: pipeline.stages[0].steps[1].wait_for: unknown condition "gren_ready"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done, rolling_succeeded, rolling_done',
       'line 10: pipeline.stages[1].steps[0]: unknown step kind "runn"; expected run, wait_for, monitor or on_failure',
       'line 11: pipeline.stages[1].steps[1].run: variable $UNSET_X is not set (pass --var UNSET_X=… or set it in the environment)',
       'line 12: pipeline.stages[1].steps[1].every: "every" does not apply to a run step (it takes timeout)',
@@ -182,7 +182,7 @@ rollback:
   it('monitor until: a wait condition, with for as its bound (default 2h) and an optional version', () => {
     const src = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - monitor: health_gates\n          until: canary_succeeded\n          version: $V\n        - monitor: health_gates\n          until: canary_done\n        - monitor: health_gates\n          version: v1\nrollback:\n  trigger: requests > 1\n`;
     expect(lines(src, { vars: { V: 'v2' }, env: {} })).toEqual([
-      'line 9: pipeline.stages[0].steps[1].until: unknown condition "canary_done"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done',
+      'line 9: pipeline.stages[0].steps[1].until: unknown condition "canary_done"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done, rolling_succeeded, rolling_done',
       'line 11: pipeline.stages[0].steps[2].version: "version" of a monitor step names the version its until: condition waits for; this step has no until',
     ]);
     const ok = parsePipelineText(src.replace('canary_done', 'rollout_done').replace('          version: v1\n', '          for: 10s\n'), 't', {
@@ -194,6 +194,28 @@ rollback:
       { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'rollout_done', version: undefined, line: 8 },
       { kind: 'monitor', forMs: 10_000, everyMs: 5000, until: undefined, version: undefined, line: 10 },
     ]);
+  });
+
+  it('the rolling update conditions: wait_for and monitor until, with a version', () => {
+    const src = `pipeline:\n  stages:\n    - name: a\n      steps:\n        - wait_for: rolling_succeeded\n          version: $V\n        - monitor: health_gates\n          until: rolling_done\nrollback:\n  trigger: canary.error_rate > 1%\n`;
+    expect(parsePipelineText(src, 't', { vars: { V: 'v2' }, env: {} }).stages[0]!.steps).toEqual([
+      { kind: 'wait_for', condition: 'rolling_succeeded', version: 'v2', timeoutMs: 900_000, line: 5 },
+      { kind: 'monitor', forMs: 7_200_000, everyMs: 5000, until: 'rolling_done', version: undefined, line: 7 },
+    ]);
+  });
+
+  it('examples/rolling.yaml is valid: a rolling stage watched until rolling_succeeded, aborted on failure', () => {
+    const text = readFileSync(join(ROOT, 'examples/rolling.yaml'), 'utf8');
+    const p = parsePipelineText(text, 'examples/rolling.yaml', { vars: { MODEL: 'chat', VERSION: 'v3' }, env: {} });
+    expect(p.stages.map((s) => s.name)).toEqual(['validate', 'rolling', 'verify']);
+    const rolling = p.stages[1]!;
+    expect(rolling.steps.map((s) => (s.kind === 'run' ? s.command.argv.slice(0, 7) : s.kind === 'monitor' ? s.until : s.condition))).toEqual([
+      ['glidepath', 'rollout', 'rolling', '--model', 'chat', '--to', 'v3'],
+      'rolling_succeeded',
+    ]);
+    expect(rolling.onFailure.map((c) => c.argv.slice(0, 3))).toEqual([['glidepath', 'rollout', 'abort']]);
+    expect(p.rollback?.triggerText).toBe('canary.error_rate > 0.001 OR canary.p99_latency > 500ms');
+    expect(p.rollback?.action?.argv.slice(0, 3)).toEqual(['glidepath', 'rollout', 'abort']);
   });
 
   it('examples/deployment.yaml is valid', () => {

@@ -7,20 +7,23 @@ import { RollingController } from '../../../src/rollout/rolling-controller.js';
 import type { RollingStartOptions } from '../../../src/rollout/rolling-controller.js';
 import type { RollingState } from '../../../src/rollout/rolling-state.js';
 import { ROLLING_TERMINAL } from '../../../src/rollout/rolling-state.js';
+import { ratioKept } from '../../../src/rollout/rolling-plan.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
 
 const M = 'llama';
 const OPS = { name: 'ops' };
 
-async function world(opts: { replicas?: number; health?: boolean; gpus?: number; rolling?: Record<string, unknown> } = {}): Promise<{ f: FakeFleet; rc: RollingController }> {
+async function world(
+  opts: { replicas?: number; roles?: { prefill: number; decode: number }; health?: boolean; gpus?: number; rolling?: Record<string, unknown> } = {},
+): Promise<{ f: FakeFleet; rc: RollingController }> {
   const replicas = opts.replicas ?? 4;
-  const version = (id: string) => ({ id, provider: { kind: 'sim' }, replicas });
+  const version = (id: string) => ({ id, provider: { kind: 'sim' }, ...(opts.roles ? { roles: opts.roles } : { replicas }) });
   const f = await FakeFleet.create({
     gpus: opts.gpus ?? 16,
     models: [
       {
         name: M,
-        versions: [version('v1'), version('v2'), { ...version('v3'), provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }],
+        versions: [version('v1'), version('v2'), { id: 'v3', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } }],
         route: { weights: { v1: 1 } },
         health: { enabled: opts.health ?? false },
         ...(opts.rolling ? { rolling: opts.rolling } : {}),
@@ -245,6 +248,54 @@ describe('RollingController (fake ports)', () => {
     expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['active', 'retired']);
     await rc.start(M, { to: 'v2' }, OPS);
     await expect(rc.undo(M, OPS)).rejects.toMatchObject({ code: 'rollout_in_progress' });
+  });
+
+  it('4 prefill + 2 decode: each role within its budgets, both pools within one worker of the ratio, no pool serving without a role', async () => {
+    const { f, rc } = await world({ roles: { prefill: 4, decode: 2 } });
+    await rc.start(M, { to: 'v2' }, OPS);
+    const desired = { prefill: 4, decode: 2 };
+    const byRole = (version: string, ready: boolean) => {
+      const c: Record<string, number> = { prefill: 0, decode: 0 };
+      for (const w of f.live(M, version)) if (!ready || w.weight > 0) c[w.kvRole ?? '?'] = (c[w.kvRole ?? '?'] ?? 0) + 1;
+      return c;
+    };
+    const s = await drive(f, rc, () => {
+      const old = byRole('v1', true);
+      const neu = byRole('v2', true);
+      for (const r of ['prefill', 'decode'] as const) {
+        const d = desired[r];
+        expect((old[r] ?? 0) + (neu[r] ?? 0), `${r} serving`).toBeGreaterThanOrEqual(d);
+        expect(f.live(M, 'v1').filter((w) => w.kvRole === r).length + f.live(M, 'v2').filter((w) => w.kvRole === r).length, `${r} workers`).toBeLessThanOrEqual(d + 1);
+      }
+      for (const pool of [old, neu]) {
+        expect(ratioKept(pool, desired)).toBe(true);
+        // a pool that takes traffic has both roles
+        const w = f.weights(M);
+        if (pool === old && (w.v1 ?? 0) > 0) expect(Math.min(pool.prefill ?? 0, pool.decode ?? 0)).toBeGreaterThan(0);
+        if (pool === neu && (w.v2 ?? 0) > 0) expect(Math.min(pool.prefill ?? 0, pool.decode ?? 0)).toBeGreaterThan(0);
+      }
+    });
+    expect(s.phase).toBe('succeeded');
+    expect(byRole('v2', false)).toEqual({ prefill: 4, decode: 2 });
+    expect(f.log.filter((x) => x.startsWith('start llama/v2'))).toHaveLength(6);
+  });
+
+  it('refuses to roll between an aggregated and a disaggregated version', async () => {
+    const f = await FakeFleet.create({
+      models: [
+        {
+          name: M,
+          versions: [
+            { id: 'v1', provider: { kind: 'sim' }, replicas: 4 },
+            { id: 'v2', provider: { kind: 'sim' }, roles: { prefill: 2, decode: 2 } },
+          ],
+          route: { weights: { v1: 1 } },
+          health: { enabled: false },
+        },
+      ],
+    });
+    const rc = new RollingController(f.ports(), { tickMs: 1_000 });
+    await expect(rc.start(M, { to: 'v2' }, OPS)).rejects.toThrow(/v1 runs aggregated workers and v2 runs decode and prefill workers: a rolling update replaces workers role by role/);
   });
 
   it('refuses what cannot work, naming it, before anything starts', async () => {
