@@ -181,7 +181,9 @@ export class WorkerManager {
     if ((v.roles === undefined) !== (kvRole === undefined)) {
       throw new BadRequestError(
         'invalid_worker',
-        v.roles === undefined ? `${v.model}/${v.id} has no prefill/decode roles: its workers serve whole requests` : `${v.model}/${v.id} runs prefill and decode workers: say which to start`,
+        v.roles === undefined
+          ? `${v.model}/${v.id} has no prefill/decode roles: its workers serve whole requests`
+          : `${v.model}/${v.id} runs prefill and decode workers: say which to start`,
       );
     }
     const provider = this.providers.for(v.provider.kind);
@@ -206,7 +208,15 @@ export class WorkerManager {
           ...{ startedAt: now, updatedAt: now, info: { ...s.info, kvRole }, role },
         });
       };
-      h = await provider.start({ version: v, workerId: id, gpus: gpus ?? [], workDir: path.join(this.workDir, 'workers'), onProgress: (m) => onProgress?.(m), onSpawn, kvRole });
+      h = await provider.start({
+        version: v,
+        workerId: id,
+        gpus: gpus ?? [],
+        workDir: path.join(this.workDir, 'workers'),
+        onProgress: (m) => onProgress?.(m),
+        onSpawn,
+        kvRole,
+      });
       await warmUp(h.url, v);
     } catch (err) {
       if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);

@@ -1,6 +1,7 @@
 // The workers one proxied request goes through: the one it holds now (counted in that worker's
-// outstanding requests, which the picker balances on), the ones it already tried, and how many
-// attempts it made.
+// outstanding requests, which the picker balances on; in disaggregated serving its prefill worker
+// too, until the decode worker pulled the blocks), the ones it already tried, and how many attempts
+// it made.
 import type { Picker } from './pick.js';
 import type { VersionPool, Worker } from './pool.js';
 
@@ -12,6 +13,8 @@ export class Attempts {
   private tried: Set<Worker> | undefined;
   /** True while `worker.outstanding` counts the request. */
   private holding = false;
+  /** Lets go of the prefill worker that holds this attempt's KV blocks (prefill.ts). */
+  private prefill: (() => void) | undefined;
 
   constructor(
     private readonly picker: Picker,
@@ -25,6 +28,7 @@ export class Attempts {
 
   /** Take another worker of the pool, none tried before: counted as an attempt and held. Undefined when none is left. */
   next(): Worker | undefined {
+    this.prefilled();
     const w = this.picker.pick(this.pool.candidates, Date.now(), this.tried);
     if (w === undefined) return undefined;
     this.worker = w;
@@ -36,10 +40,23 @@ export class Attempts {
 
   /** The worker no longer counts the request (it ended there, or moves on). */
   release(): void {
+    this.prefilled();
     if (this.holding && this.worker) {
       this.worker.outstanding--;
       this.holding = false;
     }
+  }
+
+  /** Hold the prefill worker of this attempt (its `done` lets go) until the decode worker answered, or the attempt ends. */
+  holdPrefill(done: () => void): void {
+    this.prefilled();
+    this.prefill = done;
+  }
+
+  /** The decode worker answered (it pulled the blocks): the prefill worker goes free. */
+  prefilled(): void {
+    this.prefill?.();
+    this.prefill = undefined;
   }
 
   /** The current worker is not to be tried again; `uncounted`: its attempt never reached it (its queue refused). */

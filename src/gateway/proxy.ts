@@ -51,8 +51,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private body: Buffer;
   /** What goes back to the client (downstream.ts): headers once, whole events, the in-band error. */
   private readonly down: Downstream;
-  /** Disaggregated: lets go of the prefill worker once the decode worker answers (it pulled the blocks by then). */
-  private pulled: (() => void) | undefined;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -134,7 +132,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   private attempt(): void {
-    this.pulled?.();
     const w = this.tries.next();
     if (w === undefined) {
       const err = noWorkerLeft(this.lastError, this.failed);
@@ -162,18 +159,17 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       if (this.finished) return;
       if (r.kind === 'ok') {
         this.down.prefill = r.worker;
-        this.pulled = r.done;
+        this.tries.holdPrefill(r.done);
         w.upstream.dispatch(this.path, this.req.stream, r.body, this);
         return;
       }
       this.tries.release();
-      if (r.kind === 'failed') this.fail(r.error);
-      else if (this.down.started) this.endBroken(new UpstreamError('upstream_resume_refused', `prefill worker ${r.worker.id} refused the continuation (${r.status})`));
-      else {
-        // the client's request refused by the prefill worker (4xx): its answer, as a decode worker's would be
-        this.down.sendAnswer(r.worker, r.status, 'application/json', r.body);
-        this.finish(r.status, 'upstream_client_error', NaN, 0, 0);
-      }
+      // the client's request refused by the prefill worker (4xx): its answer, as a decode worker's would be
+      if (r.kind === 'refused' && !this.down.started) this.clientError(r.worker, r.status, 'application/json', r.body);
+      else
+        this.fail(
+          r.kind === 'failed' ? r.error : new UpstreamError('upstream_resume_refused', `prefill worker ${r.worker.id} refused the continuation (${r.status})`),
+        );
     });
   }
 
@@ -226,7 +222,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   onResponseStart(_c: UpstreamController, statusCode: number, contentType: string | undefined): void {
-    this.pulled?.();
+    this.tries.prefilled();
     this.status = statusCode;
     this.contentType = contentType;
     if (statusCode === 200 && this.req.stream) {
@@ -328,9 +324,13 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.finish(200, undefined, performance.now() - this.startedAt, usage.prompt, usage.completion);
       return;
     }
-    // 4xx: the client's problem; never retried and never counted against the worker
-    this.down.sendAnswer(w, this.status, this.contentType, body);
-    this.finish(this.status, 'upstream_client_error', NaN, 0, 0);
+    this.clientError(w, this.status, this.contentType, body);
+  }
+
+  /** A 4xx: the client's problem; never retried and never counted against the worker. */
+  private clientError(w: Worker, status: number, contentType: string | undefined, body: Buffer): void {
+    this.down.sendAnswer(w, status, contentType, body);
+    this.finish(status, 'upstream_client_error', NaN, 0, 0);
   }
 
   onResponseError(_c: UpstreamController, err: Error): void {
@@ -511,7 +511,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private finish(status: number, errorCode: ErrorCode | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {
     if (this.finished) return;
     this.finished = true;
-    this.pulled?.();
     this.timer.stop();
     this.down.migration?.log.release();
     this.tries.release();

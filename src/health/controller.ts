@@ -198,7 +198,12 @@ export class HealthController implements HealthHost {
     t.busy = true;
     try {
       const set = await this.probeSets.get(t.info.model, t.info.version, (v) => this.record(v, this.liveServing(v.model, v.id)));
-      if (set === undefined) return; // not recorded (an event says why); tried again after a back-off
+      if (set === undefined) {
+        // not recorded (an event says why); tried again after a back-off. A worker waiting for admission
+        // meanwhile is admitted on its warm-up alone, as a deploy's workers are, and said loudly
+        if (t.health.state === 'pending' && this.probeSets.failing(t.info.model, t.info.version)) this.restart(t, 'healthy', 'admitted without probes');
+        return;
+      }
       const h = t.health;
       const check: ProbeCheck = h.state === 'pending' ? 'admission' : h.state === 'unhealthy' ? 'half_open' : 'routine';
       // a model degraded to level 3 or worse relaxes its latency gates (a probe's spike limit among them)
@@ -287,11 +292,18 @@ export class HealthController implements HealthHost {
   readmit(id: string): WorkerHealth {
     const t = this.tracked.get(id);
     if (!t) throw new NotFoundError('worker_not_found', `no worker ${JSON.stringify(id)} under health checks (glidepath workers lists them)`);
+    return this.restart(t, 'pending');
+  }
+
+  /** Start a worker's health afresh (`why`: an event saying so); its probe baseline is kept. */
+  private restart(t: Tracked, state: 'pending' | 'healthy', why?: string): WorkerHealth {
     const prev = t.health;
-    t.health = { ...newHealth('pending', this.ports.clock.now()), baselineMs: prev.baselineMs };
+    t.health = { ...newHealth(state, this.ports.clock.now()), baselineMs: prev.baselineMs };
     this.persist(t);
     this.applyWeight(t);
     this.transitioned(t, prev, t.health);
+    const { model, version, id } = t.info;
+    if (why) this.ports.emit({ kind: 'worker_unchecked', model, version, message: `${id} ${why}: ${model}/${version} has no probe set to check it against` });
     return t.health;
   }
 

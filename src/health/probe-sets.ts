@@ -46,6 +46,11 @@ export class ProbeSets {
     return p;
   }
 
+  /** Whether the version's last recording failed (none kept since): its prompts do not record on this model. */
+  failing(model: string, version: string): boolean {
+    return this.retry.has(`${model}/${version}`);
+  }
+
   /** Keep a set (recorded, pinned, or read back); a recording back-off ends. */
   keep(model: string, version: string, set: ProbeSet): ProbeSet {
     this.sets.set(`${model}/${version}`, set);

@@ -3,53 +3,23 @@
 // ready capacity, each step persisted before it acts, and the fleet — not the history — as the
 // planner's input, so a restarted control plane adopts what lives and carries on (docs/rolling.md).
 // Sees only the ports.
-import { randomUUID } from 'node:crypto';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import type { RouteSpec } from '../domain/route.js';
-import type { Version } from '../domain/version.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import { ConflictError, NotFoundError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { assertFeasible, budgetText, newShare, nextStep, parseBudget, roleBudgets } from './rolling-plan.js';
-import type { Budget, RoleBudget, RoleNow } from './rolling-plan.js';
-import { MAX_FAILURES, MAX_TRACE, budgetsNow, oldServes, pools, pushBounded, roleOfWorker, rolesOf, standing } from './rolling-state.js';
-import type { OnFailure, RollingPhase, RollingState } from './rolling-state.js';
+import { assertFeasible, budgetText, newShare, nextStep } from './rolling-plan.js';
+import type { RoleNow } from './rolling-plan.js';
+import { MAX_FAILURES, MAX_TRACE, budgetsNow, describeStep, messageOf, pools, pushBounded } from './rolling-state.js';
+import { desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
+import type { Launch, Live } from './rolling-live.js';
+import type { RollingPhase, RollingState } from './rolling-state.js';
+import { checkPartition, initialState, rollingSettings, startedMessage } from './rolling-start.js';
+import type { RollingStartOptions } from './rolling-start.js';
 
-export interface RollingStartOptions {
-  to: string;
-  maxSurge?: unknown;
-  maxUnavailable?: unknown;
-  partition?: number | undefined;
-  stepTimeoutMs?: number | undefined;
-  progressDeadlineMs?: number | undefined;
-  onFailure?: OnFailure | undefined;
-}
-
-/** A start in flight: not a worker yet (the provider is starting and warming it). */
-interface Launch {
-  role: string;
-  since: number;
-  /** Past the step timeout: the worker is stopped as soon as it exists. */
-  abandoned: boolean;
-}
-
-interface Live {
-  state: RollingState;
-  revision: number;
-  saving: Promise<unknown>;
-  busy: boolean;
-  launches: Set<Launch>;
-  /** Old workers being drained and stopped (no longer counted as serving). */
-  stopping: Set<string>;
-  /** Failures seen outside the model's lock (a start that threw), handled at the next tick. */
-  failed: { worker: string | undefined; reason: string }[];
-  /** New workers already counted as failed (and being stopped). */
-  given: Set<string>;
-  /** New workers ready at the last look: one more is progress (the deadline counts from it). */
-  ready: number;
-}
+export type { RollingStartOptions } from './rolling-start.js';
 
 const ACTOR: Actor = { name: 'rolling' };
 const ACTIVE: readonly RollingPhase[] = ['progressing', 'rolling_back', 'paused'];
@@ -113,7 +83,7 @@ export class RollingController {
   async recover(stored: readonly StoredRollout<RollingState>[]): Promise<void> {
     for (const { state, revision } of stored) {
       const l = this.track(state, revision);
-      const counts = this.counts(l);
+      const counts = fleetCounts(this.ports.workers, l);
       const at = Object.entries(counts)
         .map(([r, c]) => `${r}: ${c.old} old, ${c.ready} new ready`)
         .join('; ');
@@ -122,7 +92,7 @@ export class RollingController {
   }
 
   private track(state: RollingState, revision: number): Live {
-    const l: Live = { state, revision, saving: Promise.resolve(), busy: false, launches: new Set(), stopping: new Set(), failed: [], given: new Set(), ready: 0 };
+    const l = newLive(state, revision);
     this.live.set(state.id, l);
     this.ports.workers.claim(state.model, state.from, state.id);
     this.ports.workers.claim(state.model, state.to, state.id);
@@ -141,7 +111,8 @@ export class RollingController {
       const l = this.live.get(id);
       if (l && l.state.model === model) return l.state;
       const r = await this.ports.rollouts.get(id);
-      if (!r || r.state.model !== model || r.state.kind !== 'rolling') throw new NotFoundError('rollout_not_found', `no rolling update ${id} for model ${model}`);
+      if (!r || r.state.model !== model || r.state.kind !== 'rolling')
+        throw new NotFoundError('rollout_not_found', `no rolling update ${id} for model ${model}`);
       return r.state;
     }
     const a = this.active(model);
@@ -155,7 +126,7 @@ export class RollingController {
   liveCounts(model: string): { roles: Record<string, RoleNow>; stopping: number; share: number } | undefined {
     const l = this.active(model);
     if (!l) return undefined;
-    const roles = this.counts(l);
+    const roles = fleetCounts(this.ports.workers, l);
     return { roles, stopping: l.stopping.size, share: newShare(roles, desiredOf(l.state)) };
   }
 
@@ -172,67 +143,20 @@ export class RollingController {
 
   async start(model: string, o: RollingStartOptions, actor: Actor): Promise<RollingState> {
     const p = this.ports;
-    const m = p.models.config(model);
-    const d = DEFAULTS.rolling;
-    const surge = parseBudget(o.maxSurge ?? m.rolling?.maxSurge ?? d.maxSurge, 'max surge');
-    const unavailable = parseBudget(o.maxUnavailable ?? m.rolling?.maxUnavailable ?? d.maxUnavailable, 'max unavailable');
-    const partition = o.partition ?? 0;
-    if (!Number.isInteger(partition) || partition < 0) throw new BadRequestError('invalid_rollout', `partition: expected a count of old workers ≥ 0, got ${partition}`);
-    const stepTimeoutMs = checkMs('step timeout', o.stepTimeoutMs ?? m.rolling?.stepTimeoutMs ?? d.stepTimeoutMs);
-    const progressDeadlineMs = checkMs('progress deadline', o.progressDeadlineMs ?? m.rolling?.progressDeadlineMs ?? d.progressDeadlineMs);
-    const onFailure = o.onFailure ?? m.rolling?.onFailure ?? d.onFailure;
+    const settings = rollingSettings(p.models.config(model), o);
     return p.exclusive(model, () =>
       p.audited(actor, 'rolling_start', model, { model, ...o }, async () => {
         const running = await p.rollouts.inProgress(model);
-        if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
+        if (running)
+          throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
         const from = await p.versions.active(model);
         if (!from) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
-        const to = await p.versions.get(model, o.to);
-        refuseTarget(from, to);
-        const [a, b] = [Object.keys(rolesOf(from)).sort().join(' and '), Object.keys(rolesOf(to)).sort().join(' and ')];
-        if (a !== b) {
-          throw new BadRequestError(
-            'invalid_rollout',
-            `${from.id} runs ${a} workers and ${to.id} runs ${b} workers: a rolling update replaces workers role by role; use blue-green (deploy green, swap) or stop-start to change how a model is served`,
-          );
-        }
-        const budgets = roleBudgets(rolesOf(to), surge, unavailable);
-        assertFeasible(budgets, partition);
-        const backBudgets = backBudgetsFor(from, surge, unavailable);
-        const now = p.clock.now();
-        const state: RollingState = {
-          kind: 'rolling',
-          id: `rolling-${randomUUID().slice(0, 8)}`,
-          model,
-          from: from.id,
-          to: to.id,
-          toStatusBefore: to.status,
-          maxSurge: surge,
-          maxUnavailable: unavailable,
-          budgets,
-          backBudgets,
-          partition,
-          stepTimeoutMs,
-          progressDeadlineMs,
-          onFailure,
-          phase: 'progressing',
-          step: 0,
-          trace: [],
-          failures: [],
-          createdAt: now,
-          startedAt: now,
-          updatedAt: now,
-          lastProgressAt: now,
-          actor: actor.name,
-        };
+        const state = initialState(from, await p.versions.get(model, o.to), settings, actor, p.clock.now());
         const revision = await p.rollouts.create(state);
         // `to` is loading until the update ends (boot leaves a version under a rolling update to it)
-        await p.versions.transition(model, to.id, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
+        await p.versions.transition(model, state.to, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
         const l = this.track(state, revision);
-        const each = Object.entries(budgets)
-          .map(([r, b]) => `${r} ${b.desired} (max surge ${b.surge}, max unavailable ${b.unavailable})`)
-          .join(', ');
-        await this.event(l, 'started', `${from.id} → ${to.id}: ${each}${partition > 0 ? `, partition ${partition}` : ''}; on failure: ${onFailure}`);
+        await this.event(l, 'started', startedMessage(state));
         this.kick();
         return state;
       }),
@@ -251,8 +175,7 @@ export class RollingController {
     return this.command(model, actor, 'rolling_resume', async (l) => {
       const s = l.state;
       if (opts.partition !== undefined) {
-        if (!Number.isInteger(opts.partition) || opts.partition < 0) throw new BadRequestError('invalid_rollout', `partition: expected a count ≥ 0, got ${opts.partition}`);
-        assertFeasible(s.budgets, opts.partition);
+        assertFeasible(s.budgets, checkPartition(opts.partition));
         s.partition = opts.partition;
       }
       if (s.phase !== 'paused') {
@@ -284,10 +207,25 @@ export class RollingController {
     if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); abort it instead`);
     const last = await this.ports.rollouts.latest(model, 'rolling');
     if (!last || last.state.phase !== 'succeeded') {
-      throw new ConflictError('nothing_to_undo', `model ${model} has no finished rolling update to undo${last ? ` (the last one, ${last.state.id}, is ${last.state.phase})` : ''}`);
+      throw new ConflictError(
+        'nothing_to_undo',
+        `model ${model} has no finished rolling update to undo${last ? ` (the last one, ${last.state.id}, is ${last.state.phase})` : ''}`,
+      );
     }
     const s = last.state;
-    return this.start(model, { maxSurge: budgetText(s.maxSurge), maxUnavailable: budgetText(s.maxUnavailable), stepTimeoutMs: s.stepTimeoutMs, progressDeadlineMs: s.progressDeadlineMs, onFailure: s.onFailure, ...o, to: s.from }, actor);
+    return this.start(
+      model,
+      {
+        maxSurge: budgetText(s.maxSurge),
+        maxUnavailable: budgetText(s.maxUnavailable),
+        stepTimeoutMs: s.stepTimeoutMs,
+        progressDeadlineMs: s.progressDeadlineMs,
+        onFailure: s.onFailure,
+        ...o,
+        to: s.from,
+      },
+      actor,
+    );
   }
 
   private command(model: string, actor: Actor, action: string, fn: (l: Live) => Promise<void>): Promise<RollingState> {
@@ -328,38 +266,20 @@ export class RollingController {
     const now = p.clock.now();
     const pool = pools(s);
     // failures: new workers health gave up, past the step timeout, or whose start threw
-    for (const w of p.workers.list(s.model, pool.new)) {
-      if (l.given.has(w.id)) continue;
-      const st = standing(w);
-      const late = st === 'starting' && now - w.startedAt > s.stepTimeoutMs;
-      if (st === 'failed' || late) {
-        l.given.add(w.id);
-        const why = late
-          ? `new worker ${w.id} was not ready within the step timeout (${Math.round(s.stepTimeoutMs / 1000)} s)`
-          : `new worker ${w.id} turned ${w.health?.state ?? 'unhealthy'}`;
-        l.failed.push({ worker: w.id, reason: why });
-        this.stopInBackground(l, w, 0);
-      }
-    }
-    for (const x of l.launches) {
-      if (!x.abandoned && now - x.since > s.stepTimeoutMs) {
-        x.abandoned = true;
-        l.failed.push({ worker: undefined, reason: `a new ${x.role} worker of ${pool.new} did not start within the step timeout (${Math.round(s.stepTimeoutMs / 1000)} s)` });
-      }
-    }
+    for (const w of findFailures(p.workers, l, now)) this.stopInBackground(l, w, 0);
     if (l.failed.length > 0) {
       const failures = l.failed.splice(0);
       for (const f of failures) pushBounded(s.failures, { at: now, worker: f.worker, reason: f.reason }, MAX_FAILURES);
       await this.onFailure(l, failures.map((f) => f.reason).join('; '));
     }
-    const ready = Object.values(this.counts(l)).reduce((n, c) => n + c.ready, 0);
+    const ready = Object.values(fleetCounts(p.workers, l)).reduce((n, c) => n + c.ready, 0);
     if (ready > l.ready) s.lastProgressAt = now;
     l.ready = ready;
     if (s.phase !== 'paused' && now - s.lastProgressAt > s.progressDeadlineMs) {
       s.deadlineExceededAt = now;
       await this.onFailure(l, `no progress for ${Math.round(s.progressDeadlineMs / 1000)} s (progress deadline exceeded)`);
     }
-    const counts = this.counts(l);
+    const counts = fleetCounts(p.workers, l);
     const desired = desiredOf(s);
     if (s.phase === 'paused') {
       await this.publishShare(l, newShare(counts, desired));
@@ -367,7 +287,8 @@ export class RollingController {
     }
     const step = nextStep(counts, budgetsNow(s), pool.direction === 'forward' ? s.partition : 0);
     if (step.done) {
-      await this.finish(l);
+      // the last old workers still drain: the end waits for them (each stop kicks a tick when done)
+      if (l.stopping.size === 0) await this.finish(l);
       return;
     }
     const moves = Object.values(step.start).some((n) => n > 0) || Object.values(step.stop).some((n) => n > 0);
@@ -376,13 +297,8 @@ export class RollingController {
       if (step.waiting?.startsWith('paused at the partition')) await this.doPause(l, step.waiting, true);
       return;
     }
-    // the old workers that go: those health already doubts first, then the newest
-    const leaving: WorkerInfo[] = [];
-    for (const [role, n] of Object.entries(step.stop)) {
-      const olds = this.olds(l, role).sort((a, b) => rank(a) - rank(b) || b.startedAt - a.startedAt || b.id.localeCompare(a.id, 'en', { numeric: true }));
-      leaving.push(...olds.slice(0, n));
-      (counts[role] as RoleNow).old -= n;
-    }
+    const leaving = leavingWorkers(p.workers, l, step.stop);
+    for (const [role, n] of Object.entries(step.stop)) (counts[role] as RoleNow).old -= n;
     for (const [role, n] of Object.entries(step.start)) (counts[role] as RoleNow).starting += n;
     s.step++;
     s.lastProgressAt = now;
@@ -399,29 +315,6 @@ export class RollingController {
     for (const [role, n] of Object.entries(step.start)) for (let i = 0; i < n; i++) this.launch(l, role, pool.new);
   }
 
-  /** Per role: the old pool's serving workers, the new pool's ready and starting ones. */
-  private counts(l: Live): Record<string, RoleNow> {
-    const s = l.state;
-    const pool = pools(s);
-    const fresh = this.ports.workers.list(s.model, pool.new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id));
-    const out: Record<string, RoleNow> = {};
-    for (const role of Object.keys(budgetsNow(s))) {
-      const mine = fresh.filter((w) => roleOfWorker(w) === role);
-      out[role] = {
-        old: this.olds(l, role).length,
-        ready: mine.filter((w) => standing(w) === 'ready').length,
-        starting: mine.filter((w) => standing(w) === 'starting').length + [...l.launches].filter((x) => !x.abandoned && x.role === role).length,
-      };
-    }
-    return out;
-  }
-
-  /** The old pool's serving workers (of one role), not being stopped. */
-  private olds(l: Live, role?: string): WorkerInfo[] {
-    const s = l.state;
-    return this.ports.workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id) && (role === undefined || roleOfWorker(w) === role));
-  }
-
   /** Start one new worker in the background (a start holds no lock: an abort must not wait for a worker to load). */
   private launch(l: Live, role: string, version: string): void {
     const s = l.state;
@@ -431,14 +324,21 @@ export class RollingController {
     const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
     const run = async () => {
       try {
-        const w = await p.workers.start(s.model, version, 'serving', health, { newPool: true, kvRole: role === 'prefill' || role === 'decode' ? role : undefined });
+        const w = await p.workers.start(s.model, version, 'serving', health, {
+          newPool: true,
+          kvRole: role === 'prefill' || role === 'decode' ? role : undefined,
+        });
         // given up meanwhile (step timeout), or the update turned around or ended: not wanted
         if (x.abandoned || this.live.get(s.id) !== l || pools(s).new !== version) {
           l.given.add(w.id);
           await p.workers.stop(w);
           return;
         }
-        await this.event(l, 'worker_started', `${w.id} started and warmed${health.state === 'pending' ? '; it takes traffic once its admission probes pass' : ''}`);
+        await this.event(
+          l,
+          'worker_started',
+          `${w.id} started and warmed${health.state === 'pending' ? '; it takes traffic once its admission probes pass' : ''}`,
+        );
         // ready now (no probes to pass): its share of traffic at once, not at the next tick
         if (health.state === 'healthy') await p.exclusive(s.model, () => this.refreshShare(l));
       } catch (err) {
@@ -471,7 +371,8 @@ export class RollingController {
   }
 
   private async refreshShare(l: Live): Promise<void> {
-    if (this.live.get(l.state.id) === l && ACTIVE.includes(l.state.phase)) await this.publishShare(l, newShare(this.counts(l), desiredOf(l.state)));
+    if (this.live.get(l.state.id) === l && ACTIVE.includes(l.state.phase))
+      await this.publishShare(l, newShare(fleetCounts(this.ports.workers, l), desiredOf(l.state)));
   }
 
   /** The route between the two pools at the new pool's share of ready capacity (published only when it changes). */
@@ -526,7 +427,14 @@ export class RollingController {
     const gone = back ? s.to : s.from;
     const cur = routeToSpec(p.routes.current(s.model));
     const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
-    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).filter((k) => k !== gone).map((k) => [k, 0])), [keep]: 1 };
+    const weights: Record<string, number> = {
+      ...Object.fromEntries(
+        Object.keys(cur.weights)
+          .filter((k) => k !== gone)
+          .map((k) => [k, 0]),
+      ),
+      [keep]: 1,
+    };
     const spec: RouteSpec = { model: s.model, weights, stable: keep, overrides, stickySalt: cur.stickySalt, shadow: undefined };
     await p.routes.publish(spec);
     if (back) {
@@ -540,11 +448,23 @@ export class RollingController {
     s.finishedAt = p.clock.now();
     const phase: RollingPhase = back ? (s.rollbackTo ?? 'rolled_back') : 'succeeded';
     const took = `${Math.round((s.finishedAt - s.startedAt) / 100) / 10} s`;
-    await this.setPhase(l, phase, back ? `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}` : `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`);
+    await this.setPhase(
+      l,
+      phase,
+      back
+        ? `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}`
+        : `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`,
+    );
     this.live.delete(s.id);
     p.workers.claim(s.model, s.from, undefined);
     p.workers.claim(s.model, s.to, undefined);
-    await p.notify({ kind: `rolling_${phase}`, model: s.model, version: s.to, message: s.message ?? phase, data: { id: s.id, from: s.from, to: s.to, steps: s.step } });
+    await p.notify({
+      kind: `rolling_${phase}`,
+      model: s.model,
+      version: s.to,
+      message: s.message ?? phase,
+      data: { id: s.id, from: s.from, to: s.to, steps: s.step },
+    });
   }
 
   private async setPhase(l: Live, phase: RollingPhase, message: string): Promise<void> {
@@ -569,56 +489,4 @@ export class RollingController {
     this.ports.emit({ kind: `rolling_${kind}`, model: l.state.model, version: l.state.to, message: `${l.state.id}: ${message}`, at });
     await this.ports.rollouts.appendEvent(l.state.id, { at, kind, message }).catch(() => undefined);
   }
-}
-
-const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-
-function desiredOf(s: RollingState): Record<string, number> {
-  return Object.fromEntries(Object.entries(budgetsNow(s)).map(([r, b]) => [r, b.desired]));
-}
-
-/** The budgets an abort goes back with: the same surge and unavailability, against the old version's roles. */
-function backBudgetsFor(from: Version, surge: Budget, unavailable: Budget): Record<string, RoleBudget> {
-  try {
-    return roleBudgets(rolesOf(from), surge, unavailable);
-  } catch (err) {
-    throw new BadRequestError('invalid_rollout', `going back to ${from.id} (an abort, or a failure) could not keep these budgets: ${messageOf(err)}`);
-  }
-}
-
-/** Old workers health already doubts leave first. */
-function rank(w: WorkerInfo): number {
-  const st = w.health?.state;
-  return st === 'unhealthy' ? 0 : st === 'suspicious' ? 1 : 2;
-}
-
-function checkMs(what: string, ms: number): number {
-  if (!Number.isInteger(ms) || ms <= 0 || ms > 7 * 86_400_000) throw new BadRequestError('invalid_rollout', `${what}: expected milliseconds from 1 to a week, got ${ms}`);
-  return ms;
-}
-
-/** Versions a rolling update cannot go to, each with what to do instead. */
-function refuseTarget(from: Version, to: Version): void {
-  const id = `${to.model}/${to.id}`;
-  if (to.id === from.id) throw new ConflictError('already_active', `version ${id} is already the active version`);
-  if (to.status === 'loading') throw new ConflictError('already_loading', `version ${id} is loading`);
-  if (to.status === 'ready' || to.status === 'standby') {
-    throw new ConflictError('already_loaded', `version ${id} is loaded already (${to.status}): swap it in (glidepath swap --to ${to.id}), nothing to roll`);
-  }
-  for (const v of [from, to]) {
-    if (v.provider.kind === 'static') {
-      throw new BadRequestError('invalid_rollout', `version ${v.model}/${v.id} runs on static endpoints: a rolling update starts and stops workers, which fixed endpoints cannot`);
-    }
-  }
-}
-
-function describeStep(step: number, start: Record<string, number>, leaving: readonly WorkerInfo[], counts: Record<string, RoleNow>, share: number): string {
-  const starts = Object.entries(start)
-    .filter(([, n]) => n > 0)
-    .map(([r, n]) => `start ${n} ${r}`);
-  const stops = leaving.length > 0 ? [`stop ${leaving.map((w) => w.id).join(', ')}`] : [];
-  const now = Object.entries(counts)
-    .map(([r, c]) => `${r} ${c.old} old / ${c.ready} ready / ${c.starting} starting`)
-    .join('; ');
-  return `step ${step}: ${[...starts, ...stops].join(', ')} (${now}); new pool's share ${(share * 100).toFixed(1)} %`;
 }

@@ -3,6 +3,7 @@
 // configurations whose cards differ (--max-num-seqs 4 and 8, declared as `engine: { max_num_seqs }`),
 // rolled v1 → v2 under continuous streaming load: no failed request, none served by a worker of the
 // other pool, every step within its budgets, v2 active at the end with only its workers.
+import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { RollingView } from '../../src/api/types.js';
 import { itEngine, ModelDir } from '../helpers/engine.js';
@@ -137,6 +138,10 @@ describe('rolling update on real llama.cpp workers (e2e)', () => {
       // the update's last streams are all v2's
       expect(got.slice(-CLIENTS).every((s) => s.version === 'v2')).toBe(true);
       const trace = checkTrace(v);
+      // the drains were real: streams running on an old worker when its step took it out of the route finished there
+      const leftAt = new Map(v.trace.flatMap((t) => t.stopped.map((id) => [id, t.at] as const)));
+      const drained = got.filter((s) => performance.timeOrigin + s.endedAt > (leftAt.get(s.worker) ?? Infinity)).length;
+      expect(drained).toBeGreaterThan(0);
 
       const ws = await workers(u);
       expect(ws.map((w) => w.version)).toEqual(Array.from({ length: REPLICAS }, () => 'v2'));
@@ -145,7 +150,7 @@ describe('rolling update on real llama.cpp workers (e2e)', () => {
       const route = await u.ok<{ weights: Record<string, number> }>('GET', `/models/${MODEL}/route`);
       expect(route.weights).toEqual({ v2: 1 });
       console.log(
-        `engine rolling e2e: v1 → v2 (cards ${card('v1').card_checksum} → ${card('v2').card_checksum}) in ${v.step} steps, ${Math.round(v.elapsed_ms)} ms, ${got.length} streams (${by('v1')} v1, ${by('v2')} v2), 0 failed, 0 across pools; trace:\n${trace.join('\n')}`,
+        `engine rolling e2e: v1 → v2 (cards ${card('v1').card_checksum} → ${card('v2').card_checksum}) in ${v.step} steps, ${Math.round(v.elapsed_ms)} ms, ${got.length} streams (${by('v1')} v1, ${by('v2')} v2), 0 failed, 0 across pools, ${drained} finished on old workers draining; trace:\n${trace.join('\n')}`,
       );
     },
     120_000,

@@ -36,14 +36,19 @@ describe('rolling update of prefill and decode workers (e2e)', () => {
     const lines = checkTrace(v);
     for (const t of v.trace) {
       const old = { prefill: t.roles.prefill?.old ?? 0, decode: t.roles.decode?.old ?? 0 };
-      const neu = { prefill: (t.roles.prefill?.ready ?? 0) + (t.roles.prefill?.starting ?? 0), decode: (t.roles.decode?.ready ?? 0) + (t.roles.decode?.starting ?? 0) };
+      const neu = {
+        prefill: (t.roles.prefill?.ready ?? 0) + (t.roles.prefill?.starting ?? 0),
+        decode: (t.roles.decode?.ready ?? 0) + (t.roles.decode?.starting ?? 0),
+      };
       expect(ratioKept(old, ROLES), `step ${t.step}: old pool ${JSON.stringify(old)}`).toBe(true);
       expect(ratioKept(neu, ROLES), `step ${t.step}: new pool ${JSON.stringify(neu)}`).toBe(true);
       // a pool with traffic has both roles
       if (t.share < 1) expect(Math.min(old.prefill, old.decode), `step ${t.step}: old pool serves`).toBeGreaterThan(0);
       if (t.share > 0) expect(Math.min(t.roles.prefill?.ready ?? 0, t.roles.decode?.ready ?? 0), `step ${t.step}: new pool serves`).toBeGreaterThan(0);
     }
-    console.log(`rolling P/D e2e: v1 → v2 in ${v.step} steps, ${Math.round(v.elapsed_ms)} ms, ${got.length} streams, 0 failed, 0 mixed pairs; trace:\n${lines.join('\n')}`);
+    console.log(
+      `rolling P/D e2e: v1 → v2 in ${v.step} steps, ${Math.round(v.elapsed_ms)} ms, ${got.length} streams, 0 failed, 0 mixed pairs; trace:\n${lines.join('\n')}`,
+    );
     const ws = await up.ok<WorkerView[]>('GET', `/workers?model=${MODEL}`);
     expect(ws.map((w) => w.version)).toEqual(Array.from({ length: 6 }, () => 'v2'));
   }, 180_000);

@@ -47,7 +47,7 @@ describe('rolling update survives kill -9 of up (e2e)', () => {
     removeDir(dir);
   });
 
-  it('three kills at seeded random points: the update continues from the store, ends with v2\'s 4 workers, no duplicate, none orphaned', async () => {
+  it("three kills at seeded random points: the update continues from the store, ends with v2's 4 workers, no duplicate, none orphaned", async () => {
     ensureBuilt();
     writeConfig(dir, rollingYaml(`${dir}/state`, { model: MODEL, v2LoadMs: 400 }));
     const start = async () => {

@@ -56,7 +56,10 @@ describe('rolling update (e2e)', () => {
     const env = { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token };
     let stop!: (x: unknown) => void;
     const traffic = load(20, new Promise((r) => (stop = r)));
-    const r = await gp(['rollout', 'rolling', '--to', 'v1', '--max-surge', '0', '--max-unavailable', '1', '--partition', '2', '--watch', '--interval', '100'], env);
+    const r = await gp(
+      ['rollout', 'rolling', '--to', 'v1', '--max-surge', '0', '--max-unavailable', '1', '--partition', '2', '--watch', '--interval', '100'],
+      env,
+    );
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/paused at the partition: 2 old worker\(s\) left/);
     expect(r.stdout).toMatch(/aggregated +\[#+o+\] +new ready 2\/4 +starting 0 +old 2 +surge 0\/0 +unavailable 0\/1/);
@@ -69,7 +72,8 @@ describe('rolling update (e2e)', () => {
     expect(v.phase).toBe('succeeded');
     expect(got.filter((s) => !s.ok).map((s) => s.error)).toEqual([]);
     checkPools(got);
-    for (const t of v.trace) expect((t.roles.aggregated?.old ?? 0) + (t.roles.aggregated?.ready ?? 0) + (t.roles.aggregated?.starting ?? 0)).toBeLessThanOrEqual(4);
+    for (const t of v.trace)
+      expect((t.roles.aggregated?.old ?? 0) + (t.roles.aggregated?.ready ?? 0) + (t.roles.aggregated?.starting ?? 0)).toBeLessThanOrEqual(4);
     console.log(`rolling e2e: v2 → v1 with surge 0, partition 2 then resume: ${v.step} steps; trace:\n${checkTrace(v).join('\n')}`);
     const status = await gp(['rollout', 'status'], env);
     expect(status.stdout).toMatch(/^rolling-\w+ chat: v2 → v1 {2}succeeded {2}step \d+/);

@@ -69,9 +69,10 @@ export function checkTrace(v: RollingView): string[] {
       if (!r) throw new Error(`trace names role ${role} the update does not have`);
       expect(c.old + c.ready, `step ${t.step}: ${role} serving`).toBeGreaterThanOrEqual(r.desired - r.max_unavailable);
       expect(c.old + c.ready + c.starting, `step ${t.step}: ${role} workers`).toBeLessThanOrEqual(r.desired + r.max_surge);
-      lines.push(`  step ${t.step} ${t.direction}: ${role} old ${c.old}, new ready ${c.ready}, starting ${c.starting}; new share ${(t.share * 100).toFixed(0)} %`);
+      lines.push(
+        `  step ${t.step} ${t.direction}: ${role} old ${c.old}, new ready ${c.ready}, starting ${c.starting}; new share ${(t.share * 100).toFixed(0)} %`,
+      );
     }
   }
   return lines;
 }
-

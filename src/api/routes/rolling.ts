@@ -12,7 +12,11 @@ import { actorOf, modelOf } from './context.js';
 
 const budget = z.union([z.number().int().nonnegative(), z.string().min(1)]);
 /** A step's or an update's limit: up to a week. */
-const limitMs = z.number().int().positive().max(7 * 86_400_000);
+const limitMs = z
+  .number()
+  .int()
+  .positive()
+  .max(7 * 86_400_000);
 const settings = {
   max_surge: budget.optional(),
   max_unavailable: budget.optional(),
@@ -20,9 +24,7 @@ const settings = {
   progress_deadline_ms: limitMs.optional(),
   on_failure: z.enum(['pause', 'rollback']).optional(),
 };
-const startBody = z
-  .object({ to: z.string().min(1), partition: z.number().int().nonnegative().optional(), ...settings })
-  .strict();
+const startBody = z.object({ to: z.string().min(1), partition: z.number().int().nonnegative().optional(), ...settings }).strict();
 const undoBody = z.object(settings).strict();
 const reasonBody = z.object({ reason: z.string().max(1_000).optional() }).strict();
 const resumeBody = z.object({ partition: z.number().int().nonnegative().optional() }).strict();

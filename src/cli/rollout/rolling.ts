@@ -31,7 +31,8 @@ interface SettingsFlags {
 
 function settingsBody(o: SettingsFlags): Record<string, unknown> {
   const onFailure = o.onFailure;
-  if (onFailure !== undefined && onFailure !== 'pause' && onFailure !== 'rollback') throw new UsageError(`--on-failure: expected pause or rollback, got ${JSON.stringify(onFailure)}`);
+  if (onFailure !== undefined && onFailure !== 'pause' && onFailure !== 'rollback')
+    throw new UsageError(`--on-failure: expected pause or rollback, got ${JSON.stringify(onFailure)}`);
   const body: Record<string, unknown> = {
     max_surge: budgetFlag('--max-surge', o.maxSurge),
     max_unavailable: budgetFlag('--max-unavailable', o.maxUnavailable),
@@ -98,7 +99,7 @@ export function registerRolling(rollout: Command): void {
       rollout
         .command('rolling')
         .description(
-          'replace the active version\'s workers by --to\'s a few at a time: the new ones as their own pool (never mixed with the old card), the route following ready capacity, old ones drained and stopped',
+          "replace the active version's workers by --to's a few at a time: the new ones as their own pool (never mixed with the old card), the route following ready capacity, old ones drained and stopped",
         )
         .requiredOption('--to <version>', 'the registered version to roll to')
         .option('--partition <n>', 'stop with this many old workers left (resume with a lower one)')

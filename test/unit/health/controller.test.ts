@@ -224,6 +224,23 @@ describe('health controller', () => {
     expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start chat/v1/4 serving']);
   });
 
+  it('no probe set can be recorded (the prompts fail on this model): a worker waiting for admission is admitted on its warm-up alone, said loudly', async () => {
+    const { fleet, hc, advance } = await start({ replicas: 2 });
+    for (const w of fleet.live('chat', 'v1')) w.mode = 'error';
+    await advance(INTERVAL);
+    expect(fleet.eventKinds('probe_set_failed').length).toBeGreaterThan(0);
+    for (const w of fleet.live('chat', 'v1')) w.mode = 'ok';
+    fleet.crash('chat/v1/1');
+    await advance(1_000);
+    expect(fleet.log).toContain('start chat/v1/2 serving');
+    await advance(1_000);
+    expect(state(hc, 'chat/v1/2')).toBe('healthy/closed');
+    expect(fleet.worker('chat/v1/2').weight).toBe(1);
+    expect(fleet.events.find((e) => e.kind === 'worker_unchecked')?.message).toBe(
+      'chat/v1/2 admitted without probes: chat/v1 has no probe set to check it against',
+    );
+  });
+
   it('a replacement that fails to start is retried with back-off', async () => {
     const { fleet, advance } = await start();
     await advance(INTERVAL);

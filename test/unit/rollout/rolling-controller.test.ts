@@ -265,7 +265,9 @@ describe('RollingController (fake ports)', () => {
       for (const r of ['prefill', 'decode'] as const) {
         const d = desired[r];
         expect((old[r] ?? 0) + (neu[r] ?? 0), `${r} serving`).toBeGreaterThanOrEqual(d);
-        expect(f.live(M, 'v1').filter((w) => w.kvRole === r).length + f.live(M, 'v2').filter((w) => w.kvRole === r).length, `${r} workers`).toBeLessThanOrEqual(d + 1);
+        expect(f.live(M, 'v1').filter((w) => w.kvRole === r).length + f.live(M, 'v2').filter((w) => w.kvRole === r).length, `${r} workers`).toBeLessThanOrEqual(
+          d + 1,
+        );
       }
       for (const pool of [old, neu]) {
         expect(ratioKept(pool, desired)).toBe(true);
@@ -295,7 +297,9 @@ describe('RollingController (fake ports)', () => {
       ],
     });
     const rc = new RollingController(f.ports(), { tickMs: 1_000 });
-    await expect(rc.start(M, { to: 'v2' }, OPS)).rejects.toThrow(/v1 runs aggregated workers and v2 runs decode and prefill workers: a rolling update replaces workers role by role/);
+    await expect(rc.start(M, { to: 'v2' }, OPS)).rejects.toThrow(
+      /v1 runs aggregated workers and v2 runs decode and prefill workers: a rolling update replaces workers role by role/,
+    );
   });
 
   it('refuses what cannot work, naming it, before anything starts', async () => {

@@ -1,0 +1,101 @@
+// What the rolling controller keeps of a running update in memory beside its persisted state, and
+// how it reads the fleet for it: each role's old, ready and starting workers, the new workers that
+// failed, and the old workers that leave next.
+import type { RoleNow } from './rolling-plan.js';
+import type { WorkerInfo, WorkersPort } from './ports.js';
+import { budgetsNow, oldServes, pools, rank, roleOfWorker, standing } from './rolling-state.js';
+import type { RollingState } from './rolling-state.js';
+
+/** A start in flight: not a worker yet (the provider is starting and warming it). */
+export interface Launch {
+  role: string;
+  since: number;
+  /** Past the step timeout: the worker is stopped as soon as it exists. */
+  abandoned: boolean;
+}
+
+export interface Live {
+  state: RollingState;
+  revision: number;
+  saving: Promise<unknown>;
+  busy: boolean;
+  launches: Set<Launch>;
+  /** Old workers being drained and stopped (no longer counted as serving). */
+  stopping: Set<string>;
+  /** Failures seen outside the model's lock (a start that threw), handled at the next tick. */
+  failed: { worker: string | undefined; reason: string }[];
+  /** New workers already counted as failed (and being stopped). */
+  given: Set<string>;
+  /** New workers ready at the last look: one more is progress (the deadline counts from it). */
+  ready: number;
+}
+
+export function newLive(state: RollingState, revision: number): Live {
+  return { state, revision, saving: Promise.resolve(), busy: false, launches: new Set(), stopping: new Set(), failed: [], given: new Set(), ready: 0 };
+}
+
+/** Per role: the old pool's serving workers, the new pool's ready and starting ones (starts in flight included). */
+export function fleetCounts(workers: WorkersPort, l: Live): Record<string, RoleNow> {
+  const s = l.state;
+  const fresh = workers.list(s.model, pools(s).new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id));
+  const out: Record<string, RoleNow> = {};
+  for (const role of Object.keys(budgetsNow(s))) {
+    const mine = fresh.filter((w) => roleOfWorker(w) === role);
+    out[role] = {
+      old: oldWorkers(workers, l, role).length,
+      ready: mine.filter((w) => standing(w) === 'ready').length,
+      starting: mine.filter((w) => standing(w) === 'starting').length + [...l.launches].filter((x) => !x.abandoned && x.role === role).length,
+    };
+  }
+  return out;
+}
+
+/** The old pool's serving workers (of one role), not being stopped. */
+export function oldWorkers(workers: WorkersPort, l: Live, role?: string): WorkerInfo[] {
+  const s = l.state;
+  return workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id) && (role === undefined || roleOfWorker(w) === role));
+}
+
+/** The old workers a step stops, per role: those health already doubts first, then the newest. */
+export function leavingWorkers(workers: WorkersPort, l: Live, stop: Readonly<Record<string, number>>): WorkerInfo[] {
+  const out: WorkerInfo[] = [];
+  for (const [role, n] of Object.entries(stop)) {
+    const olds = oldWorkers(workers, l, role).sort(
+      (a, b) => rank(a) - rank(b) || b.startedAt - a.startedAt || b.id.localeCompare(a.id, 'en', { numeric: true }),
+    );
+    out.push(...olds.slice(0, n));
+  }
+  return out;
+}
+
+/**
+ * New workers that failed since the last look — given up by health, or still not ready past the step
+ * timeout — and starts in flight past it: recorded in `l.failed`; returns the workers to stop.
+ */
+export function findFailures(workers: WorkersPort, l: Live, now: number): WorkerInfo[] {
+  const s = l.state;
+  const pool = pools(s);
+  const limit = `${Math.round(s.stepTimeoutMs / 1000)} s`;
+  const stop: WorkerInfo[] = [];
+  for (const w of workers.list(s.model, pool.new)) {
+    if (l.given.has(w.id)) continue;
+    const st = standing(w);
+    const late = st === 'starting' && now - w.startedAt > s.stepTimeoutMs;
+    if (st !== 'failed' && !late) continue;
+    l.given.add(w.id);
+    const why = late ? `new worker ${w.id} was not ready within the step timeout (${limit})` : `new worker ${w.id} turned ${w.health?.state ?? 'unhealthy'}`;
+    l.failed.push({ worker: w.id, reason: why });
+    stop.push(w);
+  }
+  for (const x of l.launches) {
+    if (x.abandoned || now - x.since <= s.stepTimeoutMs) continue;
+    x.abandoned = true;
+    l.failed.push({ worker: undefined, reason: `a new ${x.role} worker of ${pool.new} did not start within the step timeout (${limit})` });
+  }
+  return stop;
+}
+
+/** Each role's desired workers the way the update goes now. */
+export function desiredOf(s: RollingState): Record<string, number> {
+  return Object.fromEntries(Object.entries(budgetsNow(s)).map(([r, b]) => [r, b.desired]));
+}
