@@ -7,18 +7,20 @@ import { performance } from 'node:perf_hooks';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError } from '../errors.js';
-import { engineTraitsOf, kvRoleAt } from '../domain/spec.js';
+import { engineTraitsOf, kvRoleAt, kvRoleMismatch } from '../domain/spec.js';
 import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
-import { pidAlive, stopPid } from '../providers/child.js';
 import type { Store, WorkerRecord } from '../store/types.js';
-import { parseHealth, routingWeightOf } from '../health/persisted.js';
+import { routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
 import type { WorkerInfo, WorkerRole } from '../rollout/ports.js';
 import type { EventBus } from './events.js';
 import { warmUp } from './warmup.js';
+import { Sleep } from './sleep.js';
+import { adoptVersion, releaseOrphanGpus } from './adoption.js';
+import type { AdoptionHost } from './adoption.js';
 
 export interface StartedVersion {
   workers: WorkerHandle[];
@@ -27,7 +29,7 @@ export interface StartedVersion {
 }
 
 /** What the manager keeps of a live worker beside its handle: persisted in its record. */
-interface WorkerMeta {
+export interface WorkerMeta {
   role: WorkerRole;
   /** undefined: never judged (a worker adopted from before health existed). */
   health: WorkerHealth | undefined;
@@ -43,8 +45,6 @@ export class WorkerManager {
   readonly handles = new Map<string, WorkerHandle>();
   /** worker id → role and health. */
   readonly meta = new Map<string, WorkerMeta>();
-  /** worker id → sleep level while asleep. */
-  readonly sleeping = new Map<string, 1 | 2>();
   private stopping = new Set<string>();
   /** Exited unexpectedly, its exit being recorded: out of rotation, still listed (see adoptHandle). */
   private readonly exiting = new Set<string>();
@@ -55,6 +55,11 @@ export class WorkerManager {
   private readonly claims = new Map<string, string>();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
 
+  /** Which workers sleep, persisted (sleep.ts). */
+  private readonly sleep: Sleep;
+  /** What adoption after a restart works with (adoption.ts). */
+  private readonly adoption: AdoptionHost;
+
   constructor(
     private readonly store: Store,
     private readonly inventory: GpuInventory,
@@ -62,7 +67,19 @@ export class WorkerManager {
     private readonly dp: DataPlane,
     private readonly events: EventBus,
     private readonly workDir: string,
-  ) {}
+  ) {
+    this.sleep = new Sleep(store, providers, dp);
+    this.adoption = {
+      store,
+      inventory,
+      providers,
+      dp,
+      sleeping: this.sleep.levels,
+      record: (v, h, meta) => this.adoptHandle(v, h, meta),
+      publish: (model, version) => this.publish(model, version),
+      live: (id) => this.handles.has(id),
+    };
+  }
 
   /** The live workers as controllers see them (src/rollout/ports.ts), of one version or all. */
   infos(model?: string, version?: string): WorkerInfo[] {
@@ -174,18 +191,12 @@ export class WorkerManager {
   }
 
   /**
-   * Start one more worker of a loaded version (a replacement or a hot spare) on free GPUs, warm it and
-   * publish it at weight 0: it takes traffic only once the health controller has admitted it.
+   * Start one more worker of a version (a replacement, a hot spare, a rolling update's new worker) on
+   * free GPUs, warm it and publish it at the weight its health says (pending: 0, until admitted).
    */
   async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void, kvRole?: KvRole): Promise<WorkerHandle> {
-    if ((v.roles === undefined) !== (kvRole === undefined)) {
-      throw new BadRequestError(
-        'invalid_worker',
-        v.roles === undefined
-          ? `${v.model}/${v.id} has no prefill/decode roles: its workers serve whole requests`
-          : `${v.model}/${v.id} runs prefill and decode workers: say which to start`,
-      );
-    }
+    const wrong = kvRoleMismatch(v, kvRole);
+    if (wrong !== undefined) throw new BadRequestError('invalid_worker', wrong);
     const provider = this.providers.for(v.provider.kind);
     const id = this.nextWorkerId(v);
     const [gpus] = await this.inventory.take(
@@ -201,13 +212,10 @@ export class WorkerManager {
       // recorded as starting from the moment its process exists: a control plane killed before the
       // worker is warm finds it after the restart and stops it (a worker never warmed is not
       // adopted), instead of leaving it running unknown
-      const onSpawn = async (s: { pid: number; url: string; info: Record<string, unknown> }) => {
-        const now = Date.now();
-        await this.store.upsertWorker({
-          ...{ id, model: v.model, versionId: v.id, endpoint: s.url, provider: v.provider.kind, pid: s.pid, state: 'starting', gpus: [...(gpus ?? [])] },
-          ...{ startedAt: now, updatedAt: now, info: { ...s.info, kvRole }, role },
-        });
-      };
+      const onSpawn = (s: { pid: number; url: string; info: Record<string, unknown> }) =>
+        this.store.upsertWorker(
+          workerRecord(v, { ...s, id, provider: v.provider.kind, gpus: gpus ?? [] }, { role, health, startedAt: Date.now(), kvRole }, 'starting'),
+        );
       h = await provider.start({
         version: v,
         workerId: id,
@@ -251,7 +259,7 @@ export class WorkerManager {
           .catch(() => undefined);
       this.handles.delete(id);
       this.meta.delete(id);
-      this.sleeping.delete(id);
+      this.sleep.levels.delete(id);
       await this.store.deleteWorker(id);
       await this.inventory.releaseWorker(model, version, id);
     } finally {
@@ -318,21 +326,7 @@ export class WorkerManager {
     const key = `${v.model}/${v.id}`;
     this.highestIndex.set(key, Math.max(this.highestIndex.get(key) ?? -1, Number(h.id.split('/').pop())));
     this.meta.set(h.id, meta);
-    const rec: WorkerRecord = {
-      id: h.id,
-      model: v.model,
-      versionId: v.id,
-      endpoint: h.url,
-      provider: h.provider,
-      pid: h.pid,
-      state: 'ready',
-      gpus: [...h.gpus],
-      startedAt: meta.startedAt,
-      updatedAt: Date.now(),
-      info: meta.kvRole === undefined ? h.info : { ...h.info, kvRole: meta.kvRole },
-      role: meta.role,
-      health: meta.health,
-    };
+    const rec = workerRecord(v, h, meta, 'ready');
     await this.store.upsertWorker(rec);
     void h.exited.then(async (e) => {
       if (this.handles.get(h.id) !== h) return;
@@ -388,64 +382,17 @@ export class WorkerManager {
         return { id: h.id, url: h.url, weight: m ? routingWeightOf(m.role, m.health) : 1, kvRole: m?.kvRole };
       }),
     );
-    for (const h of hs) if (this.sleeping.has(h.id)) this.dp.setWorkerRoutable(model, version, h.id, false);
+    for (const h of hs) if (this.sleep.levels.has(h.id)) this.dp.setWorkerRoutable(model, version, h.id, false);
   }
 
-  /** After a restart: adopt recorded workers that are still alive; returns how many. */
-  async adopt(v: VersionConfig): Promise<number> {
-    const recs = await this.store.listWorkers({ model: v.model, versionId: v.id });
-    const provider = this.providers.for(v.provider.kind);
-    let n = 0;
-    this.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
-    for (const r of recs) {
-      if (r.state === 'starting') {
-        // its start was cut short by the restart, before its warm-up ended: stop it, never adopt it
-        if (r.pid !== undefined && pidAlive(r.pid)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
-        await this.store.deleteWorker(r.id);
-        await this.inventory.releaseWorker(v.model, v.id, r.id);
-        continue;
-      }
-      if (r.state === 'exited' || r.state === 'stopped') {
-        await this.store.deleteWorker(r.id);
-        await this.inventory.releaseWorker(v.model, v.id, r.id);
-        continue;
-      }
-      const h = provider.adopt ? await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus }) : undefined;
-      if (h) {
-        await this.adoptHandle(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt, kvRole: kvRoleOf(r.info) });
-        // adoptHandle recorded a fresh ready worker: keep what the record knew (asleep, sleep level,
-        // log file, start time) so a second restart still knows the worker is asleep
-        const level = (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1;
-        if (r.state === 'sleeping') this.sleeping.set(h.id, level);
-        const fresh = await this.store.getWorker(h.id);
-        if (fresh)
-          await this.store.upsertWorker({
-            ...fresh,
-            state: r.state === 'sleeping' ? 'sleeping' : fresh.state,
-            startedAt: r.startedAt,
-            info: { ...r.info, ...fresh.info },
-          });
-        n++;
-      } else {
-        await this.store.deleteWorker(r.id);
-        await this.inventory.releaseWorker(v.model, v.id, r.id);
-      }
-    }
-    if (n > 0) this.publish(v.model, v.id);
-    return n;
+  /** After a restart: adopt recorded workers that are still alive; returns how many (adoption.ts). */
+  adopt(v: VersionConfig): Promise<number> {
+    return adoptVersion(this.adoption, v);
   }
 
-  /**
-   * After a restart's adoptions: GPUs held for a worker that has no record (a start the restart cut
-   * short before the worker was recorded) are freed. Returns how many.
-   */
-  async releaseOrphanGpus(): Promise<number> {
-    let n = 0;
-    for (const a of await this.store.listGpuAssignments()) {
-      if (a.workerId === undefined || this.handles.has(a.workerId) || (await this.store.getWorker(a.workerId))) continue;
-      n += await this.inventory.releaseWorker(a.model, a.versionId, a.workerId);
-    }
-    return n;
+  /** After a restart's adoptions: free GPUs held for workers that have no record; returns how many. */
+  releaseOrphanGpus(): Promise<number> {
+    return releaseOrphanGpus(this.adoption);
   }
 
   /** Stop every worker of a version, free its GPUs and drop it from the data plane; returns the GPUs freed. */
@@ -469,7 +416,7 @@ export class WorkerManager {
         await p.stop(h, graceMs).catch(() => undefined);
         this.handles.delete(h.id);
         this.meta.delete(h.id);
-        this.sleeping.delete(h.id);
+        this.sleep.levels.delete(h.id);
         await this.store.deleteWorker(h.id);
         this.stopping.delete(h.id);
       }),
@@ -479,48 +426,27 @@ export class WorkerManager {
       this.meta.delete(r.id);
       await this.store.deleteWorker(r.id);
     }
-    await this.store.deleteSetting(sleepKey(model, version));
+    await this.sleep.forget(model, version);
     return this.inventory.releaseVersion(model, version);
   }
 
-  /**
-   * Put a version's workers to sleep (out of rotation, weights off the GPU) and remember it: a
-   * restarted control plane that has to reload the version puts it back to sleep (see `sleptLevel`).
-   */
-  async sleepVersion(model: string, version: string, level: 1 | 2): Promise<void> {
-    for (const h of this.of(model, version)) {
-      await this.providers.for(h.provider as 'sim').sleep(h, level);
-      this.sleeping.set(h.id, level);
-      this.dp.setWorkerRoutable(model, version, h.id, false);
-      const rec = await this.store.getWorker(h.id);
-      if (rec) await this.store.upsertWorker({ ...rec, state: 'sleeping', updatedAt: Date.now(), info: { ...rec.info, sleepLevel: level } });
-    }
-    await this.store.setSetting(sleepKey(model, version), level, Date.now());
+  /** Put a version's workers to sleep (out of rotation, weights off the GPU), remembered across restarts (sleep.ts). */
+  sleepVersion(model: string, version: string, level: 1 | 2): Promise<void> {
+    return this.sleep.put(this.of(model, version), model, version, level);
   }
 
   /** The level a version was put to sleep at and not woken since (survives restarts). */
-  async sleptLevel(model: string, version: string): Promise<1 | 2 | undefined> {
-    const l = await this.store.getSetting<number>(sleepKey(model, version));
-    return l === 1 || l === 2 ? l : undefined;
+  sleptLevel(model: string, version: string): Promise<1 | 2 | undefined> {
+    return this.sleep.level(model, version);
   }
 
   /** Wake a version's sleeping workers; whether any slept or not, it stays awake across restarts. */
-  async wakeVersion(model: string, version: string): Promise<void> {
-    await this.store.deleteSetting(sleepKey(model, version));
-    await Promise.all(
-      this.of(model, version).map(async (h) => {
-        if (!this.sleeping.has(h.id)) return;
-        await this.providers.for(h.provider as 'sim').wake(h);
-        this.sleeping.delete(h.id);
-        this.dp.setWorkerRoutable(model, version, h.id, true);
-        const rec = await this.store.getWorker(h.id);
-        if (rec) await this.store.upsertWorker({ ...rec, state: 'ready', updatedAt: Date.now() });
-      }),
-    );
+  wakeVersion(model: string, version: string): Promise<void> {
+    return this.sleep.wake(this.of(model, version), model, version);
   }
 
   isAsleep(model: string, version: string): boolean {
-    return this.of(model, version).some((h) => this.sleeping.has(h.id));
+    return this.of(model, version).some((h) => this.sleep.levels.has(h.id));
   }
 
   /** Stop everything this process started (shutdown of `glidepath up`). */
@@ -543,17 +469,32 @@ export class WorkerManager {
   }
 }
 
-/** The one place the sleep record's key is built. */
-function sleepKey(model: string, version: string): string {
-  return `sleep:${model}/${version}`;
-}
-
 export function workerId(v: { model: string; id: string }, i: number): string {
   return `${v.model}/${v.id}/${i}`;
 }
 
-/** The kv role a worker record keeps in its info (anything else: none). */
-function kvRoleOf(info: Record<string, unknown> | undefined): KvRole | undefined {
-  const r = info?.kvRole;
-  return r === 'prefill' || r === 'decode' ? r : undefined;
+/** A worker's record as the store keeps it: `starting` from its spawn, `ready` once warm and adopted. */
+function workerRecord(
+  v: VersionConfig,
+  w: Pick<WorkerHandle, 'id' | 'url' | 'provider' | 'pid' | 'gpus' | 'info'>,
+  meta: WorkerMeta,
+  state: 'starting' | 'ready',
+): WorkerRecord {
+  const info = meta.kvRole === undefined ? w.info : { ...w.info, kvRole: meta.kvRole };
+  const { role, health, startedAt } = meta;
+  return {
+    id: w.id,
+    model: v.model,
+    versionId: v.id,
+    endpoint: w.url,
+    provider: w.provider,
+    pid: w.pid,
+    state,
+    gpus: [...w.gpus],
+    startedAt,
+    updatedAt: Date.now(),
+    info,
+    role,
+    health,
+  };
 }

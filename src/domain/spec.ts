@@ -81,6 +81,14 @@ export function kvRoleAt(v: Pick<VersionConfig, 'roles'>, index: number): KvRole
   return index < v.roles.prefill ? 'prefill' : 'decode';
 }
 
+/** Why a worker of this kv role cannot be started for the version (undefined: it can). */
+export function kvRoleMismatch(v: Pick<VersionConfig, 'model' | 'id' | 'roles'>, kvRole: KvRole | undefined): string | undefined {
+  if ((v.roles === undefined) === (kvRole === undefined)) return undefined;
+  return v.roles === undefined
+    ? `${v.model}/${v.id} has no prefill/decode roles: its workers serve whole requests`
+    : `${v.model}/${v.id} runs prefill and decode workers: say which to start`;
+}
+
 export interface VersionConfig {
   id: string;
   model: string;

@@ -10,13 +10,14 @@ import { ConflictError, NotFoundError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { assertFeasible, budgetText, newShare, nextStep } from './rolling-plan.js';
+import { assertFeasible, newShare, nextStep } from './rolling-plan.js';
 import type { RoleNow } from './rolling-plan.js';
+import type { Version } from '../domain/version.js';
 import { MAX_FAILURES, MAX_TRACE, budgetsNow, describeStep, messageOf, pools, pushBounded } from './rolling-state.js';
 import { desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
 import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
-import { checkPartition, initialState, rollingSettings, startedMessage } from './rolling-start.js';
+import { checkPartition, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
@@ -142,21 +143,55 @@ export class RollingController {
   // ---- operator commands ----------------------------------------------------------------
 
   async start(model: string, o: RollingStartOptions, actor: Actor): Promise<RollingState> {
+    const settings = rollingSettings(this.ports.models.config(model), o);
+    return this.begin(model, actor, 'rolling_start', o, async (from) => {
+      const state = initialState(from, await this.ports.versions.get(model, o.to), settings, actor, this.ports.clock.now());
+      return { state, message: startedMessage(state) };
+    });
+  }
+
+  /**
+   * A restart in place (`kubectl rollout restart`): the active version's serving workers replaced by
+   * fresh ones of the same version and card — a provider setting that keeps the card (a log level,
+   * an environment variable) applied one worker at a time, under the same budgets.
+   */
+  async restart(model: string, o: Omit<RollingStartOptions, 'to' | 'partition'>, actor: Actor): Promise<RollingState> {
+    const settings = rollingSettings(this.ports.models.config(model), o);
+    return this.begin(model, actor, 'rolling_restart', o, (v) => {
+      const olds = this.ports.workers.list(model, v.id).filter((w) => w.role === 'serving');
+      const state = initialState(
+        v,
+        v,
+        settings,
+        actor,
+        this.ports.clock.now(),
+        olds.map((w) => w.id),
+      );
+      return Promise.resolve({ state, message: `restart in place: ${startedMessage(state)}` });
+    });
+  }
+
+  /** Start an update under the model's lock, audited: none may run yet; `build` makes its state from the active version. */
+  private begin(
+    model: string,
+    actor: Actor,
+    action: string,
+    params: object,
+    build: (active: Version) => Promise<{ state: RollingState; message: string }>,
+  ): Promise<RollingState> {
     const p = this.ports;
-    const settings = rollingSettings(p.models.config(model), o);
     return p.exclusive(model, () =>
-      p.audited(actor, 'rolling_start', model, { model, ...o }, async () => {
+      p.audited(actor, action, model, { model, ...params }, async () => {
         const running = await p.rollouts.inProgress(model);
         if (running)
           throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
-        const from = await p.versions.active(model);
-        if (!from) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
-        const state = initialState(from, await p.versions.get(model, o.to), settings, actor, p.clock.now());
+        const active = await p.versions.active(model);
+        if (!active) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
+        const { state, message } = await build(active);
         const revision = await p.rollouts.create(state);
         // `to` is loading until the update ends (boot leaves a version under a rolling update to it)
-        await p.versions.transition(model, state.to, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
-        const l = this.track(state, revision);
-        await this.event(l, 'started', startedMessage(state));
+        if (!state.inPlace) await p.versions.transition(model, state.to, 'loading', {}, { actor: actor.name, reason: `rolling update ${state.id}` });
+        await this.event(this.track(state, revision), 'started', message);
         this.kick();
         return state;
       }),
@@ -196,6 +231,9 @@ export class RollingController {
   abort(model: string, actor: Actor, reason?: string): Promise<RollingState> {
     return this.command(model, actor, 'rolling_abort', async (l) => {
       if (pools(l.state).direction === 'back') throw new ConflictError('already_rolling_back', `rolling update ${l.state.id} is already rolling back`);
+      // a restart in place has nothing to go back to (both pools are one version, one card): it stops here
+      if (l.state.inPlace)
+        return this.end(l, 'aborted', `stopped by ${actor.name}${reason ? `: ${reason}` : ''}; fresh and old workers of ${l.state.to} serve side by side`);
       await this.goBack(l, reason ?? `aborted by ${actor.name}`, 'aborted');
       this.kick();
     });
@@ -203,29 +241,9 @@ export class RollingController {
 
   /** Roll a finished update back: a new rolling update to the version it replaced (its weights still cached). */
   async undo(model: string, actor: Actor, o: Omit<RollingStartOptions, 'to'> = {}): Promise<RollingState> {
-    const running = await this.ports.rollouts.inProgress(model);
-    if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); abort it instead`);
-    const last = await this.ports.rollouts.latest(model, 'rolling');
-    if (!last || last.state.phase !== 'succeeded') {
-      throw new ConflictError(
-        'nothing_to_undo',
-        `model ${model} has no finished rolling update to undo${last ? ` (the last one, ${last.state.id}, is ${last.state.phase})` : ''}`,
-      );
-    }
-    const s = last.state;
-    return this.start(
-      model,
-      {
-        maxSurge: budgetText(s.maxSurge),
-        maxUnavailable: budgetText(s.maxUnavailable),
-        stepTimeoutMs: s.stepTimeoutMs,
-        progressDeadlineMs: s.progressDeadlineMs,
-        onFailure: s.onFailure,
-        ...o,
-        to: s.from,
-      },
-      actor,
-    );
+    const running = this.active(model);
+    if (running) throw new ConflictError('rollout_in_progress', `model ${model} has a rolling update in progress (${running.state.id}); abort it instead`);
+    return this.start(model, undoOptions(model, await this.ports.rollouts.latest(model, 'rolling'), o), actor);
   }
 
   private command(model: string, actor: Actor, action: string, fn: (l: Live) => Promise<void>): Promise<RollingState> {
@@ -264,7 +282,6 @@ export class RollingController {
     const s = l.state;
     const p = this.ports;
     const now = p.clock.now();
-    const pool = pools(s);
     // failures: new workers health gave up, past the step timeout, or whose start threw
     for (const w of findFailures(p.workers, l, now)) this.stopInBackground(l, w, 0);
     if (l.failed.length > 0) {
@@ -279,6 +296,8 @@ export class RollingController {
       s.deadlineExceededAt = now;
       await this.onFailure(l, `no progress for ${Math.round(s.progressDeadlineMs / 1000)} s (progress deadline exceeded)`);
     }
+    // (read after the failures: one may have turned the update around)
+    const pool = pools(s);
     const counts = fleetCounts(p.workers, l);
     const desired = desiredOf(s);
     if (s.phase === 'paused') {
@@ -378,6 +397,7 @@ export class RollingController {
   /** The route between the two pools at the new pool's share of ready capacity (published only when it changes). */
   private async publishShare(l: Live, share: number): Promise<void> {
     const s = l.state;
+    if (s.inPlace) return; // one version, one pool: the route does not change
     const pool = pools(s);
     const cur = routeToSpec(this.ports.routes.current(s.model));
     const same = (v: string, w: number) => Math.abs((cur.weights[v] ?? 0) - w) < 1e-9;
@@ -393,7 +413,7 @@ export class RollingController {
     await this.ports.notify({ kind: 'rolling_failure', model: s.model, version: s.to, message: `${s.id}: ${reason}`, data: { id: s.id, phase: s.phase } });
     if (s.phase === 'paused') return;
     // going back already: never back and forth; an operator decides
-    if (s.onFailure === 'pause' || pools(s).direction === 'back') await this.doPause(l, `failure: ${reason}`);
+    if (s.onFailure === 'pause' || pools(s).direction === 'back' || s.inPlace) await this.doPause(l, `failure: ${reason}`);
     else await this.goBack(l, reason, 'rolled_back');
   }
 
@@ -422,6 +442,7 @@ export class RollingController {
   private async finish(l: Live): Promise<void> {
     const s = l.state;
     const p = this.ports;
+    if (s.inPlace) return this.end(l, 'succeeded', `every worker of ${s.to} replaced in ${s.step} step(s)`);
     const back = pools(s).direction === 'back';
     const keep = back ? s.from : s.to;
     const gone = back ? s.to : s.from;
@@ -444,17 +465,18 @@ export class RollingController {
       await p.versions.promote(s.model, s.to, { actor: ACTOR.name, reason: `rolling update ${s.id}`, demoteTo: 'retired' });
     }
     await p.workers.unload(s.model, gone);
+    const took = `${Math.round((p.clock.now() - s.startedAt) / 100) / 10} s`;
+    if (back) await this.end(l, s.rollbackTo ?? 'rolled_back', `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}`);
+    else await this.end(l, 'succeeded', `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`);
+  }
+
+  /** The update is over: its last state persisted, its versions let go, its end notified. */
+  private async end(l: Live, phase: RollingPhase, message: string): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
     s.intent = undefined;
     s.finishedAt = p.clock.now();
-    const phase: RollingPhase = back ? (s.rollbackTo ?? 'rolled_back') : 'succeeded';
-    const took = `${Math.round((s.finishedAt - s.startedAt) / 100) / 10} s`;
-    await this.setPhase(
-      l,
-      phase,
-      back
-        ? `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}`
-        : `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`,
-    );
+    await this.setPhase(l, phase, message);
     this.live.delete(s.id);
     p.workers.claim(s.model, s.from, undefined);
     p.workers.claim(s.model, s.to, undefined);

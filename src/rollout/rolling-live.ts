@@ -37,7 +37,7 @@ export function newLive(state: RollingState, revision: number): Live {
 /** Per role: the old pool's serving workers, the new pool's ready and starting ones (starts in flight included). */
 export function fleetCounts(workers: WorkersPort, l: Live): Record<string, RoleNow> {
   const s = l.state;
-  const fresh = workers.list(s.model, pools(s).new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id));
+  const fresh = workers.list(s.model, pools(s).new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id) && !wasThere(s, w));
   const out: Record<string, RoleNow> = {};
   for (const role of Object.keys(budgetsNow(s))) {
     const mine = fresh.filter((w) => roleOfWorker(w) === role);
@@ -53,7 +53,14 @@ export function fleetCounts(workers: WorkersPort, l: Live): Record<string, RoleN
 /** The old pool's serving workers (of one role), not being stopped. */
 export function oldWorkers(workers: WorkersPort, l: Live, role?: string): WorkerInfo[] {
   const s = l.state;
-  return workers.list(s.model, pools(s).old).filter((w) => oldServes(w) && !l.stopping.has(w.id) && (role === undefined || roleOfWorker(w) === role));
+  return workers
+    .list(s.model, pools(s).old)
+    .filter((w) => oldServes(w) && !l.stopping.has(w.id) && (role === undefined || roleOfWorker(w) === role) && (s.inPlace === undefined || wasThere(s, w)));
+}
+
+/** A restart in place: whether the worker is one of those the update started with (the old pool of one version). */
+function wasThere(s: RollingState, w: WorkerInfo): boolean {
+  return s.inPlace?.oldWorkers.includes(w.id) ?? false;
 }
 
 /** The old workers a step stops, per role: those health already doubts first, then the newest. */
@@ -78,7 +85,7 @@ export function findFailures(workers: WorkersPort, l: Live, now: number): Worker
   const limit = `${Math.round(s.stepTimeoutMs / 1000)} s`;
   const stop: WorkerInfo[] = [];
   for (const w of workers.list(s.model, pool.new)) {
-    if (l.given.has(w.id)) continue;
+    if (l.given.has(w.id) || wasThere(s, w)) continue;
     const st = standing(w);
     const late = st === 'starting' && now - w.startedAt > s.stepTimeoutMs;
     if (st !== 'failed' && !late) continue;

@@ -7,7 +7,8 @@ import { DEFAULTS } from '../defaults.js';
 import type { Version } from '../domain/version.js';
 import { BadRequestError, ConflictError } from '../errors.js';
 import type { Actor } from './ports.js';
-import { assertFeasible, parseBudget, roleBudgets } from './rolling-plan.js';
+import { assertFeasible, budgetText, parseBudget, roleBudgets } from './rolling-plan.js';
+import type { StoredRollout } from './rollout-record.js';
 import type { Budget, RoleBudget } from './rolling-plan.js';
 import { messageOf, rolesOf } from './rolling-state.js';
 import type { OnFailure, RollingState } from './rolling-state.js';
@@ -55,8 +56,9 @@ export function checkPartition(n: number): number {
  * when the two run different roles, or when the budgets could not finish (or go back) with the
  * ratio kept.
  */
-export function initialState(from: Version, to: Version, st: RollingSettings, actor: Actor, now: number): RollingState {
-  refuseTarget(from, to);
+export function initialState(from: Version, to: Version, st: RollingSettings, actor: Actor, now: number, oldWorkers?: string[]): RollingState {
+  if (oldWorkers === undefined) refuseTarget(from, to);
+  else if (from.provider.kind === 'static') refuseTarget(to, from);
   const [a, b] = [Object.keys(rolesOf(from)).sort().join(' and '), Object.keys(rolesOf(to)).sort().join(' and ')];
   if (a !== b) {
     throw new BadRequestError(
@@ -73,6 +75,7 @@ export function initialState(from: Version, to: Version, st: RollingSettings, ac
     from: from.id,
     to: to.id,
     toStatusBefore: to.status,
+    inPlace: oldWorkers === undefined ? undefined : { oldWorkers },
     maxSurge: st.surge,
     maxUnavailable: st.unavailable,
     budgets,
@@ -91,6 +94,17 @@ export function initialState(from: Version, to: Version, st: RollingSettings, ac
     lastProgressAt: now,
     actor: actor.name,
   };
+}
+
+/** An undo: a rolling update back to the version the model's last (succeeded) update replaced, with its settings unless `o` says otherwise. */
+export function undoOptions(model: string, last: StoredRollout<RollingState> | undefined, o: Omit<RollingStartOptions, 'to'>): RollingStartOptions {
+  if (!last || last.state.phase !== 'succeeded' || last.state.inPlace) {
+    const why = last ? ` (the last one, ${last.state.id}, ${last.state.inPlace ? 'was a restart in place' : `is ${last.state.phase}`})` : '';
+    throw new ConflictError('nothing_to_undo', `model ${model} has no finished rolling update to undo${why}`);
+  }
+  const s = last.state;
+  const { stepTimeoutMs, progressDeadlineMs, onFailure } = s;
+  return { maxSurge: budgetText(s.maxSurge), maxUnavailable: budgetText(s.maxUnavailable), stepTimeoutMs, progressDeadlineMs, onFailure, ...o, to: s.from };
 }
 
 /** The `started` event's message: each role's desired workers and budgets. */
@@ -119,7 +133,8 @@ function checkMs(what: string, ms: number): number {
 /** Versions a rolling update cannot go to, each with what to do instead. */
 function refuseTarget(from: Version, to: Version): void {
   const id = `${to.model}/${to.id}`;
-  if (to.id === from.id) throw new ConflictError('already_active', `version ${id} is already the active version`);
+  if (to.id === from.id)
+    throw new ConflictError('already_active', `version ${id} is already the active version (to replace its workers by fresh ones: glidepath rollout restart)`);
   if (to.status === 'loading') throw new ConflictError('already_loading', `version ${id} is loading`);
   if (to.status === 'ready' || to.status === 'standby') {
     throw new ConflictError('already_loaded', `version ${id} is loaded already (${to.status}): swap it in (glidepath swap --to ${to.id}), nothing to roll`);

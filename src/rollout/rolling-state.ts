@@ -44,8 +44,13 @@ export interface RollingState {
   model: string;
   /** The version serving when the update started (active throughout, until the new one is promoted). */
   from: string;
-  /** The version rolled to. */
+  /** The version rolled to (the same as `from` for a restart in place). */
   to: string;
+  /**
+   * A restart in place (`rollout restart`): the active version's workers replaced by fresh ones of
+   * the same version and card, one pool throughout; these are the workers it started with.
+   */
+  inPlace?: { oldWorkers: string[] } | undefined;
   /** The status `to` had before the update took it to `loading` (an abort puts it back as retired). */
   toStatusBefore: string;
   maxSurge: Budget;

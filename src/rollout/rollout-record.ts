@@ -158,6 +158,7 @@ const rollingState: z.ZodType<RollingState> = z.object({
   from: str,
   to: str,
   toStatusBefore: str,
+  inPlace: z.object({ oldWorkers: z.array(str) }).optional(),
   maxSurge: budget,
   maxUnavailable: budget,
   budgets: z.record(str, z.object({ desired: num, surge: num, unavailable: num })),

@@ -122,4 +122,42 @@ describe('rolling update (e2e)', () => {
     expect(vs.find((x) => x.version === 'v3')?.status).toBe('retired');
     expect((await workers(up)).map((w) => w.version)).toEqual(['v2', 'v2', 'v2', 'v2']);
   }, 120_000);
+
+  it('rollout restart under load: every worker of the active version replaced by a fresh one, none failed, the route untouched', async () => {
+    const up = file.current();
+    const env = { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token };
+    const before = (await workers(up)).map((w) => w.id);
+    let stop!: (x: unknown) => void;
+    const traffic = load(20, new Promise((r) => (stop = r)));
+    const r = await gp(['rollout', 'restart', '--watch', '--interval', '100'], env);
+    stop(undefined);
+    const got = await traffic;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^rolling-\w+ chat: v2 restarted in place {2}succeeded/m);
+    expect(got.filter((s) => !s.ok).map((s) => s.error)).toEqual([]);
+    expect(new Set(got.map((s) => s.version))).toEqual(new Set(['v2']));
+    const after = (await workers(up)).map((w) => w.id);
+    expect(after).toHaveLength(4);
+    expect(after.filter((id) => before.includes(id))).toEqual([]);
+  }, 120_000);
+
+  it("glidepath plan's rolling estimate against the measured duration (v2 → v1, whose load was measured at boot)", async () => {
+    const up = file.current();
+    const plan = await up.ok<{ rows: { strategy: string; groups: number | null; total_deploy_ms: number; feasible: boolean }[] }>(
+      'GET',
+      `/models/${MODEL}/plan?to=v1`,
+    );
+    const row = plan.rows.find((r) => r.strategy === 'rolling' && r.groups === 4);
+    expect(row?.feasible).toBe(true);
+    await up.ok('POST', `/models/${MODEL}/rolling`, { to: 'v1' });
+    const v = await until(up, over);
+    expect(v.phase).toBe('succeeded');
+    const planned = row?.total_deploy_ms ?? NaN;
+    console.log(
+      `rolling e2e: glidepath plan estimated ${Math.round(planned)} ms for rolling v2 → v1 one worker at a time (4 × its measured load); measured ${Math.round(v.elapsed_ms)} ms over ${v.step} steps`,
+    );
+    // the plan counts each worker's load; a step also waits for its warm-up, its admission probes and the next tick
+    expect(v.elapsed_ms).toBeGreaterThan(planned * 0.5);
+    expect(v.elapsed_ms).toBeLessThan(planned * 6 + 5_000);
+  }, 120_000);
 });

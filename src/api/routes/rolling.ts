@@ -51,6 +51,8 @@ export interface RollingView {
   paused_reason: string | null;
   rollback_reason: string | null;
   direction: 'forward' | 'back';
+  /** A restart in place (`rollout restart`): one version, its workers replaced by fresh ones. */
+  in_place: boolean;
   max_surge: number | string;
   max_unavailable: number | string;
   partition: number;
@@ -103,6 +105,7 @@ export async function rollingView({ controllers, cp }: AdminContext, model: stri
     paused_reason: s.pausedReason ?? null,
     rollback_reason: s.rollbackReason ?? null,
     direction: back ? 'back' : 'forward',
+    in_place: s.inPlace !== undefined,
     max_surge: budgetText(s.maxSurge),
     max_unavailable: budgetText(s.maxUnavailable),
     partition: s.partition,
@@ -184,6 +187,18 @@ export function rollingRoutes(ctx: AdminContext): RouteDef[] {
       const m = modelOf(cp, c);
       return rollingView(ctx, m, (await rc.abort(m, actorOf(c), b.reason)).id);
     }),
+    post(
+      '/models/:model/rolling/restart',
+      {
+        role: 'operator',
+        body: undoBody,
+        summary: "replace the active version's workers by fresh ones of the same version, a few at a time (a setting that keeps the card applied in place)",
+      },
+      async (c, b) => {
+        const m = modelOf(cp, c);
+        return rollingView(ctx, m, (await rc.restart(m, opts(b), actorOf(c))).id);
+      },
+    ),
     post(
       '/models/:model/rolling/undo',
       { role: 'operator', body: undoBody, summary: 'roll a finished update back to the version it replaced (a new rolling update)' },

@@ -61,7 +61,7 @@ function bar(ready: number, old: number, desired: number): string {
 
 export function renderRolling(v: RollingView): string {
   const lines = [
-    `${v.id} ${v.model}: ${v.from} → ${v.to}  ${v.phase}${v.direction === 'back' && v.phase !== 'aborted' && v.phase !== 'rolled_back' ? ' (going back)' : ''}  step ${v.step}  elapsed ${fmtMs(v.elapsed_ms)}${v.eta_ms !== null ? `  ETA ${fmtMs(v.eta_ms)}` : ''}`,
+    `${v.id} ${v.model}: ${v.in_place ? `${v.to} restarted in place` : `${v.from} → ${v.to}`}  ${v.phase}${v.direction === 'back' && v.phase !== 'aborted' && v.phase !== 'rolled_back' ? ' (going back)' : ''}  step ${v.step}  elapsed ${fmtMs(v.elapsed_ms)}${v.eta_ms !== null ? `  ETA ${fmtMs(v.eta_ms)}` : ''}`,
     `  max surge ${v.max_surge}, max unavailable ${v.max_unavailable}${v.partition > 0 ? `, partition ${v.partition}` : ''}, on failure ${v.on_failure}`,
   ];
   for (const [role, r] of Object.entries(v.roles)) {
@@ -136,6 +136,28 @@ export function registerRolling(rollout: Command): void {
     const id = textFlag('--id', o.id);
     const model = await resolveModel(s, o.model);
     await follow(s, model, id, o.watch === true, interval);
+  });
+
+  withCommon(
+    withSettings(
+      rollout
+        .command('restart')
+        .description(
+          "replace the active version's workers by fresh ones of the same version, a few at a time under the same budgets (a provider setting that keeps the card — a log level, an environment variable — applied without a new version)",
+        )
+        .option('-w, --watch', 'follow it until it ends or pauses')
+        .option('--interval <ms>', 'refresh interval with --watch (default 1000)'),
+    ),
+    { model: 'one' },
+  ).action(async (o: CommonOptions & SettingsFlags & { watch?: boolean; interval?: string }) => {
+    const s = session(o);
+    const body = settingsBody(o);
+    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const model = await resolveModel(s, o.model);
+    const v = await s.client.post<RollingView>(modelPath(model, '/rolling/restart'), body);
+    if (o.watch) return follow(s, model, v.id, true, interval);
+    if (s.json) return printJson(v);
+    out(`Started ${v.id}: restarting ${v.to}'s workers in place; follow it with \`glidepath rollout status --model ${model} --watch\``);
   });
 
   const verbs = {

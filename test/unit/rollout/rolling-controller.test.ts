@@ -302,6 +302,39 @@ describe('RollingController (fake ports)', () => {
     );
   });
 
+  it('restart in place: every serving worker replaced by a fresh one of the same version, capacity kept, the route untouched', async () => {
+    const { f, rc } = await world();
+    const before = f.live(M, 'v1').map((w) => w.id);
+    await rc.restart(M, {}, OPS);
+    expect(await status(f, 'v1')).toBe('active');
+    const s = await drive(f, rc, () => {
+      const live = f.live(M, 'v1');
+      expect(live.filter((w) => w.weight > 0).length).toBeGreaterThanOrEqual(4);
+      expect(live.length).toBeLessThanOrEqual(5);
+      expect(f.weights(M)).toEqual({ v1: 1 });
+    });
+    expect(s).toMatchObject({ phase: 'succeeded', from: 'v1', to: 'v1', inPlace: { oldWorkers: before } });
+    const after = f.live(M, 'v1').map((w) => w.id);
+    expect(after).toHaveLength(4);
+    expect(after.filter((id) => before.includes(id))).toEqual([]);
+    expect(await status(f, 'v1')).toBe('active');
+    expect(f.log.filter((x) => x.startsWith('publish'))).toEqual([]);
+    await expect(rc.undo(M, OPS)).rejects.toThrow(/was a restart in place/);
+  });
+
+  it('a restart in place stopped half-way ends there: fresh and old workers of the one version serve side by side', async () => {
+    const { f, rc } = await world();
+    await rc.restart(M, {}, OPS);
+    for (let i = 0; i < 3; i++) {
+      await rc.tick();
+      await rc.whenIdle();
+    }
+    const s = await rc.abort(M, OPS);
+    expect(s.phase).toBe('aborted');
+    expect(f.live(M, 'v1').filter((w) => w.weight > 0).length).toBeGreaterThanOrEqual(4);
+    await expect(rc.restart(M, {}, OPS)).resolves.toMatchObject({ phase: 'progressing' });
+  });
+
   it('refuses what cannot work, naming it, before anything starts', async () => {
     const { f, rc } = await world();
     await expect(rc.start(M, { to: 'v2', maxSurge: 0, maxUnavailable: 0 }, OPS)).rejects.toMatchObject({ code: 'invalid_rollout' });

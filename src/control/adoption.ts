@@ -1,0 +1,89 @@
+// After a restart of the control plane: the workers a version's records name — adopted when their
+// process is alive and answers, stopped when their start was cut short (never warmed), forgotten
+// otherwise — and the GPUs held for workers that have no record at all.
+import type { VersionConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
+import { engineTraitsOf } from '../domain/spec.js';
+import type { KvRole } from '../domain/spec.js';
+import type { GpuInventory } from '../fleet/inventory.js';
+import type { DataPlane } from '../gateway/dataplane.js';
+import { parseHealth } from '../health/persisted.js';
+import { pidAlive, stopPid } from '../providers/child.js';
+import type { Providers, WorkerHandle } from '../providers/index.js';
+import type { Store, WorkerRecord } from '../store/types.js';
+import type { WorkerMeta } from './worker-manager.js';
+
+/** What adoption works with: the worker manager's stores and its way of recording a live worker. */
+export interface AdoptionHost {
+  store: Store;
+  inventory: GpuInventory;
+  providers: Providers;
+  dp: DataPlane;
+  /** worker id → sleep level (sleep.ts). */
+  sleeping: Map<string, 1 | 2>;
+  /** Record a live handle, watch it, make it known (the manager's adoptHandle). */
+  record(v: VersionConfig, h: WorkerHandle, meta: WorkerMeta): Promise<void>;
+  publish(model: string, version: string): void;
+  /** Whether a worker of this id runs in this process. */
+  live(id: string): boolean;
+}
+
+/** Adopt the version's recorded workers that are still alive; returns how many. */
+export async function adoptVersion(host: AdoptionHost, v: VersionConfig): Promise<number> {
+  const { store, inventory } = host;
+  const recs = await store.listWorkers({ model: v.model, versionId: v.id });
+  const provider = host.providers.for(v.provider.kind);
+  const forget = async (r: WorkerRecord) => {
+    await store.deleteWorker(r.id);
+    await inventory.releaseWorker(v.model, v.id, r.id);
+  };
+  let n = 0;
+  host.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
+  for (const r of recs) {
+    if (r.state === 'starting') {
+      // its start was cut short by the restart, before its warm-up ended: stop it, never adopt it
+      if (r.pid !== undefined && pidAlive(r.pid)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
+      await forget(r);
+      continue;
+    }
+    const h =
+      r.state === 'exited' || r.state === 'stopped' || !provider.adopt
+        ? undefined
+        : await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus });
+    if (!h) {
+      await forget(r);
+      continue;
+    }
+    await host.record(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt, kvRole: kvRoleOf(r.info) });
+    // record() wrote a fresh ready worker: keep what the old record knew (asleep, sleep level, log
+    // file, start time) so a second restart still knows the worker is asleep
+    if (r.state === 'sleeping') host.sleeping.set(h.id, (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1);
+    const fresh = await store.getWorker(h.id);
+    if (fresh)
+      await store.upsertWorker({
+        ...fresh,
+        state: r.state === 'sleeping' ? 'sleeping' : fresh.state,
+        startedAt: r.startedAt,
+        info: { ...r.info, ...fresh.info },
+      });
+    n++;
+  }
+  if (n > 0) host.publish(v.model, v.id);
+  return n;
+}
+
+/** GPUs held for a worker that has no record (a start a restart cut short before its process existed) are freed; returns how many. */
+export async function releaseOrphanGpus(host: AdoptionHost): Promise<number> {
+  let n = 0;
+  for (const a of await host.store.listGpuAssignments()) {
+    if (a.workerId === undefined || host.live(a.workerId) || (await host.store.getWorker(a.workerId))) continue;
+    n += await host.inventory.releaseWorker(a.model, a.versionId, a.workerId);
+  }
+  return n;
+}
+
+/** The kv role a worker record keeps in its info (anything else: none). */
+function kvRoleOf(info: Record<string, unknown> | undefined): KvRole | undefined {
+  const r = info?.kvRole;
+  return r === 'prefill' || r === 'decode' ? r : undefined;
+}
