@@ -11,7 +11,18 @@ import { parseHealth } from '../health/persisted.js';
 import { pidAlive, stopPid } from '../providers/child.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
 import type { Store, WorkerRecord } from '../store/types.js';
-import type { WorkerMeta } from './worker-manager.js';
+import type { WorkerHealth } from '../health/machine.js';
+import type { WorkerRole } from '../rollout/ports.js';
+
+/** What the manager keeps of a live worker beside its handle: persisted in its record. */
+export interface WorkerMeta {
+  role: WorkerRole;
+  /** undefined: never judged (a worker adopted from before health existed). */
+  health: WorkerHealth | undefined;
+  startedAt: number;
+  /** Disaggregated serving: it prefills or decodes (persisted in its record's info). */
+  kvRole: KvRole | undefined;
+}
 
 /** What adoption works with: the worker manager's stores and its way of recording a live worker. */
 export interface AdoptionHost {

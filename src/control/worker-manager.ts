@@ -20,22 +20,12 @@ import type { EventBus } from './events.js';
 import { warmUp } from './warmup.js';
 import { Sleep } from './sleep.js';
 import { adoptVersion, releaseOrphanGpus } from './adoption.js';
-import type { AdoptionHost } from './adoption.js';
+import type { AdoptionHost, WorkerMeta } from './adoption.js';
 
 export interface StartedVersion {
   workers: WorkerHandle[];
   gpus: string[];
   loadTimeMs: number;
-}
-
-/** What the manager keeps of a live worker beside its handle: persisted in its record. */
-export interface WorkerMeta {
-  role: WorkerRole;
-  /** undefined: never judged (a worker adopted from before health existed). */
-  health: WorkerHealth | undefined;
-  startedAt: number;
-  /** Disaggregated serving: it prefills or decodes (persisted in its record's info). */
-  kvRole: KvRole | undefined;
 }
 
 export type ExitListener = (w: WorkerInfo, detail: string) => void;

@@ -18,6 +18,7 @@ import { drainAndUnload, routeToStable } from './canary-rollback.js';
 import { TERMINAL, checkStages, criticalHealth, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
+import { ReconcileLoop } from './loop.js';
 
 export interface CanaryStartOptions {
   version: string;
@@ -49,11 +50,9 @@ export interface CanarySampleCounts {
 
 export class CanaryController {
   private readonly live = new Map<string, Live>();
-  private readonly background = new Set<Promise<unknown>>();
   /** The subscriptions run() made (records, workers' health). */
   private readonly unsubscribes: (() => void)[] = [];
-  private cancelTick: (() => void) | undefined;
-  private running = false;
+  private readonly loop: ReconcileLoop;
 
   constructor(
     private readonly ports: ControllerPorts,
@@ -62,12 +61,13 @@ export class CanaryController {
       /** Where a look is computed: a worker thread in an App (src/control/judge-thread.ts), this thread by default. */
       judge?: JudgeFn | undefined;
     },
-  ) {}
+  ) {
+    this.loop = new ReconcileLoop(ports.clock, opts.tickMs, () => this.tick());
+  }
 
   /** Listen to telemetry and reconcile every `tickMs`; resumed rollouts come in through `recover`. */
   run(): void {
-    if (this.running) return;
-    this.running = true;
+    if (this.loop.started) return;
     this.unsubscribes.push(
       this.ports.telemetry.subscribe((r) => {
         // every request's record comes here: no iterator while nothing is live (the usual case)
@@ -79,33 +79,22 @@ export class CanaryController {
         if (why !== undefined) for (const l of this.live.values()) if (l.state.model === w.model && l.state.canary === w.version) l.unhealthy ??= why;
       }),
     );
-    this.schedule();
+    this.loop.start();
   }
 
   /** Stop ticking and listening. Work already under way (a load, a rollback) finishes on its own. */
   shutdown(): void {
-    this.running = false;
-    this.cancelTick?.();
-    this.cancelTick = undefined;
+    this.loop.stop();
     for (const u of this.unsubscribes.splice(0)) u();
   }
 
   /** Resolves when no background step (load, tick, recovery) is running (tests: advance the clock, then await this). */
-  async whenIdle(): Promise<void> {
-    while (this.background.size > 0) await Promise.allSettled([...this.background]);
-  }
-
-  private schedule(): void {
-    if (!this.running) return;
-    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => {
-      this.cancelTick = undefined;
-      this.inBackground(this.tick().finally(() => this.schedule()));
-    });
+  whenIdle(): Promise<void> {
+    return this.loop.whenIdle();
   }
 
   private inBackground(p: Promise<unknown>): void {
-    const tracked = p.catch(() => undefined).finally(() => this.background.delete(tracked));
-    this.background.add(tracked);
+    this.loop.spawn(p);
   }
 
   /** Resume the canaries the store says are unfinished (the composition root reads them once at start). */

@@ -8,13 +8,14 @@ import { routeToSpec } from '../domain/route.js';
 import type { RouteSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
+import { ReconcileLoop } from './loop.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep } from './rolling-plan.js';
 import type { RoleNow } from './rolling-plan.js';
 import type { Version } from '../domain/version.js';
-import { MAX_FAILURES, MAX_TRACE, budgetsNow, describeStep, messageOf, pools, pushBounded } from './rolling-state.js';
-import { desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
+import { MAX_FAILURES, MAX_TRACE, budgetsNow, messageOf, pools, pushBounded } from './rolling-state.js';
+import { describeStep, desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
 import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
 import { checkPartition, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
@@ -27,52 +28,36 @@ const ACTIVE: readonly RollingPhase[] = ['progressing', 'rolling_back', 'paused'
 
 export class RollingController {
   private readonly live = new Map<string, Live>();
-  private readonly background = new Set<Promise<unknown>>();
   private readonly unsubscribes: (() => void)[] = [];
-  private cancelTick: (() => void) | undefined;
-  private running = false;
+  private readonly loop: ReconcileLoop;
 
   constructor(
     private readonly ports: ControllerPorts,
-    private readonly opts: { tickMs: number },
-  ) {}
+    opts: { tickMs: number },
+  ) {
+    this.loop = new ReconcileLoop(ports.clock, opts.tickMs, () => this.tick());
+  }
 
   run(): void {
-    if (this.running) return;
-    this.running = true;
+    if (this.loop.started) return;
     // a worker turning unhealthy shows at the next tick (its health is read from the fleet); ticking
     // at once keeps a failed start from waiting a whole tick
     this.unsubscribes.push(this.ports.workers.onHealth((w) => this.live.size > 0 && this.isOurs(w) && this.kick()));
-    this.schedule();
+    this.loop.start();
   }
 
   shutdown(): void {
-    this.running = false;
-    this.cancelTick?.();
-    this.cancelTick = undefined;
+    this.loop.stop();
     for (const u of this.unsubscribes.splice(0)) u();
   }
 
   /** Resolves when no background work (starts, stops, ticks) runs (tests: advance the clock, then await this). */
-  async whenIdle(): Promise<void> {
-    while (this.background.size > 0) await Promise.allSettled([...this.background]);
-  }
-
-  private schedule(): void {
-    if (!this.running) return;
-    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => {
-      this.cancelTick = undefined;
-      this.inBackground(this.tick().finally(() => this.schedule()));
-    });
+  whenIdle(): Promise<void> {
+    return this.loop.whenIdle();
   }
 
   private kick(): void {
-    if (this.running) this.inBackground(this.tick());
-  }
-
-  private inBackground(p: Promise<unknown>): void {
-    const tracked = p.catch(() => undefined).finally(() => this.background.delete(tracked));
-    this.background.add(tracked);
+    this.loop.kick();
   }
 
   private isOurs(w: { model: string; version: string }): boolean {
@@ -367,7 +352,7 @@ export class RollingController {
         this.kick();
       }
     };
-    this.inBackground(run());
+    this.loop.spawn(run());
   }
 
   /** Drain (bounded) and stop a worker in the background; it no longer counts as serving. */
@@ -386,7 +371,7 @@ export class RollingController {
         this.kick();
       }
     };
-    this.inBackground(run());
+    this.loop.spawn(run());
   }
 
   private async refreshShare(l: Live): Promise<void> {

@@ -3,7 +3,7 @@
 // failed, and the old workers that leave next.
 import type { RoleNow } from './rolling-plan.js';
 import type { WorkerInfo, WorkersPort } from './ports.js';
-import { budgetsNow, oldServes, pools, rank, roleOfWorker, standing } from './rolling-state.js';
+import { budgetsNow, oldServes, pools, roleOfWorker, standing } from './rolling-state.js';
 import type { RollingState } from './rolling-state.js';
 
 /** A start in flight: not a worker yet (the provider is starting and warming it). */
@@ -105,4 +105,28 @@ export function findFailures(workers: WorkersPort, l: Live, now: number): Worker
 /** Each role's desired workers the way the update goes now. */
 export function desiredOf(s: RollingState): Record<string, number> {
   return Object.fromEntries(Object.entries(budgetsNow(s)).map(([r, b]) => [r, b.desired]));
+}
+
+/** Old workers health already doubts leave first. */
+export function rank(w: WorkerInfo): number {
+  const st = w.health?.state;
+  return st === 'unhealthy' ? 0 : st === 'suspicious' ? 1 : 2;
+}
+
+/** What a step does, for its event and the update's message. */
+export function describeStep(
+  step: number,
+  start: Record<string, number>,
+  leaving: readonly WorkerInfo[],
+  counts: Record<string, RoleNow>,
+  share: number,
+): string {
+  const starts = Object.entries(start)
+    .filter(([, n]) => n > 0)
+    .map(([r, n]) => `start ${n} ${r}`);
+  const stops = leaving.length > 0 ? [`stop ${leaving.map((w) => w.id).join(', ')}`] : [];
+  const now = Object.entries(counts)
+    .map(([r, c]) => `${r} ${c.old} old / ${c.ready} ready / ${c.starting} starting`)
+    .join('; ');
+  return `step ${step}: ${[...starts, ...stops].join(', ')} (${now}); new pool's share ${(share * 100).toFixed(1)} %`;
 }

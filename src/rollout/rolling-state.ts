@@ -2,7 +2,6 @@
 // old pool's, which of the new pool are ready, starting or failed, the planner's counts, the trace of
 // every step, and the estimate of what is left (docs/rolling.md).
 import type { WorkerHealth } from '../health/machine.js';
-import type { WorkerInfo } from './ports.js';
 import type { Budget, RoleBudget, RoleNow } from './rolling-plan.js';
 import { dryRun } from './rolling-plan.js';
 
@@ -156,30 +155,6 @@ export function etaMs(s: RollingState, now: Record<string, RoleNow>, at: number)
   const doneShare = Object.entries(desired).reduce((n, [r, d]) => n + Math.min(1, (now[r]?.ready ?? 0) / d), 0) / Object.keys(desired).length;
   const left = Math.max(0, Math.ceil(total * (1 - doneShare)));
   return left * mean;
-}
-
-/** Old workers health already doubts leave first. */
-export function rank(w: WorkerInfo): number {
-  const st = w.health?.state;
-  return st === 'unhealthy' ? 0 : st === 'suspicious' ? 1 : 2;
-}
-
-/** What a step does, for its event and the update's message. */
-export function describeStep(
-  step: number,
-  start: Record<string, number>,
-  leaving: readonly WorkerInfo[],
-  counts: Record<string, RoleNow>,
-  share: number,
-): string {
-  const starts = Object.entries(start)
-    .filter(([, n]) => n > 0)
-    .map(([r, n]) => `start ${n} ${r}`);
-  const stops = leaving.length > 0 ? [`stop ${leaving.map((w) => w.id).join(', ')}`] : [];
-  const now = Object.entries(counts)
-    .map(([r, c]) => `${r} ${c.old} old / ${c.ready} ready / ${c.starting} starting`)
-    .join('; ');
-  return `step ${step}: ${[...starts, ...stops].join(', ')} (${now}); new pool's share ${(share * 100).toFixed(1)} %`;
 }
 
 export const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));

@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import type { StreamResult, UpProcess, WorkerView } from '../helpers/e2e-up.js';
 import { upForFile } from '../helpers/e2e-file.js';
-import { checkTrace, loadFor, over, rollingYaml, untilFor } from '../helpers/e2e-rolling.js';
+import { checkTrace, over, rollingYaml, untilFor } from '../helpers/e2e-rolling.js';
+import { loadFor } from '../helpers/e2e-up.js';
 import { gp } from '../integration/cli/helpers.js';
 import type { RollingView } from '../../src/api/types.js';
 

@@ -3,9 +3,8 @@
 // requests arriving in the gap wait in the hold queue, none fails, the downtime is measured and
 // printed, and every answer after comes from v2. Then a v3 that cannot start: v2 is loaded again.
 import { describe, expect, it } from 'vitest';
-import { loadAgent, streamChat } from '../helpers/e2e-up.js';
+import { loadFor, streamChat } from '../helpers/e2e-up.js';
 import { upForFile } from '../helpers/e2e-file.js';
-import type { StreamResult } from '../helpers/e2e-up.js';
 import { gp } from '../integration/cli/helpers.js';
 
 const MODEL = 'chat';
@@ -33,20 +32,7 @@ function yaml(dataDir: string): string {
 
 const file = upForFile('stop-start', yaml);
 
-/** Streams from `clients` loops until `stop` resolves. */
-async function load(clients: number, stop: Promise<unknown>): Promise<StreamResult[]> {
-  const agent = loadAgent(clients);
-  let running = true;
-  void stop.then(() => (running = false));
-  const got: StreamResult[] = [];
-  await Promise.all(
-    Array.from({ length: clients }, async (_, i) => {
-      while (running) got.push(await streamChat(file.current().dataUrl, { model: MODEL, prompt: `client ${i} asks`, maxTokens: 8, dispatcher: agent }));
-    }),
-  );
-  await agent.close();
-  return got;
-}
+const load = (clients: number, stop: Promise<unknown>) => loadFor(() => file.current(), MODEL, clients, stop);
 
 describe('stop-start', () => {
   it('one GPU, v1 → v2 under load: requests in the gap wait in the hold queue, none fails; the downtime is measured', async () => {

@@ -1,9 +1,8 @@
 // What the rolling-update end-to-end tests share: the fleet's config (v2 on another card, v3 that
-// cannot start), streaming load, polling the update, and the trace checked against the budgets.
+// cannot start), polling the update, and the trace checked against the budgets.
 import { expect } from 'vitest';
 import type { RollingView } from '../../src/api/types.js';
-import { loadAgent, streamChat } from './e2e-up.js';
-import type { StreamResult, UpProcess } from './e2e-up.js';
+import type { UpProcess } from './e2e-up.js';
 
 export function rollingYaml(dataDir: string, opts: { model: string; gpus?: number; v2LoadMs?: number; roles?: { prefill: number; decode: number } }): string {
   const size = opts.roles ? `        roles: { prefill: ${opts.roles.prefill}, decode: ${opts.roles.decode} }` : '        replicas: 4';
@@ -30,21 +29,6 @@ export function rollingYaml(dataDir: string, opts: { model: string; gpus?: numbe
     '    route: { weights: { v1: 1 } }',
     '',
   ].join('\n');
-}
-
-/** Streams from `clients` loops until `stop` resolves. */
-export async function loadFor(up: () => UpProcess, model: string, clients: number, stop: Promise<unknown>): Promise<StreamResult[]> {
-  const agent = loadAgent(clients);
-  let running = true;
-  void stop.then(() => (running = false));
-  const got: StreamResult[] = [];
-  await Promise.all(
-    Array.from({ length: clients }, async (_, i) => {
-      while (running) got.push(await streamChat(up().dataUrl, { model, prompt: `client ${i} asks`, maxTokens: 8, dispatcher: agent }));
-    }),
-  );
-  await agent.close();
-  return got;
 }
 
 /** Poll the update until `done` says so (or the limit passes). */

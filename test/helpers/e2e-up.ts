@@ -444,3 +444,18 @@ export function collectEvents(up: UpProcess): EventLog {
     stop: () => ac.abort(),
   };
 }
+
+/** `clients` clients streaming short chats from `up()`'s gateway without pause until `stop` resolves; every result, in order. */
+export async function loadFor(up: () => UpProcess, model: string, clients: number, stop: Promise<unknown>): Promise<StreamResult[]> {
+  const agent = loadAgent(clients);
+  let running = true;
+  void stop.then(() => (running = false));
+  const got: StreamResult[] = [];
+  await Promise.all(
+    Array.from({ length: clients }, async (_, i) => {
+      while (running) got.push(await streamChat(up().dataUrl, { model, prompt: `client ${i} asks`, maxTokens: 8, dispatcher: agent }));
+    }),
+  );
+  await agent.close();
+  return got;
+}

@@ -2,13 +2,13 @@
 // loaded, when a pipeline's rolling stage runs `glidepath rollout rolling --to v2` and watches the
 // gates until rolling_succeeded, then waits for rolling_succeeded and healthy, then the pipeline
 // succeeds and v2 is active, served by its own 2 workers.
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RollingView } from '../../../src/api/types.js';
-import { CLI, cleanupAll, ensureBuilt, removeDir, simConfigYaml, startUp, tempDir, writeConfig } from '../../helpers/e2e-up.js';
+import { cleanupAll, ensureBuilt, removeDir, simConfigYaml, startUp, tempDir, writeConfig } from '../../helpers/e2e-up.js';
 import type { UpProcess, WorkerView } from '../../helpers/e2e-up.js';
+import { gp } from '../cli/helpers.js';
 
 let dir = '';
 let up: UpProcess;
@@ -34,14 +34,7 @@ afterAll(async () => {
   if (dir) removeDir(dir);
 });
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: dir, env: { ...process.env, GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const cli = (args: string[]) => gp(args, { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token }, { cwd: dir });
 
 interface RunView {
   outcome: string;
