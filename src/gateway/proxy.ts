@@ -297,14 +297,17 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     }
     if (this.phase === 'retrying') {
       // a decode worker that could not pull the prefilled blocks is not at fault (the prefill worker is); retried with a new prefill
-      const code = this.pool.disaggregated && body.includes('kv_transfer_failed') ? 'upstream_kv_transfer_failed' : 'upstream_error';
-      const err = new UpstreamError(code, `worker ${w.id} answered ${this.status}`, { details: { status: this.status } });
+      const what = `worker ${w.id} answered ${this.status}`;
+      const err =
+        this.pool.disaggregated && body.includes('kv_transfer_failed')
+          ? new UpstreamError('upstream_kv_transfer_failed', `${what}: it could not pull the prefilled KV blocks`)
+          : new UpstreamError('upstream_error', what, { details: { status: this.status } });
       if (this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
         this.retryOrFail(err);
         return;
       }
       // out of retries: pass the worker's own 5xx answer through
-      this.blame(code);
+      this.blame(err.code);
       this.tries.release();
       this.down.sendAnswer(w, this.status, this.contentType, body);
       this.finish(this.status, 'upstream_error', NaN, 0, 0);
