@@ -156,7 +156,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private viaPrefill(w: Worker): void {
     const cfg = this.ctx.cfg;
     void prefill(this.ctx.picker, this.pool, this.path, this.body, this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs).then((r) => {
-      if (this.finished) return;
+      if (this.finished) {
+        // ended meanwhile (the client left): the prefilled blocks are not pulled, the prefill worker goes free
+        if (r.kind === 'ok') r.done();
+        return;
+      }
       if (r.kind === 'ok') {
         this.down.prefill = r.worker;
         this.tries.holdPrefill(r.done);

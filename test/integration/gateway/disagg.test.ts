@@ -86,6 +86,14 @@ describe('prefill and decode through the gateway', () => {
     expect(w.status).toBe(200);
     expect((JSON.parse(w.body) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(refText);
     expect(w.headers['x-glidepath-prefill-worker']).toMatch(/^p[01]$/);
+    // every worker let go of every request: the prefill workers too, once their blocks were pulled
+    const pool = gw.dp.model(MODEL).pools.get('v1');
+    expect(pool?.workers.map((x) => [x.id, x.outstanding])).toEqual([
+      ['p0', 0],
+      ['p1', 0],
+      ['d0', 0],
+      ['d1', 0],
+    ]);
   });
 
   it('a prefill worker that fails is passed over for another; a request the prefill worker refuses gets its answer', async () => {
