@@ -199,6 +199,9 @@ const routeSchema = z
   })
   .strict();
 
+/** A rolling update's budget as text: a count, or a percentage from 0 to 100. */
+const budgetText = (what: string) => z.string(msg(what)).regex(/^(\d+|100(\.0+)?%|\d{1,2}(\.\d+)?%)$/, msg(what));
+
 const modelSchema = z
   .object({
     name: name('a model name'),
@@ -232,8 +235,8 @@ const modelSchema = z
     /** Rolling updates of this model (src/rollout/rolling-controller.ts, docs/rolling.md); flags of `rollout rolling` override them. */
     rolling: z
       .object({
-        max_surge: z.union([nonNegInt(), str('a count or a percentage such as "25%"')]).optional(),
-        max_unavailable: z.union([nonNegInt(), str('a count or a percentage such as "10%"')]).optional(),
+        max_surge: z.union([nonNegInt(), budgetText('a count or a percentage such as "25%"')]).optional(),
+        max_unavailable: z.union([nonNegInt(), budgetText('a count or a percentage such as "10%"')]).optional(),
         step_timeout_ms: posInt().optional(),
         progress_deadline_ms: posInt().optional(),
         on_failure: z.enum(['pause', 'rollback'], msg('pause or rollback')).optional(),

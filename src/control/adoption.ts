@@ -1,6 +1,7 @@
 // After a restart of the control plane: the workers a version's records name — adopted when their
 // process is alive and answers, stopped when their start was cut short (never warmed), forgotten
 // otherwise — and the GPUs held for workers that have no record at all.
+import { readFileSync } from 'node:fs';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { engineTraitsOf } from '../domain/spec.js';
@@ -53,7 +54,7 @@ export async function adoptVersion(host: AdoptionHost, v: VersionConfig): Promis
   for (const r of recs) {
     if (r.state === 'starting') {
       // its start was cut short by the restart, before its warm-up ended: stop it, never adopt it
-      if (r.pid !== undefined && pidAlive(r.pid)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
+      if (r.pid !== undefined && pidAlive(r.pid) && isOurs(r)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
       await forget(r);
       continue;
     }
@@ -91,6 +92,21 @@ export async function releaseOrphanGpus(host: AdoptionHost): Promise<number> {
     n += await host.inventory.releaseWorker(a.model, a.versionId, a.workerId);
   }
   return n;
+}
+
+/**
+ * Whether the process of a record's pid is still that worker, and not another that took its pid
+ * after a reboot: its command line names the worker's port. Where that cannot be read, it is not
+ * signalled (a worker left running beats a stranger killed).
+ */
+function isOurs(r: WorkerRecord): boolean {
+  const port = r.info?.port;
+  if (typeof port !== 'number') return false;
+  try {
+    return readFileSync(`/proc/${r.pid}/cmdline`, 'utf8').split('\0').includes(String(port));
+  } catch {
+    return false;
+  }
 }
 
 /** The kv role a worker record keeps in its info (anything else: none). */

@@ -201,7 +201,10 @@ export class ControlPlane {
       // the versions of an unfinished rolling update: their workers are adopted as they are (how many
       // of each is the update's business: it reads the fleet and carries on), never reloaded
       for (const v of versions) {
-        if (!rolling.has(`${m.name}/${v.id}`)) continue;
+        const by = rolling.get(`${m.name}/${v.id}`);
+        if (by === undefined) continue;
+        // claimed before any controller runs: health's recovery must not refill a version the update shrinks
+        this.workers.claim(m.name, v.id, by);
         const adopted = await this.workers.adopt(v);
         onProgress(`${m.name}/${v.id}: adopted ${adopted} running worker(s) of an unfinished rolling update`);
         needed.delete(v.id);
@@ -239,13 +242,13 @@ export class ControlPlane {
     if (orphans > 0) onProgress(`freed ${orphans} GPU(s) held for workers whose start a restart cut short`);
   }
 
-  /** `model/version` of both sides of every unfinished rolling update (read raw: the controller validates the record). */
-  private async rollingVersions(): Promise<Set<string>> {
-    const out = new Set<string>();
+  /** `model/version` → rollout id, both sides of every unfinished rolling update (read raw: the controller validates the record). */
+  private async rollingVersions(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
     for (const r of await this.store.listActiveRollouts()) {
       if (claimedKind(r.state) !== 'rolling') continue;
       const { from, to } = r.state as { from?: unknown; to?: unknown };
-      for (const v of [from, to]) if (typeof v === 'string') out.add(`${r.model}/${v}`);
+      for (const v of [from, to]) if (typeof v === 'string') out.set(`${r.model}/${v}`, r.id);
     }
     return out;
   }

@@ -168,12 +168,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
         return;
       }
       this.tries.release();
-      // the client's request refused by the prefill worker (4xx): its answer, as a decode worker's would be
-      if (r.kind === 'refused' && !this.down.started) this.clientError(r.worker, r.status, 'application/json', r.body);
-      else
-        this.fail(
+      // a continuation's prefill leg failing ends the stream (its decode worker is not at fault);
+      // the client's request refused by the prefill worker (4xx) gets that answer, as a decode worker's
+      if (this.down.started)
+        this.endBroken(
           r.kind === 'failed' ? r.error : new UpstreamError('upstream_resume_refused', `prefill worker ${r.worker.id} refused the continuation (${r.status})`),
         );
+      else if (r.kind === 'refused') this.clientError(r.worker, r.status, 'application/json', r.body);
+      else this.fail(r.error);
     });
   }
 

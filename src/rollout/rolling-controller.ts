@@ -18,7 +18,7 @@ import { MAX_FAILURES, MAX_TRACE, budgetsNow, messageOf, pools, pushBounded } fr
 import { describeStep, desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
 import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
-import { checkPartition, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
+import { checkPartition, checkPartitionFits, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
@@ -69,6 +69,8 @@ export class RollingController {
   async recover(stored: readonly StoredRollout<RollingState>[]): Promise<void> {
     for (const { state, revision } of stored) {
       const l = this.track(state, revision);
+      // the time the control plane was down was no lack of progress
+      state.lastProgressAt = this.ports.clock.now();
       const counts = fleetCounts(this.ports.workers, l);
       const at = Object.entries(counts)
         .map(([r, c]) => `${r}: ${c.old} old, ${c.ready} new ready`)
@@ -195,7 +197,8 @@ export class RollingController {
     return this.command(model, actor, 'rolling_resume', async (l) => {
       const s = l.state;
       if (opts.partition !== undefined) {
-        assertFeasible(s.budgets, checkPartition(opts.partition));
+        checkPartitionFits(checkPartition(opts.partition), s.budgets);
+        assertFeasible(s.budgets, opts.partition);
         s.partition = opts.partition;
       }
       if (s.phase !== 'paused') {
@@ -291,8 +294,9 @@ export class RollingController {
     }
     const step = nextStep(counts, budgetsNow(s), pool.direction === 'forward' ? s.partition : 0);
     if (step.done) {
-      // the last old workers still drain: the end waits for them (each stop kicks a tick when done)
-      if (l.stopping.size === 0) await this.finish(l);
+      // the last old workers still drain, or an abandoned start is still under way: the end waits for
+      // them (each kicks a tick when done), so nothing is unloaded under a drain or a start
+      if (l.stopping.size === 0 && l.launches.size === 0) await this.finish(l);
       return;
     }
     const moves = Object.values(step.start).some((n) => n > 0) || Object.values(step.stop).some((n) => n > 0);
@@ -395,7 +399,9 @@ export class RollingController {
   private async onFailure(l: Live, reason: string): Promise<void> {
     const s = l.state;
     await this.event(l, 'failure', reason);
-    await this.ports.notify({ kind: 'rolling_failure', model: s.model, version: s.to, message: `${s.id}: ${reason}`, data: { id: s.id, phase: s.phase } });
+    this.loop.spawn(
+      this.ports.notify({ kind: 'rolling_failure', model: s.model, version: s.to, message: `${s.id}: ${reason}`, data: { id: s.id, phase: s.phase } }),
+    );
     if (s.phase === 'paused') return;
     // going back already: never back and forth; an operator decides
     if (s.onFailure === 'pause' || pools(s).direction === 'back' || s.inPlace) await this.doPause(l, `failure: ${reason}`);
@@ -443,16 +449,29 @@ export class RollingController {
     };
     const spec: RouteSpec = { model: s.model, weights, stable: keep, overrides, stickySalt: cur.stickySalt, shadow: undefined };
     await p.routes.publish(spec);
-    if (back) {
-      await p.versions.transition(s.model, s.to, 'retired', {}, { actor: ACTOR.name, reason: `rolling update ${s.id} rolled back` });
-    } else {
-      await p.versions.transition(s.model, s.to, 'ready', {}, { actor: ACTOR.name, reason: `rolling update ${s.id}: every worker replaced` });
-      await p.versions.promote(s.model, s.to, { actor: ACTOR.name, reason: `rolling update ${s.id}`, demoteTo: 'retired' });
-    }
+    await this.settle(s, back);
     await p.workers.unload(s.model, gone);
     const took = `${Math.round((p.clock.now() - s.startedAt) / 100) / 10} s`;
     if (back) await this.end(l, s.rollbackTo ?? 'rolled_back', `${s.from} serves alone again after ${took}: ${s.rollbackReason ?? ''}`);
     else await this.end(l, 'succeeded', `${s.to} serves alone after ${s.step} step(s) in ${took}; ${s.from} unloaded`);
+  }
+
+  /**
+   * The registry after the end: `to` promoted (or retired when the update went back). Each step is
+   * taken only from the status before it, so a finish cut short by a restart is simply done again.
+   */
+  private async settle(s: RollingState, back: boolean): Promise<void> {
+    const p = this.ports;
+    const opts = { actor: ACTOR.name, reason: `rolling update ${s.id}` };
+    let v = await p.versions.get(s.model, s.to);
+    if (back) {
+      if (v.status !== 'retired') await p.versions.transition(s.model, s.to, 'retired', {}, opts);
+      return;
+    }
+    // (`loading` unless a restart came between the update's record and that transition)
+    if (v.status === 'registered' || v.status === 'retired' || v.status === 'failed') v = await p.versions.transition(s.model, s.to, 'loading', {}, opts);
+    if (v.status === 'loading') v = await p.versions.transition(s.model, s.to, 'ready', {}, opts);
+    if (v.status !== 'active') await p.versions.promote(s.model, s.to, { ...opts, demoteTo: 'retired' });
   }
 
   /** The update is over: its last state persisted, its versions let go, its end notified. */
@@ -465,13 +484,8 @@ export class RollingController {
     this.live.delete(s.id);
     p.workers.claim(s.model, s.from, undefined);
     p.workers.claim(s.model, s.to, undefined);
-    await p.notify({
-      kind: `rolling_${phase}`,
-      model: s.model,
-      version: s.to,
-      message: s.message ?? phase,
-      data: { id: s.id, from: s.from, to: s.to, steps: s.step },
-    });
+    // (webhooks in the background: a dead endpoint must not hold the model's lock)
+    this.loop.spawn(p.notify({ kind: `rolling_${phase}`, model: s.model, version: s.to, message, data: { id: s.id, from: s.from, to: s.to, steps: s.step } }));
   }
 
   private async setPhase(l: Live, phase: RollingPhase, message: string): Promise<void> {

@@ -37,7 +37,8 @@ export function newLive(state: RollingState, revision: number): Live {
 /** Per role: the old pool's serving workers, the new pool's ready and starting ones (starts in flight included). */
 export function fleetCounts(workers: WorkersPort, l: Live): Record<string, RoleNow> {
   const s = l.state;
-  const fresh = workers.list(s.model, pools(s).new).filter((w) => !l.given.has(w.id) && !l.stopping.has(w.id) && !wasThere(s, w));
+  // serving workers only: a hot spare of the version going back to is not one of its replicas
+  const fresh = workers.list(s.model, pools(s).new).filter((w) => w.role === 'serving' && !l.given.has(w.id) && !l.stopping.has(w.id) && !wasThere(s, w));
   const out: Record<string, RoleNow> = {};
   for (const role of Object.keys(budgetsNow(s))) {
     const mine = fresh.filter((w) => roleOfWorker(w) === role);
@@ -85,7 +86,7 @@ export function findFailures(workers: WorkersPort, l: Live, now: number): Worker
   const limit = `${Math.round(s.stepTimeoutMs / 1000)} s`;
   const stop: WorkerInfo[] = [];
   for (const w of workers.list(s.model, pool.new)) {
-    if (l.given.has(w.id) || wasThere(s, w)) continue;
+    if (l.given.has(w.id) || wasThere(s, w) || w.role !== 'serving') continue;
     const st = standing(w);
     const late = st === 'starting' && now - w.startedAt > s.stepTimeoutMs;
     if (st !== 'failed' && !late) continue;

@@ -58,7 +58,7 @@ export function checkPartition(n: number): number {
  */
 export function initialState(from: Version, to: Version, st: RollingSettings, actor: Actor, now: number, oldWorkers?: string[]): RollingState {
   if (oldWorkers === undefined) refuseTarget(from, to);
-  else if (from.provider.kind === 'static') refuseTarget(to, from);
+  else refuseStatic(from);
   const [a, b] = [Object.keys(rolesOf(from)).sort().join(' and '), Object.keys(rolesOf(to)).sort().join(' and ')];
   if (a !== b) {
     throw new BadRequestError(
@@ -67,6 +67,7 @@ export function initialState(from: Version, to: Version, st: RollingSettings, ac
     );
   }
   const budgets = roleBudgets(rolesOf(to), st.surge, st.unavailable);
+  checkPartitionFits(st.partition, budgets);
   assertFeasible(budgets, st.partition);
   return {
     kind: 'rolling',
@@ -139,12 +140,25 @@ function refuseTarget(from: Version, to: Version): void {
   if (to.status === 'ready' || to.status === 'standby') {
     throw new ConflictError('already_loaded', `version ${id} is loaded already (${to.status}): swap it in (glidepath swap --to ${to.id}), nothing to roll`);
   }
-  for (const v of [from, to]) {
-    if (v.provider.kind === 'static') {
-      throw new BadRequestError(
-        'invalid_rollout',
-        `version ${v.model}/${v.id} runs on static endpoints: a rolling update starts and stops workers, which fixed endpoints cannot`,
-      );
-    }
+  refuseStatic(from);
+  refuseStatic(to);
+}
+
+function refuseStatic(v: Version): void {
+  if (v.provider.kind !== 'static') return;
+  throw new BadRequestError(
+    'invalid_rollout',
+    `version ${v.model}/${v.id} runs on static endpoints: a rolling update starts and stops workers, which fixed endpoints cannot`,
+  );
+}
+
+/** A partition leaves fewer old workers than the update's desired workers (else it would pause having done nothing). */
+export function checkPartitionFits(partition: number, budgets: Readonly<Record<string, RoleBudget>>): void {
+  const total = Object.values(budgets).reduce((n, b) => n + b.desired, 0);
+  if (partition >= total && partition > 0) {
+    throw new BadRequestError(
+      'invalid_rollout',
+      `partition ${partition}: it must keep fewer old workers than the ${total} the version runs (0 finishes the update)`,
+    );
   }
 }

@@ -94,7 +94,7 @@ export async function rollingView({ controllers, cp }: AdminContext, model: stri
       unavailable_used: Math.max(0, b.desired - c.old - c.ready),
     };
   }
-  const back = s.phase === 'rolling_back' || s.resumeTo === 'rolling_back' || s.phase === 'aborted' || s.phase === 'rolled_back';
+  const back = s.inPlace === undefined && (s.phase === 'rolling_back' || s.resumeTo === 'rolling_back' || s.phase === 'aborted' || s.phase === 'rolled_back');
   return {
     id: s.id,
     model: s.model,

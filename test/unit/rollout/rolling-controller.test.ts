@@ -335,6 +335,50 @@ describe('RollingController (fake ports)', () => {
     await expect(rc.restart(M, {}, OPS)).resolves.toMatchObject({ phase: 'progressing' });
   });
 
+  it('a finish cut short by a restart (the registry already switched) is done again, not stuck on an illegal transition', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    const done = await drive(f, rc);
+    expect(done.phase).toBe('succeeded');
+    // as if the process died after the registry's switch but before the end was persisted
+    const ports = f.ports();
+    const stored = await ports.rollouts.get(done.id);
+    if (!stored) throw new Error('no record');
+    await ports.rollouts.save({ ...(stored.state as RollingState), phase: 'progressing', finishedAt: undefined }, stored.revision);
+    const again = new RollingController(ports, { tickMs: 1_000 });
+    await again.recover((await ports.rollouts.unfinished()).rollouts.map((r) => ({ ...r, state: r.state as RollingState })));
+    const s = await drive(f, again);
+    expect(s.phase).toBe('succeeded');
+    expect([await status(f, 'v1'), await status(f, 'v2')]).toEqual(['retired', 'active']);
+    expect(f.events.filter((e) => e.kind === 'rolling_error')).toEqual([]);
+  });
+
+  it('hot spares of the version going back are not counted as its replicas: an abort ends', async () => {
+    const f = await FakeFleet.create({
+      gpus: 16,
+      models: [
+        {
+          name: M,
+          versions: [
+            { id: 'v1', provider: { kind: 'sim' }, replicas: 4, spares: 1 },
+            { id: 'v2', provider: { kind: 'sim' }, replicas: 4 },
+          ],
+          route: { weights: { v1: 1 } },
+          health: { enabled: false },
+        },
+      ],
+    });
+    const rc = new RollingController(f.ports(), { tickMs: 1_000 });
+    await rc.start(M, { to: 'v2' }, OPS);
+    await rc.tick();
+    await rc.whenIdle();
+    await rc.abort(M, OPS);
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('aborted');
+    expect(f.live(M, 'v1').filter((w) => w.role === 'serving')).toHaveLength(4);
+    expect(f.live(M, 'v2')).toHaveLength(0);
+  });
+
   it('refuses what cannot work, naming it, before anything starts', async () => {
     const { f, rc } = await world();
     await expect(rc.start(M, { to: 'v2', maxSurge: 0, maxUnavailable: 0 }, OPS)).rejects.toMatchObject({ code: 'invalid_rollout' });
@@ -342,6 +386,7 @@ describe('RollingController (fake ports)', () => {
     await expect(rc.start(M, { to: 'v1' }, OPS)).rejects.toMatchObject({ code: 'already_active' });
     await expect(rc.start(M, { to: 'v3' }, OPS)).rejects.toThrow(/static endpoints/);
     await expect(rc.start(M, { to: 'v2', stepTimeoutMs: 0 }, OPS)).rejects.toThrow(/step timeout: expected milliseconds/);
+    await expect(rc.start(M, { to: 'v2', partition: 4 }, OPS)).rejects.toThrow(/partition 4: it must keep fewer old workers than the 4 the version runs/);
     await expect(rc.start(M, { to: 'nope' }, OPS)).rejects.toMatchObject({ code: 'version_not_found' });
     await expect(rc.resume(M, OPS)).rejects.toMatchObject({ code: 'no_rolling_update' });
     expect(await status(f, 'v2')).toBe('registered');
