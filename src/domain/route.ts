@@ -130,6 +130,19 @@ export function routeToSpec(r: RouteSnapshot): RouteSpec {
 }
 
 /** Versions that receive traffic (weight > 0, override targets, shadow). */
+/**
+ * The route that sends everything to `active`: the version gone (`gone`) out of it, overrides naming
+ * it dropped, the other versions kept at weight 0 (a standby stays reachable by header), the sticky
+ * salt kept, no shadow.
+ */
+export function routeOnlyTo(cur: RouteSpec, active: string, gone: string): RouteSpec {
+  const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
+  const weights: Record<string, number> = {};
+  for (const v of Object.keys(cur.weights)) if (v !== gone) weights[v] = 0;
+  weights[active] = 1;
+  return { model: cur.model, weights, stable: active, overrides, stickySalt: cur.stickySalt, shadow: undefined };
+}
+
 export function servedVersions(r: RouteSnapshot): Set<string> {
   const s = new Set<string>();
   for (const v of r.versions) if (v.weight > 0) s.add(v.id);

@@ -55,8 +55,10 @@ export class Attempts {
 
   /** The decode worker answered (it pulled the blocks): the prefill worker goes free. */
   prefilled(): void {
-    this.prefill?.();
+    const done = this.prefill;
+    if (done === undefined) return; // (every attempt of an aggregated pool)
     this.prefill = undefined;
+    done();
   }
 
   /** The current worker is not to be tried again; `uncounted`: its attempt never reached it (its queue refused). */

@@ -1,8 +1,13 @@
 // What goes back to the client of one proxied request: a stream's headers once, its whole events with
-// back-pressure (kept for a resumption), its error in-band; or a buffered answer with its headers.
+// back-pressure (kept for a resumption) as the meter measures them, its error in-band, the tokens it
+// was told of; or a buffered answer with its headers.
 import type { UpstreamController } from './upstream.js';
 import type { FrontResponse } from './front.js';
-import type { Migration } from './migration.js';
+import { Migration } from './migration.js';
+import type { StreamSource } from './migration.js';
+import type { ProxyContext } from './proxy-context.js';
+import type { VersionPool } from './pool.js';
+import { SseMeter } from './sse.js';
 import type { Worker } from './pool.js';
 import type { RequestTimer } from './request-timer.js';
 import { sseErrorEvent } from './sse.js';
@@ -21,18 +26,44 @@ export class Downstream {
   migration: Migration | undefined;
   /** Disaggregated serving: the worker that prefilled the prompt (named in a header beside the decode worker). */
   prefill: Worker | undefined;
+  /** The stream's events as they reach the client (TTFT, inter-token gaps, tokens); kept across a continuation. */
+  meter: SseMeter | undefined;
 
   constructor(
     readonly res: FrontResponse,
     private readonly timer: RequestTimer,
     private readonly owner: StreamOwner,
+    private readonly ctx: ProxyContext,
+    private readonly pool: VersionPool,
+    private readonly path: string,
   ) {}
 
-  /** Send the stream's headers once, when its first bytes (or its end) reach the client; `resume` makes its migration state (resumption on). */
-  startStream(w: Worker, contentType: string | undefined, resume: (() => Migration) | undefined): void {
+  /** A 200 stream begins (or continues on another worker): measured from here. */
+  measure(): void {
+    this.meter ??= SseMeter.forPath(this.path);
+  }
+
+  /** Where the client's events come from: the worker's stream as it is, or a continuation rewritten (migration.ts). */
+  get source(): StreamSource {
+    const m = this.migration;
+    return m !== undefined && m.cont !== undefined ? m : (this.meter as SseMeter);
+  }
+
+  /** The tokens the client was told of: a continued stream's as rewritten (resume.ts), else the meter's. */
+  tokens(): { prompt: number; completion: number } {
+    const c = this.migration?.cont;
+    if (c !== undefined && c.completionTokens >= 0) return { prompt: c.promptTokens, completion: c.completionTokens };
+    const m = this.meter;
+    return { prompt: m ? m.promptTokens() : 0, completion: m ? m.completionTokens() : 0 };
+  }
+
+  /** Send the stream's headers once, when its first bytes (or its end) reach the client; with resumption on, its migration state starts there. */
+  startStream(w: Worker, contentType: string | undefined): void {
     if (this.started) return;
     this.started = true;
-    if (resume !== undefined) this.migration = resume();
+    const cfg = this.ctx.cfg;
+    if (cfg.resume.maxMigrations > 0)
+      this.migration = new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter);
     const h = w.streamHeaders(contentType ?? 'text/event-stream');
     this.res.writeHead(200, this.prefill === undefined ? h : { ...h, 'x-glidepath-prefill-worker': this.prefill.headers.worker });
   }

@@ -16,7 +16,8 @@ import { sendProbe } from './probe.js';
  */
 export type Prefilled =
   | { kind: 'ok'; worker: Worker; body: Buffer; done: () => void }
-  | { kind: 'refused'; worker: Worker; status: number; body: Buffer }
+  /** `error`: what the refusal means for a broken stream's continuation (which cannot pass the answer on). */
+  | { kind: 'refused'; worker: Worker; status: number; body: Buffer; error: GlidepathError }
   | { kind: 'failed'; error: GlidepathError };
 
 /** Prefill workers tried for one request before it fails (each a different worker). */
@@ -60,7 +61,10 @@ export async function prefill(picker: Picker, pool: VersionPool, path: string, b
       last = `prefill worker ${w.id}: ${o.message}`;
       continue;
     }
-    if (o.status >= 400 && o.status < 500) return { kind: 'refused', worker: w, status: o.status, body: Buffer.from(o.body) };
+    if (o.status >= 400 && o.status < 500) {
+      const error = new UpstreamError('upstream_resume_refused', `prefill worker ${w.id} refused the continuation (${o.status})`);
+      return { kind: 'refused', worker: w, status: o.status, body: Buffer.from(o.body), error };
+    }
     last = `prefill worker ${w.id} answered ${o.status}${o.status === 200 ? ' without kv_transfer_params' : `: ${o.body.slice(0, 200)}`}`;
   }
   return { kind: 'failed', error: new UpstreamError('upstream_error', `the prefill leg of ${pool.model}/${pool.version} failed: ${last}`) };

@@ -5,8 +5,7 @@ import type { Abortable, VersionPool, Worker } from './pool.js';
 import { recordOf } from './proxy-context.js';
 import type { Attempted, ProxyContext } from './proxy-context.js';
 import type { ParsedRequest } from './request.js';
-import { SseMeter } from './sse.js';
-import { UpstreamError } from '../errors.js';
+import type { SseMeter } from './sse.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Admission } from './admission.js';
@@ -14,14 +13,12 @@ import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { UpstreamController, UpstreamHandler } from './upstream.js';
 import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
-import { BufferedAnswer, usageOf } from './buffered.js';
-import { Migration } from './migration.js';
+import { BufferedAnswer, judgeAnswer } from './buffered.js';
 import { Downstream } from './downstream.js';
-import type { StreamSource } from './migration.js';
 import type { ResponseTap } from './tap.js';
 import { Attempts } from './attempts.js';
 import { prefill } from './prefill.js';
-import { AbortReason, abortError, connectFailure, errText, localResourceError, malformedStream, noWorkerLeft, queueError } from './upstream-failure.js';
+import * as failures from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
 
 export type { ProxyContext } from './proxy-context.js';
@@ -37,7 +34,6 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private contentType: string | undefined;
   /** An answer read whole (non-streaming, or an error status); bounded by the request limit × 16. */
   private answer: BufferedAnswer | undefined;
-  meter: SseMeter | undefined;
   /** First-byte and idle limits (request-timer.ts); a deadline that passes aborts the attempt. */
   private readonly timer: RequestTimer;
   /** ms waited for a connection to a worker, all attempts together. */
@@ -70,10 +66,14 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
       if (!this.finished) this.abort(kind);
     });
-    this.down = new Downstream(res, this.timer, this);
+    this.down = new Downstream(res, this.timer, this, ctx, pool, path);
   }
 
   // read by recordOf (Attempted)
+  get meter(): SseMeter | undefined {
+    return this.down.meter;
+  }
+
   get worker(): Worker | undefined {
     return this.tries.worker;
   }
@@ -119,7 +119,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (this.finished || this.abortKind !== undefined) return;
     this.abortKind = kind;
     // before the pool starts the request, onRequestStart sees the flag and aborts it there
-    if (this.controller && !this.controller.aborted) this.controller.abort(new AbortReason(kind));
+    if (this.controller && !this.controller.aborted) this.controller.abort(new failures.AbortReason(kind));
   }
 
   /** What a failure of this request is about (for the errors that describe it). */
@@ -128,13 +128,13 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   private abortError(kind: AbortKind): GlidepathError {
-    return abortError(kind, this.failed);
+    return failures.abortError(kind, this.failed);
   }
 
   private attempt(): void {
     const w = this.tries.next();
     if (w === undefined) {
-      const err = noWorkerLeft(this.lastError, this.failed);
+      const err = failures.noWorkerLeft(this.lastError, this.failed);
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
       if (this.down.started)
         this.endBroken(
@@ -156,11 +156,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   private viaPrefill(w: Worker): void {
     const cfg = this.ctx.cfg;
     void prefill(this.ctx.picker, this.pool, this.path, this.body, this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs).then((r) => {
-      if (this.finished) {
-        // ended meanwhile (the client left): the prefilled blocks are not pulled, the prefill worker goes free
-        if (r.kind === 'ok') r.done();
-        return;
-      }
+      // ended meanwhile (the client left): the prefilled blocks are not pulled, the prefill worker goes free
+      if (this.finished) return r.kind === 'ok' ? r.done() : undefined;
       if (r.kind === 'ok') {
         this.down.prefill = r.worker;
         this.tries.holdPrefill(r.done);
@@ -168,15 +165,17 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
         return;
       }
       this.tries.release();
-      // a continuation's prefill leg failing ends the stream (its decode worker is not at fault);
-      // the client's request refused by the prefill worker (4xx) gets that answer, as a decode worker's
-      if (this.down.started)
-        this.endBroken(
-          r.kind === 'failed' ? r.error : new UpstreamError('upstream_resume_refused', `prefill worker ${r.worker.id} refused the continuation (${r.status})`),
-        );
-      else if (r.kind === 'refused') this.clientError(r.worker, r.status, 'application/json', r.body);
+      // the client's request refused by the prefill worker (4xx) gets that answer, as a decode worker's;
+      // a continuation whose prefill leg failed ends (its decode worker is not at fault)
+      if (r.kind === 'refused' && !this.down.started) this.clientError(r.worker, r.status, 'application/json', r.body);
+      else if (this.down.started) this.endBroken(r.error);
       else this.fail(r.error);
     });
+  }
+
+  /** Retries remain and nothing stopped the request. */
+  private get mayRetry(): boolean {
+    return this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries;
   }
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
@@ -194,7 +193,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.finishStream(499, 'client_closed');
       return;
     }
-    if (this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries) {
+    if (this.mayRetry) {
       this.tries.exclude();
       this.pool.telemetry.metrics.retries.inc();
       this.attempt();
@@ -207,7 +206,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
 
   onRequestStart(controller: UpstreamController): void {
     this.controller = controller;
-    if (this.abortKind !== undefined) controller.abort(new AbortReason(this.abortKind));
+    if (this.abortKind !== undefined) controller.abort(new failures.AbortReason(this.abortKind));
   }
 
   /** Its lane when it must wait for a worker: a broken stream's continuation first, then by tier. */
@@ -234,7 +233,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     if (statusCode === 200 && this.req.stream) {
       this.phase = 'streaming';
       // a continuation keeps the stream's meter: its events are measured as they reach the client
-      this.meter ??= SseMeter.forPath(this.path);
+      this.down.measure();
     } else {
       // (a continuation refused or failed: its answer is read for the error)
       this.phase = statusCode >= 500 || this.down.started ? 'retrying' : 'buffering';
@@ -246,11 +245,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     const now = performance.now();
     this.timer.data(now);
     if (this.phase === 'streaming') {
-      const src = this.source;
+      const src = this.down.source;
       const ok = src.feed(chunk, now);
       const out = src.out;
       if (this.capture !== undefined && out.length > 0) this.capture.push(out);
-      this.startStream();
+      this.down.startStream(this.worker as Worker, this.contentType);
       if (src.cut) {
         // the gateway found the stop string (resume.ts): the stream ends here, the worker is stopped
         this.res.end(out);
@@ -262,7 +261,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       if (out.length > 0) this.down.forward(controller, out);
       if (!ok) {
         this.cutOff(controller);
-        this.broke(malformedStream(this.worker?.id ?? '?', src.malformed));
+        this.broke(failures.malformedStream(this.worker?.id ?? '?', src.malformed));
       }
     } else if (!(this.answer as BufferedAnswer).push(chunk)) {
       // stopped without hearing of it: a continuation's failure may already have moved to another worker
@@ -271,12 +270,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     }
   }
 
-  /** An answer larger than the request limit × 16 is garbage, and not retried elsewhere (it would cost another worker the same). */
   private tooLarge(): void {
     if (!this.down.started) this.blame('upstream_response_too_large'); // (a continuation's is blamed where it breaks)
-    this.fail(
-      new UpstreamError('upstream_response_too_large', `worker ${this.worker?.id ?? '?'} answered more than ${(this.answer as BufferedAnswer).max} bytes`),
-    );
+    this.fail(failures.tooLargeAnswer(this.worker?.id ?? '?', (this.answer as BufferedAnswer).max));
   }
 
   onResponseEnd(tail?: Buffer): void {
@@ -293,47 +289,42 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.tooLarge();
       return;
     }
-    if (this.down.started) {
-      // a broken stream's continuation, answered with an error: another worker may take a 5xx; a 4xx is the engine refusing to continue
-      this.tries.release();
-      const answer = body.toString('utf8', 0, Math.min(body.length, 300));
-      if (this.status >= 500) this.broke(new UpstreamError('upstream_error', `worker ${w.id} answered ${this.status} to the continuation: ${answer}`));
-      else this.endBroken(new UpstreamError('upstream_resume_refused', `worker ${w.id} refused to continue the stream (${this.status}): ${answer}`));
-      return;
-    }
-    if (this.phase === 'retrying') {
-      // a decode worker that could not pull the prefilled blocks is not at fault (the prefill worker is); retried with a new prefill
-      const what = `worker ${w.id} answered ${this.status}`;
-      const err =
-        this.pool.disaggregated && body.includes('kv_transfer_failed')
-          ? new UpstreamError('upstream_kv_transfer_failed', `${what}: it could not pull the prefilled KV blocks`)
-          : new UpstreamError('upstream_error', what, { details: { status: this.status } });
-      if (this.attempts <= this.ctx.cfg.maxRetries && this.abortKind === undefined) {
-        this.retryOrFail(err);
-        return;
-      }
-      // out of retries: pass the worker's own 5xx answer through
-      this.blame(err.code);
-      this.tries.release();
-      this.down.sendAnswer(w, this.status, this.contentType, body);
-      this.finish(this.status, 'upstream_error', NaN, 0, 0);
+    const v = judgeAnswer({
+      worker: w.id,
+      status: this.status,
+      body,
+      continuation: this.down.started,
+      retrying: this.phase === 'retrying',
+      disaggregated: this.pool.disaggregated,
+    });
+    if (v.kind === 'retry' && this.mayRetry) {
+      this.retryOrFail(v.err);
       return;
     }
     this.tries.release();
-    // buffered (non-streaming or 4xx)
-    if (this.status === 200) {
-      const usage = usageOf(body);
-      if (usage === null) {
-        this.blame('upstream_invalid_json');
-        this.fail(new UpstreamError('upstream_invalid_json', `worker ${w.id} answered 200 with a body that is not valid JSON`));
+    switch (v.kind) {
+      case 'continuation':
+        if (v.resumable) this.broke(v.err);
+        else this.endBroken(v.err);
         return;
-      }
-      this.down.sendAnswer(w, 200, this.contentType, body);
-      if (this.capture !== undefined) this.capture.push(body);
-      this.finish(200, undefined, performance.now() - this.startedAt, usage.prompt, usage.completion);
-      return;
+      case 'retry':
+        // out of retries: pass the worker's own 5xx answer through
+        this.blame(v.err.code);
+        this.down.sendAnswer(w, this.status, this.contentType, body);
+        this.finish(this.status, 'upstream_error', NaN, 0, 0);
+        return;
+      case 'invalid':
+        this.blame(v.err.code);
+        this.fail(v.err);
+        return;
+      case 'ok':
+        this.down.sendAnswer(w, 200, this.contentType, body);
+        if (this.capture !== undefined) this.capture.push(body);
+        this.finish(200, undefined, performance.now() - this.startedAt, v.usage.prompt, v.usage.completion);
+        return;
+      case 'client':
+        this.clientError(w, this.status, this.contentType, body);
     }
-    this.clientError(w, this.status, this.contentType, body);
   }
 
   /** A 4xx: the client's problem; never retried and never counted against the worker. */
@@ -345,7 +336,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   onResponseError(_c: UpstreamController, err: Error): void {
     if (this.finished || this.detaching) return;
     this.timer.stop();
-    const kind = err instanceof AbortReason ? err.kind : this.abortKind;
+    const kind = err instanceof failures.AbortReason ? err.kind : this.abortKind;
     if (kind === 'client' || kind === 'send_timeout') {
       this.tries.release();
       this.finishStream(499, kind === 'client' ? 'client_closed' : 'client_send_timeout');
@@ -369,20 +360,18 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     }
     if (err instanceof LocalResourceError) {
       this.tries.release();
-      this.fail(localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
+      this.fail(failures.localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
       return;
     }
     const w = this.worker as Worker;
-    const refused = connectFailure(err, this.status, w, this.failed, this.ctx.metrics);
+    const refused = failures.connectFailure(err, this.status, w, this.failed, this.ctx.metrics);
     if (refused !== undefined) {
       this.retryOrFail(refused);
       return;
     }
-    if (this.down.started) this.broke(new UpstreamError('upstream_stream_broken', `worker ${w.id} dropped the stream: ${errText(err)}`));
-    else
-      this.retryOrFail(
-        new UpstreamError('upstream_closed', `worker ${w.id} failed ${this.status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`),
-      );
+    const e = failures.dropped(w.id, err, this.status, this.down.started);
+    if (this.down.started) this.broke(e);
+    else this.retryOrFail(e);
   }
 
   /**
@@ -392,7 +381,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
    */
   private queueRefused(err: WorkerQueueError): void {
     this.tries.release();
-    const e = queueError(err, this.failed);
+    const e = failures.queueError(err, this.failed);
     if (err.reason !== 'timeout') {
       // full, or its worker removed: another worker of the pool may take it, no retry spent
       if (err.queuedMs > 0) this.waited(err.queuedMs);
@@ -422,39 +411,20 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     return !this.finished && this.controller === c;
   }
 
-  /** Where the client's events come from: the worker's stream as it is, or a continuation rewritten (migration.ts). */
-  private get source(): StreamSource {
-    const m = this.down.migration;
-    return m !== undefined && m.cont !== undefined ? m : (this.meter as SseMeter);
-  }
-
   /** The worker finished its stream; `tail` (its last bytes, if they came with the end) goes out with the end: one write. */
   private endStream(w: Worker, tail: Buffer | undefined): void {
-    const src = this.source;
+    const src = this.down.source;
     const ok = tail === undefined || src.feed(tail, performance.now());
     const out = tail === undefined ? undefined : src.out;
     if (this.capture !== undefined && out !== undefined) this.capture.push(out);
-    this.startStream(); // an empty 200 stream still answers the client
+    this.down.startStream(this.worker as Worker, this.contentType); // an empty 200 stream still answers the client
     if (ok && src.done) {
       this.res.end(out);
       this.finishStream(200, undefined);
       return;
     }
     this.down.writeLast(out);
-    this.broke(
-      ok ? new UpstreamError('upstream_truncated', `worker ${w.id} ended the stream without [DONE]`) : malformedStream(this.worker?.id ?? '?', src.malformed),
-    );
-  }
-
-  /** Send the stream's headers once, when its first bytes (or its end) reach the client; with resumption on, its migration state starts there. */
-  private startStream(): void {
-    if (this.down.started) return;
-    const cfg = this.ctx.cfg;
-    const resume =
-      cfg.resume.maxMigrations > 0
-        ? () => new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter)
-        : undefined;
-    this.down.startStream(this.worker as Worker, this.contentType, resume);
+    this.broke(ok ? failures.truncated(w.id) : failures.malformedStream(this.worker?.id ?? '?', src.malformed));
   }
 
   /**
@@ -492,7 +462,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   /** End a broken stream with its error as an SSE event (`notResumed`: why it was not continued). */
   private endBroken(err: GlidepathError, notResumed?: string): void {
     if (this.finished) return;
-    this.startStream();
+    this.down.startStream(this.worker as Worker, this.contentType);
     this.down.endBroken(err, notResumed);
     this.finishStream(200, err.code);
   }
@@ -509,12 +479,8 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
   }
 
   private finishStream(status: number, errorCode: ErrorCode | undefined): void {
-    const m = this.meter;
-    const latency = performance.now() - this.startedAt;
-    // a continued stream counts as its client was told (resume.ts rewrites the usage)
-    const c = this.down.migration?.cont;
-    if (c !== undefined && c.completionTokens >= 0) this.finish(status, errorCode, latency, c.promptTokens, c.completionTokens);
-    else this.finish(status, errorCode, latency, m ? m.promptTokens() : 0, m ? m.completionTokens() : 0);
+    const t = this.down.tokens();
+    this.finish(status, errorCode, performance.now() - this.startedAt, t.prompt, t.completion);
   }
 
   private finish(status: number, errorCode: ErrorCode | undefined, latencyMs: number, promptTokens: number, completionTokens: number): void {

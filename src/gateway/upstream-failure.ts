@@ -134,6 +134,23 @@ export function malformedStream(workerId: string, what: string | undefined): Ups
   return new UpstreamError('upstream_malformed_stream', `worker ${workerId} sent ${what ?? 'a malformed event'}`);
 }
 
+/** An answer past the request limit × 16: garbage, and not retried elsewhere (it would cost another worker the same). */
+export function tooLargeAnswer(workerId: string, max: number): UpstreamError {
+  return new UpstreamError('upstream_response_too_large', `worker ${workerId} answered more than ${max} bytes`);
+}
+
+/** The worker's connection failed after the request reached it: a stream the client had begun broke, else the attempt closed. */
+export function dropped(workerId: string, err: Error, status: number, streaming: boolean): UpstreamError {
+  return streaming
+    ? new UpstreamError('upstream_stream_broken', `worker ${workerId} dropped the stream: ${errText(err)}`)
+    : new UpstreamError('upstream_closed', `worker ${workerId} failed ${status === 0 ? 'before answering' : 'mid-response'}: ${errText(err)}`);
+}
+
+/** A stream the worker ended without `[DONE]`. */
+export function truncated(workerId: string): UpstreamError {
+  return new UpstreamError('upstream_truncated', `worker ${workerId} ended the stream without [DONE]`);
+}
+
 /** An errno error as `CODE: message`. */
 export function errText(err: Error): string {
   const code = (err as NodeJS.ErrnoException).code;

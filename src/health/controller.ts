@@ -4,20 +4,19 @@
 // to recovery (recovery.ts). Sees only the ports; built per App (src/control/controllers.ts).
 import type { HealthConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
-import type { ProbeSet } from '../domain/probes.js';
-import type { Version } from '../domain/version.js';
-import { ConflictError, NotFoundError, toGlidepathError } from '../errors.js';
+import { NotFoundError, toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerInfo } from '../rollout/ports.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';
 import { heldIn, isTrial, newHealth, step } from './machine.js';
 import type { MachineSettings, Observation, WorkerHealth } from './machine.js';
 import { routingWeightOf } from './persisted.js';
-import { nextExpectation, probeWorker, recordFrom } from './prober.js';
+import { nextExpectation, probeWorker } from './prober.js';
 import type { ProbeCheck } from './prober.js';
 import { FAULTS, ttftOutliers } from './passive.js';
 import { ProbeSets } from './probe-sets.js';
 import { Recovery } from './recovery.js';
+import { ReconcileLoop } from '../rollout/loop.js';
 import { RateWindow, TtftTracker } from './tracked.js';
 import type { HealthHost, Tracked } from './tracked.js';
 
@@ -25,27 +24,32 @@ const ACTOR = { name: 'health' };
 
 export class HealthController implements HealthHost {
   readonly tracked = new Map<string, Tracked>();
-  private readonly probeSets: ProbeSets;
+  /** The versions' probe sets: recorded, pinned, re-recorded (probe-sets.ts). */
+  readonly probeSets: ProbeSets;
   /** model/version → when its ejection cap was last reported (once per probe interval). */
   private readonly capReported = new Map<string, number>();
   private readonly recovery: Recovery;
   private readonly unsubs: (() => void)[] = [];
-  private cancelTick: (() => void) | undefined;
-  private running = false;
-  private readonly work = new Set<Promise<unknown>>();
+  private readonly loop: ReconcileLoop;
   private readonly rand: () => number;
   /** Versions reported as having no worker that takes traffic (reported once per episode). */
   private readonly down = new Set<string>();
 
   constructor(
     private readonly ports: ControllerPorts,
-    private readonly opts: { tickMs: number; rand?: () => number },
+    opts: { tickMs: number; rand?: () => number },
   ) {
     this.rand = opts.rand ?? Math.random;
+    this.loop = new ReconcileLoop(
+      ports.clock,
+      opts.tickMs,
+      () => this.tick(),
+      (what, err) => ports.emit({ kind: 'health_error', message: `${what}: ${toGlidepathError(err).message}` }),
+    );
     this.recovery = new Recovery(ports, this);
     this.probeSets = new ProbeSets(ports, this);
     // versions load during boot, before run(): their probe sets are recorded as they come up
-    this.unsubs.push(ports.workers.onLoaded((v, ws) => this.recordAtLoad(v, ws)));
+    this.unsubs.push(ports.workers.onLoaded((v, ws) => this.probeSets.recordAtLoad(v, ws)));
   }
 
   /** The model's health settings, or undefined when health is off for it. */
@@ -56,7 +60,6 @@ export class HealthController implements HealthHost {
 
   run(): void {
     if (this.running) return;
-    this.running = true;
     const p = this.ports;
     this.unsubs.push(
       p.telemetry.subscribe((r) => this.onRecord(r)),
@@ -66,34 +69,36 @@ export class HealthController implements HealthHost {
         if (t) this.observe(t, { kind: 'exited', detail });
       }),
     );
-    // workers tracked before the loop ran (recorded while the boot loaded their version) get their probes now
-    for (const t of this.tracked.values()) this.resume(t);
-    this.tick();
+    // workers tracked before the loop ran (recorded while the boot loaded their version) get their
+    // probes once it runs; the first tick (at once) tracks and starts the others
+    const before = [...this.tracked.values()];
+    this.loop.start(true);
+    for (const t of before) this.resume(t);
+  }
+
+  private get running(): boolean {
+    return this.loop.started;
   }
 
   shutdown(): void {
-    this.running = false;
+    this.loop.stop();
     for (const u of this.unsubs.splice(0)) u();
-    this.cancelTick?.();
     for (const t of this.tracked.values()) t.cancelProbe?.();
   }
 
   /** Resolves when nothing the controller started is still running (tests). */
-  async whenIdle(): Promise<void> {
-    while (this.work.size > 0) await Promise.allSettled([...this.work]);
+  whenIdle(): Promise<void> {
+    return this.loop.whenIdle();
   }
 
   /** Run `p` as the controller's background work: errors become events, never unhandled rejections. */
   spawn(what: string, p: Promise<unknown>): void {
-    const q = p.catch((err: unknown) => this.ports.emit({ kind: 'health_error', message: `${what}: ${toGlidepathError(err).message}` }));
-    this.work.add(q);
-    void q.finally(() => this.work.delete(q));
+    this.loop.spawn(p, what);
   }
 
   // ---- the loop ------------------------------------------------------------------------------
 
   private tick(): void {
-    if (!this.running) return;
     this.sync();
     const now = this.ports.clock.now();
     for (const t of this.tracked.values()) {
@@ -104,7 +109,6 @@ export class HealthController implements HealthHost {
     this.passiveLatency();
     this.report();
     this.spawn('recovery', this.recovery.reconcile());
-    this.cancelTick = this.ports.clock.after(this.opts.tickMs, () => this.tick());
   }
 
   /** Track the workers that appeared (loads, replacements, adoption), forget the ones gone. */
@@ -129,6 +133,11 @@ export class HealthController implements HealthHost {
     this.probeSets.prune(versions);
     for (const k of this.capReported.keys()) if (!versions.has(k)) this.capReported.delete(k);
     for (const k of this.down) if (!versions.has(k)) this.down.delete(k);
+  }
+
+  /** The worker's tracked health, tracked from now when it was not. */
+  trackedOf(w: WorkerInfo): Tracked {
+    return this.tracked.get(w.id) ?? this.track(w);
   }
 
   private track(w: WorkerInfo): Tracked {
@@ -197,7 +206,7 @@ export class HealthController implements HealthHost {
     if (!cfg || this.asleep(t)) return this.schedule(t);
     t.busy = true;
     try {
-      const set = await this.probeSets.get(t.info.model, t.info.version, (v) => this.record(v, this.liveServing(v.model, v.id)));
+      const set = await this.probeSets.get(t.info.model, t.info.version);
       if (set === undefined) {
         // not recorded (an event says why); tried again after a back-off. A worker waiting for admission
         // meanwhile is admitted on its warm-up alone, as a deploy's workers are, and said loudly
@@ -218,7 +227,7 @@ export class HealthController implements HealthHost {
   }
 
   /** A version's serving workers that are not dead (what a probe set is recorded from). */
-  private liveServing(model: string, version: string): WorkerInfo[] {
+  liveServing(model: string, version: string): WorkerInfo[] {
     return this.ports.workers.list(model, version).filter((w) => w.role === 'serving' && this.tracked.get(w.id)?.health.state !== 'dead');
   }
 
@@ -229,63 +238,6 @@ export class HealthController implements HealthHost {
     if (rs.length === 0) return NaN;
     rs.sort((a, b) => a - b);
     return rs[Math.floor((rs.length - 1) / 2)] as number;
-  }
-
-  /** Record and store a version's probe set from `workers`; dissenting workers are marked corrupt. */
-  async record(v: Version, workers: readonly WorkerInfo[], actor = ACTOR): Promise<ProbeSet> {
-    const cfg = this.config(v.model);
-    if (!cfg) throw new ConflictError('health_disabled', `health is off for ${v.model} (models[].health.enabled: false): nothing records or checks probes`);
-    const r = await recordFrom(this.ports, workers, cfg, v.probeReference);
-    await this.ports.versions.setProbes(v.model, v.id, r.set);
-    this.probeSets.keep(v.model, v.id, r.set);
-    const why = r.set.basis === 'single' ? ' from a single worker and no probe_reference: nothing checked it' : '';
-    this.ports.emit({
-      kind: r.set.basis === 'single' ? 'probe_set_unverified' : 'probe_set_recorded',
-      model: v.model,
-      version: v.id,
-      message: `probe set of ${v.model}/${v.id} recorded (${r.set.basis}, ${r.set.probes.length} prompt(s))${why}`,
-      data: { by: actor.name, basis: r.set.basis, from: r.set.from, skipped: r.set.skipped },
-    });
-    const now = this.ports.clock.now();
-    for (const w of workers) {
-      const t = this.tracked.get(w.id) ?? this.track(w);
-      const d = r.dissenters.find((x) => x.worker === w.id);
-      if (d) {
-        this.observe(t, { kind: 'probe_fail', reason: 'token_mismatch', detail: `at the probe set's recording: ${d.detail}` });
-        this.ports.telemetry.health.probeFailure(w.model, w.version, 'token_mismatch');
-      } else if (t.health.baselineMs === null) {
-        t.health = { ...t.health, baselineMs: r.latencyMs.get(w.id) ?? null, since: t.health.since || now };
-        t.dirty = true;
-      }
-    }
-    return r.set;
-  }
-
-  /** The load hook: a version's first workers are up; record its probe set unless it has one. */
-  private async recordAtLoad(v: Version, workers: WorkerInfo[]): Promise<void> {
-    if (!this.config(v.model) || workers.length === 0) return;
-    const serving = workers.filter((w) => w.role === 'serving');
-    if (v.probes) {
-      this.probeSets.keep(v.model, v.id, v.probes);
-      return;
-    }
-    // a recording that fails does not fail the load (the version serves; its workers are watched by
-    // traffic and exits meanwhile); it is said loudly and tried again
-    await this.record(v, serving.length > 0 ? serving : workers).catch((err: unknown) => this.probeSets.failed(v.model, v.id, err));
-  }
-
-  /** Pin an operator's probe set (never re-recorded by a deployment). */
-  async pin(model: string, version: string, set: ProbeSet): Promise<ProbeSet> {
-    await this.ports.versions.setProbes(model, version, set);
-    return this.probeSets.keep(model, version, set);
-  }
-
-  /** Record again from the version's serving workers now (an operator asked). */
-  async rerecord(model: string, version: string, actor: { name: string }): Promise<ProbeSet> {
-    const v = await this.ports.versions.get(model, version);
-    const serving = this.liveServing(model, version);
-    if (serving.length === 0) throw new ConflictError('no_serving_worker', `${model}/${version} has no live serving worker to record the probe set from`);
-    return this.record(v, serving, actor);
   }
 
   /** An operator puts a worker health took out back on probation: it takes traffic once its admission probes pass. */

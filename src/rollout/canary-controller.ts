@@ -19,6 +19,7 @@ import { TERMINAL, checkStages, criticalHealth, currentPercent, decide, judgeOve
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
+import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 
 export interface CanaryStartOptions {
   version: string;
@@ -461,19 +462,11 @@ export class CanaryController {
   private persist(l: Live): Promise<void> {
     const s = l.state;
     this.ports.telemetry.canary.state(s.model, s.canary, s.phase, currentPercent(s), s.stageStartedAt, TERMINAL.includes(s.phase));
-    const run = l.saving.then(async () => {
-      l.state.updatedAt = this.ports.clock.now();
-      l.revision = await this.ports.rollouts.save(l.state, l.revision);
-    });
-    l.saving = run.catch(() => undefined);
-    return run;
+    return saveInTurn(this.ports, l);
   }
 
-  private async event(l: Live, kind: string, message: string): Promise<void> {
-    const at = this.ports.clock.now();
-    this.ports.emit({ kind: `canary_${kind}`, model: l.state.model, version: l.state.canary, message: `${l.state.id}: ${message}`, at });
-    // the rollout's own event log is best effort: the control event above already went out
-    await this.ports.rollouts.appendEvent(l.state.id, { at, kind, message }).catch(() => undefined);
+  private event(l: Live, kind: string, message: string): Promise<void> {
+    return rolloutEvent(this.ports, l.state, 'canary', l.state.canary, kind, message);
   }
 }
 

@@ -1,6 +1,7 @@
 // A controller's reconcile loop: a tick every `tickMs` on the ports' clock (never two at once, the
 // next scheduled when one ends), a tick at once on demand, and the background work it starts tracked
-// so that tests can wait for it (advance the fake clock, then await `whenIdle`).
+// — its failures handed to `onError`, never unhandled — so that tests can wait for it (advance the
+// fake clock, then await `whenIdle`). The canary, rolling and health controllers run on it.
 import type { Clock } from './ports.js';
 
 export class ReconcileLoop {
@@ -11,17 +12,21 @@ export class ReconcileLoop {
   constructor(
     private readonly clock: Clock,
     private readonly tickMs: number,
-    private readonly tick: () => Promise<void>,
+    private readonly tick: () => Promise<void> | void,
+    /** Told of background work that failed (`what` names it); by default the work reports its own failures. */
+    private readonly onError: (what: string, err: unknown) => void = () => undefined,
   ) {}
 
   get started(): boolean {
     return this.running;
   }
 
-  start(): void {
+  /** Tick every `tickMs` from now on (`now`: a first tick at once). */
+  start(now = false): void {
     if (this.running) return;
     this.running = true;
-    this.schedule();
+    if (now) this.spawn(this.ticked());
+    else this.schedule();
   }
 
   /** Stop ticking. Work already under way finishes on its own. */
@@ -33,12 +38,12 @@ export class ReconcileLoop {
 
   /** A tick now (while the loop runs), beside the scheduled ones. */
   kick(): void {
-    if (this.running) this.spawn(this.tick());
+    if (this.running) this.spawn(Promise.resolve(this.tick()));
   }
 
-  /** Track work started in the background (its failure is its own business: it reports it). */
-  spawn(p: Promise<unknown>): void {
-    const tracked = p.catch(() => undefined).finally(() => this.background.delete(tracked));
+  /** Track work started in the background; a failure goes to `onError`. */
+  spawn(p: Promise<unknown>, what = 'background work'): void {
+    const tracked = p.catch((err: unknown) => this.onError(what, err)).finally(() => this.background.delete(tracked));
     this.background.add(tracked);
   }
 
@@ -51,7 +56,16 @@ export class ReconcileLoop {
     if (!this.running) return;
     this.cancel = this.clock.after(this.tickMs, () => {
       this.cancel = undefined;
-      this.spawn(this.tick().finally(() => this.schedule()));
+      this.spawn(this.ticked());
     });
+  }
+
+  /** One tick, then the next one scheduled. */
+  private async ticked(): Promise<void> {
+    try {
+      await this.tick();
+    } finally {
+      this.schedule();
+    }
   }
 }

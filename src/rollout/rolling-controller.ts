@@ -4,11 +4,11 @@
 // planner's input, so a restarted control plane adopts what lives and carries on (docs/rolling.md).
 // Sees only the ports.
 import { DEFAULTS } from '../defaults.js';
-import { routeToSpec } from '../domain/route.js';
-import type { RouteSpec } from '../domain/route.js';
+import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
 import { ReconcileLoop } from './loop.js';
+import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep } from './rolling-plan.js';
@@ -111,11 +111,10 @@ export class RollingController {
   }
 
   /** The live counts per role of a model's running update (undefined when none runs). */
-  liveCounts(model: string): { roles: Record<string, RoleNow>; stopping: number; share: number } | undefined {
+  liveCounts(model: string): { roles: Record<string, RoleNow>; stopping: number } | undefined {
     const l = this.active(model);
     if (!l) return undefined;
-    const roles = fleetCounts(this.ports.workers, l);
-    return { roles, stopping: l.stopping.size, share: newShare(roles, desiredOf(l.state)) };
+    return { roles: fleetCounts(this.ports.workers, l), stopping: l.stopping.size };
   }
 
   history(model: string, limit: number): Promise<StoredRollout<RollingState>[]> {
@@ -310,9 +309,12 @@ export class RollingController {
     for (const [role, n] of Object.entries(step.start)) (counts[role] as RoleNow).starting += n;
     s.step++;
     s.lastProgressAt = now;
-    s.intent = { step: s.step, at: now, start: step.start, stop: leaving.map((w) => w.id) };
     const share = newShare(counts, desired);
-    pushBounded(s.trace, { at: now, step: s.step, roles: counts, share, started: step.start, stopped: s.intent.stop, direction: pool.direction }, MAX_TRACE);
+    pushBounded(
+      s.trace,
+      { at: now, step: s.step, roles: counts, share, started: step.start, stopped: leaving.map((w) => w.id), direction: pool.direction },
+      MAX_TRACE,
+    );
     s.message = describeStep(s.step, step.start, leaving, counts, share);
     // persisted before it acts: a restart reads the fleet and finds this step done or not
     await this.persist(l);
@@ -437,18 +439,7 @@ export class RollingController {
     const back = pools(s).direction === 'back';
     const keep = back ? s.from : s.to;
     const gone = back ? s.to : s.from;
-    const cur = routeToSpec(p.routes.current(s.model));
-    const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
-    const weights: Record<string, number> = {
-      ...Object.fromEntries(
-        Object.keys(cur.weights)
-          .filter((k) => k !== gone)
-          .map((k) => [k, 0]),
-      ),
-      [keep]: 1,
-    };
-    const spec: RouteSpec = { model: s.model, weights, stable: keep, overrides, stickySalt: cur.stickySalt, shadow: undefined };
-    await p.routes.publish(spec);
+    await p.routes.publish(routeOnlyTo(routeToSpec(p.routes.current(s.model)), keep, gone));
     await this.settle(s, back);
     await p.workers.unload(s.model, gone);
     const took = `${Math.round((p.clock.now() - s.startedAt) / 100) / 10} s`;
@@ -478,7 +469,6 @@ export class RollingController {
   private async end(l: Live, phase: RollingPhase, message: string): Promise<void> {
     const s = l.state;
     const p = this.ports;
-    s.intent = undefined;
     s.finishedAt = p.clock.now();
     await this.setPhase(l, phase, message);
     this.live.delete(s.id);
@@ -497,17 +487,10 @@ export class RollingController {
 
   /** Write the state as it is when its turn comes; writes of one update never overlap. */
   private persist(l: Live): Promise<void> {
-    const run = l.saving.then(async () => {
-      l.state.updatedAt = this.ports.clock.now();
-      l.revision = await this.ports.rollouts.save(l.state, l.revision);
-    });
-    l.saving = run.catch(() => undefined);
-    return run;
+    return saveInTurn(this.ports, l);
   }
 
-  private async event(l: Live, kind: string, message: string): Promise<void> {
-    const at = this.ports.clock.now();
-    this.ports.emit({ kind: `rolling_${kind}`, model: l.state.model, version: l.state.to, message: `${l.state.id}: ${message}`, at });
-    await this.ports.rollouts.appendEvent(l.state.id, { at, kind, message }).catch(() => undefined);
+  private event(l: Live, kind: string, message: string): Promise<void> {
+    return rolloutEvent(this.ports, l.state, 'rolling', l.state.to, kind, message);
   }
 }

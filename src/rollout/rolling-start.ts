@@ -75,7 +75,6 @@ export function initialState(from: Version, to: Version, st: RollingSettings, ac
     model: to.model,
     from: from.id,
     to: to.id,
-    toStatusBefore: to.status,
     inPlace: oldWorkers === undefined ? undefined : { oldWorkers },
     maxSurge: st.surge,
     maxUnavailable: st.unavailable,

@@ -50,8 +50,6 @@ export interface RollingState {
    * the same version and card, one pool throughout; these are the workers it started with.
    */
   inPlace?: { oldWorkers: string[] } | undefined;
-  /** The status `to` had before the update took it to `loading` (an abort puts it back as retired). */
-  toStatusBefore: string;
   maxSurge: Budget;
   maxUnavailable: Budget;
   /** The budgets resolved per role against `to`'s replicas (its prefill and decode workers, or its replicas as one role). */
@@ -72,8 +70,7 @@ export interface RollingState {
   rollbackTo?: 'aborted' | 'rolled_back' | undefined;
   /** Steps taken (each persisted before it acted). */
   step: number;
-  /** What the current step does, persisted before it is done: after a restart the fleet says what was done of it. */
-  intent?: { step: number; at: number; start: Record<string, number>; stop: string[] } | undefined;
+  /** Every step (the last ones): each entry persisted before its step acts, so a restart knows what was asked. */
   trace: RollingTraceEntry[];
   failures: RollingFailure[];
   /** Set when the progress deadline passed without progress (Kubernetes' ProgressDeadlineExceeded). */

@@ -157,7 +157,6 @@ const rollingState: z.ZodType<RollingState> = z.object({
   model: str,
   from: str,
   to: str,
-  toStatusBefore: str,
   inPlace: z.object({ oldWorkers: z.array(str) }).optional(),
   maxSurge: budget,
   maxUnavailable: budget,
@@ -173,7 +172,6 @@ const rollingState: z.ZodType<RollingState> = z.object({
   rollbackReason: str.optional(),
   rollbackTo: z.enum(['aborted', 'rolled_back']).optional(),
   step: z.number().int().nonnegative(),
-  intent: z.object({ step: num, at: num, start: z.record(str, num), stop: z.array(str) }).optional(),
   trace: z.array(
     z.object({
       at: num,

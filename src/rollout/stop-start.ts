@@ -3,8 +3,7 @@
 // the new one loads on them — with the downtime measured; if the new version fails to come up, the
 // old one is loaded again and serves as before (docs/rolling.md). Sees only the ports.
 import { performance } from 'node:perf_hooks';
-import { routeToSpec } from '../domain/route.js';
-import type { RouteSpec } from '../domain/route.js';
+import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import type { Actor, ControllerPorts, DrainReport } from './ports.js';
@@ -20,12 +19,6 @@ export interface StopStartResult {
   /** The new version's load (workers started and warmed), ms. */
   load_ms: number;
   total_ms: number;
-}
-
-/** The route that sends everything to `active`: the sticky salt kept, overrides naming the version gone (`gone`) dropped. */
-function onlyTo(cur: RouteSpec, model: string, active: string, gone: string): RouteSpec {
-  const overrides = Object.fromEntries(Object.entries(cur.overrides ?? {}).filter(([, v]) => v !== gone));
-  return { model, weights: { [active]: 1 }, stable: active, overrides, stickySalt: cur.stickySalt, shadow: undefined };
 }
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -90,7 +83,7 @@ export class StopStart {
           await p.workers.load(green, actor, onProgress);
           loadMs = performance.now() - l0;
           stage = 'routing';
-          await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, to, blue.id));
+          await p.routes.publish(routeOnlyTo(routeToSpec(p.routes.current(model)), to, blue.id));
           await p.versions.promote(model, to, { actor: actor.name, reason: 'stop-start' });
         } catch (err) {
           throw await this.recover(stage, model, blue, to, err, actor, onProgress);
@@ -160,7 +153,7 @@ export class StopStart {
           old = await p.versions.transition(model, blue.id, 'retired', undefined, { actor: actor.name, reason: `stop-start to ${to} failed` });
         }
         if (old.status !== 'ready') await p.workers.load(old, actor, onProgress);
-        await p.routes.publish(onlyTo(routeToSpec(p.routes.current(model)), model, blue.id, to));
+        await p.routes.publish(routeOnlyTo(routeToSpec(p.routes.current(model)), blue.id, to));
         await p.versions.promote(model, blue.id, { actor: actor.name, reason: `stop-start to ${to} failed` });
       }
     } catch (again) {

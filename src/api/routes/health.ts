@@ -51,7 +51,7 @@ export function healthRoutes({ cp, controllers }: AdminContext): RouteDef[] {
         const m = modelOf(cp, c);
         const id = (await cp.version(m, c.params.version as string)).id;
         return cp.audited(actorOf(c), 'probes.record', target(m, id), { model: m, version: id }, async () =>
-          probeSetView(await health.rerecord(m, id, actorOf(c))),
+          probeSetView(await health.probeSets.rerecord(m, id, actorOf(c))),
         );
       },
     ),
@@ -77,7 +77,7 @@ export function healthRoutes({ cp, controllers }: AdminContext): RouteDef[] {
           skipped: [],
         };
         return cp.audited(actorOf(c), 'probes.pin', target(m, v.id), { model: m, version: v.id, prompts: set.probes.length }, async () =>
-          probeSetView(await health.pin(m, v.id, set)),
+          probeSetView(await health.probeSets.pin(m, v.id, set)),
         );
       },
     ),

@@ -4,37 +4,25 @@
 // succeeds and v2 is active, served by its own 2 workers.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RollingView } from '../../../src/api/types.js';
-import { cleanupAll, ensureBuilt, removeDir, simConfigYaml, startUp, tempDir, writeConfig } from '../../helpers/e2e-up.js';
+import { simConfigYaml } from '../../helpers/e2e-up.js';
+import { upForFile } from '../../helpers/e2e-file.js';
 import type { UpProcess, WorkerView } from '../../helpers/e2e-up.js';
 import { gp } from '../cli/helpers.js';
 
-let dir = '';
-let up: UpProcess;
-
-beforeAll(async () => {
-  ensureBuilt();
-  dir = tempDir('pipeline-rolling');
-  const yaml = simConfigYaml({
+const file = upForFile('pipeline-rolling', (dataDir) =>
+  simConfigYaml({
     model: 'chat',
-    dataDir: dir,
+    dataDir,
     versions: [
       { id: 'v1', seed: 1, replicas: 2 },
       { id: 'v2', seed: 2, replicas: 2 },
     ],
-  }).replace('models:\n', 'control: { tick_ms: 250 }\nmodels:\n');
-  expect(yaml).toContain('control: { tick_ms: 250 }');
-  up = await startUp({ configFile: writeConfig(dir, yaml), dataDir: dir });
-}, 60_000);
+  }).replace('models:\n', 'control: { tick_ms: 250 }\nmodels:\n'),
+);
 
-afterAll(async () => {
-  await up?.kill('SIGTERM');
-  cleanupAll();
-  if (dir) removeDir(dir);
-});
-
-const cli = (args: string[]) => gp(args, { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token }, { cwd: dir });
+const cli = (up: UpProcess, args: string[]) => gp(args, { GLIDEPATH_URL: up.adminUrl, GLIDEPATH_TOKEN: up.token }, { cwd: up.dataDir });
 
 interface RunView {
   outcome: string;
@@ -43,10 +31,11 @@ interface RunView {
 
 describe('pipeline rolling stage against glidepath up', () => {
   it('rollout rolling, then monitor until rolling_succeeded: the pipeline succeeds and v2 is active', async () => {
+    const up = file.current();
     expect((await up.admin('GET', '/models/chat/rolling')).status).toBe(404);
-    const file = join(dir, 'rolling.yaml');
+    const pipeline = join(up.dataDir, 'rolling.yaml');
     writeFileSync(
-      file,
+      pipeline,
       `pipeline:
   model: chat
   stages:
@@ -69,7 +58,7 @@ rollback:
   action: glidepath rollout abort --reason "pipeline rollback trigger"
 `,
     );
-    const r = await cli(['pipeline', 'run', file, '--var', 'VERSION=v2', '--poll', '50ms', '-o', 'json']);
+    const r = await cli(up, ['pipeline', 'run', pipeline, '--var', 'VERSION=v2', '--poll', '50ms', '-o', 'json']);
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
     const res = JSON.parse(r.stdout) as RunView;
     expect(res.outcome).toBe('succeeded');

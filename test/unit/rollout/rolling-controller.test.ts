@@ -40,11 +40,18 @@ function fleet(f: FakeFleet, from = 'v1', to = 'v2'): { old: number; ready: numb
   return { old, ready, total: f.live(M, from).length + f.live(M, to).length };
 }
 
+/** `n` ticks, each with the starts and stops it began settled. */
+async function steps(rc: RollingController, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await rc.tick();
+    await rc.whenIdle();
+  }
+}
+
 /** Tick until the update ends or pauses, checking `each` after every settled step. */
 async function drive(f: FakeFleet, rc: RollingController, each: () => void = () => undefined, limit = 50): Promise<RollingState> {
   for (let i = 0; i < limit; i++) {
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     each();
     const s = await rc.get(M);
     if (ROLLING_TERMINAL.includes(s.phase) || s.phase === 'paused') return s;
@@ -113,8 +120,7 @@ describe('RollingController (fake ports)', () => {
   it('a pause holds every worker where it is; resume carries on', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     await rc.pause(M, OPS);
     const before = f.log.length;
     for (let i = 0; i < 3; i++) {
@@ -144,10 +150,7 @@ describe('RollingController (fake ports)', () => {
     const { f, rc } = await world({ rolling: { on_failure: 'rollback' } });
     await rc.start(M, { to: 'v2' }, OPS);
     // two steps forward, then every start fails
-    for (let i = 0; i < 2; i++) {
-      await rc.tick();
-      await rc.whenIdle();
-    }
+    await steps(rc, 2);
     f.failStarts.push('bad weights');
     const s = await drive(f, rc, () => {
       const n = fleet(f);
@@ -164,10 +167,7 @@ describe('RollingController (fake ports)', () => {
   it('abort mid-way rolls back to the old pool within the same budgets', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
-    for (let i = 0; i < 3; i++) {
-      await rc.tick();
-      await rc.whenIdle();
-    }
+    await steps(rc, 3);
     expect(fleet(f).ready).toBeGreaterThan(0);
     await rc.abort(M, OPS);
     await expect(rc.abort(M, OPS)).rejects.toMatchObject({ code: 'already_rolling_back' });
@@ -185,8 +185,7 @@ describe('RollingController (fake ports)', () => {
   it('a new worker not ready within the step timeout fails the update; it is stopped', async () => {
     const { f, rc } = await world({ health: true });
     await rc.start(M, { to: 'v2', stepTimeoutMs: 5_000 }, OPS);
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     const [w] = f.live(M, 'v2');
     expect(w?.health?.state).toBe('pending');
     expect(f.weights(M)).toEqual({ v1: 1 });
@@ -200,25 +199,20 @@ describe('RollingController (fake ports)', () => {
   it('a worker admitted by health is ready: the route gives it its share only then', async () => {
     const { f, rc } = await world({ health: true });
     await rc.start(M, { to: 'v2' }, OPS);
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     const [w] = f.live(M, 'v2');
     if (!w?.health) throw new Error('no new worker');
     await rc.tick();
     expect(f.weights(M)).toEqual({ v1: 1 });
     await f.ports().workers.saveHealth(w.info(), { ...w.health, state: 'healthy' });
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     expect(f.weights(M).v2).toBeCloseTo(1 / 4, 9);
   });
 
   it('a restart mid-way adopts the fleet and carries on from the store: no duplicate worker, none lost', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
-    for (let i = 0; i < 3; i++) {
-      await rc.tick();
-      await rc.whenIdle();
-    }
+    await steps(rc, 3);
     const before = fleet(f);
     rc.shutdown();
     // a new process: new ports, the same persisted world
@@ -325,10 +319,7 @@ describe('RollingController (fake ports)', () => {
   it('a restart in place stopped half-way ends there: fresh and old workers of the one version serve side by side', async () => {
     const { f, rc } = await world();
     await rc.restart(M, {}, OPS);
-    for (let i = 0; i < 3; i++) {
-      await rc.tick();
-      await rc.whenIdle();
-    }
+    await steps(rc, 3);
     const s = await rc.abort(M, OPS);
     expect(s.phase).toBe('aborted');
     expect(f.live(M, 'v1').filter((w) => w.weight > 0).length).toBeGreaterThanOrEqual(4);
@@ -370,8 +361,7 @@ describe('RollingController (fake ports)', () => {
     });
     const rc = new RollingController(f.ports(), { tickMs: 1_000 });
     await rc.start(M, { to: 'v2' }, OPS);
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     await rc.abort(M, OPS);
     const s = await drive(f, rc);
     expect(s.phase).toBe('aborted');
@@ -399,8 +389,7 @@ describe('RollingController (fake ports)', () => {
   it('the progress deadline fails an update that stopped moving', async () => {
     const { f, rc } = await world({ health: true });
     await rc.start(M, { to: 'v2', stepTimeoutMs: 60_000, progressDeadlineMs: 30_000 }, OPS);
-    await rc.tick();
-    await rc.whenIdle();
+    await steps(rc, 1);
     f.clock.t += 31_000;
     const s = await drive(f, rc);
     expect(s.phase).toBe('paused');

@@ -1,0 +1,37 @@
+// One rollout's writes, as every controller that persists one makes them: its state saved in turn
+// (each write names the revision the previous one made, so two never overlap), and its events — a
+// control event at once and, best effort, an entry in the rollout's own event log.
+import type { ControllerPorts } from './ports.js';
+import type { RolloutState } from './rollout-record.js';
+
+/** A running rollout as its controller keeps it: the state, the revision its next write names, the write under way. */
+export interface Saved<S extends RolloutState = RolloutState> {
+  state: S;
+  revision: number;
+  saving: Promise<unknown>;
+}
+
+/** Write the state as it is when its turn comes. */
+export function saveInTurn(ports: Pick<ControllerPorts, 'clock' | 'rollouts'>, l: Saved): Promise<void> {
+  const run = l.saving.then(async () => {
+    l.state.updatedAt = ports.clock.now();
+    l.revision = await ports.rollouts.save(l.state, l.revision);
+  });
+  l.saving = run.catch(() => undefined);
+  return run;
+}
+
+/** `<prefix>_<kind>` as a control event naming the rollout, then in its own log (never failing the caller). */
+export async function rolloutEvent(
+  ports: Pick<ControllerPorts, 'clock' | 'emit' | 'rollouts'>,
+  s: { id: string; model: string },
+  prefix: string,
+  version: string,
+  kind: string,
+  message: string,
+): Promise<void> {
+  const at = ports.clock.now();
+  ports.emit({ kind: `${prefix}_${kind}`, model: s.model, version, message: `${s.id}: ${message}`, at });
+  // the rollout's own event log is best effort: the control event above already went out
+  await ports.rollouts.appendEvent(s.id, { at, kind, message }).catch(() => undefined);
+}
