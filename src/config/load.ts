@@ -78,8 +78,16 @@ export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
     p.kind === 'sim'
       ? { kind: 'sim', sim: simSettings(p.sim) }
       : p.kind === 'static'
-        ? { kind: 'static', endpoints: p.endpoints, resume: p.resume }
-        : { kind: 'process', command: p.command, env: p.env, healthPath: p.health_path, gracePeriodMs: p.grace_period_ms, resume: p.resume };
+        ? { kind: 'static', endpoints: p.endpoints, resume: p.resume, tokenIdPrompts: p.token_id_prompts }
+        : {
+            kind: 'process',
+            command: p.command,
+            env: p.env,
+            healthPath: p.health_path,
+            gracePeriodMs: p.grace_period_ms,
+            resume: p.resume,
+            tokenIdPrompts: p.token_id_prompts,
+          };
   const card = { model, weights: v.weights, weightHash: v.weight_hash, quantization: v.quantization, tp: v.tp, architecture, engine: v.engine };
   return {
     id: v.id,

@@ -75,6 +75,7 @@ const providerSchema = z.discriminatedUnion(
         kind: z.literal('static'),
         endpoints: z.array(url()).min(1, msg('at least one endpoint URL')),
         resume: resumeMode.default('continue_final_message'),
+        token_id_prompts: bool().default(true),
       })
       .strict(),
     z
@@ -86,6 +87,7 @@ const providerSchema = z.discriminatedUnion(
         health_path: str().default('/health'),
         grace_period_ms: nonNeg().default(DEFAULTS.control.stopGraceMs),
         resume: resumeMode.default('continue_final_message'),
+        token_id_prompts: bool().default(true),
       })
       .strict(),
   ],

@@ -48,8 +48,16 @@ export const RESUME_MODES: readonly ResumeMode[] = ['continue_final_message', 'a
 
 export type ProviderConfig =
   | { kind: 'sim'; sim: SimSettings }
-  | { kind: 'static'; endpoints: string[]; resume?: ResumeMode | undefined }
-  | { kind: 'process'; command: string; env: Record<string, string>; healthPath: string; gracePeriodMs: number; resume?: ResumeMode | undefined };
+  | { kind: 'static'; endpoints: string[]; resume?: ResumeMode | undefined; tokenIdPrompts?: boolean | undefined }
+  | {
+      kind: 'process';
+      command: string;
+      env: Record<string, string>;
+      healthPath: string;
+      gracePeriodMs: number;
+      resume?: ResumeMode | undefined;
+      tokenIdPrompts?: boolean | undefined;
+    };
 
 /** How a version's workers continue a broken stream (the simulator continues like vLLM; others as declared, vLLM's way by default). */
 export function resumeModeOf(p: ProviderConfig): ResumeMode {
@@ -60,6 +68,12 @@ export function resumeModeOf(p: ProviderConfig): ResumeMode {
 export interface EngineTraits {
   /** How its workers continue a broken stream. */
   resume: ResumeMode;
+  /**
+   * Its workers take a completion's prompt as token ids (vLLM, SGLang, llama.cpp's server, `glidepath
+   * engine`; not the simulator, which has no token ids): a stream that carried its ids (the client
+   * asked `return_token_ids`) is continued from them, not from its text re-tokenised.
+   */
+  tokenIdPrompts: boolean;
   /** Sequences one worker runs at once (vLLM's `--max-num-seqs`): the gateway sends it no more; undefined: not declared. */
   maxNumSeqs?: number | undefined;
 }
@@ -69,7 +83,12 @@ export function engineTraitsOf(v: Pick<VersionConfig, 'provider' | 'engine'>): E
   const raw = v.engine.max_num_seqs;
   const n = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw;
   const declared = typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : undefined;
-  return { resume: resumeModeOf(v.provider), maxNumSeqs: declared ?? (v.provider.kind === 'sim' ? v.provider.sim.maxNumSeqs : undefined) };
+  const p = v.provider;
+  return {
+    resume: resumeModeOf(p),
+    tokenIdPrompts: p.kind !== 'sim' && (p.tokenIdPrompts ?? true),
+    maxNumSeqs: declared ?? (p.kind === 'sim' ? p.sim.maxNumSeqs : undefined),
+  };
 }
 
 /** A worker's part in disaggregated serving (vLLM's kv_role): it prefills, or it decodes from another's KV. */

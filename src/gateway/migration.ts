@@ -129,7 +129,7 @@ export class Migration implements StreamSource {
       this.outcome('exhausted');
       return { refused: `it has been broken for more than gateway.resume.budget_ms (${this.cfg.resume.budgetMs} ms)` };
     }
-    const d = planResume(req, this.chat, so, this.pool.resume);
+    const d = planResume(req, this.chat, so, this.pool);
     if ('refused' in d) {
       this.outcome('not_resumable');
       return d;

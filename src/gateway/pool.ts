@@ -126,6 +126,8 @@ export class VersionPool {
   readonly cardChecksum: string;
   /** How its workers continue a broken stream. */
   resume: ResumeMode;
+  /** Its workers take a completion's prompt as token ids (EngineTraits). */
+  tokenIdPrompts: boolean;
   /** Sequences its engine runs at once per worker (undefined: not declared; connections_per_worker caps alone). */
   maxNumSeqs: number | undefined;
   /** The share of a worker's request slots its model's degradation level leaves (DEFAULTS.gateway.degradationConcurrency). */
@@ -150,12 +152,19 @@ export class VersionPool {
   readonly telemetry: VersionTelemetry;
   private idleWaiters: (() => void)[] = [];
 
-  constructor(model: string, version: string, cardChecksum: string, telemetry: VersionTelemetry, traits: EngineTraits = { resume: 'continue_final_message' }) {
+  constructor(
+    model: string,
+    version: string,
+    cardChecksum: string,
+    telemetry: VersionTelemetry,
+    traits: EngineTraits = { resume: 'continue_final_message', tokenIdPrompts: false },
+  ) {
     this.model = model;
     this.version = version;
     this.cardChecksum = cardChecksum;
     this.telemetry = telemetry;
     this.resume = traits.resume;
+    this.tokenIdPrompts = traits.tokenIdPrompts;
     this.maxNumSeqs = traits.maxNumSeqs;
     telemetry.metrics.trackInflight(() => this.inflight.size);
     telemetry.metrics.trackQueued(() => {
@@ -198,6 +207,7 @@ export class VersionPool {
   /** The engine's traits again (a version re-added after a restart or a config change). */
   setTraits(traits: EngineTraits): void {
     this.resume = traits.resume;
+    this.tokenIdPrompts = traits.tokenIdPrompts;
     this.maxNumSeqs = traits.maxNumSeqs;
     this.applyCaps();
   }

@@ -13,6 +13,17 @@ export interface SoFar {
   text: string;
   /** Events that carried text (one token each on vLLM, SGLang, llama.cpp and the simulator). */
   tokenEvents: number;
+  /** The prompt's token ids, when the stream carried them (vLLM's `return_token_ids`: a completion's on its first choice, a chat's on its first event). */
+  promptIds: number[] | undefined;
+  /** The generated tokens' ids (`token_ids` of every choice event), all of them unless `idsMissing`. */
+  tokenIds: number[];
+  /** An event carried text without its token ids: `tokenIds` is not the whole of the text. */
+  idsMissing: boolean;
+  /**
+   * `tokenIds` up to the last event that carried text: the ids after it are of tokens whose text the
+   * engine still held back (an incomplete UTF-8 character; with stop strings, more).
+   */
+  idsAtText: number;
   /** The last running count of completion tokens the worker reported (continuous usage stats); -1: none. */
   completionTokens: number;
   /** The stream's end was sent: a `finish_reason`, the usage-only event, `[DONE]`. */
@@ -35,6 +46,10 @@ export function emptySoFar(): SoFar {
     model: undefined,
     text: '',
     tokenEvents: 0,
+    promptIds: undefined,
+    tokenIds: [],
+    idsMissing: false,
+    idsAtText: 0,
     completionTokens: -1,
     finishReason: null,
     usageSent: false,
@@ -52,11 +67,14 @@ interface Chunk {
   model?: unknown;
   choices?: unknown;
   usage?: { completion_tokens?: unknown } | null;
+  prompt_token_ids?: unknown;
 }
 
 interface Choice {
   index?: unknown;
   text?: unknown;
+  prompt_token_ids?: unknown;
+  token_ids?: unknown;
   delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown; function_call?: unknown } | null;
   finish_reason?: unknown;
 }
@@ -83,6 +101,7 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
   if (typeof c.created === 'number') s.created ??= c.created;
   if (typeof c.model === 'string') s.model ??= c.model;
   if (c.usage !== undefined && c.usage !== null && typeof c.usage.completion_tokens === 'number') s.completionTokens = c.usage.completion_tokens;
+  if (s.promptIds === undefined && isIds(c.prompt_token_ids)) s.promptIds = c.prompt_token_ids;
   const choices = Array.isArray(c.choices) ? (c.choices as Choice[]) : [];
   if (choices.length === 0 && c.usage) s.usageSent = true;
   for (const ch of choices) {
@@ -98,13 +117,24 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
         if (d.function_call !== undefined && d.function_call !== null) s.unsupported ??= 'a function call';
         if (typeof d.reasoning_content === 'string' && d.reasoning_content !== '') s.unsupported ??= 'reasoning content';
       }
-    } else text = ch.text;
+    } else {
+      text = ch.text;
+      if (s.promptIds === undefined && isIds(ch.prompt_token_ids)) s.promptIds = ch.prompt_token_ids;
+    }
+    const ids = ch.token_ids;
+    if (isIds(ids)) for (const id of ids) s.tokenIds.push(id);
     if (typeof text === 'string' && text !== '') {
       s.text += text;
       s.tokenEvents++;
+      if (!isIds(ids)) s.idsMissing = true;
+      s.idsAtText = s.tokenIds.length;
     }
     if (typeof ch.finish_reason === 'string') s.finishReason = ch.finish_reason;
   }
+}
+
+function isIds(x: unknown): x is number[] {
+  return Array.isArray(x) && x.every((t) => Number.isInteger(t) && (t as number) >= 0);
 }
 
 /** Fold every complete event of `bytes` (SSE with LF line endings, as the meter forwards them) into `s`. */
@@ -191,7 +221,9 @@ export class SentLog {
 
   /** Everything the client was sent, read. */
   read(): SoFar {
-    const s: SoFar = this.folded ? { ...this.folded } : emptySoFar();
+    const f = this.folded;
+    // (the arrays copied too: reading must not change what was folded)
+    const s: SoFar = f ? { ...f, tokenIds: f.tokenIds.slice() } : emptySoFar();
     if (this.buf !== undefined) readEvents(s, this.buf.subarray(0, this.len), this.chat);
     return s;
   }

@@ -3,7 +3,7 @@
 // into the client's one stream (same id, no repeated role, stop strings across the break, usage
 // counted once).
 import { StringDecoder } from 'node:string_decoder';
-import type { ResumeMode } from '../domain/spec.js';
+import type { EngineTraits } from '../domain/spec.js';
 import type { ParsedRequest } from './request.js';
 import type { SoFar } from './resume-state.js';
 
@@ -23,11 +23,15 @@ type Body = Record<string, unknown>;
 const GUIDED = ['guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'structured_outputs'] as const;
 
 /**
- * The body that continues `req` from `so` on a worker of `mode`, or why it cannot be. The original
- * body is copied field by field: what the client asked (sampling, stop, logprobs, seed) stays.
+ * The body that continues `req` from `so` on a worker of `engine`, or why it cannot be. The original
+ * body is copied field by field: what the client asked (sampling, stop, logprobs, seed) stays. A
+ * completion whose stream carried its token ids goes on from the prompt's and the generated ids
+ * where the engine takes id prompts: the worker sees the very tokens it would have had, where
+ * the text re-tokenised could split differently at the break (and count differently in usage).
  */
-export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: ResumeMode): ResumeDecision {
+export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine: Pick<EngineTraits, 'resume' | 'tokenIdPrompts'>): ResumeDecision {
   const b = req.body;
+  const mode = engine.resume;
   if (mode === 'off' || (chat && mode === 'completions_only'))
     return { refused: `the version's engine does not continue ${chat ? 'chat ' : ''}streams (resume: ${mode})` };
   if (so.unsupported !== undefined) return { refused: `the stream carried ${so.unsupported}, which a continuation cannot take up` };
@@ -38,7 +42,7 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: R
   const rf = b.response_format as { type?: unknown } | null | undefined;
   if (rf && rf.type !== undefined && rf.type !== 'text') return { refused: `guided decoding (response_format ${JSON.stringify(rf.type)})` };
   if (!chat && b.echo === true) return { refused: 'echo' };
-  const sent = so.completionTokens >= 0 ? so.completionTokens : so.tokenEvents;
+  let sent = so.completionTokens >= 0 ? so.completionTokens : so.tokenEvents;
   const out: Body = { ...b };
   if (so.text === '') {
     // nothing generated reached the client yet (its role event at most): the request as it was
@@ -54,9 +58,21 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: R
     }
   } else {
     const p = b.prompt;
-    if (typeof p === 'string') out.prompt = p + so.text;
+    const promptIds = isIdList(p) ? p : so.promptIds;
+    // (an engine holds text back for stop strings, so that its ids run ahead of the text sent: not then)
+    if (engine.tokenIdPrompts && promptIds !== undefined && !so.idsMissing && so.idsAtText > 0 && stopsOf(b).length === 0) {
+      // the tokens whose text was sent, exactly: those held back at the break are generated again
+      out.prompt = [...promptIds, ...so.tokenIds.slice(0, so.idsAtText)];
+      sent = so.idsAtText;
+    } else if (typeof p === 'string') out.prompt = p + so.text;
     else if (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') out.prompt = [p[0] + so.text];
-    else return { refused: 'a prompt of token ids or of several prompts' };
+    else if (isIdList(p))
+      return {
+        refused: engine.tokenIdPrompts
+          ? 'a prompt of token ids whose stream did not carry the generated ids (ask return_token_ids)'
+          : "a prompt of token ids, which the version's engine does not take back (provider.token_id_prompts: false)",
+      };
+    else return { refused: 'a prompt of several prompts' };
   }
   for (const key of ['max_tokens', 'max_completion_tokens'] as const) {
     const v = b[key];
@@ -69,6 +85,10 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, mode: R
   out.stream = true;
   out.stream_options = { ...(b.stream_options as Body | undefined), include_usage: true, continuous_usage_stats: true };
   return { plan: { body: Buffer.from(JSON.stringify(out)), sent } };
+}
+
+function isIdList(p: unknown): p is number[] {
+  return Array.isArray(p) && p.length > 0 && p.every((t) => typeof t === 'number');
 }
 
 function appendContent(content: unknown, text: string): unknown {
@@ -96,10 +116,13 @@ interface Event {
   model?: unknown;
   choices?: unknown;
   usage?: Usage | null;
+  prompt_token_ids?: unknown;
 }
 
 interface EventChoice {
   text?: unknown;
+  prompt_token_ids?: unknown;
+  token_ids?: unknown;
   delta?: Record<string, unknown> | null;
   finish_reason?: unknown;
   stop_reason?: unknown;
@@ -204,6 +227,8 @@ export class Continuation {
       return undefined;
     }
     this.identify(e);
+    // the client has its prompt's ids (if it asked): the continuation's prompt is not its prompt
+    delete e.prompt_token_ids;
     const usage = this.countUsage(e.usage);
     const choices = Array.isArray(e.choices) ? (e.choices as EventChoice[]) : [];
     if (choices.length === 0) {
@@ -226,7 +251,15 @@ export class Continuation {
         if ('role' in d) this.so.role = true;
         if (typeof d.content === 'string') piece = d.content;
       }
-    } else if (typeof c.text === 'string') piece = c.text;
+    } else {
+      if ('prompt_token_ids' in c) {
+        delete c.prompt_token_ids;
+        // the event that only carried them (as the first of a completion's with return_token_ids): nothing left for the client
+        const ids = c.token_ids;
+        if (c.text === '' && c.finish_reason == null && c.logprobs == null && (ids === undefined || (Array.isArray(ids) && ids.length === 0))) return '';
+      }
+      if (typeof c.text === 'string') piece = c.text;
+    }
     if (piece !== undefined && this.seamLeft > 0) {
       const at = this.stopAcross(piece);
       if (at !== undefined) return this.endOnStop(e, c, piece.slice(0, Math.max(0, at.index - this.seam.length)), at.stop);

@@ -96,6 +96,11 @@ export class HealthController implements HealthHost {
     this.loop.spawn(p, what);
   }
 
+  /** Start `work` in the background `ms` from now (not if the controller stops first). */
+  later(what: string, ms: number, work: () => Promise<unknown>): void {
+    this.loop.later(ms, what, work);
+  }
+
   // ---- the loop ------------------------------------------------------------------------------
 
   private tick(): void {

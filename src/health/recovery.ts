@@ -56,9 +56,9 @@ export class Recovery {
     });
     this.promoteSpares(w.model, w.version);
     if (!replace || this.stoppingIds.has(w.id)) return;
+    // counted as stopping from now: nothing refills the version while the replacement waits its turn
     this.stopping.set(key, (this.stopping.get(key) ?? 0) + 1);
-    this.hc.spawn(
-      `replacing ${w.id}`,
+    this.hc.later(`replacing ${w.id}`, DEFAULTS.health.replaceDelayMs, () =>
       this.stop(w.id, () => this.ports.workers.stop(w))
         .finally(() => this.stopping.set(key, (this.stopping.get(key) ?? 1) - 1))
         .then(() => this.reconcileVersion(w.model, w.version)),

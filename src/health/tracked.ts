@@ -31,6 +31,8 @@ export interface HealthHost {
   config(model: string): HealthConfig | undefined;
   /** Run as background work: errors become events. */
   spawn(what: string, p: Promise<unknown>): void;
+  /** Start `work` in the background `ms` from now (not if the controller stops first). */
+  later(what: string, ms: number, work: () => Promise<unknown>): void;
   /** Track the workers that appeared, forget the ones gone. */
   sync(): void;
   /** Give the data plane the worker's weight for its role and health. */

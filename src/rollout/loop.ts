@@ -7,6 +7,8 @@ import type { Clock } from './ports.js';
 export class ReconcileLoop {
   private readonly background = new Set<Promise<unknown>>();
   private cancel: (() => void) | undefined;
+  /** Work waiting for its time (`later`), cancelled by `stop`. */
+  private readonly waiting = new Set<() => void>();
   private running = false;
 
   constructor(
@@ -34,6 +36,8 @@ export class ReconcileLoop {
     this.running = false;
     this.cancel?.();
     this.cancel = undefined;
+    for (const c of this.waiting) c();
+    this.waiting.clear();
   }
 
   /** A tick now (while the loop runs), beside the scheduled ones. */
@@ -45,6 +49,15 @@ export class ReconcileLoop {
   spawn(p: Promise<unknown>, what = 'background work'): void {
     const tracked = p.catch((err: unknown) => this.onError(what, err)).finally(() => this.background.delete(tracked));
     this.background.add(tracked);
+  }
+
+  /** Start `work` in the background `ms` from now, unless the loop stops first (nothing to wait for meanwhile). */
+  later(ms: number, what: string, work: () => Promise<unknown>): void {
+    const cancel = this.clock.after(ms, () => {
+      this.waiting.delete(cancel);
+      if (this.running) this.spawn(work(), what);
+    });
+    this.waiting.add(cancel);
   }
 
   /** Resolves when no background work (a tick, a load, a start or a stop) runs. */

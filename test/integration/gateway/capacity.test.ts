@@ -19,7 +19,7 @@ describe('capacity measured from the engines', () => {
       sims.push(await startSim({ model: 'm', version: 'v1', maxNumSeqs: 2, interTokenMs: 10, itlGrowthPerSeq: 0, jitter: 0, seed: i }));
     const gw = await gateway(oneModel(sims.map((s) => s.url)));
     const pool = gw.dp.pool('m', 'v1');
-    gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', maxNumSeqs: 2 });
+    gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 2 });
     gw.dp.setAdmission('m', undefined, { requiredTokensPerS: 1500, workerTokensPerS: 1000, recoverAfterMs: 0, maxTokensDegraded: 64, measureIntervalMs: 0 });
     const adm = gw.dp.model('m').admission!;
     const capacity = adm.capacity!;

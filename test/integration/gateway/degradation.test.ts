@@ -121,7 +121,7 @@ describe("a worker's request slots and its queue by tier", () => {
     });
     const gw = await gateway(oneModel([u.url]), { connectionsPerWorker: 8 });
     const pool = gw.dp.pool('m', 'v1');
-    gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', maxNumSeqs: 2 });
+    gw.dp.addVersion('m', 'v1', pool.cardChecksum, { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 2 });
     gw.dp.setAdmission('m', TIERS, { requiredTokensPerS: 100, workerTokensPerS: 100, recoverAfterMs: 0, maxTokensDegraded: 64, measureIntervalMs: 0 });
     const slots = () => pool.workers[0]!.upstream;
     expect(slots().limit).toBe(2);

@@ -316,6 +316,78 @@ describe('the continuation, on scripted workers', () => {
     expect(asked.max_tokens).toBe(1);
   });
 
+  describe('by token ids, when the stream carried them (return_token_ids) and the engine takes id prompts', () => {
+    /** A completion's event as vLLM sends it with return_token_ids: the prompt's ids on the first choice, each token's ids. */
+    const ev = (text: string, ids: number[], o: { prompt?: number[]; fin?: string; usage?: [number, number] } = {}) =>
+      `data: ${JSON.stringify({
+        id: 'cmpl-1',
+        object: 'text_completion',
+        created: 1,
+        model: 'm',
+        choices: [{ index: 0, text, logprobs: null, finish_reason: o.fin ?? null, token_ids: ids, ...(o.prompt ? { prompt_token_ids: o.prompt } : {}) }],
+        ...(o.usage ? { usage: { prompt_tokens: o.usage[0], completion_tokens: o.usage[1], total_tokens: o.usage[0] + o.usage[1] } } : {}),
+      })}\n\n`;
+    const usageEvent = (p: number, c: number) =>
+      `data: ${JSON.stringify({ id: 'cmpl-2', object: 'text_completion', created: 2, model: 'm', choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } })}\n\n`;
+
+    async function run(body: Record<string, unknown>, tokenIdPrompts = true) {
+      const first = await upstream();
+      const second = await upstream();
+      // token 13's text is held back (half a character) when the worker dies
+      first.script(piecesThenDrop([Buffer.from(ev('', [], { prompt: [1, 2, 3] }) + ev(' one', [11]) + ev(' two', [12]) + ev('', [13]))]));
+      // the continuing worker: its own first event (its prompt's ids), token 13 again and one more
+      second.script(
+        stream([
+          ev('', [], { prompt: [1, 2, 3, 11, 12] }),
+          ev(' thr', [13], { usage: [5, 1] }),
+          ev('ee', [14], { fin: 'length', usage: [5, 2] }),
+          usageEvent(5, 2),
+          'data: [DONE]\n\n',
+        ]),
+      );
+      const gw = await gateway(oneModel([first.url, second.url]), {}, rr());
+      gw.dp.addVersion('m', 'v1', gw.dp.pool('m', 'v1').cardChecksum, { resume: 'continue_final_message', tokenIdPrompts });
+      const res = await httpCall(gw.url, COMPL, {
+        model: 'm',
+        prompt: 'Count:',
+        stream: true,
+        max_tokens: 4,
+        return_token_ids: true,
+        stream_options: { include_usage: true },
+        ...body,
+      });
+      const prompts = sseData(res.body)
+        .filter((d) => d !== '[DONE]')
+        .flatMap((d) =>
+          (JSON.parse(d) as { choices: { prompt_token_ids?: number[] }[] }).choices.map((c) => c.prompt_token_ids).filter((p) => p !== undefined),
+        );
+      return { got: read(res.body, false), prompts, asked: (await second.request(1)).json as Record<string, unknown> };
+    }
+
+    it("continues from the prompt's ids and the sent tokens' (a held-back token generated again); one prompt_token_ids; usage exact", async () => {
+      const { got, prompts, asked } = await run({});
+      expect(asked.prompt).toEqual([1, 2, 3, 11, 12]);
+      expect(asked.max_tokens).toBe(2);
+      expect(asked.return_token_ids).toBe(true);
+      expect(got.errors).toEqual([]);
+      expect(got.text).toBe(' one two three');
+      // the client's prompt ids once, its own; the continuation's (its prompt and the text sent) never
+      expect(prompts).toEqual([[1, 2, 3]]);
+      expect(got.usage).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
+    });
+
+    it('from the text where stop strings make the engine hold text back (its ids run ahead of the text), or the engine takes no id prompts', async () => {
+      for (const [body, ids] of [
+        [{ stop: ['zzz'] }, true],
+        [{}, false],
+      ] as const) {
+        const { asked, prompts } = await run(body, ids);
+        expect(asked.prompt).toBe('Count: one two');
+        expect(prompts).toEqual([[1, 2, 3]]);
+      }
+    });
+  });
+
   it('a continuation the engine refuses (4xx) ends the stream with upstream_resume_refused', async () => {
     const first = await upstream();
     const second = await upstream();

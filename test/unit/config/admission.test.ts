@@ -134,15 +134,18 @@ describe("a worker's request slots", () => {
             { id: 'b', engine: { max_num_seqs: '32' }, provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'] } },
             { id: 'c', provider: { kind: 'sim', sim: { max_num_seqs: 8 } } },
             { id: 'd', provider: { kind: 'static', endpoints: ['http://127.0.0.1:9'], resume: 'off' } },
+            { id: 'e', provider: { kind: 'process', command: 'vllm serve {weights} --port {port}', token_id_prompts: false } },
           ],
         },
       ],
     });
     expect(c.models[0]!.versions.map((v) => engineTraitsOf(v))).toEqual([
-      { resume: 'continue_final_message', maxNumSeqs: 64 },
-      { resume: 'continue_final_message', maxNumSeqs: 32 },
-      { resume: 'continue_final_message', maxNumSeqs: 8 },
-      { resume: 'off', maxNumSeqs: undefined },
+      // the simulator has no token ids; other engines take them unless declared otherwise
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 64 },
+      { resume: 'continue_final_message', tokenIdPrompts: true, maxNumSeqs: 32 },
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 8 },
+      { resume: 'off', tokenIdPrompts: true, maxNumSeqs: undefined },
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: undefined },
     ]);
     expect(issues({ models: [{ name: 'm', versions: [{ id: 'v', engine: { max_num_seqs: 2.5 } }] }] })[0]?.message).toMatch(
       /max_num_seqs must be a positive integer: the engine's --max-num-seqs/,

@@ -25,4 +25,15 @@ describe('SentLog', () => {
     expect(log.size).toBeLessThanOrEqual(16_384);
     expect(log.read()).toMatchObject({ text: want, tokenEvents: 200 });
   });
+
+  it('keeps the token ids of what it folded, and reading twice reads the same', () => {
+    const log = new SentLog(false, 4096);
+    const ids: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      log.append(Buffer.from(`data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, text: ` w${i}`, token_ids: [i] }] })}\n\n`));
+      ids.push(i);
+    }
+    expect(log.read()).toMatchObject({ tokenIds: ids, idsAtText: 200, idsMissing: false });
+    expect(log.read().tokenIds).toEqual(ids);
+  });
 });

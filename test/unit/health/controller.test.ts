@@ -1,12 +1,15 @@
 // The health controller in process, over the fake fleet and its fake clock: probes, passive signals,
 // the routing weights it sets, drains, replacements, spares, and what survives a restart.
 import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULTS } from '../../../src/defaults.js';
 import { HealthController } from '../../../src/health/controller.js';
 import { newHealth } from '../../../src/health/machine.js';
 import { probeWorker } from '../../../src/health/prober.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
 
 const INTERVAL = 2_000;
+/** A dead worker is stopped and replaced this long after (its broken streams are continued first). */
+const REPLACE = DEFAULTS.health.replaceDelayMs;
 
 function model(o: { replicas?: number; spares?: number; health?: Record<string, unknown>; provider?: unknown } = {}) {
   return {
@@ -65,6 +68,8 @@ describe('health controller', () => {
     await advance(INTERVAL);
     expect(fleet.worker('chat/v1/2').weight).toBe(0);
     expect(fleet.log).toContain('drain chat/v1/2 abort');
+    expect(fleet.log).not.toContain('stop chat/v1/2');
+    await advance(REPLACE);
     expect(fleet.log).toContain('stop chat/v1/2');
     expect(fleet.log).toContain('start chat/v1/4 serving');
     expect(fleet.eventKinds('worker_health').length).toBeGreaterThan(0);
@@ -81,6 +86,7 @@ describe('health controller', () => {
     fleet.worker('chat/v1/1').mode = 'drift';
     await advance(INTERVAL);
     expect(await fleet.metricsText()).toMatch(/reason="logprob_drift"\} 1/);
+    await advance(REPLACE);
     expect(fleet.log).toContain('stop chat/v1/1');
   });
 
@@ -218,7 +224,7 @@ describe('health controller', () => {
     const hc2 = new HealthController(fleet.ports(), { tickMs: 1_000, rand: () => 0.5 });
     controllers.push(hc2);
     hc2.run();
-    await fleet.clock.advance(2_000, () => hc2.whenIdle());
+    await fleet.clock.advance(2_000 + REPLACE, () => hc2.whenIdle());
     expect(fleet.log).toContain('drain chat/v1/1 abort');
     expect(fleet.log).toContain('stop chat/v1/1');
     expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start chat/v1/4 serving']);
@@ -245,14 +251,19 @@ describe('health controller', () => {
     const { fleet, advance } = await start();
     await advance(INTERVAL);
     fleet.failStarts.push('insufficient GPUs', 'insufficient GPUs');
+    // a tick ran at this time; they come every second
+    const crashedAt = fleet.clock.now();
     fleet.crash('chat/v1/1');
-    await advance(0);
+    await advance(REPLACE - 1);
+    expect(fleet.eventKinds('worker_start_failed')).toHaveLength(0);
+    await advance(1);
     expect(fleet.eventKinds('worker_start_failed')).toHaveLength(1);
-    await advance(999);
+    // the next try: on the first tick at least 1 s later
+    await advance(crashedAt + 2_000 - 1 - fleet.clock.now());
     expect(fleet.eventKinds('worker_start_failed')).toHaveLength(1);
     await advance(1);
     expect(fleet.eventKinds('worker_start_failed')).toHaveLength(2);
-    // the next try waits twice as long
+    // the one after waits twice as long
     await advance(1_999);
     expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual([]);
     await advance(1);
