@@ -56,9 +56,9 @@ export const RULES: readonly Rule[] = [
   },
   {
     id: 'controllers-see-ports',
-    files: ['rollout', 'health', 'fleet'],
+    files: ['rollout', 'health', 'fleet', 'scheduler'],
     mayNotImport: ['control', 'api'],
-    why: 'controllers in rollout/, health/ and fleet/ see the ports, not the composition root (control/) nor the admin API that calls them',
+    why: 'controllers in rollout/, health/, fleet/ and scheduler/ see the ports, not the composition root (control/) nor the admin API that calls them',
   },
   {
     id: 'database-in-store',

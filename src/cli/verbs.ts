@@ -19,6 +19,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   rollback: () => import('./rollback/index.js'),
   workers: () => import('./workers/index.js'),
   capacity: () => import('./capacity/index.js'),
+  scheduler: () => import('./scheduler/index.js'),
   probes: () => import('./probes/index.js'),
   audit: () => import('./audit/index.js'),
   cache: () => import('./cache/index.js'),

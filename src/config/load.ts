@@ -228,7 +228,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     };
     return {
       name: m.name,
-      priority: m.priority,
+      priority: m.priority === 'medium' ? 'standard' : m.priority === 'low' ? 'batch' : m.priority,
       slo: { ttftP99Ms: m.slo.ttft_p99_ms, tpotP99Ms: m.slo.tpot_p99_ms },
       minReplicas: m.min_replicas,
       maxReplicas: m.max_replicas,
@@ -299,6 +299,17 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
     notifications: { webhooks: raw.notifications.webhooks },
     control: { tickMs: raw.control.tick_ms },
+    scheduler: {
+      enabled: raw.scheduler.enabled,
+      dryRun: raw.scheduler.dry_run,
+      intervalMs: raw.scheduler.interval_ms,
+      windowMs: raw.scheduler.window_ms,
+      idleAfterMs: raw.scheduler.idle_after_ms,
+      cooldownMs: raw.scheduler.cooldown_ms,
+      relaxBelow: raw.scheduler.relax_below,
+      headroom: raw.scheduler.headroom,
+      drainTimeoutMs: raw.scheduler.drain_timeout_ms,
+    },
     judge: raw.judge && {
       url: raw.judge.url,
       model: raw.judge.model,

@@ -207,7 +207,8 @@ const budgetText = (what: string) => z.string(msg(what)).regex(/^(\d+|100(\.0+)?
 const modelSchema = z
   .object({
     name: name('a model name'),
-    priority: z.enum(['critical', 'high', 'medium', 'low'], msg('one of critical, high, medium, low')).default('medium'),
+    /** The scheduler's priority (docs/multi-model.md); `medium` and `low` are the older names of `standard` and `batch`. */
+    priority: z.enum(['critical', 'high', 'standard', 'batch', 'medium', 'low'], msg('one of critical, high, standard, batch')).default('standard'),
     slo: z.object({ ttft_p99_ms: positive().optional(), tpot_p99_ms: positive().optional() }).strict().default({}),
     min_replicas: nonNegInt().default(1),
     max_replicas: posInt().default(8),
@@ -371,6 +372,22 @@ export const configSchema = z
       .prefault({}),
     control: z
       .object({ tick_ms: posInt().default(DEFAULTS.control.tickMs) })
+      .strict()
+      .prefault({}),
+    /** The multi-model scheduler (src/scheduler/, docs/multi-model.md): off unless enabled. */
+    scheduler: z
+      .object({
+        enabled: bool().default(false),
+        /** Decide and explain every round, change nothing. */
+        dry_run: bool().default(false),
+        interval_ms: posInt().default(DEFAULTS.scheduler.intervalMs),
+        window_ms: posInt().default(DEFAULTS.scheduler.windowMs),
+        idle_after_ms: posInt().default(DEFAULTS.scheduler.idleAfterMs),
+        cooldown_ms: nonNegInt().default(DEFAULTS.scheduler.cooldownMs),
+        relax_below: fraction().default(DEFAULTS.scheduler.relaxBelow),
+        headroom: z.number(msg('a number in (0, 1]')).gt(0, msg('a number in (0, 1]')).max(1, msg('a number in (0, 1]')).default(DEFAULTS.scheduler.headroom),
+        drain_timeout_ms: nonNegInt().default(DEFAULTS.scheduler.drainTimeoutMs),
+      })
       .strict()
       .prefault({}),
     /** LLM-as-judge: any OpenAI-compatible endpoint and model (src/analysis/llmjudge.ts). */

@@ -8,7 +8,21 @@ export type { DegradationConfig, TierConfig };
 // re-exported here so the config's readers find every config type in one place.
 export type { ProviderConfig, SimFaults, SimSettings, VersionConfig };
 
-export type Priority = 'critical' | 'high' | 'medium' | 'low';
+/** A model's scheduling priority (`medium` and `low` in a config are read as `standard` and `batch`). */
+export type Priority = 'critical' | 'high' | 'standard' | 'batch';
+
+/** The multi-model scheduler's settings (docs/multi-model.md). */
+export interface SchedulerConfig {
+  readonly enabled: boolean;
+  readonly dryRun: boolean;
+  readonly intervalMs: number;
+  readonly windowMs: number;
+  readonly idleAfterMs: number;
+  readonly cooldownMs: number;
+  readonly relaxBelow: number;
+  readonly headroom: number;
+  readonly drainTimeoutMs: number;
+}
 export type Role = 'viewer' | 'operator' | 'admin';
 
 export interface RouteConfig {
@@ -172,6 +186,7 @@ export interface GlidepathConfig {
   readonly telemetry: { readonly windowMaxSamples: number; readonly windowMaxAgeMs: number };
   readonly notifications: { readonly webhooks: readonly string[] };
   readonly control: { readonly tickMs: number };
+  readonly scheduler: SchedulerConfig;
   readonly judge?: JudgeEndpointConfig | undefined;
   /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
   readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number };

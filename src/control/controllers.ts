@@ -16,6 +16,7 @@ import { RollbackMonitor } from '../rollout/monitor.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
 import { HealthController } from '../health/controller.js';
+import { Scheduler } from '../scheduler/controller.js';
 import { JudgeThread } from './judge-thread.js';
 import { QualityFeed } from './quality-judge.js';
 
@@ -28,6 +29,8 @@ export interface Controllers {
   readonly rolling: RollingController;
   readonly monitor: RollbackMonitor;
   readonly health: HealthController;
+  /** Runs when `scheduler.enabled`; always there for its status. */
+  readonly scheduler: Scheduler;
   /** Present when the config has a `judge:` section. */
   readonly judge: QualityFeed | undefined;
   run(): Promise<void>;
@@ -45,6 +48,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
   // built now: it records the probe sets of the versions the boot loads
   const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
+  const scheduler = new Scheduler(ports, cfg.scheduler);
   return {
     ports,
     blueGreen,
@@ -54,10 +58,14 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     rolling,
     monitor,
     health,
+    scheduler,
     judge,
     async run() {
       judge?.run();
+      // the replica counts the scheduler set before a restart, before recovery counts against them
+      await scheduler.restore();
       health.run();
+      scheduler.run();
       canary.run();
       experiments.run();
       rolling.run();
@@ -66,6 +74,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     },
     shutdown() {
       health.shutdown();
+      scheduler.shutdown();
       monitor.shutdown();
       canary.shutdown();
       experiments.shutdown();

@@ -204,7 +204,7 @@ export class ControlPlane {
         const by = rolling.get(`${m.name}/${v.id}`);
         if (by === undefined) continue;
         // claimed before any controller runs: health's recovery must not refill a version the update shrinks
-        this.workers.claim(m.name, v.id, by);
+        this.workers.counts.claim(m.name, v.id, by);
         const adopted = await this.workers.adopt(v);
         onProgress(`${m.name}/${v.id}: adopted ${adopted} running worker(s) of an unfinished rolling update`);
         needed.delete(v.id);

@@ -71,8 +71,10 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
         return workers.infos(model, version).find((x) => x.id === h.id) as WorkerInfo;
       },
       stop: (w) => workers.stopWorker(w.id),
-      claim: (model, version, by) => workers.claim(model, version, by),
-      claimedBy: (model, version) => workers.claimedBy(model, version),
+      claim: (model, version, by) => workers.counts.claim(model, version, by),
+      claimedBy: (model, version) => workers.counts.claimedBy(model, version),
+      setTarget: (model, version, n) => workers.counts.setTarget(model, version, n),
+      target: (model, version) => workers.counts.target(model, version),
       onExit: (l) => workers.onExit(l),
       onHealth: (l) => workers.onHealth(l),
       onLoaded: (l) => {

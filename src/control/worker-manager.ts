@@ -21,6 +21,7 @@ import { warmUp } from './warmup.js';
 import { Sleep } from './sleep.js';
 import { adoptVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
+import { WorkerCounts } from './worker-counts.js';
 
 export interface StartedVersion {
   workers: WorkerHandle[];
@@ -42,7 +43,8 @@ export class WorkerManager {
   private readonly highestIndex = new Map<string, number>();
   private exitListeners: ExitListener[] = [];
   /** model/version → the controller that owns its worker count (a rolling update). */
-  private readonly claims = new Map<string, string>();
+  /** Claims on versions' worker counts and the scheduler's targets (worker-counts.ts). */
+  readonly counts = new WorkerCounts();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
 
   /** Which workers sleep, persisted (sleep.ts). */
@@ -99,16 +101,6 @@ export class WorkerManager {
   /** The version's live workers (not one whose unexpected exit is being recorded). */
   of(model: string, version: string): WorkerHandle[] {
     return [...this.handles.values()].filter((h) => h.model === model && h.version === version && !this.exiting.has(h.id));
-  }
-
-  /** A controller takes (or, with undefined, lets go of) a version's worker count: recovery leaves it alone. */
-  claim(model: string, version: string, by: string | undefined): void {
-    if (by === undefined) this.claims.delete(`${model}/${version}`);
-    else this.claims.set(`${model}/${version}`, by);
-  }
-
-  claimedBy(model: string, version: string): string | undefined {
-    return this.claims.get(`${model}/${version}`);
   }
 
   /** Told when a worker exits without being asked to; returns the unsubscribe function. */

@@ -144,4 +144,27 @@ export const ROLLOUT = {
      */
     throughput: { weight: 0, critical: false, mustHaveData: false, minRequests: 50, minRatio: 0.9 },
   },
+  /** The multi-model scheduler (src/scheduler/, docs/multi-model.md; seed 003). */
+  scheduler: {
+    /** A round every 10 s (seed 003), and one at once when a model's p99 is twice its SLO. */
+    intervalMs: 10_000,
+    /** The p99s it judges are over this much recent traffic: long enough for a p99, short enough to see a surge within a round. */
+    windowMs: 30_000,
+    /** Samples kept per model for those p99s (older ones drop off first). */
+    windowMaxSamples: 4_096,
+    /** A model without a request for 5 min goes down to its min replicas. */
+    idleAfterMs: 300_000,
+    /** No scale-down within 60 s of a change: a model just raised is measured on its new replicas first. */
+    cooldownMs: 60_000,
+    /** Below half its SLO (past the cool-down), a model gives back one replica a round. */
+    relaxBelow: 0.5,
+    /** Replica counts sized for 80 % of what holds the SLO (seed 003 scales linearly; headroom stops the next breach). */
+    headroom: 0.8,
+    /** A preempted or scaled-down worker's in-flight requests get this long to finish (then they are continued elsewhere). */
+    drainTimeoutMs: 30_000,
+    /** A round at once when a model's p99 reaches this multiple of its SLO (the seed's "on a traffic spike"). */
+    spikeFactor: 2,
+    /** Decisions kept for `scheduler status`. */
+    historyMax: 200,
+  },
 } as const;

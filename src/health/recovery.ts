@@ -135,7 +135,9 @@ export class Recovery {
     // a rolling update owns the version's worker count while it replaces them: nothing refilled or trimmed
     if (this.ports.workers.claimedBy(model, version) !== undefined) return;
     const wantSpares = v.spares ?? 0;
-    this.replicas.set(key, v.provider.kind === 'static' ? v.provider.endpoints.length - wantSpares : v.replicas);
+    // the scheduler's count where it set one (docs/multi-model.md), else the configured
+    const replicas = this.ports.workers.target(model, version) ?? v.replicas;
+    this.replicas.set(key, v.provider.kind === 'static' ? v.provider.endpoints.length - wantSpares : replicas);
     this.promoteSpares(model, version);
     const spares = this.workers(model, version, 'spare');
     this.ports.telemetry.health.spares(model, version, spares.filter((s) => s.health.state === 'healthy').length, wantSpares);
@@ -153,7 +155,7 @@ export class Recovery {
     const st = this.startsOf(key);
     if (st.inFlight || (this.stopping.get(key) ?? 0) > 0 || this.ports.clock.now() < st.nextAt) return;
     const serving = this.workers(model, version, 'serving');
-    const role: WorkerRole | undefined = serving.length < v.replicas ? 'serving' : spares.length < wantSpares ? 'spare' : undefined;
+    const role: WorkerRole | undefined = serving.length < replicas ? 'serving' : spares.length < wantSpares ? 'spare' : undefined;
     if (role === undefined) return;
     // a version of prefill and decode workers gets one of the role it is short of
     const prefills = serving.filter((t) => t.info.kvRole === 'prefill').length;

@@ -142,6 +142,12 @@ export interface WorkersPort {
    */
   claim(model: string, version: string, by: string | undefined): void;
   claimedBy(model: string, version: string): string | undefined;
+  /**
+   * The serving replicas a controller wants of a version instead of its configured `replicas` (the
+   * multi-model scheduler's); health's recovery keeps this count. undefined: the configured count.
+   */
+  setTarget(model: string, version: string, replicas: number | undefined): void;
+  target(model: string, version: string): number | undefined;
   /** Stop one worker and free its GPUs. */
   stop(w: WorkerInfo): Promise<void>;
   /** Told when a worker exits without being asked to. */

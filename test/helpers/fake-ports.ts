@@ -159,6 +159,10 @@ export interface FakeFleetOptions {
   /** `models:` of glidepath.yaml (snake_case, parsed by the real config pipeline); versions use the static provider. */
   models: Record<string, unknown>[];
   gpus?: number;
+  /** `scheduler:` of glidepath.yaml. */
+  scheduler?: Record<string, unknown>;
+  /** Free GPUs are those no live worker holds (one each); by default every GPU is free. */
+  countGpus?: boolean;
 }
 
 export class FakeFleet {
@@ -205,6 +209,7 @@ export class FakeFleet {
     this.cfg = parseConfig({
       server: { data_dir: '/nonexistent/fake-fleet' },
       gpus: { count: opts.gpus ?? 8, memory_gb: 80 },
+      ...(opts.scheduler ? { scheduler: opts.scheduler } : {}),
       models: opts.models.map((m) => ({
         ...m,
         versions: (m.versions as Record<string, unknown>[]).map((v) => ({
@@ -215,7 +220,10 @@ export class FakeFleet {
       })),
     });
     this.registry = new Registry(this.store, () => this.clock.now());
+    this.countGpus = opts.countGpus === true;
   }
+
+  private readonly countGpus: boolean;
 
   /** What boot does on a first start: load the route's versions, make its stable one active. */
   private async boot(): Promise<void> {
@@ -310,6 +318,7 @@ export class FakeFleet {
   ports(): ControllerPorts {
     const locks = new Map<string, Promise<unknown>>();
     const claims = new Map<string, string>();
+    const targets = new Map<string, number>();
     const later = <T>(fn: () => T): Promise<T> => new Promise<T>((resolve) => resolve(fn()));
     const models = {
       config: (name: string) => {
@@ -459,6 +468,11 @@ export class FakeFleet {
           else claims.set(`${model}/${version}`, by);
         },
         claimedBy: (model, version) => claims.get(`${model}/${version}`),
+        setTarget: (model, version, n) => {
+          if (n === undefined) targets.delete(`${model}/${version}`);
+          else targets.set(`${model}/${version}`, n);
+        },
+        target: (model, version) => targets.get(`${model}/${version}`),
         onExit: (l) => {
           this.exitListeners.add(l);
           return () => this.exitListeners.delete(l);
@@ -493,7 +507,11 @@ export class FakeFleet {
       },
       gpus: {
         total: () => this.cfg.gpus.length,
-        free: () => later(() => this.cfg.gpus.map((g) => ({ id: g.id, memoryGb: g.memoryGb }))),
+        free: () =>
+          later(() => {
+            const held = this.countGpus ? [...this.workers.values()].filter((w) => w.alive).length : 0;
+            return this.cfg.gpus.slice(held).map((g) => ({ id: g.id, memoryGb: g.memoryGb }));
+          }),
       },
       async exclusive<T>(model: string, fn: () => Promise<T>): Promise<T> {
         const prev = locks.get(model) ?? Promise.resolve();

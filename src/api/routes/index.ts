@@ -12,6 +12,7 @@ import { judgeRoutes } from './judge.js';
 import { monitorRoutes } from './monitor.js';
 import { planRoutes } from './plan.js';
 import { rollingRoutes } from './rolling.js';
+import { schedulerRoutes } from './scheduler.js';
 import { routeRoutes } from './routes.js';
 import { statusRoutes } from './status.js';
 import { versionRoutes } from './versions.js';
@@ -31,6 +32,7 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...canaryRoutes(ctx),
     ...experimentRoutes(ctx),
     ...rollingRoutes(ctx),
+    ...schedulerRoutes(ctx),
     ...judgeRoutes(ctx),
     ...monitorRoutes(ctx),
     ...auditRoutes(ctx),

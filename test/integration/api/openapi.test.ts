@@ -90,6 +90,8 @@ const ENDPOINTS = [
   'GET /judge viewer',
   'GET /models/:model/monitor viewer',
   'PUT /models/:model/monitor operator',
+  'GET /scheduler viewer',
+  'GET /scheduler/plan viewer',
   'GET /audit viewer',
   'GET /events viewer',
   'GET /openapi.json viewer',

@@ -1,0 +1,79 @@
+// Admin routes: the multi-model scheduler — its last round (what it measured of each model, what it
+// decided and why, who was short) with the decisions so far, and what a round would decide now.
+import type { HistoryEntry, Round } from '../../scheduler/controller.js';
+import type { Decision } from '../../scheduler/plan.js';
+import type { RouteDef } from '../router.js';
+import { get } from '../router.js';
+import type { AdminContext } from './context.js';
+
+const num = (x: number): number | null => (Number.isFinite(x) ? Math.round(x * 10) / 10 : null);
+
+function decisionView(d: Decision) {
+  return { model: d.model, action: d.action, from: d.from, to: d.to, for: d.for ?? null, below_min: d.belowMin === true, reason: d.reason };
+}
+
+export function roundView(r: Round) {
+  return {
+    at: new Date(r.at).toISOString(),
+    dry_run: r.dryRun,
+    free_gpus: r.freeGpus,
+    free_gpus_after: r.plan.free,
+    models: r.models.map((m) => ({
+      model: m.model,
+      priority: m.priority,
+      replicas: m.replicas,
+      target: r.plan.targets.get(m.model) ?? m.replicas,
+      starting: m.starting,
+      min_replicas: m.minReplicas,
+      max_replicas: m.maxReplicas,
+      gpus_per_replica: m.gpusPerReplica,
+      slo: { ttft_p99_ms: m.slo.ttftP99Ms ?? null, tpot_p99_ms: m.slo.tpotP99Ms ?? null },
+      ttft_p99_ms: num(m.ttftP99Ms),
+      tpot_p99_ms: num(m.tpotP99Ms),
+      rps: num(m.rps),
+      idle_ms: num(m.idleMs),
+      frozen: m.frozen ?? null,
+    })),
+    decisions: r.plan.decisions.map(decisionView),
+    short: r.plan.short,
+  };
+}
+
+function historyView(h: HistoryEntry) {
+  return { at: new Date(h.at).toISOString(), version: h.version, dry_run: h.dryRun, outcome: h.outcome, ...decisionView(h) };
+}
+
+export function schedulerRoutes({ controllers }: AdminContext): RouteDef[] {
+  return [
+    get(
+      '/scheduler',
+      { role: 'viewer', summary: 'the multi-model scheduler: its settings, last round (each model measured, the decisions and why) and its decisions so far' },
+      (): SchedulerView => {
+        const s = controllers.scheduler.status();
+        return {
+          enabled: s.enabled,
+          dry_run: s.dryRun,
+          interval_ms: s.intervalMs,
+          last_round: s.last ? roundView(s.last) : null,
+          history: s.history.map(historyView),
+        };
+      },
+    ),
+    get(
+      '/scheduler/plan',
+      { role: 'viewer', summary: 'what a scheduler round would decide now, explained; nothing is changed (whether or not the scheduler is enabled)' },
+      async () => roundView(await controllers.scheduler.preview()),
+    ),
+  ];
+}
+
+/** `GET /scheduler/plan`'s answer (and `last_round` of `GET /scheduler`). */
+export type RoundView = ReturnType<typeof roundView>;
+/** `GET /scheduler`'s answer. */
+export interface SchedulerView {
+  enabled: boolean;
+  dry_run: boolean;
+  interval_ms: number;
+  last_round: RoundView | null;
+  history: ReturnType<typeof historyView>[];
+}

@@ -1,0 +1,64 @@
+// `glidepath scheduler status|plan`: the multi-model scheduler's view of every model (priority, replicas
+// and their target, p99s against the SLO, rate, why it is left alone), its decisions with their reasons,
+// who is short of GPUs, and (status) the decisions so far.
+import type { Command } from 'commander';
+import { out, session, withCommon } from '../common.js';
+import type { CommonOptions } from '../common.js';
+import { printJson, table } from '../output.js';
+import type { RoundView, SchedulerView } from '../../api/routes/scheduler.js';
+
+const ms = (x: number | null): string => (x === null ? '-' : `${Math.round(x)}`);
+const vsSlo = (got: number | null, slo: number | null): string => (slo === null ? ms(got) : `${ms(got)}/${ms(slo)}`);
+
+function printRound(r: RoundView): void {
+  out(`${r.dry_run ? 'plan' : 'round'} at ${r.at}: ${r.free_gpus} GPU(s) free before, ${r.free_gpus_after} after`);
+  out(
+    table(
+      ['MODEL', 'PRIORITY', 'REPLICAS', 'TARGET', 'STARTING', 'MIN', 'MAX', 'GPUS/REPLICA', 'TTFT_P99/SLO', 'TPOT_P99/SLO', 'RPS', 'LEFT ALONE'],
+      r.models.map((m) => [
+        m.model,
+        m.priority,
+        String(m.replicas),
+        m.target === m.replicas ? String(m.target) : `${m.target} (${m.target > m.replicas ? '+' : ''}${m.target - m.replicas})`,
+        String(m.starting),
+        String(m.min_replicas),
+        String(m.max_replicas),
+        String(m.gpus_per_replica),
+        vsSlo(m.ttft_p99_ms, m.slo.ttft_p99_ms),
+        vsSlo(m.tpot_p99_ms, m.slo.tpot_p99_ms),
+        m.rps === null ? '-' : String(m.rps),
+        m.frozen ?? '',
+      ]),
+    ),
+  );
+  if (r.decisions.length === 0) out('decisions: none');
+  for (const d of r.decisions) out(`- ${d.action.replace('_', ' ')} ${d.model} ${d.from} → ${d.to}${d.below_min ? ' (BELOW ITS MIN)' : ''}: ${d.reason}`);
+  for (const s of r.short) out(`! ${s.model} wanted ${s.wanted}, has ${s.got}: ${s.reason}`);
+}
+
+export function register(program: Command): void {
+  const sched = program
+    .command('scheduler')
+    .description('the multi-model scheduler: replicas by priority and SLO, preemption, every decision explained (docs/multi-model.md)');
+  withCommon(sched.command('status').description("the scheduler's last round and its decisions so far")).action(async (o: CommonOptions) => {
+    const s = session(o);
+    const v = await s.client.get<SchedulerView>('/scheduler');
+    if (s.json) return printJson(v);
+    out(
+      `scheduler: ${v.enabled ? (v.dry_run ? 'enabled, dry run (decides, changes nothing)' : 'enabled') : 'disabled (scheduler.enabled: false)'}, a round every ${v.interval_ms} ms`,
+    );
+    if (v.last_round === null) out('no round yet');
+    else printRound(v.last_round);
+    if (v.history.length > 0) {
+      out('decisions so far (newest last):');
+      for (const h of v.history.slice(-20))
+        out(`  ${h.at} ${h.action.replace('_', ' ')} ${h.model}/${h.version} ${h.from} → ${h.to}: ${h.reason}; ${h.outcome}`);
+    }
+  });
+  withCommon(sched.command('plan').description('what a round would decide now, explained; nothing is changed')).action(async (o: CommonOptions) => {
+    const s = session(o);
+    const r = await s.client.get<RoundView>('/scheduler/plan');
+    if (s.json) return printJson(r);
+    printRound(r);
+  });
+}

@@ -1,0 +1,216 @@
+// The multi-model scheduler's decisions (pure; seed 003): how many serving replicas each model gets
+// of a fixed set of GPUs, by priority and SLO, with preemption of strictly lower priorities only,
+// and a reason for every change. The controller (controller.ts) measures, asks, and carries out.
+
+/** Scheduling priorities, first served first; `batch` runs on what is left and has no SLO. */
+export type SchedPriority = 'critical' | 'high' | 'standard' | 'batch';
+export const SCHED_PRIORITIES: readonly SchedPriority[] = ['critical', 'high', 'standard', 'batch'];
+const RANK: Readonly<Record<SchedPriority, number>> = { critical: 0, high: 1, standard: 2, batch: 3 };
+
+/** One model as the scheduler sees it this round. */
+export interface ModelLoad {
+  model: string;
+  priority: SchedPriority;
+  /** p99 targets (ms); a model without one is never scaled for latency. */
+  slo: { ttftP99Ms?: number | undefined; tpotP99Ms?: number | undefined };
+  minReplicas: number;
+  maxReplicas: number;
+  /** GPUs one replica of its active version holds. */
+  gpusPerReplica: number;
+  /** Serving replicas of its active version now (starting ones included). */
+  replicas: number;
+  /** Of those, started and not yet taking traffic: a model is not raised again before they do. */
+  starting: number;
+  /** Over the scheduler's window; NaN without traffic. */
+  ttftP99Ms: number;
+  tpotP99Ms: number;
+  /** Requests per second over the window. */
+  rps: number;
+  /** Requests in flight on average over the window. */
+  inFlight: number;
+  /** Sequences one replica runs at once (its engine's max_num_seqs); undefined: not known. */
+  seqsPerReplica?: number | undefined;
+  /** ms since its last request (Infinity: none seen). */
+  idleMs: number;
+  /** ms since the scheduler last changed its replicas (Infinity: never). */
+  sinceChangeMs: number;
+  /** Why it cannot be changed now (a rollout runs, no active version, asleep…); undefined: it can. */
+  frozen?: string | undefined;
+}
+
+export interface PlanSettings {
+  /** A model without a request for this long goes down to its min replicas. */
+  idleAfterMs: number;
+  /** No scale-down within this after a change (either way): the hysteresis that stops flapping. */
+  cooldownMs: number;
+  /** A model whose p99 is below this share of its SLO, past the cool-down, gives back one replica a round. */
+  relaxBelow: number;
+  /** The utilisation a replica count is sized for: p99 at the SLO means `1 / headroom` more replicas. */
+  headroom: number;
+}
+
+export type Action = 'scale_up' | 'scale_down' | 'preempt';
+
+/** One change, explained. */
+export interface Decision {
+  model: string;
+  action: Action;
+  from: number;
+  to: number;
+  /** Preemption: the model the GPUs go to. */
+  for?: string | undefined;
+  /** The victim goes below its min replicas (reported and alerted). */
+  belowMin?: boolean | undefined;
+  reason: string;
+}
+
+export interface Plan {
+  /** Replicas per model after this round (every model given). */
+  targets: Map<string, number>;
+  /** In order: scale-downs and preemptions (they free GPUs) before scale-ups. */
+  decisions: Decision[];
+  /** GPUs left free. */
+  free: number;
+  /** Models that wanted more than they got, and why. */
+  short: { model: string; wanted: number; got: number; reason: string }[];
+}
+
+const ms = (x: number) => `${Math.round(x)} ms`;
+
+/** Replicas a model violating its SLO wants: its p99 over the SLO scales its count (seed 003), sized for `headroom`, at least one more. */
+export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: string } | undefined {
+  const over: string[] = [];
+  let ratio = 0;
+  if (m.slo.ttftP99Ms !== undefined && m.ttftP99Ms > m.slo.ttftP99Ms) {
+    ratio = Math.max(ratio, m.ttftP99Ms / m.slo.ttftP99Ms);
+    over.push(`TTFT p99 ${ms(m.ttftP99Ms)} > SLO ${ms(m.slo.ttftP99Ms)}`);
+  }
+  if (m.slo.tpotP99Ms !== undefined && m.tpotP99Ms > m.slo.tpotP99Ms) {
+    ratio = Math.max(ratio, m.tpotP99Ms / m.slo.tpotP99Ms);
+    over.push(`TPOT p99 ${ms(m.tpotP99Ms)} > SLO ${ms(m.slo.tpotP99Ms)}`);
+  }
+  if (over.length === 0) return undefined;
+  const base = Math.max(1, m.replicas);
+  const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, Math.ceil((base * ratio) / s.headroom)));
+  return { want, why: `${over.join(', ')}: ×${ratio.toFixed(2)} on ${m.replicas} replica(s), sized for ${Math.round(s.headroom * 100)} % → ${want}` };
+}
+
+/**
+ * This round's targets. In order: idle models go down to their min and comfortable ones give back
+ * one replica (past the cool-down); every model gets its min replicas; models violating their SLO
+ * get what their overshoot asks, in priority order; batch models with traffic take what is left.
+ * GPUs come from the free ones, then from models of strictly lower priority (lowest first, then
+ * least traffic): above their min first, below it only for a critical model.
+ */
+export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSettings): Plan {
+  const byPriority = [...models].sort((a, b) => RANK[a.priority] - RANK[b.priority] || a.model.localeCompare(b.model));
+  const target = new Map(models.map((m) => [m.model, m.replicas]));
+  const decisions: Decision[] = [];
+  const short: Plan['short'] = [];
+  const raised = new Set<string>();
+  const lowered = new Set<string>();
+  let free = freeGpus;
+  const get = (m: ModelLoad) => target.get(m.model) as number;
+
+  const change = (m: ModelLoad, to: number, action: Action, reason: string, extra: Partial<Decision> = {}) => {
+    const from = get(m);
+    free += (from - to) * m.gpusPerReplica;
+    target.set(m.model, to);
+    lowered.add(m.model);
+    decisions.push({ model: m.model, action, from, to, reason, ...extra });
+  };
+
+  // 1. give back: idle to min, comfortable by one (never what was just raised, never within the cool-down)
+  for (const m of byPriority) {
+    if (m.frozen !== undefined || get(m) <= m.minReplicas || m.sinceChangeMs < s.cooldownMs) continue;
+    if (m.idleMs >= s.idleAfterMs) {
+      change(m, m.minReplicas, 'scale_down', `idle for ${ms(m.idleMs)} (≥ ${ms(s.idleAfterMs)}): down to its min`);
+      continue;
+    }
+    const slo = m.slo.ttftP99Ms;
+    if (slo === undefined || !(m.ttftP99Ms < slo * s.relaxBelow) || (m.slo.tpotP99Ms !== undefined && !(m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow)))
+      continue;
+    // one fewer must still carry what runs (sized for the headroom), where a replica's sequences are known
+    const fewer = get(m) - 1;
+    if (m.seqsPerReplica !== undefined && m.inFlight > fewer * m.seqsPerReplica * s.headroom) continue;
+    const load = m.seqsPerReplica === undefined ? '' : `, ${m.inFlight.toFixed(1)} in flight fit ${fewer} × ${m.seqsPerReplica} sequences`;
+    change(m, fewer, 'scale_down', `TTFT p99 ${ms(m.ttftP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(slo)}${load}: one replica back`);
+  }
+
+  /** `n` more replicas for `m`: free GPUs, then preemption; returns how many it got. */
+  const acquire = (m: ModelLoad, n: number, reason: string): number => {
+    let got = 0;
+    while (got < n) {
+      if (free >= m.gpusPerReplica) {
+        free -= m.gpusPerReplica;
+        got++;
+        continue;
+      }
+      if (!preemptOne(m)) break;
+    }
+    if (got > 0) {
+      const from = get(m);
+      target.set(m.model, from + got);
+      raised.add(m.model);
+      decisions.push({ model: m.model, action: 'scale_up', from, to: from + got, reason });
+    }
+    return got;
+  };
+
+  /** Free one victim replica for `m`: strictly lower priority, lowest first, then least traffic; above min first. */
+  const preemptOne = (m: ModelLoad): boolean => {
+    const lower = byPriority
+      .filter((v) => RANK[v.priority] > RANK[m.priority] && v.frozen === undefined && get(v) > 0)
+      .sort((a, b) => RANK[b.priority] - RANK[a.priority] || a.rps - b.rps || a.model.localeCompare(b.model));
+    const victim = lower.find((v) => get(v) > v.minReplicas) ?? (m.priority === 'critical' ? lower[0] : undefined);
+    if (victim === undefined) return false;
+    const to = get(victim) - 1;
+    const belowMin = to < victim.minReplicas;
+    change(
+      victim,
+      to,
+      'preempt',
+      `one replica to ${m.model} (${m.priority} over ${victim.priority})${belowMin ? `: below its min of ${victim.minReplicas}` : ''}`,
+      {
+        for: m.model,
+        belowMin: belowMin || undefined,
+      },
+    );
+    return true;
+  };
+
+  // 2. every model its min
+  for (const m of byPriority) {
+    if (m.frozen !== undefined || get(m) >= m.minReplicas) continue;
+    const need = m.minReplicas - get(m);
+    const got = acquire(m, need, `below its min of ${m.minReplicas}`);
+    if (got < need) short.push({ model: m.model, wanted: m.minReplicas, got: get(m), reason: 'no free GPU and nothing of a lower priority to take' });
+  }
+
+  // 3. SLO violations, by priority
+  for (const m of byPriority) {
+    if (m.frozen !== undefined) continue;
+    const w = wantedFor(m, s);
+    if (w === undefined || w.want <= get(m)) continue;
+    // its p99 still holds the time before the replicas it is waiting for: asking again would overshoot
+    if (m.starting > 0) {
+      short.push({ model: m.model, wanted: w.want, got: get(m), reason: `${m.starting} replica(s) still starting` });
+      continue;
+    }
+    const need = w.want - get(m);
+    const got = acquire(m, need, w.why);
+    if (got < need) short.push({ model: m.model, wanted: w.want, got: get(m), reason: 'no free GPU and nothing of a lower priority to take' });
+  }
+
+  // 4. what is left to batch models with traffic
+  for (const m of byPriority) {
+    if (m.priority !== 'batch' || m.frozen !== undefined || m.rps <= 0 || raised.has(m.model) || lowered.has(m.model)) continue;
+    const room = Math.min(m.maxReplicas - get(m), Math.floor(free / m.gpusPerReplica));
+    if (room > 0) acquire(m, room, `batch: ${room} free replica slot(s) left over`);
+  }
+
+  // scale-downs and preemptions first: their GPUs are what the scale-ups start on
+  const order = (d: Decision) => (d.action === 'scale_up' ? 1 : 0);
+  decisions.sort((a, b) => order(a) - order(b));
+  return { targets: target, decisions, free, short };
+}

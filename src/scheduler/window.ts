@@ -1,0 +1,58 @@
+// A model's recent traffic as the scheduler judges it: TTFT and TPOT of its last requests (bounded by
+// age and count), their rate, and when it last had one. Fed by the telemetry's request records.
+
+interface Sample {
+  at: number;
+  ttftMs: number;
+  tpotMs: number;
+  latencyMs: number;
+}
+
+export interface LoadStats {
+  /** NaN without samples. */
+  ttftP99Ms: number;
+  tpotP99Ms: number;
+  rps: number;
+  /** Requests in flight on average (Little's law: the time they took over the window's length). */
+  inFlight: number;
+  /** Epoch ms of the last request (-Infinity: none). */
+  lastAt: number;
+}
+
+/** The 99th percentile (nearest rank) of the finite values; NaN when none. */
+function p99(values: number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return Number.NaN;
+  return v[Math.min(v.length - 1, Math.ceil(0.99 * v.length) - 1)] as number;
+}
+
+export class LoadWindow {
+  private readonly samples: Sample[] = [];
+  private lastAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly maxAgeMs: number,
+    private readonly maxSamples: number,
+  ) {}
+
+  add(at: number, ttftMs: number, tpotMs: number, latencyMs: number): void {
+    this.samples.push({ at, ttftMs, tpotMs, latencyMs });
+    if (this.samples.length > this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
+    if (at > this.lastAt) this.lastAt = at;
+  }
+
+  stats(now: number): LoadStats {
+    const from = now - this.maxAgeMs;
+    let drop = 0;
+    while (drop < this.samples.length && (this.samples[drop] as Sample).at < from) drop++;
+    if (drop > 0) this.samples.splice(0, drop);
+    const s = this.samples;
+    return {
+      ttftP99Ms: p99(s.map((x) => x.ttftMs)),
+      tpotP99Ms: p99(s.map((x) => x.tpotMs)),
+      rps: s.length / (this.maxAgeMs / 1000),
+      inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / this.maxAgeMs,
+      lastAt: this.lastAt,
+    };
+  }
+}

@@ -1,0 +1,114 @@
+// The scheduler controller over the fake ports: a surge on the critical model preempts the batch model
+// (drained, then stopped) and starts replicas on the freed GPUs; recovery's count follows; every decision
+// is explained, audited and emitted; a dry run changes nothing; a restart keeps the counts; models
+// under a rollout are left alone.
+import { afterEach, describe, expect, it } from 'vitest';
+import { Scheduler } from '../../../src/scheduler/controller.js';
+import { FakeFleet } from '../../helpers/fake-ports.js';
+
+const INTERVAL = 10_000;
+const sim = { provider: { kind: 'sim' } };
+
+let running: Scheduler[] = [];
+afterEach(() => {
+  for (const s of running) s.shutdown();
+  running = [];
+});
+
+async function start(o: { dryRun?: boolean; critReplicas?: number } = {}) {
+  const fleet = await FakeFleet.create({
+    gpus: 4,
+    countGpus: true,
+    scheduler: { enabled: true, dry_run: o.dryRun ?? false, interval_ms: INTERVAL, window_ms: 30_000 },
+    models: [
+      {
+        name: 'crit',
+        priority: 'critical',
+        slo: { ttft_p99_ms: 200 },
+        min_replicas: 1,
+        max_replicas: 4,
+        versions: [{ id: 'v1', replicas: o.critReplicas ?? 1, ...sim }],
+        route: { weights: { v1: 1 } },
+      },
+      { name: 'bat', priority: 'batch', min_replicas: 0, max_replicas: 3, versions: [{ id: 'v1', replicas: 3, ...sim }], route: { weights: { v1: 1 } } },
+    ],
+  });
+  const ports = fleet.ports();
+  const s = new Scheduler(ports, fleet.cfg.scheduler);
+  running.push(s);
+  await s.restore();
+  s.run();
+  const advance = (ms: number) => fleet.clock.advance(ms, () => s.whenIdle());
+  return { fleet, ports, s, advance };
+}
+
+describe('scheduler controller', () => {
+  it('a surge on the critical model: the batch model is drained and stopped, the critical one grows on its GPUs', async () => {
+    const { fleet, ports, advance } = await start();
+    // batch traffic keeps it from idling; the critical model's TTFT p99 at 3× its SLO
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await advance(INTERVAL);
+    // 1 × 3 / 0.8 → 4 replicas, capped at max 4: three batch replicas go (none is free)
+    expect(fleet.log.filter((l) => /^weight bat/.test(l))).toEqual(['weight bat/v1/2=0', 'weight bat/v1/1=0', 'weight bat/v1/0=0']);
+    expect(fleet.log.filter((l) => /^(drain|stop|start)/.test(l))).toEqual([
+      'drain bat/v1/2 wait',
+      'drain bat/v1/1 wait',
+      'drain bat/v1/0 wait',
+      'stop bat/v1/2',
+      'stop bat/v1/1',
+      'stop bat/v1/0',
+      'start crit/v1/1 serving',
+      'start crit/v1/2 serving',
+      'start crit/v1/3 serving',
+    ]);
+    expect([ports.workers.target('crit', 'v1'), ports.workers.target('bat', 'v1')]).toEqual([4, 0]);
+    expect(fleet.eventKinds('scheduler_')).toEqual(['scheduler_preempt', 'scheduler_preempt', 'scheduler_preempt', 'scheduler_scale_up']);
+    const up = fleet.events.find((e) => e.kind === 'scheduler_scale_up');
+    expect(up?.message).toBe('scale up crit: 1 → 4 replica(s) — TTFT p99 600 ms > SLO 200 ms: ×3.00 on 1 replica(s), sized for 80 % → 4; done');
+    expect(fleet.audit.filter((a) => a.action === 'scheduler.scale').map((a) => `${a.target} ${a.result}`)).toEqual(['bat/v1 ok', 'crit/v1 ok']);
+    expect(await ports.settings.get('scheduler.targets')).toEqual({ crit: { version: 'v1', replicas: 4 }, bat: { version: 'v1', replicas: 0 } });
+    // the next round waits for the starting replicas: nothing more is asked of a model with replicas still starting
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await advance(INTERVAL);
+    expect(fleet.eventKinds('scheduler_')).toHaveLength(4);
+  });
+
+  it('a dry run decides and explains, and changes nothing', async () => {
+    const { fleet, ports, s, advance } = await start({ dryRun: true });
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await advance(INTERVAL);
+    expect(fleet.log.filter((l) => /^(drain|stop|start)/.test(l))).toEqual([]);
+    expect(ports.workers.target('crit', 'v1')).toBeUndefined();
+    expect(s.status().history.map((h) => `${h.action} ${h.model} ${h.outcome}`)).toEqual([
+      'preempt bat not carried out (dry run)',
+      'preempt bat not carried out (dry run)',
+      'preempt bat not carried out (dry run)',
+      'scale_up crit not carried out (dry run)',
+    ]);
+    expect(fleet.events.at(-1)?.message).toContain('(dry run)');
+  });
+
+  it('a restarted scheduler keeps the counts it set (before health counts against them)', async () => {
+    const { fleet, ports, advance } = await start();
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await advance(INTERVAL);
+    const again = new Scheduler(ports, fleet.cfg.scheduler);
+    ports.workers.setTarget('crit', 'v1', undefined);
+    await again.restore();
+    expect(ports.workers.target('crit', 'v1')).toBe(4);
+  });
+
+  it('a model whose workers a rollout owns is left alone, and says why', async () => {
+    const { fleet, ports, s } = await start();
+    ports.workers.claim('bat', 'v1', 'rolling-1');
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    const r = await s.preview();
+    expect(r.models.find((m) => m.model === 'bat')?.frozen).toBe('its workers belong to rolling-1');
+    expect(r.plan.decisions).toEqual([]);
+    expect(r.plan.short).toEqual([{ model: 'crit', wanted: 4, got: 1, reason: 'no free GPU and nothing of a lower priority to take' }]);
+  });
+});

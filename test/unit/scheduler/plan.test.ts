@@ -1,0 +1,139 @@
+// The scheduler's decisions: mins by priority, SLO violations sized by their overshoot, preemption of
+// strictly lower priorities only (lowest, then least traffic; below min only for critical), idle and
+// comfortable models giving back, the cool-down and starting replicas that stop flapping.
+import { describe, expect, it } from 'vitest';
+import { plan, wantedFor } from '../../../src/scheduler/plan.js';
+import type { ModelLoad, PlanSettings } from '../../../src/scheduler/plan.js';
+
+const S: PlanSettings = { idleAfterMs: 300_000, cooldownMs: 60_000, relaxBelow: 0.5, headroom: 0.8 };
+
+function m(model: string, priority: ModelLoad['priority'], o: Partial<ModelLoad> = {}): ModelLoad {
+  return {
+    model,
+    priority,
+    slo: priority === 'batch' ? {} : { ttftP99Ms: 200 },
+    minReplicas: 1,
+    maxReplicas: 8,
+    gpusPerReplica: 1,
+    replicas: 1,
+    starting: 0,
+    ttftP99Ms: 100,
+    tpotP99Ms: 20,
+    rps: 1,
+    inFlight: 1,
+    idleMs: 0,
+    sinceChangeMs: Infinity,
+    ...o,
+  };
+}
+
+const summary = (p: ReturnType<typeof plan>) =>
+  p.decisions.map((d) => `${d.action} ${d.model} ${d.from}→${d.to}${d.for ? ` for ${d.for}` : ''}${d.belowMin ? ' below min' : ''}`);
+
+describe('scheduler plan', () => {
+  it('gives every model its min in priority order; what does not fit is reported short', () => {
+    const p = plan(
+      [m('b', 'batch', { replicas: 0, minReplicas: 1 }), m('c', 'critical', { replicas: 0, minReplicas: 2 }), m('s', 'standard', { replicas: 0 })],
+      3,
+      S,
+    );
+    expect(Object.fromEntries(p.targets)).toEqual({ b: 0, c: 2, s: 1 });
+    expect(p.short).toEqual([{ model: 'b', wanted: 1, got: 0, reason: 'no free GPU and nothing of a lower priority to take' }]);
+  });
+
+  it('sizes an SLO violation by its overshoot (not +1), up to max', () => {
+    const c = m('c', 'critical', { replicas: 2, ttftP99Ms: 600 });
+    expect(wantedFor(c, S)?.want).toBe(8); // 2 × 3 / 0.8 = 7.5
+    expect(wantedFor({ ...c, maxReplicas: 5 }, S)?.want).toBe(5);
+    expect(wantedFor({ ...c, ttftP99Ms: 210 }, S)?.want).toBe(3); // 2 × 1.05 / 0.8 = 2.6, at least one more
+    expect(wantedFor({ ...c, ttftP99Ms: 150 }, S)).toBeUndefined();
+  });
+
+  it('a surge on the critical model takes the batch model first, then the standard one; never the high one', () => {
+    const models = [
+      m('crit', 'critical', { replicas: 2, minReplicas: 2, ttftP99Ms: 400 }),
+      m('high', 'high', { replicas: 2 }),
+      m('std', 'standard', { replicas: 2 }),
+      m('bat', 'batch', { replicas: 2, minReplicas: 0 }),
+    ];
+    const p = plan(models, 0, S);
+    // 2 × 2 / 0.8 = 5: three more, from batch (both) and standard (one, above its min)
+    expect(summary(p)).toEqual(['preempt bat 2→1 for crit', 'preempt bat 1→0 for crit', 'preempt std 2→1 for crit', 'scale_up crit 2→5']);
+    expect(p.targets.get('high')).toBe(2);
+  });
+
+  it('a high model never takes from the same priority or higher, and below a min only a critical one takes', () => {
+    const p = plan(
+      [
+        m('h1', 'high', { replicas: 1, ttftP99Ms: 400 }),
+        m('h2', 'high', { replicas: 3, rps: 0 }),
+        m('c', 'critical', { replicas: 2 }),
+        m('s', 'standard', { replicas: 1 }),
+      ],
+      0,
+      S,
+    );
+    expect(summary(p)).toEqual([]);
+    expect(p.short[0]).toMatchObject({ model: 'h1', got: 1 });
+    const q = plan([m('c', 'critical', { replicas: 1, ttftP99Ms: 400 }), m('s', 'standard', { replicas: 1 })], 0, S);
+    expect(summary(q)).toEqual(['preempt s 1→0 for c below min', 'scale_up c 1→2']);
+  });
+
+  it('among victims of one priority, the one with the least traffic goes first', () => {
+    const p = plan(
+      [
+        m('c', 'critical', { replicas: 1, ttftP99Ms: 250 }),
+        m('busy', 'batch', { replicas: 1, minReplicas: 0, rps: 9 }),
+        m('quiet', 'batch', { replicas: 1, minReplicas: 0, rps: 2 }),
+      ],
+      0,
+      S,
+    );
+    expect(summary(p)).toEqual(['preempt quiet 1→0 for c', 'scale_up c 1→2']);
+  });
+
+  it('idle models go to their min and comfortable ones give back one replica, past the cool-down only', () => {
+    const models = [
+      m('idle', 'standard', { replicas: 3, idleMs: 400_000, rps: 0 }),
+      m('calm', 'high', { replicas: 3, ttftP99Ms: 50 }),
+      m('fresh', 'high', { replicas: 3, ttftP99Ms: 50, sinceChangeMs: 10_000 }),
+    ];
+    const p = plan(models, 0, S);
+    expect(summary(p)).toEqual(['scale_down calm 3→2', 'scale_down idle 3→1']);
+    expect(p.free).toBe(3);
+  });
+
+  it('a comfortable model keeps a replica its load still needs (in flight against one fewer × its sequences, with headroom)', () => {
+    const busy = m('calm', 'high', { replicas: 3, ttftP99Ms: 50, seqsPerReplica: 4, inFlight: 7 });
+    // 2 replicas × 4 sequences × 0.8 = 6.4 < 7: kept
+    expect(summary(plan([busy], 0, S))).toEqual([]);
+    const p = plan([{ ...busy, inFlight: 6 }], 0, S);
+    expect(summary(p)).toEqual(['scale_down calm 3→2']);
+    expect(p.decisions[0]?.reason).toBe('TTFT p99 50 ms < 50 % of its SLO 200 ms, 6.0 in flight fit 2 × 4 sequences: one replica back');
+  });
+
+  it('a model waiting for replicas it started is not raised again (its p99 still holds the time before them)', () => {
+    const p = plan([m('c', 'critical', { replicas: 4, starting: 2, ttftP99Ms: 800 })], 8, S);
+    expect(summary(p)).toEqual([]);
+    expect(p.short).toEqual([{ model: 'c', wanted: 8, got: 4, reason: '2 replica(s) still starting' }]);
+  });
+
+  it('batch models with traffic take what is left, up to max; one preempted this round does not take it back', () => {
+    const p = plan([m('bat', 'batch', { replicas: 1, minReplicas: 0, maxReplicas: 3 }), m('idle-bat', 'batch', { replicas: 0, minReplicas: 0, rps: 0 })], 5, S);
+    expect(summary(p)).toEqual(['scale_up bat 1→3']);
+    expect(p.free).toBe(3);
+    // a 2-GPU critical replica takes one 1-GPU batch replica … and another: the second GPU is not handed back
+    const q = plan([m('c', 'critical', { replicas: 1, gpusPerReplica: 2, ttftP99Ms: 250 }), m('bat', 'batch', { replicas: 3, minReplicas: 0 })], 1, S);
+    expect(summary(q)).toEqual(['preempt bat 3→2 for c', 'scale_up c 1→2']);
+    expect(q.free).toBe(0);
+  });
+
+  it('frozen models are neither raised, lowered nor preempted', () => {
+    const p = plan(
+      [m('c', 'critical', { replicas: 1, ttftP99Ms: 400 }), m('b', 'batch', { replicas: 2, minReplicas: 0, frozen: 'a rolling update runs' })],
+      0,
+      S,
+    );
+    expect(summary(p)).toEqual([]);
+  });
+});
