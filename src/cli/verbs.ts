@@ -20,6 +20,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   workers: () => import('./workers/index.js'),
   capacity: () => import('./capacity/index.js'),
   scheduler: () => import('./scheduler/index.js'),
+  adapter: () => import('./adapter/index.js'),
   probes: () => import('./probes/index.js'),
   audit: () => import('./audit/index.js'),
   cache: () => import('./cache/index.js'),

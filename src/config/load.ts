@@ -57,7 +57,9 @@ function simSettings(s: RawSim): SimSettings {
   if (s.max_num_seqs !== undefined) out.maxNumSeqs = s.max_num_seqs;
   if (s.max_model_len !== undefined) out.maxModelLen = s.max_model_len;
   if (s.hallucination_rate !== undefined) out.hallucinationRate = s.hallucination_rate;
-  if (s.max_loras !== undefined) out.maxLoras = s.max_loras;
+  // always said: the gateway serves adapters on a version whose workers have LoRA slots
+  out.maxLoras = s.max_loras ?? DEFAULTS.sim.maxLoras;
+  if (s.lora_load_ms !== undefined) out.loraLoadMs = s.lora_load_ms;
   if (s.faults) out.faults = fromSnakeFaults(s.faults);
   return out;
 }
@@ -169,6 +171,18 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
   });
 
   const modelNames = new Set<string>();
+  // adapters are named in `model` as models are: one namespace (checked once every model is known)
+  const adapterNames = new Map<string, string>();
+  const allModels = new Set(raw.models.map((m) => m.name));
+  raw.models.forEach((m, mi) =>
+    m.adapters.forEach((a, ai) => {
+      const at = `models[${mi}].adapters[${ai}].name`;
+      if (allModels.has(a.name)) issues.push({ path: at, message: `adapter ${JSON.stringify(a.name)} has the name of a model` });
+      else if (adapterNames.has(a.name))
+        issues.push({ path: at, message: `adapter ${JSON.stringify(a.name)} is also listed under ${adapterNames.get(a.name) as string}` });
+      adapterNames.set(a.name, m.name);
+    }),
+  );
   const models: ModelConfig[] = raw.models.map((m, mi) => {
     const at = `models[${mi}]`;
     if (modelNames.has(m.name)) issues.push({ path: `${at}.name`, message: `duplicate model name ${JSON.stringify(m.name)}` });
@@ -231,6 +245,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       priority: m.priority === 'medium' ? 'standard' : m.priority === 'low' ? 'batch' : m.priority,
       slo: { ttftP99Ms: m.slo.ttft_p99_ms, tpotP99Ms: m.slo.tpot_p99_ms },
       minReplicas: m.min_replicas,
+      adapters: m.adapters.map((a) => ({ name: a.name, source: a.source, version: a.version })),
       maxReplicas: m.max_replicas,
       versions,
       route,
@@ -308,6 +323,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       cooldownMs: raw.scheduler.cooldown_ms,
       relaxBelow: raw.scheduler.relax_below,
       headroom: raw.scheduler.headroom,
+      minSamples: raw.scheduler.min_samples,
       drainTimeoutMs: raw.scheduler.drain_timeout_ms,
     },
     judge: raw.judge && {

@@ -33,6 +33,7 @@ const simSchema = z
     max_model_len: posInt().optional(),
     hallucination_rate: fraction().optional(),
     max_loras: nonNegInt().optional(),
+    lora_load_ms: nonNeg().optional(),
     faults: z
       .object({
         error_rate: fraction().optional(),
@@ -213,6 +214,10 @@ const modelSchema = z
     min_replicas: nonNegInt().default(1),
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),
+    /** LoRA adapters served on this model's workers under their own names (docs/multi-model.md). */
+    adapters: z
+      .array(z.object({ name: name('an adapter name'), source: str('a path or URI the engine loads from'), version: str().optional() }).strict())
+      .default([]),
     route: routeSchema.optional(),
     /** Progressive canary settings of this model (src/rollout/canary-controller.ts); judge gates are in docs/analysis.md. */
     canary: z
@@ -384,7 +389,13 @@ export const configSchema = z
         window_ms: posInt().default(DEFAULTS.scheduler.windowMs),
         idle_after_ms: posInt().default(DEFAULTS.scheduler.idleAfterMs),
         cooldown_ms: nonNegInt().default(DEFAULTS.scheduler.cooldownMs),
-        relax_below: fraction().default(DEFAULTS.scheduler.relaxBelow),
+        // below 1: a model at its SLO never gives back (that would lower and raise it in turn)
+        relax_below: z
+          .number(msg('a number in (0, 1)'))
+          .gt(0, msg('a number in (0, 1)'))
+          .lt(1, msg('a number in (0, 1)'))
+          .default(DEFAULTS.scheduler.relaxBelow),
+        min_samples: posInt().default(DEFAULTS.scheduler.minSamples),
         headroom: z.number(msg('a number in (0, 1]')).gt(0, msg('a number in (0, 1]')).max(1, msg('a number in (0, 1]')).default(DEFAULTS.scheduler.headroom),
         drain_timeout_ms: nonNegInt().default(DEFAULTS.scheduler.drainTimeoutMs),
       })

@@ -21,6 +21,7 @@ export interface SchedulerConfig {
   readonly cooldownMs: number;
   readonly relaxBelow: number;
   readonly headroom: number;
+  readonly minSamples: number;
   readonly drainTimeoutMs: number;
 }
 export type Role = 'viewer' | 'operator' | 'admin';
@@ -110,6 +111,8 @@ export interface ModelConfig {
   readonly minReplicas: number;
   readonly maxReplicas: number;
   readonly versions: readonly Readonly<VersionConfig>[];
+  /** LoRA adapters served on its workers (absent in hand-built configs: none). */
+  readonly adapters?: readonly { readonly name: string; readonly source: string; readonly version?: string | undefined }[] | undefined;
   readonly route: RouteConfig;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly monitor?: MonitorConfig | undefined;

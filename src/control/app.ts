@@ -1,5 +1,6 @@
 // The composition root: config → store → telemetry → data plane → providers → control plane →
 // ports → controllers → listeners. Everything is built per App: two Apps in one process share nothing.
+import { httpAdapterLoader } from '../providers/lora.js';
 import type { GlidepathConfig } from '../config/types.js';
 import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
@@ -38,7 +39,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
   const telemetry = new Telemetry(cfg.telemetry);
   // the control plane hears of degradation changes (events, audit), and exists after the data plane
   let degradationChanged: DegradationListener = () => undefined;
-  const dp = new DataPlane(cfg.gateway, telemetry, { onDegradation: (m, c) => degradationChanged(m, c) });
+  const dp = new DataPlane(cfg.gateway, telemetry, { onDegradation: (m, c) => degradationChanged(m, c), adapterLoader: httpAdapterLoader });
   const cp = new ControlPlane(cfg, store, dp, opts.providers ?? new Providers());
   degradationChanged = (m, c) => cp.degradationChanged(m, c);
   const ports = controlPorts(cp);
@@ -49,6 +50,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
     const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
     await cp.boot(say);
     for (const m of cfg.models) dp.setAdmission(m.name, m.tiers, m.degradation);
+    await cp.adapters.restore();
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);

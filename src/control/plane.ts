@@ -1,5 +1,6 @@
 // The control plane: owns the registry, the fleet and the routes; brings the system up from the store
 // (or the config on first start), publishes route snapshots to the data plane, and audits every change.
+import { AdapterRegistry } from './adapters.js';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { GlidepathConfig, ModelConfig, VersionConfig } from '../config/types.js';
@@ -38,6 +39,8 @@ export class ControlPlane {
   /** The weight cache (`cache download`). */
   readonly weightCache: WeightCache;
   readonly events = new EventBus();
+  /** LoRA adapters per model (adapters.ts). */
+  readonly adapters = new AdapterRegistry(this);
   /** Serialises changes per model: one operation at a time (a swap never races a rollback). */
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Run after a version's workers are up, before it is ready (the health controller records probe sets); one that throws fails the load. */

@@ -27,6 +27,8 @@ export const CONTROL = {
     staticStartTimeoutMs: 30_000,
     /** Engine sleep (vLLM `POST /sleep`): level 1 copies the weights to CPU memory, tens of seconds for 70B. */
     sleepTimeoutMs: 60_000,
+    /** Loading a LoRA adapter: from local disk in well under a second, from network storage in seconds; a minute is broken. */
+    adapterLoadTimeoutMs: 60_000,
     /** Engine wake (`POST /wake_up`, then healthy): after level 2 the weights are reloaded, as long as a start. */
     wakeTimeoutMs: 900_000,
     /** A worker adopted after a restart is not our child: its pid is probed (signal 0) this often to notice its exit. */

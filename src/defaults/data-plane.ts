@@ -99,6 +99,12 @@ export const DATA_PLANE = {
      * wins when shorter. A connection the worker closed anyway is retried once on a fresh one.
      */
     upstreamKeepAliveMs: 4_000,
+    /**
+     * An adapter's request goes to a worker that has it unless that worker has more than this many
+     * requests above the least busy one; then to the least busy, which loads it (bounded-load
+     * affinity: a popular adapter spreads instead of piling onto one worker).
+     */
+    adapterAffinitySlack: 4,
     /** Draining one worker (its health took it out): how often its in-flight count is looked at. */
     workerDrainPollMs: 25,
     /** A health probe's answer is a few tokens of JSON; more than this is garbage. */
@@ -204,6 +210,8 @@ export const DATA_PLANE = {
     /** Histogram buckets for TTFT and request duration (seconds): LLM latencies span ms to minutes. */
     latencyBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160],
     /** A resumed stream's stall (break → the continuation's first bytes): a re-prefill takes milliseconds, a queue or a cold worker seconds. */
+    /** An adapter load: tens of ms from local disk to seconds from network storage. */
+    adapterLoadBucketsS: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     migrationStallBucketsS: [0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     /** Histogram buckets for time per output token (seconds): 1 ms to 1 s. */
     tpotBucketsS: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1],

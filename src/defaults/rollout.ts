@@ -158,6 +158,8 @@ export const ROLLOUT = {
     cooldownMs: 60_000,
     /** Below half its SLO (past the cool-down), a model gives back one replica a round. */
     relaxBelow: 0.5,
+    /** A p99 over fewer requests is little more than their slowest one: no replicas are added or given back on it. */
+    minSamples: 20,
     /** Replica counts sized for 80 % of what holds the SLO (seed 003 scales linearly; headroom stops the next breach). */
     headroom: 0.8,
     /** A preempted or scaled-down worker's in-flight requests get this long to finish (then they are continued elsewhere). */

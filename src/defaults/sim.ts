@@ -27,6 +27,8 @@ export const SIM = {
     hallucinationRate: 0.03,
     /** LoRA slots (vLLM's --max-loras). */
     maxLoras: 4,
+    /** A LoRA adapter's load: a rank-16 adapter of a 7B model (~50 MB) from local NVMe, read and copied to the GPU. */
+    loraLoadMs: 50,
     /** Largest accepted request body. */
     maxBodyBytes: 4 * MiB,
     /** Model name served when none is given. */

@@ -33,6 +33,8 @@ export interface SimSettings {
   maxModelLen?: number;
   hallucinationRate?: number;
   maxLoras?: number;
+  /** Time a LoRA adapter takes to load (ms). */
+  loraLoadMs?: number;
   faults?: SimFaults;
 }
 
@@ -76,18 +78,23 @@ export interface EngineTraits {
   tokenIdPrompts: boolean;
   /** Sequences one worker runs at once (vLLM's `--max-num-seqs`): the gateway sends it no more; undefined: not declared. */
   maxNumSeqs?: number | undefined;
+  /** LoRA adapters one worker holds at once (vLLM's `--max-loras`); undefined or 0: it serves none. */
+  maxLoras?: number | undefined;
 }
 
-/** A version's engine traits: `engine.max_num_seqs` (a positive integer, or its digits), else the simulator's `max_num_seqs`. */
-export function engineTraitsOf(v: Pick<VersionConfig, 'provider' | 'engine'>): EngineTraits {
-  const raw = v.engine.max_num_seqs;
+function positiveInt(raw: unknown): number | undefined {
   const n = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw;
-  const declared = typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : undefined;
+  return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : undefined;
+}
+
+/** A version's engine traits: `engine.max_num_seqs` / `engine.max_loras` (a positive integer, or its digits), else the simulator's. */
+export function engineTraitsOf(v: Pick<VersionConfig, 'provider' | 'engine'>): EngineTraits {
   const p = v.provider;
   return {
     resume: resumeModeOf(p),
     tokenIdPrompts: p.kind !== 'sim' && (p.tokenIdPrompts ?? true),
-    maxNumSeqs: declared ?? (p.kind === 'sim' ? p.sim.maxNumSeqs : undefined),
+    maxNumSeqs: positiveInt(v.engine.max_num_seqs) ?? (p.kind === 'sim' ? p.sim.maxNumSeqs : undefined),
+    maxLoras: positiveInt(v.engine.max_loras) ?? (p.kind === 'sim' ? p.sim.maxLoras : undefined),
   };
 }
 

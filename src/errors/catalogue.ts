@@ -120,6 +120,21 @@ export const CATALOGUE = {
   version_unavailable: [503, 'The chosen version is not accepting requests (being removed).', 'Retry; the route moves traffic elsewhere.'],
   hold_queue_full: [503, 'The model is switching versions (drain-first swap) and its hold queue is full.', 'Retry after the delay; raise `hold_queue_max`.'],
   hold_timeout: [503, 'The model is switching versions and the request waited longer than `hold_timeout_ms`.', 'Retry; make drains shorter.'],
+  adapter_slots_busy: [
+    503,
+    "Every LoRA slot of the worker chosen (its engine's `max_loras`) holds an adapter a request is using, so the adapter asked for cannot be loaded there; no other worker could take it.",
+    "Retry after the delay; raise the engine's `max_loras`, add replicas, or spread traffic over fewer adapters.",
+  ],
+  adapter_load_failed: [
+    503,
+    'The worker could not load the LoRA adapter (the engine refused it, its source is unreadable, or the worker went away); no other worker could take it.',
+    "Check the adapter's `source` (`glidepath adapter list`) and the worker's log; the message carries the engine's reason.",
+  ],
+  adapter_unsupported: [
+    503,
+    "The version the request was routed to serves no LoRA adapters: its engine's `max_loras` is 0 or undeclared.",
+    'Declare `engine.max_loras` on the version (the simulator: `sim.max_loras`) and start its engine with `--max-loras`.',
+  ],
   no_healthy_workers: [503, 'Every worker of the version is ejected or gone.', "Look at `glidepath workers`; the workers' logs say why."],
   worker_queue_full: [
     503,
@@ -193,6 +208,12 @@ export const CATALOGUE = {
   invalid_patch: [400, 'A version patch with an invalid field (negative load time…).', 'Fix the field named.'],
   active_exists: [409, 'A second active version of a model.', 'Swap or promote instead.'],
   no_standby: [409, 'No rollback-eligible standby (the message says why each standby is not).', 'Deploy and swap a known-good version instead.'],
+  adapter_not_found: [404, 'The model has no adapter of that name registered through the API.', '`glidepath adapter list -m MODEL` shows its adapters.'],
+  adapter_name_taken: [
+    409,
+    "A LoRA adapter's name is already a model's, another model's adapter's, or listed twice: clients name adapters in `model`, so the names share one namespace.",
+    'Register the adapter under another name, or remove the other one first (`glidepath adapter remove`).',
+  ],
   model_exists: [409, 'The data plane already serves a model of this name.', 'A bug if seen through the API; report it.'],
   card_mismatch: [409, 'A version id already known with another deployment card checksum.', 'Register a new id for the new card.'],
   version_in_route: [409, 'Removing a version that still has weight in the route.', 'Move its traffic first.'],
@@ -234,6 +255,11 @@ export const CATALOGUE = {
   retire_loading: [409, 'Retiring a version while it loads.', 'Wait for the load to finish or fail.'],
   retire_serving: [409, 'Retiring a version that still has weight in the route.', 'Move its traffic first.'],
   retire_standby: [409, 'Retiring the rollback target.', 'Pass `--force` to retire it anyway.'],
+  scheduler_version_changed: [
+    409,
+    "The scheduler started replicas of a model's active version, and meanwhile another version became active or the version was put to sleep: the new replicas were stopped again.",
+    'Nothing to do: the next round measures the model again.',
+  ],
   rollout_in_progress: [
     409,
     'A canary, experiment, rolling update or other rollout already runs on the model (one at a time; a swap or rollback waits for a rolling update too).',
@@ -302,6 +328,11 @@ export const CATALOGUE = {
     503,
     'The worker serving a request was taken out of rotation by its health checks (silent corruption) mid-request; before its first byte the request moved to another worker.',
     'Retry; `glidepath workers` says which worker and why.',
+  ],
+  worker_removed: [
+    503,
+    "The worker serving a request was removed (the scheduler scaled its model down or preempted it) and its drain's limit passed; before its first byte the request moved to another worker, and a stream already started goes on on another worker of its version.",
+    'Retry if it reached you; raise `scheduler.drain_timeout_ms` for long generations.',
   ],
   probe_record_failed: [
     503,

@@ -2,8 +2,21 @@
 // outstanding requests, which the picker balances on; in disaggregated serving its prefill worker
 // too, until the decode worker pulled the blocks), the ones it already tried, and how many attempts
 // it made.
+import { toGlidepathError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { AdapterPicker } from './adapters.js';
+import type { AdapterLoader, AdapterSpec } from './adapters.js';
 import type { Picker } from './pick.js';
+import type { UpstreamHandler } from './upstream.js';
 import type { VersionPool, Worker } from './pool.js';
+
+/** A LoRA adapter's request: which adapter, who loads it, where its counts go. */
+export interface AdapterUse {
+  spec: AdapterSpec;
+  loader: AdapterLoader;
+  metrics: GatewayMetrics;
+}
 
 export class Attempts {
   /** The worker of the current (or last) attempt. */
@@ -15,11 +28,44 @@ export class Attempts {
   private holding = false;
   /** Lets go of the prefill worker that holds this attempt's KV blocks (prefill.ts). */
   private prefill: (() => void) | undefined;
+  /** The worker whose adapter slot this attempt counts in (acquireAdapter). */
+  private adapterOn: Worker | undefined;
+  private readonly picker: Picker;
 
   constructor(
-    private readonly picker: Picker,
+    picker: Picker,
     private readonly pool: VersionPool,
-  ) {}
+    /** A LoRA adapter's request: workers that have it first (bounded), loaded where it goes. */
+    readonly adapter?: AdapterUse,
+  ) {
+    this.picker = adapter === undefined ? picker : new AdapterPicker(picker, adapter.spec.name);
+  }
+
+  /**
+   * Send the attempt's request to the held worker `w`: at once, or for a LoRA adapter's request once
+   * `w` has the adapter (loading it if it must) and the attempt still holds it; `failed` hears why it
+   * could not be (a retryable 503).
+   */
+  send(w: Worker, path: string, stream: boolean, body: Buffer, h: UpstreamHandler, failed: (err: GlidepathError) => void): void {
+    if (this.adapter === undefined) {
+      w.upstream.dispatch(path, stream, body, h);
+      return;
+    }
+    this.acquireAdapter(w).then(
+      () => this.holds(w) && w.upstream.dispatch(path, stream, body, h),
+      (err: unknown) => this.holds(w) && failed(toGlidepathError(err)),
+    );
+  }
+
+  /** The held worker has the adapter loaded (or loads it now), and counts this request in its slot; rejects (retryable 503) when it cannot. */
+  private async acquireAdapter(w: Worker): Promise<void> {
+    const a = this.adapter as AdapterUse;
+    const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics);
+    a.metrics.adapterRequests.labels(a.spec.model, w.id, result).inc();
+    // the attempt ended while the adapter loaded (the client left): nothing runs there
+    if (!this.holds(w)) w.adapters.done(a.spec.name);
+    else this.adapterOn = w;
+  }
 
   /** Whether the request holds `w` now. */
   holds(w: Worker): boolean {
@@ -41,6 +87,10 @@ export class Attempts {
   /** The worker no longer counts the request (it ended there, or moves on). */
   release(): void {
     this.prefilled();
+    if (this.adapterOn !== undefined) {
+      this.adapterOn.adapters.done((this.adapter as AdapterUse).spec.name);
+      this.adapterOn = undefined;
+    }
     if (this.holding && this.worker) {
       this.worker.outstanding--;
       this.holding = false;

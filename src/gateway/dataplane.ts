@@ -11,6 +11,10 @@ import { createPicker } from './pick.js';
 import type { Picker } from './pick.js';
 import { SplitState } from './split.js';
 import type { SplitReason } from './split.js';
+import { ModelState } from './model-state.js';
+import { AdapterIndex } from './adapters.js';
+import type { AdapterLoader, AdapterSpec } from './adapters.js';
+import type { AdapterUse } from './attempts.js';
 import { HoldQueue } from './hold.js';
 import type { HoldRejected } from './hold.js';
 import { VersionPool, Worker } from './pool.js';
@@ -33,33 +37,6 @@ import { Admission } from './admission.js';
 import type { DegradationListener } from './admission.js';
 import type { DegradationConfig, TierConfig } from '../config/types.js';
 
-interface SplitCounter {
-  inc(): void;
-}
-
-/** Everything the data plane holds for one model. `split` is replaced whole on every route change. */
-export class ModelState {
-  readonly name: string;
-  split: SplitState;
-  readonly pools = new Map<string, VersionPool>();
-  hold: HoldQueue | undefined;
-  /** Response capture for quality judging (undefined: nothing is copied). */
-  tap: ResponseTap | undefined;
-  /** version → reason → cached counter child (no key string built per request). */
-  readonly splitCounters = new Map<string, Partial<Record<SplitReason, SplitCounter>>>();
-  /** Tiers and degradation (admission.ts); undefined until the control plane sets them: nothing is refused. */
-  admission: Admission | undefined;
-
-  constructor(name: string, split: SplitState) {
-    this.name = name;
-    this.split = split;
-  }
-
-  get route(): RouteSnapshot {
-    return this.split.route;
-  }
-}
-
 export interface ModelRegistration {
   model: string;
   versions: { id: string; cardChecksum: string }[];
@@ -78,13 +55,24 @@ export class DataPlane {
 
   /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: the telemetry log, at most one warning per 10 s). */
   private readonly onDegradation: DegradationListener | undefined;
+  private readonly adapterLoader: AdapterLoader | undefined;
+  /** The LoRA adapters registered, by name: a request naming one goes to its model's workers (adapters.ts). */
+  readonly adapters = new AdapterIndex();
 
   /** `onDegradation`: told when a model's degradation level changes (the control plane's event and audit). */
   constructor(
     cfg: GatewayConfig,
     telemetry: Telemetry,
-    opts: { picker?: Picker; rand?: () => number; onLocalResourceError?: LocalResourceReporter; onDegradation?: DegradationListener } = {},
+    opts: {
+      picker?: Picker;
+      rand?: () => number;
+      onLocalResourceError?: LocalResourceReporter;
+      onDegradation?: DegradationListener;
+      /** Loads LoRA adapters onto workers (providers/lora.ts); absent: no adapter is served. */
+      adapterLoader?: AdapterLoader;
+    } = {},
   ) {
+    this.adapterLoader = opts.adapterLoader;
     this.cfg = cfg;
     this.onDegradation = opts.onDegradation;
     this.telemetry = telemetry;
@@ -99,6 +87,12 @@ export class DataPlane {
   }
 
   // ---- control surface (called by the control plane; never on the request path) ----------
+
+  /** Replace a model's LoRA adapters (names share one namespace with the models'). */
+  setAdapters(model: string, specs: readonly AdapterSpec[]): void {
+    this.model(model);
+    this.adapters.set(model, specs, new Set(this.models.keys()));
+  }
 
   /** Add a model with its versions (pools start empty) and its first route. */
   addModel(reg: ModelRegistration): RouteSnapshot {
@@ -210,20 +204,17 @@ export class DataPlane {
   }
 
   /**
-   * Wait (bounded) until nothing is in flight on one worker, then abort what is left; `timeoutMs` 0
-   * aborts at once (a worker answering garbage). Its weight must already be 0. Requests aborted
-   * before their first byte move to another worker of the pool; streams end with `worker_unhealthy`.
+   * Wait (bounded) until nothing is in flight on one worker, then abort what is left (VersionPool.drainWorker);
+   * its weight must already be 0. `why`: `unhealthy` ends its streams, `removed` continues them elsewhere.
    */
-  async drainWorker(model: string, version: string, workerId: string, timeoutMs: number): Promise<{ aborted: number; elapsedMs: number }> {
-    const pool = this.pool(model, version);
-    const w = this.worker(model, version, workerId);
-    const t0 = performance.now();
-    while (w.outstanding > 0 && performance.now() - t0 < timeoutMs) {
-      await new Promise((r) => setTimeout(r, Math.min(DEFAULTS.gateway.workerDrainPollMs, timeoutMs)).unref());
-    }
-    let aborted = 0;
-    for (const r of [...pool.inflight]) if (r.takeOff(w)) aborted++;
-    return { aborted, elapsedMs: performance.now() - t0 };
+  drainWorker(
+    model: string,
+    version: string,
+    workerId: string,
+    timeoutMs: number,
+    why: 'unhealthy' | 'removed' = 'unhealthy',
+  ): Promise<{ aborted: number; elapsedMs: number }> {
+    return this.pool(model, version).drainWorker(this.worker(model, version, workerId), timeoutMs, why);
   }
 
   /** Send a health probe to one worker over its traffic connections (never counted as traffic). */
@@ -403,7 +394,9 @@ export class DataPlane {
     try {
       checkContentType(req.headers['content-type']);
       let parsed = parseRequest(req.body, endpoint);
-      const st = this.models.get(parsed.model);
+      // a LoRA adapter's name: its model's workers serve it (under its own name)
+      const adapter = this.models.has(parsed.model) ? undefined : this.adapters.get(parsed.model);
+      const st = this.models.get(adapter === undefined ? parsed.model : adapter.model);
       if (st === undefined) {
         throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);
       }
@@ -418,7 +411,7 @@ export class DataPlane {
           throw new UnavailableError('hold_queue_full', `model ${st.name} is switching versions and its hold queue is full`, { retryAfterS: 1 });
         }
         wait.then(
-          () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at),
+          () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter),
           (err: HoldRejected) => {
             this.telemetry.metrics.holdRejected.labels(st.name, err.reason).inc();
             sendError(
@@ -432,7 +425,7 @@ export class DataPlane {
         );
         return;
       }
-      this.dispatch(req, res, endpoint, parsed, st, startedAt, at);
+      this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter);
     } catch (err) {
       sendError(res, toGlidepathError(err));
     }
@@ -446,6 +439,7 @@ export class DataPlane {
     st: ModelState,
     startedAt: number,
     at: number,
+    adapter: AdapterSpec | undefined,
   ): void {
     if (res.destroyed) return;
     const split = st.split; // one read of the snapshot: everything below uses this route
@@ -470,10 +464,24 @@ export class DataPlane {
       sendError(res, new UnavailableError('version_unavailable', `version ${choice.version} of ${st.name} is not accepting requests`, { retryAfterS: 1 }));
       return;
     }
-    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req);
+    let use: AdapterUse | undefined;
+    if (adapter !== undefined) {
+      if (pool.maxLoras <= 0 || this.adapterLoader === undefined) {
+        const why = this.adapterLoader === undefined ? 'this gateway loads no adapters' : `its engine's max_loras is ${pool.maxLoras}`;
+        sendError(
+          res,
+          new UnavailableError('adapter_unsupported', `adapter ${adapter.name}: version ${pool.version} of ${st.name} serves no LoRA adapters (${why})`),
+        );
+        return;
+      }
+      use = { spec: adapter, loader: this.adapterLoader, metrics: this.ctx.metrics };
+      this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
+    }
+    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
     const tap = st.tap;
     const shadow = split.route.shadow;
-    if (shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
+    // (an adapter's request is not mirrored: the shadow version's workers would have to load it)
+    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
       const sp = st.pools.get(shadow.version);
       if (sp && !sp.draining) {
         const pairId = tap === undefined ? undefined : ++this.pairSeq;

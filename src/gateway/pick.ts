@@ -30,7 +30,8 @@ export interface Picker {
   pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined;
 }
 
-function eligible(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | undefined): boolean {
+/** Routable, weighted, not ejected, not excluded: what every picker may choose. */
+export function eligible(w: Pickable, now: number, exclude: ReadonlySet<Pickable> | undefined): boolean {
   return w.routable && w.weight > 0 && w.ejectedUntil <= now && (exclude === undefined || !exclude.has(w));
 }
 

@@ -1,4 +1,6 @@
 // Workers and per-version pools as the data plane sees them: endpoints, load, passive health, drain.
+import { DEFAULTS } from '../defaults.js';
+import { AdapterSlots } from './adapters.js';
 import { UpstreamPool } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
@@ -30,7 +32,7 @@ export interface PoolOptions {
 export interface Abortable {
   abortForDrain(): void;
   /** Abort it if it is being served by `w` (a worker taken out of rotation by its health); whether it was. */
-  takeOff(w: Worker): boolean;
+  takeOff(w: Worker, why?: 'unhealthy' | 'removed'): boolean;
 }
 
 export class Worker implements Pickable {
@@ -46,6 +48,8 @@ export class Worker implements Pickable {
   /** Consecutive connection failures: drives the ejection back-off. */
   connectFailures = 0;
   readonly kvRole: KvRole | undefined;
+  /** The LoRA adapters it holds (adapters.ts). */
+  readonly adapters = new AdapterSlots();
   /** Precomputed response headers (no per-request string building). */
   readonly headers: { version: string; worker: string };
   private readonly streamHeads = new Map<string, Readonly<Record<string, string>>>();
@@ -128,6 +132,8 @@ export class VersionPool {
   resume: ResumeMode;
   /** Its workers take a completion's prompt as token ids (EngineTraits). */
   tokenIdPrompts: boolean;
+  /** LoRA adapters one worker holds (EngineTraits); 0: it serves none. */
+  maxLoras = 0;
   /** Sequences its engine runs at once per worker (undefined: not declared; connections_per_worker caps alone). */
   maxNumSeqs: number | undefined;
   /** The share of a worker's request slots its model's degradation level leaves (DEFAULTS.gateway.degradationConcurrency). */
@@ -165,6 +171,7 @@ export class VersionPool {
     this.telemetry = telemetry;
     this.resume = traits.resume;
     this.tokenIdPrompts = traits.tokenIdPrompts;
+    this.maxLoras = traits.maxLoras ?? 0;
     this.maxNumSeqs = traits.maxNumSeqs;
     telemetry.metrics.trackInflight(() => this.inflight.size);
     telemetry.metrics.trackQueued(() => {
@@ -208,6 +215,7 @@ export class VersionPool {
   setTraits(traits: EngineTraits): void {
     this.resume = traits.resume;
     this.tokenIdPrompts = traits.tokenIdPrompts;
+    this.maxLoras = traits.maxLoras ?? 0;
     this.maxNumSeqs = traits.maxNumSeqs;
     this.applyCaps();
   }
@@ -239,5 +247,21 @@ export class VersionPool {
     let n = 0;
     for (const w of this.workers) if (w.routable && w.weight > 0 && w.ejectedUntil <= now) n++;
     return n;
+  }
+
+  /**
+   * Wait (bounded) until nothing is in flight on worker `w`, then abort what is left; `timeoutMs` 0
+   * aborts at once (a worker answering garbage). Its weight must already be 0. Requests aborted
+   * before their first byte move to another worker of the pool; streams end with `worker_unhealthy`
+   * (its text is suspect), or for a worker `removed` (scaled down, preempted) go on elsewhere.
+   */
+  async drainWorker(w: Worker, timeoutMs: number, why: 'unhealthy' | 'removed'): Promise<{ aborted: number; elapsedMs: number }> {
+    const t0 = performance.now();
+    while (w.outstanding > 0 && performance.now() - t0 < timeoutMs) {
+      await new Promise((r) => setTimeout(r, Math.min(DEFAULTS.gateway.workerDrainPollMs, timeoutMs)).unref());
+    }
+    let aborted = 0;
+    for (const r of [...this.inflight]) if (r.takeOff(w, why)) aborted++;
+    return { aborted, elapsedMs: performance.now() - t0 };
   }
 }

@@ -17,6 +17,7 @@ import { BufferedAnswer, judgeAnswer } from './buffered.js';
 import { Downstream } from './downstream.js';
 import type { ResponseTap } from './tap.js';
 import { Attempts } from './attempts.js';
+import type { AdapterUse } from './attempts.js';
 import { prefill } from './prefill.js';
 import * as failures from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
@@ -60,9 +61,11 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     /** The model's tiers: a request that must wait for a worker waits in its tier's lane (undefined: one lane). */
     private readonly admission?: Admission | undefined,
     private readonly front?: FrontRequest | undefined,
+    /** A LoRA adapter's request (served by this model's workers under its own name). */
+    adapter?: AdapterUse,
   ) {
     this.body = req.raw;
-    this.tries = new Attempts(ctx.picker, pool);
+    this.tries = new Attempts(ctx.picker, pool, adapter);
     this.timer = new RequestTimer(ctx.cfg.idleTimeoutMs, (kind) => {
       if (!this.finished) this.abort(kind);
     });
@@ -102,10 +105,10 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.abort('drain');
   }
 
-  /** Abortable: its worker was taken out of rotation; before the first byte the request moves to another worker. */
-  takeOff(w: Worker): boolean {
+  /** Abortable: its worker was taken out (by health, or removed); before the first byte the request moves to another worker. */
+  takeOff(w: Worker, why: 'unhealthy' | 'removed' = 'unhealthy'): boolean {
     if (this.finished || !this.tries.holds(w)) return false;
-    this.abort('unhealthy');
+    this.abort(why);
     return true;
   }
 
@@ -148,8 +151,9 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.status = 0;
     this.controller = undefined;
     // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
+    // (a LoRA adapter's request goes once the worker has it; one that cannot load it is retried on another)
     if (this.pool.disaggregated) this.viaPrefill(w);
-    else w.upstream.dispatch(this.path, this.req.stream, this.body, this);
+    else this.tries.send(w, this.path, this.req.stream, this.body, this, (err) => this.retryOrFail(err));
   }
 
   /** Disaggregated serving: the prefill leg first (prefill.ts), then this attempt's decode leg on `w`, pulling the blocks it names. */
@@ -348,7 +352,7 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
       this.fail(this.abortError('drain'));
       return;
     }
-    if (kind === 'first_token_timeout' || kind === 'idle_timeout' || kind === 'unhealthy') {
+    if (kind === 'first_token_timeout' || kind === 'idle_timeout' || kind === 'unhealthy' || kind === 'removed') {
       // a hung or unhealthy worker: try another, or continue the stream on another (the abort flag is cleared so that can run)
       this.abortKind = undefined;
       this.retryOrFail(this.abortError(kind));

@@ -58,6 +58,8 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
     }
   } else {
     const p = b.prompt;
+    const one = typeof p === 'string' || (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') || isIdList(p);
+    if (!one) return { refused: 'a prompt of several prompts' };
     const promptIds = isIdList(p) ? p : so.promptIds;
     // (an engine holds text back for stop strings, so that its ids run ahead of the text sent: not then)
     if (engine.tokenIdPrompts && promptIds !== undefined && !so.idsMissing && so.idsAtText > 0 && stopsOf(b).length === 0) {
@@ -66,13 +68,12 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
       sent = so.idsAtText;
     } else if (typeof p === 'string') out.prompt = p + so.text;
     else if (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') out.prompt = [p[0] + so.text];
-    else if (isIdList(p))
+    else
       return {
         refused: engine.tokenIdPrompts
           ? 'a prompt of token ids whose stream did not carry the generated ids (ask return_token_ids)'
           : "a prompt of token ids, which the version's engine does not take back (provider.token_id_prompts: false)",
       };
-    else return { refused: 'a prompt of several prompts' };
   }
   for (const key of ['max_tokens', 'max_completion_tokens'] as const) {
     const v = b[key];
@@ -157,6 +158,13 @@ export class Continuation {
   cut = false;
   /** The first malformed event, if any. */
   malformed: string | undefined;
+  /**
+   * Ids the client already has of tokens whose text the broken worker still held (half a character;
+   * with stop strings, more): the continuing worker generates them again, and their ids are not sent twice.
+   */
+  private skipIds: number;
+  /** The continuing worker's prompt ids are not the client's (it has its own, or its prompt now holds the text sent). */
+  private readonly dropPromptIds: boolean;
 
   constructor(
     private readonly so: SoFar,
@@ -170,6 +178,9 @@ export class Continuation {
     this.stopLen = len;
     this.seam = len > 1 ? so.text.slice(-(len - 1)) : '';
     this.seamLeft = this.seam === '' ? 0 : len - 1;
+    this.skipIds = so.tokenIds.length - so.idsAtText;
+    // a stream broken before anything was sent is asked again as it was: its prompt ids are the client's
+    this.dropPromptIds = so.promptIds !== undefined || so.text !== '';
     const opts = body.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
     this.includeUsage = opts?.include_usage === true;
     this.continuousUsage = opts?.continuous_usage_stats === true;
@@ -227,8 +238,7 @@ export class Continuation {
       return undefined;
     }
     this.identify(e);
-    // the client has its prompt's ids (if it asked): the continuation's prompt is not its prompt
-    delete e.prompt_token_ids;
+    if (this.dropPromptIds) delete e.prompt_token_ids;
     const usage = this.countUsage(e.usage);
     const choices = Array.isArray(e.choices) ? (e.choices as EventChoice[]) : [];
     if (choices.length === 0) {
@@ -238,6 +248,11 @@ export class Continuation {
     if (usage !== undefined && this.continuousUsage) e.usage = usage;
     else delete e.usage;
     const c = choices[0] as EventChoice;
+    if (this.skipIds > 0 && Array.isArray(c.token_ids)) {
+      const n = Math.min(this.skipIds, c.token_ids.length);
+      c.token_ids = c.token_ids.slice(n);
+      this.skipIds -= n;
+    }
     let piece: string | undefined;
     if (this.chat) {
       const d = c.delta;
@@ -252,7 +267,7 @@ export class Continuation {
         if (typeof d.content === 'string') piece = d.content;
       }
     } else {
-      if ('prompt_token_ids' in c) {
+      if ('prompt_token_ids' in c && this.dropPromptIds) {
         delete c.prompt_token_ids;
         // the event that only carried them (as the first of a completion's with return_token_ids): nothing left for the client
         const ids = c.token_ids;

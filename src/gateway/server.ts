@@ -162,6 +162,8 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
             root: id,
             parent: null,
           }));
+          // LoRA adapters, with the model whose workers serve them (vLLM's shape)
+          for (const a of dp.adapters.list()) data.push({ id: a.name, object: 'model', created, owned_by: 'glidepath', root: a.source, parent: a.model });
           for (const m of opts.extraModels?.() ?? [])
             data.push({ id: m.id, object: 'model', created, owned_by: 'glidepath', root: m.id, parent: m.parent ?? null });
           sendJson(res, 200, { object: 'list', data });

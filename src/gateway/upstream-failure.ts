@@ -10,7 +10,7 @@ import type { LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { Worker } from './pool.js';
 
 /** `unhealthy`: the health controller took the worker out of rotation (silent corruption) with the request on it. */
-export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain' | 'unhealthy';
+export type AbortKind = 'client' | 'send_timeout' | 'first_token_timeout' | 'idle_timeout' | 'drain' | 'unhealthy' | 'removed';
 
 /** Why the gateway aborted a request to a worker (the pool hands it back in onResponseError). */
 export class AbortReason extends Error {
@@ -47,6 +47,10 @@ export function abortError(kind: AbortKind, f: FailedRequest): GlidepathError {
       });
     case 'unhealthy':
       return new UnavailableError('worker_unhealthy', `worker ${workerId} was taken out of rotation by its health checks while serving this request`, {
+        retryAfterS: DEFAULTS.gateway.retryAfterS,
+      });
+    case 'removed':
+      return new UnavailableError('worker_removed', `worker ${workerId} was removed (scaled down or preempted) before this request finished`, {
         retryAfterS: DEFAULTS.gateway.retryAfterS,
       });
     case 'client':

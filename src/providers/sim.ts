@@ -31,6 +31,7 @@ function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   flag('max-model-len', s.maxModelLen);
   flag('hallucination-rate', s.hallucinationRate);
   flag('max-loras', s.maxLoras);
+  flag('lora-load-ms', s.loraLoadMs);
   const f = s.faults ?? {};
   flag('error-rate', f.errorRate);
   flag('error-status', f.errorStatus);

@@ -126,8 +126,12 @@ export interface WorkersPort {
   probe(w: WorkerInfo, body: unknown, timeoutMs: number): Promise<ProbeOutcome>;
   /** The worker's routing weight in the data plane, and for a half-open trial how many picks it holds for. */
   setWeight(w: WorkerInfo, weight: number, budget?: number): void;
-  /** Wait (bounded) for the worker's in-flight requests, then abort the rest; 0 aborts at once. */
-  drainOne(w: WorkerInfo, timeoutMs: number): Promise<{ aborted: number; elapsedMs: number }>;
+  /**
+   * Wait (bounded) for the worker's in-flight requests, then abort the rest; 0 aborts at once. `why`:
+   * `unhealthy` (default) ends its streams (their text is suspect); `removed` (scaled down, preempted)
+   * continues them on another worker.
+   */
+  drainOne(w: WorkerInfo, timeoutMs: number, why?: 'unhealthy' | 'removed'): Promise<{ aborted: number; elapsedMs: number }>;
   saveHealth(w: WorkerInfo, h: WorkerHealth): Promise<void>;
   setRole(w: WorkerInfo, role: WorkerRole): Promise<void>;
   /**

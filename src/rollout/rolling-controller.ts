@@ -173,6 +173,9 @@ export class RollingController {
           throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
         const active = await p.versions.active(model);
         if (!active) throw new ConflictError('no_active_version', `model ${model} has no active version to roll from`);
+        const owner = p.workers.claimedBy(model, active.id);
+        if (owner !== undefined)
+          throw new ConflictError('rollout_in_progress', `the workers of ${model}/${active.id} are being changed by the ${owner}; try again when it is done`);
         const { state, message } = await build(active);
         const revision = await p.rollouts.create(state);
         // `to` is loading until the update ends (boot leaves a version under a rolling update to it)

@@ -6,7 +6,7 @@
 import type { SchedulerConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { engineTraitsOf } from '../domain/spec.js';
-import { toGlidepathError } from '../errors.js';
+import { ConflictError, toGlidepathError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
 import { ReconcileLoop } from '../rollout/loop.js';
 import type { Actor, ControllerPorts, WorkerInfo } from '../rollout/ports.js';
@@ -15,12 +15,17 @@ import type { Decision, ModelLoad, Plan, PlanSettings } from './plan.js';
 import { LoadWindow } from './window.js';
 
 const ACTOR: Actor = { name: 'scheduler' };
+
+/** Serving workers that count: not dead nor draining (as health's recovery counts them). */
+const servingOf = (ws: WorkerInfo[]) => ws.filter((w) => w.role === 'serving' && w.health?.state !== 'dead' && w.health?.state !== 'draining');
 const TARGETS_KEY = 'scheduler.targets';
 
 /** One round: what was measured, what was decided, whether it was carried out. */
 export interface Round {
   at: number;
   dryRun: boolean;
+  /** The scheduler runs and measures traffic (a plan asked of a disabled one has no p99s, rates or idle times). */
+  measured: boolean;
   freeGpus: number;
   models: ModelLoad[];
   plan: Plan;
@@ -40,6 +45,8 @@ export class Scheduler {
   private readonly loop: ReconcileLoop;
   private readonly windows = new Map<string, LoadWindow>();
   private readonly changedAt = new Map<string, number>();
+  /** The version each model's target was set for (cleared when another becomes active). */
+  private readonly setFor = new Map<string, string>();
   private readonly history: HistoryEntry[] = [];
   private last: Round | undefined;
   private unsub: (() => void) | undefined;
@@ -59,12 +66,15 @@ export class Scheduler {
 
   get settings(): PlanSettings {
     const c = this.cfg;
-    return { idleAfterMs: c.idleAfterMs, cooldownMs: c.cooldownMs, relaxBelow: c.relaxBelow, headroom: c.headroom };
+    return { idleAfterMs: c.idleAfterMs, cooldownMs: c.cooldownMs, relaxBelow: c.relaxBelow, headroom: c.headroom, minSamples: c.minSamples };
   }
 
   /** Before health runs: the counts it set before a restart are kept again; then measure and tick. */
   async restore(): Promise<void> {
-    for (const [model, t] of Object.entries(await this.savedTargets())) this.ports.workers.setTarget(model, t.version, t.replicas);
+    for (const [model, t] of Object.entries(await this.savedTargets())) {
+      this.ports.workers.setTarget(model, t.version, t.replicas);
+      this.setFor.set(model, t.version);
+    }
   }
 
   /** The counts saved by earlier rounds; an entry that is not `{version, replicas}` is reported and dropped. */
@@ -117,7 +127,7 @@ export class Scheduler {
   /** What a round would decide now; nothing is changed. */
   async preview(): Promise<Round> {
     const { models, free } = await this.measure();
-    return { at: this.ports.clock.now(), dryRun: true, freeGpus: free, models, plan: plan(models, free, this.settings) };
+    return { at: this.ports.clock.now(), dryRun: true, measured: this.loop.started, freeGpus: free, models, plan: plan(models, free, this.settings) };
   }
 
   /** A round: measure, plan, carry out (not in a dry run); one at a time (a spike's round and a tick's never overlap). */
@@ -158,8 +168,14 @@ export class Scheduler {
     for (const name of p.models.names()) {
       const c = p.models.config(name);
       const v = await p.versions.active(name);
+      // a target set for a version that is no longer active (a swap, a rollback) is let go: recovery keeps its configured count
+      const was = this.setFor.get(name);
+      if (was !== undefined && was !== v?.id) {
+        p.workers.setTarget(name, was, undefined);
+        this.setFor.delete(name);
+      }
       const stats = this.window(name).stats(now);
-      const serving = v === undefined ? [] : p.workers.list(name, v.id).filter((w) => w.role === 'serving');
+      const serving = v === undefined ? [] : servingOf(p.workers.list(name, v.id));
       let frozen: string | undefined;
       if (v === undefined) frozen = 'no active version';
       else if (v.provider.kind === 'static') frozen = 'static endpoints: nothing to start or stop';
@@ -174,6 +190,7 @@ export class Scheduler {
       const changed = Math.max(this.changedAt.get(name) ?? Number.NEGATIVE_INFINITY, this.startedAt);
       models.push({
         model: name,
+        version: v?.id,
         priority: c.priority,
         slo: c.slo,
         minReplicas: c.minReplicas,
@@ -183,10 +200,12 @@ export class Scheduler {
         starting: serving.filter((w) => w.health?.state === 'pending').length,
         ttftP99Ms: stats.ttftP99Ms,
         tpotP99Ms: stats.tpotP99Ms,
+        samples: stats.samples,
         rps: stats.rps,
         inFlight: stats.inFlight,
         seqsPerReplica: v === undefined ? undefined : engineTraitsOf(v).maxNumSeqs,
-        idleMs: now - stats.lastAt,
+        // nothing seen since the start is idle from the start, not forever; not running, it measures nothing
+        idleMs: this.loop.started ? now - Math.max(stats.lastAt, this.startedAt) : Number.NaN,
         sinceChangeMs: now - changed,
         frozen,
       });
@@ -194,46 +213,68 @@ export class Scheduler {
     return { models, free: (await p.gpus.free()).length };
   }
 
-  /** Lower first (their GPUs are what the raises start on), then raise; each model's change under its lock. */
+  /** Lower first (their GPUs are what the raises start on), then raise; then the counts are saved. */
   private async act(r: Round): Promise<void> {
     const byModel = new Map(r.models.map((m) => [m.model, m]));
-    const lowered = [...r.plan.targets].filter(([m, n]) => n < (byModel.get(m) as ModelLoad).replicas);
-    const raised = [...r.plan.targets].filter(([m, n]) => n > (byModel.get(m) as ModelLoad).replicas);
-    await Promise.all(lowered.map(([m, n]) => this.change(r, m, n)));
-    await Promise.all(raised.map(([m, n]) => this.change(r, m, n)));
-    const targets: Targets = (await this.ports.settings.get(TARGETS_KEY)) ?? {};
-    for (const [m, n] of [...lowered, ...raised]) {
-      const v = await this.ports.versions.active(m);
-      if (v !== undefined) targets[m] = { version: v.id, replicas: this.ports.workers.target(m, v.id) ?? n };
+    const lowered = r.models.filter((m) => (r.plan.targets.get(m.model) ?? m.replicas) < m.replicas);
+    const raised = r.models.filter((m) => (r.plan.targets.get(m.model) ?? m.replicas) > m.replicas);
+    const outcomes = new Map<string, { outcome: string; version: string }>();
+    await Promise.all(lowered.map(async (m) => outcomes.set(m.model, await this.change(r, m))));
+    await Promise.all(raised.map(async (m) => outcomes.set(m.model, await this.change(r, m))));
+    // recorded in the plan's order (the changes ran side by side)
+    for (const d of r.plan.decisions) {
+      const o = outcomes.get(d.model);
+      if (o !== undefined) this.record(r, d, o.outcome, o.version);
+    }
+    const targets = await this.savedTargets();
+    for (const name of Object.keys(targets)) if (!byModel.has(name) || this.setFor.get(name) !== targets[name]?.version) delete targets[name];
+    for (const [name, version] of this.setFor) {
+      const n = this.ports.workers.target(name, version);
+      if (n !== undefined) targets[name] = { version, replicas: n };
     }
     await this.ports.settings.set(TARGETS_KEY, targets);
   }
 
-  /** Bring `model`'s active version to `to` serving workers: drained and stopped, or started. */
-  private async change(r: Round, model: string, to: number): Promise<void> {
+  /**
+   * Bring `m`'s active version to its target: drained and stopped, or started. The version is
+   * claimed for the change (checked and taken under the model's lock, which is not held through
+   * the drains and starts: a rollback never waits for them); one that changed, was put to sleep or
+   * that another controller claimed since the round measured it is left alone.
+   */
+  private async change(r: Round, m: ModelLoad): Promise<{ outcome: string; version: string }> {
     const p = this.ports;
-    const decisions = r.plan.decisions.filter((d) => d.model === model);
-    const v = await p.versions.active(model);
-    if (v === undefined) return;
-    const key = `${model}/${v.id}`;
-    p.workers.claim(model, v.id, 'scheduler');
-    let outcome = 'done';
-    try {
-      await p.audited(ACTOR, 'scheduler.scale', key, { to, decisions: decisions.map((d) => d.reason) }, async () => {
-        p.workers.setTarget(model, v.id, to);
-        const serving = p.workers.list(model, v.id).filter((w) => w.role === 'serving');
-        if (to < serving.length) await this.shrink(serving, serving.length - to);
-        else await this.grow(model, v.id, to - serving.length);
-      });
-    } catch (err) {
-      outcome = `failed: ${toGlidepathError(err).message}`;
-      // what runs is what it keeps: recovery neither refills what did not start nor restarts what stopped
-      p.workers.setTarget(model, v.id, p.workers.list(model, v.id).filter((w) => w.role === 'serving').length);
-    } finally {
-      p.workers.claim(model, v.id, undefined);
-      this.changedAt.set(model, p.clock.now());
+    const to = r.plan.targets.get(m.model) as number;
+    const decisions = r.plan.decisions.filter((d) => d.model === m.model);
+    const version = m.version as string;
+    const taken = await p.exclusive(m.model, async () => {
+      const v = await p.versions.active(m.model);
+      if (v?.id !== version) return `skipped: its active version is ${v?.id ?? 'none'} now, not ${version}`;
+      if (p.workers.isAsleep(m.model, version)) return 'skipped: it was put to sleep';
+      const owner = p.workers.claimedBy(m.model, version);
+      if (owner !== undefined) return `skipped: its workers belong to ${owner} now`;
+      p.workers.claim(m.model, version, ACTOR.name);
+      return undefined;
+    });
+    let outcome = taken ?? 'done';
+    if (taken === undefined) {
+      try {
+        await p.audited(ACTOR, 'scheduler.scale', `${m.model}/${version}`, { to, decisions: decisions.map((d) => d.reason) }, async () => {
+          p.workers.setTarget(m.model, version, to);
+          this.setFor.set(m.model, version);
+          const serving = servingOf(p.workers.list(m.model, version));
+          if (to < serving.length) await this.shrink(serving, serving.length - to);
+          else await this.grow(m.model, version, to - serving.length);
+        });
+      } catch (err) {
+        outcome = `failed: ${toGlidepathError(err).message}`;
+        // what runs is what it keeps: recovery neither refills what did not start nor restarts what stopped
+        p.workers.setTarget(m.model, version, servingOf(p.workers.list(m.model, version)).length);
+      } finally {
+        if (p.workers.claimedBy(m.model, version) === ACTOR.name) p.workers.claim(m.model, version, undefined);
+        this.changedAt.set(m.model, p.clock.now());
+      }
     }
-    for (const d of decisions) this.record(r, d, outcome, v.id);
+    return { outcome, version };
   }
 
   /** `n` workers out: those still starting first (no traffic), then the newest; each out of rotation, drained, then stopped. */
@@ -243,19 +284,28 @@ export class Scheduler {
     );
     await Promise.all(
       order.slice(0, n).map(async (w) => {
-        // no new request from now; the ones in flight finish (or, past the drain's limit, continue elsewhere)
+        // no new request from now; the ones in flight finish, or past the drain's limit go on on another worker
         this.ports.workers.setWeight(w, 0);
-        await this.ports.workers.drainOne(w, this.cfg.drainTimeoutMs);
+        await this.ports.workers.drainOne(w, this.cfg.drainTimeoutMs, 'removed');
         await this.ports.workers.stop(w);
       }),
     );
   }
 
+  /** `n` workers started; a version swapped out or put to sleep meanwhile gets them stopped again. */
   private async grow(model: string, version: string, n: number): Promise<void> {
     const p = this.ports;
     const now = p.clock.now();
     const health = p.models.config(model).health?.enabled === true ? newHealth('pending', now) : newHealth('healthy', now);
     const started = await Promise.allSettled(Array.from({ length: n }, () => p.workers.start(model, version, 'serving', health)));
+    const still = await p.exclusive(model, async () => (await p.versions.active(model))?.id === version && !p.workers.isAsleep(model, version));
+    if (!still) {
+      for (const s of started) if (s.status === 'fulfilled') await p.workers.stop(s.value);
+      throw new ConflictError(
+        'scheduler_version_changed',
+        `${model}/${version} stopped being active and awake while its replicas started: they were stopped again`,
+      );
+    }
     const failed = started.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed.length > 0) throw failed[0]?.reason;
   }

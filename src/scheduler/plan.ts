@@ -10,6 +10,8 @@ const RANK: Readonly<Record<SchedPriority, number>> = { critical: 0, high: 1, st
 /** One model as the scheduler sees it this round. */
 export interface ModelLoad {
   model: string;
+  /** Its active version (undefined: none; then it is frozen). */
+  version?: string | undefined;
   priority: SchedPriority;
   /** p99 targets (ms); a model without one is never scaled for latency. */
   slo: { ttftP99Ms?: number | undefined; tpotP99Ms?: number | undefined };
@@ -28,9 +30,11 @@ export interface ModelLoad {
   rps: number;
   /** Requests in flight on average over the window. */
   inFlight: number;
+  /** Requests the p99s are over (fewer than PlanSettings.minSamples: not judged against the SLO). */
+  samples: number;
   /** Sequences one replica runs at once (its engine's max_num_seqs); undefined: not known. */
   seqsPerReplica?: number | undefined;
-  /** ms since its last request (Infinity: none seen). */
+  /** ms since its last request (or since the scheduler started); NaN: not measured (never judged idle). */
   idleMs: number;
   /** ms since the scheduler last changed its replicas (Infinity: never). */
   sinceChangeMs: number;
@@ -47,6 +51,8 @@ export interface PlanSettings {
   relaxBelow: number;
   /** The utilisation a replica count is sized for: p99 at the SLO means `1 / headroom` more replicas. */
   headroom: number;
+  /** Requests a model's window must hold before its p99s are judged against its SLO. */
+  minSamples: number;
 }
 
 export type Action = 'scale_up' | 'scale_down' | 'preempt';
@@ -79,6 +85,8 @@ const ms = (x: number) => `${Math.round(x)} ms`;
 
 /** Replicas a model violating its SLO wants: its p99 over the SLO scales its count (seed 003), sized for `headroom`, at least one more. */
 export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: string } | undefined {
+  // a p99 of a few requests is their slowest one: no replicas for one slow request
+  if (m.samples < s.minSamples) return undefined;
   const over: string[] = [];
   let ratio = 0;
   if (m.slo.ttftP99Ms !== undefined && m.ttftP99Ms > m.slo.ttftP99Ms) {
@@ -120,6 +128,9 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
     decisions.push({ model: m.model, action, from, to, reason, ...extra });
   };
 
+  // 0. above its max (the max was lowered): down to it, now
+  for (const m of byPriority) if (m.frozen === undefined && get(m) > m.maxReplicas) change(m, m.maxReplicas, 'scale_down', `above its max of ${m.maxReplicas}`);
+
   // 1. give back: idle to min, comfortable by one (never what was just raised, never within the cool-down)
   for (const m of byPriority) {
     if (m.frozen !== undefined || get(m) <= m.minReplicas || m.sinceChangeMs < s.cooldownMs) continue;
@@ -128,7 +139,12 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
       continue;
     }
     const slo = m.slo.ttftP99Ms;
-    if (slo === undefined || !(m.ttftP99Ms < slo * s.relaxBelow) || (m.slo.tpotP99Ms !== undefined && !(m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow)))
+    if (
+      slo === undefined ||
+      m.samples < s.minSamples ||
+      !(m.ttftP99Ms < slo * s.relaxBelow) ||
+      (m.slo.tpotP99Ms !== undefined && !(m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow))
+    )
       continue;
     // one fewer must still carry what runs (sized for the headroom), where a replica's sequences are known
     const fewer = get(m) - 1;
@@ -137,16 +153,25 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
     change(m, fewer, 'scale_down', `TTFT p99 ${ms(m.ttftP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(slo)}${load}: one replica back`);
   }
 
-  /** `n` more replicas for `m`: free GPUs, then preemption; returns how many it got. */
+  /**
+   * `n` more replicas for `m`: free GPUs, then preemption; returns how many it got. Preemptions that
+   * do not add up to a whole replica (a 2-GPU replica, one 1-GPU victim) are undone: no victim pays
+   * for a replica that is not started, and nobody else takes what it would have freed.
+   */
   const acquire = (m: ModelLoad, n: number, reason: string): number => {
     let got = 0;
+    let sinceLast = decisions.length;
     while (got < n) {
       if (free >= m.gpusPerReplica) {
         free -= m.gpusPerReplica;
         got++;
+        sinceLast = decisions.length;
         continue;
       }
-      if (!preemptOne(m)) break;
+      if (!preemptOne(m)) {
+        undo(sinceLast);
+        break;
+      }
     }
     if (got > 0) {
       const from = get(m);
@@ -155,6 +180,16 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
       decisions.push({ model: m.model, action: 'scale_up', from, to: from + got, reason });
     }
     return got;
+  };
+
+  /** Take back the decisions from index `from` on (preemptions that freed too little). */
+  const undo = (from: number) => {
+    for (const d of decisions.splice(from).reverse()) {
+      const v = models.find((x) => x.model === d.model) as ModelLoad;
+      free -= (d.from - d.to) * v.gpusPerReplica;
+      target.set(d.model, d.from);
+      if (!decisions.some((x) => x.model === d.model)) lowered.delete(d.model);
+    }
   };
 
   /** Free one victim replica for `m`: strictly lower priority, lowest first, then least traffic; above min first. */

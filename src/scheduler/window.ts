@@ -15,6 +15,8 @@ export interface LoadStats {
   rps: number;
   /** Requests in flight on average (Little's law: the time they took over the window's length). */
   inFlight: number;
+  /** Requests in the window. */
+  samples: number;
   /** Epoch ms of the last request (-Infinity: none). */
   lastAt: number;
 }
@@ -51,6 +53,7 @@ export class LoadWindow {
       ttftP99Ms: p99(s.map((x) => x.ttftMs)),
       tpotP99Ms: p99(s.map((x) => x.tpotMs)),
       rps: s.length / (this.maxAgeMs / 1000),
+      samples: s.length,
       inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / this.maxAgeMs,
       lastAt: this.lastAt,
     };

@@ -62,6 +62,7 @@ export function withDefaults(o: SimStartOptions): SimOptions {
     maxModelLen: o.maxModelLen ?? D.maxModelLen,
     hallucinationRate: o.hallucinationRate ?? D.hallucinationRate,
     maxLoras: o.maxLoras ?? D.maxLoras,
+    loraLoadMs: o.loraLoadMs ?? D.loraLoadMs,
     faults: { ...(o.faults ?? {}) },
     model: o.model ?? D.model,
     servedModelNames: o.servedModelNames ?? [],
@@ -108,6 +109,7 @@ export function checkOptions(o: SimOptions): string[] {
   need(posInt(o.maxModelLen), 'maxModelLen', 'a positive integer', o.maxModelLen);
   need(frac(o.hallucinationRate), 'hallucinationRate', 'a number from 0 to 1', o.hallucinationRate);
   need(Number.isInteger(o.maxLoras) && o.maxLoras >= 0, 'maxLoras', 'a non-negative integer', o.maxLoras);
+  need(Number.isFinite(o.loraLoadMs) && o.loraLoadMs >= 0, 'loraLoadMs', 'a non-negative number', o.loraLoadMs);
   need(posInt(o.defaultMaxTokens), 'defaultMaxTokens', 'a positive integer', o.defaultMaxTokens);
   need(posInt(o.maxBodyBytes), 'maxBodyBytes', 'a positive integer', o.maxBodyBytes);
   need(frac(o.eosRate), 'eosRate', 'a number from 0 to 1', o.eosRate);

@@ -91,7 +91,12 @@ export class SimServer {
     add('GET', '/health/ready', health);
     add('GET', '/version', (_req, res) => sendJson(res, 200, { version: o.version }));
     add('GET', '/metrics', async (_req, res) => sendText(res, 200, await e.metrics.text(), e.metrics.registry.contentType));
-    add('POST', '/v1/load_lora_adapter', async (req, res) => sendText(res, 200, e.loras.load(await readJson(req, limit))));
+    add('POST', '/v1/load_lora_adapter', async (req, res) => {
+      // the slot is taken at once; the answer comes once the weights would be on the GPU
+      const msg = e.loras.load(await readJson(req, limit));
+      if (o.loraLoadMs > 0) await new Promise((r) => setTimeout(r, o.loraLoadMs));
+      sendText(res, 200, msg);
+    });
     add('POST', '/v1/unload_lora_adapter', async (req, res) => sendText(res, 200, e.loras.unload(await readJson(req, limit))));
     add('POST', '/sleep', (_req, res, url) => {
       e.life.sleep(url.searchParams.get('level'));

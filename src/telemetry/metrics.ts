@@ -141,6 +141,37 @@ export class GatewayMetrics {
     labelNames: ['model', 'version'] as const,
     registers: [this.registry],
   });
+  readonly adapterRequests = new Counter({
+    name: 'glidepath_adapter_requests_total',
+    help: 'Requests for LoRA adapters by worker and whether the worker had the adapter loaded (hit) or loaded it first (miss): the hit rate per worker.',
+    labelNames: ['model', 'worker', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly adapterRequestsByName = new Counter({
+    name: 'glidepath_adapter_requests_by_adapter_total',
+    help: 'Requests per LoRA adapter (registered adapters only: bounded by the registry).',
+    labelNames: ['model', 'adapter'] as const,
+    registers: [this.registry],
+  });
+  readonly adapterLoads = new Counter({
+    name: 'glidepath_adapter_loads_total',
+    help: 'LoRA adapter loads the gateway asked of workers, by outcome (loaded, failed).',
+    labelNames: ['model', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly adapterEvictions = new Counter({
+    name: 'glidepath_adapter_evictions_total',
+    help: 'LoRA adapters unloaded from a full worker to make room (least recently used, none in use).',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly adapterLoadSeconds = new Histogram({
+    name: 'glidepath_adapter_load_seconds',
+    help: 'Time a LoRA adapter load took on a worker, as the request that waited for it saw it.',
+    labelNames: ['model'] as const,
+    buckets: [...DEFAULTS.telemetry.adapterLoadBucketsS],
+    registers: [this.registry],
+  });
   readonly capacityRatio = new Gauge({
     name: 'glidepath_capacity_ratio',
     help: "A model's healthy capacity over the throughput it must serve (degradation.required_tokens_per_s).",

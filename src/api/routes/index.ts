@@ -1,5 +1,6 @@
 // Every admin route, area by area (one file each); the OpenAPI document is built from this list.
 import type { RouteDef } from '../router.js';
+import { adapterRoutes } from './adapters.js';
 import { auditRoutes } from './audit.js';
 import { blueGreenRoutes } from './bluegreen.js';
 import { cacheRoutes } from './cache.js';
@@ -25,6 +26,7 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...versionRoutes(ctx),
     ...healthRoutes(ctx),
     ...capacityRoutes(ctx),
+    ...adapterRoutes(ctx),
     ...blueGreenRoutes(ctx),
     ...routeRoutes(ctx),
     ...planRoutes(ctx),

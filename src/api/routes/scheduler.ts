@@ -16,6 +16,7 @@ export function roundView(r: Round) {
   return {
     at: new Date(r.at).toISOString(),
     dry_run: r.dryRun,
+    measured: r.measured,
     free_gpus: r.freeGpus,
     free_gpus_after: r.plan.free,
     models: r.models.map((m) => ({

@@ -12,6 +12,7 @@ const vsSlo = (got: number | null, slo: number | null): string => (slo === null 
 
 function printRound(r: RoundView): void {
   out(`${r.dry_run ? 'plan' : 'round'} at ${r.at}: ${r.free_gpus} GPU(s) free before, ${r.free_gpus_after} after`);
+  if (!r.measured) out('not measured: the scheduler is disabled, so no traffic is measured (p99s, rates, idle times are empty)');
   out(
     table(
       ['MODEL', 'PRIORITY', 'REPLICAS', 'TARGET', 'STARTING', 'MIN', 'MAX', 'GPUS/REPLICA', 'TTFT_P99/SLO', 'TPOT_P99/SLO', 'RPS', 'LEFT ALONE'],

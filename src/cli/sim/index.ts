@@ -68,6 +68,7 @@ const NUMERIC: [string, keyof SimStartOptions, Kind, string][] = [
   ['eos-rate', 'eosRate', 'fraction', 'chance per token that generation ends (EOS)'],
   ['hallucination-rate', 'hallucinationRate', 'fraction', 'share of generated words drawn from the marked vocabulary'],
   ['max-loras', 'maxLoras', 'int', 'LoRA adapter slots'],
+  ['lora-load-ms', 'loraLoadMs', 'int', 'time a LoRA adapter takes to load'],
   ['max-body-bytes', 'maxBodyBytes', 'posInt', 'largest accepted request body'],
   ['max-waiting-requests', 'maxWaitingRequests', 'int', 'waiting-queue bound (503 beyond it)'],
   ['max-logprobs', 'maxLogprobs', 'int', 'most top logprobs a request may ask for'],

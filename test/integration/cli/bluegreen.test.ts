@@ -59,7 +59,7 @@ describe('glidepath admin verbs (generated admin token)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/GPUs: 3 free of 4/);
     expect(r.stdout).toMatch(/^MODEL\s+PRIORITY\s+ACTIVE\s+STANDBY\s+ROUTE\s+REVISION$/m);
-    expect(r.stdout).toMatch(/^chat\s+medium\s+v1\s+-\s+v1 100%/m);
+    expect(r.stdout).toMatch(/^chat\s+standard\s+v1\s+-\s+v1 100%/m);
     const j = await cli('status', '--output', 'json');
     expect(j.code).toBe(0);
     expect(j.json.models[0]).toMatchObject({ model: 'chat', active: 'v1', standby: null });

@@ -141,11 +141,11 @@ describe("a worker's request slots", () => {
     });
     expect(c.models[0]!.versions.map((v) => engineTraitsOf(v))).toEqual([
       // the simulator has no token ids; other engines take them unless declared otherwise
-      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 64 },
-      { resume: 'continue_final_message', tokenIdPrompts: true, maxNumSeqs: 32 },
-      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 8 },
-      { resume: 'off', tokenIdPrompts: true, maxNumSeqs: undefined },
-      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: undefined },
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 64, maxLoras: 4 },
+      { resume: 'continue_final_message', tokenIdPrompts: true, maxNumSeqs: 32, maxLoras: undefined },
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: 8, maxLoras: 4 },
+      { resume: 'off', tokenIdPrompts: true, maxNumSeqs: undefined, maxLoras: undefined },
+      { resume: 'continue_final_message', tokenIdPrompts: false, maxNumSeqs: undefined, maxLoras: undefined },
     ]);
     expect(issues({ models: [{ name: 'm', versions: [{ id: 'v', engine: { max_num_seqs: 2.5 } }] }] })[0]?.message).toMatch(
       /max_num_seqs must be a positive integer: the engine's --max-num-seqs/,

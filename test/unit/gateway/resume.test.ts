@@ -2,7 +2,7 @@
 // (the ids, or the text), what is refused, and the continuing worker's prompt ids kept from the client.
 import { describe, expect, it } from 'vitest';
 import { Continuation, planResume } from '../../../src/gateway/resume.js';
-import { emptySoFar, readEvent } from '../../../src/gateway/resume-state.js';
+import { SentLog, emptySoFar, readEvent } from '../../../src/gateway/resume-state.js';
 import type { SoFar } from '../../../src/gateway/resume-state.js';
 import type { ParsedRequest } from '../../../src/gateway/request.js';
 
@@ -92,5 +92,48 @@ describe("the continuing worker's prompt ids never reach the client", () => {
       ),
     );
     expect(out).toBe(`data: ${JSON.stringify({ id: 'orig', choices: [{ index: 0, delta: { content: ' there' }, token_ids: [10] }] })}\n\n`);
+  });
+});
+
+describe('token ids across breaks (an adversarial review found each)', () => {
+  const ev = (o: unknown) => Buffer.from(`data: ${JSON.stringify(o)}\n\n`);
+  const head = { id: 'cmpl-1', object: 'text_completion', created: 1, model: 'm' };
+  const body = { model: 'm', prompt: 'Hi', max_tokens: 50, stream: true, return_token_ids: true };
+  const planOf = (so: SoFar, b: Record<string, unknown> = body) => planResume(req(b), false, so, IDS) as { plan: { body: Buffer; sent: number } };
+
+  it('a token held back at the first break is generated again and its id reaches the client once: a second break prompts with each id once', () => {
+    const log = new SentLog(false, 1 << 20);
+    log.append(ev({ ...head, choices: [{ index: 0, text: ' Hello', prompt_token_ids: [1, 2, 3], token_ids: [10] }] }));
+    // the first byte of "é": its id, no text yet
+    log.append(ev({ ...head, choices: [{ index: 0, text: '', token_ids: [20] }] }));
+    const so1 = log.read();
+    const d1 = planOf(so1);
+    expect([JSON.parse(d1.plan.body.toString()).prompt, d1.plan.sent]).toEqual([[1, 2, 3, 10], 1]);
+    const c = new Continuation(so1, false, d1.plan.sent, body);
+    const out = c.feed(
+      Buffer.concat([
+        ev({ id: 'x', choices: [{ index: 0, text: '', prompt_token_ids: [1, 2, 3, 10], token_ids: [20] }] }),
+        ev({ id: 'x', choices: [{ index: 0, text: 'é', token_ids: [21] }] }),
+      ]),
+    ) as string;
+    log.append(Buffer.from(out));
+    const so2 = log.read();
+    expect([so2.tokenIds, so2.text]).toEqual([[10, 20, 21], ' Helloé']);
+    const d2 = planOf(so2);
+    expect([JSON.parse(d2.plan.body.toString()).prompt, d2.plan.sent]).toEqual([[1, 2, 3, 10, 20, 21], 3]);
+  });
+
+  it('several prompts are refused, never cut to the first', () => {
+    const log = new SentLog(false, 1 << 20);
+    log.append(ev({ ...head, choices: [{ index: 0, text: ' x', prompt_token_ids: [1], token_ids: [10] }] }));
+    expect(planResume(req({ ...body, prompt: ['a', 'b'] }), false, log.read(), IDS)).toEqual({ refused: 'a prompt of several prompts' });
+  });
+
+  it('a stream broken before its first event is asked again as it was: the client gets its prompt ids from the retry', () => {
+    const so = new SentLog(false, 1 << 20).read();
+    const c = new Continuation(so, false, planOf(so).plan.sent, body);
+    expect(c.feed(ev({ id: 'x', choices: [{ index: 0, text: ' Hello', prompt_token_ids: [1, 2, 3], token_ids: [10] }] }))).toContain(
+      '"prompt_token_ids":[1,2,3]',
+    );
   });
 });

@@ -101,6 +101,51 @@ describe('scheduler controller', () => {
     expect(ports.workers.target('crit', 'v1')).toBe(4);
   });
 
+  it('a rollout that claims a version while the round drains is left its claim: nothing starts under it', async () => {
+    const { fleet, ports, s } = await start();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const drain = ports.workers.drainOne.bind(ports.workers);
+    ports.workers.drainOne = async (w, t, why) => {
+      await gate;
+      return drain(w, t, why);
+    };
+    fleet.records('bat', 'v1', 20);
+    // (a request at 3× the SLO: a round at once, which drains the batch workers first)
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await new Promise((r) => setImmediate(r));
+    ports.workers.claim('crit', 'v1', 'rolling-1');
+    release();
+    await s.whenIdle();
+    expect(ports.workers.claimedBy('crit', 'v1')).toBe('rolling-1');
+    expect(fleet.log.filter((l) => l.startsWith('start crit'))).toEqual([]);
+    expect(s.status().history.find((h) => h.model === 'crit')?.outcome).toBe('skipped: its workers belong to rolling-1 now');
+  });
+
+  it('a saved value that is not a count is reported and dropped, and the round still saves its own', async () => {
+    const { fleet, ports, s } = await start();
+    await ports.settings.set('scheduler.targets', { crit: 'four', bat: { version: 'v1', replicas: -1 } });
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await s.whenIdle();
+    expect(await ports.settings.get('scheduler.targets')).toEqual({ crit: { version: 'v1', replicas: 4 }, bat: { version: 'v1', replicas: 0 } });
+    expect(fleet.eventKinds('scheduler_error').length).toBeGreaterThan(0);
+  });
+
+  it('a target is let go when another version becomes active; dead workers are not counted as replicas', async () => {
+    const { fleet, ports, s, advance } = await start();
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
+    await advance(INTERVAL);
+    expect(ports.workers.target('crit', 'v1')).toBe(4);
+    fleet.worker('crit/v1/3').health = { ...fleet.worker('crit/v1/3').health!, state: 'dead' };
+    expect((await s.preview()).models.find((m) => m.model === 'crit')?.replicas).toBe(3);
+    // crit's active version is v2 now: v1's target goes, the saved counts with it
+    ports.versions.active = async (model) => (model === 'crit' ? { ...(await fleet.registry.get('crit', 'v1')), id: 'v2' } : fleet.registry.active(model));
+    await s.round();
+    expect(ports.workers.target('crit', 'v1')).toBeUndefined();
+  });
+
   it('a model whose workers a rollout owns is left alone, and says why', async () => {
     const { fleet, ports, s } = await start();
     ports.workers.claim('bat', 'v1', 'rolling-1');

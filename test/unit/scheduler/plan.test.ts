@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { plan, wantedFor } from '../../../src/scheduler/plan.js';
 import type { ModelLoad, PlanSettings } from '../../../src/scheduler/plan.js';
 
-const S: PlanSettings = { idleAfterMs: 300_000, cooldownMs: 60_000, relaxBelow: 0.5, headroom: 0.8 };
+const S: PlanSettings = { idleAfterMs: 300_000, cooldownMs: 60_000, relaxBelow: 0.5, headroom: 0.8, minSamples: 20 };
 
 function m(model: string, priority: ModelLoad['priority'], o: Partial<ModelLoad> = {}): ModelLoad {
   return {
@@ -21,6 +21,7 @@ function m(model: string, priority: ModelLoad['priority'], o: Partial<ModelLoad>
     tpotP99Ms: 20,
     rps: 1,
     inFlight: 1,
+    samples: 100,
     idleMs: 0,
     sinceChangeMs: Infinity,
     ...o,
@@ -126,6 +127,26 @@ describe('scheduler plan', () => {
     const q = plan([m('c', 'critical', { replicas: 1, gpusPerReplica: 2, ttftP99Ms: 250 }), m('bat', 'batch', { replicas: 3, minReplicas: 0 })], 1, S);
     expect(summary(q)).toEqual(['preempt bat 3→2 for c', 'scale_up c 1→2']);
     expect(q.free).toBe(0);
+  });
+
+  it('preemptions that do not add up to a whole replica are undone (nobody pays for a replica not started)', () => {
+    // a 2-GPU critical replica against one 1-GPU batch replica: nothing moves, the shortfall is reported
+    const p = plan([m('c', 'critical', { replicas: 1, gpusPerReplica: 2, ttftP99Ms: 600 }), m('b', 'batch', { replicas: 1, minReplicas: 0 })], 0, S);
+    expect(summary(p)).toEqual([]);
+    expect([p.free, p.short[0]?.model]).toEqual([0, 'c']);
+    // a 2-GPU high replica: one standard replica above its min is not enough and no batch one is running
+    const q = plan(
+      [m('h', 'high', { gpusPerReplica: 2, ttftP99Ms: 300 }), m('s', 'standard', { replicas: 2 }), m('b', 'batch', { replicas: 0, minReplicas: 0 })],
+      0,
+      S,
+    );
+    expect(summary(q)).toEqual([]);
+    expect(q.targets.get('b')).toBe(0);
+  });
+
+  it('a p99 over fewer than min_samples requests is not judged (one slow request adds nothing); a model above its max comes down', () => {
+    expect(summary(plan([m('c', 'critical', { ttftP99Ms: 1000, samples: 19 }), m('b', 'batch', { replicas: 3, minReplicas: 0 })], 0, S))).toEqual([]);
+    expect(summary(plan([m('s', 'standard', { replicas: 6, maxReplicas: 2 })], 0, S))).toEqual(['scale_down s 6→2']);
   });
 
   it('frozen models are neither raised, lowered nor preempted', () => {

@@ -1,0 +1,182 @@
+// LoRA adapters on a version's workers (docs/multi-model.md): which adapters each worker has loaded
+// (at most its engine's max_loras, least recently used first out), loading one on demand (once per
+// worker and adapter: whoever asks meanwhile waits for the same load), never evicting one a request
+// is using, and picking a worker for an adapter's request — one that has it, unless that one is
+// busier than the least busy by more than the bound, then the least busy, which loads it.
+import { DEFAULTS } from '../defaults.js';
+import { ConflictError, UnavailableError } from '../errors.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { eligible } from './pick.js';
+import type { Pickable, Picker } from './pick.js';
+
+/** A registered adapter, served on its base model's workers under its own name. */
+export interface AdapterSpec {
+  name: string;
+  /** The base model whose workers serve it. */
+  model: string;
+  /** Where the engine loads it from (vLLM's `lora_path`). */
+  source: string;
+  version?: string | undefined;
+}
+
+/** Loads and unloads adapters on an engine (vLLM's `/v1/load_lora_adapter`; providers/lora.ts). */
+export interface AdapterLoader {
+  load(workerUrl: string, name: string, source: string): Promise<void>;
+  unload(workerUrl: string, name: string): Promise<void>;
+}
+
+interface Slot {
+  /** Requests of this adapter running on the worker: never evicted while > 0 (counted once it is loaded). */
+  inUse: number;
+  /** Resolves when loaded; rejects when the load failed (the slot is gone then). */
+  ready: Promise<void>;
+  loaded: boolean;
+}
+
+/** What a worker needs to load adapters: its URL and its engine's slot count. */
+export interface AdapterHost {
+  readonly url: string;
+  readonly id: string;
+}
+
+/** One worker's adapters, in least-recently-used order (a Map's insertion order, moved to the end on use). */
+export class AdapterSlots {
+  private readonly slots = new Map<string, Slot>();
+
+  /** Loaded or loading. */
+  has(name: string): boolean {
+    return this.slots.has(name);
+  }
+
+  names(): string[] {
+    return [...this.slots.keys()];
+  }
+
+  loaded(): { name: string; inUse: number; loaded: boolean }[] {
+    return [...this.slots].map(([name, s]) => ({ name, inUse: s.inUse, loaded: s.loaded }));
+  }
+
+  /** A request of `name` lets go of this worker. */
+  done(name: string): void {
+    const s = this.slots.get(name);
+    if (s !== undefined && s.inUse > 0) s.inUse--;
+  }
+
+  /** The worker lost its adapters (replaced, woken from a sleep that dropped them): nothing is loaded. */
+  clear(): void {
+    this.slots.clear();
+  }
+
+  /**
+   * Make sure the worker has `a` and count a request of it here (`done` lets go): 'hit' at once when
+   * loaded; 'miss' after loading it (evicting the least recently used adapter no request uses when
+   * the worker's `max` slots are taken). Throws a retryable 503, counting nothing, when every slot
+   * holds an adapter in use or the load fails.
+   */
+  async acquire(w: AdapterHost, a: AdapterSpec, max: number, loader: AdapterLoader, metrics: GatewayMetrics): Promise<'hit' | 'miss'> {
+    let s = this.slots.get(a.name);
+    if (s !== undefined) {
+      // most recently used: to the end
+      this.slots.delete(a.name);
+      this.slots.set(a.name, s);
+      if (s.loaded) {
+        s.inUse++;
+        return 'hit';
+      }
+      // another request is loading it here: the same load (a slot still loading is never evicted)
+      try {
+        await s.ready;
+      } catch (err) {
+        throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
+      }
+      s.inUse++;
+      return 'miss';
+    }
+    if (this.slots.size >= max) {
+      const victim = [...this.slots].find(([, v]) => v.loaded && v.inUse === 0);
+      if (victim === undefined)
+        throw new UnavailableError('adapter_slots_busy', `worker ${w.id}: all ${max} LoRA slots hold adapters in use; ${a.name} cannot be loaded now`, {
+          retryAfterS: 1,
+        });
+      this.slots.delete(victim[0]);
+      metrics.adapterEvictions.labels(a.model).inc();
+      // an unload that fails leaves the engine a slot short: the next load there fails and is retried elsewhere
+      void loader.unload(w.url, victim[0]).catch(() => undefined);
+    }
+    const t0 = performance.now();
+    const ready = loader.load(w.url, a.name, a.source);
+    s = { inUse: 0, ready, loaded: false };
+    this.slots.set(a.name, s);
+    try {
+      await ready;
+    } catch (err) {
+      if (this.slots.get(a.name) === s) this.slots.delete(a.name);
+      metrics.adapterLoads.labels(a.model, 'failed').inc();
+      throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
+    }
+    s.loaded = true;
+    s.inUse++;
+    metrics.adapterLoads.labels(a.model, 'loaded').inc();
+    metrics.adapterLoadSeconds.labels(a.model).observe((performance.now() - t0) / 1000);
+    return 'miss';
+  }
+}
+
+/** What the adapter picker needs of a worker. */
+export interface AdapterPickable extends Pickable {
+  readonly adapters: AdapterSlots;
+}
+
+/**
+ * A picker for one adapter's requests: among the eligible workers that have it (loaded or loading),
+ * the least busy — unless it is busier than the least busy eligible worker by more than
+ * DEFAULTS.gateway.adapterAffinitySlack, then the base picker's choice over all (which loads it).
+ */
+export class AdapterPicker implements Picker {
+  readonly name: string;
+  constructor(
+    private readonly base: Picker,
+    private readonly adapter: string,
+  ) {
+    this.name = `${base.name}+adapter`;
+  }
+
+  pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
+    let best: W | undefined;
+    let least = Infinity;
+    for (const w of workers) {
+      if (!eligible(w, now, exclude)) continue;
+      if (w.outstanding < least) least = w.outstanding;
+      if ((w as unknown as AdapterPickable).adapters.has(this.adapter) && (best === undefined || w.outstanding < best.outstanding)) best = w;
+    }
+    if (best !== undefined && best.outstanding <= least + DEFAULTS.gateway.adapterAffinitySlack) return best;
+    return this.base.pick(workers, now, exclude);
+  }
+}
+
+/** The adapters the control plane registered, by name (one namespace with the models'). */
+export class AdapterIndex {
+  private readonly byName = new Map<string, AdapterSpec>();
+
+  get(name: string): AdapterSpec | undefined {
+    return this.byName.get(name);
+  }
+
+  list(): AdapterSpec[] {
+    return [...this.byName.values()];
+  }
+
+  /** Replace `model`'s adapters; a name taken by a model or another model's adapter changes nothing and says so. */
+  set(model: string, specs: readonly AdapterSpec[], models: ReadonlySet<string>): void {
+    const names = new Set<string>();
+    for (const a of specs) {
+      if (models.has(a.name)) throw new ConflictError('adapter_name_taken', `adapter ${a.name}: a model has that name`);
+      const other = this.byName.get(a.name);
+      if (other !== undefined && other.model !== model) throw new ConflictError('adapter_name_taken', `adapter ${a.name} is registered for ${other.model}`);
+      if (names.has(a.name)) throw new ConflictError('adapter_name_taken', `adapter ${a.name} is listed twice`);
+      names.add(a.name);
+    }
+    for (const [n, a] of this.byName) if (a.model === model) this.byName.delete(n);
+    for (const a of specs) this.byName.set(a.name, { ...a, model });
+  }
+}
