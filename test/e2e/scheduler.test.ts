@@ -3,8 +3,9 @@
 // scheduler preempt the batch model, then the standard one; the critical model's TTFT p99 comes back
 // inside its SLO within a bounded time; no accepted request of any model fails; when the surge ends,
 // capacity flows back to the batch model. The timeline is printed.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupAll, ensureBuilt, loadAgent, removeDir, startUp, streamChat, tempDir, writeConfig } from '../helpers/e2e-up.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadAgent, streamChat } from '../helpers/e2e-up.js';
+import { upForFile } from '../helpers/e2e-file.js';
 import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
 import type { SchedulerView } from '../../src/api/routes/scheduler.js';
 
@@ -39,18 +40,10 @@ function yaml(dataDir: string): string {
   ].join('\n');
 }
 
-let dir: string;
+const file = upForFile('e2e-scheduler', yaml);
 let up: UpProcess;
-beforeAll(async () => {
-  ensureBuilt();
-  dir = tempDir('e2e-scheduler');
-  writeConfig(dir, yaml(`${dir}/state`));
-  up = await startUp({ configFile: `${dir}/glidepath.yaml`, dataDir: `${dir}/state` });
-}, 60_000);
-afterAll(async () => {
-  await up?.kill('SIGTERM');
-  cleanupAll();
-  removeDir(dir);
+beforeAll(() => {
+  up = file.current();
 });
 
 interface Tagged extends StreamResult {
