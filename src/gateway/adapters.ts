@@ -62,11 +62,6 @@ export class AdapterSlots {
     if (s !== undefined && s.inUse > 0) s.inUse--;
   }
 
-  /** The worker lost its adapters (replaced, woken from a sleep that dropped them): nothing is loaded. */
-  clear(): void {
-    this.slots.clear();
-  }
-
   /**
    * Make sure the worker has `a` and count a request of it here (`done` lets go): 'hit' at once when
    * loaded; 'miss' after loading it (evicting the least recently used adapter no request uses when
@@ -92,6 +87,7 @@ export class AdapterSlots {
       s.inUse++;
       return 'miss';
     }
+    let unloaded: Promise<unknown> = Promise.resolve();
     if (this.slots.size >= max) {
       const victim = [...this.slots].find(([, v]) => v.loaded && v.inUse === 0);
       if (victim === undefined)
@@ -100,11 +96,13 @@ export class AdapterSlots {
         });
       this.slots.delete(victim[0]);
       metrics.adapterEvictions.labels(a.model).inc();
-      // an unload that fails leaves the engine a slot short: the next load there fails and is retried elsewhere
-      void loader.unload(w.url, victim[0]).catch(() => undefined);
+      // the engine's slot is free once the unload answered; one that fails leaves it a slot short: the
+      // load then fails and is retried on another worker
+      unloaded = loader.unload(w.url, victim[0]).catch(() => undefined);
     }
     const t0 = performance.now();
-    const ready = loader.load(w.url, a.name, a.source);
+    // the slot is taken now (no other load counts it free meanwhile); the load waits for the unload
+    const ready = unloaded.then(() => loader.load(w.url, a.name, a.source));
     s = { inUse: 0, ready, loaded: false };
     this.slots.set(a.name, s);
     try {

@@ -1,0 +1,110 @@
+// One worker's LoRA slots with a scripted loader: one load per adapter whoever asks meanwhile, the
+// least recently used adapter no request uses evicted (its unload answered before the next load
+// goes), a slot in use never evicted, a failed load counting nothing; and the adapter picker's
+// bounded-load affinity.
+import { describe, expect, it } from 'vitest';
+import { AdapterPicker, AdapterSlots } from '../../../src/gateway/adapters.js';
+import type { AdapterLoader, AdapterSpec } from '../../../src/gateway/adapters.js';
+import { RoundRobinPicker } from '../../../src/gateway/pick.js';
+import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
+
+const W = { id: 'w0', url: 'http://127.0.0.1:9' };
+const spec = (name: string): AdapterSpec => ({ name, model: 'm', source: `/a/${name}` });
+
+/** A loader whose calls wait until the test lets them go, in order. */
+function scripted() {
+  const log: string[] = [];
+  const pending: { what: string; go: () => void; fail: (e: Error) => void }[] = [];
+  const call = (what: string) =>
+    new Promise<void>((go, fail) => {
+      log.push(`${what} asked`);
+      pending.push({
+        what,
+        go: () => {
+          log.push(`${what} done`);
+          go();
+        },
+        fail,
+      });
+    });
+  const loader: AdapterLoader = { load: (_u, name) => call(`load ${name}`), unload: (_u, name) => call(`unload ${name}`) };
+  const next = async () => {
+    await new Promise((r) => setImmediate(r));
+    const p = pending.shift();
+    if (p === undefined) throw new Error('nothing asked');
+    return p;
+  };
+  return { loader, log, next };
+}
+
+describe('AdapterSlots', () => {
+  it('loads an adapter once for everyone who asks meanwhile; then every request is a hit', async () => {
+    const { loader, log, next } = scripted();
+    const slots = new AdapterSlots();
+    const metrics = new GatewayMetrics();
+    const a = slots.acquire(W, spec('a'), 2, loader, metrics);
+    const b = slots.acquire(W, spec('a'), 2, loader, metrics);
+    (await next()).go();
+    expect(await Promise.all([a, b])).toEqual(['miss', 'miss']);
+    expect(await slots.acquire(W, spec('a'), 2, loader, metrics)).toBe('hit');
+    expect(log).toEqual(['load a asked', 'load a done']);
+    expect(slots.loaded()).toEqual([{ name: 'a', inUse: 3, loaded: true }]);
+  });
+
+  it('a full worker evicts its least recently used adapter not in use, and loads only once the unload answered', async () => {
+    const { loader, log, next } = scripted();
+    const slots = new AdapterSlots();
+    const metrics = new GatewayMetrics();
+    for (const n of ['a', 'b']) {
+      const p = slots.acquire(W, spec(n), 2, loader, metrics);
+      (await next()).go();
+      await p;
+    }
+    slots.done('a');
+    slots.done('b');
+    await slots.acquire(W, spec('a'), 2, loader, metrics); // a used last: b goes
+    slots.done('a');
+    const c = slots.acquire(W, spec('c'), 2, loader, metrics);
+    const unload = await next();
+    expect(log.slice(-1)).toEqual(['unload b asked']);
+    unload.go();
+    (await next()).go();
+    await c;
+    expect(log.slice(-3)).toEqual(['unload b done', 'load c asked', 'load c done']);
+    expect(slots.names()).toEqual(['a', 'c']);
+  });
+
+  it('never evicts an adapter in use: a full worker of busy adapters refuses (retryable), and a failed load counts nothing', async () => {
+    const { loader, next } = scripted();
+    const slots = new AdapterSlots();
+    const metrics = new GatewayMetrics();
+    const p = slots.acquire(W, spec('a'), 1, loader, metrics);
+    (await next()).go();
+    await p;
+    await expect(slots.acquire(W, spec('b'), 1, loader, metrics)).rejects.toMatchObject({ code: 'adapter_slots_busy', status: 503 });
+    slots.done('a');
+    const q = slots.acquire(W, spec('b'), 1, loader, metrics);
+    (await next()).go(); // the unload of a
+    (await next()).fail(new Error('400: no such file'));
+    await expect(q).rejects.toMatchObject({ code: 'adapter_load_failed' });
+    expect(slots.loaded()).toEqual([]);
+  });
+});
+
+describe('AdapterPicker', () => {
+  const worker = (id: string, outstanding: number, has: string[]) => {
+    const adapters = new AdapterSlots();
+    for (const n of has)
+      void adapters.acquire({ id, url: '' }, spec(n), 8, { load: () => Promise.resolve(), unload: () => Promise.resolve() }, new GatewayMetrics());
+    return { id, outstanding, ejectedUntil: 0, routable: true, weight: 1, budget: Infinity, adapters };
+  };
+
+  it('prefers the least busy worker that has the adapter, unless it is more than the slack above the least busy', async () => {
+    const ws = [worker('w0', 3, []), worker('w1', 5, ['a']), worker('w2', 9, ['a'])];
+    await new Promise((r) => setImmediate(r));
+    const p = new AdapterPicker(new RoundRobinPicker(), 'a');
+    expect(p.pick(ws, 0)?.id).toBe('w1');
+    ws[1]!.outstanding = 8; // 5 above w0's 3: the pool's own pick
+    expect(p.pick(ws, 0)?.id).toBe('w0');
+  });
+});
