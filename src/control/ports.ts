@@ -96,6 +96,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       subscribeFaults: (listener) => dp.telemetry.subscribeFaults(listener),
       health: dp.telemetry.metrics.health,
       canary: dp.telemetry.metrics.canary,
+      scheduler: dp.telemetry.metrics.scheduler,
     },
     rollouts: storeRollouts(store, clock),
     settings: {

@@ -195,6 +195,13 @@ export interface TelemetryPort {
   subscribeFaults(listener: (f: WorkerFault) => void): () => void;
   readonly health: HealthMetricsPort;
   readonly canary: CanaryMetricsPort;
+  readonly scheduler: SchedulerMetricsPort;
+}
+
+/** The multi-model scheduler's metrics (Prometheus): each model after a round, and its decisions. */
+export interface SchedulerMetricsPort {
+  round(model: string, m: { serving: number; target: number; min: number; max: number; short: number }): void;
+  decision(model: string, action: string, outcome: 'done' | 'failed' | 'skipped' | 'dry_run'): void;
 }
 
 /** Persisted rollout state, validated on the way back (src/rollout/rollout-record.ts). */

@@ -138,6 +138,16 @@ export class Scheduler {
       const r = await this.preview();
       r.dryRun = this.cfg.dryRun;
       this.last = r;
+      for (const m of r.models) {
+        const short = r.plan.short.find((s) => s.model === m.model);
+        this.ports.telemetry.scheduler.round(m.model, {
+          serving: m.replicas,
+          target: r.plan.targets.get(m.model) ?? m.replicas,
+          min: m.minReplicas,
+          max: m.maxReplicas,
+          short: short === undefined ? 0 : Math.max(0, short.wanted - short.got),
+        });
+      }
       if (this.cfg.dryRun) for (const d of r.plan.decisions) this.record(r, d, 'not carried out (dry run)');
       else if (r.plan.decisions.length > 0) await this.act(r);
     } finally {
@@ -312,6 +322,8 @@ export class Scheduler {
 
   private record(r: Round, d: Decision, outcome: string, version = '?'): void {
     const e: HistoryEntry = { ...d, at: r.at, version, dryRun: r.dryRun, outcome };
+    const kind = r.dryRun ? 'dry_run' : outcome === 'done' ? 'done' : outcome.startsWith('skipped') ? 'skipped' : 'failed';
+    this.ports.telemetry.scheduler.decision(d.model, d.action, kind);
     this.history.push(e);
     if (this.history.length > DEFAULTS.scheduler.historyMax) this.history.splice(0, this.history.length - DEFAULTS.scheduler.historyMax);
     const p = this.ports;

@@ -1,4 +1,5 @@
 // The gateway's Prometheus metrics: per-request ones array-backed with children cached per pool, the rest prom-client's.
+import { SchedulerMetrics } from './scheduler-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
 import { CanaryMetrics, HealthMetrics } from './control-metrics.js';
@@ -245,6 +246,8 @@ export class GatewayMetrics {
   readonly health = new HealthMetrics(this.registry);
   /** The progressive canary: stage, phase, verdicts. */
   readonly canary = new CanaryMetrics(this.registry);
+  /** The multi-model scheduler: replicas, targets, shortfalls, decisions. */
+  readonly scheduler = new SchedulerMetrics(this.registry);
 
   /** Report a listener's open connections and ceiling at every scrape. */
   trackConnections(listener: string, open: () => number, max: number): void {

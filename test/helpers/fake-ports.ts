@@ -6,6 +6,7 @@
 //
 // `fleet.ports()` is what one control-plane process would build; calling it again over the same
 // fleet is a restart: new locks, same persisted world.
+import { SchedulerMetrics } from '../../src/telemetry/scheduler-metrics.js';
 import { kvRoleAt } from '../../src/domain/spec.js';
 import type { KvRole } from '../../src/domain/spec.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -197,6 +198,7 @@ export class FakeFleet {
   readonly promRegistry = new PromRegistry();
   readonly healthMetrics = new HealthMetrics(this.promRegistry);
   readonly canaryMetrics = new CanaryMetrics(this.promRegistry);
+  readonly schedulerMetrics = new SchedulerMetrics(this.promRegistry);
 
   /** A fleet booted as `glidepath up` boots on a first start. */
   static async create(opts: FakeFleetOptions): Promise<FakeFleet> {
@@ -498,6 +500,7 @@ export class FakeFleet {
         },
         health: this.healthMetrics,
         canary: this.canaryMetrics,
+        scheduler: this.schedulerMetrics,
       },
       rollouts: storeRollouts(this.store, this.clock),
       settings: {

@@ -68,6 +68,9 @@ describe('scheduler controller', () => {
     expect(up?.message).toBe('scale up crit: 1 → 4 replica(s) — TTFT p99 600 ms > SLO 200 ms: ×3.00 on 1 replica(s), sized for 80 % → 4; done');
     expect(fleet.audit.filter((a) => a.action === 'scheduler.scale').map((a) => `${a.target} ${a.result}`)).toEqual(['bat/v1 ok', 'crit/v1 ok']);
     expect(await ports.settings.get('scheduler.targets')).toEqual({ crit: { version: 'v1', replicas: 4 }, bat: { version: 'v1', replicas: 0 } });
+    const metrics = await fleet.metricsText();
+    expect(metrics).toContain('glidepath_scheduler_replicas{model="crit",kind="target"} 4');
+    expect(metrics).toContain('glidepath_scheduler_decisions_total{model="bat",action="preempt",outcome="done"} 3');
     // the next round waits for the starting replicas: nothing more is asked of a model with replicas still starting
     fleet.records('crit', 'v1', 100, () => ({ ttftMs: 600 }));
     await advance(INTERVAL);
