@@ -36,11 +36,31 @@ type Registered = Record<string, Omit<AdapterSpec, 'model'>[]>;
 export class AdapterRegistry {
   constructor(private readonly cp: AdapterHost) {}
 
-  /** At boot: every model's adapters (config, then those registered) to the data plane. */
-  async restore(): Promise<void> {
+  /**
+   * At boot: every model's adapters to the data plane, the config's first. One registered through the
+   * API whose name the config now gives a model or an adapter (made permanent there) is set aside,
+   * said, and kept in the store: a config change never stops the gateway from starting.
+   */
+  async restore(onSkipped: (why: string) => void = () => undefined): Promise<void> {
     const reg = await this.registered();
-    for (const m of this.cp.cfg.models)
-      this.cp.dp.setAdapters(m.name, [...this.fromConfig(m.name), ...(reg[m.name] ?? []).map((a) => ({ ...a, model: m.name }))]);
+    const taken = new Set(this.cp.cfg.models.flatMap((m) => [m.name, ...this.fromConfig(m.name).map((a) => a.name)]));
+    for (const m of this.cp.cfg.models) {
+      const api = (reg[m.name] ?? []).filter((a) => {
+        if (!taken.has(a.name)) return true;
+        onSkipped(`adapter ${a.name} of ${m.name}, registered through the API, is not served: the config gives its name to a model or an adapter`);
+        return false;
+      });
+      for (const a of api) taken.add(a.name);
+      this.cp.dp.setAdapters(m.name, [...this.fromConfig(m.name), ...api.map((a) => ({ ...a, model: m.name }))]);
+    }
+  }
+
+  /** Registrations and removals one at a time: each reads, changes and writes the stored list. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
   }
 
   list(model: string): AdapterView[] {
@@ -75,27 +95,31 @@ export class AdapterRegistry {
     if (a.source.trim() === '') throw new BadRequestError('invalid_body', 'source: a path or URI the engine loads the adapter from');
     if (this.fromConfig(model).some((c) => c.name === a.name))
       throw new ConflictError('adapter_name_taken', `adapter ${a.name} of ${model} is defined in the config: change it there`);
-    return this.cp.audited(actor, 'adapter.register', `${model}/${a.name}`, a, async () => {
-      const reg = await this.registered();
-      const next = [...(reg[model] ?? []).filter((x) => x.name !== a.name), { name: a.name, source: a.source, version: a.version }];
-      // the data plane checks the namespace (another model's adapter, a model's name) before anything is kept
-      this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
-      await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
-      return this.list(model).find((v) => v.name === a.name) as AdapterView;
-    });
+    return this.serial(() =>
+      this.cp.audited(actor, 'adapter.register', `${model}/${a.name}`, a, async () => {
+        const reg = await this.registered();
+        const next = [...(reg[model] ?? []).filter((x) => x.name !== a.name), { name: a.name, source: a.source, version: a.version }];
+        // the data plane checks the namespace (another model's adapter, a model's name) before anything is kept
+        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
+        await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
+        return this.list(model).find((v) => v.name === a.name) as AdapterView;
+      }),
+    );
   }
 
   async remove(model: string, name: string, actor: Actor): Promise<{ removed: string }> {
     this.cp.modelConfig(model);
     if (this.fromConfig(model).some((c) => c.name === name))
       throw new ConflictError('adapter_name_taken', `adapter ${name} of ${model} is defined in the config: remove it there`);
-    const reg = await this.registered();
-    if (!(reg[model] ?? []).some((x) => x.name === name)) throw new NotFoundError('adapter_not_found', `${model} has no registered adapter ${name}`);
-    return this.cp.audited(actor, 'adapter.remove', `${model}/${name}`, { name }, async () => {
-      const next = (reg[model] ?? []).filter((x) => x.name !== name);
-      this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
-      await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
-      return { removed: name };
+    return this.serial(async () => {
+      const reg = await this.registered();
+      if (!(reg[model] ?? []).some((x) => x.name === name)) throw new NotFoundError('adapter_not_found', `${model} has no registered adapter ${name}`);
+      return this.cp.audited(actor, 'adapter.remove', `${model}/${name}`, { name }, async () => {
+        const next = (reg[model] ?? []).filter((x) => x.name !== name);
+        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
+        await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
+        return { removed: name };
+      });
     });
   }
 

@@ -26,6 +26,8 @@ export interface AdapterLoader {
 }
 
 interface Slot {
+  /** What it was loaded from: a registration with another source (a new version) loads it again. */
+  source: string;
   /** Requests of this adapter running on the worker: never evicted while > 0 (counted once it is loaded). */
   inUse: number;
   /** Resolves when loaded; rejects when the load failed (the slot is gone then). */
@@ -48,6 +50,13 @@ export class AdapterSlots {
     return this.slots.has(name);
   }
 
+  /** A load of another adapter can go here: a slot is free, or one holds an adapter no request uses. */
+  roomFor(max: number): boolean {
+    if (this.slots.size < max) return true;
+    for (const s of this.slots.values()) if (s.loaded && s.inUse === 0) return true;
+    return false;
+  }
+
   names(): string[] {
     return [...this.slots.keys()];
   }
@@ -63,13 +72,32 @@ export class AdapterSlots {
   }
 
   /**
-   * Make sure the worker has `a` and count a request of it here (`done` lets go): 'hit' at once when
+   * Make sure the worker has `a` (from its registered source) and count a request of it here (`done` lets go): 'hit' at once when
    * loaded; 'miss' after loading it (evicting the least recently used adapter no request uses when
    * the worker's `max` slots are taken). Throws a retryable 503, counting nothing, when every slot
    * holds an adapter in use or the load fails.
    */
   async acquire(w: AdapterHost, a: AdapterSpec, max: number, loader: AdapterLoader, metrics: GatewayMetrics): Promise<'hit' | 'miss'> {
-    let s = this.slots.get(a.name);
+    const s = this.slots.get(a.name);
+    if (s !== undefined && s.source !== a.source) {
+      // registered again with another source (a new version): the old weights go before the new load
+      if (!s.loaded || s.inUse > 0)
+        throw new UnavailableError(
+          'adapter_load_failed',
+          `worker ${w.id} still serves the previous ${a.name} (${s.source}); its new source loads once that is done`,
+          {
+            retryAfterS: 1,
+          },
+        );
+      this.slots.delete(a.name);
+      return this.load(
+        w,
+        a,
+        loader,
+        metrics,
+        loader.unload(w.url, a.name).then(() => undefined),
+      );
+    }
     if (s !== undefined) {
       // most recently used: to the end
       this.slots.delete(a.name);
@@ -87,28 +115,37 @@ export class AdapterSlots {
       s.inUse++;
       return 'miss';
     }
-    let unloaded: Promise<unknown> = Promise.resolve();
+    let unloaded: Promise<void> = Promise.resolve();
     if (this.slots.size >= max) {
       const victim = [...this.slots].find(([, v]) => v.loaded && v.inUse === 0);
       if (victim === undefined)
         throw new UnavailableError('adapter_slots_busy', `worker ${w.id}: all ${max} LoRA slots hold adapters in use; ${a.name} cannot be loaded now`, {
           retryAfterS: 1,
         });
-      this.slots.delete(victim[0]);
+      const [name, slot] = victim;
+      this.slots.delete(name);
       metrics.adapterEvictions.labels(a.model).inc();
-      // the engine's slot is free once the unload answered; one that fails leaves it a slot short: the
-      // load then fails and is retried on another worker
-      unloaded = loader.unload(w.url, victim[0]).catch(() => undefined);
+      // the engine's slot is free once the unload answered; an unload that fails leaves the adapter
+      // where it was (the map keeps agreeing with the engine) and this load fails, to be retried elsewhere
+      unloaded = loader.unload(w.url, name).catch((err: unknown) => {
+        if (!this.slots.has(name)) this.slots.set(name, slot);
+        throw new Error(`unloading ${name} to make room failed: ${(err as Error).message}`);
+      });
     }
+    return this.load(w, a, loader, metrics, unloaded);
+  }
+
+  /** Load `a` once `before` (an unload) is done; the slot is taken at once, so no other load counts it free meanwhile. */
+  private async load(w: AdapterHost, a: AdapterSpec, loader: AdapterLoader, metrics: GatewayMetrics, before: Promise<void>): Promise<'miss'> {
     const t0 = performance.now();
-    // the slot is taken now (no other load counts it free meanwhile); the load waits for the unload
-    const ready = unloaded.then(() => loader.load(w.url, a.name, a.source));
-    s = { inUse: 0, ready, loaded: false };
+    const ready = before.then(() => loader.load(w.url, a.name, a.source));
+    const s: Slot = { source: a.source, inUse: 0, ready, loaded: false };
     this.slots.set(a.name, s);
     try {
       await ready;
     } catch (err) {
       if (this.slots.get(a.name) === s) this.slots.delete(a.name);
+      // (a failed unload before it already put its adapter back)
       metrics.adapterLoads.labels(a.model, 'failed').inc();
       throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
     }
@@ -135,6 +172,8 @@ export class AdapterPicker implements Picker {
   constructor(
     private readonly base: Picker,
     private readonly adapter: string,
+    /** LoRA slots per worker (the pool's max_loras). */
+    private readonly max: number,
   ) {
     this.name = `${base.name}+adapter`;
   }
@@ -142,13 +181,18 @@ export class AdapterPicker implements Picker {
   pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
     let best: W | undefined;
     let least = Infinity;
+    const room: W[] = [];
     for (const w of workers) {
       if (!eligible(w, now, exclude)) continue;
       if (w.outstanding < least) least = w.outstanding;
-      if ((w as unknown as AdapterPickable).adapters.has(this.adapter) && (best === undefined || w.outstanding < best.outstanding)) best = w;
+      const slots = (w as unknown as AdapterPickable).adapters;
+      if (slots.has(this.adapter)) {
+        if (best === undefined || w.outstanding < best.outstanding) best = w;
+      } else if (slots.roomFor(this.max)) room.push(w);
     }
     if (best !== undefined && best.outstanding <= least + DEFAULTS.gateway.adapterAffinitySlack) return best;
-    return this.base.pick(workers, now, exclude);
+    // elsewhere only where it can be loaded (a worker whose slots all hold adapters in use cannot); else the busy holder
+    return this.base.pick(room, now, exclude) ?? best ?? this.base.pick(workers, now, exclude);
   }
 }
 

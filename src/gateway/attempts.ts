@@ -2,7 +2,7 @@
 // outstanding requests, which the picker balances on; in disaggregated serving its prefill worker
 // too, until the decode worker pulled the blocks), the ones it already tried, and how many attempts
 // it made.
-import { toGlidepathError } from '../errors.js';
+import { UnavailableError, toGlidepathError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { AdapterPicker } from './adapters.js';
@@ -16,6 +16,8 @@ export interface AdapterUse {
   spec: AdapterSpec;
   loader: AdapterLoader;
   metrics: GatewayMetrics;
+  /** A request waits this long for its adapter's load on one worker (the first-token limit), then tries another. */
+  timeoutMs: number;
 }
 
 export class Attempts {
@@ -38,7 +40,7 @@ export class Attempts {
     /** A LoRA adapter's request: workers that have it first (bounded), loaded where it goes. */
     readonly adapter?: AdapterUse,
   ) {
-    this.picker = adapter === undefined ? picker : new AdapterPicker(picker, adapter.spec.name);
+    this.picker = adapter === undefined ? picker : new AdapterPicker(picker, adapter.spec.name, pool.maxLoras);
   }
 
   /**
@@ -51,10 +53,23 @@ export class Attempts {
       w.upstream.dispatch(path, stream, body, h);
       return;
     }
-    this.acquireAdapter(w).then(
-      () => this.holds(w) && w.upstream.dispatch(path, stream, body, h),
-      (err: unknown) => this.holds(w) && failed(toGlidepathError(err)),
-    );
+    const a = this.adapter;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new UnavailableError('adapter_load_failed', `worker ${w.id} did not load adapter ${a.spec.name} within ${a.timeoutMs} ms`, { retryAfterS: 1 }),
+          ),
+        a.timeoutMs,
+      );
+    });
+    Promise.race([this.acquireAdapter(w), late])
+      .finally(() => clearTimeout(timer))
+      .then(
+        () => this.holds(w) && w.upstream.dispatch(path, stream, body, h),
+        (err: unknown) => this.holds(w) && failed(toGlidepathError(err)),
+      );
   }
 
   /** The held worker has the adapter loaded (or loads it now), and counts this request in its slot; rejects (retryable 503) when it cannot. */

@@ -466,15 +466,20 @@ export class DataPlane {
     }
     let use: AdapterUse | undefined;
     if (adapter !== undefined) {
-      if (pool.maxLoras <= 0 || this.adapterLoader === undefined) {
-        const why = this.adapterLoader === undefined ? 'this gateway loads no adapters' : `its engine's max_loras is ${pool.maxLoras}`;
+      if (pool.maxLoras <= 0 || this.adapterLoader === undefined || pool.disaggregated) {
+        const why =
+          this.adapterLoader === undefined
+            ? 'this gateway loads no adapters'
+            : pool.disaggregated
+              ? 'prefill/decode versions serve none yet'
+              : `its engine's max_loras is ${pool.maxLoras}`;
         sendError(
           res,
           new UnavailableError('adapter_unsupported', `adapter ${adapter.name}: version ${pool.version} of ${st.name} serves no LoRA adapters (${why})`),
         );
         return;
       }
-      use = { spec: adapter, loader: this.adapterLoader, metrics: this.ctx.metrics };
+      use = { spec: adapter, loader: this.adapterLoader, metrics: this.ctx.metrics, timeoutMs: this.cfg.firstTokenTimeoutMs };
       this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
     }
     const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);

@@ -30,15 +30,20 @@ function reason(text: string): string {
   return text;
 }
 
+async function unload(url: string, name: string): Promise<void> {
+  const r = await call(url, '/v1/unload_lora_adapter', { lora_name: name });
+  if (r.status !== 200 && r.status !== 404) throw new Error(`${r.status}: ${reason(r.text)}`);
+}
+
 export const httpAdapterLoader: AdapterLoader = {
   async load(url, name, source) {
-    const r = await call(url, '/v1/load_lora_adapter', { lora_name: name, lora_path: source });
-    // already loaded there (by an earlier gateway run, or an operator): what was asked holds
-    if (r.status === 200 || (r.status === 400 && /already been loaded/.test(r.text))) return;
-    throw new Error(`${r.status}: ${reason(r.text)}`);
+    let r = await call(url, '/v1/load_lora_adapter', { lora_name: name, lora_path: source });
+    if (r.status === 400 && /already been loaded/.test(r.text)) {
+      // loaded there before (an earlier gateway run, an operator), perhaps from another source: loaded again from this one
+      await unload(url, name);
+      r = await call(url, '/v1/load_lora_adapter', { lora_name: name, lora_path: source });
+    }
+    if (r.status !== 200) throw new Error(`${r.status}: ${reason(r.text)}`);
   },
-  async unload(url, name) {
-    const r = await call(url, '/v1/unload_lora_adapter', { lora_name: name });
-    if (r.status !== 200 && r.status !== 404) throw new Error(`${r.status}: ${reason(r.text)}`);
-  },
+  unload,
 };

@@ -37,6 +37,14 @@ function scripted() {
   return { loader, log, next };
 }
 
+/** A worker for the picker, holding `has` loaded, each with a request of it in flight. */
+const worker = (id: string, outstanding: number, has: string[]) => {
+  const adapters = new AdapterSlots();
+  for (const n of has)
+    void adapters.acquire({ id, url: '' }, spec(n), 8, { load: () => Promise.resolve(), unload: () => Promise.resolve() }, new GatewayMetrics());
+  return { id, outstanding, ejectedUntil: 0, routable: true, weight: 1, budget: Infinity, adapters };
+};
+
 describe('AdapterSlots', () => {
   it('loads an adapter once for everyone who asks meanwhile; then every request is a hit', async () => {
     const { loader, log, next } = scripted();
@@ -92,19 +100,59 @@ describe('AdapterSlots', () => {
 });
 
 describe('AdapterPicker', () => {
-  const worker = (id: string, outstanding: number, has: string[]) => {
-    const adapters = new AdapterSlots();
-    for (const n of has)
-      void adapters.acquire({ id, url: '' }, spec(n), 8, { load: () => Promise.resolve(), unload: () => Promise.resolve() }, new GatewayMetrics());
-    return { id, outstanding, ejectedUntil: 0, routable: true, weight: 1, budget: Infinity, adapters };
-  };
-
   it('prefers the least busy worker that has the adapter, unless it is more than the slack above the least busy', async () => {
     const ws = [worker('w0', 3, []), worker('w1', 5, ['a']), worker('w2', 9, ['a'])];
     await new Promise((r) => setImmediate(r));
-    const p = new AdapterPicker(new RoundRobinPicker(), 'a');
+    const p = new AdapterPicker(new RoundRobinPicker(), 'a', 8);
     expect(p.pick(ws, 0)?.id).toBe('w1');
     ws[1]!.outstanding = 8; // 5 above w0's 3: the pool's own pick
     expect(p.pick(ws, 0)?.id).toBe('w0');
+  });
+});
+
+describe('AdapterSlots after an adversarial review', () => {
+  it('an adapter registered again with another source is unloaded and loaded from the new one (not served as a hit)', async () => {
+    const { loader, log, next } = scripted();
+    const slots = new AdapterSlots();
+    const metrics = new GatewayMetrics();
+    const p = slots.acquire(W, spec('a'), 2, loader, metrics);
+    (await next()).go();
+    await p;
+    const v2 = { ...spec('a'), source: '/a/a-v2' };
+    // in use: not replaced under the request (retried elsewhere)
+    await expect(slots.acquire(W, v2, 2, loader, metrics)).rejects.toMatchObject({ code: 'adapter_load_failed' });
+    slots.done('a');
+    const q = slots.acquire(W, v2, 2, loader, metrics);
+    (await next()).go();
+    (await next()).go();
+    expect(await q).toBe('miss');
+    expect(log.slice(-4)).toEqual(['unload a asked', 'unload a done', 'load a asked', 'load a done']);
+    expect(await slots.acquire(W, v2, 2, loader, metrics)).toBe('hit');
+  });
+
+  it('an unload that fails puts its adapter back: the slot map keeps agreeing with the engine', async () => {
+    const { loader, next } = scripted();
+    const slots = new AdapterSlots();
+    const metrics = new GatewayMetrics();
+    for (const n of ['a', 'b']) {
+      const p = slots.acquire(W, spec(n), 2, loader, metrics);
+      (await next()).go();
+      await p;
+      slots.done(n);
+    }
+    const c = slots.acquire(W, spec('c'), 2, loader, metrics);
+    (await next()).fail(new Error('500: engine busy'));
+    await expect(c).rejects.toMatchObject({ code: 'adapter_load_failed' });
+    expect(slots.names().sort()).toEqual(['a', 'b']);
+  });
+
+  it('the picker never sends a request where the adapter cannot be loaded when the holder can take it', async () => {
+    const ws = [worker('holder', 6, ['a']), worker('full1', 1, ['x', 'y']), worker('full2', 1, ['x', 'y'])];
+    await new Promise((r) => setImmediate(r));
+    for (const w of ws.slice(1))
+      for (const n of ['x', 'y'])
+        void w.adapters.acquire({ id: w.id, url: '' }, spec(n), 2, { load: () => Promise.resolve(), unload: () => Promise.resolve() }, new GatewayMetrics());
+    await new Promise((r) => setImmediate(r));
+    expect(new AdapterPicker(new RoundRobinPicker(), 'a', 2).pick(ws, 0)?.id).toBe('holder');
   });
 });
