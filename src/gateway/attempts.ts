@@ -8,8 +8,22 @@ import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { AdapterPicker } from './adapters.js';
 import type { AdapterLoader, AdapterSpec } from './adapters.js';
 import type { Picker } from './pick.js';
+import { prefill } from './prefill.js';
+import type { Prefilled } from './prefill.js';
 import type { UpstreamHandler } from './upstream.js';
 import type { VersionPool, Worker } from './pool.js';
+
+/**
+ * Why an attempt's request was not sent: its adapter could not be loaded on the worker (`retry`:
+ * another may take it), or its prefill leg was refused (a 4xx: the client's answer) or failed.
+ */
+export type Unsent = { kind: 'retry'; error: GlidepathError } | Exclude<Prefilled, { kind: 'ok' }>;
+
+/** The request an attempt sends: its upstream handler, told which prefill worker served it and why it was not sent. */
+export interface Sender extends UpstreamHandler {
+  prefilledBy(w: Worker): void;
+  unsent(u: Unsent): void;
+}
 
 /** A LoRA adapter's request: which adapter, who loads it, where its counts go. */
 export interface AdapterUse {
@@ -35,20 +49,33 @@ export class Attempts {
   private readonly picker: Picker;
 
   constructor(
-    picker: Picker,
+    /** The pool's picker (the prefill leg picks with it; an adapter's request through AdapterPicker). */
+    private readonly base: Picker,
     private readonly pool: VersionPool,
     /** A LoRA adapter's request: workers that have it first (bounded), loaded where it goes. */
     readonly adapter?: AdapterUse,
   ) {
-    this.picker = adapter === undefined ? picker : new AdapterPicker(picker, adapter.spec.name, pool.maxLoras);
+    this.picker = adapter === undefined ? base : new AdapterPicker(base, adapter.spec.name, pool.maxLoras);
   }
 
   /**
-   * Send the attempt's request to the held worker `w`: at once, or for a LoRA adapter's request once
-   * `w` has the adapter (loading it if it must) and the attempt still holds it; `failed` hears why it
-   * could not be (a retryable 503).
+   * Send the attempt's request to the held worker `w`: at once; in disaggregated serving after its
+   * prefill leg on a prefill worker (prefill.ts), pulling the blocks it names; for a LoRA adapter's
+   * request once `w` has the adapter (loading it if it must). Nothing is sent once the attempt no
+   * longer holds `w` (the request ended); `h.unsent` hears why it could not be.
    */
-  send(w: Worker, path: string, stream: boolean, body: Buffer, h: UpstreamHandler, failed: (err: GlidepathError) => void): void {
+  send(w: Worker, path: string, stream: boolean, body: Buffer, h: Sender, timeoutMs: number): void {
+    if (this.pool.disaggregated) {
+      void prefill(this.base, this.pool, path, body, timeoutMs).then((r) => {
+        // ended meanwhile (the client left): the prefilled blocks are not pulled, the prefill worker goes free
+        if (!this.holds(w)) return r.kind === 'ok' ? r.done() : undefined;
+        if (r.kind !== 'ok') return h.unsent(r);
+        h.prefilledBy(r.worker);
+        this.holdPrefill(r.done);
+        w.upstream.dispatch(path, stream, r.body, h);
+      });
+      return;
+    }
     if (this.adapter === undefined) {
       w.upstream.dispatch(path, stream, body, h);
       return;
@@ -68,7 +95,7 @@ export class Attempts {
       .finally(() => clearTimeout(timer))
       .then(
         () => this.holds(w) && w.upstream.dispatch(path, stream, body, h),
-        (err: unknown) => this.holds(w) && failed(toGlidepathError(err)),
+        (err: unknown) => this.holds(w) && h.unsent({ kind: 'retry', error: toGlidepathError(err) }),
       );
   }
 

@@ -1,33 +1,26 @@
 // The data plane's state and its control surface: routes (one reference swap per model), pools,
-// drains and hold queues, and the entry point for inference requests.
+// drains and hold queues, adapters; inference requests enter through entry.ts.
 import { performance } from 'node:perf_hooks';
 import type { GatewayConfig } from '../config/types.js';
 import { buildRoute, RouteValidationError } from '../domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import type { EngineTraits } from '../domain/spec.js';
-import { BadRequestError, ConflictError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { createPicker } from './pick.js';
 import type { Picker } from './pick.js';
 import { SplitState } from './split.js';
-import type { SplitReason } from './split.js';
 import { ModelState } from './model-state.js';
+import { RequestEntry } from './entry.js';
 import { AdapterIndex } from './adapters.js';
 import type { AdapterLoader, AdapterSpec } from './adapters.js';
-import type { AdapterUse } from './attempts.js';
 import { HoldQueue } from './hold.js';
-import type { HoldRejected } from './hold.js';
 import { VersionPool, Worker } from './pool.js';
 import type { DrainResult, WorkerSpec } from './pool.js';
-import { checkContentType } from '../http/body.js';
-import { parseRequest } from './request.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Endpoint } from './request.js';
-import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy.js';
-import { sendError } from './respond.js';
 import { DEFAULTS } from '../defaults.js';
-import { mirror } from './shadow.js';
 import { localResourceLog } from './local.js';
 import type { LocalResourceReporter } from './local.js';
 import type { ResponseTap } from './tap.js';
@@ -43,19 +36,16 @@ export interface ModelRegistration {
   route: RouteSpec;
 }
 
-const PATHS: Record<Endpoint, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
-
 export class DataPlane {
   readonly cfg: GatewayConfig;
   readonly telemetry: Telemetry;
   readonly models = new Map<string, ModelState>();
   private readonly ctx: ProxyContext;
-  private readonly shadowRand: () => number;
-  private pairSeq = 0;
+  /** The request path: lookup, admission, hold, version choice, the proxied request (entry.ts). */
+  private readonly entry: RequestEntry;
 
   /** `onLocalResourceError`: where the gateway's own exhaustion is reported (default: the telemetry log, at most one warning per 10 s). */
   private readonly onDegradation: DegradationListener | undefined;
-  private readonly adapterLoader: AdapterLoader | undefined;
   /** The LoRA adapters registered, by name: a request naming one goes to its model's workers (adapters.ts). */
   readonly adapters = new AdapterIndex();
 
@@ -72,7 +62,6 @@ export class DataPlane {
       adapterLoader?: AdapterLoader;
     } = {},
   ) {
-    this.adapterLoader = opts.adapterLoader;
     this.cfg = cfg;
     this.onDegradation = opts.onDegradation;
     this.telemetry = telemetry;
@@ -83,7 +72,7 @@ export class DataPlane {
       picker: opts.picker ?? createPicker(cfg.picker, opts.rand),
       onLocalResourceError: opts.onLocalResourceError ?? localResourceLog(telemetry.log),
     };
-    this.shadowRand = opts.rand ?? Math.random;
+    this.entry = new RequestEntry(this.ctx, this.models, this.adapters, opts.adapterLoader, opts.rand ?? Math.random);
   }
 
   // ---- control surface (called by the control plane; never on the request path) ----------
@@ -389,122 +378,6 @@ export class DataPlane {
 
   /** Handle POST /v1/chat/completions or /v1/completions (the body is complete: the front read it). Never throws. */
   handle(req: FrontRequest, res: FrontResponse, endpoint: Endpoint): void {
-    const startedAt = performance.now();
-    const at = Date.now();
-    try {
-      checkContentType(req.headers['content-type']);
-      let parsed = parseRequest(req.body, endpoint);
-      // a LoRA adapter's name: its model's workers serve it (under its own name)
-      const adapter = this.models.has(parsed.model) ? undefined : this.adapters.get(parsed.model);
-      const st = this.models.get(adapter === undefined ? parsed.model : adapter.model);
-      if (st === undefined) {
-        throw new NotFoundError('model_not_found', `The model \`${parsed.model}\` does not exist. Available: ${[...this.models.keys()].join(', ')}`);
-      }
-      const adm = st.admission;
-      // degraded: the request's tier decides (thrown: shed); otherwise one comparison
-      if (adm !== undefined && adm.level !== 0) parsed = adm.admit(req, parsed);
-      const q = st.hold;
-      if (q !== undefined) {
-        const wait = q.enqueue();
-        if (wait === undefined) {
-          this.telemetry.metrics.holdRejected.labels(st.name, 'full').inc();
-          throw new UnavailableError('hold_queue_full', `model ${st.name} is switching versions and its hold queue is full`, { retryAfterS: 1 });
-        }
-        wait.then(
-          () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter),
-          (err: HoldRejected) => {
-            this.telemetry.metrics.holdRejected.labels(st.name, err.reason).inc();
-            sendError(
-              res,
-              // the queue's own limit: hold() may have been given one other than the config's
-              new UnavailableError('hold_timeout', `model ${st.name} is switching versions; request waited ${q.timeoutMs} ms`, {
-                retryAfterS: Math.max(1, Math.ceil(q.timeoutMs / 1000)),
-              }),
-            );
-          },
-        );
-        return;
-      }
-      this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter);
-    } catch (err) {
-      sendError(res, toGlidepathError(err));
-    }
-  }
-
-  private dispatch(
-    req: FrontRequest,
-    res: FrontResponse,
-    endpoint: Endpoint,
-    parsed: ReturnType<typeof parseRequest>,
-    st: ModelState,
-    startedAt: number,
-    at: number,
-    adapter: AdapterSpec | undefined,
-  ): void {
-    if (res.destroyed) return;
-    const split = st.split; // one read of the snapshot: everything below uses this route
-    const h = req.headers;
-    let explicit: string | undefined;
-    if (this.cfg.allowVersionHeader) {
-      const v = h[this.cfg.versionHeader];
-      if (typeof v === 'string') {
-        if (!split.route.versions.some((x) => x.id === v)) {
-          sendError(res, new BadRequestError('unknown_version', `${this.cfg.versionHeader}: version ${JSON.stringify(v)} is not in the route of ${st.name}`));
-          return;
-        }
-        explicit = v;
-      }
-    }
-    const cat = h[this.cfg.categoryHeader];
-    const sticky = h[this.cfg.stickyHeader];
-    const choice = split.choose(explicit, typeof cat === 'string' ? cat : undefined, typeof sticky === 'string' ? sticky : parsed.user);
-    this.countSplit(st, choice.version, choice.reason);
-    const pool = st.pools.get(choice.version);
-    if (pool === undefined || pool.draining) {
-      sendError(res, new UnavailableError('version_unavailable', `version ${choice.version} of ${st.name} is not accepting requests`, { retryAfterS: 1 }));
-      return;
-    }
-    let use: AdapterUse | undefined;
-    if (adapter !== undefined) {
-      if (pool.maxLoras <= 0 || this.adapterLoader === undefined || pool.disaggregated) {
-        const why =
-          this.adapterLoader === undefined
-            ? 'this gateway loads no adapters'
-            : pool.disaggregated
-              ? 'prefill/decode versions serve none yet'
-              : `its engine's max_loras is ${pool.maxLoras}`;
-        sendError(
-          res,
-          new UnavailableError('adapter_unsupported', `adapter ${adapter.name}: version ${pool.version} of ${st.name} serves no LoRA adapters (${why})`),
-        );
-        return;
-      }
-      use = { spec: adapter, loader: this.adapterLoader, metrics: this.ctx.metrics, timeoutMs: this.cfg.firstTokenTimeoutMs };
-      this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
-    }
-    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
-    const tap = st.tap;
-    const shadow = split.route.shadow;
-    // (an adapter's request is not mirrored: the shadow version's workers would have to load it)
-    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
-      const sp = st.pools.get(shadow.version);
-      if (sp && !sp.draining) {
-        const pairId = tap === undefined ? undefined : ++this.pairSeq;
-        mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId, startedAt, at);
-        if (tap !== undefined) pr.captureTo(tap, pairId);
-      }
-    } else if (tap !== undefined && tap.share > 0 && this.shadowRand() < tap.share) {
-      pr.captureTo(tap, undefined);
-    }
-    pr.start();
-  }
-
-  private countSplit(st: ModelState, version: string, reason: SplitReason): void {
-    let byReason = st.splitCounters.get(version);
-    if (byReason === undefined) {
-      byReason = {};
-      st.splitCounters.set(version, byReason);
-    }
-    (byReason[reason] ??= this.telemetry.metrics.splitRequests.labels(st.name, version, reason)).inc();
+    this.entry.handle(req, res, endpoint);
   }
 }

@@ -10,15 +10,14 @@ import type { ErrorCode, GlidepathError } from '../errors.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Admission } from './admission.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
-import type { UpstreamController, UpstreamHandler } from './upstream.js';
+import type { UpstreamController } from './upstream.js';
 import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
 import { BufferedAnswer, judgeAnswer } from './buffered.js';
 import { Downstream } from './downstream.js';
 import type { ResponseTap } from './tap.js';
 import { Attempts } from './attempts.js';
-import type { AdapterUse } from './attempts.js';
-import { prefill } from './prefill.js';
+import type { AdapterUse, Sender, Unsent } from './attempts.js';
 import * as failures from './upstream-failure.js';
 import type { AbortKind, FailedRequest } from './upstream-failure.js';
 
@@ -26,7 +25,7 @@ export type { ProxyContext } from './proxy-context.js';
 
 type Phase = 'waiting' | 'retrying' | 'streaming' | 'buffering';
 
-export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
+export class ProxyRequest implements Sender, Abortable, Attempted {
   /** The worker it holds now, those it tried, how many attempts (attempts.ts). */
   private readonly tries: Attempts;
   private controller: UpstreamController | undefined;
@@ -151,30 +150,25 @@ export class ProxyRequest implements UpstreamHandler, Abortable, Attempted {
     this.status = 0;
     this.controller = undefined;
     // the first-token deadline starts in onRequestSent: time waiting for a connection is not the worker's
-    // (a LoRA adapter's request goes once the worker has it; one that cannot load it is retried on another)
-    if (this.pool.disaggregated) this.viaPrefill(w);
-    else this.tries.send(w, this.path, this.req.stream, this.body, this, (err) => this.retryOrFail(err));
+    const cfg = this.ctx.cfg;
+    this.tries.send(w, this.path, this.req.stream, this.body, this, this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs);
   }
 
-  /** Disaggregated serving: the prefill leg first (prefill.ts), then this attempt's decode leg on `w`, pulling the blocks it names. */
-  private viaPrefill(w: Worker): void {
-    const cfg = this.ctx.cfg;
-    void prefill(this.ctx.picker, this.pool, this.path, this.body, this.req.stream ? cfg.firstTokenTimeoutMs : cfg.requestTimeoutMs).then((r) => {
-      // ended meanwhile (the client left): the prefilled blocks are not pulled, the prefill worker goes free
-      if (this.finished) return r.kind === 'ok' ? r.done() : undefined;
-      if (r.kind === 'ok') {
-        this.down.prefill = r.worker;
-        this.tries.holdPrefill(r.done);
-        w.upstream.dispatch(this.path, this.req.stream, r.body, this);
-        return;
-      }
-      this.tries.release();
-      // the client's request refused by the prefill worker (4xx) gets that answer, as a decode worker's;
-      // a continuation whose prefill leg failed ends (its decode worker is not at fault)
-      if (r.kind === 'refused' && !this.down.started) this.clientError(r.worker, r.status, 'application/json', r.body);
-      else if (this.down.started) this.endBroken(r.error);
-      else this.fail(r.error);
-    });
+  /** Sender: the prefill worker whose blocks this attempt pulls (its header). */
+  prefilledBy(w: Worker): void {
+    this.down.prefill = w;
+  }
+
+  /** Sender: the attempt's request was not sent (attempts.ts). */
+  unsent(u: Unsent): void {
+    // an adapter that could not be loaded there: another worker may take the request
+    if (u.kind === 'retry') return this.retryOrFail(u.error);
+    this.tries.release();
+    // the client's request refused by the prefill worker (4xx) gets that answer, as a decode worker's;
+    // a continuation whose prefill leg failed ends (its decode worker is not at fault)
+    if (u.kind === 'refused' && !this.down.started) this.clientError(u.worker, u.status, 'application/json', u.body);
+    else if (this.down.started) this.endBroken(u.error);
+    else this.fail(u.error);
   }
 
   /** Retries remain and nothing stopped the request. */

@@ -34,7 +34,16 @@ function scripted() {
     if (p === undefined) throw new Error('nothing asked');
     return p;
   };
-  return { loader, log, next };
+  const slots = new AdapterSlots();
+  const metrics = new GatewayMetrics();
+  /** `name` acquired on a worker of `max` slots, its load let go at once; `release`: its request done too. */
+  const load = async (name: string, max: number, release = false) => {
+    const p = slots.acquire(W, spec(name), max, loader, metrics);
+    (await next()).go();
+    await p;
+    if (release) slots.done(name);
+  };
+  return { loader, log, next, slots, metrics, load };
 }
 
 /** A worker for the picker, holding `has` loaded, each with a request of it in flight. */
@@ -47,9 +56,7 @@ const worker = (id: string, outstanding: number, has: string[]) => {
 
 describe('AdapterSlots', () => {
   it('loads an adapter once for everyone who asks meanwhile; then every request is a hit', async () => {
-    const { loader, log, next } = scripted();
-    const slots = new AdapterSlots();
-    const metrics = new GatewayMetrics();
+    const { loader, log, next, slots, metrics } = scripted();
     const a = slots.acquire(W, spec('a'), 2, loader, metrics);
     const b = slots.acquire(W, spec('a'), 2, loader, metrics);
     (await next()).go();
@@ -60,16 +67,8 @@ describe('AdapterSlots', () => {
   });
 
   it('a full worker evicts its least recently used adapter not in use, and loads only once the unload answered', async () => {
-    const { loader, log, next } = scripted();
-    const slots = new AdapterSlots();
-    const metrics = new GatewayMetrics();
-    for (const n of ['a', 'b']) {
-      const p = slots.acquire(W, spec(n), 2, loader, metrics);
-      (await next()).go();
-      await p;
-    }
-    slots.done('a');
-    slots.done('b');
+    const { loader, log, next, slots, metrics, load } = scripted();
+    for (const n of ['a', 'b']) await load(n, 2, true);
     await slots.acquire(W, spec('a'), 2, loader, metrics); // a used last: b goes
     slots.done('a');
     const c = slots.acquire(W, spec('c'), 2, loader, metrics);
@@ -83,12 +82,8 @@ describe('AdapterSlots', () => {
   });
 
   it('never evicts an adapter in use: a full worker of busy adapters refuses (retryable), and a failed load counts nothing', async () => {
-    const { loader, next } = scripted();
-    const slots = new AdapterSlots();
-    const metrics = new GatewayMetrics();
-    const p = slots.acquire(W, spec('a'), 1, loader, metrics);
-    (await next()).go();
-    await p;
+    const { loader, next, slots, metrics, load } = scripted();
+    await load('a', 1);
     await expect(slots.acquire(W, spec('b'), 1, loader, metrics)).rejects.toMatchObject({ code: 'adapter_slots_busy', status: 503 });
     slots.done('a');
     const q = slots.acquire(W, spec('b'), 1, loader, metrics);
@@ -112,12 +107,8 @@ describe('AdapterPicker', () => {
 
 describe('AdapterSlots after an adversarial review', () => {
   it('an adapter registered again with another source is unloaded and loaded from the new one (not served as a hit)', async () => {
-    const { loader, log, next } = scripted();
-    const slots = new AdapterSlots();
-    const metrics = new GatewayMetrics();
-    const p = slots.acquire(W, spec('a'), 2, loader, metrics);
-    (await next()).go();
-    await p;
+    const { loader, log, next, slots, metrics, load } = scripted();
+    await load('a', 2);
     const v2 = { ...spec('a'), source: '/a/a-v2' };
     // in use: not replaced under the request (retried elsewhere)
     await expect(slots.acquire(W, v2, 2, loader, metrics)).rejects.toMatchObject({ code: 'adapter_load_failed' });
@@ -131,15 +122,8 @@ describe('AdapterSlots after an adversarial review', () => {
   });
 
   it('an unload that fails puts its adapter back: the slot map keeps agreeing with the engine', async () => {
-    const { loader, next } = scripted();
-    const slots = new AdapterSlots();
-    const metrics = new GatewayMetrics();
-    for (const n of ['a', 'b']) {
-      const p = slots.acquire(W, spec(n), 2, loader, metrics);
-      (await next()).go();
-      await p;
-      slots.done(n);
-    }
+    const { loader, next, slots, metrics, load } = scripted();
+    for (const n of ['a', 'b']) await load(n, 2, true);
     const c = slots.acquire(W, spec('c'), 2, loader, metrics);
     (await next()).fail(new Error('500: engine busy'));
     await expect(c).rejects.toMatchObject({ code: 'adapter_load_failed' });
