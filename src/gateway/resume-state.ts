@@ -133,7 +133,8 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
   }
 }
 
-function isIds(x: unknown): x is number[] {
+/** A list of token ids (non-negative integers). */
+export function isIds(x: unknown): x is number[] {
   return Array.isArray(x) && x.every((t) => Number.isInteger(t) && (t as number) >= 0);
 }
 

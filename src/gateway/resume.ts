@@ -5,6 +5,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { EngineTraits } from '../domain/spec.js';
 import type { ParsedRequest } from './request.js';
+import { isIds } from './resume-state.js';
 import type { SoFar } from './resume-state.js';
 
 /** What the continuation is asked, and what the client asked of the original. */
@@ -88,9 +89,8 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
   return { plan: { body: Buffer.from(JSON.stringify(out)), sent } };
 }
 
-function isIdList(p: unknown): p is number[] {
-  return Array.isArray(p) && p.length > 0 && p.every((t) => typeof t === 'number');
-}
+/** A prompt of token ids (vLLM takes a completion's prompt so). */
+const isIdList = (p: unknown): p is number[] => isIds(p) && p.length > 0;
 
 function appendContent(content: unknown, text: string): unknown {
   if (Array.isArray(content)) return [...(content as unknown[]), { type: 'text', text }];

@@ -56,8 +56,6 @@ export function startListening(server: ClosableServer, host: string, port: numbe
 }
 
 export interface DataServerOptions {
-  /** Extra model entries for /v1/models (adapters known to the control plane). */
-  extraModels?: () => { id: string; parent?: string }[];
   /** Admission for the listener (none when absent, as in tests and benchmarks that drive the data plane directly). */
   limits?: ListenerLimitsConfig;
 }
@@ -164,8 +162,6 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
           }));
           // LoRA adapters, with the model whose workers serve them (vLLM's shape)
           for (const a of dp.adapters.list()) data.push({ id: a.name, object: 'model', created, owned_by: 'glidepath', root: a.source, parent: a.model });
-          for (const m of opts.extraModels?.() ?? [])
-            data.push({ id: m.id, object: 'model', created, owned_by: 'glidepath', root: m.id, parent: m.parent ?? null });
           sendJson(res, 200, { object: 'list', data });
           return;
         }

@@ -1,5 +1,6 @@
 // A model's recent traffic as the scheduler judges it: TTFT and TPOT of its last requests (bounded by
 // age and count), their rate, and when it last had one. Fed by the telemetry's request records.
+import { quantileSorted } from '../domain/quantile.js';
 
 interface Sample {
   at: number;
@@ -21,11 +22,12 @@ export interface LoadStats {
   lastAt: number;
 }
 
-/** The 99th percentile (nearest rank) of the finite values; NaN when none. */
+/** The 99th percentile of the finite values, as every percentile in Glidepath (domain/quantile.ts); NaN when none. */
 function p99(values: number[]): number {
-  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (v.length === 0) return Number.NaN;
-  return v[Math.min(v.length - 1, Math.ceil(0.99 * v.length) - 1)] as number;
+  return quantileSorted(
+    values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b),
+    0.99,
+  );
 }
 
 export class LoadWindow {
@@ -39,12 +41,14 @@ export class LoadWindow {
 
   add(at: number, ttftMs: number, tpotMs: number, latencyMs: number): void {
     this.samples.push({ at, ttftMs, tpotMs, latencyMs });
-    if (this.samples.length > this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
+    // trimmed in batches (at twice the bound), not one shift per request
+    if (this.samples.length > 2 * this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
     if (at > this.lastAt) this.lastAt = at;
   }
 
   stats(now: number): LoadStats {
     const from = now - this.maxAgeMs;
+    if (this.samples.length > this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
     let drop = 0;
     while (drop < this.samples.length && (this.samples[drop] as Sample).at < from) drop++;
     if (drop > 0) this.samples.splice(0, drop);
