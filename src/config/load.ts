@@ -12,6 +12,7 @@ import { DEFAULTS } from '../defaults.js';
 import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
 import { fromSnakeFaults } from './sim-faults.js';
+import { normalizeTimeSharing } from './time-sharing.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, HealthConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 
@@ -45,7 +46,13 @@ function normalizeWeights(w: Record<string, number>): Record<string, number> | s
   return out;
 }
 
-function simSettings(s: RawSim): SimSettings {
+/**
+ * A simulated version's settings. Its wake times, unless given, follow its size (`gpu_memory_gb`) at
+ * the rates the planner estimates with: the weights copied back from CPU memory (sleep level 1), or
+ * read again from storage (level 2). A 16 GB model wakes in ~2.3 s and reloads in ~15 s; 140 GB in
+ * ~20 s and ~2 min (seed 000).
+ */
+function simSettings(s: RawSim, gpuMemoryGb: number): SimSettings {
   const out: SimSettings = {};
   if (s.seed !== undefined) out.seed = s.seed;
   if (s.load_time_ms !== undefined) out.loadTimeMs = s.load_time_ms;
@@ -60,6 +67,8 @@ function simSettings(s: RawSim): SimSettings {
   // always said: the gateway serves adapters on a version whose workers have LoRA slots
   out.maxLoras = s.max_loras ?? DEFAULTS.sim.maxLoras;
   if (s.lora_load_ms !== undefined) out.loraLoadMs = s.lora_load_ms;
+  out.wakeMs = s.wake_ms ?? Math.round((gpuMemoryGb / DEFAULTS.control.planWakeGbPerS) * 1000);
+  out.reloadMs = s.reload_ms ?? Math.round((gpuMemoryGb / DEFAULTS.control.planLoadGbPerS) * 1000);
   if (s.faults) out.faults = fromSnakeFaults(s.faults);
   return out;
 }
@@ -78,7 +87,7 @@ export function normalizeVersion(model: string, v: RawVersion): VersionConfig {
   const p = v.provider;
   const provider: ProviderConfig =
     p.kind === 'sim'
-      ? { kind: 'sim', sim: simSettings(p.sim) }
+      ? { kind: 'sim', sim: simSettings(p.sim, v.gpu_memory_gb) }
       : p.kind === 'static'
         ? { kind: 'static', endpoints: p.endpoints, resume: p.resume, tokenIdPrompts: p.token_id_prompts }
         : {
@@ -326,6 +335,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       minSamples: raw.scheduler.min_samples,
       drainTimeoutMs: raw.scheduler.drain_timeout_ms,
     },
+    timeSharing: normalizeTimeSharing(raw.time_sharing, models, issues),
     judge: raw.judge && {
       url: raw.judge.url,
       model: raw.judge.model,

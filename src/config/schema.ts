@@ -5,6 +5,7 @@ import { RESUME_MODES } from '../domain/spec.js';
 
 import { bool, fraction, msg, name, nonNeg, nonNegInt, posInt, positive, show, str } from './schema-parts.js';
 import { degradationSchema, tiersSchema } from './admission.js';
+import { timeSharingSchema } from './time-sharing.js';
 
 export { nonNeg, posInt, positive, fraction, name, show };
 
@@ -34,6 +35,8 @@ const simSchema = z
     hallucination_rate: fraction().optional(),
     max_loras: nonNegInt().optional(),
     lora_load_ms: nonNeg().optional(),
+    wake_ms: nonNeg().optional(),
+    reload_ms: nonNeg().optional(),
     faults: z
       .object({
         error_rate: fraction().optional(),
@@ -401,6 +404,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /** Models taking turns on the same GPUs (config/time-sharing.ts, docs/multi-model.md). */
+    time_sharing: timeSharingSchema,
     /** LLM-as-judge: any OpenAI-compatible endpoint and model (src/analysis/llmjudge.ts). */
     judge: z
       .object({

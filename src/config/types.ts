@@ -1,8 +1,9 @@
 // The normalized, frozen configuration every other module reads (camelCase, defaults applied).
 import type { ProviderConfig, SimFaults, SimSettings, VersionConfig } from '../domain/spec.js';
 import type { DegradationConfig, TierConfig } from './admission.js';
+import type { TimeShareConfig } from './time-sharing.js';
 
-export type { DegradationConfig, TierConfig };
+export type { DegradationConfig, TierConfig, TimeShareConfig };
 
 // What a version is registered with lives in domain/ (the registry's records are built from it);
 // re-exported here so the config's readers find every config type in one place.
@@ -190,6 +191,8 @@ export interface GlidepathConfig {
   readonly notifications: { readonly webhooks: readonly string[] };
   readonly control: { readonly tickMs: number };
   readonly scheduler: SchedulerConfig;
+  /** Models taking turns on the same GPUs (empty: none). */
+  readonly timeSharing: readonly TimeShareConfig[];
   readonly judge?: JudgeEndpointConfig | undefined;
   /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
   readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number };

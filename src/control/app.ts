@@ -51,6 +51,7 @@ export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: 
     await cp.boot(say);
     for (const m of cfg.models) dp.setAdmission(m.name, m.tiers, m.degradation);
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));
+    await controllers.beforeServing();
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     const a = parseHostPort(cfg.server.adminListen);

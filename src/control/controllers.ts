@@ -17,6 +17,7 @@ import type { ControllerPorts } from '../rollout/ports.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
 import { HealthController } from '../health/controller.js';
 import { Scheduler } from '../scheduler/controller.js';
+import { TimeShare } from '../scheduler/time-share.js';
 import { JudgeThread } from './judge-thread.js';
 import { QualityFeed } from './quality-judge.js';
 
@@ -31,8 +32,12 @@ export interface Controllers {
   readonly health: HealthController;
   /** Runs when `scheduler.enabled`; always there for its status. */
   readonly scheduler: Scheduler;
+  /** Models taking turns on shared GPUs (`time_sharing:`); idle without groups. */
+  readonly timeShare: TimeShare;
   /** Present when the config has a `judge:` section. */
   readonly judge: QualityFeed | undefined;
+  /** What must hold before the data plane takes requests: each time-shared group with one model awake, the others asleep and held. */
+  beforeServing(): Promise<void>;
   run(): Promise<void>;
   shutdown(): void;
 }
@@ -48,7 +53,8 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
   // built now: it records the probe sets of the versions the boot loads
   const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
-  const scheduler = new Scheduler(ports, cfg.scheduler);
+  const timeShare = new TimeShare(ports, cfg.gateway.requestTimeoutMs, cfg.control.tickMs);
+  const scheduler = new Scheduler(ports, cfg.scheduler, (model) => timeShare.isTimeShared(model));
   return {
     ports,
     blueGreen,
@@ -59,7 +65,9 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     monitor,
     health,
     scheduler,
+    timeShare,
     judge,
+    beforeServing: () => timeShare.run(),
     async run() {
       judge?.run();
       // the replica counts the scheduler set before a restart, before recovery counts against them
@@ -75,6 +83,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     shutdown() {
       health.shutdown();
       scheduler.shutdown();
+      timeShare.shutdown();
       monitor.shutdown();
       canary.shutdown();
       experiments.shutdown();

@@ -22,6 +22,7 @@ import { notify } from '../rollout/webhooks.js';
 import { claimedKind } from '../rollout/rollout-record.js';
 import type { NotifyEvent, WebhookResult } from '../rollout/webhooks.js';
 import { WorkerManager } from './worker-manager.js';
+import { awakeAtBoot } from '../scheduler/time-share.js';
 
 export interface Actor {
   /** Token name, or `controller` / `config` for automatic changes. */
@@ -53,7 +54,7 @@ export class ControlPlane {
     readonly providers: Providers,
   ) {
     this.registry = new Registry(store);
-    this.inventory = new GpuInventory(cfg.gpus, store);
+    this.inventory = new GpuInventory(cfg.gpus, store, cfg.timeSharing);
     this.workers = new WorkerManager(store, this.inventory, providers, dp, this.events, cfg.server.dataDir);
     this.weightCache = controlPlaneCache(cfg, this.registry);
   }
@@ -176,7 +177,12 @@ export class ControlPlane {
       onProgress(`warning: ${c.model}/${c.id} in the config has card ${c.config} but the store has ${c.stored}; keeping the stored version`);
     }
     const rolling = await this.rollingVersions();
-    for (const m of this.cfg.models) {
+    // time-shared models: the one to be awake loads last, each other is put to sleep once loaded
+    const awake = new Set(await Promise.all(this.cfg.timeSharing.map((g) => awakeAtBoot(g, (k) => this.store.getSetting(k)))));
+    const sleeper = (name: string) => (awake.has(name) ? undefined : this.inventory.groupOf(name));
+    for (const said of await this.inventory.reserveSlots(Date.now())) onProgress(said);
+    const order = [...this.cfg.models.filter((m) => !awake.has(m.name)), ...this.cfg.models.filter((m) => awake.has(m.name))];
+    for (const m of order) {
       const versions = await this.registry.list(m.name);
       const stored = (await this.store.getRoute(m.name)) as StoredRouteSpec | undefined;
       const first = stored === undefined;
@@ -226,7 +232,7 @@ export class ControlPlane {
         }
         if (adopted > 0) await this.workers.stopVersion(m.name, id, 2_000);
         await this.load(v, CONTROLLER, onProgress, v.status === 'registered' || v.status === 'failed' || v.status === 'retired');
-        const slept = await this.workers.sleptLevel(m.name, id);
+        const slept = (await this.workers.sleptLevel(m.name, id)) ?? sleeper(m.name)?.sleepLevel;
         if (slept !== undefined) await this.workers.sleepVersion(m.name, id, slept);
       }
       if (first) {

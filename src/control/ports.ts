@@ -29,6 +29,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
     models: {
       config: (name: string): ModelConfig => cp.modelConfig(name),
       names: () => cp.cfg.models.map((m) => m.name),
+      timeShared: () => cp.cfg.timeSharing,
     },
     routes: {
       current: (model) => cp.route(model),
@@ -39,8 +40,9 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       },
       undrain: (model, version) => dp.undrain(model, version),
       latencyFactor: (model) => DEFAULTS.gateway.degradationLatencyFactor[dp.models.get(model)?.admission?.level ?? 0],
-      hold: (model) => dp.hold(model),
+      hold: (model, opts) => dp.hold(model, opts),
       release: (model) => void dp.release(model),
+      inflight: (model) => dp.inflight(model),
     },
     versions: {
       get: (model, id) => cp.version(model, id),

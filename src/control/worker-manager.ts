@@ -126,12 +126,12 @@ export class WorkerManager {
     const groups =
       v.provider.kind === 'static'
         ? Array.from({ length: replicas }, () => [] as string[])
-        : await this.inventory.take(
+        : await this.inventory.place(
+            v,
             replicas,
-            v.tp,
-            v.gpuMemoryGb / v.tp,
             `${v.model}/${v.id}`,
             (i) => ({ model: v.model, versionId: v.id, workerId: workerId(v, i) }),
+            this.gpusOf(v),
             Date.now(),
           );
     const started: WorkerHandle[] = [];
@@ -181,12 +181,12 @@ export class WorkerManager {
     if (wrong !== undefined) throw new BadRequestError('invalid_worker', wrong);
     const provider = this.providers.for(v.provider.kind);
     const id = this.nextWorkerId(v);
-    const [gpus] = await this.inventory.take(
+    const [gpus] = await this.inventory.place(
+      v,
       1,
-      v.tp,
-      v.gpuMemoryGb / v.tp,
       `${v.model}/${v.id} (${role === 'spare' ? 'spare' : 'replacement'})`,
       () => ({ model: v.model, versionId: v.id, workerId: id }),
+      this.gpusOf(v),
       Date.now(),
     );
     let h: WorkerHandle | undefined;
@@ -217,12 +217,21 @@ export class WorkerManager {
     await this.adoptHandle(v, h, { role, health, startedAt: Date.now(), kvRole });
     try {
       this.publish(v.model, v.id);
+      // a version put to sleep (a standby, a time-shared model between turns) gets its new worker asleep
+      // too: it takes no traffic meanwhile (held, or weight 0), and frees the GPU for the awake one
+      const level = await this.sleep.level(v.model, v.id);
+      if (level !== undefined) await this.sleep.put([h], v.model, v.id, level);
     } catch (err) {
-      // the version left the data plane while the worker started (unloaded): nothing may be left behind
+      // the version left the data plane while the worker started (unloaded), or would not sleep: nothing may be left behind
       await this.stopWorker(h.id, DEFAULTS.control.failedStartStopGraceMs);
       throw err;
     }
     return h;
+  }
+
+  /** The GPUs a version's workers run on. */
+  private gpusOf(v: VersionConfig): string[] {
+    return this.of(v.model, v.id).flatMap((h) => h.gpus);
   }
 
   /** Stop one worker, forget it and free its GPUs (its version stays). */

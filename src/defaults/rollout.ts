@@ -169,4 +169,19 @@ export const ROLLOUT = {
     /** Decisions kept for `scheduler status`. */
     historyMax: 200,
   },
+  /** Time-shared GPUs (docs/multi-model.md#temporal-sharing). */
+  timeShare: {
+    /** vLLM sleep level 1: the sleeper's weights wait in CPU memory, a wake copies them back (seconds). */
+    sleepLevel: 1 as 1 | 2,
+    /** The awake model keeps the GPUs at least this long while another's requests wait (no switch back and forth). */
+    minActiveMs: 10_000,
+    /** An awake model without a request this long gives way at once to one whose requests wait. */
+    idleMs: 2_000,
+    /** A sleeping model's requests wait at most this long (then 503 hold_timeout); above a quantum plus a switch. */
+    maxWaitMs: 30_000,
+    /** Requests held at most per sleeping model (then 503 hold_queue_full). */
+    maxHeld: 1_024,
+    /** Switches kept for `scheduler status`. */
+    historyMax: 50,
+  },
 } as const;

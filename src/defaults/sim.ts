@@ -53,8 +53,12 @@ export const SIM = {
     maxLogprobs: 20,
     /** HTTP status of injected errors when the fault names none. */
     faultErrorStatus: 500,
-    /** Time to wake from sleep level 1 (weights were kept in CPU memory). */
-    wakeLevel1Ms: 0,
+    /**
+     * Wake from sleep level 1 (weights kept in CPU memory) and level 2 (discarded, read again), for a
+     * simulator started by hand. A configured version's follow its size instead (config/load.ts).
+     */
+    wakeMs: 0,
+    reloadMs: 0,
     /** Number of candidate tokens the sampler draws from when temperature > 0. */
     sampleCandidates: 5,
     /** Healthy top-1 logprob lies in [-maxTopLogprobDepth - 0.01, -0.01]; health probes check this range. */

@@ -35,6 +35,10 @@ export interface SimSettings {
   maxLoras?: number;
   /** Time a LoRA adapter takes to load (ms). */
   loraLoadMs?: number;
+  /** Wake from sleep level 1 (weights copied back from CPU memory), ms. */
+  wakeMs?: number;
+  /** Wake from sleep level 2 (weights discarded: read again from storage), ms. */
+  reloadMs?: number;
   faults?: SimFaults;
 }
 

@@ -1,5 +1,6 @@
-// The GPU inventory: which GPUs exist (config), which are held (store), and TP-sized placement.
-import type { GpuConfig } from '../config/types.js';
+// The GPU inventory: which GPUs exist (config), which are held (store), TP-sized placement, and the
+// slots of time-shared models (held by their group, `@<group>`, on which all their versions run).
+import type { GpuConfig, TimeShareConfig, VersionConfig } from '../config/types.js';
 import { ConflictError } from '../errors.js';
 import type { Store, StoreOps } from '../store/types.js';
 
@@ -10,10 +11,73 @@ export interface GpuView {
 }
 
 export class GpuInventory {
+  /** model → its time-share group. */
+  private readonly shared = new Map<string, TimeShareConfig>();
+
   constructor(
     private readonly gpus: readonly GpuConfig[],
     private readonly store: Store,
-  ) {}
+    groups: readonly TimeShareConfig[] = [],
+  ) {
+    for (const g of groups) for (const m of g.models) this.shared.set(m, g);
+  }
+
+  /** The time-share group a model belongs to, if any. */
+  groupOf(model: string): TimeShareConfig | undefined {
+    return this.shared.get(model);
+  }
+
+  /**
+   * Hold each group's slots (`slots` groups of `tp` GPUs), taking what a group does not hold yet
+   * (after a restart it holds them already). Returns one line per change.
+   */
+  async reserveSlots(now: number): Promise<string[]> {
+    const said: string[] = [];
+    for (const g of new Set(this.shared.values())) {
+      const held = await this.slots(g);
+      const missing = g.slots - held.length;
+      if (missing <= 0) continue;
+      const taken = await this.take(
+        missing,
+        g.tp,
+        g.memoryGbPerGpu,
+        `time-share group ${g.name}`,
+        (i) => ({ model: slotHolder(g), versionId: `slot-${held.length + i}` }),
+        now,
+      );
+      said.push(`time-share group ${g.name}: holds GPU(s) ${taken.map((s) => s.join('+')).join(', ')} for ${g.models.join(', ')}`);
+    }
+    return said;
+  }
+
+  /** A group's slots, in slot order: the GPU ids of each. */
+  async slots(g: TimeShareConfig, s: StoreOps = this.store): Promise<string[][]> {
+    const out = new Map<string, string[]>();
+    for (const a of await s.listGpuAssignments()) {
+      if (a.model !== slotHolder(g)) continue;
+      out.set(a.versionId, [...(out.get(a.versionId) ?? []), a.gpuId]);
+    }
+    return [...out.entries()].sort(([a], [b]) => slotIndex(a) - slotIndex(b)).map(([, ids]) => ids.sort());
+  }
+
+  /**
+   * GPUs for `n` new workers of a version: on a time-shared model, the group's slots the version has
+   * no worker on yet (`occupied`: its workers' GPUs), not taken (the group holds them); otherwise
+   * `take`n from the free ones.
+   */
+  async place(v: VersionConfig, n: number, what: string, holder: (group: number) => GpuHolder, occupied: readonly string[], now: number): Promise<string[][]> {
+    const g = this.groupOf(v.model);
+    if (g === undefined) return this.take(n, v.tp, v.gpuMemoryGb / v.tp, what, holder, now);
+    const busy = new Set(occupied);
+    const open = (await this.slots(g)).filter((ids) => !ids.some((id) => busy.has(id)));
+    if (open.length < n)
+      throw new ConflictError(
+        'insufficient_gpus',
+        `${what} needs ${n} slot(s) of time-share group ${g.name} but ${open.length} of its ${g.slots} have no worker of ${v.model}/${v.id}`,
+        { details: { needed: n, free: open.length, total: g.slots } },
+      );
+    return open.slice(0, n);
+  }
 
   async list(s: StoreOps = this.store): Promise<GpuView[]> {
     const held = new Map((await s.listGpuAssignments()).map((a) => [a.gpuId, a]));
@@ -61,6 +125,15 @@ export class GpuInventory {
   get total(): number {
     return this.gpus.length;
   }
+}
+
+/** The holder a group's slots are assigned to (model names cannot start with `@`). */
+export function slotHolder(g: Pick<TimeShareConfig, 'name'>): string {
+  return `@${g.name}`;
+}
+
+function slotIndex(versionId: string): number {
+  return Number(versionId.slice('slot-'.length));
 }
 
 export interface GpuHolder {

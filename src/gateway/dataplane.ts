@@ -36,6 +36,14 @@ export interface ModelRegistration {
   route: RouteSpec;
 }
 
+/** A hold's limits (the config's by default), what the model is doing, and a watch on its depth. */
+export interface HoldOptions {
+  max?: number;
+  timeoutMs?: number;
+  why?: string;
+  onDepth?: (depth: number) => void;
+}
+
 export class DataPlane {
   readonly cfg: GatewayConfig;
   readonly telemetry: Telemetry;
@@ -321,12 +329,31 @@ export class DataPlane {
     this.model(model).tap = tap;
   }
 
-  /** Hold a model's new requests in a bounded FIFO (drain-first swaps). */
-  hold(model: string, max = this.cfg.holdQueueMax, timeoutMs = this.cfg.holdQueueTimeoutMs): void {
+  /**
+   * Hold a model's new requests in a bounded FIFO (drain-first swaps; a time-shared model asleep, with
+   * its own limits, reason and a watch on the queue's depth).
+   */
+  hold(model: string, opts: HoldOptions = {}): void {
     const st = this.model(model);
     if (st.hold) return;
     const gauge = this.telemetry.metrics.holdQueue.labels(model);
-    st.hold = new HoldQueue(max, timeoutMs, (d) => gauge.set(d));
+    const onDepth = opts.onDepth;
+    st.hold = new HoldQueue(
+      opts.max ?? this.cfg.holdQueueMax,
+      opts.timeoutMs ?? this.cfg.holdQueueTimeoutMs,
+      (d) => {
+        gauge.set(d);
+        onDepth?.(d);
+      },
+      opts.why,
+    );
+  }
+
+  /** Requests of a model in flight on its workers (every version). */
+  inflight(model: string): number {
+    let n = 0;
+    for (const pool of this.model(model).pools.values()) n += pool.inflight.size;
+    return n;
   }
 
   /** Release held requests in arrival order; they see the route in force now. */

@@ -1,5 +1,5 @@
 // The request path into the data plane: the model (or LoRA adapter) named, admission by tier while
-// degraded, the hold queue of a drain-first swap, the version the route chooses, the proxied
+// degraded, the hold queue (a drain-first swap, a time-shared model asleep), the version the route chooses, the proxied
 // request, shadow mirroring and response capture.
 import { performance } from 'node:perf_hooks';
 import { BadRequestError, NotFoundError, UnavailableError, toGlidepathError } from '../errors.js';
@@ -52,7 +52,7 @@ export class RequestEntry {
         const wait = q.enqueue();
         if (wait === undefined) {
           this.ctx.metrics.holdRejected.labels(st.name, 'full').inc();
-          throw new UnavailableError('hold_queue_full', `model ${st.name} is switching versions and its hold queue is full`, { retryAfterS: 1 });
+          throw new UnavailableError('hold_queue_full', `model ${st.name} ${q.why} and its hold queue is full`, { retryAfterS: 1 });
         }
         wait.then(
           () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter),
@@ -61,7 +61,7 @@ export class RequestEntry {
             sendError(
               res,
               // the queue's own limit: hold() may have been given one other than the config's
-              new UnavailableError('hold_timeout', `model ${st.name} is switching versions; request waited ${q.timeoutMs} ms`, {
+              new UnavailableError('hold_timeout', `model ${st.name} ${q.why}; request waited ${q.timeoutMs} ms`, {
                 retryAfterS: Math.max(1, Math.ceil(q.timeoutMs / 1000)),
               }),
             );

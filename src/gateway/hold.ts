@@ -1,4 +1,5 @@
-// A bounded FIFO that holds a model's new requests while its old pool drains (drain-first swaps).
+// A bounded FIFO that holds a model's new requests while its old pool drains (drain-first swaps), or
+// while it sleeps on time-shared GPUs until its turn.
 
 /** Why a held request was not released: it waited too long, or the queue was closed (shutdown). */
 export class HoldRejected extends Error {
@@ -21,7 +22,16 @@ export class HoldQueue {
   private head = 0;
   private readonly onDepth: (depth: number) => void;
 
-  constructor(max: number, timeoutMs: number, onDepth: (depth: number) => void = () => undefined) {
+  /**
+   * @param why what the model is doing, for the 503 of a request refused or timed out ("is switching
+   * versions")
+   */
+  constructor(
+    max: number,
+    timeoutMs: number,
+    onDepth: (depth: number) => void = () => undefined,
+    readonly why = 'is switching versions',
+  ) {
     this.max = max;
     this.timeoutMs = timeoutMs;
     this.onDepth = onDepth;

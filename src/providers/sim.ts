@@ -32,6 +32,8 @@ function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   flag('hallucination-rate', s.hallucinationRate);
   flag('max-loras', s.maxLoras);
   flag('lora-load-ms', s.loraLoadMs);
+  flag('wake-ms', s.wakeMs);
+  flag('reload-ms', s.reloadMs);
   const f = s.faults ?? {};
   flag('error-rate', f.errorRate);
   flag('error-status', f.errorStatus);

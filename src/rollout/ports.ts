@@ -6,7 +6,7 @@
 // Reads of what the data plane holds (the route in force, live telemetry, whether a worker sleeps)
 // are synchronous: they are memory. Everything that touches persistence returns a Promise, so an
 // asynchronous store (etcd) changes the implementation, not the ports nor their callers.
-import type { ModelConfig } from '../config/types.js';
+import type { ModelConfig, TimeShareConfig } from '../config/types.js';
 import type { RouteSnapshot, RouteSpec } from '../domain/route.js';
 import type { Version, VersionPatch, VersionStatus } from '../domain/version.js';
 import type { ProbeSet } from '../domain/probes.js';
@@ -57,9 +57,14 @@ export interface RoutesPort {
    * that lost most of its capacity is slower, and that is not the version's fault; docs/resilience.md).
    */
   latencyFactor(model: string): number;
-  /** Hold new requests of a model in the gateway's queue (drain-first swaps) until `release`. */
-  hold(model: string): void;
+  /**
+   * Hold new requests of a model in the gateway's queue (drain-first swaps; a time-shared model asleep,
+   * with its own limits, the reason its refusals give, and a watch on the queue's depth) until `release`.
+   */
+  hold(model: string, opts?: { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void }): void;
   release(model: string): void;
+  /** Requests of a model in flight on its workers. */
+  inflight(model: string): number;
 }
 
 export interface ChangeOptions {
@@ -202,6 +207,10 @@ export interface TelemetryPort {
 export interface SchedulerMetricsPort {
   round(model: string, m: { serving: number; target: number; min: number; max: number; short: number }): void;
   decision(model: string, action: string, outcome: 'done' | 'failed' | 'skipped' | 'dry_run'): void;
+  /** Time-shared GPUs: which member of a group is awake. */
+  awake(group: string, model: string, awake: boolean): void;
+  /** A switch of a group to `to`, and how long its phases took (ms; absent: not reached). */
+  switched(group: string, to: string, outcome: 'done' | 'failed', phases: { drainMs?: number; sleepMs?: number; wakeMs?: number; totalMs: number }): void;
 }
 
 /** Persisted rollout state, validated on the way back (src/rollout/rollout-record.ts). */
@@ -235,6 +244,8 @@ export interface ModelsPort {
   /** The model's configuration; NotFoundError `model_not_found` naming the configured models. */
   config(name: string): ModelConfig;
   names(): string[];
+  /** The groups of models that take turns on the same GPUs. */
+  timeShared(): readonly TimeShareConfig[];
 }
 
 export interface GpusPort {

@@ -55,6 +55,8 @@ export class Scheduler {
   constructor(
     private readonly ports: ControllerPorts,
     private readonly cfg: SchedulerConfig,
+    /** Models taking turns on shared GPUs: their replicas are their group's slots, not the scheduler's. */
+    private readonly timeShared: (model: string) => boolean = () => false,
   ) {
     this.loop = new ReconcileLoop(
       ports.clock,
@@ -190,6 +192,7 @@ export class Scheduler {
       if (v === undefined) frozen = 'no active version';
       else if (v.provider.kind === 'static') frozen = 'static endpoints: nothing to start or stop';
       else if (v.roles !== undefined) frozen = 'prefill/decode roles: not scaled by the scheduler';
+      else if (this.timeShared(name)) frozen = "time-shared: its replicas are its group's slots";
       else if (p.workers.isAsleep(name, v.id)) frozen = 'asleep';
       else {
         const owner = p.workers.claimedBy(name, v.id);

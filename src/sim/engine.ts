@@ -75,7 +75,7 @@ export class SimEngine {
     readonly clock: Clock = realClock,
   ) {
     this.names = new Set([opts.model, ...opts.servedModelNames]);
-    this.life = new Lifecycle(clock, opts.loadTimeMs, DEFAULTS.sim.wakeLevel1Ms, (p) => this.events.emit('phase', p));
+    this.life = new Lifecycle(clock, opts.loadTimeMs, opts.wakeMs, opts.reloadMs, (p) => this.events.emit('phase', p));
     this.scheduler = new Scheduler(opts.maxNumSeqs, opts.kvCapacityTokens, opts.maxWaitingRequests);
     this.kv = new KvTransfers(opts.kvRole, opts.kvLayout);
     this.loras = new LoraRegistry(opts.maxLoras, (n) => this.names.has(n) || n === opts.judgeModel);

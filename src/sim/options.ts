@@ -63,6 +63,8 @@ export function withDefaults(o: SimStartOptions): SimOptions {
     hallucinationRate: o.hallucinationRate ?? D.hallucinationRate,
     maxLoras: o.maxLoras ?? D.maxLoras,
     loraLoadMs: o.loraLoadMs ?? D.loraLoadMs,
+    wakeMs: o.wakeMs ?? D.wakeMs,
+    reloadMs: o.reloadMs ?? D.reloadMs,
     faults: { ...(o.faults ?? {}) },
     model: o.model ?? D.model,
     servedModelNames: o.servedModelNames ?? [],
@@ -110,6 +112,8 @@ export function checkOptions(o: SimOptions): string[] {
   need(frac(o.hallucinationRate), 'hallucinationRate', 'a number from 0 to 1', o.hallucinationRate);
   need(Number.isInteger(o.maxLoras) && o.maxLoras >= 0, 'maxLoras', 'a non-negative integer', o.maxLoras);
   need(Number.isFinite(o.loraLoadMs) && o.loraLoadMs >= 0, 'loraLoadMs', 'a non-negative number', o.loraLoadMs);
+  need(nonNeg(o.wakeMs), 'wakeMs', 'a non-negative number', o.wakeMs);
+  need(nonNeg(o.reloadMs), 'reloadMs', 'a non-negative number', o.reloadMs);
   need(posInt(o.defaultMaxTokens), 'defaultMaxTokens', 'a positive integer', o.defaultMaxTokens);
   need(posInt(o.maxBodyBytes), 'maxBodyBytes', 'a positive integer', o.maxBodyBytes);
   need(frac(o.eosRate), 'eosRate', 'a number from 0 to 1', o.eosRate);

@@ -1,4 +1,4 @@
-// Sleep mode: levels 1 and 2 as in vLLM, waking (fast from 1, the load time from 2), and loading.
+// Sleep mode: levels 1 and 2 as in vLLM, waking (the wake time from 1, the reload time from 2), and loading.
 import { BadRequestError, UnavailableError } from '../errors.js';
 import type { Clock } from './timing.js';
 
@@ -13,7 +13,8 @@ export class Lifecycle {
   constructor(
     private readonly clock: Clock,
     private readonly loadTimeMs: number,
-    private readonly wakeLevel1Ms: number,
+    private readonly wakeMs: number,
+    private readonly reloadMs: number,
     private readonly onPhase: (p: Phase) => void = () => {},
   ) {
     this.phaseNow = loadTimeMs > 0 ? 'loading' : 'ready';
@@ -45,7 +46,7 @@ export class Lifecycle {
   wake(): Promise<void> {
     if (this.phaseNow === 'ready' || this.phaseNow === 'loading') return this.whenReady();
     if (this.phaseNow === 'sleeping') {
-      const ms = this.level === 2 ? this.loadTimeMs : this.wakeLevel1Ms;
+      const ms = this.level === 2 ? this.reloadMs : this.wakeMs;
       this.phaseNow = 'waking';
       this.onPhase('waking');
       if (ms <= 0) this.ready();

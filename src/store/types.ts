@@ -215,7 +215,11 @@ export interface StoreOps {
   rolloutEvents(rolloutId: string, opts?: { afterSeq?: number | undefined; limit?: number | undefined }): Promise<RolloutEvent[]>;
 
   // GPU assignments
-  /** All-or-nothing; ConflictError `gpu_in_use` naming the GPU and its holder if any is held by another version/worker. */
+  /**
+   * All-or-nothing; ConflictError `gpu_in_use` naming the GPU and its holder if any is held by another
+   * version/worker. The holder is a registered version (NotFoundError `version_not_found`), or a
+   * time-shared group: model `@<group>`, version `slot-<i>`.
+   */
   assignGpus(gpuIds: readonly string[], holder: { model: string; versionId: string; workerId?: string | undefined }, at: number): Promise<GpuAssignment[]>;
   /** Releases the given GPUs; returns how many were held. */
   releaseGpus(gpuIds: readonly string[]): Promise<number>;

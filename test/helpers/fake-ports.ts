@@ -14,7 +14,7 @@ import type { GlidepathConfig } from '../../src/config/types.js';
 import { storeRollouts } from '../../src/control/ports.js';
 import { buildRoute, routeToSpec } from '../../src/domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../../src/domain/route.js';
-import { NotFoundError } from '../../src/errors.js';
+import { NotFoundError, UpstreamError } from '../../src/errors.js';
 import type { Version } from '../../src/domain/version.js';
 import type { ProbeOutcome } from '../../src/gateway/probe.js';
 import type { WorkerHealth } from '../../src/health/machine.js';
@@ -162,6 +162,8 @@ export interface FakeFleetOptions {
   gpus?: number;
   /** `scheduler:` of glidepath.yaml. */
   scheduler?: Record<string, unknown>;
+  /** `time_sharing:` of glidepath.yaml. */
+  timeSharing?: Record<string, unknown>[];
   /** Free GPUs are those no live worker holds (one each); by default every GPU is free. */
   countGpus?: boolean;
 }
@@ -176,9 +178,15 @@ export class FakeFleet {
   readonly events: ControlEventInput[] = [];
   readonly notified: NotifyEvent[] = [];
   readonly audit: { actor: string; action: string; target: string; result: 'ok' | 'error' }[] = [];
+  /** Models whose requests are held, with the hold's options (a test calls `onDepth` as requests arrive). */
+  readonly holds = new Map<string, { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void }>();
+  /** Requests in flight per model, as a test sets them. */
+  readonly inflight = new Map<string, number>();
   /** `model/version` with workers, and those asleep (the workers port's own state). */
   readonly loaded = new Set<string>();
   readonly asleep = new Map<string, 1 | 2>();
+  /** `model/version` → the message its wakes fail with (while set). */
+  readonly failWake = new Map<string, string>();
   /** `model/version` → the message its next load fails with. */
   readonly failLoad = new Map<string, string>();
   private readonly routeOf = new Map<string, RouteSnapshot>();
@@ -212,6 +220,7 @@ export class FakeFleet {
       server: { data_dir: '/nonexistent/fake-fleet' },
       gpus: { count: opts.gpus ?? 8, memory_gb: 80 },
       ...(opts.scheduler ? { scheduler: opts.scheduler } : {}),
+      ...(opts.timeSharing ? { time_sharing: opts.timeSharing } : {}),
       models: opts.models.map((m) => ({
         ...m,
         versions: (m.versions as Record<string, unknown>[]).map((v) => ({
@@ -329,6 +338,7 @@ export class FakeFleet {
         return m;
       },
       names: () => this.cfg.models.map((m) => m.name),
+      timeShared: () => this.cfg.timeSharing,
     };
     return {
       clock: this.clock,
@@ -352,8 +362,16 @@ export class FakeFleet {
           }),
         undrain: (model, version) => void this.log.push(`undrain ${model}/${version}`),
         latencyFactor: (model) => this.latencyFactors.get(model) ?? 1,
-        hold: (model) => void this.log.push(`hold ${model}`),
-        release: (model) => void this.log.push(`release ${model}`),
+        hold: (model, opts) => {
+          if (this.holds.has(model)) return;
+          this.holds.set(model, opts ?? {});
+          this.log.push(`hold ${model}`);
+        },
+        release: (model) => {
+          this.holds.delete(model);
+          this.log.push(`release ${model}`);
+        },
+        inflight: (model) => this.inflight.get(model) ?? 0,
       },
       versions: {
         get: async (model, id) => {
@@ -417,6 +435,8 @@ export class FakeFleet {
           }),
         wake: (model, version) =>
           later(() => {
+            const fails = this.failWake.get(`${model}/${version}`);
+            if (fails !== undefined) throw new UpstreamError('engine_refused', fails);
             if (this.asleep.delete(`${model}/${version}`)) this.log.push(`wake ${model}/${version}`);
           }),
         isAsleep: (model, version) => this.asleep.has(`${model}/${version}`),

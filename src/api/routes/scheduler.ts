@@ -1,6 +1,8 @@
 // Admin routes: the multi-model scheduler — its last round (what it measured of each model, what it
-// decided and why, who was short) with the decisions so far, and what a round would decide now.
+// decided and why, who was short) with the decisions so far, what a round would decide now, and the
+// time-shared groups (who is awake, who waits, the switches and what they cost).
 import type { HistoryEntry, Round } from '../../scheduler/controller.js';
+import type { GroupStatus, SwitchRecord } from '../../scheduler/time-share.js';
 import type { Decision } from '../../scheduler/plan.js';
 import type { RouteDef } from '../router.js';
 import { get } from '../router.js';
@@ -44,6 +46,45 @@ function historyView(h: HistoryEntry) {
   return { at: new Date(h.at).toISOString(), version: h.version, dry_run: h.dryRun, outcome: h.outcome, ...decisionView(h) };
 }
 
+function switchView(s: SwitchRecord) {
+  const ms = (x: number | undefined) => (x === undefined ? null : Math.round(x));
+  return {
+    at: new Date(s.at).toISOString(),
+    from: s.from ?? null,
+    to: s.to,
+    why: s.why,
+    drain_ms: ms(s.drainMs),
+    sleep_ms: ms(s.sleepMs),
+    wake_ms: ms(s.wakeMs),
+    total_ms: Math.round(s.totalMs),
+    released: s.released,
+    outcome: s.outcome,
+  };
+}
+
+export function groupView(g: GroupStatus, now: number) {
+  const done = g.history.filter((s) => s.outcome === 'done');
+  const lastHour = done.filter((s) => now - s.at <= 3_600_000);
+  return {
+    group: g.group,
+    models: g.models,
+    awake: g.awake ?? null,
+    awake_since: g.since > 0 ? new Date(g.since).toISOString() : null,
+    switching: g.switching,
+    waiting: g.waiting.map((w) => ({ model: w.model, held: w.held, oldest_wait_ms: Math.round(now - w.since) })),
+    decision: g.decision === undefined ? null : { kind: g.decision.kind, to: 'to' in g.decision ? g.decision.to : null, why: g.decision.why },
+    expected_switch_ms: Math.round(g.switchMs),
+    // against keeping every member resident: the GPUs it saves, and what its switches cost
+    cost: {
+      gpus_saved: g.gpusSaved,
+      switches_last_hour: lastHour.length,
+      switching_ms_last_hour: Math.round(lastHour.reduce((a, s) => a + s.totalMs, 0)),
+      mean_wake_ms: done.length === 0 ? null : Math.round(done.reduce((a, s) => a + (s.wakeMs ?? 0), 0) / done.length),
+    },
+    history: g.history.map(switchView),
+  };
+}
+
 export function schedulerRoutes({ controllers }: AdminContext): RouteDef[] {
   return [
     get(
@@ -57,6 +98,7 @@ export function schedulerRoutes({ controllers }: AdminContext): RouteDef[] {
           interval_ms: s.intervalMs,
           last_round: s.last ? roundView(s.last) : null,
           history: s.history.map(historyView),
+          time_sharing: controllers.timeShare.status().map((g) => groupView(g, Date.now())),
         };
       },
     ),
@@ -77,4 +119,5 @@ export interface SchedulerView {
   interval_ms: number;
   last_round: RoundView | null;
   history: ReturnType<typeof historyView>[];
+  time_sharing: ReturnType<typeof groupView>[];
 }

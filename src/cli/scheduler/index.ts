@@ -37,6 +37,20 @@ function printRound(r: RoundView): void {
   for (const s of r.short) out(`! ${s.model} wanted ${s.wanted}, has ${s.got}: ${s.reason}`);
 }
 
+function printGroup(g: SchedulerView['time_sharing'][number]): void {
+  out(
+    `time-share group ${g.group} (${g.models.join(', ')}): ${g.switching ? 'switching' : `${g.awake ?? 'nothing'} awake since ${g.awake_since ?? '-'}`}; ` +
+      `a switch takes ~${g.expected_switch_ms} ms; ${g.cost.gpus_saved} GPU(s) saved against keeping all resident, ` +
+      `${g.cost.switches_last_hour} switch(es) in the last hour (${g.cost.switching_ms_last_hour} ms switching)`,
+  );
+  for (const w of g.waiting) out(`  waiting: ${w.model}, ${w.held} request(s), the oldest for ${w.oldest_wait_ms} ms`);
+  if (g.decision !== null) out(`  decision: ${g.decision.kind}${g.decision.to === null ? '' : ` → ${g.decision.to}`}: ${g.decision.why}`);
+  for (const s of g.history.slice(-10))
+    out(
+      `  ${s.at} ${s.from ?? '-'} → ${s.to}: ${s.outcome === 'done' ? `drain ${ms(s.drain_ms)} ms, sleep ${ms(s.sleep_ms)} ms, wake ${ms(s.wake_ms)} ms, ${s.total_ms} ms in all, ${s.released} released` : s.outcome} — ${s.why}`,
+    );
+}
+
 export function register(program: Command): void {
   const sched = program
     .command('scheduler')
@@ -55,6 +69,7 @@ export function register(program: Command): void {
       for (const h of v.history.slice(-20))
         out(`  ${h.at} ${h.action.replace('_', ' ')} ${h.model}/${h.version} ${h.from} → ${h.to}: ${h.reason}; ${h.outcome}`);
     }
+    for (const g of v.time_sharing) printGroup(g);
   });
   withCommon(sched.command('plan').description('what a round would decide now, explained; nothing is changed')).action(async (o: CommonOptions) => {
     const s = session(o);

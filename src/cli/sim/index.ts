@@ -69,6 +69,8 @@ const NUMERIC: [string, keyof SimStartOptions, Kind, string][] = [
   ['hallucination-rate', 'hallucinationRate', 'fraction', 'share of generated words drawn from the marked vocabulary'],
   ['max-loras', 'maxLoras', 'int', 'LoRA adapter slots'],
   ['lora-load-ms', 'loraLoadMs', 'int', 'time a LoRA adapter takes to load'],
+  ['wake-ms', 'wakeMs', 'int', 'time to wake from sleep level 1 (weights in CPU memory)'],
+  ['reload-ms', 'reloadMs', 'int', 'time to wake from sleep level 2 (weights read again)'],
   ['max-body-bytes', 'maxBodyBytes', 'posInt', 'largest accepted request body'],
   ['max-waiting-requests', 'maxWaitingRequests', 'int', 'waiting-queue bound (503 beyond it)'],
   ['max-logprobs', 'maxLogprobs', 'int', 'most top logprobs a request may ask for'],

@@ -2,6 +2,7 @@
 // are found the same way under vitest (src/) and at runtime (dist/): no files to copy or locate.
 import * as m001 from './001_init.js';
 import * as m002 from './002_health.js';
+import * as m003 from './003_gpu_groups.js';
 
 export interface Migration {
   version: number;
@@ -10,6 +11,6 @@ export interface Migration {
 }
 
 /** Append new migrations here, in order; versions are 1, 2, 3, … without gaps. */
-export const MIGRATIONS: readonly Migration[] = [m001, m002];
+export const MIGRATIONS: readonly Migration[] = [m001, m002, m003];
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.length;

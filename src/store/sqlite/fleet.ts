@@ -10,7 +10,8 @@ export class FleetTables extends RolloutTables {
 
   assignGpus(gpuIds: readonly string[], holder: { model: string; versionId: string; workerId?: string | undefined }, at: number): GpuAssignment[] {
     return this.tx(() => {
-      if (!this.getVersion(holder.model, holder.versionId)) {
+      // a time-shared group (`@<group>`) holds its slots for the versions of its models; anything else is a version
+      if (!holder.model.startsWith('@') && !this.getVersion(holder.model, holder.versionId)) {
         throw new NotFoundError('version_not_found', `no version ${holder.model}/${holder.versionId}`);
       }
       const out: GpuAssignment[] = [];

@@ -136,7 +136,7 @@ describe('hold queue', () => {
 
   it('a request that waits past the limit gets 503 with Retry-After', async () => {
     const { gw } = await twoVersions();
-    gw.dp.hold('m', 10, 60);
+    gw.dp.hold('m', { max: 10, timeoutMs: 60 });
     const r = await post(gw.url, chatReq());
     expect(r.status).toBe(503);
     expect(r.json()).toMatchObject({ error: { code: 'hold_timeout', type: 'unavailable_error' } });
@@ -148,7 +148,7 @@ describe('hold queue', () => {
 
   it('refuses with 503 hold_queue_full when the queue is full', async () => {
     const { gw } = await twoVersions();
-    gw.dp.hold('m', 1, 30_000);
+    gw.dp.hold('m', { max: 1, timeoutMs: 30_000 });
     const first = post(gw.url, chatReq());
     await until(() => gw.dp.model('m').hold?.depth === 1, 'first held');
     const r = await post(gw.url, chatReq());

@@ -80,11 +80,18 @@ describe('sleep mode', () => {
     expect((await post(sim.url, '/v1/chat/completions', chat('awake', { max_tokens: 2 }))).status).toBe(200);
   });
 
-  it('level 2: waking takes the load time (fake clock)', async () => {
+  it('level 1: waking takes the wake time; level 2: the reload time (fake clock)', async () => {
     const clock = new FakeClock();
-    const slow = await startSim({ port: 0, loadTimeMs: 80, clock });
+    const slow = await startSim({ port: 0, loadTimeMs: 80, wakeMs: 30, reloadMs: 80, clock });
     try {
       clock.advance(80); // initial load
+      expect((await post(slow.url, '/sleep?level=1', {})).status).toBe(200);
+      const woke = post(slow.url, '/wake_up', {});
+      await once(slow.events, 'phase');
+      clock.advance(29);
+      expect(slow.stats().phase).toBe('waking');
+      clock.advance(1);
+      expect((await woke).status).toBe(200);
       expect((await post(slow.url, '/sleep?level=2', {})).status).toBe(200);
       expect(slow.stats().sleepLevel).toBe(2);
       const waking = once(slow.events, 'phase');

@@ -117,6 +117,21 @@ describe('open and migrations', () => {
     expect(err.message).toContain('glidepath.db');
   });
 
+  it('migration 3 keeps the GPU assignments of a version and lets a time-shared group hold GPUs; any other holder is a version', async () => {
+    const before = SqliteStore.open({ dataDir: dir, migrations: MIGRATIONS.slice(0, 2) });
+    await before.insertVersion(fromConfig(versionConfig('v1'), T0));
+    await before.assignGpus(['0'], { model: 'llama', versionId: 'v1', workerId: 'w1' }, T0);
+    await before.close();
+    const s = openIn();
+    expect(await s.schemaVersion()).toBe(3);
+    await s.assignGpus(['1'], { model: '@g', versionId: 'slot-0' }, T0);
+    expect((await s.listGpuAssignments()).map((a) => [a.gpuId, a.model, a.versionId, a.workerId])).toEqual([
+      ['0', 'llama', 'v1', 'w1'],
+      ['1', '@g', 'slot-0', undefined],
+    ]);
+    expect((await rejected(s.assignGpus(['2'], { model: 'nope', versionId: 'v9' }, T0))).code).toBe('version_not_found');
+  });
+
   it('refuses a non-contiguous migration list', () => {
     const err = caught(() => SqliteStore.open({ path: ':memory:', migrations: [{ version: 2, name: 'x', sql: '' }] }));
     expect(err.code).toBe('store_open_failed');

@@ -1,0 +1,107 @@
+// The `time_sharing:` section (docs/multi-model.md#temporal-sharing): its schema, and the checks
+// that need the models (members exist, in one group at most, their versions fit the same slots).
+import { z } from 'zod';
+import { DEFAULTS } from '../defaults.js';
+import type { VersionConfig } from '../domain/spec.js';
+import type { ConfigIssue } from '../errors.js';
+import { msg, name, posInt } from './schema-parts.js';
+
+const D = DEFAULTS.timeShare;
+
+export const timeSharingSchema = z
+  .array(
+    z
+      .object({
+        /** Names the group (its GPUs are held as `@<name>`); the members joined by `+` when not given. */
+        name: name('a group name').optional(),
+        models: z.array(name('a model name'), msg('a list of model names')).min(2, msg('at least two models')),
+        sleep_level: z.union([z.literal(1), z.literal(2)], msg('1 (weights kept in CPU memory) or 2 (discarded)')).default(D.sleepLevel),
+        min_active_ms: posInt().default(D.minActiveMs),
+        idle_ms: posInt().default(D.idleMs),
+        max_wait_ms: posInt().default(D.maxWaitMs),
+        max_held: posInt().default(D.maxHeld),
+      })
+      .strict(),
+  )
+  .default([]);
+
+type RawTimeSharing = z.output<typeof timeSharingSchema>;
+
+/** Models that take turns on the same GPUs: one awake, the others asleep until their requests call them. */
+export interface TimeShareConfig {
+  readonly name: string;
+  readonly models: readonly string[];
+  readonly sleepLevel: 1 | 2;
+  readonly minActiveMs: number;
+  readonly idleMs: number;
+  readonly maxWaitMs: number;
+  readonly maxHeld: number;
+  /** Worker slots (each `tp` GPUs): every version of every member places its workers on them. */
+  readonly slots: number;
+  readonly tp: number;
+  /** The most memory a member's version needs per GPU (the slots' GPUs must have it). */
+  readonly memoryGbPerGpu: number;
+}
+
+/**
+ * The groups, checked against the models: each member exists and is in one group; every version of
+ * the members runs `replicas` workers of the same `tp` (they take turns on the same slots), none
+ * static, none with hot spares or prefill/decode roles; a quantum shorter than the longest wait.
+ */
+export function normalizeTimeSharing(
+  raw: RawTimeSharing,
+  models: readonly { name: string; versions: readonly Readonly<VersionConfig>[] }[],
+  issues: ConfigIssue[],
+): TimeShareConfig[] {
+  const byName = new Map(models.map((m) => [m.name, m]));
+  const groupOf = new Map<string, string>();
+  const names = new Set<string>();
+  return raw.map((g, gi) => {
+    const at = `time_sharing[${gi}]`;
+    const groupName = g.name ?? g.models.join('+');
+    if (names.has(groupName)) issues.push({ path: `${at}.name`, message: `duplicate time-share group ${JSON.stringify(groupName)}` });
+    names.add(groupName);
+    if (g.min_active_ms >= g.max_wait_ms)
+      issues.push({
+        path: `${at}.min_active_ms`,
+        message: `min_active_ms (${g.min_active_ms}) must be below max_wait_ms (${g.max_wait_ms}): a waiting model's requests would time out before its turn`,
+      });
+    const versions: { model: string; v: Readonly<VersionConfig> }[] = [];
+    g.models.forEach((m, mi) => {
+      const p = `${at}.models[${mi}]`;
+      const model = byName.get(m);
+      if (model === undefined) return issues.push({ path: p, message: `no model ${JSON.stringify(m)} in models` });
+      const other = groupOf.get(m);
+      if (other !== undefined) return issues.push({ path: p, message: `model ${JSON.stringify(m)} is already time-shared in group ${JSON.stringify(other)}` });
+      groupOf.set(m, groupName);
+      for (const v of model.versions) versions.push({ model: m, v });
+    });
+    const first = versions[0];
+    for (const { model, v } of versions) {
+      const what = `${model}/${v.id}`;
+      const wrong =
+        v.provider.kind === 'static'
+          ? 'is static (its workers are not started on GPUs Glidepath places)'
+          : (v.spares ?? 0) > 0
+            ? 'has hot spares (a sleeping model keeps none)'
+            : v.roles !== undefined
+              ? 'has prefill/decode roles'
+              : first !== undefined && (v.tp !== first.v.tp || v.replicas !== first.v.replicas)
+                ? `runs ${v.replicas} worker(s) of TP ${v.tp}, but ${first.model}/${first.v.id} runs ${first.v.replicas} of TP ${first.v.tp}: the members take turns on the same slots`
+                : undefined;
+      if (wrong !== undefined) issues.push({ path: at, message: `${what} ${wrong}` });
+    }
+    return {
+      name: groupName,
+      models: g.models,
+      sleepLevel: g.sleep_level,
+      minActiveMs: g.min_active_ms,
+      idleMs: g.idle_ms,
+      maxWaitMs: g.max_wait_ms,
+      maxHeld: g.max_held,
+      slots: first?.v.replicas ?? 0,
+      tp: first?.v.tp ?? 1,
+      memoryGbPerGpu: Math.max(0, ...versions.map(({ v }) => v.gpuMemoryGb / v.tp)),
+    };
+  });
+}
