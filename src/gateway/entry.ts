@@ -10,6 +10,7 @@ import type { FrontRequest, FrontResponse } from './front.js';
 import type { HoldRejected } from './hold.js';
 import type { ModelState } from './model-state.js';
 import type { VersionPool } from './pool.js';
+import type { AdapterPrefetcher } from './prefetch.js';
 import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy-context.js';
 import { parseRequest } from './request.js';
@@ -28,6 +29,7 @@ export class RequestEntry {
     private readonly models: ReadonlyMap<string, ModelState>,
     private readonly adapters: AdapterIndex,
     private readonly adapterLoader: AdapterLoader | undefined,
+    private readonly prefetcher: AdapterPrefetcher,
     private readonly shadowRand: () => number,
   ) {}
 
@@ -113,7 +115,7 @@ export class RequestEntry {
     }
     let use: AdapterUse | undefined;
     if (adapter !== undefined) {
-      use = this.adapterUse(adapter, st, pool, res);
+      use = this.adapterUse(adapter, st, pool, res, at);
       if (use === undefined) return;
     }
     const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
@@ -143,7 +145,7 @@ export class RequestEntry {
   }
 
   /** What an adapter's request needs to load it (attempts.ts), or undefined when the version serves none (answered 503). */
-  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse): AdapterUse | undefined {
+  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse, at: number): AdapterUse | undefined {
     const loader = this.adapterLoader;
     const why =
       loader === undefined
@@ -161,6 +163,14 @@ export class RequestEntry {
       return undefined;
     }
     this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
-    return { spec: adapter, loader, metrics: this.ctx.metrics, timeoutMs: this.ctx.cfg.firstTokenTimeoutMs };
+    this.prefetcher.requested(adapter.name, at);
+    return {
+      spec: adapter,
+      loader,
+      metrics: this.ctx.metrics,
+      timeoutMs: this.ctx.cfg.firstTokenTimeoutMs,
+      keep: this.prefetcher.keepFor(st.name),
+      random: this.ctx.cfg.adapterRouting === 'random' ? this.shadowRand : undefined,
+    };
   }
 }
