@@ -30,7 +30,8 @@ export class RequestEntry {
     private readonly adapters: AdapterIndex,
     private readonly adapterLoader: AdapterLoader | undefined,
     private readonly prefetcher: AdapterPrefetcher,
-    private readonly shadowRand: () => number,
+    /** Shadow and capture sampling, and `adapter_routing: random`'s draw. */
+    private readonly rand: () => number,
   ) {}
 
   /** Handle POST /v1/chat/completions or /v1/completions (the body is complete: the front read it). Never throws. */
@@ -122,14 +123,14 @@ export class RequestEntry {
     const tap = st.tap;
     const shadow = split.route.shadow;
     // (an adapter's request is not mirrored: the shadow version's workers would have to load it)
-    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
+    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.rand() < shadow.share) {
       const sp = st.pools.get(shadow.version);
       if (sp && !sp.draining) {
         const pairId = tap === undefined ? undefined : ++this.pairSeq;
         mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId, startedAt, at);
         if (tap !== undefined) pr.captureTo(tap, pairId);
       }
-    } else if (tap !== undefined && tap.share > 0 && this.shadowRand() < tap.share) {
+    } else if (tap !== undefined && tap.share > 0 && this.rand() < tap.share) {
       pr.captureTo(tap, undefined);
     }
     pr.start();
@@ -170,7 +171,7 @@ export class RequestEntry {
       metrics: this.ctx.metrics,
       timeoutMs: this.ctx.cfg.firstTokenTimeoutMs,
       keep: this.prefetcher.keepFor(st.name),
-      random: this.ctx.cfg.adapterRouting === 'random' ? this.shadowRand : undefined,
+      random: this.ctx.cfg.adapterRouting === 'random' ? this.rand : undefined,
     };
   }
 }

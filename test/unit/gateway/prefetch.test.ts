@@ -2,7 +2,7 @@
 // bounded whatever names arrive), the top-k and each one's workers by its share of demand, never an
 // adapter in use or in the top-k evicted, no load for one already there; its round through a data
 // plane's real AdapterSlots (one load per worker and adapter, counted as `prefetch`); the config.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { DataPlane } from '../../../src/gateway/dataplane.js';
 import { AdapterDemand, planPrefetch } from '../../../src/gateway/prefetch.js';
@@ -132,6 +132,10 @@ function dataPlane(loader: AdapterLoader, gateway: Record<string, unknown> = {})
 }
 
 describe('AdapterPrefetcher round', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('loads the top-k through the slots’ load path, once; a request meanwhile waits for that load; counted as prefetch', async () => {
     const { loader, calls, release } = heldLoader();
     const { dp, telemetry } = dataPlane(loader);
@@ -181,6 +185,22 @@ describe('AdapterPrefetcher round', () => {
     await p;
     expect(w0.adapters.names().sort()).toEqual(['a', 'c', 'y', 'z']);
     await dp.close();
+  });
+
+  it('rounds on its interval (a fake clock) from the data plane’s start, none after it closed', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { loader, calls } = heldLoader();
+    const { dp } = dataPlane(loader, { adapter_prefetch: { interval_ms: 1000 } });
+    for (let i = 0; i < 3; i++) dp.prefetcher.requested('a', 0);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(calls).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    const loads = ['load a http://127.0.0.1:1', 'load a http://127.0.0.1:2']; // all of the demand: both workers
+    expect(calls).toEqual(loads);
+    await dp.close();
+    dp.prefetcher.requested('b', 1000);
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(calls).toEqual(loads);
   });
 
   it('does nothing with prefetch off: no demand kept, no timer', async () => {
