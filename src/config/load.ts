@@ -318,6 +318,13 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       holdQueueMax: g.hold_queue_max,
       holdQueueTimeoutMs: g.hold_queue_timeout_ms,
       sendTimeoutMs: g.send_timeout_ms,
+      adapterRouting: g.adapter_routing,
+      adapterPrefetch: {
+        enabled: g.adapter_prefetch.enabled,
+        topK: g.adapter_prefetch.top_k,
+        intervalMs: g.adapter_prefetch.interval_ms,
+        halfLifeMs: g.adapter_prefetch.half_life_ms,
+      },
     },
     limits: { dataPlane: listenerLimits(raw.limits.data_plane), admin: listenerLimits(raw.limits.admin) },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },

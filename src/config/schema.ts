@@ -356,6 +356,16 @@ export const configSchema = z
         hold_queue_max: posInt().default(G.holdQueueMax),
         hold_queue_timeout_ms: posInt().default(G.holdQueueTimeoutMs),
         send_timeout_ms: nonNegInt().default(G.sendTimeoutMs),
+        adapter_routing: z.enum(['affinity', 'random'], msg('"affinity" or "random"')).default(G.adapterRouting),
+        adapter_prefetch: z
+          .object({
+            enabled: bool().default(G.adapterPrefetch.enabled),
+            top_k: posInt().default(G.adapterPrefetch.topK),
+            interval_ms: posInt().default(G.adapterPrefetch.intervalMs),
+            half_life_ms: posInt().default(G.adapterPrefetch.halfLifeMs),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

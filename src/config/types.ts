@@ -167,6 +167,21 @@ export interface GatewayConfig {
   readonly holdQueueTimeoutMs: number;
   /** Bytes written to a client that stay undrained this long close its connection and release its worker (0: never). */
   readonly sendTimeoutMs: number;
+  /** Where a LoRA adapter's request goes: a worker that has it, bounded by load (`affinity`), or any that can load it (`random`). */
+  readonly adapterRouting: 'affinity' | 'random';
+  /** Loading each model's most wanted adapters ahead of their requests (src/gateway/prefetch.ts). */
+  readonly adapterPrefetch: AdapterPrefetchConfig;
+}
+
+/** The adapter prefetcher (docs/multi-model.md). */
+export interface AdapterPrefetchConfig {
+  readonly enabled: boolean;
+  /** Adapters per model kept loaded ahead of their requests, the most wanted first. */
+  readonly topK: number;
+  /** How often the prefetcher looks at demand and loads. */
+  readonly intervalMs: number;
+  /** An adapter's recent demand halves in this long. */
+  readonly halfLifeMs: number;
 }
 
 /** One listener's admission limits (0: off; see src/gateway/limits.ts). */

@@ -105,6 +105,17 @@ export const DATA_PLANE = {
      * affinity: a popular adapter spreads instead of piling onto one worker).
      */
     adapterAffinitySlack: 4,
+    /** Adapters' requests go by affinity (above); `random` (any worker that can load it) is the baseline it is measured against. */
+    adapterRouting: 'affinity' as 'affinity' | 'random',
+    /**
+     * The adapter prefetcher (docs/multi-model.md): each model's `topK` most wanted adapters loaded
+     * ahead of their requests. 8: with vLLM's common `--max-loras 8` on 4 workers, a quarter of the
+     * 32 slots, the rest left to on-demand loads (each worker keeps one slot out of the top-k's reach
+     * anyway). Every 5 s: a load takes tens of ms to seconds, and demand over seconds is what
+     * it follows. Half-life 30 s: recent enough to follow a shift within a minute, long enough that a
+     * burst of one adapter does not push out the steady ones.
+     */
+    adapterPrefetch: { enabled: true, topK: 8, intervalMs: 5_000, halfLifeMs: 30_000 },
     /** Draining one worker (its health took it out): how often its in-flight count is looked at. */
     workerDrainPollMs: 25,
     /** A health probe's answer is a few tokens of JSON; more than this is garbage. */

@@ -2,7 +2,8 @@
 // (at most its engine's max_loras, least recently used first out), loading one on demand (once per
 // worker and adapter: whoever asks meanwhile waits for the same load), never evicting one a request
 // is using, and picking a worker for an adapter's request — one that has it, unless that one is
-// busier than the least busy by more than the bound, then the least busy, which loads it.
+// busier than the least busy by more than the bound, then the least busy, which loads it (or, with
+// `gateway.adapter_routing: random`, any worker that can take it); the prefetcher's loads go the same way.
 import { DEFAULTS } from '../defaults.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
@@ -35,6 +36,11 @@ interface Slot {
   loaded: boolean;
 }
 
+/** Why a load was asked: a request that needs the adapter, or the prefetcher (prefetch.ts) ahead of its requests. */
+export type LoadTrigger = 'demand' | 'prefetch';
+
+const NONE: ReadonlySet<string> = new Set();
+
 /** What a worker needs to load adapters: its URL and its engine's slot count. */
 export interface AdapterHost {
   readonly url: string;
@@ -57,6 +63,21 @@ export class AdapterSlots {
     return false;
   }
 
+  /**
+   * The adapter a load evicts: the least recently used that is loaded and that no request uses, one
+   * outside `keep` (the prefetcher's top-k) first; with `strict`, only one outside `keep`.
+   */
+  private victim(keep: ReadonlySet<string>, strict: boolean): [string, Slot] | undefined {
+    let spare: [string, Slot] | undefined;
+    for (const e of this.slots) {
+      const [name, s] = e;
+      if (!s.loaded || s.inUse > 0) continue;
+      if (!keep.has(name)) return e;
+      spare ??= e;
+    }
+    return strict ? undefined : spare;
+  }
+
   names(): string[] {
     return [...this.slots.keys()];
   }
@@ -74,10 +95,17 @@ export class AdapterSlots {
   /**
    * Make sure the worker has `a` (from its registered source) and count a request of it here (`done` lets go): 'hit' at once when
    * loaded; 'miss' after loading it (evicting the least recently used adapter no request uses when
-   * the worker's `max` slots are taken). Throws a retryable 503, counting nothing, when every slot
-   * holds an adapter in use or the load fails.
+   * the worker's `max` slots are taken; one outside `keep`, the prefetcher's top-k, if there is one).
+   * Throws a retryable 503, counting nothing, when every slot holds an adapter in use or the load fails.
    */
-  async acquire(w: AdapterHost, a: AdapterSpec, max: number, loader: AdapterLoader, metrics: GatewayMetrics): Promise<'hit' | 'miss'> {
+  async acquire(
+    w: AdapterHost,
+    a: AdapterSpec,
+    max: number,
+    loader: AdapterLoader,
+    metrics: GatewayMetrics,
+    keep: ReadonlySet<string> = NONE,
+  ): Promise<'hit' | 'miss'> {
     const s = this.slots.get(a.name);
     if (s !== undefined && s.source !== a.source) {
       // registered again with another source (a new version): the old weights go before the new load
@@ -90,13 +118,7 @@ export class AdapterSlots {
           },
         );
       this.slots.delete(a.name);
-      return this.load(
-        w,
-        a,
-        loader,
-        metrics,
-        loader.unload(w.url, a.name).then(() => undefined),
-      );
+      return this.load(w, a, loader, metrics, 'demand', loader.unload(w.url, a.name));
     }
     if (s !== undefined) {
       // most recently used: to the end
@@ -115,28 +137,70 @@ export class AdapterSlots {
       s.inUse++;
       return 'miss';
     }
-    let unloaded: Promise<void> = Promise.resolve();
-    if (this.slots.size >= max) {
-      const victim = [...this.slots].find(([, v]) => v.loaded && v.inUse === 0);
-      if (victim === undefined)
-        throw new UnavailableError('adapter_slots_busy', `worker ${w.id}: all ${max} LoRA slots hold adapters in use; ${a.name} cannot be loaded now`, {
-          retryAfterS: 1,
-        });
-      const [name, slot] = victim;
-      this.slots.delete(name);
-      metrics.adapterEvictions.labels(a.model).inc();
-      // the engine's slot is free once the unload answered; an unload that fails leaves the adapter
-      // where it was (the map keeps agreeing with the engine) and this load fails, to be retried elsewhere
-      unloaded = loader.unload(w.url, name).catch((err: unknown) => {
-        if (!this.slots.has(name)) this.slots.set(name, slot);
-        throw new Error(`unloading ${name} to make room failed: ${(err as Error).message}`);
+    const room = this.makeRoom(w, a, max, loader, metrics, keep, 'demand');
+    if (room === undefined)
+      throw new UnavailableError('adapter_slots_busy', `worker ${w.id}: all ${max} LoRA slots hold adapters in use; ${a.name} cannot be loaded now`, {
+        retryAfterS: 1,
       });
-    }
-    return this.load(w, a, loader, metrics, unloaded);
+    return this.load(w, a, loader, metrics, 'demand', room);
   }
 
-  /** Load `a` once `before` (an unload) is done; the slot is taken at once, so no other load counts it free meanwhile. */
-  private async load(w: AdapterHost, a: AdapterSpec, loader: AdapterLoader, metrics: GatewayMetrics, before: Promise<void>): Promise<'miss'> {
+  /**
+   * The prefetcher's load (prefetch.ts): `a` loaded here ahead of its requests, through the same
+   * path as a request's (one load per worker and adapter, the evicted adapter unloaded first), no
+   * request counted in it. Only into a free slot or over the least recently used adapter that no
+   * request uses and that is not in `keep` (the top-k: one of them never makes room for another).
+   * Undefined, having done nothing, when the worker has it already or has no such room; else settled
+   * once the load is done (or failed: counted, and left to a request to load it on demand).
+   */
+  prefetch(w: AdapterHost, a: AdapterSpec, max: number, loader: AdapterLoader, metrics: GatewayMetrics, keep: ReadonlySet<string>): Promise<void> | undefined {
+    if (this.slots.has(a.name)) return undefined;
+    const room = this.makeRoom(w, a, max, loader, metrics, keep, 'prefetch', true);
+    if (room === undefined) return undefined;
+    return this.load(w, a, loader, metrics, 'prefetch', room).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** A free slot for a load of `a` (resolved at once), or the unload of the adapter it evicts; undefined: none can go. */
+  private makeRoom(
+    w: AdapterHost,
+    a: AdapterSpec,
+    max: number,
+    loader: AdapterLoader,
+    metrics: GatewayMetrics,
+    keep: ReadonlySet<string>,
+    trigger: LoadTrigger,
+    strict = false,
+  ): Promise<void> | undefined {
+    if (this.slots.size < max) return Promise.resolve();
+    const victim = this.victim(keep, strict);
+    if (victim === undefined) return undefined;
+    const [name, slot] = victim;
+    this.slots.delete(name);
+    metrics.adapterEvictions.labels(a.model, trigger).inc();
+    // the engine's slot is free once the unload answered; an unload that fails leaves the adapter
+    // where it was (the map keeps agreeing with the engine) and this load fails, to be retried elsewhere
+    return loader.unload(w.url, name).catch((err: unknown) => {
+      if (!this.slots.has(name)) this.slots.set(name, slot);
+      throw new Error(`unloading ${name} to make room failed: ${(err as Error).message}`);
+    });
+  }
+
+  /**
+   * Load `a` once `before` (an unload) is done; the slot is taken at once, so no other load counts it
+   * free meanwhile. A request's load counts it in the slot in the same step that marks it loaded: in
+   * between, another load could evict it.
+   */
+  private async load(
+    w: AdapterHost,
+    a: AdapterSpec,
+    loader: AdapterLoader,
+    metrics: GatewayMetrics,
+    trigger: LoadTrigger,
+    before: Promise<void>,
+  ): Promise<'miss'> {
     const t0 = performance.now();
     const ready = before.then(() => loader.load(w.url, a.name, a.source));
     const s: Slot = { source: a.source, inUse: 0, ready, loaded: false };
@@ -146,12 +210,12 @@ export class AdapterSlots {
     } catch (err) {
       if (this.slots.get(a.name) === s) this.slots.delete(a.name);
       // (a failed unload before it already put its adapter back)
-      metrics.adapterLoads.labels(a.model, 'failed').inc();
+      metrics.adapterLoads.labels(a.model, 'failed', trigger).inc();
       throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
     }
     s.loaded = true;
-    s.inUse++;
-    metrics.adapterLoads.labels(a.model, 'loaded').inc();
+    if (trigger === 'demand') s.inUse++;
+    metrics.adapterLoads.labels(a.model, 'loaded', trigger).inc();
     metrics.adapterLoadSeconds.labels(a.model).observe((performance.now() - t0) / 1000);
     return 'miss';
   }
@@ -193,6 +257,31 @@ export class AdapterPicker implements Picker {
     if (best !== undefined && best.outstanding <= least + DEFAULTS.gateway.adapterAffinitySlack) return best;
     // elsewhere only where it can be loaded (a worker whose slots all hold adapters in use cannot); else the busy holder
     return this.base.pick(room, now, exclude) ?? best ?? this.base.pick(workers, now, exclude);
+  }
+}
+
+/**
+ * `gateway.adapter_routing: random`: an adapter's request goes to any eligible worker that has it or
+ * can load it, drawn uniformly, blind to where it is loaded (else the base picker's choice over all).
+ * The baseline the affinity picker is measured against (bench/multi-model.ts).
+ */
+export class RandomAdapterPicker implements Picker {
+  readonly name: string;
+  constructor(
+    private readonly base: Picker,
+    private readonly adapter: string,
+    private readonly max: number,
+    private readonly rand: () => number,
+  ) {
+    this.name = `${base.name}+adapter-random`;
+  }
+
+  pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
+    const ok = workers.filter((w) => {
+      const slots = (w as unknown as AdapterPickable).adapters;
+      return eligible(w, now, exclude) && (slots.has(this.adapter) || slots.roomFor(this.max));
+    });
+    return ok.length > 0 ? ok[Math.floor(this.rand() * ok.length)] : this.base.pick(workers, now, exclude);
   }
 }
 

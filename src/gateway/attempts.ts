@@ -5,7 +5,7 @@
 import { UnavailableError, toGlidepathError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { AdapterPicker } from './adapters.js';
+import { AdapterPicker, RandomAdapterPicker } from './adapters.js';
 import type { AdapterLoader, AdapterSpec } from './adapters.js';
 import type { Picker } from './pick.js';
 import { prefill } from './prefill.js';
@@ -22,6 +22,8 @@ export type Unsent = { kind: 'retry'; error: GlidepathError } | Exclude<Prefille
 /** The request an attempt sends: its upstream handler, told which prefill worker served it and why it was not sent. */
 export interface Sender extends UpstreamHandler {
   prefilledBy(w: Worker): void;
+  /** Whether the worker had the attempt's adapter loaded (`hit`) or loaded it first (`miss`). */
+  adapterLoaded(result: 'hit' | 'miss'): void;
   unsent(u: Unsent): void;
 }
 
@@ -32,6 +34,10 @@ export interface AdapterUse {
   metrics: GatewayMetrics;
   /** A request waits this long for its adapter's load on one worker (the first-token limit), then tries another. */
   timeoutMs: number;
+  /** The model's top-k (prefetch.ts): its load evicts one of them only when nothing else can go. */
+  keep: ReadonlySet<string>;
+  /** `gateway.adapter_routing: random`: the draw of a worker blind to where the adapter is (undefined: affinity). */
+  random: (() => number) | undefined;
 }
 
 export class Attempts {
@@ -55,7 +61,12 @@ export class Attempts {
     /** A LoRA adapter's request: workers that have it first (bounded), loaded where it goes. */
     readonly adapter?: AdapterUse,
   ) {
-    this.picker = adapter === undefined ? base : new AdapterPicker(base, adapter.spec.name, pool.maxLoras);
+    this.picker =
+      adapter === undefined
+        ? base
+        : adapter.random === undefined
+          ? new AdapterPicker(base, adapter.spec.name, pool.maxLoras)
+          : new RandomAdapterPicker(base, adapter.spec.name, pool.maxLoras, adapter.random);
   }
 
   /**
@@ -94,19 +105,24 @@ export class Attempts {
     Promise.race([this.acquireAdapter(w), late])
       .finally(() => clearTimeout(timer))
       .then(
-        () => this.holds(w) && w.upstream.dispatch(path, stream, body, h),
+        (result) => {
+          if (!this.holds(w)) return;
+          h.adapterLoaded(result);
+          w.upstream.dispatch(path, stream, body, h);
+        },
         (err: unknown) => this.holds(w) && h.unsent({ kind: 'retry', error: toGlidepathError(err) }),
       );
   }
 
   /** The held worker has the adapter loaded (or loads it now), and counts this request in its slot; rejects (retryable 503) when it cannot. */
-  private async acquireAdapter(w: Worker): Promise<void> {
+  private async acquireAdapter(w: Worker): Promise<'hit' | 'miss'> {
     const a = this.adapter as AdapterUse;
-    const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics);
+    const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics, a.keep);
     a.metrics.adapterRequests.labels(a.spec.model, w.id, result).inc();
     // the attempt ended while the adapter loaded (the client left): nothing runs there
     if (!this.holds(w)) w.adapters.done(a.spec.name);
     else this.adapterOn = w;
+    return result;
   }
 
   /** Whether the request holds `w` now. */

@@ -14,6 +14,7 @@ import { ModelState } from './model-state.js';
 import { RequestEntry } from './entry.js';
 import { AdapterIndex } from './adapters.js';
 import type { AdapterLoader, AdapterSpec } from './adapters.js';
+import { AdapterPrefetcher } from './prefetch.js';
 import { HoldQueue } from './hold.js';
 import { VersionPool, Worker } from './pool.js';
 import type { DrainResult, WorkerSpec } from './pool.js';
@@ -56,6 +57,8 @@ export class DataPlane {
   private readonly onDegradation: DegradationListener | undefined;
   /** The LoRA adapters registered, by name: a request naming one goes to its model's workers (adapters.ts). */
   readonly adapters = new AdapterIndex();
+  /** Each model's most wanted adapters, loaded ahead of their requests (prefetch.ts); its timer stops at close. */
+  readonly prefetcher: AdapterPrefetcher;
 
   /** `onDegradation`: told when a model's degradation level changes (the control plane's event and audit). */
   constructor(
@@ -80,7 +83,9 @@ export class DataPlane {
       picker: opts.picker ?? createPicker(cfg.picker, opts.rand),
       onLocalResourceError: opts.onLocalResourceError ?? localResourceLog(telemetry.log),
     };
-    this.entry = new RequestEntry(this.ctx, this.models, this.adapters, opts.adapterLoader, opts.rand ?? Math.random);
+    this.prefetcher = new AdapterPrefetcher(cfg.adapterPrefetch, this.models, this.adapters, opts.adapterLoader, telemetry.metrics);
+    this.entry = new RequestEntry(this.ctx, this.models, this.adapters, opts.adapterLoader, this.prefetcher, opts.rand ?? Math.random);
+    this.prefetcher.start();
   }
 
   // ---- control surface (called by the control plane; never on the request path) ----------
@@ -393,6 +398,7 @@ export class DataPlane {
   }
 
   close(): Promise<void> {
+    this.prefetcher.stop();
     for (const st of this.models.values()) {
       st.hold?.closeAll();
       st.admission?.close();

@@ -26,6 +26,8 @@ export class Downstream {
   migration: Migration | undefined;
   /** Disaggregated serving: the worker that prefilled the prompt (named in a header beside the decode worker). */
   prefill: Worker | undefined;
+  /** A LoRA adapter's request: whether its worker had the adapter loaded (`x-glidepath-adapter: hit`) or loaded it first (`miss`). */
+  adapter: 'hit' | 'miss' | undefined;
   /** The stream's events as they reach the client (TTFT, inter-token gaps, tokens); kept across a continuation. */
   meter: SseMeter | undefined;
 
@@ -65,7 +67,7 @@ export class Downstream {
     if (cfg.resume.maxMigrations > 0)
       this.migration = new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter);
     const h = w.streamHeaders(contentType ?? 'text/event-stream');
-    this.res.writeHead(200, this.prefill === undefined ? h : { ...h, 'x-glidepath-prefill-worker': this.prefill.headers.worker });
+    this.res.writeHead(200, this.prefill === undefined && this.adapter === undefined ? h : { ...h, ...this.extraHeaders() });
   }
 
   /** Send whole events (keeping them for a resumption), holding the worker back while the client is slow. */
@@ -106,6 +108,14 @@ export class Downstream {
     sendError(this.res, err, w === undefined ? {} : { 'x-glidepath-version': w.headers.version, 'x-glidepath-worker': w.headers.worker });
   }
 
+  /** The prefill worker's header (disaggregated serving), the adapter's (hit or miss). */
+  private extraHeaders(): Record<string, string> {
+    const x: Record<string, string> = {};
+    if (this.prefill !== undefined) x['x-glidepath-prefill-worker'] = this.prefill.headers.worker;
+    if (this.adapter !== undefined) x['x-glidepath-adapter'] = this.adapter;
+    return x;
+  }
+
   /** A whole answer (non-streaming, or an error status), with its headers. */
   sendAnswer(w: Worker, status: number, contentType: string | undefined, body: Buffer): void {
     if (this.res.destroyed) return;
@@ -115,7 +125,7 @@ export class Downstream {
       'content-length': body.length,
       'x-glidepath-version': w.headers.version,
       'x-glidepath-worker': w.headers.worker,
-      ...(this.prefill === undefined ? {} : { 'x-glidepath-prefill-worker': this.prefill.headers.worker }),
+      ...this.extraHeaders(),
     });
     this.res.end(body);
   }

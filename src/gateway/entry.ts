@@ -10,6 +10,7 @@ import type { FrontRequest, FrontResponse } from './front.js';
 import type { HoldRejected } from './hold.js';
 import type { ModelState } from './model-state.js';
 import type { VersionPool } from './pool.js';
+import type { AdapterPrefetcher } from './prefetch.js';
 import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy-context.js';
 import { parseRequest } from './request.js';
@@ -28,7 +29,9 @@ export class RequestEntry {
     private readonly models: ReadonlyMap<string, ModelState>,
     private readonly adapters: AdapterIndex,
     private readonly adapterLoader: AdapterLoader | undefined,
-    private readonly shadowRand: () => number,
+    private readonly prefetcher: AdapterPrefetcher,
+    /** Shadow and capture sampling, and `adapter_routing: random`'s draw. */
+    private readonly rand: () => number,
   ) {}
 
   /** Handle POST /v1/chat/completions or /v1/completions (the body is complete: the front read it). Never throws. */
@@ -113,21 +116,21 @@ export class RequestEntry {
     }
     let use: AdapterUse | undefined;
     if (adapter !== undefined) {
-      use = this.adapterUse(adapter, st, pool, res);
+      use = this.adapterUse(adapter, st, pool, res, at);
       if (use === undefined) return;
     }
     const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
     const tap = st.tap;
     const shadow = split.route.shadow;
     // (an adapter's request is not mirrored: the shadow version's workers would have to load it)
-    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.shadowRand() < shadow.share) {
+    if (use === undefined && shadow !== undefined && shadow.version !== choice.version && shadow.share > 0 && this.rand() < shadow.share) {
       const sp = st.pools.get(shadow.version);
       if (sp && !sp.draining) {
         const pairId = tap === undefined ? undefined : ++this.pairSeq;
         mirror(this.ctx, sp, parsed, PATHS[endpoint], tap, pairId, startedAt, at);
         if (tap !== undefined) pr.captureTo(tap, pairId);
       }
-    } else if (tap !== undefined && tap.share > 0 && this.shadowRand() < tap.share) {
+    } else if (tap !== undefined && tap.share > 0 && this.rand() < tap.share) {
       pr.captureTo(tap, undefined);
     }
     pr.start();
@@ -143,7 +146,7 @@ export class RequestEntry {
   }
 
   /** What an adapter's request needs to load it (attempts.ts), or undefined when the version serves none (answered 503). */
-  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse): AdapterUse | undefined {
+  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse, at: number): AdapterUse | undefined {
     const loader = this.adapterLoader;
     const why =
       loader === undefined
@@ -161,6 +164,14 @@ export class RequestEntry {
       return undefined;
     }
     this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
-    return { spec: adapter, loader, metrics: this.ctx.metrics, timeoutMs: this.ctx.cfg.firstTokenTimeoutMs };
+    this.prefetcher.requested(adapter.name, at);
+    return {
+      spec: adapter,
+      loader,
+      metrics: this.ctx.metrics,
+      timeoutMs: this.ctx.cfg.firstTokenTimeoutMs,
+      keep: this.prefetcher.keepFor(st.name),
+      random: this.ctx.cfg.adapterRouting === 'random' ? this.rand : undefined,
+    };
   }
 }

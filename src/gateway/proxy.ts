@@ -159,6 +159,11 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     this.down.prefill = w;
   }
 
+  /** Sender: the adapter was there or loaded first (its header). */
+  adapterLoaded(result: 'hit' | 'miss'): void {
+    this.down.adapter = result;
+  }
+
   /** Sender: the attempt's request was not sent (attempts.ts). */
   unsent(u: Unsent): void {
     // an adapter that could not be loaded there: another worker may take the request

@@ -156,14 +156,14 @@ export class GatewayMetrics {
   });
   readonly adapterLoads = new Counter({
     name: 'glidepath_adapter_loads_total',
-    help: 'LoRA adapter loads the gateway asked of workers, by outcome (loaded, failed).',
-    labelNames: ['model', 'outcome'] as const,
+    help: "LoRA adapter loads the gateway asked of workers, by outcome (loaded, failed) and trigger (demand: a request's; prefetch: the prefetcher's, ahead of requests).",
+    labelNames: ['model', 'outcome', 'trigger'] as const,
     registers: [this.registry],
   });
   readonly adapterEvictions = new Counter({
     name: 'glidepath_adapter_evictions_total',
-    help: 'LoRA adapters unloaded from a full worker to make room (least recently used, none in use).',
-    labelNames: ['model'] as const,
+    help: 'LoRA adapters unloaded from a full worker to make room (least recently used, none in use), by the trigger of the load that needed the room (demand, prefetch).',
+    labelNames: ['model', 'trigger'] as const,
     registers: [this.registry],
   });
   readonly adapterLoadSeconds = new Histogram({

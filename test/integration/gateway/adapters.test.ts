@@ -1,12 +1,14 @@
 // LoRA adapters at the gateway, against simulators (vLLM's load/unload endpoints, max_loras slots, a
 // load time): a request naming an adapter goes to its model's workers and is loaded there on demand,
 // once; a full worker evicts its least recently used adapter that no request uses; concurrent
-// requests over more adapters than slots lose nothing to an eviction; /v1/models lists adapters.
+// requests over more adapters than slots lose nothing to an eviction; /v1/models lists adapters; the
+// prefetcher loads the most wanted ahead of their requests; random routing ignores where adapters are.
 import { afterEach, describe, expect, it } from 'vitest';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { httpAdapterLoader } from '../../../src/providers/lora.js';
 import { startSim } from '../../../src/sim/index.js';
 import type { SimHandle } from '../../../src/sim/index.js';
+import type { GatewayConfig } from '../../../src/config/types.js';
 import { chatReq, gatewayFixtures, httpCall, oneModel, post } from '../../helpers/gateway.js';
 
 const { gateway } = gatewayFixtures();
@@ -15,10 +17,14 @@ afterEach(async () => {
   for (const s of sims.splice(0)) await s.close();
 });
 
-async function setup(workers: number, slots: number, adapters: number) {
+async function setup(workers: number, slots: number, adapters: number, over: Partial<GatewayConfig> = {}, rand?: () => number) {
   for (let i = 0; i < workers; i++)
     sims.push(await startSim({ model: 'm', version: 'v1', seed: i, interTokenMs: 2, jitter: 0, maxLoras: slots, loraLoadMs: 20 }));
-  const gw = await gateway(oneModel(sims.map((s) => s.url)), {}, { picker: new RoundRobinPicker(), adapterLoader: httpAdapterLoader });
+  const gw = await gateway(oneModel(sims.map((s) => s.url)), over, {
+    picker: new RoundRobinPicker(),
+    adapterLoader: httpAdapterLoader,
+    ...(rand === undefined ? {} : { rand }),
+  });
   gw.dp.addVersion('m', 'v1', gw.dp.pool('m', 'v1').cardChecksum, { resume: 'continue_final_message', tokenIdPrompts: false, maxLoras: slots });
   gw.dp.setAdapters(
     'm',
@@ -97,5 +103,35 @@ describe('LoRA adapters at the gateway', () => {
       code: 'adapter_unsupported',
       message: expect.stringContaining('max_loras is 0') as string,
     });
+  });
+
+  it('the prefetcher loads the most wanted adapter onto more workers ahead of its requests: the next one is a hit (x-glidepath-adapter)', async () => {
+    const gw = await setup(2, 4, 3);
+    const first = await post(gw.url, chatReq({ model: 'a0', max_tokens: 2 }));
+    expect(first.headers['x-glidepath-adapter']).toBe('miss');
+    for (let i = 0; i < 4; i++) expect((await post(gw.url, chatReq({ model: 'a0', max_tokens: 2 }))).headers['x-glidepath-adapter']).toBe('hit');
+    expect((await post(gw.url, chatReq({ model: 'a1', max_tokens: 2 }))).status).toBe(200);
+    // a0 is 5/6 of the demand: on both workers; a1 is where its request loaded it
+    const round = gw.dp.prefetcher.round(Date.now());
+    expect(round.loads.map((l) => l.adapter)).toEqual(['a0']);
+    await round.settled;
+    expect((await held()).map((h) => h.includes('a0'))).toEqual([true, true]);
+    expect(gw.dp.prefetcher.round(Date.now()).loads).toEqual([]);
+    expect(await metric(gw.url, 'glidepath_adapter_loads_total')).toMatch(/outcome="loaded",trigger="prefetch"} 1/);
+  });
+
+  it('adapter_routing random: requests of one adapter go wherever the draw says, loading it on each worker', async () => {
+    const draws = [0, 0.99, 0, 0.99];
+    const gw = await setup(
+      2,
+      4,
+      1,
+      { adapterRouting: 'random', adapterPrefetch: { enabled: false, topK: 1, intervalMs: 1000, halfLifeMs: 1000 } },
+      () => draws.shift() ?? 0,
+    );
+    const heads = [];
+    for (let i = 0; i < 4; i++) heads.push((await post(gw.url, chatReq({ model: 'a0', max_tokens: 2 }))).headers['x-glidepath-adapter']);
+    expect(heads).toEqual(['miss', 'miss', 'hit', 'hit']);
+    expect(await held()).toEqual([['a0'], ['a0']]);
   });
 });

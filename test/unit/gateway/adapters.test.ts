@@ -1,9 +1,9 @@
 // One worker's LoRA slots with a scripted loader: one load per adapter whoever asks meanwhile, the
 // least recently used adapter no request uses evicted (its unload answered before the next load
 // goes), a slot in use never evicted, a failed load counting nothing; and the adapter picker's
-// bounded-load affinity.
+// bounded-load affinity, and the random baseline; the prefetcher's load through the same path.
 import { describe, expect, it } from 'vitest';
-import { AdapterPicker, AdapterSlots } from '../../../src/gateway/adapters.js';
+import { AdapterPicker, AdapterSlots, RandomAdapterPicker } from '../../../src/gateway/adapters.js';
 import type { AdapterLoader, AdapterSpec } from '../../../src/gateway/adapters.js';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
@@ -138,5 +138,46 @@ describe('AdapterSlots after an adversarial review', () => {
         void w.adapters.acquire({ id: w.id, url: '' }, spec(n), 2, { load: () => Promise.resolve(), unload: () => Promise.resolve() }, new GatewayMetrics());
     await new Promise((r) => setImmediate(r));
     expect(new AdapterPicker(new RoundRobinPicker(), 'a', 2).pick(ws, 0)?.id).toBe('holder');
+  });
+});
+
+describe('AdapterSlots.prefetch', () => {
+  it('loads into a free slot without counting a request; nothing when the worker has it', async () => {
+    const { loader, log, next, slots, metrics } = scripted();
+    const p = slots.prefetch(W, spec('a'), 2, loader, metrics, new Set(['a']));
+    expect(slots.prefetch(W, spec('a'), 2, loader, metrics, new Set(['a']))).toBeUndefined();
+    (await next()).go();
+    await p;
+    expect(slots.loaded()).toEqual([{ name: 'a', inUse: 0, loaded: true }]);
+    expect(log).toEqual(['load a asked', 'load a done']);
+    expect(await metrics.registry.metrics()).toMatch(/glidepath_adapter_loads_total{model="m",outcome="loaded",trigger="prefetch"} 1/);
+  });
+
+  it('never evicts an adapter in use or one of the top-k; over the least recently used of the others, unloaded first', async () => {
+    const { loader, log, next, slots, metrics, load } = scripted();
+    await load('busy', 3); // in use
+    await load('top', 3, true);
+    await load('old', 3, true);
+    const keep = new Set(['top', 'new', 'newer']);
+    const p = slots.prefetch(W, spec('new'), 3, loader, metrics, keep);
+    expect(log.slice(-1)).toEqual(['unload old asked']);
+    (await next()).go();
+    (await next()).go();
+    await p;
+    // full again: busy in use, top and new in the top-k: nothing goes
+    expect(slots.prefetch(W, spec('newer'), 3, loader, metrics, keep)).toBeUndefined();
+    expect(slots.names()).toEqual(['busy', 'top', 'new']);
+    expect(await metrics.registry.metrics()).toMatch(/glidepath_adapter_evictions_total{model="m",trigger="prefetch"} 1/);
+  });
+});
+
+describe('RandomAdapterPicker', () => {
+  it('draws among the workers that have the adapter or can load it, blind to which has it', async () => {
+    const ws = [worker('holder', 0, ['a']), worker('other', 9, []), worker('full', 0, ['x', 'y'])];
+    await new Promise((r) => setImmediate(r));
+    const draws = [0, 0.99];
+    const p = new RandomAdapterPicker(new RoundRobinPicker(), 'a', 2, () => draws.shift() as number);
+    // full holds x and y in use (the helper counts a request of each): it cannot load a
+    expect([p.pick(ws, 0)?.id, p.pick(ws, 0)?.id]).toEqual(['holder', 'other']);
   });
 });
