@@ -12,7 +12,7 @@ import { DEFAULTS } from '../defaults.js';
 import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
 import { fromSnakeFaults } from './sim-faults.js';
-import { normalizeTimeSharing } from './time-sharing.js';
+import { normalizeTimeSharing, standbySlots } from './time-sharing.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, HealthConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 
@@ -254,6 +254,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       priority: m.priority === 'medium' ? 'standard' : m.priority === 'low' ? 'batch' : m.priority,
       slo: { ttftP99Ms: m.slo.ttft_p99_ms, tpotP99Ms: m.slo.tpot_p99_ms },
       minReplicas: m.min_replicas,
+      timeSharedStandby: m.time_shared_standby,
       adapters: m.adapters.map((a) => ({ name: a.name, source: a.source, version: a.version })),
       maxReplicas: m.max_replicas,
       versions,
@@ -290,6 +291,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     };
   });
 
+  const timeSharing = normalizeTimeSharing(raw.time_sharing, models, issues);
   const g = raw.gateway;
   return {
     server: { listen: raw.server.listen, adminListen: raw.server.admin_listen, dataDir: raw.server.data_dir },
@@ -342,7 +344,8 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       minSamples: raw.scheduler.min_samples,
       drainTimeoutMs: raw.scheduler.drain_timeout_ms,
     },
-    timeSharing: normalizeTimeSharing(raw.time_sharing, models, issues),
+    timeSharing,
+    sharedStandby: standbySlots(models, timeSharing, issues),
     judge: raw.judge && {
       url: raw.judge.url,
       model: raw.judge.model,

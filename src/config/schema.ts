@@ -222,6 +222,8 @@ const modelSchema = z
       .array(z.object({ name: name('an adapter name'), source: str('a path or URI the engine loads from'), version: str().optional() }).strict())
       .default([]),
     route: routeSchema.optional(),
+    /** Blue-green with the standby asleep on the active version's GPUs (docs/multi-model.md): half the GPUs, a rollback of a wake. */
+    time_shared_standby: bool().default(false),
     /** Progressive canary settings of this model (src/rollout/canary-controller.ts); judge gates are in docs/analysis.md. */
     canary: z
       .object({

@@ -1,5 +1,6 @@
 // The `time_sharing:` section (docs/multi-model.md#temporal-sharing): its schema, and the checks
-// that need the models (members exist, in one group at most, their versions fit the same slots).
+// that need the models (members exist, in one group at most, their versions fit the same slots);
+// and the slots of a model whose blue-green standby sleeps on its active version's GPUs.
 import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
 import type { VersionConfig } from '../domain/spec.js';
@@ -76,21 +77,6 @@ export function normalizeTimeSharing(
       groupOf.set(m, groupName);
       for (const v of model.versions) versions.push({ model: m, v });
     });
-    const first = versions[0];
-    for (const { model, v } of versions) {
-      const what = `${model}/${v.id}`;
-      const wrong =
-        v.provider.kind === 'static'
-          ? 'is static (its workers are not started on GPUs Glidepath places)'
-          : (v.spares ?? 0) > 0
-            ? 'has hot spares (a sleeping model keeps none)'
-            : v.roles !== undefined
-              ? 'has prefill/decode roles'
-              : first !== undefined && (v.tp !== first.v.tp || v.replicas !== first.v.replicas)
-                ? `runs ${v.replicas} worker(s) of TP ${v.tp}, but ${first.model}/${first.v.id} runs ${first.v.replicas} of TP ${first.v.tp}: the members take turns on the same slots`
-                : undefined;
-      if (wrong !== undefined) issues.push({ path: at, message: `${what} ${wrong}` });
-    }
     return {
       name: groupName,
       models: g.models,
@@ -99,9 +85,85 @@ export function normalizeTimeSharing(
       idleMs: g.idle_ms,
       maxWaitMs: g.max_wait_ms,
       maxHeld: g.max_held,
-      slots: first?.v.replicas ?? 0,
-      tp: first?.v.tp ?? 1,
-      memoryGbPerGpu: Math.max(0, ...versions.map(({ v }) => v.gpuMemoryGb / v.tp)),
+      ...slotsOf(at, versions, issues),
     };
   });
+}
+
+/**
+ * The slots of the versions that take turns on them: every one runs `replicas` workers of the same
+ * `tp`, none static, none with hot spares or prefill/decode roles.
+ */
+function slotsOf(
+  at: string,
+  versions: readonly { model: string; v: Readonly<VersionConfig> }[],
+  issues: ConfigIssue[],
+): Pick<TimeShareConfig, 'slots' | 'tp' | 'memoryGbPerGpu'> {
+  const first = versions[0];
+  for (const { model, v } of versions) {
+    const what = `${model}/${v.id}`;
+    const wrong =
+      v.provider.kind === 'static'
+        ? 'is static (its workers are not started on GPUs Glidepath places)'
+        : (v.spares ?? 0) > 0
+          ? 'has hot spares (a sleeping model keeps none)'
+          : v.roles !== undefined
+            ? 'has prefill/decode roles'
+            : first !== undefined && (v.tp !== first.v.tp || v.replicas !== first.v.replicas)
+              ? `runs ${v.replicas} worker(s) of TP ${v.tp}, but ${first.model}/${first.v.id} runs ${first.v.replicas} of TP ${first.v.tp}: they take turns on the same slots`
+              : undefined;
+    if (wrong !== undefined) issues.push({ path: at, message: `${what} ${wrong}` });
+  }
+  return { slots: first?.v.replicas ?? 0, tp: first?.v.tp ?? 1, memoryGbPerGpu: Math.max(0, ...versions.map(({ v }) => v.gpuMemoryGb / v.tp)) };
+}
+
+/**
+ * A model with `time_shared_standby`: its versions take turns on slots of its own (held as `@<model>`),
+ * the standby asleep on the active's GPUs. Not in a time-share group (its turns are its own), its
+ * route on one version (two cannot serve at once), no group named like it.
+ */
+export function standbySlots(
+  models: readonly {
+    name: string;
+    versions: readonly Readonly<VersionConfig>[];
+    timeSharedStandby?: boolean | undefined;
+    route: { weights: Readonly<Record<string, number>>; shadow?: unknown };
+  }[],
+  groups: readonly TimeShareConfig[],
+  issues: ConfigIssue[],
+): TimeShareConfig[] {
+  const out: TimeShareConfig[] = [];
+  models.forEach((m, mi) => {
+    if (m.timeSharedStandby !== true) return;
+    const at = `models[${mi}].time_shared_standby`;
+    const group = groups.find((g) => g.models.includes(m.name) || g.name === m.name);
+    if (group !== undefined)
+      issues.push({
+        path: at,
+        message: group.models.includes(m.name)
+          ? `model ${m.name} is time-shared in group ${group.name}: its standby cannot also take turns on its GPUs`
+          : `time-share group ${group.name} has the name of this model, whose GPUs are held under it`,
+      });
+    const routed = Object.entries(m.route.weights).filter(([, w]) => w > 0);
+    if (routed.length > 1 || m.route.shadow !== undefined)
+      issues.push({
+        path: `models[${mi}].route`,
+        message: `model ${m.name} keeps its standby asleep on its active version's GPUs: its route serves one version (no split, no shadow)`,
+      });
+    out.push({
+      name: m.name,
+      models: [m.name],
+      sleepLevel: 1,
+      minActiveMs: D.minActiveMs,
+      idleMs: D.idleMs,
+      maxWaitMs: D.maxWaitMs,
+      maxHeld: D.maxHeld,
+      ...slotsOf(
+        at,
+        m.versions.map((v) => ({ model: m.name, v })),
+        issues,
+      ),
+    });
+  });
+  return out;
 }

@@ -115,6 +115,8 @@ export interface ModelConfig {
   /** LoRA adapters served on its workers (absent in hand-built configs: none). */
   readonly adapters?: readonly { readonly name: string; readonly source: string; readonly version?: string | undefined }[] | undefined;
   readonly route: RouteConfig;
+  /** Its versions take turns on the same GPUs: the standby asleep on the active's (docs/multi-model.md). */
+  readonly timeSharedStandby?: boolean | undefined;
   /** Always set by the config pipeline; absent only in hand-built configs (defaults apply). */
   readonly monitor?: MonitorConfig | undefined;
   readonly canary?: CanarySettings | undefined;
@@ -208,6 +210,8 @@ export interface GlidepathConfig {
   readonly scheduler: SchedulerConfig;
   /** Models taking turns on the same GPUs (empty: none). */
   readonly timeSharing: readonly TimeShareConfig[];
+  /** The slots of each model with `time_shared_standby` (named after the model; empty: none). */
+  readonly sharedStandby: readonly TimeShareConfig[];
   readonly judge?: JudgeEndpointConfig | undefined;
   /** Weight cache: absolute directory, LRU bound, per-version download limit (bytes). */
   readonly cache: { readonly dir: string; readonly maxVersions: number; readonly maxBytes: number };

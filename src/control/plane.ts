@@ -54,7 +54,7 @@ export class ControlPlane {
     readonly providers: Providers,
   ) {
     this.registry = new Registry(store);
-    this.inventory = new GpuInventory(cfg.gpus, store, cfg.timeSharing);
+    this.inventory = new GpuInventory(cfg.gpus, store, [...cfg.timeSharing, ...cfg.sharedStandby]);
     this.workers = new WorkerManager(store, this.inventory, providers, dp, this.events, cfg.server.dataDir);
     this.weightCache = controlPlaneCache(cfg, this.registry);
   }
@@ -179,7 +179,7 @@ export class ControlPlane {
     const rolling = await this.rollingVersions();
     // time-shared models: the one to be awake loads last, each other is put to sleep once loaded
     const awake = new Set(await Promise.all(this.cfg.timeSharing.map((g) => awakeAtBoot(g, (k) => this.store.getSetting(k)))));
-    const sleeper = (name: string) => (awake.has(name) ? undefined : this.inventory.groupOf(name));
+    const sleeper = (name: string) => (awake.has(name) ? undefined : this.cfg.timeSharing.find((g) => g.models.includes(name)));
     for (const said of await this.inventory.reserveSlots(Date.now())) onProgress(said);
     const order = [...this.cfg.models.filter((m) => !awake.has(m.name)), ...this.cfg.models.filter((m) => awake.has(m.name))];
     for (const m of order) {
@@ -219,7 +219,11 @@ export class ControlPlane {
         needed.delete(v.id);
       }
       if (first) for (const [id, w] of Object.entries(spec.weights)) if (w > 0) needed.add(id);
-      for (const id of needed) {
+      // versions that sleep load first, each put back to sleep once loaded: on shared GPUs (a time-shared
+      // standby) two versions are never awake at once
+      const asleep = new Set<string>();
+      for (const id of needed) if ((await this.workers.sleptLevel(m.name, id)) !== undefined) asleep.add(id);
+      for (const id of [...needed].sort((a, b) => Number(asleep.has(b)) - Number(asleep.has(a)))) {
         const v = await this.registry.get(m.name, id);
         const adopted = first ? 0 : await this.workers.adopt(v);
         const want = v.provider.kind === 'static' ? v.provider.endpoints.length : v.replicas;

@@ -18,9 +18,15 @@ export class Sleep {
   /** Put these workers of a version to sleep and remember the version sleeps. */
   async put(hs: readonly WorkerHandle[], model: string, version: string, level: 1 | 2): Promise<void> {
     for (const h of hs) {
-      await this.providers.for(h.provider as 'sim').sleep(h, level);
-      this.levels.set(h.id, level);
+      // out of rotation before the engine sleeps: no request is sent to it meanwhile
       this.dp.setWorkerRoutable(model, version, h.id, false);
+      try {
+        await this.providers.for(h.provider as 'sim').sleep(h, level);
+      } catch (err) {
+        this.dp.setWorkerRoutable(model, version, h.id, true);
+        throw err;
+      }
+      this.levels.set(h.id, level);
       const rec = await this.store.getWorker(h.id);
       if (rec) await this.store.upsertWorker({ ...rec, state: 'sleeping', updatedAt: Date.now(), info: { ...rec.info, sleepLevel: level } });
     }

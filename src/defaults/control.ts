@@ -84,8 +84,6 @@ export const CONTROL = {
     planCanaryAnalysisMs: 30 * 60_000,
     /** Planner: rollback by route switch, upper bound reported (target p99 < 1 ms). */
     planRouteSwitchMs: 1,
-    /** Planner: steady-state GPU overhead of time-shared blue-green (seed 000's cost table). */
-    planTimeSharedOverhead: 0.5,
     /** Planner: seed 001's policy per risk level (strategy, canary share, evaluation duration). */
     planRisk: {
       low: { strategy: 'rolling', canaryShare: 0, evalDurationS: 0 },

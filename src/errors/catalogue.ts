@@ -265,6 +265,11 @@ export const CATALOGUE = {
     'A canary, experiment, rolling update or other rollout already runs on the model (one at a time; a swap or rollback waits for a rolling update too).',
     'Finish or abort it first.',
   ],
+  time_shared_standby: [
+    409,
+    "A canary, experiment or rolling update of a model whose standby sleeps on its active version's GPUs (`time_shared_standby`): only one version can be awake there.",
+    'Deploy green and swap (a rollback wakes the standby); or give the model GPUs of its own for canaries.',
+  ],
   rollout_conflict: [409, 'The rollout record changed since it was read (another writer).', 'Read it again; a bug if it repeats.'],
   rollout_model_mismatch: [400, 'Writing a rollout under another model than its own.', 'A bug; report it.'],
   rollout_not_found: [404, 'No rollout (canary) of this id for the model.', 'See `glidepath canary status`.'],

@@ -56,6 +56,11 @@ export class AdapterSlots {
     return this.slots.has(name);
   }
 
+  /** Loaded (not still loading). */
+  ready(name: string): boolean {
+    return this.slots.get(name)?.loaded === true;
+  }
+
   /** A load of another adapter can go here: a slot is free, or one holds an adapter no request uses. */
   roomFor(max: number): boolean {
     if (this.slots.size < max) return true;
@@ -109,7 +114,12 @@ export class AdapterSlots {
     const s = this.slots.get(a.name);
     if (s !== undefined && s.source !== a.source) {
       // registered again with another source (a new version): the old weights go before the new load
-      if (!s.loaded || s.inUse > 0)
+      if (!s.loaded) {
+        // (a load of the old source under way, a prefetch's perhaps): once it settled, unloaded and loaded again
+        await s.ready.catch(() => undefined);
+        return this.acquire(w, a, max, loader, metrics, keep);
+      }
+      if (s.inUse > 0)
         throw new UnavailableError(
           'adapter_load_failed',
           `worker ${w.id} still serves the previous ${a.name} (${s.source}); its new source loads once that is done`,
@@ -153,13 +163,20 @@ export class AdapterSlots {
    * Undefined, having done nothing, when the worker has it already or has no such room; else settled
    * once the load is done (or failed: counted, and left to a request to load it on demand).
    */
-  prefetch(w: AdapterHost, a: AdapterSpec, max: number, loader: AdapterLoader, metrics: GatewayMetrics, keep: ReadonlySet<string>): Promise<void> | undefined {
+  prefetch(
+    w: AdapterHost,
+    a: AdapterSpec,
+    max: number,
+    loader: AdapterLoader,
+    metrics: GatewayMetrics,
+    keep: ReadonlySet<string>,
+  ): Promise<boolean> | undefined {
     if (this.slots.has(a.name)) return undefined;
     const room = this.makeRoom(w, a, max, loader, metrics, keep, 'prefetch', true);
     if (room === undefined) return undefined;
     return this.load(w, a, loader, metrics, 'prefetch', room).then(
-      () => undefined,
-      () => undefined,
+      () => true,
+      () => false,
     );
   }
 
@@ -244,6 +261,7 @@ export class AdapterPicker implements Picker {
 
   pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
     let best: W | undefined;
+    let bestLoaded: W | undefined;
     let least = Infinity;
     const room: W[] = [];
     for (const w of workers) {
@@ -252,9 +270,13 @@ export class AdapterPicker implements Picker {
       const slots = (w as unknown as AdapterPickable).adapters;
       if (slots.has(this.adapter)) {
         if (best === undefined || w.outstanding < best.outstanding) best = w;
+        if (slots.ready(this.adapter) && (bestLoaded === undefined || w.outstanding < bestLoaded.outstanding)) bestLoaded = w;
       } else if (slots.roomFor(this.max)) room.push(w);
     }
-    if (best !== undefined && best.outstanding <= least + DEFAULTS.gateway.adapterAffinitySlack) return best;
+    const slack = least + DEFAULTS.gateway.adapterAffinitySlack;
+    // a holder that has it loaded before one still loading it (a prefetch's second copy): a hit, not a wait
+    if (bestLoaded !== undefined && bestLoaded.outstanding <= slack) return bestLoaded;
+    if (best !== undefined && best.outstanding <= slack) return best;
     // elsewhere only where it can be loaded (a worker whose slots all hold adapters in use cannot); else the busy holder
     return this.base.pick(room, now, exclude) ?? best ?? this.base.pick(workers, now, exclude);
   }

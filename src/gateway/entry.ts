@@ -116,7 +116,7 @@ export class RequestEntry {
     }
     let use: AdapterUse | undefined;
     if (adapter !== undefined) {
-      use = this.adapterUse(adapter, st, pool, res, at);
+      use = this.adapterUse(adapter, st, pool, res);
       if (use === undefined) return;
     }
     const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
@@ -146,7 +146,7 @@ export class RequestEntry {
   }
 
   /** What an adapter's request needs to load it (attempts.ts), or undefined when the version serves none (answered 503). */
-  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse, at: number): AdapterUse | undefined {
+  private adapterUse(adapter: AdapterSpec, st: ModelState, pool: VersionPool, res: FrontResponse): AdapterUse | undefined {
     const loader = this.adapterLoader;
     const why =
       loader === undefined
@@ -164,7 +164,7 @@ export class RequestEntry {
       return undefined;
     }
     this.ctx.metrics.adapterRequestsByName.labels(st.name, adapter.name).inc();
-    this.prefetcher.requested(adapter.name, at);
+    this.prefetcher.requested(adapter.name, performance.now());
     return {
       spec: adapter,
       loader,

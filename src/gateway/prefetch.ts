@@ -1,6 +1,7 @@
 // The LoRA adapter prefetcher (docs/multi-model.md): recent demand per registered adapter (counts that
 // decay with a half-life) and, every interval, each model's top-k adapters loaded onto enough workers
 // of its active version ahead of their requests, through AdapterSlots' own load path.
+import { performance } from 'node:perf_hooks';
 import type { AdapterPrefetchConfig } from '../config/types.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { AdapterIndex, AdapterLoader } from './adapters.js';
@@ -122,12 +123,17 @@ export function planPrefetch(
   return { top, loads };
 }
 
+/** A failing prefetch load waits at most interval × 2^6 (64 rounds) before it is tried again. */
+const FAILED_MAX_DOUBLINGS = 6;
+
 /** The prefetcher: demand recorded by the request path (entry.ts), a plan per model every interval. */
 export class AdapterPrefetcher {
   readonly demand: AdapterDemand;
   private timer: NodeJS.Timeout | undefined;
   /** Each model's top-k at the last round: a request's load evicts one of them only when nothing else can go. */
   private readonly keep = new Map<string, ReadonlySet<string>>();
+  /** `worker\0adapter` → a prefetch load that failed: not tried again there before `until` (mono), the wait doubling each time. */
+  private readonly failed = new Map<string, { until: number; n: number }>();
 
   constructor(
     readonly cfg: AdapterPrefetchConfig,
@@ -139,7 +145,10 @@ export class AdapterPrefetcher {
     this.demand = new AdapterDemand(cfg.halfLifeMs, (n) => index.get(n) !== undefined);
   }
 
-  /** A request for a registered adapter (counted only while the prefetcher is on). */
+  /**
+   * A request for a registered adapter (counted only while the prefetcher is on). `now` is monotonic
+   * (performance.now(), as `round`'s `mono`): a wall clock stepped back would stop the counts' decay.
+   */
   requested(name: string, now: number): void {
     if (this.cfg.enabled) this.demand.record(name, now);
   }
@@ -152,7 +161,7 @@ export class AdapterPrefetcher {
   /** Rounds every interval, on a timer that never keeps the process alive; off when disabled or nothing loads adapters. */
   start(): void {
     if (!this.cfg.enabled || this.loader === undefined || this.timer !== undefined) return;
-    this.timer = setInterval(() => this.round(Date.now()), this.cfg.intervalMs);
+    this.timer = setInterval(() => this.round(Date.now(), performance.now()), this.cfg.intervalMs);
     this.timer.unref();
   }
 
@@ -164,14 +173,16 @@ export class AdapterPrefetcher {
   /**
    * One round: for each model with demand, its active (stable) version's routable workers, when its
    * engine has LoRA slots and it is not prefill/decode; the loads of planPrefetch started there.
-   * Returns the loads asked for, and when they are all settled.
+   * Returns the loads asked for, and when they are all settled. `now` is the wall clock (workers'
+   * ejections are in it), `mono` the demand's monotonic one. A model whose requests are held (a
+   * drain-first swap, a time-shared model asleep) gets nothing: its workers are about to change.
    */
-  round(now: number): { loads: PrefetchLoad[]; settled: Promise<void> } {
+  round(now: number, mono: number): { loads: PrefetchLoad[]; settled: Promise<void> } {
     const started: PrefetchLoad[] = [];
     const pending: Promise<void>[] = [];
     const loader = this.loader;
     if (loader === undefined) return { loads: started, settled: Promise.resolve() };
-    const scores = this.demand.scores(now);
+    const scores = this.demand.scores(mono);
     const byModel = new Map<string, Map<string, number>>();
     for (const [name, n] of scores) {
       const a = this.index.get(name);
@@ -183,7 +194,7 @@ export class AdapterPrefetcher {
     for (const [model, st] of this.models) {
       const demand = byModel.get(model);
       const pool = st.pools.get(st.route.stable);
-      if (demand === undefined || pool === undefined || pool.draining || pool.disaggregated || pool.maxLoras <= 0) {
+      if (demand === undefined || pool === undefined || st.hold !== undefined || pool.draining || pool.disaggregated || pool.maxLoras <= 0) {
         this.keep.delete(model);
         continue;
       }
@@ -199,12 +210,27 @@ export class AdapterPrefetcher {
       for (const l of plan.loads) {
         const w = workers.find((x) => x.id === l.worker);
         const spec = this.index.get(l.adapter);
+        const key = `${l.worker}\0${l.adapter}`;
+        const f = this.failed.get(key);
+        // a load that keeps failing (a broken source) is not asked of the engine every round
+        if (f !== undefined && mono < f.until) continue;
         const p = w === undefined || spec === undefined ? undefined : w.adapters.prefetch(w, spec, pool.maxLoras, loader, this.metrics, keep);
         if (p === undefined) continue;
         started.push(l);
-        pending.push(p);
+        pending.push(
+          p.then((ok) => {
+            if (ok) this.failed.delete(key);
+            else {
+              const n = (f?.n ?? 0) + 1;
+              this.failed.set(key, { n, until: mono + this.cfg.intervalMs * 2 ** Math.min(n, FAILED_MAX_DOUBLINGS) });
+            }
+          }),
+        );
       }
     }
+    // bounded: a failure whose wait is over is forgotten (one tried again this round is written again
+    // as it settles, its count kept), as is one of an adapter no longer registered
+    for (const [key, f] of this.failed) if (f.until <= mono || this.index.get(key.slice(key.indexOf('\0') + 1)) === undefined) this.failed.delete(key);
     return { loads: started, settled: Promise.all(pending).then(() => undefined) };
   }
 }

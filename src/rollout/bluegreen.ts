@@ -1,5 +1,7 @@
 // Blue-green: deploy green beside blue, swap (overlap or drain-first), instant rollback by one route
-// swap, retire. Every operation holds the model's lock, is audited, and leaves the store consistent.
+// swap, retire. With `time_shared_standby` the versions take turns on the same GPUs: green sleeps
+// once loaded, a swap or rollback holds the model's requests while one version sleeps and the other
+// wakes. Every operation holds the model's lock, is audited, and leaves the store consistent.
 // Sees only the ports (src/rollout/ports.ts).
 import { performance } from 'node:perf_hooks';
 import type { RouteSpec } from '../domain/route.js';
@@ -33,6 +35,8 @@ export interface SwapResult {
   held_ms?: number | undefined;
   drain?: DrainReport | undefined;
   standby: StandbyMode;
+  /** Time-shared standby: green's wake on blue's GPUs once blue slept, ms. */
+  wake_ms?: number | undefined;
   total_ms: number;
 }
 
@@ -44,8 +48,11 @@ export interface RollbackResult {
   elapsed_ms: number;
   /** Time spent waking a sleeping standby first (time-shared standby), ms. */
   wake_ms: number;
+  /** On the active version's GPUs (`time_shared_standby`): how long requests were held while one slept and the other woke, ms. */
+  held_ms?: number | undefined;
+  drain?: DrainReport | undefined;
   total_ms: number;
-  method: 'instant_route_switch' | 'wake_then_route_switch';
+  method: 'instant_route_switch' | 'wake_then_route_switch' | 'sleep_wake_route_switch';
 }
 
 /** Route that sends everything to `active` and keeps `keep` versions at weight 0 (header preview, instant rollback). */
@@ -89,6 +96,8 @@ export class BlueGreen {
         }
         if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
         const ready = await p.workers.load(v, actor, onProgress);
+        // its GPUs are the active version's: it waits asleep for its swap
+        if (timeShared(p, model) && (await p.versions.active(model)) !== undefined) await p.workers.sleep(model, id, 1);
         // in the route at weight 0: reachable with the version header for preview, never by weight;
         // the route in force stays as it is (a canary split keeps its traffic)
         const cur = routeToSpec(p.routes.current(model));
@@ -140,10 +149,33 @@ export class BlueGreen {
         }
         const blue = await p.versions.active(model);
         if (blue && blue.id === green.id) throw new ConflictError('already_active', `version ${model}/${green.id} is already active`);
-        // awake from now on, and across restarts: the new active version never goes back to sleep
-        await p.workers.wake(model, green.id);
         const keep = await this.loadedIds(model);
         const target = routeTo(routeToSpec(p.routes.current(model)), model, green.id, keep);
+        if (blue && timeShared(p, model)) {
+          const t = await this.takeTurns(model, blue.id, green.id, target, opts.drainTimeoutMs);
+          await p.versions.promote(model, green.id, { actor: actor.name, reason: 'swap (time-shared standby)' });
+          p.emit({
+            kind: 'swap',
+            model,
+            version: green.id,
+            message: `${model}: swapped ${blue.id} → ${green.id} on the same GPUs (${blue.id} asleep, ${green.id} woken in ${t.wakeMs.toFixed(0)} ms; requests held ${t.heldMs.toFixed(0)} ms)`,
+          });
+          const { switchMs, heldMs, wakeMs, drain } = t;
+          return {
+            model,
+            from: blue.id,
+            to: green.id,
+            mode: 'drain-first',
+            switch_ms: switchMs,
+            held_ms: heldMs,
+            drain: drainReport(drain),
+            standby: 'sleep',
+            wake_ms: wakeMs,
+            total_ms: performance.now() - t0,
+          };
+        }
+        // awake from now on, and across restarts: the new active version never goes back to sleep
+        await p.workers.wake(model, green.id);
         let switchMs: number;
         let heldMs: number | undefined;
         let drain: PortDrain | undefined;
@@ -201,13 +233,37 @@ export class BlueGreen {
           throw new ConflictError('no_standby', `model ${model} has no standby version to roll back to`);
         }
         const cur = await p.versions.active(model);
+        const back = routeTo(routeToSpec(p.routes.current(model)), model, target.id, await this.loadedIds(model));
+        if (cur && timeShared(p, model)) {
+          const t = await this.takeTurns(model, cur.id, target.id, back, undefined);
+          await p.versions.rollback(model, { actor: actor.name, reason: reason ?? 'rollback' });
+          const res: RollbackResult = {
+            model,
+            rolled_back_to: target.id,
+            rolled_back_from: cur.id,
+            elapsed_ms: t.switchMs,
+            wake_ms: t.wakeMs,
+            held_ms: t.heldMs,
+            drain: drainReport(t.drain),
+            total_ms: performance.now() - t0,
+            method: 'sleep_wake_route_switch',
+          };
+          p.emit({
+            kind: 'rollback',
+            model,
+            version: target.id,
+            message: `${model}: rolled back to ${target.id} on the same GPUs (${cur.id} asleep, ${target.id} woken in ${t.wakeMs.toFixed(0)} ms; requests held ${t.heldMs.toFixed(0)} ms)`,
+            data: res,
+          });
+          return res;
+        }
         let wakeMs = 0;
         if (p.workers.isAsleep(model, target.id)) {
           const w0 = performance.now();
           await p.workers.wake(model, target.id);
           wakeMs = performance.now() - w0;
         }
-        const { switchMs } = await p.routes.publish(routeTo(routeToSpec(p.routes.current(model)), model, target.id, await this.loadedIds(model)));
+        const { switchMs } = await p.routes.publish(back);
         await p.versions.rollback(model, { actor: actor.name, reason: reason ?? 'rollback' });
         const res: RollbackResult = {
           model,
@@ -228,6 +284,44 @@ export class BlueGreen {
         return res;
       }),
     );
+  }
+
+  /**
+   * Versions on the same GPUs (`time_shared_standby`): the model's requests are held, `from`'s in flight
+   * finish, it sleeps, `to` wakes, the route goes to it, the requests go. A wake that fails wakes
+   * `from` again (the route never left it) before the error is thrown.
+   */
+  private async takeTurns(
+    model: string,
+    from: string,
+    to: string,
+    route: RouteSpec,
+    drainTimeoutMs: number | undefined,
+  ): Promise<{ switchMs: number; heldMs: number; wakeMs: number; drain: PortDrain }> {
+    const p = this.ports;
+    const h0 = performance.now();
+    p.routes.hold(model);
+    try {
+      const drain = await p.routes.drain(model, from, drainTimeoutMs);
+      try {
+        await p.workers.sleep(model, from, 1);
+      } finally {
+        p.routes.undrain(model, from);
+      }
+      const w0 = performance.now();
+      try {
+        await p.workers.wake(model, to);
+      } catch (err) {
+        await p.workers.sleep(model, to, 1).catch(() => undefined);
+        await p.workers.wake(model, from);
+        throw err;
+      }
+      const wakeMs = performance.now() - w0;
+      const { switchMs } = await p.routes.publish(route);
+      return { switchMs, heldMs: performance.now() - h0, wakeMs, drain };
+    } finally {
+      p.routes.release(model);
+    }
   }
 
   /** Retire: unload a version and free its GPUs; never the active one; standby only when forced. */
@@ -265,6 +359,23 @@ export class BlueGreen {
       }),
     );
   }
+}
+
+/** Whether a model's versions take turns on the same GPUs (`time_shared_standby`). */
+function timeShared(p: ControllerPorts, model: string): boolean {
+  return p.models.config(model).timeSharedStandby === true;
+}
+
+/**
+ * A canary, an experiment or a rolling update serves two versions at once: not on GPUs where only one
+ * can be awake.
+ */
+export function refuseTimeSharedStandby(p: ControllerPorts, model: string, what: string): void {
+  if (timeShared(p, model))
+    throw new ConflictError(
+      'time_shared_standby',
+      `model ${model} keeps its standby asleep on its active version's GPUs (time_shared_standby): ${what} would serve two versions at once there; deploy green and swap instead`,
+    );
 }
 
 /**

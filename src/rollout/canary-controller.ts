@@ -20,6 +20,7 @@ import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-st
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export interface CanaryStartOptions {
   version: string;
@@ -203,6 +204,7 @@ export class CanaryController {
     if (bad) throw new BadRequestError('invalid_stages', bad);
     const stageDurationMs = opts.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs;
     const shadowShare = opts.shadowShare ?? m.canary?.shadowShare ?? 0;
+    refuseTimeSharedStandby(p, model, 'a canary');
     return p.exclusive(model, () =>
       p.audited(actor, 'canary_start', model, { model, ...opts }, async () => {
         const running = this.active(model);

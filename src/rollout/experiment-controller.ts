@@ -12,6 +12,7 @@ import type { ExperimentMetric, ExperimentState } from './experiment-state.js';
 import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export { EXPERIMENT_METRICS };
 export type { ExperimentMetric, ExperimentState };
@@ -86,6 +87,7 @@ export class ExperimentController {
     if (!EXPERIMENT_METRICS.includes(opts.metric))
       throw new BadRequestError('invalid_metric', `metric must be one of ${EXPERIMENT_METRICS.join(', ')}, got ${JSON.stringify(opts.metric)}`);
     if (opts.a === opts.b) throw new BadRequestError('same_versions', 'an experiment needs two different versions');
+    refuseTimeSharedStandby(p, model, 'an experiment');
     return p.exclusive(model, () =>
       p.audited(actor, 'experiment_create', model, { model, ...opts }, async () => {
         const running = this.running(model);

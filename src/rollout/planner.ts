@@ -230,19 +230,25 @@ export function planStrategies(cluster: PlanCluster, current: PlanVersion, targe
     feasible: stopStartFits,
     note: stopStartFits ? undefined : `needs ${tgtGpus} GPU(s), ${curGpus} held by ${current.id} + ${cluster.freeGpus} free`,
   });
+  // `time_shared_standby` (docs/multi-model.md): green loads on the current version's GPUs and sleeps;
+  // the swap holds requests while the current sleeps and green wakes; a rollback does the reverse
+  const greenWakeMs = (target.gpuMemoryGb / C.planWakeGbPerS) * 1000;
+  const sameSlots = target.tp === current.tp && target.replicas === current.replicas;
   rows.push({
     strategy: 'time-shared-blue-green',
     label: 'Blue-green (time-shared)',
-    extraGpus: tgtGpus,
-    extraGpusPct: pct(tgtGpus, curGpus),
-    steadyOverheadPct: C.planTimeSharedOverhead * 100,
-    downtimeMs: 0,
-    maxCapacityDropPct: 0,
+    extraGpus: 0,
+    extraGpusPct: 0,
+    steadyOverheadPct: 0,
+    downtimeMs: greenWakeMs,
+    maxCapacityDropPct: 100,
     rollbackMs: wakeMs + switchMs,
-    rollbackHow: `wake the sleeping standby (weights CPU → GPU${opts.wakeMs === undefined ? ', estimated' : ''}), then route switch`,
-    totalDeployMs: lt.ms,
-    feasible: fullCopyFits,
-    note: fullCopyNote ?? 'after the swap the standby sleeps (level 1) and its GPUs are free for other work',
+    rollbackHow: `requests held while ${target.id} sleeps and ${current.id} wakes (weights CPU → GPU${opts.wakeMs === undefined ? ', estimated' : ''}), then route switch`,
+    totalDeployMs: lt.ms + greenWakeMs,
+    feasible: sameSlots,
+    note: sameSlots
+      ? `the model's time_shared_standby: ${target.id} loads on ${current.id}'s GPUs and sleeps; at the swap requests are held (not refused) for its wake`
+      : `needs ${current.id}'s TP (${current.tp}) and replicas (${current.replicas}): the two take turns on the same GPUs`,
   });
 
   return {

@@ -20,6 +20,7 @@ import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
 import { checkPartition, checkPartitionFits, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
 
@@ -166,6 +167,7 @@ export class RollingController {
     build: (active: Version) => Promise<{ state: RollingState; message: string }>,
   ): Promise<RollingState> {
     const p = this.ports;
+    refuseTimeSharedStandby(p, model, 'a rolling update');
     return p.exclusive(model, () =>
       p.audited(actor, action, model, { model, ...params }, async () => {
         const running = await p.rollouts.inProgress(model);

@@ -112,11 +112,11 @@ describe('LoRA adapters at the gateway', () => {
     for (let i = 0; i < 4; i++) expect((await post(gw.url, chatReq({ model: 'a0', max_tokens: 2 }))).headers['x-glidepath-adapter']).toBe('hit');
     expect((await post(gw.url, chatReq({ model: 'a1', max_tokens: 2 }))).status).toBe(200);
     // a0 is 5/6 of the demand: on both workers; a1 is where its request loaded it
-    const round = gw.dp.prefetcher.round(Date.now());
+    const round = gw.dp.prefetcher.round(Date.now(), performance.now());
     expect(round.loads.map((l) => l.adapter)).toEqual(['a0']);
     await round.settled;
     expect((await held()).map((h) => h.includes('a0'))).toEqual([true, true]);
-    expect(gw.dp.prefetcher.round(Date.now()).loads).toEqual([]);
+    expect(gw.dp.prefetcher.round(Date.now(), performance.now()).loads).toEqual([]);
     expect(await metric(gw.url, 'glidepath_adapter_loads_total')).toMatch(/outcome="loaded",trigger="prefetch"} 1/);
   });
 

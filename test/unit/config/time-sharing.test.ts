@@ -66,7 +66,7 @@ describe('time_sharing config', () => {
 
   it('refuses members whose versions cannot take turns on the same slots', () => {
     expect(issues({ models: models({ tp: 1 }), time_sharing: [{ models: ['a', 'b'] }] })).toEqual([
-      { path: 'time_sharing[0]', message: 'b/v1 runs 2 worker(s) of TP 1, but a/v1 runs 2 of TP 2: the members take turns on the same slots' },
+      { path: 'time_sharing[0]', message: 'b/v1 runs 2 worker(s) of TP 1, but a/v1 runs 2 of TP 2: they take turns on the same slots' },
     ]);
     expect(issues({ models: models({ spares: 1 }), time_sharing: [{ models: ['a', 'b'] }] })).toEqual([
       { path: 'time_sharing[0]', message: 'b/v1 has hot spares (a sleeping model keeps none)' },
@@ -86,6 +86,26 @@ describe('time_sharing config', () => {
     expect(c.models[0]?.versions.map((v) => (v.provider.kind === 'sim' ? [v.provider.sim.wakeMs, v.provider.sim.reloadMs] : []))).toEqual([
       [20_000, 127_273],
       [5, 7],
+    ]);
+  });
+
+  it('time_shared_standby: slots named after the model; refused in a group, with a split route, or with versions that do not fit the same slots', () => {
+    const c = parseConfig({ models: [{ name: 'a', time_shared_standby: true, versions: [sim(), sim({ id: 'v2' })], route: { weights: { v1: 1 } } }] });
+    expect(c.sharedStandby).toEqual([expect.objectContaining({ name: 'a', models: ['a'], slots: 2, tp: 2, sleepLevel: 1 })]);
+    expect(c.models[0]?.timeSharedStandby).toBe(true);
+    expect(
+      issues({
+        models: [
+          { name: 'a', time_shared_standby: true, versions: [sim(), sim({ id: 'v2', tp: 1 })], route: { weights: { v1: 90, v2: 10 } } },
+          { name: 'b', time_shared_standby: true, versions: [sim()] },
+          { name: 'c', versions: [sim()] },
+        ],
+        time_sharing: [{ models: ['b', 'c'] }],
+      }),
+    ).toEqual([
+      { path: 'models[0].route', message: "model a keeps its standby asleep on its active version's GPUs: its route serves one version (no split, no shadow)" },
+      { path: 'models[0].time_shared_standby', message: 'a/v2 runs 2 worker(s) of TP 1, but a/v1 runs 2 of TP 2: they take turns on the same slots' },
+      { path: 'models[1].time_shared_standby', message: 'model b is time-shared in group b+c: its standby cannot also take turns on its GPUs' },
     ]);
   });
 });

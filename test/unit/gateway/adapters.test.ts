@@ -169,6 +169,40 @@ describe('AdapterSlots.prefetch', () => {
     expect(slots.names()).toEqual(['busy', 'top', 'new']);
     expect(await metrics.registry.metrics()).toMatch(/glidepath_adapter_evictions_total{model="m",trigger="prefetch"} 1/);
   });
+
+  it('a request goes to a holder that has it loaded before one where a prefetch still loads it (a hit, not a wait)', async () => {
+    const ok: AdapterLoader = { load: () => Promise.resolve(), unload: () => Promise.resolve() };
+    const { loader } = scripted();
+    const metrics = new GatewayMetrics();
+    const w = (id: string, outstanding: number) => ({
+      id,
+      url: `http://${id}`,
+      outstanding,
+      ejectedUntil: 0,
+      routable: true,
+      weight: 1,
+      budget: Infinity,
+      adapters: new AdapterSlots(),
+    });
+    const w1 = w('w1', 2);
+    const w2 = w('w2', 0);
+    await w1.adapters.acquire(w1, spec('a'), 8, ok, metrics);
+    w1.adapters.done('a');
+    expect(w2.adapters.prefetch(w2, spec('a'), 8, loader, metrics, new Set(['a']))).toBeDefined();
+    expect(new AdapterPicker(new RoundRobinPicker(), 'a', 8).pick([w1, w2], 0)?.id).toBe('w1');
+  });
+
+  it('registered again from another source while a prefetch loads the old one: the request waits for it, then loads the new one', async () => {
+    const { loader, log, next, slots, metrics } = scripted();
+    const p = slots.prefetch(W, spec('a'), 4, loader, metrics, new Set(['a']));
+    const req = slots.acquire(W, { ...spec('a'), source: '/a/a-v2' }, 4, loader, metrics);
+    (await next()).go(); // the old source's load
+    await p;
+    (await next()).go(); // its unload
+    (await next()).go(); // the new source's load
+    expect(await req).toBe('miss');
+    expect(log).toEqual(['load a asked', 'load a done', 'unload a asked', 'unload a done', 'load a asked', 'load a done']);
+  });
 });
 
 describe('RandomAdapterPicker', () => {

@@ -149,12 +149,12 @@ describe('AdapterPrefetcher round', () => {
       for (let i = 0; i < times; i++) pf.requested(n, 0);
     expect(pf.demand.size).toBe(3);
     // a: 6/10 of demand → 2 workers; b → 1; c is outside the top 2
-    expect(pf.round(0).loads.map((l) => `${l.adapter}@${l.worker}`)).toEqual(['a@w0', 'a@w1', 'b@w0']);
+    expect(pf.round(0, 0).loads.map((l) => `${l.adapter}@${l.worker}`)).toEqual(['a@w0', 'a@w1', 'b@w0']);
     const w0 = dp.pool('m', 'v1').workers[0]!;
     // a request for a on w0 while its prefetch loads: the same load
     const spec = dp.adapters.get('a')!;
     const req = w0.adapters.acquire(w0, spec, 4, loader, telemetry.metrics, pf.keepFor('m'));
-    expect(pf.round(0).loads).toEqual([]); // everything there or loading: nothing more
+    expect(pf.round(0, 0).loads).toEqual([]); // everything there or loading: nothing more
     await release();
     expect(await req).toBe('miss');
     expect(calls.filter((c) => c.startsWith('load'))).toEqual(['load a http://127.0.0.1:1', 'load a http://127.0.0.1:2', 'load b http://127.0.0.1:1']);
@@ -170,7 +170,7 @@ describe('AdapterPrefetcher round', () => {
     const { dp, telemetry } = dataPlane(loader);
     const pf = dp.prefetcher;
     for (let i = 0; i < 5; i++) pf.requested('a', 0);
-    pf.round(0);
+    pf.round(0, 0);
     await release();
     const w0 = dp.pool('m', 'v1').workers.find((w) => w.adapters.has('a'))!;
     // w0 (4 slots): a (top-k, least recently used), then x, y, z loaded by requests
@@ -184,6 +184,45 @@ describe('AdapterPrefetcher round', () => {
     await release();
     await p;
     expect(w0.adapters.names().sort()).toEqual(['a', 'c', 'y', 'z']);
+    await dp.close();
+  });
+
+  it('a load that keeps failing is not asked again every round: the wait doubles, and ends with a success', async () => {
+    const calls: string[] = [];
+    let broken = true;
+    const loader: AdapterLoader = {
+      load: (_u, name) => {
+        calls.push(`load ${name}`);
+        return broken ? Promise.reject(new Error('400: no such file')) : Promise.resolve();
+      },
+      unload: () => Promise.resolve(),
+    };
+    const { dp } = dataPlane(loader, { adapter_prefetch: { top_k: 1, interval_ms: 1000 } });
+    const pf = dp.prefetcher;
+    for (let i = 0; i < 5; i++) pf.requested('a', 0);
+    const rounds = async (monos: number[]) => {
+      for (const m of monos) await pf.round(0, m).settled;
+    };
+    // a on both workers: fails on each; then waits 2 s, then 4 s
+    await rounds([0, 1_000, 1_999]);
+    expect(calls).toEqual(['load a', 'load a']);
+    await rounds([2_000, 3_000, 5_999]);
+    expect(calls.length).toBe(4);
+    broken = false;
+    await rounds([6_000]);
+    expect(calls.length).toBe(6);
+    expect(dp.pool('m', 'v1').workers.every((w) => w.adapters.has('a'))).toBe(true);
+    await dp.close();
+  });
+
+  it('a model whose requests are held (asleep, a drain-first swap) is not prefetched', async () => {
+    const { loader } = heldLoader();
+    const { dp } = dataPlane(loader);
+    for (let i = 0; i < 5; i++) dp.prefetcher.requested('a', 0);
+    dp.hold('m');
+    expect(dp.prefetcher.round(0, 0).loads).toEqual([]);
+    dp.release('m');
+    expect(dp.prefetcher.round(0, 0).loads.length).toBeGreaterThan(0);
     await dp.close();
   });
 
@@ -208,7 +247,7 @@ describe('AdapterPrefetcher round', () => {
     const { dp } = dataPlane(loader, { adapter_prefetch: { enabled: false } });
     dp.prefetcher.requested('a', 0);
     expect(dp.prefetcher.demand.size).toBe(0);
-    expect(dp.prefetcher.round(0).loads).toEqual([]);
+    expect(dp.prefetcher.round(0, 0).loads).toEqual([]);
     expect(calls).toEqual([]);
     await dp.close();
   });

@@ -50,9 +50,22 @@ describe('planStrategies: seed 000 cluster (8 GPUs, Llama 70B TP 4, 4 free)', ()
     expect([r.extraGpus, r.downtimeMs, r.maxCapacityDropPct, r.rollbackMs, r.totalDeployMs, r.feasible]).toEqual([0, 120_000, 100, 120_000, 120_000, true]);
   });
 
-  it('time-shared: 50% overhead, rollback = wake (140 GB / 7 GB/s = 20 s) + switch', () => {
+  it('time-shared: no GPU beyond the current version’s, requests held for a wake at the swap, rollback = wake (140 GB / 7 GB/s = 20 s) + switch', () => {
     const r = row(p.rows, 'Blue-green (time-shared)');
-    expect([r.extraGpus, r.steadyOverheadPct, r.downtimeMs, r.maxCapacityDropPct, r.rollbackMs, r.totalDeployMs]).toEqual([4, 50, 0, 0, 20_001, 120_000]);
+    expect([r.extraGpus, r.steadyOverheadPct, r.downtimeMs, r.maxCapacityDropPct, r.rollbackMs, r.totalDeployMs, r.feasible]).toEqual([
+      0,
+      0,
+      20_000,
+      100,
+      20_001,
+      140_000,
+      true,
+    ]);
+    const wider = planStrategies({ totalGpus: 8, freeGpus: 4 }, cur, { ...tgt, tp: 2, replicas: 2 });
+    expect(row(wider.rows, 'Blue-green (time-shared)')).toMatchObject({
+      feasible: false,
+      note: expect.stringContaining('take turns on the same GPUs') as unknown,
+    });
   });
 
   it('medium risk (same base, new weights) → canary at 10% for 1 h', () => {
