@@ -49,11 +49,24 @@ export interface TimeShareConfig {
  * the members runs `replicas` workers of the same `tp` (they take turns on the same slots), none
  * static, none with hot spares or prefill/decode roles; a quantum shorter than the longest wait.
  */
-export function normalizeTimeSharing(
-  raw: RawTimeSharing,
-  models: readonly { name: string; versions: readonly Readonly<VersionConfig>[] }[],
-  issues: ConfigIssue[],
-): TimeShareConfig[] {
+/** What the models' checks need of them. */
+interface ModelView {
+  name: string;
+  versions: readonly Readonly<VersionConfig>[];
+  timeSharedStandby?: boolean | undefined;
+  route: { weights: Readonly<Record<string, number>>; shadow?: unknown };
+}
+
+/**
+ * What a switch is expected to take before one is measured: the largest member's weights (per slot)
+ * copied back from CPU memory (sleep level 1) or read again from storage (level 2), at the planner's rates.
+ */
+export function switchEstimateMs(g: Pick<TimeShareConfig, 'memoryGbPerGpu' | 'tp' | 'sleepLevel'>): number {
+  const rate = g.sleepLevel === 1 ? DEFAULTS.control.planWakeGbPerS : DEFAULTS.control.planLoadGbPerS;
+  return ((g.memoryGbPerGpu * g.tp) / rate) * 1000;
+}
+
+export function normalizeTimeSharing(raw: RawTimeSharing, models: readonly ModelView[], issues: ConfigIssue[]): TimeShareConfig[] {
   const byName = new Map(models.map((m) => [m.name, m]));
   const groupOf = new Map<string, string>();
   const names = new Set<string>();
@@ -75,9 +88,10 @@ export function normalizeTimeSharing(
       const other = groupOf.get(m);
       if (other !== undefined) return issues.push({ path: p, message: `model ${JSON.stringify(m)} is already time-shared in group ${JSON.stringify(other)}` });
       groupOf.set(m, groupName);
+      oneVersion(model, p, issues);
       for (const v of model.versions) versions.push({ model: m, v });
     });
-    return {
+    const out: TimeShareConfig = {
       name: groupName,
       models: g.models,
       sleepLevel: g.sleep_level,
@@ -87,7 +101,21 @@ export function normalizeTimeSharing(
       maxHeld: g.max_held,
       ...slotsOf(at, versions, issues),
     };
+    const switchMs = switchEstimateMs(out);
+    if (versions.length > 0 && g.min_active_ms < g.max_wait_ms && g.min_active_ms + switchMs >= g.max_wait_ms)
+      issues.push({
+        path: `${at}.max_wait_ms`,
+        message: `a switch is expected to take ~${Math.round(switchMs)} ms (${out.memoryGbPerGpu * out.tp} GB at sleep level ${out.sleepLevel}): min_active_ms (${g.min_active_ms}) plus that must be below max_wait_ms (${g.max_wait_ms}), or a waiting model's requests time out before their turn`,
+      });
+    return out;
   });
+}
+
+/** Its route serves one version (no split, no shadow): two versions cannot be awake at once on shared GPUs. */
+function oneVersion(m: ModelView, at: string, issues: ConfigIssue[]): void {
+  const routed = Object.entries(m.route.weights).filter(([, w]) => w > 0);
+  if (routed.length > 1 || m.route.shadow !== undefined)
+    issues.push({ path: at, message: `model ${m.name} shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once` });
 }
 
 /**
@@ -122,16 +150,7 @@ function slotsOf(
  * the standby asleep on the active's GPUs. Not in a time-share group (its turns are its own), its
  * route on one version (two cannot serve at once), no group named like it.
  */
-export function standbySlots(
-  models: readonly {
-    name: string;
-    versions: readonly Readonly<VersionConfig>[];
-    timeSharedStandby?: boolean | undefined;
-    route: { weights: Readonly<Record<string, number>>; shadow?: unknown };
-  }[],
-  groups: readonly TimeShareConfig[],
-  issues: ConfigIssue[],
-): TimeShareConfig[] {
+export function standbySlots(models: readonly ModelView[], groups: readonly TimeShareConfig[], issues: ConfigIssue[]): TimeShareConfig[] {
   const out: TimeShareConfig[] = [];
   models.forEach((m, mi) => {
     if (m.timeSharedStandby !== true) return;
@@ -144,12 +163,7 @@ export function standbySlots(
           ? `model ${m.name} is time-shared in group ${group.name}: its standby cannot also take turns on its GPUs`
           : `time-share group ${group.name} has the name of this model, whose GPUs are held under it`,
       });
-    const routed = Object.entries(m.route.weights).filter(([, w]) => w > 0);
-    if (routed.length > 1 || m.route.shadow !== undefined)
-      issues.push({
-        path: `models[${mi}].route`,
-        message: `model ${m.name} keeps its standby asleep on its active version's GPUs: its route serves one version (no split, no shadow)`,
-      });
+    oneVersion(m, `models[${mi}].route`, issues);
     out.push({
       name: m.name,
       models: [m.name],

@@ -41,7 +41,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       undrain: (model, version) => dp.undrain(model, version),
       latencyFactor: (model) => DEFAULTS.gateway.degradationLatencyFactor[dp.models.get(model)?.admission?.level ?? 0],
       hold: (model, opts) => dp.hold(model, opts),
-      release: (model) => void dp.release(model),
+      release: (model, owner) => void dp.release(model, owner),
       inflight: (model) => dp.inflight(model),
     },
     versions: {

@@ -183,5 +183,8 @@ export const ROLLOUT = {
     maxHeld: 1_024,
     /** Switches kept for `scheduler status`. */
     historyMax: 50,
+    /** A model whose switch failed (its engine would not wake) is passed over a second, then 2, 4… up to a minute. */
+    backoffBaseMs: 1_000,
+    backoffMaxMs: 60_000,
   },
 } as const;

@@ -111,6 +111,7 @@ export const CATALOGUE = {
 
   // -- OpenAI requests on the data plane --
   invalid_request: [400, 'A field of a chat or completion request is wrong; `param` names it.', 'Fix the field (see the OpenAI API reference).'],
+  time_share_group_not_found: [404, 'No time-share group of this name.', 'See `glidepath scheduler status` for the groups.'],
   model_not_found: [404, 'No model of this name is served (the message lists those that are).', 'Use one of the models listed.'],
   unknown_version: [
     400,
@@ -267,8 +268,23 @@ export const CATALOGUE = {
   ],
   time_shared_standby: [
     409,
-    "A canary, experiment or rolling update of a model whose standby sleeps on its active version's GPUs (`time_shared_standby`): only one version can be awake there.",
+    "A canary, experiment or rolling update of a model whose versions take turns on the same GPUs (`time_shared_standby`, or a time-share group's member): only one version can be awake there.",
     'Deploy green and swap (a rollback wakes the standby); or give the model GPUs of its own for canaries.',
+  ],
+  time_share_mismatch: [
+    409,
+    'A version of a time-shared model (a time_sharing member, or a model with time_shared_standby) that does not fit the slots its versions take turns on: another TP, hot spares, prefill/decode roles, static endpoints.',
+    "Register the version with the slots' TP and replicas, without spares or roles.",
+  ],
+  time_shared_asleep: [
+    409,
+    'An operation that would wake a time-shared model while another has the GPUs (a swap, rollback, stop-start, canary, experiment or rolling update of a model asleep in its group).',
+    'Give it the GPUs first (`glidepath scheduler turn GROUP MODEL`), or wait for its turn.',
+  ],
+  time_share_turn: [
+    409,
+    'A turn asked of a time-share group that is switching already, or for a model not in the group.',
+    'Wait for the switch; name a member.',
   ],
   rollout_conflict: [409, 'The rollout record changed since it was read (another writer).', 'Read it again; a bug if it repeats.'],
   rollout_model_mismatch: [400, 'Writing a rollout under another model than its own.', 'A bug; report it.'],

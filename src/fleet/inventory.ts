@@ -29,35 +29,60 @@ export class GpuInventory {
 
   /**
    * Hold each group's slots (`slots` groups of `tp` GPUs), taking what a group does not hold yet
-   * (after a restart it holds them already). Returns one line per change.
+   * (after a restart it holds them already), and let go of slots no longer wanted (a group gone or
+   * renamed, a slot beyond its count or of another TP) unless a worker still runs there. Returns one
+   * line per change.
    */
   async reserveSlots(now: number): Promise<string[]> {
     const said: string[] = [];
-    for (const g of new Set(this.shared.values())) {
-      const held = await this.slots(g);
-      const missing = g.slots - held.length;
-      if (missing <= 0) continue;
+    const groups = [...new Set(this.shared.values())];
+    const byHolder = new Map(groups.map((g) => [slotHolder(g), g]));
+    const occupied = new Set((await this.store.listWorkers()).filter((w) => w.state !== 'exited').flatMap((w) => w.gpus));
+    const held = new Map<string, { holder: string; slot: string; ids: string[] }>();
+    for (const a of await this.store.listGpuAssignments()) {
+      if (!a.model.startsWith('@')) continue;
+      const k = `${a.model}\0${a.versionId}`;
+      const h = held.get(k) ?? { holder: a.model, slot: a.versionId, ids: [] };
+      h.ids.push(a.gpuId);
+      held.set(k, h);
+    }
+    for (const { holder, slot, ids } of held.values()) {
+      if (wanted(byHolder.get(holder), slot, ids)) continue;
+      if (ids.some((id) => occupied.has(id))) {
+        said.push(`${holder} ${slot}: GPU(s) ${ids.join('+')} no longer configured, kept while a worker runs there`);
+        continue;
+      }
+      await this.store.releaseGpusOf(holder, slot);
+      said.push(`${holder} ${slot}: GPU(s) ${ids.join('+')} no longer configured, released`);
+    }
+    for (const g of groups) {
+      const have = new Set((await this.slotsByIndex(g)).keys());
+      const missing = Array.from({ length: g.slots }, (_, i) => i).filter((i) => !have.has(i));
+      if (missing.length === 0) continue;
       const taken = await this.take(
-        missing,
+        missing.length,
         g.tp,
         g.memoryGbPerGpu,
-        `time-share group ${g.name}`,
-        (i) => ({ model: slotHolder(g), versionId: `slot-${held.length + i}` }),
+        `time-share slots of ${g.name}`,
+        (i) => ({ model: slotHolder(g), versionId: `slot-${missing[i] as number}` }),
         now,
       );
-      said.push(`time-share group ${g.name}: holds GPU(s) ${taken.map((s) => s.join('+')).join(', ')} for ${g.models.join(', ')}`);
+      said.push(`${slotHolder(g)}: holds GPU(s) ${taken.map((s) => s.join('+')).join(', ')} for ${g.models.join(', ')}`);
     }
     return said;
   }
 
-  /** A group's slots, in slot order: the GPU ids of each. */
+  /** A group's slots, in slot order: the GPU ids of each (a slot no longer configured is not one). */
   async slots(g: TimeShareConfig, s: StoreOps = this.store): Promise<string[][]> {
-    const out = new Map<string, string[]>();
-    for (const a of await s.listGpuAssignments()) {
-      if (a.model !== slotHolder(g)) continue;
-      out.set(a.versionId, [...(out.get(a.versionId) ?? []), a.gpuId]);
-    }
-    return [...out.entries()].sort(([a], [b]) => slotIndex(a) - slotIndex(b)).map(([, ids]) => ids.sort());
+    return [...(await this.slotsByIndex(g, s)).entries()].sort(([a], [b]) => a - b).map(([, ids]) => ids);
+  }
+
+  private async slotsByIndex(g: TimeShareConfig, s: StoreOps = this.store): Promise<Map<number, string[]>> {
+    const ids = new Map<string, string[]>();
+    for (const a of await s.listGpuAssignments()) if (a.model === slotHolder(g)) ids.set(a.versionId, [...(ids.get(a.versionId) ?? []), a.gpuId]);
+    const out = new Map<number, string[]>();
+    for (const [slot, gpus] of ids) if (wanted(g, slot, gpus)) out.set(slotIndex(slot), gpus.sort());
+    return out;
   }
 
   /**
@@ -68,6 +93,19 @@ export class GpuInventory {
   async place(v: VersionConfig, n: number, what: string, holder: (group: number) => GpuHolder, occupied: readonly string[], now: number): Promise<string[][]> {
     const g = this.groupOf(v.model);
     if (g === undefined) return this.take(n, v.tp, v.gpuMemoryGb / v.tp, what, holder, now);
+    // a version registered through the API is not checked against the group as the config's are
+    const misfit =
+      v.provider.kind === 'static'
+        ? 'is static'
+        : v.tp !== g.tp
+          ? `has TP ${v.tp}, the slots ${g.tp}`
+          : (v.spares ?? 0) > 0
+            ? 'has hot spares'
+            : v.roles !== undefined
+              ? 'has prefill/decode roles'
+              : undefined;
+    if (misfit !== undefined)
+      throw new ConflictError('time_share_mismatch', `${what} ${misfit}: the versions of ${v.model} take turns on the slots of ${slotHolder(g)}`);
     const busy = new Set(occupied);
     const open = (await this.slots(g)).filter((ids) => !ids.some((id) => busy.has(id)));
     if (open.length < n)
@@ -133,7 +171,13 @@ export function slotHolder(g: Pick<TimeShareConfig, 'name'>): string {
 }
 
 function slotIndex(versionId: string): number {
-  return Number(versionId.slice('slot-'.length));
+  return /^slot-\d+$/.test(versionId) ? Number(versionId.slice('slot-'.length)) : Number.NaN;
+}
+
+/** A held slot its group still wants: one of its `slots`, of its TP. */
+function wanted(g: TimeShareConfig | undefined, slot: string, ids: readonly string[]): boolean {
+  const i = slotIndex(slot);
+  return g !== undefined && i >= 0 && i < g.slots && ids.length === g.tp;
 }
 
 export interface GpuHolder {

@@ -37,8 +37,12 @@ export interface ModelRegistration {
   route: RouteSpec;
 }
 
-/** A hold's limits (the config's by default), what the model is doing, and a watch on its depth. */
+/** The holder a hold is released by unless another is named (drain-first swaps, stop-start). */
+const DEFAULT_HOLDER = 'rollout';
+
+/** A hold's limits (the config's by default), what the model is doing, a watch on its depth, and who holds it. */
 export interface HoldOptions {
+  owner?: string;
   max?: number;
   timeoutMs?: number;
   why?: string;
@@ -336,19 +340,21 @@ export class DataPlane {
 
   /**
    * Hold a model's new requests in a bounded FIFO (drain-first swaps; a time-shared model asleep, with
-   * its own limits, reason and a watch on the queue's depth).
+   * its own limits, reason and a watch on the queue's depth). Each holder (`owner`, default `rollout`)
+   * releases only its own hold: the queue goes when the last one lets go. The first holder's limits
+   * and reason stand.
    */
   hold(model: string, opts: HoldOptions = {}): void {
     const st = this.model(model);
+    st.holders.set(opts.owner ?? DEFAULT_HOLDER, opts.onDepth);
     if (st.hold) return;
     const gauge = this.telemetry.metrics.holdQueue.labels(model);
-    const onDepth = opts.onDepth;
     st.hold = new HoldQueue(
       opts.max ?? this.cfg.holdQueueMax,
       opts.timeoutMs ?? this.cfg.holdQueueTimeoutMs,
       (d) => {
         gauge.set(d);
-        onDepth?.(d);
+        for (const watch of st.holders.values()) watch?.(d);
       },
       opts.why,
     );
@@ -361,13 +367,23 @@ export class DataPlane {
     return n;
   }
 
-  /** Release held requests in arrival order; they see the route in force now. */
-  release(model: string): number {
+  /**
+   * `owner`'s hold ends; when no other holder is left, the held requests go in arrival order (they see
+   * the route in force now). Returns how many went.
+   */
+  release(model: string, owner = DEFAULT_HOLDER): number {
     const st = this.model(model);
     const q = st.hold;
-    if (!q) return 0;
+    if (!st.holders.has(owner)) return 0;
+    if (q === undefined || st.holders.size > 1) {
+      st.holders.delete(owner);
+      return 0;
+    }
     st.hold = undefined;
-    return q.releaseAll();
+    // the last holder hears the queue empty too
+    const n = q.releaseAll();
+    st.holders.delete(owner);
+    return n;
   }
 
   model(name: string): ModelState {

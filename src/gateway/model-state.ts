@@ -17,6 +17,8 @@ export class ModelState {
   split: SplitState;
   readonly pools = new Map<string, VersionPool>();
   hold: HoldQueue | undefined;
+  /** Who holds it (a drain-first swap, the time-share controller…) and each one's watch on its depth: released when none is left. */
+  readonly holders = new Map<string, ((depth: number) => void) | undefined>();
   /** Response capture for quality judging (undefined: nothing is copied). */
   tap: ResponseTap | undefined;
   /** version → reason → cached counter child (no key string built per request). */

@@ -1,7 +1,8 @@
 // Blue-green: deploy green beside blue, swap (overlap or drain-first), instant rollback by one route
-// swap, retire. With `time_shared_standby` the versions take turns on the same GPUs: green sleeps
-// once loaded, a swap or rollback holds the model's requests while one version sleeps and the other
-// wakes. Every operation holds the model's lock, is audited, and leaves the store consistent.
+// swap, retire. When the versions take turns on the same GPUs (`time_shared_standby`, a time-share
+// group's member), green sleeps once loaded, and a swap or rollback holds the model's requests while one
+// version sleeps and the other wakes. Every operation holds the model's lock, is audited, and leaves the
+// store consistent.
 // Sees only the ports (src/rollout/ports.ts).
 import { performance } from 'node:perf_hooks';
 import type { RouteSpec } from '../domain/route.js';
@@ -126,6 +127,7 @@ export class BlueGreen {
     return p.exclusive(model, () =>
       p.audited(actor, 'swap', model, { model, ...opts, mode }, async () => {
         await refuseDuringRolling(p, model, 'a swap');
+        await refuseAsleep(p, model, 'a swap');
         const t0 = performance.now();
         const ready = await p.versions.list(model, ['ready']);
         let green: Version;
@@ -225,6 +227,7 @@ export class BlueGreen {
     return p.exclusive(model, () =>
       p.audited(actor, 'rollback', model, { model, reason }, async () => {
         await refuseDuringRolling(p, model, 'an instant rollback');
+        await refuseAsleep(p, model, 'a rollback');
         const t0 = performance.now();
         const target = await p.versions.standby(model);
         if (!target) {
@@ -361,9 +364,24 @@ export class BlueGreen {
   }
 }
 
-/** Whether a model's versions take turns on the same GPUs (`time_shared_standby`). */
+/** Whether a model's versions take turns on the same GPUs (`time_shared_standby`, or a time-share group's member). */
 function timeShared(p: ControllerPorts, model: string): boolean {
-  return p.models.config(model).timeSharedStandby === true;
+  return p.models.config(model).timeSharedStandby === true || p.models.timeShared().some((g) => g.models.includes(model));
+}
+
+/**
+ * A model asleep in a time-share group: what would wake or serve it (a swap, a rollback, a stop-start,
+ * a rollout) would do so beside the model that has the GPUs. It gets them first.
+ */
+export async function refuseAsleep(p: ControllerPorts, model: string, what: string): Promise<void> {
+  const g = p.models.timeShared().find((x) => x.models.includes(model));
+  if (g === undefined) return;
+  const active = await p.versions.active(model);
+  if (active !== undefined && p.workers.isAsleep(model, active.id))
+    throw new ConflictError(
+      'time_shared_asleep',
+      `model ${model} sleeps on the GPUs it time-shares (group ${g.name}): ${what} would wake it beside the model that has them; give it the GPUs first (glidepath scheduler turn ${g.name} ${model}) or wait for its turn`,
+    );
 }
 
 /**
@@ -374,7 +392,7 @@ export function refuseTimeSharedStandby(p: ControllerPorts, model: string, what:
   if (timeShared(p, model))
     throw new ConflictError(
       'time_shared_standby',
-      `model ${model} keeps its standby asleep on its active version's GPUs (time_shared_standby): ${what} would serve two versions at once there; deploy green and swap instead`,
+      `model ${model}'s versions take turns on the same GPUs (${p.models.config(model).timeSharedStandby === true ? 'time_shared_standby' : 'a time-share group'}): ${what} would serve two versions at once there; deploy green and swap instead`,
     );
 }
 

@@ -61,8 +61,9 @@ export interface RoutesPort {
    * Hold new requests of a model in the gateway's queue (drain-first swaps; a time-shared model asleep,
    * with its own limits, the reason its refusals give, and a watch on the queue's depth) until `release`.
    */
-  hold(model: string, opts?: { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void }): void;
-  release(model: string): void;
+  hold(model: string, opts?: { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void; owner?: string }): void;
+  /** `owner`'s hold (default: a rollout's) ends; the requests go once no other holder is left. */
+  release(model: string, owner?: string): void;
   /** Requests of a model in flight on its workers. */
   inflight(model: string): number;
 }

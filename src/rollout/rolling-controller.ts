@@ -20,7 +20,7 @@ import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
 import { checkPartition, checkPartitionFits, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
-import { refuseTimeSharedStandby } from './bluegreen.js';
+import { refuseAsleep, refuseTimeSharedStandby } from './bluegreen.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
 
@@ -170,6 +170,7 @@ export class RollingController {
     refuseTimeSharedStandby(p, model, 'a rolling update');
     return p.exclusive(model, () =>
       p.audited(actor, action, model, { model, ...params }, async () => {
+        await refuseAsleep(p, model, 'a rolling update');
         const running = await p.rollouts.inProgress(model);
         if (running)
           throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);

@@ -7,6 +7,7 @@ import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import type { Actor, ControllerPorts, DrainReport } from './ports.js';
+import { refuseAsleep } from './bluegreen.js';
 
 export interface StopStartResult {
   model: string;
@@ -40,6 +41,7 @@ export class StopStart {
     const p = this.ports;
     return p.exclusive(model, () =>
       p.audited(actor, 'stop_start', model, { model, to, ...opts }, async () => {
+        await refuseAsleep(p, model, 'a stop-start');
         const t0 = performance.now();
         const green = await p.versions.get(model, to);
         if (green.status === 'ready' || green.status === 'standby') {

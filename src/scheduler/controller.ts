@@ -74,6 +74,8 @@ export class Scheduler {
   /** Before health runs: the counts it set before a restart are kept again; then measure and tick. */
   async restore(): Promise<void> {
     for (const [model, t] of Object.entries(await this.savedTargets())) {
+      // a model time-shared since: its replicas are its group's slots
+      if (this.timeShared(model)) continue;
       this.ports.workers.setTarget(model, t.version, t.replicas);
       this.setFor.set(model, t.version);
     }

@@ -178,8 +178,8 @@ export class FakeFleet {
   readonly events: ControlEventInput[] = [];
   readonly notified: NotifyEvent[] = [];
   readonly audit: { actor: string; action: string; target: string; result: 'ok' | 'error' }[] = [];
-  /** Models whose requests are held, with the hold's options (a test calls `onDepth` as requests arrive). */
-  readonly holds = new Map<string, { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void }>();
+  /** Models whose requests are held: each holder's options (a test calls `onDepth` as requests arrive). */
+  readonly holds = new Map<string, Map<string, { max?: number; timeoutMs?: number; why?: string; onDepth?: (depth: number) => void; owner?: string }>>();
   /** Requests in flight per model, as a test sets them. */
   readonly inflight = new Map<string, number>();
   /** `model/version` with workers, and those asleep (the workers port's own state). */
@@ -363,11 +363,15 @@ export class FakeFleet {
         undrain: (model, version) => void this.log.push(`undrain ${model}/${version}`),
         latencyFactor: (model) => this.latencyFactors.get(model) ?? 1,
         hold: (model, opts) => {
-          if (this.holds.has(model)) return;
-          this.holds.set(model, opts ?? {});
-          this.log.push(`hold ${model}`);
+          const owners = this.holds.get(model) ?? new Map<string, NonNullable<typeof opts>>();
+          const first = owners.size === 0;
+          owners.set(opts?.owner ?? 'rollout', opts ?? {});
+          this.holds.set(model, owners);
+          if (first) this.log.push(`hold ${model}`);
         },
-        release: (model) => {
+        release: (model, owner) => {
+          const owners = this.holds.get(model);
+          if (owners?.delete(owner ?? 'rollout') !== true || owners.size > 0) return;
           this.holds.delete(model);
           this.log.push(`release ${model}`);
         },

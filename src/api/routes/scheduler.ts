@@ -1,12 +1,16 @@
 // Admin routes: the multi-model scheduler — its last round (what it measured of each model, what it
 // decided and why, who was short) with the decisions so far, what a round would decide now, and the
-// time-shared groups (who is awake, who waits, the switches and what they cost).
+// time-shared groups (who is awake, who waits, the switches and what they cost) and a turn given by hand.
 import type { HistoryEntry, Round } from '../../scheduler/controller.js';
 import type { GroupStatus, SwitchRecord } from '../../scheduler/time-share.js';
 import type { Decision } from '../../scheduler/plan.js';
+import { z } from 'zod';
 import type { RouteDef } from '../router.js';
-import { get } from '../router.js';
+import { get, post } from '../router.js';
 import type { AdminContext } from './context.js';
+import { actorOf } from './context.js';
+
+const turnBody = z.object({ model: z.string().min(1) }).strict();
 
 const num = (x: number): number | null => (Number.isFinite(x) ? Math.round(x * 10) / 10 : null);
 
@@ -72,6 +76,7 @@ export function groupView(g: GroupStatus, now: number) {
     awake_since: g.since > 0 ? new Date(g.since).toISOString() : null,
     switching: g.switching,
     waiting: g.waiting.map((w) => ({ model: w.model, held: w.held, oldest_wait_ms: Math.round(now - w.since) })),
+    backing_off: g.backingOff.map((b) => ({ model: b.model, failures: b.failures, until: new Date(b.until).toISOString() })),
     decision: g.decision === undefined ? null : { kind: g.decision.kind, to: 'to' in g.decision ? g.decision.to : null, why: g.decision.why },
     expected_switch_ms: Math.round(g.switchMs),
     // against keeping every member resident: the GPUs it saves, and what its switches cost
@@ -100,6 +105,19 @@ export function schedulerRoutes({ controllers }: AdminContext): RouteDef[] {
           history: s.history.map(historyView),
           time_sharing: controllers.timeShare.status().map((g) => groupView(g, Date.now())),
         };
+      },
+    ),
+    post(
+      '/scheduler/time-sharing/:group/turn',
+      {
+        role: 'operator',
+        body: turnBody,
+        summary:
+          "give a model of a time-share group the group's GPUs now (the awake one drained and put to sleep, it woken); its switch, or null when it has them already",
+      },
+      async (c, b) => {
+        const rec = await controllers.timeShare.turn(c.params.group as string, b.model, actorOf(c));
+        return rec === undefined ? null : switchView(rec);
       },
     ),
     get(

@@ -37,6 +37,8 @@ function printRound(r: RoundView): void {
   for (const s of r.short) out(`! ${s.model} wanted ${s.wanted}, has ${s.got}: ${s.reason}`);
 }
 
+type SwitchView = SchedulerView['time_sharing'][number]['history'][number];
+
 function printGroup(g: SchedulerView['time_sharing'][number]): void {
   out(
     `time-share group ${g.group} (${g.models.join(', ')}): ${g.switching ? 'switching' : `${g.awake ?? 'nothing'} awake since ${g.awake_since ?? '-'}`}; ` +
@@ -44,6 +46,7 @@ function printGroup(g: SchedulerView['time_sharing'][number]): void {
       `${g.cost.switches_last_hour} switch(es) in the last hour (${g.cost.switching_ms_last_hour} ms switching)`,
   );
   for (const w of g.waiting) out(`  waiting: ${w.model}, ${w.held} request(s), the oldest for ${w.oldest_wait_ms} ms`);
+  for (const b of g.backing_off) out(`  passed over: ${b.model} until ${b.until} (${b.failures} failed switch(es) in a row)`);
   if (g.decision !== null) out(`  decision: ${g.decision.kind}${g.decision.to === null ? '' : ` → ${g.decision.to}`}: ${g.decision.why}`);
   for (const s of g.history.slice(-10))
     out(
@@ -70,6 +73,23 @@ export function register(program: Command): void {
         out(`  ${h.at} ${h.action.replace('_', ' ')} ${h.model}/${h.version} ${h.from} → ${h.to}: ${h.reason}; ${h.outcome}`);
     }
     for (const g of v.time_sharing) printGroup(g);
+  });
+  withCommon(
+    sched
+      .command('turn')
+      .argument('<group>', 'a time-share group')
+      .argument('<model>', 'the member to give the GPUs to')
+      .description("give a model of a time-share group the group's GPUs now (the awake one drained and put to sleep, it woken)"),
+  ).action(async (group: string, model: string, o: CommonOptions) => {
+    const s = session(o);
+    const r = await s.client.post<SwitchView | null>(`/scheduler/time-sharing/${encodeURIComponent(group)}/turn`, { model });
+    if (s.json) return printJson(r);
+    if (r === null) return out(`${model} has the GPUs of ${group} already`);
+    out(
+      r.outcome === 'done'
+        ? `${group}: ${r.from ?? 'nothing'} → ${r.to}: drain ${ms(r.drain_ms)} ms, sleep ${ms(r.sleep_ms)} ms, wake ${ms(r.wake_ms)} ms, ${r.total_ms} ms in all; ${r.released} request(s) released`
+        : `${group}: the switch to ${r.to} ${r.outcome}; ${r.from ?? 'nothing'} keeps the GPUs`,
+    );
   });
   withCommon(sched.command('plan').description('what a round would decide now, explained; nothing is changed')).action(async (o: CommonOptions) => {
     const s = session(o);

@@ -95,6 +95,7 @@ const ENDPOINTS = [
   'POST /models/:model/adapters/remove operator',
   'GET /scheduler viewer',
   'GET /scheduler/plan viewer',
+  'POST /scheduler/time-sharing/:group/turn operator',
   'GET /audit viewer',
   'GET /events viewer',
   'GET /openapi.json viewer',

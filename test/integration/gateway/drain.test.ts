@@ -146,6 +146,24 @@ describe('hold queue', () => {
     gw.dp.release('m');
   });
 
+  it('each holder releases its own hold: the requests go when the last one lets go, and every holder hears the depth', async () => {
+    const { gw, b } = await twoVersions();
+    gw.dp.setRoute({ model: 'm', weights: { v2: 1 } });
+    const depths: number[] = [];
+    gw.dp.hold('m', { owner: 'time-share', why: 'is asleep', onDepth: (d) => depths.push(d) });
+    gw.dp.hold('m');
+    const r = post(gw.url, chatReq());
+    await until(() => gw.dp.model('m').hold?.depth === 1, 'held');
+    // a swap's release ends the swap's hold only
+    expect(gw.dp.release('m')).toBe(0);
+    expect(gw.dp.release('m', 'nobody')).toBe(0);
+    expect(gw.dp.model('m').hold?.depth).toBe(1);
+    expect(b.requests).toHaveLength(0);
+    expect(gw.dp.release('m', 'time-share')).toBe(1);
+    expect((await r).status).toBe(200);
+    expect(depths).toEqual([1, 0]);
+  });
+
   it('refuses with 503 hold_queue_full when the queue is full', async () => {
     const { gw } = await twoVersions();
     gw.dp.hold('m', { max: 1, timeoutMs: 30_000 });

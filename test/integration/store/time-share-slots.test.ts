@@ -11,7 +11,7 @@ import { openMemoryStore } from '../../../src/store/sqlite.js';
 import { rejected } from '../../helpers/errors.js';
 
 const v = (id: string) => ({ id, replicas: 2, provider: { kind: 'sim' } });
-const cfg = parseConfig({
+const raw = {
   gpus: { count: 5, memory_gb: 80 },
   time_sharing: [{ name: 'g', models: ['a', 'b'] }],
   models: [
@@ -19,7 +19,8 @@ const cfg = parseConfig({
     { name: 'b', versions: [v('v1')] },
     { name: 'c', versions: [{ ...v('v1'), replicas: 4 }] },
   ],
-});
+};
+const cfg = parseConfig(raw);
 const version = (model: string, id: string) =>
   cfg.models.find((m) => m.name === model)?.versions.find((x) => x.id === id) as (typeof cfg.models)[number]['versions'][number];
 
@@ -33,7 +34,7 @@ async function setup() {
 describe('time-share slots', () => {
   it('a group holds its slots once; its versions place there; nobody else takes them', async () => {
     const { store, inv } = await setup();
-    expect(await inv.reserveSlots(1)).toEqual(['time-share group g: holds GPU(s) 0, 1 for a, b']);
+    expect(await inv.reserveSlots(1)).toEqual(['@g: holds GPU(s) 0, 1 for a, b']);
     expect(await inv.reserveSlots(2)).toEqual([]);
     expect(await inv.slots(cfg.timeSharing[0]!)).toEqual([['0'], ['1']]);
     const holder = (model: string, id: string) => (i: number) => ({ model, versionId: id, workerId: `${model}/${id}/${i}` });
@@ -52,5 +53,45 @@ describe('time-share slots', () => {
     // releasing a member's version leaves the group's GPUs held
     await inv.releaseVersion('a', 'v1');
     expect((await store.listGpuAssignments()).map((a) => `${a.gpuId}:${a.model}/${a.versionId}`)).toEqual(['0:@g/slot-0', '1:@g/slot-1']);
+  });
+
+  it('a version that does not fit the slots is refused at placement (one registered through the API)', async () => {
+    const { inv } = await setup();
+    await inv.reserveSlots(1);
+    const wide = { ...version('a', 'v1'), tp: 2 };
+    const err = await rejected(inv.place(wide, 1, 'a/v9', () => ({ model: 'a', versionId: 'v1' }), [], 2));
+    expect(err.code).toBe('time_share_mismatch');
+    expect(err.message).toBe('a/v9 has TP 2, the slots 1: the versions of a take turns on the slots of @g');
+  });
+
+  it('slots no longer configured are let go at the next start, unless a worker still runs there', async () => {
+    const { store, inv } = await setup();
+    await inv.reserveSlots(1);
+    // the group shrinks to one slot and another group's holder is left from an older config
+    await store.assignGpus(['4'], { model: '@old', versionId: 'slot-0' }, 1);
+    await store.upsertWorker({
+      id: 'b/v1/9',
+      model: 'b',
+      versionId: 'v1',
+      endpoint: 'http://127.0.0.1:9',
+      provider: 'sim',
+      pid: 1,
+      state: 'ready',
+      gpus: ['4'],
+      startedAt: 1,
+      updatedAt: 1,
+      info: {},
+    });
+    const one = parseConfig({
+      ...raw,
+      time_sharing: [{ name: 'g', models: ['a', 'b'] }],
+      models: raw.models.map((m) => ({ ...m, versions: m.versions.map((x) => ({ ...x, replicas: 1 })) })),
+    });
+    const again = new GpuInventory(one.gpus, store, one.timeSharing);
+    expect(await again.reserveSlots(2)).toEqual([
+      '@g slot-1: GPU(s) 1 no longer configured, released',
+      '@old slot-0: GPU(s) 4 no longer configured, kept while a worker runs there',
+    ]);
+    expect(await again.slots(one.timeSharing[0]!)).toEqual([['0']]);
   });
 });

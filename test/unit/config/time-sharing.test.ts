@@ -103,9 +103,28 @@ describe('time_sharing config', () => {
         time_sharing: [{ models: ['b', 'c'] }],
       }),
     ).toEqual([
-      { path: 'models[0].route', message: "model a keeps its standby asleep on its active version's GPUs: its route serves one version (no split, no shadow)" },
+      { path: 'models[0].route', message: 'model a shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once' },
       { path: 'models[0].time_shared_standby', message: 'a/v2 runs 2 worker(s) of TP 1, but a/v1 runs 2 of TP 2: they take turns on the same slots' },
       { path: 'models[1].time_shared_standby', message: 'model b is time-shared in group b+c: its standby cannot also take turns on its GPUs' },
+    ]);
+  });
+
+  it('refuses a group whose switch would not fit in max_wait after a turn, and a member whose route splits', () => {
+    // 40 GB a replica (TP 2 × 20 GB) at level 2: 40 / 1.1 GB/s ≈ 36.4 s
+    expect(issues({ models: models(), time_sharing: [{ models: ['a', 'b'], sleep_level: 2 }] })).toEqual([
+      {
+        path: 'time_sharing[0].max_wait_ms',
+        message:
+          "a switch is expected to take ~36364 ms (40 GB at sleep level 2): min_active_ms (10000) plus that must be below max_wait_ms (30000), or a waiting model's requests time out before their turn",
+      },
+    ]);
+    const split: Record<string, unknown>[] = models();
+    split[0] = { name: 'a', versions: [sim(), sim({ id: 'v2' })], route: { weights: { v1: 90, v2: 10 } } };
+    expect(issues({ models: split, time_sharing: [{ models: ['a', 'b'] }] })).toEqual([
+      {
+        path: 'time_sharing[0].models[0]',
+        message: 'model a shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once',
+      },
     ]);
   });
 });

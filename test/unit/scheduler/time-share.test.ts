@@ -1,9 +1,13 @@
 // The time-share controller over the fake ports: one model awake and the others asleep with their
 // requests held; a waiting request gets the GPUs when the awake model is idle (held, drained, asleep,
 // then the other woken and released, in that order), after its turn, or at once for a higher
-// priority; a wake that fails puts the other back to work; whose turn it is survives a restart; a
-// version loaded while its model sleeps sleeps too; a rollout holds the turn.
+// priority; a wake that fails puts the other back to work and the model is passed over for a
+// back-off; whose turn it is survives a restart; a version deployed while its model sleeps sleeps
+// too (no deadlock on the model's lock); a swap of a sleeping model is refused, one of the awake
+// model does not end the group's hold; an operator gives a turn; a rollout holds the turn.
 import { afterEach, describe, expect, it } from 'vitest';
+import { BlueGreen } from '../../../src/rollout/bluegreen.js';
+import type { ControllerPorts } from '../../../src/rollout/ports.js';
 import { TimeShare } from '../../../src/scheduler/time-share.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
 
@@ -37,7 +41,8 @@ async function start(o: { dayPriority?: string; nightPriority?: string; fleet?: 
     }));
   const base = fleet.ports();
   const busy = o.inProgress;
-  const ports = busy === undefined ? base : { ...base, rollouts: { ...base.rollouts, inProgress: () => Promise.resolve({ id: busy, kind: 'canary' }) } };
+  const ports: ControllerPorts =
+    busy === undefined ? base : { ...base, rollouts: { ...base.rollouts, inProgress: () => Promise.resolve({ id: busy, kind: 'canary' }) } };
   const t = new TimeShare(ports, 60_000, TICK);
   running.push(t);
   await t.run();
@@ -45,12 +50,12 @@ async function start(o: { dayPriority?: string; nightPriority?: string; fleet?: 
   const advance = (ms: number) => fleet.clock.advance(ms, () => t.whenIdle());
   /** `n` requests of `model` arrive and wait in its hold queue. */
   const arrive = async (model: string, n = 1) => {
-    const h = fleet.holds.get(model);
+    const h = fleet.holds.get(model)?.get('time-share');
     if (h?.onDepth === undefined) throw new Error(`${model} is not held`);
     h.onDepth(n);
     await t.whenIdle();
   };
-  return { fleet, t, advance, arrive };
+  return { fleet, t, advance, arrive, ports };
 }
 
 const steps = (log: string[]) => log.filter((l) => /^(hold|release|drain|undrain|sleep|wake) /.test(l));
@@ -58,10 +63,10 @@ const steps = (log: string[]) => log.filter((l) => /^(hold|release|drain|undrain
 describe('time-share controller', () => {
   it('starts with the first model awake, the other asleep and held', async () => {
     const { fleet, t } = await start();
-    expect(steps(fleet.log)).toEqual(['sleep night/v1', 'hold night']);
-    expect(fleet.holds.get('night')).toMatchObject({ max: 1_024, timeoutMs: 30_000, why: expect.stringContaining('asleep') as unknown });
+    expect(steps(fleet.log)).toEqual(['hold night', 'sleep night/v1']);
+    expect(fleet.holds.get('night')?.get('time-share')).toMatchObject({ max: 1_024, timeoutMs: 30_000, why: expect.stringContaining('asleep') as unknown });
     expect(t.status()[0]).toMatchObject({ group: 'shift', awake: 'day', switching: false, gpusSaved: 1 });
-    expect(await fleet.store.getSetting('timeshare.shift')).toEqual({ awake: 'day', slept: { night: ['v1'] } });
+    expect(await fleet.store.getSetting('timeshare.shift')).toEqual({ awake: 'day' });
     expect(await fleet.metricsText()).toContain('glidepath_timeshare_awake{group="shift",model="night"} 0');
   });
 
@@ -78,7 +83,7 @@ describe('time-share controller', () => {
     ]);
     expect(fleet.events.map((e) => e.kind)).toContain('timeshare_switch');
     expect(fleet.audit).toContainEqual({ actor: 'time-share', action: 'timeshare.switch', target: 'shift', result: 'ok' });
-    expect(await fleet.store.getSetting('timeshare.shift')).toEqual({ awake: 'night', slept: { day: ['v1'] } });
+    expect(await fleet.store.getSetting('timeshare.shift')).toEqual({ awake: 'night' });
     expect(await fleet.metricsText()).toContain('glidepath_timeshare_switches_total{group="shift",to="night",outcome="done"} 1');
   });
 
@@ -115,7 +120,7 @@ describe('time-share controller', () => {
     });
   });
 
-  it('a wake that fails puts the model that slept back to work; the waiting one stays held', async () => {
+  it('a wake that fails puts the model that slept back to work; the waiting one stays held, passed over for a back-off that doubles', async () => {
     const { fleet, t, advance, arrive } = await start();
     fleet.failWake.set('night/v1', 'engine would not wake');
     await advance(2_000);
@@ -125,9 +130,51 @@ describe('time-share controller', () => {
     expect(t.status()[0]).toMatchObject({
       awake: 'day',
       history: [expect.objectContaining({ to: 'night', outcome: 'failed: engine would not wake' })],
+      backingOff: [{ model: 'night', failures: 1, until: fleet.clock.now() + 1_000 }],
     });
     expect(fleet.holds.has('night')).toBe(true);
     expect(fleet.events.map((e) => e.kind)).toContain('timeshare_switch_failed');
+    // not again within the second; then again, and 2 s the next time
+    await advance(999);
+    expect(t.status()[0]?.history).toHaveLength(1);
+    await advance(1 + TICK);
+    expect(t.status()[0]).toMatchObject({ history: [expect.anything(), expect.anything()], backingOff: [{ failures: 2 }] });
+    // the engine wakes again: the next try succeeds and clears the back-off
+    fleet.failWake.clear();
+    await advance(2_000 + TICK);
+    expect(t.status()[0]).toMatchObject({ awake: 'night', backingOff: [] });
+  });
+
+  it('a version deployed while its model sleeps is put to sleep as it loads, under the deploy’s lock (no deadlock)', async () => {
+    const { fleet, ports } = await start();
+    await new BlueGreen(ports).deploy('night', 'v2', { name: 'op' });
+    expect(fleet.asleep.has('night/v2')).toBe(true);
+  });
+
+  it('a swap of the sleeping model is refused; a swap of the awake one does not end the hold of the sleeping one', async () => {
+    const { fleet, ports } = await start();
+    const bg = new BlueGreen(ports);
+    await bg.deploy('night', 'v2', { name: 'op' });
+    await expect(bg.swap('night', { to: 'v2', mode: 'drain-first' }, { name: 'op' })).rejects.toMatchObject({
+      code: 'time_shared_asleep',
+      message: expect.stringContaining('glidepath scheduler turn shift night') as unknown,
+    });
+    await expect(bg.rollback('night', { name: 'op' })).rejects.toMatchObject({ code: 'time_shared_asleep' });
+    // both held at once: the swap's hold and the group's; the swap lets go of its own only
+    ports.routes.hold('night');
+    ports.routes.release('night');
+    expect(fleet.holds.get('night')?.has('time-share')).toBe(true);
+  });
+
+  it('an operator gives a model the GPUs now, whatever the turn', async () => {
+    const { fleet, t } = await start();
+    fleet.inflight.set('day', 0);
+    const rec = await t.turn('shift', 'night', { name: 'op' });
+    expect(rec).toMatchObject({ from: 'day', to: 'night', why: 'asked by op', outcome: 'done' });
+    expect(await t.turn('shift', 'night', { name: 'op' })).toBeUndefined();
+    await expect(t.turn('shift', 'nope', { name: 'op' })).rejects.toMatchObject({ code: 'time_share_turn' });
+    await expect(t.turn('nope', 'day', { name: 'op' })).rejects.toMatchObject({ code: 'time_share_group_not_found' });
+    expect(fleet.audit).toContainEqual({ actor: 'op', action: 'timeshare.switch', target: 'shift', result: 'ok' });
   });
 
   it('after a restart the model that was awake is awake again', async () => {
@@ -143,7 +190,7 @@ describe('time-share controller', () => {
     expect(steps(fleet.log)).toEqual(['hold day']);
   });
 
-  it('a version loaded while its model sleeps sleeps too, and wakes with it', async () => {
+  it('a version loaded while its model sleeps sleeps too; its turn wakes what its route serves, not a version at weight 0', async () => {
     const { fleet, t, advance, arrive } = await start();
     const ports = fleet.ports();
     await ports.workers.load(await ports.versions.get('night', 'v2'), { name: 'op' });
@@ -151,7 +198,7 @@ describe('time-share controller', () => {
     await advance(2_000);
     await arrive('night');
     expect(t.status()[0]?.awake).toBe('night');
-    expect([fleet.asleep.has('night/v1'), fleet.asleep.has('night/v2')]).toEqual([false, false]);
+    expect([fleet.asleep.has('night/v1'), fleet.asleep.has('night/v2')]).toEqual([false, true]);
   });
 
   it('a rollout of the awake model holds its turn', async () => {
