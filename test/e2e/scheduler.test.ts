@@ -3,8 +3,11 @@
 // scheduler preempt the batch model, then the standard one; the critical model's TTFT p99 comes back
 // inside its SLO within a bounded time; no accepted request of any model fails; when the surge ends,
 // capacity flows back to the batch model. The timeline is printed.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadAgent, streamChat } from '../helpers/e2e-up.js';
+import { ROOT, loadAgent, streamChat } from '../helpers/e2e-up.js';
 import { upForFile } from '../helpers/e2e-file.js';
 import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
 import type { SchedulerView } from '../../src/api/routes/scheduler.js';
@@ -91,6 +94,7 @@ describe('the multi-model scheduler under a surge', () => {
     let critClients = 2;
     const t0 = performance.now();
     const timeline: string[] = [];
+    let inside = Number.NaN;
     const note = (s: string) => timeline.push(`${((performance.now() - t0) / 1000).toFixed(1).padStart(5)} s  ${s}`);
     const loads = Promise.all([
       load('crit', () => critClients, stop, results),
@@ -105,7 +109,6 @@ describe('the multi-model scheduler under a surge', () => {
       const surgeAt = performance.now();
       note('surge: 12 clients on crit (one replica runs 4 sequences)');
       // back inside the SLO: the p99 of a whole second of crit's requests, once it has 4 replicas
-      let inside = Number.NaN;
       for (let i = 0; i < 300 && Number.isNaN(inside); i++) {
         await new Promise((r) => setTimeout(r, 100));
         const now = performance.now();
@@ -141,7 +144,32 @@ describe('the multi-model scheduler under a surge', () => {
       `requests: ${results.length}, failed after acceptance: ${failed.length}, refused with 503 (no replica): ${refused.length} (${[...new Set(refused.map((r) => r.model))].join(', ')})`,
     );
     console.log(timeline.at(-1));
+    record(timeline, { inside_slo_after_ms: Math.round(inside), requests: results.length, failed: failed.length, refused: refused.length, preempted });
     expect(failed.map((r) => `${r.model}: ${r.error}`)).toEqual([]);
     expect(refused.filter((r) => r.model === 'crit' || r.model === 'high')).toEqual([]);
   }, 120_000);
 });
+
+/**
+ * The acceptance's numbers: bench/results/scheduler.md and .json with GLIDEPATH_RECORD_ACCEPTANCE=1
+ * (`npm run bench:scheduler`), a temp directory otherwise (a plain `npm test` leaves the tree clean).
+ */
+function record(timeline: string[], numbers: Record<string, unknown>): void {
+  const dir = process.env.GLIDEPATH_RECORD_ACCEPTANCE === '1' ? path.join(ROOT, 'bench/results') : os.tmpdir();
+  mkdirSync(dir, { recursive: true });
+  const at = new Date().toISOString();
+  writeFileSync(path.join(dir, 'scheduler.json'), `${JSON.stringify({ at, ...numbers, timeline }, null, 2)}\n`);
+  writeFileSync(
+    path.join(dir, 'scheduler.md'),
+    [
+      '# Multi-model scheduler under a surge (test/e2e/scheduler.test.ts)',
+      '',
+      `Run ${at} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? '?'}, Node ${process.version}: a real \`glidepath up\` on 8 simulated GPUs, four models of the four priorities (crit: critical, TTFT SLO ${SLO_MS} ms, 1 replica, max 4; high: 1; std: standard, 4, min 1; bat: batch, 2, min 0), each simulated worker 4 sequences at 10 ms a token; light traffic on every model, then 12 clients on crit, then 2 again. Rounds every second, a 2 s window, a 15 s cool-down.`,
+      '',
+      '```',
+      ...timeline,
+      '```',
+      '',
+    ].join('\n'),
+  );
+}
