@@ -39,25 +39,15 @@ describe('time_sharing config', () => {
   });
 
   it('refuses unknown members, a model in two groups, one member, a quantum not below the longest wait', () => {
-    expect(
-      issues({
-        models: models(),
-        time_sharing: [
-          { name: 'g1', models: ['a', 'nope'], min_active_ms: 30_000, max_wait_ms: 30_000 },
-          { name: 'g2', models: ['a', 'c'] },
-          { models: ['b'] },
-        ],
-      }),
-    ).toEqual([{ path: 'time_sharing[2].models', message: expect.stringContaining('at least two models') as unknown }]);
-    expect(
-      issues({
-        models: models(),
-        time_sharing: [
-          { name: 'g1', models: ['a', 'nope'], min_active_ms: 30_000, max_wait_ms: 30_000 },
-          { name: 'g2', models: ['a', 'c'] },
-        ],
-      }),
-    ).toEqual([
+    const groups = [
+      { name: 'g1', models: ['a', 'nope'], min_active_ms: 30_000, max_wait_ms: 30_000 },
+      { name: 'g2', models: ['a', 'c'] },
+    ];
+    // a schema issue first (the rest is checked once the section parses)
+    expect(issues({ models: models(), time_sharing: [...groups, { models: ['b'] }] })).toEqual([
+      { path: 'time_sharing[2].models', message: expect.stringContaining('at least two models') as unknown },
+    ]);
+    expect(issues({ models: models(), time_sharing: groups })).toEqual([
       { path: 'time_sharing[0].min_active_ms', message: expect.stringContaining('must be below max_wait_ms') as unknown },
       { path: 'time_sharing[0].models[1]', message: 'no model "nope" in models' },
       { path: 'time_sharing[1].models[0]', message: 'model "a" is already time-shared in group "g1"' },
