@@ -32,7 +32,7 @@ export class AdapterDemand {
     const c = this.counts.get(name);
     if (c !== undefined) {
       c.n = c.n * this.decay(now - c.at) + 1;
-      // (a request held through a swap comes with its arrival time, perhaps before the last one's)
+      // (never back: a caller's time may come a little before the last one's)
       c.at = Math.max(c.at, now);
     } else if (this.registered(name)) this.counts.set(name, { n: 1, at: now });
   }
