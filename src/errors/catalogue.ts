@@ -370,7 +370,11 @@ export const CATALOGUE = {
     "The model's health checks are off (`models[].health.enabled: false`): no probe set to record or readmission to do.",
     'Turn them on in the config.',
   ],
-  no_serving_worker: [409, 'A probe set was to be recorded from a version with no live serving worker.', 'Deploy or wake the version first.'],
+  no_serving_worker: [
+    409,
+    'A probe set was to be recorded from a version with no live serving worker, or a version to be woken on shared GPUs (a time-shared standby) has none.',
+    'Deploy or wake the version first.',
+  ],
   probe_set_empty: [
     422,
     'No probe prompt has enough reproducible tokens (every answer has a near-tie too early).',

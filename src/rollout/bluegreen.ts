@@ -302,6 +302,9 @@ export class BlueGreen {
     drainTimeoutMs: number | undefined,
   ): Promise<{ switchMs: number; heldMs: number; wakeMs: number; drain: PortDrain }> {
     const p = this.ports;
+    // nothing to wake (its workers died asleep): the active version keeps serving
+    if (p.workers.list(model, to).length === 0)
+      throw new ConflictError('no_serving_worker', `${model}/${to} has no live worker to wake on ${from}'s GPUs; ${from} keeps serving (redeploy ${to})`);
     const h0 = performance.now();
     p.routes.hold(model);
     try {

@@ -138,6 +138,15 @@ describe('BlueGreen (fake ports)', () => {
       expect((await f.ports().versions.active(M))?.id).toBe('v1');
     });
 
+    it('a standby whose workers died asleep is not swapped in: the active version keeps serving', async () => {
+      const { f, bg } = await shared();
+      await bg.deploy(M, 'v2', OPS);
+      for (const w of f.workers.values()) if (w.version === 'v2') w.alive = false;
+      f.log.length = 0;
+      await expect(bg.swap(M, {}, OPS)).rejects.toMatchObject({ code: 'no_serving_worker' });
+      expect(f.log).toEqual([]);
+    });
+
     it('refuses a canary, an experiment and a rolling update: two versions cannot be awake there', async () => {
       const { f, bg } = await shared();
       await bg.deploy(M, 'v2', OPS);
