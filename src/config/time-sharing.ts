@@ -54,7 +54,7 @@ interface ModelView {
   name: string;
   versions: readonly Readonly<VersionConfig>[];
   timeSharedStandby?: boolean | undefined;
-  route: { weights: Readonly<Record<string, number>>; shadow?: unknown };
+  route: { weights: Readonly<Record<string, number>>; shadow?: unknown; overrides?: Readonly<Record<string, string>> };
 }
 
 /**
@@ -111,11 +111,14 @@ export function normalizeTimeSharing(raw: RawTimeSharing, models: readonly Model
   });
 }
 
-/** Its route serves one version (no split, no shadow): two versions cannot be awake at once on shared GPUs. */
+/** Its route serves one version (no split, no shadow, no override): two versions cannot be awake at once on shared GPUs. */
 function oneVersion(m: ModelView, at: string, issues: ConfigIssue[]): void {
   const routed = Object.entries(m.route.weights).filter(([, w]) => w > 0);
-  if (routed.length > 1 || m.route.shadow !== undefined)
-    issues.push({ path: at, message: `model ${m.name} shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once` });
+  if (routed.length > 1 || m.route.shadow !== undefined || Object.keys(m.route.overrides ?? {}).length > 0)
+    issues.push({
+      path: at,
+      message: `model ${m.name} shares its GPUs: its route serves one version (no split, no shadow, no override), two cannot be awake at once`,
+    });
 }
 
 /**

@@ -54,7 +54,9 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   // built now: it records the probe sets of the versions the boot loads
   const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
   const timeShare = new TimeShare(ports, cfg.gateway.requestTimeoutMs, cfg.control.tickMs);
-  const scheduler = new Scheduler(ports, cfg.scheduler, (model) => timeShare.isTimeShared(model));
+  // a model whose versions take turns on slots it (or its group) holds is not scaled: its replicas are the slots
+  const slotted = new Set([...cfg.timeSharing, ...cfg.sharedStandby].flatMap((g) => g.models));
+  const scheduler = new Scheduler(ports, cfg.scheduler, (model) => slotted.has(model));
   return {
     ports,
     blueGreen,

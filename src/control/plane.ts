@@ -249,10 +249,34 @@ export class ControlPlane {
       } else {
         this.dp.restoreRoute(spec, stored.revision);
       }
+      if (m.timeSharedStandby === true) await this.settleStandby(m.name, onProgress);
       onProgress(`${m.name}: serving ${describeWeights(this.route(m.name))}`);
     }
     const orphans = await this.workers.releaseOrphanGpus();
     if (orphans > 0) onProgress(`freed ${orphans} GPU(s) held for workers whose start a restart cut short`);
+  }
+
+  /**
+   * A time-shared standby after a restart: whatever the sleep records say (a crash in the middle of a
+   * swap's wake), the version the route serves is awake and every other one asleep, the others first.
+   */
+  private async settleStandby(model: string, onProgress: (m: string) => void): Promise<void> {
+    const routed = new Set(
+      this.route(model)
+        .versions.filter((v) => v.weight > 0)
+        .map((v) => v.id),
+    );
+    const loaded = [...new Set(this.workers.infos(model).map((w) => w.version))];
+    for (const v of loaded)
+      if (!routed.has(v) && !this.workers.isAsleep(model, v)) {
+        await this.workers.sleepVersion(model, v, 1);
+        onProgress(`${model}/${v}: put to sleep (its route serves ${[...routed].join(', ')} on the same GPUs)`);
+      }
+    for (const v of loaded)
+      if (routed.has(v) && this.workers.isAsleep(model, v)) {
+        await this.workers.wakeVersion(model, v);
+        onProgress(`${model}/${v}: woken (its route serves it)`);
+      }
   }
 
   /** `model/version` → rollout id, both sides of every unfinished rolling update (read raw: the controller validates the record). */

@@ -186,5 +186,7 @@ export const ROLLOUT = {
     /** A model whose switch failed (its engine would not wake) is passed over a second, then 2, 4… up to a minute. */
     backoffBaseMs: 1_000,
     backoffMaxMs: 60_000,
+    /** After a wake, its held requests wait at most this long for a worker its probes admit (one started asleep never was). */
+    admitAfterWakeMs: 10_000,
   },
 } as const;

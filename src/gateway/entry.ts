@@ -58,7 +58,12 @@ export class RequestEntry {
           throw new UnavailableError('hold_queue_full', `model ${st.name} ${q.why} and its hold queue is full`, { retryAfterS: 1 });
         }
         wait.then(
-          () => this.dispatch(req, res, endpoint, parsed, st, startedAt, at, adapter),
+          () => {
+            // the wait is the gateway's, not the version's: its TTFT and latency start now (the wait has its own histogram)
+            const heldMs = performance.now() - startedAt;
+            this.ctx.metrics.holdWait.labels(st.name).observe(heldMs / 1000);
+            this.dispatch(req, res, endpoint, parsed, st, startedAt + heldMs, at + heldMs, adapter);
+          },
           (err: HoldRejected) => {
             this.ctx.metrics.holdRejected.labels(st.name, err.reason).inc();
             sendError(

@@ -177,11 +177,15 @@ export class Recovery {
     return wait;
   }
 
-  /** Loaded and awake, checked under the model's lock: no unload, sleep or redeploy of the model is half done. */
-  private usable(model: string, version: string): Promise<boolean> {
+  /**
+   * Loaded (and, before a start, awake), checked under the model's lock: no unload, sleep or redeploy
+   * of the model is half done. After the start the version may sleep: a version put to sleep gets its
+   * new worker asleep too (a time-shared model's, a standby's whose only worker died), and keeps it.
+   */
+  private usable(model: string, version: string, awake = true): Promise<boolean> {
     return this.ports.exclusive(model, async () => {
       const v = await this.ports.versions.get(model, version).catch(() => undefined);
-      return v !== undefined && isLoaded(v) && !this.ports.workers.isAsleep(model, version);
+      return v !== undefined && isLoaded(v) && (!awake || !this.ports.workers.isAsleep(model, version));
     });
   }
 
@@ -195,7 +199,7 @@ export class Recovery {
     try {
       if (!(await this.usable(model, version))) return;
       const w = await this.ports.workers.start(model, version, role, newHealth('pending', this.ports.clock.now()), { kvRole });
-      if (!(await this.usable(model, version))) {
+      if (!(await this.usable(model, version, false))) {
         await this.ports.workers.stop(w);
         return;
       }

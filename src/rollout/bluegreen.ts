@@ -8,8 +8,9 @@ import { performance } from 'node:perf_hooks';
 import type { RouteSpec } from '../domain/route.js';
 import { routeToSpec } from '../domain/route.js';
 import type { Version } from '../domain/version.js';
+import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, ConflictError } from '../errors.js';
-import type { Actor, ControllerPorts, DrainReport as PortDrain } from './ports.js';
+import type { Actor, ControllerPorts, DrainReport as PortDrain, WorkerInfo } from './ports.js';
 
 export type SwapMode = 'overlap' | 'drain-first';
 export type StandbyMode = 'warm' | 'sleep';
@@ -97,8 +98,19 @@ export class BlueGreen {
         }
         if (v.status === 'loading') throw new ConflictError('already_loading', `version ${model}/${id} is loading`);
         const ready = await p.workers.load(v, actor, onProgress);
-        // its GPUs are the active version's: it waits asleep for its swap
-        if (timeShared(p, model) && (await p.versions.active(model)) !== undefined) await p.workers.sleep(model, id, 1);
+        // its GPUs are the active version's: it waits asleep for its swap (one that will not sleep is not left awake beside it)
+        if (timeShared(p, model) && (await p.versions.active(model)) !== undefined)
+          await p.workers.sleep(model, id, sleepLevelOf(p, model)).catch(async (err: unknown) => {
+            await p.workers.unload(model, id);
+            await p.versions.transition(
+              model,
+              id,
+              'failed',
+              { failure: { code: 'engine_refused', message: `it would not sleep: ${(err as Error).message}` } },
+              { actor: actor.name },
+            );
+            throw err;
+          });
         // in the route at weight 0: reachable with the version header for preview, never by weight;
         // the route in force stays as it is (a canary split keeps its traffic)
         const cur = routeToSpec(p.routes.current(model));
@@ -305,25 +317,30 @@ export class BlueGreen {
     // nothing to wake (its workers died asleep): the active version keeps serving
     if (p.workers.list(model, to).length === 0)
       throw new ConflictError('no_serving_worker', `${model}/${to} has no live worker to wake on ${from}'s GPUs; ${from} keeps serving (redeploy ${to})`);
+    const level = sleepLevelOf(p, model);
     const h0 = performance.now();
     p.routes.hold(model);
     try {
       const drain = await p.routes.drain(model, from, drainTimeoutMs);
       try {
-        await p.workers.sleep(model, from, 1);
+        await p.workers.sleep(model, from, level);
       } finally {
         p.routes.undrain(model, from);
       }
       const w0 = performance.now();
+      let wakeMs = 0;
+      let switchMs: number;
       try {
         await p.workers.wake(model, to);
+        wakeMs = performance.now() - w0;
+        await whenServing(p, model, to, DEFAULTS.timeShare.admitAfterWakeMs);
+        ({ switchMs } = await p.routes.publish(route));
       } catch (err) {
-        await p.workers.sleep(model, to, 1).catch(() => undefined);
+        // the route never left `from`: it serves again
+        await p.workers.sleep(model, to, level).catch(() => undefined);
         await p.workers.wake(model, from);
         throw err;
       }
-      const wakeMs = performance.now() - w0;
-      const { switchMs } = await p.routes.publish(route);
       return { switchMs, heldMs: performance.now() - h0, wakeMs, drain };
     } finally {
       p.routes.release(model);
@@ -365,6 +382,11 @@ export class BlueGreen {
       }),
     );
   }
+}
+
+/** The level its versions sleep at when they take turns: its group's, else 1 (weights kept in CPU memory). */
+function sleepLevelOf(p: ControllerPorts, model: string): 1 | 2 {
+  return p.models.timeShared().find((g) => g.models.includes(model))?.sleepLevel ?? 1;
 }
 
 /** Whether a model's versions take turns on the same GPUs (`time_shared_standby`, or a time-share group's member). */
@@ -411,4 +433,30 @@ async function refuseDuringRolling(p: ControllerPorts, model: string, what: stri
       `model ${model} has a rolling update in progress (${r.id}): ${what} would fight its route; abort it (glidepath rollout abort) or let it finish`,
     );
   }
+}
+
+/** A worker that takes requests once awake: serving, and judged fit (or not judged: health off). */
+function serves(w: WorkerInfo): boolean {
+  const s = w.health?.state;
+  return w.role === 'serving' && (s === undefined || s === 'healthy' || s === 'suspicious' || s === 'unhealthy');
+}
+
+/**
+ * After a wake: resolves once a worker of `version` takes requests, or after `limitMs`. A worker
+ * started while its version slept (a replacement) was never admitted by its probes; they run once it
+ * is awake, and the requests held for it wait for that instead of finding no worker.
+ */
+export function whenServing(p: ControllerPorts, model: string, version: string, limitMs: number): Promise<void> {
+  if (p.workers.list(model, version).some(serves)) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      off();
+      cancel();
+      resolve();
+    };
+    const off = p.workers.onHealth((w) => {
+      if (w.model === model && w.version === version && p.workers.list(model, version).some(serves)) done();
+    });
+    const cancel = p.clock.after(limitMs, done);
+  });
 }

@@ -35,6 +35,12 @@ export interface PlanOptions {
   canaryAnalysisMs?: number | undefined;
   /** Measured wake time of the current version from sleep (time-shared rollback). */
   wakeMs?: number | undefined;
+  /**
+   * The model's versions take turns on the same GPUs (`time_shared_standby`, a time-share group's
+   * member): the time-shared row is what it does; a second copy beside it, a canary or a rolling
+   * update are refused.
+   */
+  timeShared?: boolean | undefined;
 }
 
 export interface Risk {
@@ -245,11 +251,19 @@ export function planStrategies(cluster: PlanCluster, current: PlanVersion, targe
     rollbackMs: wakeMs + switchMs,
     rollbackHow: `requests held while ${target.id} sleeps and ${current.id} wakes (weights CPU → GPU${opts.wakeMs === undefined ? ', estimated' : ''}), then route switch`,
     totalDeployMs: lt.ms + greenWakeMs,
-    feasible: sameSlots,
-    note: sameSlots
-      ? `the model's time_shared_standby: ${target.id} loads on ${current.id}'s GPUs and sleeps; at the swap requests are held (not refused) for its wake`
-      : `needs ${current.id}'s TP (${current.tp}) and replicas (${current.replicas}): the two take turns on the same GPUs`,
+    feasible: sameSlots && opts.timeShared === true,
+    note: !sameSlots
+      ? `needs ${current.id}'s TP (${current.tp}) and replicas (${current.replicas}): the two take turns on the same GPUs`
+      : opts.timeShared === true
+        ? `${target.id} loads on ${current.id}'s GPUs and sleeps; at the swap requests are held (not refused) for its wake`
+        : 'the model does not share its GPUs between versions: set time_shared_standby on it',
   });
+  if (opts.timeShared === true)
+    for (const r of rows)
+      if (r.strategy === 'blue-green' || r.strategy === 'canary' || r.strategy === 'rolling') {
+        r.feasible = false;
+        r.note = "refused: the model's versions take turns on the same GPUs (a second copy, a canary or a rolling update would need two awake)";
+      }
 
   return {
     current: { id: current.id, gpus: curGpus, tp: current.tp, replicas: current.replicas, loadTimeMs: lc.ms, loadTimeEstimated: lc.estimated },
@@ -270,6 +284,13 @@ const pcts = (x: number): string => `${Math.round(x * 100)}%`;
  */
 function recommend(rows: StrategyRow[], risk: Risk, cluster: PlanCluster, tgtGpus: number): StrategyPlan['recommendation'] {
   const feasible = (s: StrategyKind) => rows.filter((r) => r.strategy === s && r.feasible);
+  const timeShared = feasible('time-shared-blue-green')[0];
+  if (timeShared)
+    return {
+      strategy: 'time-shared-blue-green',
+      label: timeShared.label,
+      reason: `the model's versions take turns on its GPUs: deploy green (it sleeps once loaded) and swap (requests held ~${Math.round(timeShared.downtimeMs / 1000)} s for its wake); a rollback wakes the standby (~${Math.round(timeShared.rollbackMs / 1000)} s)`,
+    };
   const canary = feasible('canary')[0];
   const blueGreen = feasible('blue-green')[0];
   const rolling = feasible('rolling').sort((a, b) => a.maxCapacityDropPct - b.maxCapacityDropPct)[0];
@@ -331,8 +352,9 @@ export async function planFor(ports: ControllerPorts, model: string, targetId: s
   const free = (await ports.gpus.free()).filter((g) => g.memoryGb >= perGpu).length;
   // a static version runs one worker per listed endpoint, whatever `replicas` says
   const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
+  const timeShared = ports.models.config(model).timeSharedStandby === true || ports.models.timeShared().some((g) => g.models.includes(model));
   return {
-    ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), opts),
+    ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), { timeShared, ...opts }),
     canaryStages: stagePlanFor(ports, model),
   };
 }

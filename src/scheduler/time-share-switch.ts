@@ -5,6 +5,7 @@
 import type { TimeShareConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { ConflictError, toGlidepathError } from '../errors.js';
+import { whenServing } from '../rollout/bluegreen.js';
 import type { Actor, ControllerPorts } from '../rollout/ports.js';
 import type { Turn } from './time-share-plan.js';
 
@@ -122,12 +123,13 @@ export class Switcher {
     const versions = this.servingVersions(model);
     if (versions.length === 0) throw nothingToWake(model);
     for (const v of versions) if (this.ports.workers.isAsleep(model, v)) await this.ports.workers.wake(model, v);
+    for (const v of versions) await whenServing(this.ports, model, v, T.admitAfterWakeMs);
   }
 
   /**
-   * The GPUs go from the awake model to `to`. First, under `from`'s lock (no swap or rollback of it
-   * meanwhile): its requests held, those in flight finished, its versions asleep; then, under `to`'s,
-   * its serving versions woken and its requests released. A failure before `to` wakes leaves `from`
+   * The GPUs go from the awake model to `to`, under `to`'s lock: first, also under `from`'s (no swap
+   * or rollback of it meanwhile), `from`'s requests held, those in flight finished, its versions
+   * asleep; then `to`'s serving versions woken and its requests released. A failure before `to` wakes leaves `from`
    * serving (what slept wakes again); a wake of `to` that fails wakes `from` again. Either way `to` is
    * passed over for a back-off.
    */
@@ -139,28 +141,33 @@ export class Switcher {
     const t0 = p.clock.now();
     const rec: SwitchRecord = { at: t0, group: g.cfg.name, from, to, why, totalMs: 0, released: 0, outcome: 'done' };
     try {
-      await p.audited(actor, 'timeshare.switch', g.cfg.name, { from, to, why }, async () => {
-        // nothing to wake: the GPUs stay where they are
-        if (this.servingVersions(to).length === 0) throw nothingToWake(to);
-        if (from !== undefined) await p.exclusive(from, () => this.putToSleep(g, from, rec, onFirst));
-        const w0 = p.clock.now();
-        try {
-          await p.exclusive(to, () => this.wakeServing(to));
-        } catch (err) {
-          // nothing left awake would serve no one: the one that slept goes back to work
-          if (from !== undefined)
-            await p
-              .exclusive(from, () => this.wakeServing(from))
-              .then(
-                () => this.giveTo(g, from),
-                () => undefined,
-              );
-          throw err;
-        }
-        rec.wakeMs = p.clock.now() - w0;
-        rec.released = g.held.get(to)?.depth ?? 0;
-        this.giveTo(g, to);
-      });
+      // `to`'s lock first and for the whole switch (a deploy of it loading holds it: the awake model
+      // serves until that is done, rather than sleeping while nothing can wake), then `from`'s inside
+      // for its part. Only a switch takes two locks, one switch a group at a time, in this order.
+      await p.audited(actor, 'timeshare.switch', g.cfg.name, { from, to, why }, () =>
+        p.exclusive(to, async () => {
+          // nothing to wake: the GPUs stay where they are
+          if (this.servingVersions(to).length === 0) throw nothingToWake(to);
+          if (from !== undefined) await p.exclusive(from, () => this.putToSleep(g, from, rec, onFirst));
+          const w0 = p.clock.now();
+          try {
+            await this.wakeServing(to);
+          } catch (err) {
+            // nothing left awake would serve no one: the one that slept goes back to work
+            if (from !== undefined)
+              await p
+                .exclusive(from, () => this.wakeServing(from))
+                .then(
+                  () => this.giveTo(g, from),
+                  () => undefined,
+                );
+            throw err;
+          }
+          rec.wakeMs = p.clock.now() - w0;
+          rec.released = g.held.get(to)?.depth ?? 0;
+          this.giveTo(g, to);
+        }),
+      );
       g.switchMs = (rec.sleepMs ?? 0) + (rec.wakeMs ?? 0);
       g.failures.delete(to);
     } catch (err) {

@@ -203,6 +203,13 @@ export class GatewayMetrics {
     labelNames: ['model', 'reason'] as const,
     registers: [this.registry],
   });
+  readonly holdWait = new Histogram({
+    name: 'glidepath_hold_wait_seconds',
+    help: "How long a released request waited in its model's hold queue (a drain-first swap, a time-shared model's switch); not in its version's TTFT or latency.",
+    labelNames: ['model'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60],
+    registers: [this.registry],
+  });
   readonly workerUp = new Gauge({
     name: 'glidepath_worker_up',
     help: '1 when a worker is routable, 0 otherwise.',

@@ -70,9 +70,17 @@ describe('a time-shared standby', () => {
     expect(new Set(results.map((r) => r.version))).toEqual(new Set(['v1', 'v2']));
   }, 60_000);
 
-  it('refuses a canary: two versions cannot be awake on its GPUs', async () => {
+  it('refuses a canary, and a route by hand to the sleeping version or a split: two versions cannot be awake on its GPUs', async () => {
     const r = await up.admin('POST', '/models/m/canary', { version: 'v2' });
     expect(r.status).toBe(409);
     expect(r.body).toMatchObject({ error: { code: 'time_shared_standby' } });
+    for (const weights of [
+      { v1: 0, v2: 1 },
+      { v1: 90, v2: 10 },
+    ]) {
+      const put = await up.admin('PUT', '/models/m/route', { weights });
+      expect(put.status).toBe(409);
+      expect(put.body).toMatchObject({ error: { code: 'time_shared_standby' } });
+    }
   });
 });

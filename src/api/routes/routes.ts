@@ -54,6 +54,12 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
               stickySalt: b.sticky_salt ?? cur.stickySalt,
               shadow: b.shadow === null ? undefined : (b.shadow ?? cur.shadow),
             };
+            refuseSharedRoute(
+              cp,
+              m,
+              spec,
+              cur.versions.filter((v) => v.weight > 0).map((v) => v.id),
+            );
             const { route, switchMs } = await ports.routes.publish(spec);
             return routeChangeView(route, switchMs);
           }),
@@ -61,4 +67,29 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
       },
     ),
   ];
+}
+
+/**
+ * A model whose versions take turns on the same GPUs (a time-share group's member, a time-shared
+ * standby): its route keeps serving the one version it serves (no split, no shadow, no override);
+ * another version is put in by a swap or a rollback, which sleep one before waking the other.
+ */
+function refuseSharedRoute(cp: AdminContext['cp'], model: string, spec: RouteSpec, serving: readonly string[]): void {
+  const shared = cp.modelConfig(model).timeSharedStandby === true || cp.cfg.timeSharing.some((g) => g.models.includes(model));
+  if (!shared) return;
+  const weighted = Object.entries(spec.weights)
+    .filter(([, w]) => w > 0)
+    .map(([id]) => id);
+  const wrong =
+    weighted.length !== 1
+      ? `it serves one version, not ${weighted.length}`
+      : spec.shadow !== undefined
+        ? 'it mirrors to no shadow'
+        : Object.keys(spec.overrides ?? {}).length > 0
+          ? 'it has no category overrides'
+          : !serving.includes(weighted[0] as string)
+            ? `${weighted[0] as string} is put in by a swap or a rollback (they wake it after ${serving.join(', ')} sleeps)`
+            : undefined;
+  if (wrong !== undefined)
+    throw new ConflictError('time_shared_standby', `model ${model}'s versions take turns on the same GPUs: its route cannot be changed so (${wrong})`);
 }

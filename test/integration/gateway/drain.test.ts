@@ -162,6 +162,8 @@ describe('hold queue', () => {
     expect(gw.dp.release('m', 'time-share')).toBe(1);
     expect((await r).status).toBe(200);
     expect(depths).toEqual([1, 0]);
+    // the wait is counted apart, not in the version's numbers
+    expect(await gw.telemetry.metrics.registry.metrics()).toMatch(/glidepath_hold_wait_seconds_count\{model="m"\} 1/);
   });
 
   it('refuses with 503 hold_queue_full when the queue is full', async () => {

@@ -93,7 +93,10 @@ describe('time_sharing config', () => {
         time_sharing: [{ models: ['b', 'c'] }],
       }),
     ).toEqual([
-      { path: 'models[0].route', message: 'model a shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once' },
+      {
+        path: 'models[0].route',
+        message: 'model a shares its GPUs: its route serves one version (no split, no shadow, no override), two cannot be awake at once',
+      },
       { path: 'models[0].time_shared_standby', message: 'a/v2 runs 2 worker(s) of TP 1, but a/v1 runs 2 of TP 2: they take turns on the same slots' },
       { path: 'models[1].time_shared_standby', message: 'model b is time-shared in group b+c: its standby cannot also take turns on its GPUs' },
     ]);
@@ -113,7 +116,7 @@ describe('time_sharing config', () => {
     expect(issues({ models: split, time_sharing: [{ models: ['a', 'b'] }] })).toEqual([
       {
         path: 'time_sharing[0].models[0]',
-        message: 'model a shares its GPUs: its route serves one version (no split, no shadow), two cannot be awake at once',
+        message: 'model a shares its GPUs: its route serves one version (no split, no shadow, no override), two cannot be awake at once',
       },
     ]);
   });

@@ -51,7 +51,8 @@ describe('planStrategies: seed 000 cluster (8 GPUs, Llama 70B TP 4, 4 free)', ()
   });
 
   it('time-shared: no GPU beyond the current version’s, requests held for a wake at the swap, rollback = wake (140 GB / 7 GB/s = 20 s) + switch', () => {
-    const r = row(p.rows, 'Blue-green (time-shared)');
+    const shared = planStrategies({ totalGpus: 8, freeGpus: 0 }, cur, tgt, { timeShared: true });
+    const r = row(shared.rows, 'Blue-green (time-shared)');
     expect([r.extraGpus, r.steadyOverheadPct, r.downtimeMs, r.maxCapacityDropPct, r.rollbackMs, r.totalDeployMs, r.feasible]).toEqual([
       0,
       0,
@@ -61,7 +62,12 @@ describe('planStrategies: seed 000 cluster (8 GPUs, Llama 70B TP 4, 4 free)', ()
       140_000,
       true,
     ]);
-    const wider = planStrategies({ totalGpus: 8, freeGpus: 4 }, cur, { ...tgt, tp: 2, replicas: 2 });
+    // what such a model refuses is not offered; the time-shared swap is the recommendation
+    expect(shared.rows.filter((x) => x.feasible).map((x) => x.label)).toEqual(['Stop-start', 'Blue-green (time-shared)']);
+    expect(shared.recommendation).toMatchObject({ strategy: 'time-shared-blue-green', reason: expect.stringContaining('deploy green') as unknown });
+    // a model without it: the row says how to get it
+    expect(row(p.rows, 'Blue-green (time-shared)')).toMatchObject({ feasible: false, note: expect.stringContaining('set time_shared_standby') as unknown });
+    const wider = planStrategies({ totalGpus: 8, freeGpus: 4 }, cur, { ...tgt, tp: 2, replicas: 2 }, { timeShared: true });
     expect(row(wider.rows, 'Blue-green (time-shared)')).toMatchObject({
       feasible: false,
       note: expect.stringContaining('take turns on the same GPUs') as unknown,
