@@ -125,7 +125,8 @@ export class Downstream {
       'content-length': body.length,
       'x-glidepath-version': w.headers.version,
       'x-glidepath-worker': w.headers.worker,
-      ...this.extraHeaders(),
+      // (nothing to call or copy for a request that is neither disaggregated nor an adapter's)
+      ...(this.prefill === undefined && this.adapter === undefined ? undefined : this.extraHeaders()),
     });
     this.res.end(body);
   }
