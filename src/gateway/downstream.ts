@@ -1,6 +1,6 @@
 // What goes back to the client of one proxied request: a stream's headers once, its whole events with
-// back-pressure (kept for a resumption) as the meter measures them, its error in-band, the tokens it
-// was told of; or a buffered answer with its headers.
+// back-pressure (kept for a resumption) as the meter measures them, its end or its error in-band, the
+// tokens it was told of; or a buffered answer with its headers; and a sampled copy of what it sent.
 import type { UpstreamController } from './upstream.js';
 import type { FrontResponse } from './front.js';
 import { Migration } from './migration.js';
@@ -13,6 +13,7 @@ import type { RequestTimer } from './request-timer.js';
 import { sseErrorEvent } from './sse.js';
 import { sendError } from './respond.js';
 import type { GlidepathError } from '../errors.js';
+import type { ResponseCapture } from './tap.js';
 
 /** The request a downstream belongs to: whether a worker's controller is still the one it streams from. */
 export interface StreamOwner {
@@ -30,6 +31,8 @@ export class Downstream {
   adapter: 'hit' | 'miss' | undefined;
   /** The stream's events as they reach the client (TTFT, inter-token gaps, tokens); kept across a continuation. */
   meter: SseMeter | undefined;
+  /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
+  capture: ResponseCapture | undefined;
 
   constructor(
     readonly res: FrontResponse,
@@ -68,6 +71,44 @@ export class Downstream {
       this.migration = new Migration(this.path.endsWith('/chat/completions'), cfg, this.ctx.metrics, this.pool, this.meter as SseMeter);
     const h = w.streamHeaders(contentType ?? 'text/event-stream');
     this.res.writeHead(200, this.prefill === undefined && this.adapter === undefined ? h : { ...h, ...this.extraHeaders() });
+  }
+
+  /**
+   * A chunk of the worker's stream: its whole events to the client (copied when sampled). `cut`: the
+   * gateway found the stop string (resume.ts) and the response is ended; `malformed`: it is not SSE.
+   */
+  relay(controller: UpstreamController, w: Worker, contentType: string | undefined, chunk: Buffer, now: number): 'more' | 'cut' | 'malformed' {
+    const src = this.source;
+    const ok = src.feed(chunk, now);
+    const out = src.out;
+    if (this.capture !== undefined && out.length > 0) this.capture.push(out);
+    this.startStream(w, contentType);
+    if (src.cut) {
+      this.res.end(out);
+      return 'cut';
+    }
+    // whole events only: a stream that breaks never leaves its client half an event
+    if (out.length > 0) this.forward(controller, out);
+    return ok ? 'more' : 'malformed';
+  }
+
+  /**
+   * The worker ended its stream; `tail` (its last bytes, if they came with the end) goes out with the
+   * end, one write. `done`: the client's response is ended; otherwise the stream broke, the client's
+   * response still open: `truncated` (no end event) or `malformed`.
+   */
+  endWith(w: Worker, contentType: string | undefined, tail: Buffer | undefined): 'done' | 'truncated' | 'malformed' {
+    const src = this.source;
+    const ok = tail === undefined || src.feed(tail, performance.now());
+    const out = tail === undefined ? undefined : src.out;
+    if (this.capture !== undefined && out !== undefined) this.capture.push(out);
+    this.startStream(w, contentType); // an empty 200 stream still answers the client
+    if (ok && src.done) {
+      this.res.end(out);
+      return 'done';
+    }
+    this.writeLast(out);
+    return ok ? 'truncated' : 'malformed';
   }
 
   /** Send whole events (keeping them for a resumption), holding the worker back while the client is slow. */

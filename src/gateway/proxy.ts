@@ -41,8 +41,6 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   private abortKind: AbortKind | undefined;
   private lastError: GlidepathError | undefined;
   private finished = false;
-  /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
-  private capture: ResponseCapture | undefined;
   /** What goes to the worker: the client's body, or a broken stream's continuation. */
   private body: Buffer;
   /** What goes back to the client (downstream.ts): headers once, whole events, the in-band error. */
@@ -86,7 +84,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
   captureTo(tap: ResponseTap, pairId: number | undefined): this {
-    this.capture = new ResponseCapture(tap, pairId);
+    this.down.capture = new ResponseCapture(tap, pairId);
     return this;
   }
 
@@ -248,23 +246,14 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     const now = performance.now();
     this.timer.data(now);
     if (this.phase === 'streaming') {
-      const src = this.down.source;
-      const ok = src.feed(chunk, now);
-      const out = src.out;
-      if (this.capture !== undefined && out.length > 0) this.capture.push(out);
-      this.down.startStream(this.worker as Worker, this.contentType);
-      if (src.cut) {
-        // the gateway found the stop string (resume.ts): the stream ends here, the worker is stopped
-        this.res.end(out);
+      const r = this.down.relay(controller, this.worker as Worker, this.contentType, chunk, now);
+      if (r === 'cut') {
+        // the gateway found the stop string (resume.ts): the stream ended there, the worker is stopped
         this.finishStream(200, undefined);
         this.cutOff(controller);
-        return;
-      }
-      // whole events only: a stream that breaks never leaves its client half an event
-      if (out.length > 0) this.down.forward(controller, out);
-      if (!ok) {
+      } else if (r === 'malformed') {
         this.cutOff(controller);
-        this.broke(failures.malformedStream(this.worker?.id ?? '?', src.malformed));
+        this.broke(failures.malformedStream(this.worker?.id ?? '?', this.down.source.malformed));
       }
     } else if (!(this.answer as BufferedAnswer).push(chunk)) {
       // stopped without hearing of it: a continuation's failure may already have moved to another worker
@@ -322,7 +311,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
         return;
       case 'ok':
         this.down.sendAnswer(w, 200, this.contentType, body);
-        if (this.capture !== undefined) this.capture.push(body);
+        this.down.capture?.push(body);
         this.finish(200, undefined, performance.now() - this.startedAt, v.usage.prompt, v.usage.completion);
         return;
       case 'client':
@@ -414,20 +403,11 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     return !this.finished && this.controller === c;
   }
 
-  /** The worker finished its stream; `tail` (its last bytes, if they came with the end) goes out with the end: one write. */
+  /** The worker finished its stream (its last bytes `tail`): the client's ends too, or the stream broke. */
   private endStream(w: Worker, tail: Buffer | undefined): void {
-    const src = this.down.source;
-    const ok = tail === undefined || src.feed(tail, performance.now());
-    const out = tail === undefined ? undefined : src.out;
-    if (this.capture !== undefined && out !== undefined) this.capture.push(out);
-    this.down.startStream(this.worker as Worker, this.contentType); // an empty 200 stream still answers the client
-    if (ok && src.done) {
-      this.res.end(out);
-      this.finishStream(200, undefined);
-      return;
-    }
-    this.down.writeLast(out);
-    this.broke(ok ? failures.truncated(w.id) : failures.malformedStream(this.worker?.id ?? '?', src.malformed));
+    const r = this.down.endWith(w, this.contentType, tail);
+    if (r === 'done') this.finishStream(200, undefined);
+    else this.broke(r === 'truncated' ? failures.truncated(w.id) : failures.malformedStream(w.id, this.down.source.malformed));
   }
 
   /**
@@ -495,7 +475,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
     this.ctx.telemetry.record(this.pool.telemetry, recordOf(this, status, errorCode, latency, promptTokens, completionTokens));
-    this.capture?.deliver(this.pool.model, this.pool.version, this.req, status, status === 200 && errorCode === undefined, latency);
-    this.capture = undefined;
+    this.down.capture?.deliver(this.pool.model, this.pool.version, this.req, status, status === 200 && errorCode === undefined, latency);
+    this.down.capture = undefined;
   }
 }

@@ -395,8 +395,9 @@ function timeShared(p: ControllerPorts, model: string): boolean {
 }
 
 /**
- * A model asleep in a time-share group: what would wake or serve it (a swap, a rollback, a stop-start,
- * a rollout) would do so beside the model that has the GPUs. It gets them first.
+ * A model asleep in a time-share group: what would wake or serve it (a swap, a rollback, a stop-start)
+ * would do so beside the model that has the GPUs. It gets them first. (A rollout of a member is
+ * refused whether it sleeps or not: refuseTimeSharedStandby.)
  */
 export async function refuseAsleep(p: ControllerPorts, model: string, what: string): Promise<void> {
   const g = p.models.timeShared().find((x) => x.models.includes(model));

@@ -20,7 +20,7 @@ import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-st
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
-import { refuseAsleep, refuseTimeSharedStandby } from './bluegreen.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export interface CanaryStartOptions {
   version: string;
@@ -207,7 +207,6 @@ export class CanaryController {
     refuseTimeSharedStandby(p, model, 'a canary');
     return p.exclusive(model, () =>
       p.audited(actor, 'canary_start', model, { model, ...opts }, async () => {
-        await refuseAsleep(p, model, 'a canary');
         const running = this.active(model);
         if (running) throw new ConflictError('rollout_in_progress', `model ${model} already has a canary in progress (${running.state.id})`);
         const stable = await p.versions.active(model);

@@ -12,7 +12,7 @@ import type { ExperimentMetric, ExperimentState } from './experiment-state.js';
 import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
-import { refuseAsleep, refuseTimeSharedStandby } from './bluegreen.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export { EXPERIMENT_METRICS };
 export type { ExperimentMetric, ExperimentState };
@@ -90,7 +90,6 @@ export class ExperimentController {
     refuseTimeSharedStandby(p, model, 'an experiment');
     return p.exclusive(model, () =>
       p.audited(actor, 'experiment_create', model, { model, ...opts }, async () => {
-        await refuseAsleep(p, model, 'an experiment');
         const running = this.running(model);
         if (running) throw new ConflictError('experiment_running', `model ${model} already runs experiment ${running.state.id}`);
         for (const id of [opts.a, opts.b]) {

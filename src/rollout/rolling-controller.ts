@@ -11,7 +11,7 @@ import { ReconcileLoop } from './loop.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { assertFeasible, newShare, nextStep } from './rolling-plan.js';
+import { assertFeasible, newShare, nextStep, routeAtShare } from './rolling-plan.js';
 import type { RoleNow } from './rolling-plan.js';
 import type { Version } from '../domain/version.js';
 import { MAX_FAILURES, MAX_TRACE, budgetsNow, messageOf, pools, pushBounded } from './rolling-state.js';
@@ -20,7 +20,7 @@ import type { Launch, Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
 import { checkPartition, checkPartitionFits, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
-import { refuseAsleep, refuseTimeSharedStandby } from './bluegreen.js';
+import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
 
@@ -170,7 +170,6 @@ export class RollingController {
     refuseTimeSharedStandby(p, model, 'a rolling update');
     return p.exclusive(model, () =>
       p.audited(actor, action, model, { model, ...params }, async () => {
-        await refuseAsleep(p, model, 'a rolling update');
         const running = await p.rollouts.inProgress(model);
         if (running)
           throw new ConflictError('rollout_in_progress', `model ${model} has a ${running.kind} in progress (${running.id}); finish or abort it first`);
@@ -395,13 +394,8 @@ export class RollingController {
   private async publishShare(l: Live, share: number): Promise<void> {
     const s = l.state;
     if (s.inPlace) return; // one version, one pool: the route does not change
-    const pool = pools(s);
-    const cur = routeToSpec(this.ports.routes.current(s.model));
-    const same = (v: string, w: number) => Math.abs((cur.weights[v] ?? 0) - w) < 1e-9;
-    if (same(pool.new, share) && same(pool.old, 1 - share)) return;
-    const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [pool.old]: 1 - share };
-    if (share > 0 || pool.new in cur.weights) weights[pool.new] = share;
-    await this.ports.routes.publish({ ...cur, weights, stable: s.from, shadow: undefined });
+    const next = routeAtShare(routeToSpec(this.ports.routes.current(s.model)), pools(s), s.from, share);
+    if (next !== undefined) await this.ports.routes.publish(next);
   }
 
   private async onFailure(l: Live, reason: string): Promise<void> {

@@ -3,6 +3,7 @@
 // shrinks so that its prefill/decode ratio stays within one worker of the target, the next step from
 // what is live, and the route weights between the old and the new pool.
 import { BadRequestError } from '../errors.js';
+import type { RouteSpec } from '../domain/route.js';
 
 /** A budget as given: a count of workers, or a share of a role's desired replicas ("25%"). */
 export type Budget = { count: number } | { percent: number };
@@ -263,6 +264,18 @@ function shrinkNext(cur: Readonly<Record<string, RoleNow>>, order: readonly stri
  * is that of its scarcest role: min over roles of ready ÷ desired; a pool missing a role serves
  * nothing). 1 when only the new pool can serve, 0 when it cannot.
  */
+/**
+ * The route between the two pools at the new pool's `share` (the rest to the old, every other version
+ * at 0, `stable` the update's from-version, no shadow); undefined when it would not change.
+ */
+export function routeAtShare(cur: RouteSpec, pool: { old: string; new: string }, stable: string, share: number): RouteSpec | undefined {
+  const same = (v: string, w: number) => Math.abs((cur.weights[v] ?? 0) - w) < 1e-9;
+  if (same(pool.new, share) && same(pool.old, 1 - share)) return undefined;
+  const weights: Record<string, number> = { ...Object.fromEntries(Object.keys(cur.weights).map((k) => [k, 0])), [pool.old]: 1 - share };
+  if (share > 0 || pool.new in cur.weights) weights[pool.new] = share;
+  return { ...cur, weights, stable, shadow: undefined };
+}
+
 export function newShare(now: Readonly<Record<string, RoleNow>>, desired: Readonly<Record<string, number>>): number {
   let oldCap = Infinity;
   let newCap = Infinity;
