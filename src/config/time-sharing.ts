@@ -184,3 +184,12 @@ export function standbySlots(models: readonly ModelView[], groups: readonly Time
   });
   return out;
 }
+
+/**
+ * Whether a model's versions take turns on the same GPUs — a time-share group's member, or a model
+ * with `time_shared_standby` — so that two of them are never awake at once (no split, canary,
+ * rolling update; a swap sleeps one before it wakes the other).
+ */
+export function takesTurns(m: { readonly name: string; readonly timeSharedStandby?: boolean | undefined }, groups: readonly TimeShareConfig[]): boolean {
+  return m.timeSharedStandby === true || groups.some((g) => g.models.includes(m.name));
+}

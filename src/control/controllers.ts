@@ -20,6 +20,7 @@ import { Scheduler } from '../scheduler/controller.js';
 import { TimeShare } from '../scheduler/time-share.js';
 import { JudgeThread } from './judge-thread.js';
 import { QualityFeed } from './quality-judge.js';
+import { takesTurns } from '../config/time-sharing.js';
 
 export interface Controllers {
   readonly ports: ControllerPorts;
@@ -55,8 +56,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
   const timeShare = new TimeShare(ports, cfg.gateway.requestTimeoutMs, cfg.control.tickMs);
   // a model whose versions take turns on slots it (or its group) holds is not scaled: its replicas are the slots
-  const slotted = new Set([...cfg.timeSharing, ...cfg.sharedStandby].flatMap((g) => g.models));
-  const scheduler = new Scheduler(ports, cfg.scheduler, (model) => slotted.has(model));
+  const scheduler = new Scheduler(ports, cfg.scheduler, (model) => takesTurns(ports.models.config(model), cfg.timeSharing));
   return {
     ports,
     blueGreen,

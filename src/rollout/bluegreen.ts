@@ -11,6 +11,7 @@ import type { Version } from '../domain/version.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, ConflictError } from '../errors.js';
 import type { Actor, ControllerPorts, DrainReport as PortDrain, WorkerInfo } from './ports.js';
+import { takesTurns } from '../config/time-sharing.js';
 
 export type SwapMode = 'overlap' | 'drain-first';
 export type StandbyMode = 'warm' | 'sleep';
@@ -391,7 +392,7 @@ function sleepLevelOf(p: ControllerPorts, model: string): 1 | 2 {
 
 /** Whether a model's versions take turns on the same GPUs (`time_shared_standby`, or a time-share group's member). */
 function timeShared(p: ControllerPorts, model: string): boolean {
-  return p.models.config(model).timeSharedStandby === true || p.models.timeShared().some((g) => g.models.includes(model));
+  return takesTurns(p.models.config(model), p.models.timeShared());
 }
 
 /**

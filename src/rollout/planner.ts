@@ -7,6 +7,7 @@ import { ConflictError } from '../errors.js';
 import type { ControllerPorts } from './ports.js';
 import { stagePlanFor } from './stage-plan.js';
 import type { StagePlan } from './stage-plan.js';
+import { takesTurns } from '../config/time-sharing.js';
 
 export type RiskLevel = 'low' | 'medium' | 'high' | 'critical';
 export type StrategyKind = 'blue-green' | 'canary' | 'rolling' | 'stop-start' | 'time-shared-blue-green';
@@ -352,7 +353,7 @@ export async function planFor(ports: ControllerPorts, model: string, targetId: s
   const free = (await ports.gpus.free()).filter((g) => g.memoryGb >= perGpu).length;
   // a static version runs one worker per listed endpoint, whatever `replicas` says
   const shape = (v: Version): PlanVersion => (v.provider.kind === 'static' ? { ...v, replicas: v.provider.endpoints.length } : v);
-  const timeShared = ports.models.config(model).timeSharedStandby === true || ports.models.timeShared().some((g) => g.models.includes(model));
+  const timeShared = takesTurns(ports.models.config(model), ports.models.timeShared());
   return {
     ...planStrategies({ totalGpus: ports.gpus.total(), freeGpus: free }, shape(current), shape(target), { timeShared, ...opts }),
     canaryStages: stagePlanFor(ports, model),

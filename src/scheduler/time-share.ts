@@ -66,11 +66,6 @@ export class TimeShare {
     );
   }
 
-  /** Whether a model takes turns on shared GPUs (the multi-model scheduler leaves its replicas alone). */
-  isTimeShared(model: string): boolean {
-    return this.memberOf.has(model);
-  }
-
   /**
    * Put each group in order: its awake member the one saved (else the first awake, else the first
    * listed), every other asleep with its requests held; then watch requests.

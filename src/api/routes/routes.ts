@@ -7,6 +7,7 @@ import type { RouteDef } from '../router.js';
 import { get, put } from '../router.js';
 import type { AdminContext } from './context.js';
 import { actorOf, modelOf } from './context.js';
+import { takesTurns } from '../../config/time-sharing.js';
 
 const routeBody = z
   .object({
@@ -75,8 +76,7 @@ export function routeRoutes({ cp, controllers: { ports } }: AdminContext): Route
  * another version is put in by a swap or a rollback, which sleep one before waking the other.
  */
 function refuseSharedRoute(cp: AdminContext['cp'], model: string, spec: RouteSpec, serving: readonly string[]): void {
-  const shared = cp.modelConfig(model).timeSharedStandby === true || cp.cfg.timeSharing.some((g) => g.models.includes(model));
-  if (!shared) return;
+  if (!takesTurns(cp.modelConfig(model), cp.cfg.timeSharing)) return;
   const weighted = Object.entries(spec.weights)
     .filter(([, w]) => w > 0)
     .map(([id]) => id);
