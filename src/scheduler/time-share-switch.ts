@@ -35,7 +35,7 @@ export interface SwitchRecord {
 export class Group {
   awake: string | undefined;
   since = 0;
-  switching = false;
+  /** The model a switch under way gives the GPUs to. */
   switchingTo: string | undefined;
   looking = false;
   lookAgain = false;
@@ -55,6 +55,10 @@ export class Group {
     switchMs: number,
   ) {
     this.switchMs = switchMs;
+  }
+
+  get switching(): boolean {
+    return this.switchingTo !== undefined;
   }
 
   /** A switch to `model` failed: it is passed over for a back-off, doubling with each failure in a row. */
@@ -135,7 +139,6 @@ export class Switcher {
    */
   async switchTo(g: Group, to: string, why: string, actor: Actor, onFirst: () => void): Promise<SwitchRecord> {
     const p = this.ports;
-    g.switching = true;
     g.switchingTo = to;
     const from = g.awake;
     const t0 = p.clock.now();
@@ -175,7 +178,6 @@ export class Switcher {
       g.failed(to, p.clock.now());
     } finally {
       rec.totalMs = p.clock.now() - t0;
-      g.switching = false;
       g.switchingTo = undefined;
     }
     this.record(g, rec);
