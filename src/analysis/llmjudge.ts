@@ -138,6 +138,8 @@ export interface QualityResult {
   score: number;
   kind: 'pointwise' | 'pairwise';
   against?: string | undefined;
+  /** A LoRA adapter's answer: the name the engine served it under (an adapter canary scores its two sides apart). */
+  adapter?: string | undefined;
 }
 
 /**
@@ -221,7 +223,7 @@ export class QualityJudge {
     const text = responseText(r.body, r.request.stream);
     const score = await scorePointwise(this.ep, promptText(r.request), text);
     this.judged++;
-    this.onResult({ model: r.model, version: r.version, score, kind: 'pointwise' });
+    this.onResult({ model: r.model, version: r.version, score, kind: 'pointwise', adapter: r.adapter });
   }
 
   private async judgePair(primary: TappedResponse, shadow: TappedResponse): Promise<void> {

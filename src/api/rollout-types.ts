@@ -3,7 +3,7 @@
 // telemetry windows they (and the status) show.
 import type { ExperimentDecision } from '../analysis/ab-test.js';
 import type { CanaryPhase } from '../rollout/canary-state.js';
-import type { CanaryRollbackView, CanaryVerdictView } from '../rollout/canary-views.js';
+import type { CanaryRollbackView, StagedStateView } from '../rollout/canary-views.js';
 import type { ExperimentMetric } from '../rollout/experiment-state.js';
 import type { Breach, CheckAction } from '../rollout/monitor.js';
 import type { Evaluation } from '../rollout/pipeline/trigger.js';
@@ -100,36 +100,14 @@ export interface JudgeView extends Partial<JudgeStatsView> {
 // ---- canary ------------------------------------------------------------------------------------
 
 /** A canary as it is kept (src/rollout/canary-state.ts), in the API's casing. */
-export interface CanaryStateView {
+export interface CanaryStateView extends StagedStateView {
   kind: 'canary';
-  id: string;
-  model: string;
   stable: string;
   canary: string;
-  /** Percent of traffic per stage, ascending; 100 means promote. */
-  stages: number[];
-  stage_index: number;
-  stage_duration_ms: number;
-  phase: CanaryPhase;
-  created_at: number;
-  started_at: number;
-  stage_started_at: number;
-  updated_at: number;
-  look: number;
-  /** Always-valid p-values so far, keyed by check id. */
-  previous: Record<string, number | null>;
-  verdicts: CanaryVerdictView[];
-  last: CanaryVerdictView | null;
-  paused_reason: string | null;
   rollback: CanaryRollbackView | null;
   /** The rollout loaded the canary itself (so it unloads it on rollback). */
   loaded_by_rollout: boolean;
-  actor: string;
-  message: string | null;
   shadow_share: number;
-  /** While `rolling_back`: why, and the phase it ends in. */
-  rollback_reason: string | null;
-  rollback_to: 'rolled_back' | 'aborted' | null;
 }
 
 /** The operator view: the state, plus the route's weights and both versions' live windows. */

@@ -7,7 +7,7 @@ import type { ExperimentResult } from '../analysis/ab-test.js';
 import type { JudgeStats } from '../control/quality-judge.js';
 import type { StoredRollout } from '../rollout/rollout-record.js';
 import type { CanaryState } from '../rollout/canary-state.js';
-import { canaryRollbackView, verdictView } from '../rollout/canary-views.js';
+import { canaryRollbackView, stagedStateView } from '../rollout/canary-views.js';
 import type { ExperimentState } from '../rollout/experiment-state.js';
 import type { CheckResult, MonitorSettings } from '../rollout/monitor.js';
 import type { RunResult, StepResult } from '../rollout/pipeline/runner.js';
@@ -101,31 +101,12 @@ export function monitorCheckView(c: CheckResult): MonitorCheckView {
 export function canaryStateView(s: CanaryState): CanaryStateView {
   return {
     kind: s.kind,
-    id: s.id,
-    model: s.model,
+    ...stagedStateView(s),
     stable: s.stable,
     canary: s.canary,
-    stages: s.stages,
-    stage_index: s.stageIndex,
-    stage_duration_ms: s.stageDurationMs,
-    phase: s.phase,
-    created_at: s.createdAt,
-    started_at: s.startedAt,
-    stage_started_at: s.stageStartedAt,
-    updated_at: s.updatedAt,
-    look: s.look,
-    // keyed by check id: copied, never renamed
-    previous: Object.fromEntries(Object.entries(s.previous).map(([k, p]) => [k, fin(p)])),
-    verdicts: s.verdicts.map(verdictView),
-    last: s.last ? verdictView(s.last) : null,
-    paused_reason: s.pausedReason ?? null,
     rollback: s.rollback ? canaryRollbackView(s.rollback) : null,
     loaded_by_rollout: s.loadedByRollout,
-    actor: s.actor,
-    message: s.message ?? null,
     shadow_share: s.shadowShare,
-    rollback_reason: s.rollbackReason ?? null,
-    rollback_to: s.rollbackTo ?? null,
   };
 }
 

@@ -7,6 +7,7 @@ import type { Priority } from '../config/types.js';
 import type { ProbeBasis } from '../domain/probes.js';
 import type { HealthState, VersionStatus } from '../domain/version.js';
 import type { BreakerState, WorkerHealthState } from '../health/machine.js';
+import type { AdapterCanaryStateView } from '../rollout/adapter-canary-views.js';
 
 export type {
   CanaryCheckView,
@@ -16,6 +17,7 @@ export type {
   CanaryVerdictView,
   VersionSummaryView,
 } from '../rollout/canary-views.js';
+export type { AdapterCanaryStateView, AdapterSideView } from '../rollout/adapter-canary-views.js';
 export type { CacheResultView } from '../fleet/cache.js';
 export type { DrainReport as DrainView, RetireResult as RetireView, RollbackResult as RollbackView, SwapResult as SwapView } from '../rollout/bluegreen.js';
 export type { StopStartResult as StopStartView } from '../rollout/stop-start.js';
@@ -255,4 +257,9 @@ export interface CapacityView {
   required_tokens_per_s: number | null;
   capacity_tokens_per_s: number | null;
   workers: WorkerCapacityView[];
+}
+
+/** An adapter's canary (`/models/:model/adapters/:name/canary`): the state, and the samples each side is judged on while it runs. */
+export interface AdapterCanaryView extends AdapterCanaryStateView {
+  samples: { stable: number; canary: number; min_samples: number } | null;
 }

@@ -1,6 +1,7 @@
 // The LoRA adapter registry: each model's adapters, from its config (`models[].adapters`) and those
 // registered through the admin API (kept in the store), handed to the data plane, which routes a
-// request naming one to its model's workers and loads it there on demand (gateway/adapters.ts).
+// request naming one to its model's workers and loads it there on demand (gateway/adapters.ts); and
+// what an adapter canary changes: a candidate beside an adapter, its promotion, unloading a version.
 import type { Actor } from '../rollout/ports.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { AdapterSpec } from '../gateway/adapters.js';
@@ -18,6 +19,8 @@ export interface AdapterHost {
 }
 
 const KEY = 'adapters.registered';
+/** A config-defined adapter a canary promoted: served from the candidate while the config still names what it replaced. */
+const PROMOTED = 'adapters.promoted';
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
 
 export interface AdapterView {
@@ -25,13 +28,19 @@ export interface AdapterView {
   model: string;
   source: string;
   version: string | null;
-  /** `config`: from glidepath.yaml (changed there); `api`: registered at run time. */
+  /** The name the engines have it loaded under (another than `name` once a canary promoted a version). */
+  served_as: string;
+  /** `config`: from glidepath.yaml (changed there; a canary's promotion overrides it in the store); `api`: registered at run time. */
   from: 'config' | 'api';
-  /** Workers of the model that hold it now (and how many of their requests use it). */
-  workers: { worker: string; version: string; loaded: boolean; in_use: number }[];
+  /** An adapter canary's candidate and its share of the adapter's requests (null: none runs). */
+  canary: { source: string; version: string | null; served_as: string; share: number } | null;
+  /** Workers of the model that hold it or its candidate now (and how many of their requests use it). */
+  workers: { worker: string; version: string; served_as: string; loaded: boolean; in_use: number }[];
 }
 
-type Registered = Record<string, Omit<AdapterSpec, 'model'>[]>;
+type Stored = Omit<AdapterSpec, 'model' | 'servedAs'> & { servedAs?: string | undefined };
+type Registered = Record<string, Stored[]>;
+type Promoted = Record<string, Stored & { model: string; servedAs: string; replaces: string }>;
 
 export class AdapterRegistry {
   constructor(private readonly cp: AdapterHost) {}
@@ -42,6 +51,7 @@ export class AdapterRegistry {
    * said, and kept in the store: a config change never stops the gateway from starting.
    */
   async restore(onSkipped: (why: string) => void = () => undefined): Promise<void> {
+    this.promoted = await this.readPromoted(onSkipped);
     const reg = await this.registered();
     const taken = new Set(this.cp.cfg.models.flatMap((m) => [m.name, ...this.fromConfig(m.name).map((a) => a.name)]));
     for (const m of this.cp.cfg.models) {
@@ -51,7 +61,7 @@ export class AdapterRegistry {
         return false;
       });
       for (const a of api) taken.add(a.name);
-      this.cp.dp.setAdapters(m.name, [...this.fromConfig(m.name), ...api.map((a) => ({ ...a, model: m.name }))]);
+      this.cp.dp.setAdapters(m.name, [...this.fromConfig(m.name), ...api.map((a) => spec(m.name, a))]);
     }
   }
 
@@ -70,21 +80,27 @@ export class AdapterRegistry {
     return this.cp.dp.adapters
       .list()
       .filter((a) => a.model === model)
-      .map((a) => ({
-        name: a.name,
-        model,
-        source: a.source,
-        version: a.version ?? null,
-        from: config.has(a.name) ? 'config' : 'api',
-        workers: [...st.pools.values()].flatMap((p) =>
-          p.workers.flatMap((w) =>
-            w.adapters
-              .loaded()
-              .filter((s) => s.name === a.name)
-              .map((s) => ({ worker: w.id, version: p.version, loaded: s.loaded, in_use: s.inUse })),
+      .map((a) => {
+        const c = this.cp.dp.adapters.candidate(a.name);
+        const names = new Set([a.servedAs, ...(c === undefined ? [] : [c.spec.servedAs])]);
+        return {
+          name: a.name,
+          model,
+          source: a.source,
+          version: a.version ?? null,
+          served_as: a.servedAs,
+          from: config.has(a.name) ? 'config' : 'api',
+          canary: c === undefined ? null : { source: c.spec.source, version: c.spec.version ?? null, served_as: c.spec.servedAs, share: c.share },
+          workers: [...st.pools.values()].flatMap((p) =>
+            p.workers.flatMap((w) =>
+              w.adapters
+                .loaded()
+                .filter((s) => names.has(s.name))
+                .map((s) => ({ worker: w.id, version: p.version, served_as: s.name, loaded: s.loaded, in_use: s.inUse })),
+            ),
           ),
-        ),
-      }));
+        };
+      });
   }
 
   /** Register (or replace: a new source or version of the same name) an adapter of `model`. */
@@ -95,13 +111,12 @@ export class AdapterRegistry {
     if (a.source.trim() === '') throw new BadRequestError('invalid_body', 'source: a path or URI the engine loads the adapter from');
     if (this.fromConfig(model).some((c) => c.name === a.name))
       throw new ConflictError('adapter_name_taken', `adapter ${a.name} of ${model} is defined in the config: change it there`);
+    this.refuseCanaried(a.name, 'registered again');
     return this.serial(() =>
       this.cp.audited(actor, 'adapter.register', `${model}/${a.name}`, a, async () => {
         const reg = await this.registered();
         const next = [...(reg[model] ?? []).filter((x) => x.name !== a.name), { name: a.name, source: a.source, version: a.version }];
-        // the data plane checks the namespace (another model's adapter, a model's name) before anything is kept
-        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
-        await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
+        await this.write(model, reg, next);
         return this.list(model).find((v) => v.name === a.name) as AdapterView;
       }),
     );
@@ -111,20 +126,89 @@ export class AdapterRegistry {
     this.cp.modelConfig(model);
     if (this.fromConfig(model).some((c) => c.name === name))
       throw new ConflictError('adapter_name_taken', `adapter ${name} of ${model} is defined in the config: remove it there`);
+    this.refuseCanaried(name, 'removed');
     return this.serial(async () => {
       const reg = await this.registered();
       if (!(reg[model] ?? []).some((x) => x.name === name)) throw new NotFoundError('adapter_not_found', `${model} has no registered adapter ${name}`);
       return this.cp.audited(actor, 'adapter.remove', `${model}/${name}`, { name }, async () => {
-        const next = (reg[model] ?? []).filter((x) => x.name !== name);
-        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => ({ ...x, model }))]);
-        await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
+        await this.write(
+          model,
+          reg,
+          (reg[model] ?? []).filter((x) => x.name !== name),
+        );
         return { removed: name };
       });
     });
   }
 
+  /**
+   * An adapter canary's promotion: the candidate is the adapter from now on, under the name it is
+   * loaded under (no worker loads it again). One registered through the API is rewritten in the store;
+   * one from the config is overridden there, for as long as the config names the source it replaced.
+   */
+  promote(model: string, name: string, c: AdapterSpec): Promise<void> {
+    return this.serial(async () => {
+      const configured = this.cp.modelConfig(model).adapters?.find((a) => a.name === name);
+      const stored: Stored = { name, source: c.source, version: c.version, servedAs: c.servedAs };
+      if (configured !== undefined) {
+        this.promoted = { ...this.promoted, [name]: { ...stored, model, servedAs: c.servedAs, replaces: configured.source } };
+        await this.cp.store.setSetting(PROMOTED, this.promoted, Date.now());
+        const reg = await this.registered();
+        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...(reg[model] ?? []).map((x) => spec(model, x))]);
+        return;
+      }
+      const reg = await this.registered();
+      if (!(reg[model] ?? []).some((x) => x.name === name)) throw new NotFoundError('adapter_not_found', `${model} has no adapter ${name}`);
+      await this.write(
+        model,
+        reg,
+        (reg[model] ?? []).map((x) => (x.name === name ? stored : x)),
+      );
+    });
+  }
+
+  /** A canary's candidate stands beside this adapter: it is neither registered again nor removed meanwhile. */
+  private refuseCanaried(name: string, what: string): void {
+    if (this.cp.dp.adapters.candidate(name) !== undefined)
+      throw new ConflictError('rollout_in_progress', `adapter ${name} has a canary running: it cannot be ${what} until that ends (promote or abort it)`);
+  }
+
+  /** The model's API-registered adapters become `next`: to the data plane (which checks the namespace first), then kept. */
+  private async write(model: string, reg: Registered, next: Stored[]): Promise<void> {
+    this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => spec(model, x))]);
+    await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
+  }
+
+  /** Config-defined adapters a canary promoted (read at restore). */
+  private promoted: Promoted = {};
+
   private fromConfig(model: string): AdapterSpec[] {
-    return (this.cp.modelConfig(model).adapters ?? []).map((a) => ({ name: a.name, source: a.source, version: a.version, model }));
+    return (this.cp.modelConfig(model).adapters ?? []).map((a) => {
+      const p = this.promoted[a.name];
+      // a promotion holds while the config still names the source it replaced
+      return p !== undefined && p.model === model && p.replaces === a.source
+        ? { name: a.name, source: p.source, version: p.version, servedAs: p.servedAs, model }
+        : { name: a.name, source: a.source, version: a.version, servedAs: a.name, model };
+    });
+  }
+
+  /** Promotions of config-defined adapters whose config entry still has the source they replaced; the others are said and dropped. */
+  private async readPromoted(onSkipped: (why: string) => void): Promise<Promoted> {
+    const raw: unknown = await this.cp.store.getSetting(PROMOTED);
+    const out: Promoted = {};
+    if (typeof raw !== 'object' || raw === null) return out;
+    for (const [name, p] of Object.entries(raw as Record<string, unknown>)) {
+      if (typeof p !== 'object' || p === null) continue;
+      const q = p as Promoted[string];
+      if (typeof q.model !== 'string' || typeof q.source !== 'string' || typeof q.servedAs !== 'string' || typeof q.replaces !== 'string') continue;
+      const c = this.cp.cfg.models.find((m) => m.name === q.model)?.adapters?.find((a) => a.name === name);
+      if (c?.source === q.replaces) out[name] = { ...q, name };
+      else
+        onSkipped(
+          `adapter ${name} of ${q.model}: the config changed since a canary promoted ${q.source} over ${q.replaces}; the config's ${c === undefined ? '(removed)' : c.source} is served`,
+        );
+    }
+    return out;
   }
 
   /** What the API registered, by model; an unreadable entry is dropped. */
@@ -135,10 +219,14 @@ export class AdapterRegistry {
     for (const [model, list] of Object.entries(raw as Record<string, unknown>)) {
       if (!Array.isArray(list)) continue;
       out[model] = list.filter(
-        (a): a is Omit<AdapterSpec, 'model'> =>
-          typeof a === 'object' && a !== null && typeof (a as AdapterSpec).name === 'string' && typeof (a as AdapterSpec).source === 'string',
+        (a): a is Stored => typeof a === 'object' && a !== null && typeof (a as AdapterSpec).name === 'string' && typeof (a as AdapterSpec).source === 'string',
       );
     }
     return out;
   }
+}
+
+/** A stored registration as the data plane serves it (under its own name unless a canary promoted another). */
+function spec(model: string, a: Stored): AdapterSpec {
+  return { name: a.name, source: a.source, version: a.version, servedAs: typeof a.servedAs === 'string' ? a.servedAs : a.name, model };
 }

@@ -7,6 +7,8 @@ import type { DataPlane } from '../gateway/dataplane.js';
 import { BlueGreen } from '../rollout/bluegreen.js';
 import { StopStart } from '../rollout/stop-start.js';
 import { CanaryController } from '../rollout/canary-controller.js';
+import { AdapterCanaryController } from '../rollout/adapter-canary.js';
+import type { AdapterCanaryState } from '../rollout/adapter-canary-state.js';
 import type { CanaryState } from '../rollout/canary-state.js';
 import { ExperimentController } from '../rollout/experiment-controller.js';
 import type { ExperimentState } from '../rollout/experiment-state.js';
@@ -27,6 +29,8 @@ export interface Controllers {
   readonly blueGreen: BlueGreen;
   readonly stopStart: StopStart;
   readonly canary: CanaryController;
+  /** Canaries of LoRA adapters' new versions (a share of one adapter's requests). */
+  readonly adapterCanary: AdapterCanaryController;
   readonly experiments: ExperimentController;
   readonly rolling: RollingController;
   readonly monitor: RollbackMonitor;
@@ -48,10 +52,11 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
   // canary looks in a worker thread: a look over full windows costs ~25 ms, the gateway's loop must not wait
   const looks = new JudgeThread((message) => ports.emit({ kind: 'warning', message }));
   const canary = new CanaryController(ports, { tickMs: cfg.control.tickMs, judge: looks.judge });
+  const adapterCanary = new AdapterCanaryController(ports, { tickMs: cfg.control.tickMs, judge: looks.judge });
   const experiments = new ExperimentController(ports);
   const rolling = new RollingController(ports, { tickMs: cfg.control.tickMs });
   const monitor = new RollbackMonitor(ports, (model, actor, reason) => blueGreen.rollback(model, actor, reason));
-  const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, experiments]) : undefined;
+  const judge = cfg.judge ? new QualityFeed(cfg.judge, ports.models.names(), dp, [canary, adapterCanary, experiments]) : undefined;
   // built now: it records the probe sets of the versions the boot loads
   const health = new HealthController(ports, { tickMs: cfg.control.tickMs });
   const timeShare = new TimeShare(ports, cfg.gateway.requestTimeoutMs, cfg.control.tickMs);
@@ -62,6 +67,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
     blueGreen,
     stopStart: new StopStart(ports),
     canary,
+    adapterCanary,
     experiments,
     rolling,
     monitor,
@@ -77,9 +83,10 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
       health.run();
       scheduler.run();
       canary.run();
+      adapterCanary.run();
       experiments.run();
       rolling.run();
-      await resumeRollouts(ports, canary, experiments, rolling);
+      await resumeRollouts(ports, { canary, adapterCanary, experiments, rolling });
       await monitor.run();
     },
     shutdown() {
@@ -88,6 +95,7 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
       timeShare.shutdown();
       monitor.shutdown();
       canary.shutdown();
+      adapterCanary.shutdown();
       experiments.shutdown();
       rolling.shutdown();
       judge?.shutdown();
@@ -97,9 +105,10 @@ export function buildControllers(cfg: GlidepathConfig, ports: ControllerPorts, d
 }
 
 /** Hand every unfinished rollout to its controller by kind; an unreadable one is reported and left alone. */
-async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, experiments: ExperimentController, rolling: RollingController): Promise<void> {
+async function resumeRollouts(ports: ControllerPorts, c: Pick<Controllers, 'canary' | 'adapterCanary' | 'experiments' | 'rolling'>): Promise<void> {
   const { rollouts, unreadable } = await ports.rollouts.unfinished();
   const canaries: StoredRollout<CanaryState>[] = [];
+  const adapterCanaries: StoredRollout<AdapterCanaryState>[] = [];
   const exps: StoredRollout<ExperimentState>[] = [];
   const rolls: StoredRollout<RollingState>[] = [];
   for (const r of rollouts) {
@@ -114,10 +123,14 @@ async function resumeRollouts(ports: ControllerPorts, canary: CanaryController, 
       case 'rolling':
         rolls.push({ ...r, state });
         break;
+      case 'adapter_canary':
+        adapterCanaries.push({ ...r, state });
+        break;
     }
   }
   for (const err of unreadable) ports.emit({ kind: 'rollout_unreadable', message: `not resumed: ${err.message}` });
-  experiments.recover(exps);
-  await canary.recover(canaries);
-  await rolling.recover(rolls);
+  c.experiments.recover(exps);
+  await c.canary.recover(canaries);
+  await c.adapterCanary.recover(adapterCanaries);
+  await c.rolling.recover(rolls);
 }

@@ -4,7 +4,7 @@ import type { ModelConfig } from '../config/types.js';
 import { NotFoundError } from '../errors.js';
 import type { Version } from '../domain/version.js';
 import type { Clock, ControllerPorts, RolloutsPort, WorkerInfo } from '../rollout/ports.js';
-import { claimedKind, parseRolloutState, rowPhase, toStoredState } from '../rollout/rollout-record.js';
+import { claimedKind, parseRolloutState, rolloutScope, rowPhase, toStoredState } from '../rollout/rollout-record.js';
 import type { RolloutKind, StateOfKind, StoredRollout } from '../rollout/rollout-record.js';
 import { notify } from '../rollout/webhooks.js';
 import type { RolloutRecord, Store } from '../store/types.js';
@@ -110,6 +110,15 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       total: () => inventory.total,
       free: async () => (await inventory.free()).map((g) => ({ id: g.id, memoryGb: g.memoryGb })),
     },
+    adapters: {
+      get: (name) => dp.adapters.get(name),
+      setCandidate: (name, c) => dp.adapters.setCandidate(name, c),
+      promote: async (name, c) => {
+        await cp.adapters.promote(c.model, name, c);
+        dp.adapters.setCandidate(name, undefined);
+      },
+      retire: (model, servedAs) => dp.retireAdapter(model, servedAs),
+    },
     exclusive: (model, fn) => cp.exclusive(model, fn),
     audited: (actor, action, target, params, fn) => cp.audited(actor, action, target, params, fn),
     emit: (e) => void events.emit(e),
@@ -142,9 +151,9 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
   };
   return {
     create: async (state) =>
-      (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
+      (await store.putRollout({ id: state.id, model: rolloutScope(state), ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
     save: async (state, revision) =>
-      (await store.putRollout({ id: state.id, model: state.model, ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision)).revision,
+      (await store.putRollout({ id: state.id, model: rolloutScope(state), ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision)).revision,
     get: async (id) => {
       const rec = await store.getRollout(id);
       return rec ? read(rec) : undefined;

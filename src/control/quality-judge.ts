@@ -6,9 +6,9 @@ import type { JudgeEndpointConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 
-/** Anything that takes judge scores (the canary and experiment controllers). */
+/** Anything that takes judge scores (the canary, adapter canary and experiment controllers); `adapter`: an adapter's answer, by the name it was served as. */
 export interface QualitySink {
-  quality(model: string, version: string, score: number): void;
+  quality(model: string, version: string, score: number, adapter?: string): void;
 }
 
 export type JudgeStats = ReturnType<QualityJudge['stats']>;
@@ -26,7 +26,7 @@ export class QualityFeed {
       { url: cfg.url, model: cfg.model, apiKey: cfg.apiKeyEnv ? process.env[cfg.apiKeyEnv] : undefined, timeoutMs: cfg.timeoutMs },
       (r) => {
         dp.telemetry.recordQuality(r.model, r.version, r.score);
-        for (const s of sinks) s.quality(r.model, r.version, r.score);
+        for (const s of sinks) s.quality(r.model, r.version, r.score, r.adapter);
       },
       { concurrency: cfg.concurrency, queueMax: DEFAULTS.judge.queueMax, pairTtlMs: DEFAULTS.judge.pairTtlMs, pointwise: cfg.mode === 'pointwise' },
     );

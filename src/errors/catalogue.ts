@@ -209,7 +209,11 @@ export const CATALOGUE = {
   invalid_patch: [400, 'A version patch with an invalid field (negative load time…).', 'Fix the field named.'],
   active_exists: [409, 'A second active version of a model.', 'Swap or promote instead.'],
   no_standby: [409, 'No rollback-eligible standby (the message says why each standby is not).', 'Deploy and swap a known-good version instead.'],
-  adapter_not_found: [404, 'The model has no adapter of that name registered through the API.', '`glidepath adapter list -m MODEL` shows its adapters.'],
+  adapter_not_found: [
+    404,
+    'The model has no adapter of that name (registered through the API, or for a canary, at all).',
+    '`glidepath adapter list -m MODEL` shows its adapters.',
+  ],
   adapter_name_taken: [
     409,
     "A LoRA adapter's name is already a model's, another model's adapter's, or listed twice: clients name adapters in `model`, so the names share one namespace.",
@@ -263,7 +267,7 @@ export const CATALOGUE = {
   ],
   rollout_in_progress: [
     409,
-    'A canary, experiment, rolling update or other rollout already runs on the model (one at a time; a swap or rollback waits for a rolling update too).',
+    'A canary, experiment, rolling update or other rollout already runs on the model (one at a time; a swap or rollback waits for a rolling update too); or a canary already runs on the adapter (which is neither registered again nor removed meanwhile).',
     'Finish or abort it first.',
   ],
   time_shared_standby: [
@@ -288,13 +292,21 @@ export const CATALOGUE = {
   ],
   rollout_conflict: [409, 'The rollout record changed since it was read (another writer).', 'Read it again; a bug if it repeats.'],
   rollout_model_mismatch: [400, 'Writing a rollout under another model than its own.', 'A bug; report it.'],
-  rollout_not_found: [404, 'No rollout (canary) of this id for the model.', 'See `glidepath canary status`.'],
+  rollout_not_found: [
+    404,
+    'No rollout (canary) of this id for the model or adapter, or none ever ran.',
+    'See `glidepath canary status` or `glidepath adapter canary history`.',
+  ],
   rollout_state_invalid: [
     500,
     'A stored rollout record cannot be read back (an unknown kind or a corrupt field).',
     'The message names the rollout and field; abort it or restore the store.',
   ],
-  canary_is_active: [409, 'A canary of the version that is already active.', 'Canary a new version.'],
+  canary_is_active: [
+    409,
+    'A canary of the version that is already active (of a model, or of an adapter: the same version or source).',
+    'Canary a new version.',
+  ],
   invalid_stages: [400, 'Canary stages that are not increasing percentages ending at 100.', 'Fix the list.'],
   invalid_rollout: [
     400,

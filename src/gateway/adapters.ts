@@ -5,9 +5,10 @@
 // busier than the least busy by more than the bound, then the least busy, which loads it (or, with
 // `gateway.adapter_routing: random`, any worker that can take it); the prefetcher's loads go the same way.
 import { DEFAULTS } from '../defaults.js';
-import { ConflictError, UnavailableError } from '../errors.js';
+import { BadRequestError, ConflictError, NotFoundError, UnavailableError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { eligible } from './pick.js';
+import { stickyPoint } from './split.js';
 import type { Pickable, Picker } from './pick.js';
 
 /** A registered adapter, served on its base model's workers under its own name. */
@@ -18,6 +19,12 @@ export interface AdapterSpec {
   /** Where the engine loads it from (vLLM's `lora_path`). */
   source: string;
   version?: string | undefined;
+  /**
+   * The name the engine has it loaded under (vLLM's `lora_name`), and the `model` of the requests sent
+   * there: the adapter's own name, unless a canary put another version beside it (`<name>--<version>`,
+   * both loaded at once on a worker), which keeps that name once promoted. The client sees `name`.
+   */
+  servedAs: string;
 }
 
 /** Loads and unloads adapters on an engine (vLLM's `/v1/load_lora_adapter`; providers/lora.ts). */
@@ -34,6 +41,8 @@ interface Slot {
   /** Resolves when loaded; rejects when the load failed (the slot is gone then). */
   ready: Promise<void>;
   loaded: boolean;
+  /** Being unloaded once its last request ends (`retire`): no request takes it meanwhile; settles when unloaded. */
+  retiring: { done: () => void; promise: Promise<void> } | undefined;
 }
 
 /** Why a load was asked: a request that needs the adapter, or the prefetcher (prefetch.ts) ahead of its requests. */
@@ -64,7 +73,7 @@ export class AdapterSlots {
   /** A load of another adapter can go here: a slot is free, or one holds an adapter no request uses. */
   roomFor(max: number): boolean {
     if (this.slots.size < max) return true;
-    for (const s of this.slots.values()) if (s.loaded && s.inUse === 0) return true;
+    for (const s of this.slots.values()) if (s.loaded && s.inUse === 0 && s.retiring === undefined) return true;
     return false;
   }
 
@@ -76,7 +85,7 @@ export class AdapterSlots {
     let spare: [string, Slot] | undefined;
     for (const e of this.slots) {
       const [name, s] = e;
-      if (!s.loaded || s.inUse > 0) continue;
+      if (!s.loaded || s.inUse > 0 || s.retiring !== undefined) continue;
       if (!keep.has(name)) return e;
       spare ??= e;
     }
@@ -87,14 +96,40 @@ export class AdapterSlots {
     return [...this.slots.keys()];
   }
 
+  /** Each slot by the name it is served as. */
   loaded(): { name: string; inUse: number; loaded: boolean }[] {
     return [...this.slots].map(([name, s]) => ({ name, inUse: s.inUse, loaded: s.loaded }));
   }
 
-  /** A request of `name` lets go of this worker. */
+  /** A request of the adapter served as `name` lets go of this worker (the last one of a retiring adapter unloads it). */
   done(name: string): void {
     const s = this.slots.get(name);
     if (s !== undefined && s.inUse > 0) s.inUse--;
+    if (s?.inUse === 0 && s.retiring !== undefined) s.retiring.done();
+  }
+
+  /**
+   * Unload the adapter served as `name` from this worker once no request uses it (an adapter canary's
+   * candidate rolled back, the version a promotion replaced): no request takes it from now on.
+   * Resolves when it is gone (at once when the worker does not have it); rejects when the unload fails
+   * (the slot is dropped either way: the engine keeps an adapter nothing routes to, and a later load
+   * of the name unloads it first).
+   */
+  retire(w: AdapterHost, name: string, loader: AdapterLoader): Promise<void> {
+    const s = this.slots.get(name);
+    if (s === undefined) return Promise.resolve();
+    if (s.retiring !== undefined) return s.retiring.promise;
+    let done!: () => void;
+    const idle = new Promise<void>((resolve) => (done = resolve));
+    const promise = (async () => {
+      await s.ready.catch(() => undefined);
+      if (!s.loaded) return; // its load failed: nothing on the engine
+      if (s.inUse > 0) await idle;
+      if (this.slots.get(name) === s) this.slots.delete(name);
+      await loader.unload(w.url, name);
+    })();
+    s.retiring = { done, promise };
+    return promise;
   }
 
   /**
@@ -111,7 +146,7 @@ export class AdapterSlots {
     metrics: GatewayMetrics,
     keep: ReadonlySet<string> = NONE,
   ): Promise<'hit' | 'miss'> {
-    const s = this.slots.get(a.name);
+    const s = this.slots.get(a.servedAs);
     if (s !== undefined && s.source !== a.source) {
       // registered again with another source (a new version): the old weights go before the new load
       if (!s.loaded) {
@@ -127,13 +162,14 @@ export class AdapterSlots {
             retryAfterS: 1,
           },
         );
-      this.slots.delete(a.name);
-      return this.load(w, a, loader, metrics, 'demand', loader.unload(w.url, a.name));
+      this.slots.delete(a.servedAs);
+      return this.load(w, a, loader, metrics, 'demand', loader.unload(w.url, a.servedAs));
     }
     if (s !== undefined) {
+      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading ${a.servedAs}`, { retryAfterS: 1 });
       // most recently used: to the end
-      this.slots.delete(a.name);
-      this.slots.set(a.name, s);
+      this.slots.delete(a.servedAs);
+      this.slots.set(a.servedAs, s);
       if (s.loaded) {
         s.inUse++;
         return 'hit';
@@ -144,6 +180,7 @@ export class AdapterSlots {
       } catch (err) {
         throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
       }
+      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading ${a.servedAs}`, { retryAfterS: 1 });
       s.inUse++;
       return 'miss';
     }
@@ -171,7 +208,7 @@ export class AdapterSlots {
     metrics: GatewayMetrics,
     keep: ReadonlySet<string>,
   ): Promise<boolean> | undefined {
-    if (this.slots.has(a.name)) return undefined;
+    if (this.slots.has(a.servedAs)) return undefined;
     const room = this.makeRoom(w, a, max, loader, metrics, keep, 'prefetch', true);
     if (room === undefined) return undefined;
     return this.load(w, a, loader, metrics, 'prefetch', room).then(
@@ -219,13 +256,13 @@ export class AdapterSlots {
     before: Promise<void>,
   ): Promise<'miss'> {
     const t0 = performance.now();
-    const ready = before.then(() => loader.load(w.url, a.name, a.source));
-    const s: Slot = { source: a.source, inUse: 0, ready, loaded: false };
-    this.slots.set(a.name, s);
+    const ready = before.then(() => loader.load(w.url, a.servedAs, a.source));
+    const s: Slot = { source: a.source, inUse: 0, ready, loaded: false, retiring: undefined };
+    this.slots.set(a.servedAs, s);
     try {
       await ready;
     } catch (err) {
-      if (this.slots.get(a.name) === s) this.slots.delete(a.name);
+      if (this.slots.get(a.servedAs) === s) this.slots.delete(a.servedAs);
       // (a failed unload before it already put its adapter back)
       metrics.adapterLoads.labels(a.model, 'failed', trigger).inc();
       throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
@@ -307,12 +344,58 @@ export class RandomAdapterPicker implements Picker {
   }
 }
 
+/** An adapter canary's candidate and the share of the adapter's requests it gets (src/rollout/adapter-canary.ts). */
+export interface AdapterCandidate {
+  spec: AdapterSpec;
+  /** 0-1. */
+  share: number;
+  /** Salts the sticky choice: a user keeps its side while the share grows, and each canary draws its own cohort. */
+  salt: string;
+}
+
 /** The adapters the control plane registered, by name (one namespace with the models'). */
 export class AdapterIndex {
   private readonly byName = new Map<string, AdapterSpec>();
+  private readonly candidates = new Map<string, AdapterCandidate>();
 
   get(name: string): AdapterSpec | undefined {
     return this.byName.get(name);
+  }
+
+  /** Whether some registered adapter (or a candidate) is served under `servedAs` on the engines. */
+  isServed(servedAs: string): boolean {
+    for (const a of this.byName.values()) if (a.servedAs === servedAs) return true;
+    for (const c of this.candidates.values()) if (c.spec.servedAs === servedAs) return true;
+    return false;
+  }
+
+  /** Put a candidate beside adapter `name` at a share (undefined: none; its requests all go to the registered one). */
+  setCandidate(name: string, c: AdapterCandidate | undefined): void {
+    if (c === undefined) {
+      this.candidates.delete(name);
+      return;
+    }
+    const a = this.byName.get(name);
+    if (a === undefined) throw new NotFoundError('adapter_not_found', `no adapter ${name} is registered`);
+    if (c.spec.name !== name || c.spec.model !== a.model || c.spec.servedAs === a.servedAs)
+      throw new BadRequestError('invalid_body', `a candidate of ${name} is the same adapter of ${a.model}, served under another name`);
+    this.candidates.set(name, c);
+  }
+
+  candidate(name: string): AdapterCandidate | undefined {
+    return this.candidates.get(name);
+  }
+
+  /**
+   * The version of adapter `a` one request gets: the candidate for its share of the requests, by the
+   * request's sticky key (the same user on the same side; `u` drawn when it has none), else `a`.
+   */
+  variant(a: AdapterSpec, key: string | undefined, rand: () => number): AdapterSpec {
+    if (this.candidates.size === 0) return a;
+    const c = this.candidates.get(a.name);
+    if (c === undefined || c.share <= 0) return a;
+    const u = key === undefined ? rand() : stickyPoint(c.salt, key);
+    return u < c.share ? c.spec : a;
   }
 
   list(): AdapterSpec[] {
@@ -331,5 +414,10 @@ export class AdapterIndex {
     }
     for (const [n, a] of this.byName) if (a.model === model) this.byName.delete(n);
     for (const a of specs) this.byName.set(a.name, { ...a, model });
+    // a candidate whose adapter is gone (or now served under its name) goes with it
+    for (const [n, c] of this.candidates) {
+      const a = this.byName.get(n);
+      if (a === undefined || a.servedAs === c.spec.servedAs) this.candidates.delete(n);
+    }
   }
 }

@@ -65,8 +65,8 @@ export class Attempts {
       adapter === undefined
         ? base
         : adapter.random === undefined
-          ? new AdapterPicker(base, adapter.spec.name, pool.maxLoras)
-          : new RandomAdapterPicker(base, adapter.spec.name, pool.maxLoras, adapter.random);
+          ? new AdapterPicker(base, adapter.spec.servedAs, pool.maxLoras)
+          : new RandomAdapterPicker(base, adapter.spec.servedAs, pool.maxLoras, adapter.random);
   }
 
   /**
@@ -120,7 +120,7 @@ export class Attempts {
     const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics, a.keep);
     a.metrics.adapterRequests.labels(a.spec.model, w.id, result).inc();
     // the attempt ended while the adapter loaded (the client left): nothing runs there
-    if (!this.holds(w)) w.adapters.done(a.spec.name);
+    if (!this.holds(w)) w.adapters.done(a.spec.servedAs);
     else this.adapterOn = w;
     return result;
   }
@@ -146,7 +146,7 @@ export class Attempts {
   release(): void {
     this.prefilled();
     if (this.adapterOn !== undefined) {
-      this.adapterOn.adapters.done((this.adapter as AdapterUse).spec.name);
+      this.adapterOn.adapters.done((this.adapter as AdapterUse).spec.servedAs);
       this.adapterOn = undefined;
     }
     if (this.holding && this.worker) {

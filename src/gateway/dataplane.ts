@@ -63,6 +63,7 @@ export class DataPlane {
   readonly adapters = new AdapterIndex();
   /** Each model's most wanted adapters, loaded ahead of their requests (prefetch.ts); its timer stops at close. */
   readonly prefetcher: AdapterPrefetcher;
+  private readonly adapterLoader: AdapterLoader | undefined;
 
   /** `onDegradation`: told when a model's degradation level changes (the control plane's event and audit). */
   constructor(
@@ -87,6 +88,7 @@ export class DataPlane {
       picker: opts.picker ?? createPicker(cfg.picker, opts.rand),
       onLocalResourceError: opts.onLocalResourceError ?? localResourceLog(telemetry.log),
     };
+    this.adapterLoader = opts.adapterLoader;
     this.prefetcher = new AdapterPrefetcher(cfg.adapterPrefetch, this.models, this.adapters, opts.adapterLoader, telemetry.metrics);
     this.entry = new RequestEntry(this.ctx, this.models, this.adapters, opts.adapterLoader, this.prefetcher, opts.rand ?? Math.random);
     this.prefetcher.start();
@@ -98,6 +100,21 @@ export class DataPlane {
   setAdapters(model: string, specs: readonly AdapterSpec[]): void {
     this.model(model);
     this.adapters.set(model, specs, new Set(this.models.keys()));
+  }
+
+  /**
+   * Unload the adapter served as `servedAs` from every worker of `model` once no request uses it there
+   * (an adapter canary's candidate rolled back, the version a promotion replaced); no request takes it
+   * meanwhile. The workers it was unloaded from, and those whose engine refused (named with why).
+   */
+  async retireAdapter(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[] }> {
+    const loader = this.adapterLoader;
+    const st = this.model(model);
+    if (loader === undefined) return { unloaded: 0, failed: [] };
+    const workers = [...st.pools.values()].flatMap((p) => p.workers).filter((w) => w.adapters.has(servedAs));
+    const done = await Promise.allSettled(workers.map((w) => w.adapters.retire(w, servedAs, loader)));
+    const failed = done.flatMap((r, i) => (r.status === 'rejected' ? [`${workers[i]?.id ?? '?'}: ${(r.reason as Error).message}`] : []));
+    return { unloaded: workers.length - failed.length, failed };
   }
 
   /** Add a model with its versions (pools start empty) and its first route. */

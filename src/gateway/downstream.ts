@@ -33,6 +33,8 @@ export class Downstream {
   meter: SseMeter | undefined;
   /** Sampled for quality judging: a copy of the response bytes (undefined when not sampled). */
   capture: ResponseCapture | undefined;
+  /** An adapter served under another name than the client asked for: the name put back in what it reads. */
+  rename: ModelRename | undefined;
 
   constructor(
     readonly res: FrontResponse,
@@ -84,7 +86,7 @@ export class Downstream {
     if (this.capture !== undefined && out.length > 0) this.capture.push(out);
     this.startStream(w, contentType);
     if (src.cut) {
-      this.res.end(out);
+      this.res.end(this.named(out));
       return 'cut';
     }
     // whole events only: a stream that breaks never leaves its client half an event
@@ -104,7 +106,7 @@ export class Downstream {
     if (this.capture !== undefined && out !== undefined) this.capture.push(out);
     this.startStream(w, contentType); // an empty 200 stream still answers the client
     if (ok && src.done) {
-      this.res.end(out);
+      this.res.end(out === undefined ? out : this.named(out));
       return 'done';
     }
     this.writeLast(out);
@@ -112,7 +114,8 @@ export class Downstream {
   }
 
   /** Send whole events (keeping them for a resumption), holding the worker back while the client is slow. */
-  forward(controller: UpstreamController, out: Buffer): void {
+  forward(controller: UpstreamController, chunk: Buffer): void {
+    const out = this.named(chunk);
     this.migration?.log.append(out);
     const res = this.res;
     if (!res.write(out)) {
@@ -131,8 +134,9 @@ export class Downstream {
   /** Write what a stream's worker sent before it ended badly (kept for the resumption that may follow). */
   writeLast(out: Buffer | undefined): void {
     if (out === undefined || out.length === 0) return;
-    this.migration?.log.append(out);
-    this.res.write(out);
+    const named = this.named(out);
+    this.migration?.log.append(named);
+    this.res.write(named);
   }
 
   /** End a broken stream (its headers sent) with its error as an SSE event (`notResumed`: why it was not continued). */
@@ -158,8 +162,9 @@ export class Downstream {
   }
 
   /** A whole answer (non-streaming, or an error status), with its headers. */
-  sendAnswer(w: Worker, status: number, contentType: string | undefined, body: Buffer): void {
+  sendAnswer(w: Worker, status: number, contentType: string | undefined, answer: Buffer): void {
     if (this.res.destroyed) return;
+    const body = this.named(answer);
     this.started = true;
     this.res.writeHead(status, {
       'content-type': contentType ?? 'application/json',
@@ -170,5 +175,36 @@ export class Downstream {
       ...(this.prefill === undefined && this.adapter === undefined ? undefined : this.extraHeaders()),
     });
     this.res.end(body);
+  }
+
+  /** Whole events or a whole answer as the client reads them (the adapter's name put back when renamed). */
+  private named(b: Buffer): Buffer {
+    return this.rename === undefined ? b : this.rename.apply(b);
+  }
+}
+
+/**
+ * The `model` of a worker's answer put back to the name the client asked for: an adapter served under
+ * another name (an adapter canary's `<name>--<version>`). On whole events or a whole answer only (never
+ * half a JSON string); bytes without the served name are returned as they are, without a copy.
+ */
+export class ModelRename {
+  private readonly probe: Buffer;
+  private readonly re: RegExp;
+  private readonly to: string;
+
+  constructor(from: string, to: string) {
+    const q = JSON.stringify(from);
+    this.probe = Buffer.from(q);
+    this.re = new RegExp(`("model"\\s*:\\s*)${q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'g');
+    this.to = JSON.stringify(to);
+  }
+
+  apply(b: Buffer): Buffer {
+    if (b.indexOf(this.probe) === -1) return b;
+    return Buffer.from(
+      b.toString('utf8').replace(this.re, (_m, key: string) => key + this.to),
+      'utf8',
+    );
   }
 }

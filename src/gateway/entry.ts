@@ -14,7 +14,7 @@ import type { AdapterPrefetcher } from './prefetch.js';
 import { ProxyRequest } from './proxy.js';
 import type { ProxyContext } from './proxy-context.js';
 import { parseRequest } from './request.js';
-import type { Endpoint } from './request.js';
+import type { Endpoint, ParsedRequest } from './request.js';
 import { sendError } from './respond.js';
 import { mirror } from './shadow.js';
 import type { SplitReason } from './split.js';
@@ -112,7 +112,8 @@ export class RequestEntry {
     }
     const cat = h[this.ctx.cfg.categoryHeader];
     const sticky = h[this.ctx.cfg.stickyHeader];
-    const choice = split.choose(explicit, typeof cat === 'string' ? cat : undefined, typeof sticky === 'string' ? sticky : parsed.user);
+    const stickyKey = typeof sticky === 'string' ? sticky : parsed.user;
+    const choice = split.choose(explicit, typeof cat === 'string' ? cat : undefined, stickyKey);
     this.countSplit(st, choice.version, choice.reason);
     const pool = st.pools.get(choice.version);
     if (pool === undefined || pool.draining) {
@@ -120,11 +121,14 @@ export class RequestEntry {
       return;
     }
     let use: AdapterUse | undefined;
+    let sent = parsed;
     if (adapter !== undefined) {
-      use = this.adapterUse(adapter, st, pool, res);
+      // an adapter canary's candidate for its share of the adapter's requests (the same user on the same side)
+      use = this.adapterUse(this.adapters.variant(adapter, stickyKey, this.rand), st, pool, res);
       if (use === undefined) return;
+      if (use.spec.servedAs !== parsed.model) sent = servedAs(parsed, use.spec.servedAs);
     }
-    const pr = new ProxyRequest(this.ctx, pool, res, parsed, PATHS[endpoint], startedAt, at, st.admission, req, use);
+    const pr = new ProxyRequest(this.ctx, pool, res, sent, PATHS[endpoint], startedAt, at, st.admission, req, use);
     const tap = st.tap;
     const shadow = split.route.shadow;
     // (an adapter's request is not mirrored: the shadow version's workers would have to load it)
@@ -179,4 +183,10 @@ export class RequestEntry {
       random: this.ctx.cfg.adapterRouting === 'random' ? this.rand : undefined,
     };
   }
+}
+
+/** The request as the engine must get it: `model` names the adapter as it is loaded there (`<name>--<version>`). */
+function servedAs(p: ParsedRequest, name: string): ParsedRequest {
+  const body = { ...p.body, model: name };
+  return { ...p, body, model: name, raw: Buffer.from(JSON.stringify(body)) };
 }

@@ -4,7 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import type { AdapterPrefetchConfig } from '../config/types.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { AdapterIndex, AdapterLoader } from './adapters.js';
+import type { AdapterIndex, AdapterLoader, AdapterSpec } from './adapters.js';
 import type { ModelState } from './model-state.js';
 
 /** A count that decayed below this is forgotten (an adapter asked for once falls under it after ~7 half-lives). */
@@ -183,13 +183,16 @@ export class AdapterPrefetcher {
     const loader = this.loader;
     if (loader === undefined) return { loads: started, settled: Promise.resolve() };
     const scores = this.demand.scores(mono);
+    // planned by the names the engines have them loaded under (a promoted canary's `<name>--<version>`)
     const byModel = new Map<string, Map<string, number>>();
+    const specs = new Map<string, AdapterSpec>();
     for (const [name, n] of scores) {
       const a = this.index.get(name);
       if (a === undefined) continue;
       let m = byModel.get(a.model);
       if (m === undefined) byModel.set(a.model, (m = new Map<string, number>()));
-      m.set(name, n);
+      m.set(a.servedAs, n);
+      specs.set(a.servedAs, a);
     }
     for (const [model, st] of this.models) {
       const demand = byModel.get(model);
@@ -209,7 +212,7 @@ export class AdapterPrefetcher {
       this.keep.set(model, keep);
       for (const l of plan.loads) {
         const w = workers.find((x) => x.id === l.worker);
-        const spec = this.index.get(l.adapter);
+        const spec = specs.get(l.adapter);
         const key = `${l.worker}\0${l.adapter}`;
         const f = this.failed.get(key);
         // a load that keeps failing (a broken source) is not asked of the engine every round
@@ -230,7 +233,7 @@ export class AdapterPrefetcher {
     }
     // bounded: a failure whose wait is over is forgotten (one tried again this round is written again
     // as it settles, its count kept), as is one of an adapter no longer registered
-    for (const [key, f] of this.failed) if (f.until <= mono || this.index.get(key.slice(key.indexOf('\0') + 1)) === undefined) this.failed.delete(key);
+    for (const [key, f] of this.failed) if (f.until <= mono || !this.index.isServed(key.slice(key.indexOf('\0') + 1))) this.failed.delete(key);
     return { loads: started, settled: Promise.all(pending).then(() => undefined) };
   }
 }

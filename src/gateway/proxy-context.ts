@@ -33,6 +33,8 @@ export interface Attempted {
   /** performance.now() and Date.now() of its arrival. */
   readonly startedAt: number;
   readonly at: number;
+  /** A LoRA adapter's request: the name the engine serves it under. */
+  readonly adapterAs: string | undefined;
 }
 
 /** The request's record, from what it knows of itself and how it ended. */
@@ -62,5 +64,6 @@ export function recordOf(
     at: r.at,
     retries: r.attempts > 0 ? r.attempts - 1 : 0,
     shadow: false,
+    adapter: r.adapterAs,
   };
 }

@@ -14,7 +14,7 @@ import type { UpstreamController } from './upstream.js';
 import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
 import { BufferedAnswer, judgeAnswer } from './buffered.js';
-import { Downstream } from './downstream.js';
+import { Downstream, ModelRename } from './downstream.js';
 import type { ResponseTap } from './tap.js';
 import { Attempts } from './attempts.js';
 import type { AdapterUse, Sender, Unsent } from './attempts.js';
@@ -67,7 +67,14 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
       if (!this.finished) this.abort(kind);
     });
     this.down = new Downstream(res, this.timer, this, ctx, pool, path);
+    const a = adapter?.spec;
+    this.adapterAs = a?.servedAs;
+    // served under another name (an adapter canary's side): the client reads the name it asked for
+    if (a !== undefined && a.servedAs !== a.name) this.down.rename = new ModelRename(a.servedAs, a.name);
   }
+
+  /** A LoRA adapter's request: the name the engine serves it under (read by recordOf). */
+  readonly adapterAs: string | undefined;
 
   // read by recordOf (Attempted)
   get meter(): SseMeter | undefined {
@@ -475,7 +482,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     this.pool.leave(this);
     const latency = latencyMs === latencyMs ? latencyMs : performance.now() - this.startedAt;
     this.ctx.telemetry.record(this.pool.telemetry, recordOf(this, status, errorCode, latency, promptTokens, completionTokens));
-    this.down.capture?.deliver(this.pool.model, this.pool.version, this.req, status, status === 200 && errorCode === undefined, latency);
+    this.down.capture?.deliver(this.pool.model, this.pool.version, this.req, status, status === 200 && errorCode === undefined, latency, this.adapterAs);
     this.down.capture = undefined;
   }
 }

@@ -6,6 +6,8 @@ import type { ParsedRequest } from './request.js';
 export interface TappedResponse {
   model: string;
   version: string;
+  /** A LoRA adapter's request: the name the engine serves it under (an adapter canary's two sides differ). */
+  adapter?: string | undefined;
   /** Set on a client response and the shadow answer to the same request: join them on it. */
   pairId: number | undefined;
   shadow: boolean;
@@ -39,9 +41,10 @@ export class ResponseCapture {
   }
 
   /** The request ended: a successful answer goes to the tap as text. */
-  deliver(model: string, version: string, request: ParsedRequest, status: number, ok: boolean, latencyMs: number): void {
+  deliver(model: string, version: string, request: ParsedRequest, status: number, ok: boolean, latencyMs: number, adapter: string | undefined): void {
     if (!ok) return;
-    deliver(this.tap, { model, version, pairId: this.pairId, shadow: false, request, status, body: Buffer.concat(this.pieces).toString('utf8'), latencyMs });
+    const body = Buffer.concat(this.pieces).toString('utf8');
+    deliver(this.tap, { model, version, adapter, pairId: this.pairId, shadow: false, request, status, body, latencyMs });
   }
 }
 

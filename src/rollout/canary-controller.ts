@@ -4,9 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { judgeConfig } from '../analysis/judge.js';
-import { judgeInProcess } from '../analysis/judge-packed.js';
 import type { JudgeFn } from '../analysis/judge-packed.js';
-import type { JudgeConfig, Verdict } from '../analysis/judge.js';
 import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
@@ -15,10 +13,12 @@ import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
 import { drainAndUnload, routeToStable } from './canary-rollback.js';
-import { TERMINAL, checkStages, criticalHealth, currentPercent, decide, judgeOverrides, nextStage, stageWeights, summarizeVerdict } from './canary-state.js';
+import { TERMINAL, checkStages, criticalHealth, currentPercent, judgeOverrides, nextStage, stageWeights } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
+import { takeLook, tickRunning } from './staged.js';
+import type { StagedLive } from './staged.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
 
@@ -29,16 +29,7 @@ export interface CanaryStartOptions {
   shadowShare?: number | undefined;
 }
 
-interface Live {
-  state: CanaryState;
-  samples: PairSamples;
-  judge: JudgeConfig;
-  revision: number;
-  busy: boolean;
-  /** Sample count at the last look: an unchanged stream is not judged again. */
-  seen: number;
-  /** Writes of this rollout, one after the other (each names the revision the previous one made). */
-  saving: Promise<unknown>;
+interface Live extends StagedLive<CanaryState> {
   /** Set when one of the canary's workers turned unhealthy: a critical failure, rolled back at the next tick. */
   unhealthy: string | undefined;
 }
@@ -314,49 +305,31 @@ export class CanaryController {
 
   /** One reconcile pass over every running canary (the loop calls it every tick). */
   async tick(now = this.ports.clock.now()): Promise<void> {
-    for (const l of [...this.live.values()]) {
-      if (l.busy || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) continue;
-      l.busy = true;
-      try {
-        await this.ports.exclusive(l.state.model, async () => {
-          // re-checked under the lock: an abort/promote queued ahead of this tick may have ended it
-          if (!this.live.has(l.state.id) || (l.state.phase !== 'progressing' && l.state.phase !== 'paused')) return;
-          if (l.unhealthy !== undefined) {
-            await this.event(l, 'unhealthy', l.unhealthy);
-            await this.apply(l, { kind: 'rollback', reason: l.unhealthy }, '', now);
-            return;
-          }
-          await this.evaluate(l, now);
-        });
-      } catch (err) {
-        await this.event(l, 'error', `evaluation failed: ${(err as Error).message}`);
-      } finally {
-        l.busy = false;
-      }
-    }
+    await tickRunning(
+      this.live.values(),
+      this.ports,
+      (l) => l.state.model,
+      (l) => this.live.has(l.state.id),
+      async (l) => {
+        if (l.unhealthy !== undefined) {
+          await this.event(l, 'unhealthy', l.unhealthy);
+          await this.apply(l, { kind: 'rollback', reason: l.unhealthy }, '', now);
+          return;
+        }
+        await this.evaluate(l, now);
+      },
+      (l, err) => this.event(l, 'error', `evaluation failed: ${err.message}`),
+    );
   }
 
   /** Judge the cumulative samples, record the look, and act on the decision. */
-  private async evaluate(l: Live, now: number): Promise<{ verdict: Verdict; step: Step } | undefined> {
-    const s = l.state;
-    const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
-    // nothing new and the stage still holds: the verdict could not change
-    if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
-    l.seen = seen;
-    const verdict = await (this.opts.judge ?? judgeInProcess)(l.samples.a.pack(), l.samples.b.pack(), l.judge, { index: s.look, previous: s.previous });
-    s.look++;
-    s.previous = verdict.sequentialPValues;
-    const step = decide(s, verdict, now);
-    s.last = summarizeVerdict(verdict, s, now, step.kind !== 'none');
-    s.message = step.kind === 'none' ? step.why : undefined;
-    if (step.kind !== 'none') {
-      this.ports.telemetry.canary.verdict(s.model, verdict.outcome, verdict.action);
-      s.verdicts.push(s.last);
-      if (s.verdicts.length > DEFAULTS.rollout.maxVerdicts) s.verdicts.splice(0, s.verdicts.length - DEFAULTS.rollout.maxVerdicts);
-    }
+  private async evaluate(l: Live, now: number): Promise<void> {
+    const looked = await takeLook(l, now, this.opts.judge);
+    if (looked === undefined) return;
+    const { verdict, step } = looked;
+    if (step.kind !== 'none') this.ports.telemetry.canary.verdict(l.state.model, verdict.outcome, verdict.action);
     await this.apply(l, step, verdict.reasons.join('; '), now);
     if (step.kind === 'none') await this.persist(l);
-    return { verdict, step };
   }
 
   private async apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {

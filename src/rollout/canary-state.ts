@@ -41,12 +41,10 @@ export interface RollbackRecord {
   percentAtRollback: number;
 }
 
-export interface CanaryState {
-  kind: 'canary';
+/** What every staged rollout judged by the canary judge keeps (a version's canary, an adapter's). */
+export interface StagedFields {
   id: string;
   model: string;
-  stable: string;
-  canary: string;
   /** Percent of traffic per stage, ascending; 100 means promote. */
   stages: number[];
   stageIndex: number;
@@ -62,17 +60,26 @@ export interface CanaryState {
   verdicts: VerdictRecord[];
   last?: VerdictRecord | undefined;
   pausedReason?: string | undefined;
-  rollback?: RollbackRecord | undefined;
-  /** The rollout loaded the canary itself (so it unloads it on rollback). */
-  loadedByRollout: boolean;
   actor: string;
   message?: string | undefined;
-  /** Shadow share used for pairwise judging (0: none). */
-  shadowShare: number;
   /** While `rolling_back`: why, and the phase it ends in (a restart finishes the sequence). */
   rollbackReason?: string | undefined;
   rollbackTo?: 'rolled_back' | 'aborted' | undefined;
 }
+
+export interface CanaryState extends StagedFields {
+  kind: 'canary';
+  stable: string;
+  canary: string;
+  rollback?: RollbackRecord | undefined;
+  /** The rollout loaded the canary itself (so it unloads it on rollback). */
+  loadedByRollout: boolean;
+  /** Shadow share used for pairwise judging (0: none). */
+  shadowShare: number;
+}
+
+/** What the decision rule reads of a staged rollout. */
+export type Staged = Pick<StagedFields, 'phase' | 'pausedReason' | 'stageStartedAt' | 'stageDurationMs' | 'stages' | 'stageIndex'>;
 
 export type Step =
   | { kind: 'none'; why: string }
@@ -91,7 +98,7 @@ export function currentPercent(s: Pick<CanaryState, 'stages' | 'stageIndex'>): n
  * then pass → advance (or promote after the last stage below 100 %), inconclusive → pause for a
  * human, nodata → keep waiting.
  */
-export function decide(s: CanaryState, v: Verdict, now: number): Step {
+export function decide(s: Staged, v: Verdict, now: number): Step {
   if (v.action === 'rollback') return { kind: 'rollback', reason: v.reasons.join('; ') || 'canary failed its analysis' };
   if (s.phase === 'paused') return { kind: 'none', why: `paused: ${s.pausedReason ?? 'by an operator'}` };
   const elapsed = now - s.stageStartedAt;
@@ -141,7 +148,7 @@ export function checkStages(stages: readonly number[]): string | undefined {
   return undefined;
 }
 
-export function summarizeVerdict(v: Verdict, s: CanaryState, now: number, decisive: boolean): VerdictRecord {
+export function summarizeVerdict(v: Verdict, s: Pick<CanaryState, 'stages' | 'stageIndex'>, now: number, decisive: boolean): VerdictRecord {
   return {
     at: now,
     stage: s.stageIndex,

@@ -3,7 +3,7 @@
 // src/api/ because the controller sends these shapes itself and rollout/ may not import api/;
 // src/api/types.ts re-exports the types and src/api/rollout-views.ts reuses the mappings.
 import type { Action, Outcome } from '../analysis/judge-types.js';
-import type { CanaryState, RollbackRecord, VerdictRecord } from './canary-state.js';
+import type { CanaryPhase, CanaryState, RollbackRecord, StagedFields, VerdictRecord } from './canary-state.js';
 
 /** One statistical or threshold check of a metric; null where the statistic was not computed. */
 export interface CanaryCheckView {
@@ -127,4 +127,55 @@ export function canaryRollbackView(r: RollbackRecord): CanaryRollbackView {
 
 export function canaryNoticeView(s: Pick<CanaryState, 'id' | 'rollback' | 'last'>): CanaryNoticeView {
   return { id: s.id, rollback: s.rollback ? canaryRollbackView(s.rollback) : null, last: s.last ? verdictView(s.last) : null };
+}
+
+/** What every staged rollout's view shows (a version's canary, an adapter's), in the API's names. */
+export interface StagedStateView {
+  id: string;
+  model: string;
+  /** Percent of traffic per stage, ascending; 100 means promote. */
+  stages: number[];
+  stage_index: number;
+  stage_duration_ms: number;
+  phase: CanaryPhase;
+  created_at: number;
+  started_at: number;
+  stage_started_at: number;
+  updated_at: number;
+  look: number;
+  /** Always-valid p-values so far, keyed by check id. */
+  previous: Record<string, number | null>;
+  verdicts: CanaryVerdictView[];
+  last: CanaryVerdictView | null;
+  paused_reason: string | null;
+  actor: string;
+  message: string | null;
+  /** While `rolling_back`: why, and the phase it ends in. */
+  rollback_reason: string | null;
+  rollback_to: 'rolled_back' | 'aborted' | null;
+}
+
+export function stagedStateView(s: StagedFields): StagedStateView {
+  return {
+    id: s.id,
+    model: s.model,
+    stages: s.stages,
+    stage_index: s.stageIndex,
+    stage_duration_ms: s.stageDurationMs,
+    phase: s.phase,
+    created_at: s.createdAt,
+    started_at: s.startedAt,
+    stage_started_at: s.stageStartedAt,
+    updated_at: s.updatedAt,
+    look: s.look,
+    // keyed by check id: copied, never renamed
+    previous: Object.fromEntries(Object.entries(s.previous).map(([k, p]) => [k, fin(p)])),
+    verdicts: s.verdicts.map(verdictView),
+    last: s.last ? verdictView(s.last) : null,
+    paused_reason: s.pausedReason ?? null,
+    actor: s.actor,
+    message: s.message ?? null,
+    rollback_reason: s.rollbackReason ?? null,
+    rollback_to: s.rollbackTo ?? null,
+  };
 }

@@ -249,6 +249,29 @@ export interface ModelsPort {
   timeShared(): readonly TimeShareConfig[];
 }
 
+/** A LoRA adapter as the gateway serves it (gateway/adapters.ts `AdapterSpec`). */
+export interface AdapterRef {
+  name: string;
+  /** Its base model. */
+  model: string;
+  source: string;
+  version?: string | undefined;
+  /** The name its engines have it loaded under. */
+  servedAs: string;
+}
+
+/** LoRA adapters: the registry (persisted) and the data plane's split of one adapter's requests between two of its versions. */
+export interface AdaptersPort {
+  /** The registered adapter of that name, of any model (undefined: none). */
+  get(name: string): AdapterRef | undefined;
+  /** Send `share` (0-1) of adapter `name`'s requests to `candidate` (sticky per user by `salt`); undefined: none. */
+  setCandidate(name: string, c: { spec: AdapterRef; share: number; salt: string } | undefined): void;
+  /** The candidate becomes the registered adapter, persisted (a config-defined one is overridden in the store). */
+  promote(name: string, candidate: AdapterRef): Promise<void>;
+  /** Unload the adapter served as `servedAs` from every worker of `model` once no request uses it there. */
+  retire(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[] }>;
+}
+
 export interface GpusPort {
   total(): number;
   /** Free GPUs with their memory. */
@@ -274,6 +297,7 @@ export interface ControllerPorts {
   readonly rollouts: RolloutsPort;
   readonly settings: SettingsPort;
   readonly gpus: GpusPort;
+  readonly adapters: AdaptersPort;
   /** Run `fn` holding the model's lock: operations on one model never interleave. */
   exclusive<T>(model: string, fn: () => Promise<T>): Promise<T>;
   /** Record who did what with its result and duration; rethrows the operation's error. */

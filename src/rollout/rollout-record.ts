@@ -7,6 +7,7 @@ import { GlidepathError } from '../errors.js';
 import type { CanaryState, RollbackRecord, VerdictRecord } from './canary-state.js';
 import { TERMINAL } from './canary-state.js';
 import type { ExperimentState } from './experiment-state.js';
+import type { AdapterCanaryState, AdapterRollbackRecord } from './adapter-canary-state.js';
 import type { RollingState } from './rolling-state.js';
 import { ROLLING_TERMINAL } from './rolling-state.js';
 
@@ -17,9 +18,9 @@ import { ROLLING_TERMINAL } from './rolling-state.js';
  */
 export const ROLLOUT_SCHEMA_VERSION = 1;
 
-export type RolloutState = CanaryState | ExperimentState | RollingState;
+export type RolloutState = CanaryState | ExperimentState | RollingState | AdapterCanaryState;
 export type RolloutKind = RolloutState['kind'];
-export const ROLLOUT_KINDS: readonly RolloutKind[] = ['canary', 'experiment', 'rolling'];
+export const ROLLOUT_KINDS: readonly RolloutKind[] = ['canary', 'experiment', 'rolling', 'adapter_canary'];
 export type StateOfKind<K extends RolloutKind> = Extract<RolloutState, { kind: K }>;
 
 /** A validated rollout with the store revision its next write must name (compare-and-set). */
@@ -69,12 +70,10 @@ const rollbackRecord: z.ZodType<RollbackRecord> = z.object({
   percentAtRollback: num,
 });
 
-const canaryState: z.ZodType<CanaryState> = z.object({
-  kind: z.literal('canary'),
+/** The fields of every staged rollout (canary-state.ts `StagedFields`). */
+const stagedFields = {
   id: str,
   model: str,
-  stable: str,
-  canary: str,
   stages: z.array(num),
   stageIndex: z.number().int().nonnegative(),
   stageDurationMs: num,
@@ -88,13 +87,40 @@ const canaryState: z.ZodType<CanaryState> = z.object({
   verdicts: z.array(verdictRecord),
   last: verdictRecord.optional(),
   pausedReason: str.optional(),
-  rollback: rollbackRecord.optional(),
-  loadedByRollout: z.boolean(),
   actor: str,
   message: str.optional(),
-  shadowShare: num,
   rollbackReason: str.optional(),
   rollbackTo: z.enum(['rolled_back', 'aborted']).optional(),
+};
+
+const canaryState: z.ZodType<CanaryState> = z.object({
+  kind: z.literal('canary'),
+  ...stagedFields,
+  stable: str,
+  canary: str,
+  rollback: rollbackRecord.optional(),
+  loadedByRollout: z.boolean(),
+  shadowShare: num,
+});
+
+const adapterSide = z.object({ source: str, version: str.nullable(), servedAs: str });
+const adapterRollback: z.ZodType<AdapterRollbackRecord> = z.object({
+  reason: str,
+  at: num,
+  timing: z.object({ traffic_shift_ms: num, unload_ms: num, total_ms: num }),
+  unloaded: num,
+  unloadFailed: z.array(str),
+  candidateRequests: num,
+  percentAtRollback: num,
+});
+
+const adapterCanaryState: z.ZodType<AdapterCanaryState> = z.object({
+  kind: z.literal('adapter_canary'),
+  ...stagedFields,
+  adapter: str,
+  stable: adapterSide,
+  candidate: adapterSide.extend({ version: str }),
+  rollback: adapterRollback.optional(),
 });
 
 const experimentResult = z.object({
@@ -194,7 +220,21 @@ const rollingState: z.ZodType<RollingState> = z.object({
   message: str.optional(),
 });
 
-const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = { canary: canaryState, experiment: experimentState, rolling: rollingState };
+const SCHEMAS: { [K in RolloutKind]: z.ZodType<StateOfKind<K>> } = {
+  canary: canaryState,
+  experiment: experimentState,
+  rolling: rollingState,
+  adapter_canary: adapterCanaryState,
+};
+
+/**
+ * What the store keeps one unfinished rollout of at a time: the model, or for an adapter canary the
+ * adapter (its name is unique among models' and adapters' names), so that adapters' canaries run beside
+ * their model's own rollouts and beside each other.
+ */
+export function rolloutScope(state: RolloutState): string {
+  return state.kind === 'adapter_canary' ? state.adapter : state.model;
+}
 
 /** The error every unreadable rollout record becomes: 500, code `rollout_state_invalid`, naming the rollout. */
 export function rolloutStateError(id: string, model: string, why: string): GlidepathError {
@@ -236,7 +276,8 @@ export function parseRolloutState(raw: unknown, row: { id: string; model: string
     throw bad(zodMessage(parsed.error, '(state)'));
   }
   const state: RolloutState = parsed.data;
-  if (state.id !== row.id || state.model !== row.model) throw bad(`the state names rollout ${state.id} of model ${state.model}`);
+  if (state.id !== row.id || rolloutScope(state) !== row.model)
+    throw bad(`the state names rollout ${state.id} of ${state.kind === 'adapter_canary' ? 'adapter' : 'model'} ${rolloutScope(state)}`);
   return state;
 }
 
@@ -260,5 +301,7 @@ export function rowPhase(state: RolloutState): { phase: string; terminal: boolea
       return state.phase === 'running' ? { phase: 'running', terminal: false } : { phase: 'aborted', terminal: true };
     case 'rolling':
       return { phase: state.phase, terminal: ROLLING_TERMINAL.includes(state.phase) };
+    case 'adapter_canary':
+      return { phase: state.phase, terminal: TERMINAL.includes(state.phase) };
   }
 }

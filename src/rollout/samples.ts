@@ -85,7 +85,7 @@ export class VersionSamples {
   }
 }
 
-/** Samples of two versions of one model since a point in time. */
+/** Samples of two versions of one model since a point in time — or, `by: 'adapter'`, of two versions of one of its LoRA adapters (by the name each is served as). */
 export class PairSamples {
   readonly a: VersionSamples;
   readonly b: VersionSamples;
@@ -96,6 +96,8 @@ export class PairSamples {
     cap: number,
     /** B's first records are left out (a canary's cold start); `skippedB` counts them. */
     private readonly skipB = 0,
+    /** What tells A from B in a record: its model's version, or its adapter's served name (over every version of the model). */
+    private readonly by: 'version' | 'adapter' = 'version',
   ) {
     this.a = new VersionSamples(cap);
     this.b = new VersionSamples(cap);
@@ -103,9 +105,10 @@ export class PairSamples {
   skippedB = 0;
   record(r: RequestRecord): void {
     if (r.model !== this.model) return;
+    const key = this.by === 'version' ? r.version : r.adapter;
     // shadow traffic measures the candidate too (it is real work on its workers)
-    if (r.version === this.versionA) this.a.add(r);
-    else if (r.version === this.versionB) {
+    if (key === this.versionA) this.a.add(r);
+    else if (key === this.versionB) {
       if (this.skippedB < this.skipB) this.skippedB++;
       else this.b.add(r);
     }

@@ -18,7 +18,7 @@ import type { InferenceRequest } from './requests.js';
 import { Scheduler, type Ticket } from './scheduler.js';
 import { Lifecycle } from './sleep.js';
 import { Jitter, itlMs, prefillMs, realClock, type Clock, type TimingParams } from './timing.js';
-import { fmix32 } from './tokenizer.js';
+import { fmix32, unit } from './tokenizer.js';
 
 /** One running request's emission state. */
 interface Job {
@@ -161,8 +161,16 @@ export class SimEngine {
       throw new GlidepathError('injected_fault', `injected fault: HTTP ${fate.status}`, { status: fate.status });
     }
 
-    const g = produce(req, this.opts, target, p, fate.corrupt, fate.logprobDrift);
+    // an adapter loaded with knobs (lora_path's query): its own error rate, speed and hallucinations
+    const knobs = target.adapter === undefined ? undefined : this.loras.knobs(target.adapter);
     const no = this.requests++;
+    if (knobs?.errorRate !== undefined && unit(fmix32((this.opts.seed ^ 0xada97) + Math.imul(no, 0x9e3779b1))) < knobs.errorRate) {
+      this.faults.count('error');
+      throw new GlidepathError('injected_fault', `injected fault (adapter ${target.adapter}): HTTP ${DEFAULTS.sim.faultErrorStatus}`, {
+        status: DEFAULTS.sim.faultErrorStatus,
+      });
+    }
+    const g = produce(req, this.opts, target, p, fate.corrupt, fate.logprobDrift, knobs?.hallucinationRate);
     const id = `${req.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.idPrefix}${no.toString(16).padStart(8, '0')}`;
     const o = this.opts;
     const job: Job = {
@@ -190,7 +198,7 @@ export class SimEngine {
         interTokenMs: o.interTokenMs,
         itlGrowthPerSeq: o.itlGrowthPerSeq,
         jitter: o.jitter,
-        latencyMultiplier: fate.latencyMultiplier,
+        latencyMultiplier: fate.latencyMultiplier * (knobs?.latencyMultiplier ?? 1),
       },
       jitter: new Jitter(fmix32(o.seed ^ Math.imul(no + 1, 0x2c1b3c6d)), o.jitter),
       ...breakOf(fate),

@@ -49,8 +49,19 @@ export function plan(req: InferenceRequest, o: SimOptions): Plan {
   return { promptTokens: ctx.tokens, contextHash: ctx.hash, maxTokens, need };
 }
 
-/** The tokens of the response: the judge's verdict, or generated text (corrupted under that fault). */
-export function produce(req: InferenceRequest, o: SimOptions, target: Target, p: Plan, corrupt: boolean, logprobDrift = 0): Generated {
+/**
+ * The tokens of the response: the judge's verdict, or generated text (corrupted under that fault);
+ * `hallucinationRate`: an adapter's own (AdapterKnobs), else the engine's.
+ */
+export function produce(
+  req: InferenceRequest,
+  o: SimOptions,
+  target: Target,
+  p: Plan,
+  corrupt: boolean,
+  logprobDrift = 0,
+  hallucinationRate = o.hallucinationRate,
+): Generated {
   if (target.judge) {
     const text = req.messages
       ? req.messages
@@ -69,7 +80,7 @@ export function produce(req: InferenceRequest, o: SimOptions, target: Target, p:
     temperature: req.temperature,
     sampleSeed: req.seed ?? (req.temperature > 0 ? randomBytes(4).readUInt32LE(0) : 0),
     topLogprobs: req.topLogprobs,
-    hallucinationRate: o.hallucinationRate,
+    hallucinationRate,
     eosRate: o.eosRate,
     corrupt,
     logprobDrift,

@@ -28,6 +28,11 @@ export interface RequestRecord {
   retries: number;
   /** true for mirrored shadow requests (never seen by the client). */
   shadow: boolean;
+  /**
+   * A LoRA adapter's request: the name its worker serves the adapter under (gateway/adapters.ts,
+   * `servedAs`), which tells an adapter's versions apart while a canary runs; undefined otherwise.
+   */
+  adapter?: string | undefined;
 }
 
 /**

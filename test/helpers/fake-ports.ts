@@ -12,6 +12,7 @@ import type { KvRole } from '../../src/domain/spec.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { GlidepathConfig } from '../../src/config/types.js';
 import { storeRollouts } from '../../src/control/ports.js';
+import { FakeAdapters } from './fake-adapters.js';
 import { buildRoute, routeToSpec } from '../../src/domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../../src/domain/route.js';
 import { NotFoundError, UpstreamError } from '../../src/errors.js';
@@ -169,6 +170,8 @@ export interface FakeFleetOptions {
 }
 
 export class FakeFleet {
+  /** LoRA adapters: the registry, candidates, promotions and unloads (fake-adapters.ts). */
+  readonly adapters = new FakeAdapters();
   readonly clock = new FakeClock();
   readonly cfg: GlidepathConfig;
   readonly store: SqliteStore = openMemoryStore();
@@ -532,6 +535,7 @@ export class FakeFleet {
         set: (key, value) => this.store.setSetting(key, value, this.clock.now()),
         delete: async (key) => void (await this.store.deleteSetting(key)),
       },
+      adapters: this.adapters,
       gpus: {
         total: () => this.cfg.gpus.length,
         free: () =>

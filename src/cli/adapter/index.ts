@@ -5,6 +5,7 @@ import { modelPath, out, resolveModel, session, withCommon } from '../common.js'
 import type { CommonOptions } from '../common.js';
 import { printJson, table } from '../output.js';
 import type { AdapterView } from '../../control/adapters.js';
+import { registerCanary } from './canary.js';
 
 export function register(program: Command): void {
   const cmd = program.command('adapter').description("a model's LoRA adapters: served on its workers under their own names, loaded on demand");
@@ -16,13 +17,19 @@ export function register(program: Command): void {
     if (list.length === 0) return out(`${model} has no adapters`);
     out(
       table(
-        ['ADAPTER', 'SOURCE', 'VERSION', 'FROM', 'ON_WORKERS'],
+        ['ADAPTER', 'SOURCE', 'VERSION', 'FROM', 'CANARY', 'ON_WORKERS'],
         list.map((a) => [
-          a.name,
+          a.served_as === a.name ? a.name : `${a.name} (as ${a.served_as})`,
           a.source,
           a.version ?? '-',
           a.from,
-          a.workers.map((w) => `${w.worker}${w.loaded ? '' : ' (loading)'}${w.in_use > 0 ? ` ×${w.in_use}` : ''}`).join(', ') || '-',
+          a.canary === null ? '-' : `${a.canary.version ?? a.canary.source} at ${Math.round(a.canary.share * 100)}%`,
+          a.workers
+            .map(
+              (w) =>
+                `${w.worker}${w.served_as === a.served_as ? '' : ` (${w.served_as})`}${w.loaded ? '' : ' (loading)'}${w.in_use > 0 ? ` ×${w.in_use}` : ''}`,
+            )
+            .join(', ') || '-',
         ]),
       ),
     );
@@ -53,4 +60,5 @@ export function register(program: Command): void {
       out(`removed ${r.removed} from ${model}`);
     },
   );
+  registerCanary(cmd);
 }

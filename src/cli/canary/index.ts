@@ -62,7 +62,7 @@ export function renderCanary(v: CanaryView): string {
   return lines.join('\n') + '\n';
 }
 
-function parseStages(v: string | undefined): number[] | undefined {
+export function parseStages(v: string | undefined): number[] | undefined {
   if (v === undefined) return undefined;
   const parts = v.split(',').map((x) => x.trim());
   const nums = parts.map(Number);

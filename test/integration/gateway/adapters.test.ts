@@ -28,7 +28,7 @@ async function setup(workers: number, slots: number, adapters: number, over: Par
   gw.dp.addVersion('m', 'v1', gw.dp.pool('m', 'v1').cardChecksum, { resume: 'continue_final_message', tokenIdPrompts: false, maxLoras: slots });
   gw.dp.setAdapters(
     'm',
-    Array.from({ length: adapters }, (_, i) => ({ name: `a${i}`, model: 'm', source: `/adapters/a${i}` })),
+    Array.from({ length: adapters }, (_, i) => ({ name: `a${i}`, model: 'm', source: `/adapters/a${i}`, servedAs: `a${i}` })),
   );
   return gw;
 }

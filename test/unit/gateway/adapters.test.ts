@@ -9,7 +9,7 @@ import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
 
 const W = { id: 'w0', url: 'http://127.0.0.1:9' };
-const spec = (name: string): AdapterSpec => ({ name, model: 'm', source: `/a/${name}` });
+const spec = (name: string): AdapterSpec => ({ name, model: 'm', source: `/a/${name}`, servedAs: name });
 
 /** A loader whose calls wait until the test lets them go, in order. */
 function scripted() {

@@ -126,7 +126,7 @@ function dataPlane(loader: AdapterLoader, gateway: Record<string, unknown> = {})
   ]);
   dp.setAdapters(
     'm',
-    ['a', 'b', 'c'].map((n) => ({ name: n, model: 'm', source: `/a/${n}` })),
+    ['a', 'b', 'c'].map((n) => ({ name: n, model: 'm', source: `/a/${n}`, servedAs: n })),
   );
   return { dp, telemetry };
 }
@@ -175,7 +175,7 @@ describe('AdapterPrefetcher round', () => {
     const w0 = dp.pool('m', 'v1').workers.find((w) => w.adapters.has('a'))!;
     // w0 (4 slots): a (top-k, least recently used), then x, y, z loaded by requests
     for (const n of ['x', 'y', 'z']) {
-      const p = w0.adapters.acquire(w0, { name: n, model: 'm', source: `/a/${n}` }, 4, loader, telemetry.metrics, pf.keepFor('m'));
+      const p = w0.adapters.acquire(w0, { name: n, model: 'm', source: `/a/${n}`, servedAs: n }, 4, loader, telemetry.metrics, pf.keepFor('m'));
       await release();
       await p;
       w0.adapters.done(n);

@@ -104,7 +104,9 @@ describe('parseRolloutState', () => {
   });
 
   it('an unknown kind and a newer schema version are refused by name', () => {
-    expect(() => parseRolloutState({ ...toStoredState(canary()), kind: 'surge' }, row)).toThrow(/unknown kind "surge" \(known: canary, experiment, rolling\)/);
+    expect(() => parseRolloutState({ ...toStoredState(canary()), kind: 'surge' }, row)).toThrow(
+      /unknown kind "surge" \(known: canary, experiment, rolling, adapter_canary\)/,
+    );
     expect(() => parseRolloutState({ ...canary(), kind: undefined }, row)).toThrow(/unknown kind null/);
     expect(() => parseRolloutState({ ...toStoredState(canary()), schemaVersion: 2 }, row)).toThrow(/schemaVersion 2 is not one this Glidepath reads/);
   });
@@ -126,7 +128,7 @@ describe('the rollouts port over the store', () => {
     expect(rollouts.map((r) => [r.state.kind, r.state.id])).toEqual([['canary', 'canary-1']]);
     expect(unreadable.map((e) => e.message)).toEqual([
       expect.stringMatching(/^rollout exp-broken of model mistral has an unreadable stored state: a: /),
-      'rollout roll-1 of model qwen has an unreadable stored state: unknown kind "surge" (known: canary, experiment, rolling)',
+      'rollout roll-1 of model qwen has an unreadable stored state: unknown kind "surge" (known: canary, experiment, rolling, adapter_canary)',
       expect.stringMatching(/^rollout roll-2 of model gemma has an unreadable stored state: from: /),
     ]);
     await expect(port.get('exp-broken')).rejects.toMatchObject({ code: 'rollout_state_invalid' });

@@ -1,0 +1,393 @@
+// Adapter canaries (docs/multi-model.md, "Adapter canaries"): a new version of a LoRA adapter is
+// loaded beside the registered one under a name of its own (`<name>--<version>`) on the same base
+// workers, gets a share of that adapter's requests stage by stage, and is judged against it by the
+// version canary's sequential judge on the records of each side (told apart by the name each is
+// served as); then promoted (the registry serves the candidate, the old version is unloaded where
+// its requests ended) or rolled back (share 0 at once, the candidate unloaded). Persisted after every
+// step, resumed after a restart. Sees only the ports.
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { judgeConfig } from '../analysis/judge.js';
+import type { JudgeFn } from '../analysis/judge-packed.js';
+import { DEFAULTS } from '../defaults.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import { candidateName } from './adapter-canary-state.js';
+import { adapterCanaryStateView } from './adapter-canary-views.js';
+import type { AdapterCanaryState } from './adapter-canary-state.js';
+import { TERMINAL, checkStages, currentPercent, judgeOverrides, nextStage } from './canary-state.js';
+import type { CanaryPhase, Step } from './canary-state.js';
+import { ReconcileLoop } from './loop.js';
+import type { Actor, AdapterRef, ControllerPorts } from './ports.js';
+import type { StoredRollout } from './rollout-record.js';
+import { rolloutEvent, saveInTurn } from './rollout-writes.js';
+import { PairSamples } from './samples.js';
+import { takeLook, tickRunning } from './staged.js';
+import type { StagedLive } from './staged.js';
+
+export interface AdapterCanaryStartOptions {
+  /** Where the engine loads the new version from (vLLM's `lora_path`). */
+  source: string;
+  version: string;
+  stages?: number[] | undefined;
+  stageDurationMs?: number | undefined;
+}
+
+type Live = StagedLive<AdapterCanaryState>;
+
+/** A version as vLLM's lora names take it (it becomes part of `<name>--<version>`). */
+const VERSION = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export class AdapterCanaryController {
+  private readonly live = new Map<string, Live>();
+  private unsubscribe: (() => void) | undefined;
+  private readonly loop: ReconcileLoop;
+
+  constructor(
+    private readonly ports: ControllerPorts,
+    private readonly opts: { tickMs: number; judge?: JudgeFn | undefined },
+  ) {
+    this.loop = new ReconcileLoop(ports.clock, opts.tickMs, () => this.tick());
+  }
+
+  run(): void {
+    if (this.loop.started) return;
+    this.unsubscribe = this.ports.telemetry.subscribe((r) => {
+      if (this.live.size !== 0 && r.adapter !== undefined) for (const l of this.live.values()) l.samples.record(r);
+    });
+    this.loop.start();
+  }
+
+  shutdown(): void {
+    this.loop.stop();
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  /** Resolves when no background step runs (tests: advance the clock, then await this). */
+  whenIdle(): Promise<void> {
+    return this.loop.whenIdle();
+  }
+
+  /** Quality scores from the LLM judge: an adapter's answers count for the side they were served by. */
+  quality(model: string, _version: string, score: number, adapter?: string): void {
+    if (adapter === undefined) return;
+    for (const l of this.live.values()) if (l.state.model === model) l.samples.quality(adapter, score);
+  }
+
+  /** Resume the adapter canaries the store says are unfinished. */
+  async recover(stored: readonly StoredRollout<AdapterCanaryState>[]): Promise<void> {
+    for (const { state: s, revision } of stored) {
+      const l = this.track(s, revision);
+      const p = this.ports;
+      if (s.phase === 'rolling_back' || s.phase === 'promoting') {
+        // the restart cut it short after its decision: finish it (both are idempotent)
+        const finish =
+          s.phase === 'promoting'
+            ? () => this.doPromote(l, 'completing a promotion interrupted by a restart')
+            : () => this.doRollback(l, s.rollbackReason ?? 'completing a rollback interrupted by a restart', s.rollbackTo ?? 'rolled_back');
+        this.loop.spawn(p.exclusive(s.adapter, finish).catch((err: unknown) => this.event(l, 'error', `could not complete it: ${(err as Error).message}`)));
+        continue;
+      }
+      if (p.adapters.get(s.adapter) === undefined) {
+        await this.finish(l, 'failed', `adapter ${s.adapter} is no longer registered`);
+        continue;
+      }
+      // the data plane starts without the candidate: its share again (the samples restart with this process)
+      s.look = 0;
+      s.previous = {};
+      if (s.phase === 'pending') s.phase = 'progressing';
+      this.applyShare(l);
+      await this.event(l, 'resumed', `resumed after a restart at stage ${s.stageIndex + 1} (${currentPercent(s)} %), phase ${s.phase}`);
+      await this.persist(l);
+    }
+  }
+
+  private track(state: AdapterCanaryState, revision: number): Live {
+    const m = this.ports.models.config(state.model);
+    const l: Live = {
+      state,
+      samples: sidesOf(state, m.canary?.ignoreFirstRequests),
+      judge: judgeConfig(judgeOverrides(m.canary)),
+      revision,
+      busy: false,
+      seen: -1,
+      saving: Promise.resolve(),
+    };
+    this.live.set(state.id, l);
+    return l;
+  }
+
+  private active(adapter: string): Live | undefined {
+    for (const l of this.live.values()) if (l.state.adapter === adapter && !TERMINAL.includes(l.state.phase)) return l;
+    return undefined;
+  }
+
+  /** The registered adapter of that name (NotFoundError naming it). */
+  private adapter(name: string): AdapterRef {
+    const a = this.ports.adapters.get(name);
+    if (a === undefined) throw new NotFoundError('adapter_not_found', `no adapter ${name} is registered (glidepath adapter list -m MODEL)`);
+    return a;
+  }
+
+  /** The running canary of an adapter, else its newest one (by id: that one). */
+  async get(name: string, id?: string): Promise<AdapterCanaryState> {
+    if (id !== undefined) {
+      const l = this.live.get(id);
+      if (l && l.state.adapter === name) return l.state;
+      const r = await this.ports.rollouts.get(id);
+      if (!r || r.state.kind !== 'adapter_canary' || r.state.adapter !== name)
+        throw new NotFoundError('rollout_not_found', `no canary ${id} of adapter ${name}`);
+      return r.state;
+    }
+    const a = this.active(name);
+    if (a) return a.state;
+    const last = await this.ports.rollouts.latest(name, 'adapter_canary');
+    if (!last) throw new NotFoundError('rollout_not_found', `adapter ${name} has had no canary`);
+    return last.state;
+  }
+
+  history(name: string, limit: number): Promise<StoredRollout<AdapterCanaryState>[]> {
+    return this.ports.rollouts.history(name, 'adapter_canary', limit);
+  }
+
+  async events(name: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+    return this.ports.rollouts.events((await this.get(name, id)).id);
+  }
+
+  /** Samples a running canary of the adapter is judged on (undefined when none runs). */
+  sampleCounts(name: string): { stable: number; canary: number; min_samples: number } | undefined {
+    const l = this.active(name);
+    return l && { stable: l.samples.a.requests, canary: l.samples.b.requests, min_samples: l.judge.latency.minSamples };
+  }
+
+  // ---- operator commands ----------------------------------------------------------------
+
+  async start(name: string, o: AdapterCanaryStartOptions, actor: Actor): Promise<AdapterCanaryState> {
+    const p = this.ports;
+    const a = this.adapter(name);
+    const m = p.models.config(a.model);
+    if (typeof o.source !== 'string' || o.source.trim() === '')
+      throw new BadRequestError('invalid_body', 'source: a path or URI the engine loads the new version from');
+    if (typeof o.version !== 'string' || !VERSION.test(o.version))
+      throw new BadRequestError('invalid_body', `version: ${JSON.stringify(o.version)} is not a version (letters, digits, . _ -; at most 64)`);
+    const stages = [...(o.stages ?? m.canary?.stages ?? DEFAULTS.rollout.stages)];
+    const bad = checkStages(stages);
+    if (bad) throw new BadRequestError('invalid_stages', bad);
+    const servedAs = candidateName(name, o.version);
+    if (servedAs === a.servedAs || o.version === a.version)
+      throw new ConflictError('canary_is_active', `adapter ${name} is already at version ${o.version} (served as ${a.servedAs})`);
+    if (o.source === a.source) throw new ConflictError('canary_is_active', `adapter ${name} already loads from ${o.source}: a canary compares another source`);
+    return p.exclusive(name, () =>
+      p.audited(actor, 'adapter_canary_start', `${a.model}/${name}`, { adapter: name, ...o }, async () => {
+        const running = this.active(name);
+        if (running) throw new ConflictError('rollout_in_progress', `adapter ${name} already has a canary in progress (${running.state.id})`);
+        const now = p.clock.now();
+        const s: AdapterCanaryState = {
+          kind: 'adapter_canary',
+          id: `adapter-canary-${randomUUID().slice(0, 8)}`,
+          model: a.model,
+          adapter: name,
+          stable: { source: a.source, version: a.version ?? null, servedAs: a.servedAs },
+          candidate: { source: o.source, version: o.version, servedAs },
+          stages,
+          stageIndex: 0,
+          stageDurationMs: o.stageDurationMs ?? m.canary?.stageDurationMs ?? DEFAULTS.rollout.stageDurationMs,
+          phase: 'progressing',
+          createdAt: now,
+          startedAt: now,
+          stageStartedAt: now,
+          updatedAt: now,
+          look: 0,
+          previous: {},
+          verdicts: [],
+          actor: actor.name,
+        };
+        const revision = await p.rollouts.create(s);
+        const l = this.track(s, revision);
+        this.applyShare(l);
+        await this.event(l, 'started', `${name} ${o.version} (${o.source}) vs ${a.version ?? a.source}, stages ${stages.join(',')} % of its requests`);
+        return s;
+      }),
+    );
+  }
+
+  pause(name: string, actor: Actor, reason = 'paused by an operator'): Promise<AdapterCanaryState> {
+    return this.command(name, actor, 'adapter_canary_pause', async (l) => {
+      if (l.state.phase !== 'progressing') throw new ConflictError('not_progressing', `canary ${l.state.id} is ${l.state.phase}, not progressing`);
+      l.state.pausedReason = `${reason} (${actor.name})`;
+      await this.setPhase(l, 'paused', l.state.pausedReason);
+    });
+  }
+
+  resume(name: string, actor: Actor): Promise<AdapterCanaryState> {
+    return this.command(name, actor, 'adapter_canary_resume', async (l) => {
+      if (l.state.phase !== 'paused') throw new ConflictError('not_paused', `canary ${l.state.id} is ${l.state.phase}, not paused`);
+      l.state.pausedReason = undefined;
+      await this.setPhase(l, 'progressing', `resumed by ${actor.name}`);
+      await this.apply(l, nextStage(l.state), 'resumed by an operator');
+    });
+  }
+
+  promote(name: string, actor: Actor): Promise<AdapterCanaryState> {
+    return this.command(name, actor, 'adapter_canary_promote', (l) => this.doPromote(l, `promoted by ${actor.name}`));
+  }
+
+  abort(name: string, actor: Actor, reason?: string): Promise<AdapterCanaryState> {
+    return this.command(name, actor, 'adapter_canary_abort', (l) => this.doRollback(l, reason ?? `aborted by ${actor.name}`, 'aborted'));
+  }
+
+  private command(name: string, actor: Actor, action: string, fn: (l: Live) => Promise<void>): Promise<AdapterCanaryState> {
+    return this.ports.exclusive(name, () =>
+      this.ports.audited(actor, action, name, { adapter: name }, async () => {
+        const l = this.active(name);
+        if (!l) throw new ConflictError('no_canary', `adapter ${name} has no canary in progress`);
+        if (l.state.phase !== 'progressing' && l.state.phase !== 'paused') throw new ConflictError('not_running', `canary ${l.state.id} is ${l.state.phase}`);
+        await fn(l);
+        return l.state;
+      }),
+    );
+  }
+
+  // ---- the loop ---------------------------------------------------------------------------
+
+  /** One pass over the running canaries: each judged under its adapter's lock, and moved as its look decides. */
+  async tick(now = this.ports.clock.now()): Promise<void> {
+    await tickRunning(
+      this.live.values(),
+      this.ports,
+      (l) => l.state.adapter,
+      (l) => this.live.has(l.state.id),
+      async (l) => {
+        const looked = await takeLook(l, now, this.opts.judge);
+        if (looked === undefined) return;
+        await this.apply(l, looked.step, looked.verdict.reasons.join('; '), now);
+        if (looked.step.kind === 'none') await this.persist(l);
+      },
+      (l, err) => this.event(l, 'error', `evaluation failed: ${err.message}`),
+    );
+  }
+
+  private async apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
+    const s = l.state;
+    switch (step.kind) {
+      case 'none':
+        return;
+      case 'advance':
+        s.stageIndex = step.to;
+        s.stageStartedAt = now;
+        this.applyShare(l);
+        await this.event(
+          l,
+          'advance',
+          `stage ${s.stageIndex + 1}: ${currentPercent(s)} % of ${s.adapter}'s requests to ${s.candidate.version}${why ? ` (${why})` : ''}`,
+        );
+        await this.persist(l);
+        return;
+      case 'promote':
+        await this.doPromote(l, why || 'every stage passed');
+        return;
+      case 'pause':
+        s.pausedReason = step.reason;
+        await this.setPhase(l, 'paused', step.reason);
+        return;
+      case 'rollback':
+        await this.doRollback(l, step.reason, 'rolled_back');
+        return;
+    }
+  }
+
+  // ---- actions ------------------------------------------------------------------------------
+
+  /** The candidate at the stage's share of the adapter's requests (the data plane's, in memory). */
+  private applyShare(l: Live): void {
+    const s = l.state;
+    this.ports.adapters.setCandidate(s.adapter, { spec: this.candidateRef(s), share: currentPercent(s) / 100, salt: s.id });
+  }
+
+  private candidateRef(s: AdapterCanaryState): AdapterRef {
+    return { name: s.adapter, model: s.model, source: s.candidate.source, version: s.candidate.version, servedAs: s.candidate.servedAs };
+  }
+
+  /** The candidate is the adapter from now on (persisted); the old version is unloaded where its last requests ended. */
+  private async doPromote(l: Live, why: string): Promise<void> {
+    const s = l.state;
+    await this.setPhase(l, 'promoting', `promoting ${s.adapter} ${s.candidate.version}: ${why}`);
+    await this.ports.adapters.promote(s.adapter, this.candidateRef(s));
+    const r = await this.ports.adapters.retire(s.model, s.stable.servedAs);
+    const failed = r.failed.length > 0 ? `; the unload failed on ${r.failed.join(', ')}` : '';
+    await this.finish(
+      l,
+      'succeeded',
+      `${s.adapter} is ${s.candidate.version} (served as ${s.candidate.servedAs}); ${s.stable.servedAs} unloaded from ${r.unloaded} worker(s)${failed}`,
+    );
+  }
+
+  /** All of the adapter's requests back to the registered version at once, then the candidate unloaded where its requests ended. */
+  private async doRollback(l: Live, reason: string, phase: 'rolled_back' | 'aborted'): Promise<void> {
+    const s = l.state;
+    const t0 = performance.now();
+    const percentAtRollback = currentPercent(s);
+    this.ports.adapters.setCandidate(s.adapter, undefined);
+    const t1 = performance.now();
+    s.rollbackReason = reason;
+    s.rollbackTo = phase;
+    await this.setPhase(l, 'rolling_back', reason);
+    const t2 = performance.now();
+    const r = await this.ports.adapters.retire(s.model, s.candidate.servedAs);
+    s.rollback = {
+      reason,
+      at: this.ports.clock.now(),
+      timing: { traffic_shift_ms: t1 - t0, unload_ms: performance.now() - t2, total_ms: performance.now() - t0 },
+      unloaded: r.unloaded,
+      unloadFailed: r.failed,
+      candidateRequests: l.samples.b.requests,
+      percentAtRollback,
+    };
+    const what = phase === 'aborted' ? 'aborted' : 'rolled back';
+    await this.finish(l, phase, `${what} at ${percentAtRollback} % after ${s.rollback.candidateRequests} request(s) of ${s.candidate.version}: ${reason}`);
+  }
+
+  private async finish(l: Live, phase: CanaryPhase, message: string): Promise<void> {
+    await this.setPhase(l, phase, message);
+    this.live.delete(l.state.id);
+    const s = l.state;
+    // (webhooks in the background: a dead endpoint must not hold the adapter's lock)
+    this.loop.spawn(
+      this.ports.notify({
+        kind: `adapter_canary_${phase}`,
+        model: s.model,
+        version: s.candidate.version,
+        message: `adapter ${s.adapter}: ${message}`,
+        // the API's names, as `GET …/adapters/:name/canary` shows the same state
+        data: adapterCanaryStateView(s),
+      }),
+    );
+  }
+
+  private async setPhase(l: Live, phase: CanaryPhase, message: string): Promise<void> {
+    l.state.phase = phase;
+    l.state.message = message;
+    await this.persist(l);
+    await this.event(l, phase, message);
+  }
+
+  private persist(l: Live): Promise<void> {
+    return saveInTurn(this.ports, l);
+  }
+
+  private event(l: Live, kind: string, message: string): Promise<void> {
+    return rolloutEvent(this.ports, l.state, 'adapter_canary', l.state.candidate.version, kind, `${l.state.adapter}: ${message}`);
+  }
+}
+
+/** The registered version's and the candidate's samples, told apart by the name each is served as. */
+function sidesOf(s: AdapterCanaryState, ignoreFirst: number | undefined): PairSamples {
+  return new PairSamples(
+    s.model,
+    s.stable.servedAs,
+    s.candidate.servedAs,
+    DEFAULTS.rollout.maxSamplesPerVersion,
+    ignoreFirst ?? DEFAULTS.rollout.canaryIgnoreFirstRequests,
+    'adapter',
+  );
+}

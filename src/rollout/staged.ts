@@ -1,0 +1,83 @@
+// What the staged rollouts judged by the sequential canary judge share, whatever they move (a
+// version's route weights, an adapter's share of its requests): the live record each controller
+// keeps, one look of the judge recorded in the state with the step it decides, and a tick over the
+// running ones, each under its lock.
+import { judgeInProcess } from '../analysis/judge-packed.js';
+import type { JudgeFn } from '../analysis/judge-packed.js';
+import type { JudgeConfig, Verdict } from '../analysis/judge.js';
+import { DEFAULTS } from '../defaults.js';
+import { decide, summarizeVerdict } from './canary-state.js';
+import type { StagedFields, Step } from './canary-state.js';
+import type { ControllerPorts } from './ports.js';
+import type { RolloutState } from './rollout-record.js';
+import type { PairSamples } from './samples.js';
+
+/** A running staged rollout as its controller keeps it. */
+export interface StagedLive<S extends StagedFields & RolloutState> {
+  state: S;
+  samples: PairSamples;
+  judge: JudgeConfig;
+  revision: number;
+  busy: boolean;
+  /** Sample count at the last look: an unchanged stream is not judged again. */
+  seen: number;
+  /** Writes of this rollout, one after the other (each names the revision the previous one made). */
+  saving: Promise<unknown>;
+}
+
+/**
+ * One look of the judge at the cumulative samples, recorded in the state (the look's index, the
+ * always-valid p-values, the verdict: kept when it decides something), and the step it decides;
+ * undefined when nothing new came and the stage still holds (the verdict could not change).
+ */
+export async function takeLook<S extends StagedFields & RolloutState>(
+  l: StagedLive<S>,
+  now: number,
+  judge: JudgeFn | undefined,
+): Promise<{ verdict: Verdict; step: Step } | undefined> {
+  const s = l.state;
+  const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
+  if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
+  l.seen = seen;
+  const verdict = await (judge ?? judgeInProcess)(l.samples.a.pack(), l.samples.b.pack(), l.judge, { index: s.look, previous: s.previous });
+  s.look++;
+  s.previous = verdict.sequentialPValues;
+  const step = decide(s, verdict, now);
+  s.last = summarizeVerdict(verdict, s, now, step.kind !== 'none');
+  s.message = step.kind === 'none' ? step.why : undefined;
+  if (step.kind !== 'none') {
+    s.verdicts.push(s.last);
+    if (s.verdicts.length > DEFAULTS.rollout.maxVerdicts) s.verdicts.splice(0, s.verdicts.length - DEFAULTS.rollout.maxVerdicts);
+  }
+  return { verdict, step };
+}
+
+const running = (s: StagedFields) => s.phase === 'progressing' || s.phase === 'paused';
+
+/**
+ * One reconcile pass: `fn` for each rollout still running and not busy with a previous pass, under
+ * the lock `key` names (re-checked there: an abort or a promotion queued ahead may have ended it,
+ * `isLive` says whether its controller still tracks it); a failure goes to `onError`.
+ */
+export async function tickRunning<S extends StagedFields & RolloutState, L extends StagedLive<S>>(
+  lives: Iterable<L>,
+  ports: Pick<ControllerPorts, 'exclusive'>,
+  key: (l: L) => string,
+  isLive: (l: L) => boolean,
+  fn: (l: L) => Promise<void>,
+  onError: (l: L, err: Error) => Promise<void>,
+): Promise<void> {
+  for (const l of [...lives]) {
+    if (l.busy || !running(l.state)) continue;
+    l.busy = true;
+    try {
+      await ports.exclusive(key(l), async () => {
+        if (isLive(l) && running(l.state)) await fn(l);
+      });
+    } catch (err) {
+      await onError(l, err as Error);
+    } finally {
+      l.busy = false;
+    }
+  }
+}
