@@ -103,7 +103,7 @@ export class Scheduler {
     if (!this.cfg.enabled || this.loop.started) return;
     this.unsub = this.ports.telemetry.subscribe((r) => {
       if (r.shadow) return;
-      this.window(r.model).add(r.at + r.latencyMs, r.ttftMs, r.tpotMs, r.latencyMs);
+      this.window(r.model).add(r.at + r.latencyMs, r.ttftMs, r.tpotMs, r.latencyMs, r.completionTokens, r.worker);
       this.spike(r.model, r.ttftMs);
     });
     // nothing is given back within a cool-down of the start: its models have not been measured yet
@@ -175,6 +175,21 @@ export class Scheduler {
     this.loop.kick();
   }
 
+  /** Each model's requests in flight at the last round, and when: their growth is demand not yet served. */
+  private readonly backlog = new Map<string, { n: number; at: number }>();
+
+  /**
+   * Requests arriving per second: those the window saw finish, plus the growth of those in flight since
+   * the last round (a queue that grows is demand the replicas did not serve); never below 0.
+   */
+  private arrivals(model: string, finishedPerS: number, now: number): number {
+    const n = this.ports.routes.inflight(model);
+    const prev = this.backlog.get(model);
+    this.backlog.set(model, { n, at: now });
+    const growth = prev === undefined || now <= prev.at ? 0 : (n - prev.n) / ((now - prev.at) / 1000);
+    return Math.max(0, finishedPerS + growth);
+  }
+
   private async measure(): Promise<{ models: ModelLoad[]; free: number }> {
     const p = this.ports;
     const now = p.clock.now();
@@ -189,6 +204,7 @@ export class Scheduler {
         this.setFor.delete(name);
       }
       const stats = this.window(name).stats(now);
+      const arrivalsPerS = this.arrivals(name, stats.rps, now);
       const serving = v === undefined ? [] : servingOf(p.workers.list(name, v.id));
       let frozen: string | undefined;
       if (v === undefined) frozen = 'no active version';
@@ -218,6 +234,7 @@ export class Scheduler {
         samples: stats.samples,
         rps: stats.rps,
         inFlight: stats.inFlight,
+        capacity: { workerTokensPerS: stats.workerTokensPerS, arrivalsPerS, tokensPerRequest: stats.tokensPerRequest },
         seqsPerReplica: v === undefined ? undefined : engineTraitsOf(v).maxNumSeqs,
         // nothing seen since the start is idle from the start, not forever; not running, it measures nothing
         idleMs: this.loop.started ? now - Math.max(stats.lastAt, this.startedAt) : Number.NaN,

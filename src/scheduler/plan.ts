@@ -32,6 +32,13 @@ export interface ModelLoad {
   inFlight: number;
   /** Requests the p99s are over (fewer than PlanSettings.minSamples: not judged against the SLO). */
   samples: number;
+  /**
+   * What its replicas are measured to serve and what it is asked for (controller.ts): completion
+   * tokens/s one worker served over the window (the median worker), requests arriving per second
+   * (those finished plus the growth of those in flight), and completion tokens per request.
+   * Undefined or not finite: not measured (then its p99's overshoot sizes it).
+   */
+  capacity?: { workerTokensPerS: number; arrivalsPerS: number; tokensPerRequest: number } | undefined;
   /** Sequences one replica runs at once (its engine's max_num_seqs); undefined: not known. */
   seqsPerReplica?: number | undefined;
   /** ms since its last request (or since the scheduler started); NaN: not measured (never judged idle). */
@@ -82,8 +89,19 @@ export interface Plan {
 }
 
 const ms = (x: number) => `${Math.round(x)} ms`;
+/** Arrivals above this × the finishing rate: a queue grows, the replicas serve all they can. */
+const SATURATED = 1.05;
+/** Requests in flight above this share of the replicas' sequence slots: they are full. */
+const SLOTS_FULL = 0.9;
 
-/** Replicas a model violating its SLO wants: its p99 over the SLO scales its count (seed 003), sized for `headroom`, at least one more. */
+/**
+ * Replicas a model violating its SLO wants, at least one more, at most its max. A saturated model
+ * (more requests arriving than finishing, or its replicas' sequence slots full) is sized from its
+ * measured capacity: the demand (requests arriving × tokens each) over what one replica was measured
+ * to serve — saturated, that is what it can — sized for `headroom`. Otherwise (or unmeasured) its
+ * replicas keep up and the latency is not a lack of throughput: the p99's overshoot of the SLO scales
+ * the count (seed 003).
+ */
 export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: string } | undefined {
   // a p99 of a few requests is their slowest one: no replicas for one slow request
   if (m.samples < s.minSamples) return undefined;
@@ -98,6 +116,20 @@ export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: s
     over.push(`TPOT p99 ${ms(m.tpotP99Ms)} > SLO ${ms(m.slo.tpotP99Ms)}`);
   }
   if (over.length === 0) return undefined;
+  const c = m.capacity;
+  const saturated =
+    c !== undefined && (c.arrivalsPerS > m.rps * SATURATED || (m.seqsPerReplica !== undefined && m.inFlight >= m.replicas * m.seqsPerReplica * SLOTS_FULL));
+  if (saturated && c.workerTokensPerS > 0 && c.tokensPerRequest > 0 && Number.isFinite(c.workerTokensPerS * c.tokensPerRequest)) {
+    const demand = c.arrivalsPerS * c.tokensPerRequest;
+    const fit = Math.ceil(demand / (c.workerTokensPerS * s.headroom));
+    const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
+    return {
+      want,
+      why:
+        `${over.join(', ')}: demand ${Math.round(demand)} tok/s (${c.arrivalsPerS.toFixed(1)} req/s × ${Math.round(c.tokensPerRequest)} tok) ` +
+        `over ${Math.round(c.workerTokensPerS)} tok/s a replica (measured), sized for ${Math.round(s.headroom * 100)} % → ${want}`,
+    };
+  }
   const base = Math.max(1, m.replicas);
   const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, Math.ceil((base * ratio) / s.headroom)));
   return { want, why: `${over.join(', ')}: ×${ratio.toFixed(2)} on ${m.replicas} replica(s), sized for ${Math.round(s.headroom * 100)} % → ${want}` };

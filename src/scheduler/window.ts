@@ -1,5 +1,6 @@
 // A model's recent traffic as the scheduler judges it: TTFT and TPOT of its last requests (bounded by
-// age and count), their rate, and when it last had one. Fed by the telemetry's request records.
+// age and count), their rate, the completion tokens each worker served (what a replica is measured
+// to be worth), and when it last had one. Fed by the telemetry's request records.
 import { quantileSorted } from '../domain/quantile.js';
 
 interface Sample {
@@ -7,6 +8,9 @@ interface Sample {
   ttftMs: number;
   tpotMs: number;
   latencyMs: number;
+  /** Completion tokens, and the worker that served them ('' when none did). */
+  tokens: number;
+  worker: string;
 }
 
 export interface LoadStats {
@@ -18,6 +22,14 @@ export interface LoadStats {
   inFlight: number;
   /** Requests in the window. */
   samples: number;
+  /** Completion tokens per request that produced any, on average (NaN without one): what a refused request would have asked for too. */
+  tokensPerRequest: number;
+  /**
+   * What one worker served, in completion tokens/s, measured over the window: each worker's tokens
+   * over the time it was seen serving in it (from the window's start, or later for one that started
+   * since), the median over workers; NaN without samples.
+   */
+  workerTokensPerS: number;
   /** Epoch ms of the last request (-Infinity: none). */
   lastAt: number;
 }
@@ -39,8 +51,13 @@ export class LoadWindow {
     private readonly maxSamples: number,
   ) {}
 
-  add(at: number, ttftMs: number, tpotMs: number, latencyMs: number): void {
-    this.samples.push({ at, ttftMs, tpotMs, latencyMs });
+  /** First time each worker served in this window's life (bounded: workers seen in the kept samples). */
+  private readonly firstAt = new Map<string, number>();
+
+  add(at: number, ttftMs: number, tpotMs: number, latencyMs: number, tokens = 0, worker = ''): void {
+    this.samples.push({ at, ttftMs, tpotMs, latencyMs, tokens, worker });
+    // a worker's time serving starts with its first request (its start time, at the latest)
+    if (worker !== '' && !this.firstAt.has(worker)) this.firstAt.set(worker, at - latencyMs);
     // trimmed in batches (at twice the bound), not one shift per request
     if (this.samples.length > 2 * this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
     if (at > this.lastAt) this.lastAt = at;
@@ -53,12 +70,24 @@ export class LoadWindow {
     while (drop < this.samples.length && (this.samples[drop] as Sample).at < from) drop++;
     if (drop > 0) this.samples.splice(0, drop);
     const s = this.samples;
+    let tokens = 0;
+    let producing = 0;
+    const byWorker = new Map<string, number>();
+    for (const x of s) {
+      tokens += x.tokens;
+      if (x.tokens > 0) producing++;
+      if (x.worker !== '') byWorker.set(x.worker, (byWorker.get(x.worker) ?? 0) + x.tokens);
+    }
+    for (const w of this.firstAt.keys()) if (!byWorker.has(w)) this.firstAt.delete(w);
+    const rates = [...byWorker].map(([w, n]) => n / (Math.max(1, now - Math.max(from, this.firstAt.get(w) ?? from)) / 1000)).sort((a, b) => a - b);
     return {
       ttftP99Ms: p99(s.map((x) => x.ttftMs)),
       tpotP99Ms: p99(s.map((x) => x.tpotMs)),
       rps: s.length / (this.maxAgeMs / 1000),
       samples: s.length,
       inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / this.maxAgeMs,
+      tokensPerRequest: producing === 0 ? Number.NaN : tokens / producing,
+      workerTokensPerS: quantileSorted(rates, 0.5),
       lastAt: this.lastAt,
     };
   }

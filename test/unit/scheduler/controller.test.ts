@@ -77,6 +77,24 @@ describe('scheduler controller', () => {
     expect(fleet.eventKinds('scheduler_')).toHaveLength(4);
   });
 
+  it('a queue that grows is demand: the critical model is sized from what its replica was measured to serve', async () => {
+    const { fleet, ports, advance } = await start();
+    fleet.records('bat', 'v1', 20);
+    // a first round within the SLO: nothing to do, the requests in flight measured (none)
+    fleet.records('crit', 'v1', 30, () => ({ ttftMs: 150, completionTokens: 50 }));
+    await advance(INTERVAL);
+    expect(fleet.eventKinds('scheduler_')).toEqual([]);
+    // then 40 more requests in flight than 10 s ago, and a TTFT p99 only 1.25× its SLO (its overshoot alone would ask for 2)
+    fleet.inflight.set('crit', 40);
+    fleet.records('crit', 'v1', 30, () => ({ ttftMs: 250, completionTokens: 50 }));
+    await advance(INTERVAL);
+    const up = fleet.events.find((e) => e.kind === 'scheduler_scale_up');
+    expect(up?.message).toMatch(
+      /^scale up crit: 1 → 3 replica\(s\) — TTFT p99 250 ms > SLO 200 ms: demand \d+ tok\/s \(\d+\.\d req\/s × 50 tok\) over \d+ tok\/s a replica \(measured\), sized for 80 % → 3; done$/,
+    );
+    expect(ports.workers.target('crit', 'v1')).toBe(3);
+  });
+
   it('a dry run decides and explains, and changes nothing', async () => {
     const { fleet, ports, s, advance } = await start({ dryRun: true });
     fleet.records('bat', 'v1', 20);

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { plan, wantedFor } from '../../../src/scheduler/plan.js';
 import type { ModelLoad, PlanSettings } from '../../../src/scheduler/plan.js';
+import { LoadWindow } from '../../../src/scheduler/window.js';
 
 const S: PlanSettings = { idleAfterMs: 300_000, cooldownMs: 60_000, relaxBelow: 0.5, headroom: 0.8, minSamples: 20 };
 
@@ -47,6 +48,25 @@ describe('scheduler plan', () => {
     expect(wantedFor(c, S)?.want).toBe(8); // 2 × 3 / 0.8 = 7.5
     expect(wantedFor({ ...c, maxReplicas: 5 }, S)?.want).toBe(5);
     expect(wantedFor({ ...c, ttftP99Ms: 210 }, S)?.want).toBe(3); // 2 × 1.05 / 0.8 = 2.6, at least one more
+    expect(wantedFor({ ...c, ttftP99Ms: 150 }, S)).toBeUndefined();
+  });
+
+  it('a saturated model is sized from its measured capacity: demand over what a replica serves, not its p99', () => {
+    // 2 replicas finish 10 req/s but 20 arrive (a queue grows): 20 × 50 tokens = 1,000 tok/s over 250 a replica at 80 %
+    const c = m('c', 'critical', { replicas: 2, ttftP99Ms: 600, rps: 10, capacity: { workerTokensPerS: 250, arrivalsPerS: 20, tokensPerRequest: 50 } });
+    expect(wantedFor(c, S)).toEqual({
+      want: 5,
+      why: 'TTFT p99 600 ms > SLO 200 ms: demand 1000 tok/s (20.0 req/s × 50 tok) over 250 tok/s a replica (measured), sized for 80 % → 5',
+    });
+    expect(wantedFor({ ...c, maxReplicas: 4 }, S)?.want).toBe(4);
+    // its sequence slots full (30 in flight of 2 × 16): saturated though nothing queues at the gateway
+    const full = { ...c, rps: 20, inFlight: 30, seqsPerReplica: 16, capacity: { workerTokensPerS: 500, arrivalsPerS: 20, tokensPerRequest: 50 } };
+    expect(wantedFor(full, S)?.want).toBe(3); // 1,000 / (500 × 0.8) = 2.5, and at least one more
+    // keeping up (arrivals = finished, slots free): the latency is not throughput, the overshoot sizes it
+    expect(wantedFor({ ...c, rps: 20 }, S)?.want).toBe(8);
+    // not measured (no tokens yet): the overshoot too
+    expect(wantedFor({ ...c, capacity: { workerTokensPerS: Number.NaN, arrivalsPerS: 20, tokensPerRequest: Number.NaN } }, S)?.want).toBe(8);
+    // within its SLO: nothing, whatever the queue
     expect(wantedFor({ ...c, ttftP99Ms: 150 }, S)).toBeUndefined();
   });
 
@@ -156,5 +176,20 @@ describe('scheduler plan', () => {
       S,
     );
     expect(summary(p)).toEqual([]);
+  });
+});
+
+describe('scheduler window', () => {
+  it('measures what a worker serves over the time it served in the window (one that started late is not diluted), the median worker', () => {
+    const w = new LoadWindow(30_000, 10_000);
+    // w0 and w1 serve the whole 30 s window, 100 tok/s each; w2 started 10 s before now, 100 tok/s too
+    for (let t = 0; t < 30; t++) for (const id of ['w0', 'w1']) w.add(1_000 * (t + 1), 50, 10, 900, 100, id);
+    for (let t = 20; t < 30; t++) w.add(1_000 * (t + 1), 50, 10, 900, 100, 'w2');
+    // a refused request: no worker, no tokens; it counts as a request, not in the tokens a request asks for
+    w.add(30_000, Number.NaN, Number.NaN, 1, 0, '');
+    const s = w.stats(30_000);
+    expect(s.workerTokensPerS).toBeCloseTo(100, 0);
+    expect(s.tokensPerRequest).toBe(100);
+    expect(s.samples).toBe(71);
   });
 });
