@@ -219,7 +219,16 @@ const modelSchema = z
     versions: z.array(versionSchema).min(1, msg('at least one version')),
     /** LoRA adapters served on this model's workers under their own names (docs/multi-model.md). */
     adapters: z
-      .array(z.object({ name: name('an adapter name'), source: str('a path or URI the engine loads from'), version: str().optional() }).strict())
+      .array(
+        z
+          .object({
+            // `--` is kept for the names an adapter's versions are loaded under (`<name>--<version>`, adapter canaries)
+            name: name('an adapter name').refine((n) => !n.includes('--'), msg('an adapter name without "--" (kept for its versions\' names)')),
+            source: str('a path or URI the engine loads from'),
+            version: str().optional(),
+          })
+          .strict(),
+      )
       .default([]),
     route: routeSchema.optional(),
     /** Blue-green with the standby asleep on the active version's GPUs (docs/multi-model.md): half the GPUs, a rollback of a wake. */

@@ -16,6 +16,8 @@ export interface AdapterHost {
   readonly store: Store;
   modelConfig(name: string): ModelConfig;
   audited<T>(actor: Actor, action: string, target: string, params: unknown, fn: () => Promise<T>): Promise<T>;
+  /** The lock an adapter's canary holds (by the adapter's name): a registration waits for its steps. */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
 }
 
 const KEY = 'adapters.registered';
@@ -53,16 +55,39 @@ export class AdapterRegistry {
   async restore(onSkipped: (why: string) => void = () => undefined): Promise<void> {
     this.promoted = await this.readPromoted(onSkipped);
     const reg = await this.registered();
-    const taken = new Set(this.cp.cfg.models.flatMap((m) => [m.name, ...this.fromConfig(m.name).map((a) => a.name)]));
+    const taken = this.configNames();
     for (const m of this.cp.cfg.models) {
-      const api = (reg[m.name] ?? []).filter((a) => {
-        if (!taken.has(a.name)) return true;
-        onSkipped(`adapter ${a.name} of ${m.name}, registered through the API, is not served: the config gives its name to a model or an adapter`);
-        return false;
-      });
-      for (const a of api) taken.add(a.name);
-      this.cp.dp.setAdapters(m.name, [...this.fromConfig(m.name), ...api.map((a) => spec(m.name, a))]);
+      for (const a of reg[m.name] ?? [])
+        if (taken.has(a.name))
+          onSkipped(`adapter ${a.name} of ${m.name}, registered through the API, is not served: the config gives its name to a model or an adapter`);
+      this.cp.dp.setAdapters(m.name, this.served(m.name, reg[m.name] ?? []));
     }
+  }
+
+  /** Names the config gives to models and adapters: an API registration of one is set aside (kept in the store, not served). */
+  private configNames(): Set<string> {
+    return new Set(this.cp.cfg.models.flatMap((m) => [m.name, ...(m.adapters ?? []).map((a) => a.name)]));
+  }
+
+  /** A model's adapters as the data plane serves them: the config's, then the API's not set aside. */
+  private served(model: string, api: readonly Stored[]): AdapterSpec[] {
+    const taken = this.configNames();
+    return [...this.fromConfig(model), ...api.filter((a) => !taken.has(a.name)).map((a) => spec(model, a))];
+  }
+
+  /**
+   * Under the adapter's lock (its canary's steps run under it) and one change at a time: refused while
+   * a canary of it is unfinished (its candidate stands beside it, or its promotion or rollback runs).
+   */
+  private change<T>(name: string, what: string, fn: () => Promise<T>): Promise<T> {
+    return this.cp.exclusive(name, () =>
+      this.serial(async () => {
+        const running = (await this.cp.store.listActiveRollouts()).find((r) => r.model === name);
+        if (running !== undefined)
+          throw new ConflictError('rollout_in_progress', `adapter ${name} has a canary in progress (${running.id}): it cannot be ${what} until that ends`);
+        return fn();
+      }),
+    );
   }
 
   /** Registrations and removals one at a time: each reads, changes and writes the stored list. */
@@ -106,13 +131,15 @@ export class AdapterRegistry {
   /** Register (or replace: a new source or version of the same name) an adapter of `model`. */
   async register(model: string, a: { name: string; source: string; version?: string | undefined }, actor: Actor): Promise<AdapterView> {
     this.cp.modelConfig(model);
-    if (!NAME.test(a.name))
-      throw new BadRequestError('invalid_body', `name: ${JSON.stringify(a.name)} is not an adapter name (letters, digits, . _ : / -; at most 128)`);
+    if (!NAME.test(a.name) || a.name.includes('--'))
+      throw new BadRequestError(
+        'invalid_body',
+        `name: ${JSON.stringify(a.name)} is not an adapter name (letters, digits, . _ : / -, no "--", which its versions' names use; at most 128)`,
+      );
     if (a.source.trim() === '') throw new BadRequestError('invalid_body', 'source: a path or URI the engine loads the adapter from');
     if (this.fromConfig(model).some((c) => c.name === a.name))
       throw new ConflictError('adapter_name_taken', `adapter ${a.name} of ${model} is defined in the config: change it there`);
-    this.refuseCanaried(a.name, 'registered again');
-    return this.serial(() =>
+    return this.change(a.name, 'registered again', () =>
       this.cp.audited(actor, 'adapter.register', `${model}/${a.name}`, a, async () => {
         const reg = await this.registered();
         const next = [...(reg[model] ?? []).filter((x) => x.name !== a.name), { name: a.name, source: a.source, version: a.version }];
@@ -126,8 +153,7 @@ export class AdapterRegistry {
     this.cp.modelConfig(model);
     if (this.fromConfig(model).some((c) => c.name === name))
       throw new ConflictError('adapter_name_taken', `adapter ${name} of ${model} is defined in the config: remove it there`);
-    this.refuseCanaried(name, 'removed');
-    return this.serial(async () => {
+    return this.change(name, 'removed', async () => {
       const reg = await this.registered();
       if (!(reg[model] ?? []).some((x) => x.name === name)) throw new NotFoundError('adapter_not_found', `${model} has no registered adapter ${name}`);
       return this.cp.audited(actor, 'adapter.remove', `${model}/${name}`, { name }, async () => {
@@ -151,10 +177,16 @@ export class AdapterRegistry {
       const configured = this.cp.modelConfig(model).adapters?.find((a) => a.name === name);
       const stored: Stored = { name, source: c.source, version: c.version, servedAs: c.servedAs };
       if (configured !== undefined) {
-        this.promoted = { ...this.promoted, [name]: { ...stored, model, servedAs: c.servedAs, replaces: configured.source } };
+        const before = this.promoted;
+        this.promoted = { ...before, [name]: { ...stored, model, servedAs: c.servedAs, replaces: configured.source } };
+        try {
+          // the data plane first (it checks the names): nothing is kept that it refused
+          this.cp.dp.setAdapters(model, this.served(model, (await this.registered())[model] ?? []));
+        } catch (err) {
+          this.promoted = before;
+          throw err;
+        }
         await this.cp.store.setSetting(PROMOTED, this.promoted, Date.now());
-        const reg = await this.registered();
-        this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...(reg[model] ?? []).map((x) => spec(model, x))]);
         return;
       }
       const reg = await this.registered();
@@ -167,15 +199,9 @@ export class AdapterRegistry {
     });
   }
 
-  /** A canary's candidate stands beside this adapter: it is neither registered again nor removed meanwhile. */
-  private refuseCanaried(name: string, what: string): void {
-    if (this.cp.dp.adapters.candidate(name) !== undefined)
-      throw new ConflictError('rollout_in_progress', `adapter ${name} has a canary running: it cannot be ${what} until that ends (promote or abort it)`);
-  }
-
   /** The model's API-registered adapters become `next`: to the data plane (which checks the namespace first), then kept. */
   private async write(model: string, reg: Registered, next: Stored[]): Promise<void> {
-    this.cp.dp.setAdapters(model, [...this.fromConfig(model), ...next.map((x) => spec(model, x))]);
+    this.cp.dp.setAdapters(model, this.served(model, next));
     await this.cp.store.setSetting(KEY, { ...reg, [model]: next }, Date.now());
   }
 

@@ -117,7 +117,8 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
         await cp.adapters.promote(c.model, name, c);
         dp.adapters.setCandidate(name, undefined);
       },
-      retire: (model, servedAs) => dp.retireAdapter(model, servedAs),
+      retire: (model, servedAs) => dp.retireAdapter(model, servedAs, cp.cfg.gateway.drainTimeoutMs),
+      taken: (name) => dp.models.has(name) || dp.adapters.get(name) !== undefined || dp.adapters.isServed(name),
     },
     exclusive: (model, fn) => cp.exclusive(model, fn),
     audited: (actor, action, target, params, fn) => cp.audited(actor, action, target, params, fn),

@@ -216,7 +216,7 @@ export const CATALOGUE = {
   ],
   adapter_name_taken: [
     409,
-    "A LoRA adapter's name is already a model's, another model's adapter's, or listed twice: clients name adapters in `model`, so the names share one namespace.",
+    "A LoRA adapter's name is already a model's, another model's adapter's, the name a version of another adapter is loaded under, or listed twice (clients name adapters in `model`, so the names share one namespace); or an adapter canary's candidate would be loaded under such a name.",
     'Register the adapter under another name, or remove the other one first (`glidepath adapter remove`).',
   ],
   model_exists: [409, 'The data plane already serves a model of this name.', 'A bug if seen through the API; report it.'],

@@ -101,6 +101,14 @@ export class AdapterSlots {
     return [...this.slots].map(([name, s]) => ({ name, inUse: s.inUse, loaded: s.loaded }));
   }
 
+  /** The engine does not have `name` (it said so): the slot goes, whatever uses it; the next load of the name loads it again. */
+  forget(name: string): void {
+    const s = this.slots.get(name);
+    if (s === undefined || !s.loaded) return;
+    this.slots.delete(name);
+    s.retiring?.done();
+  }
+
   /** A request of the adapter served as `name` lets go of this worker (the last one of a retiring adapter unloads it). */
   done(name: string): void {
     const s = this.slots.get(name);
@@ -110,10 +118,11 @@ export class AdapterSlots {
 
   /**
    * Unload the adapter served as `name` from this worker once no request uses it (an adapter canary's
-   * candidate rolled back, the version a promotion replaced): no request takes it from now on.
-   * Resolves when it is gone (at once when the worker does not have it); rejects when the unload fails
-   * (the slot is dropped either way: the engine keeps an adapter nothing routes to, and a later load
-   * of the name unloads it first).
+   * candidate rolled back, the version a promotion replaced): no request takes it from now on. The slot
+   * stays taken until the engine answered (a load of the name meanwhile is refused, retryable, rather
+   * than racing the unload). Resolves when it is gone (at once when the worker does not have it);
+   * rejects when the unload fails (the slot is dropped either way: the engine keeps an adapter nothing
+   * routes to, and a later load of the name unloads it first).
    */
   retire(w: AdapterHost, name: string, loader: AdapterLoader): Promise<void> {
     const s = this.slots.get(name);
@@ -123,10 +132,13 @@ export class AdapterSlots {
     const idle = new Promise<void>((resolve) => (done = resolve));
     const promise = (async () => {
       await s.ready.catch(() => undefined);
-      if (!s.loaded) return; // its load failed: nothing on the engine
+      if (!s.loaded) return; // its load failed: nothing on the engine (and its slot is gone)
       if (s.inUse > 0) await idle;
-      if (this.slots.get(name) === s) this.slots.delete(name);
-      await loader.unload(w.url, name);
+      try {
+        await loader.unload(w.url, name);
+      } finally {
+        if (this.slots.get(name) === s) this.slots.delete(name);
+      }
     })();
     s.retiring = { done, promise };
     return promise;
@@ -137,6 +149,8 @@ export class AdapterSlots {
    * loaded; 'miss' after loading it (evicting the least recently used adapter no request uses when
    * the worker's `max` slots are taken; one outside `keep`, the prefetcher's top-k, if there is one).
    * Throws a retryable 503, counting nothing, when every slot holds an adapter in use or the load fails.
+   * `retired`: a version no longer registered (a request that chose it before a canary ended, now
+   * retried or resumed elsewhere): served, then unloaded here once its last request ends.
    */
   async acquire(
     w: AdapterHost,
@@ -145,6 +159,20 @@ export class AdapterSlots {
     loader: AdapterLoader,
     metrics: GatewayMetrics,
     keep: ReadonlySet<string> = NONE,
+    retired = false,
+  ): Promise<'hit' | 'miss'> {
+    const r = await this.take(w, a, max, loader, metrics, keep);
+    if (retired) this.retire(w, a.servedAs, loader).catch(() => undefined);
+    return r;
+  }
+
+  private async take(
+    w: AdapterHost,
+    a: AdapterSpec,
+    max: number,
+    loader: AdapterLoader,
+    metrics: GatewayMetrics,
+    keep: ReadonlySet<string>,
   ): Promise<'hit' | 'miss'> {
     const s = this.slots.get(a.servedAs);
     if (s !== undefined && s.source !== a.source) {
@@ -152,7 +180,7 @@ export class AdapterSlots {
       if (!s.loaded) {
         // (a load of the old source under way, a prefetch's perhaps): once it settled, unloaded and loaded again
         await s.ready.catch(() => undefined);
-        return this.acquire(w, a, max, loader, metrics, keep);
+        return this.take(w, a, max, loader, metrics, keep);
       }
       if (s.inUse > 0)
         throw new UnavailableError(
@@ -166,7 +194,7 @@ export class AdapterSlots {
       return this.load(w, a, loader, metrics, 'demand', loader.unload(w.url, a.servedAs));
     }
     if (s !== undefined) {
-      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading ${a.servedAs}`, { retryAfterS: 1 });
+      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading a version of ${a.name}`, { retryAfterS: 1 });
       // most recently used: to the end
       this.slots.delete(a.servedAs);
       this.slots.set(a.servedAs, s);
@@ -180,7 +208,7 @@ export class AdapterSlots {
       } catch (err) {
         throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
       }
-      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading ${a.servedAs}`, { retryAfterS: 1 });
+      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading a version of ${a.name}`, { retryAfterS: 1 });
       s.inUse++;
       return 'miss';
     }
@@ -357,6 +385,8 @@ export interface AdapterCandidate {
 export class AdapterIndex {
   private readonly byName = new Map<string, AdapterSpec>();
   private readonly candidates = new Map<string, AdapterCandidate>();
+  /** Names adapter versions were served under and no longer are (a canary's end): unloaded wherever a late request loads them. */
+  private readonly retiredNames = new Set<string>();
 
   get(name: string): AdapterSpec | undefined {
     return this.byName.get(name);
@@ -367,6 +397,18 @@ export class AdapterIndex {
     for (const a of this.byName.values()) if (a.servedAs === servedAs) return true;
     for (const c of this.candidates.values()) if (c.spec.servedAs === servedAs) return true;
     return false;
+  }
+
+  /** A version no longer served under `servedAs` (at most 10,000 remembered, the oldest forgotten first). */
+  retire(servedAs: string): void {
+    this.retiredNames.delete(servedAs);
+    this.retiredNames.add(servedAs);
+    if (this.retiredNames.size > 10_000) this.retiredNames.delete(this.retiredNames.values().next().value as string);
+  }
+
+  /** Whether `servedAs` names a version retired and not served since (a request still holding it unloads it after itself). */
+  isRetired(servedAs: string): boolean {
+    return this.retiredNames.has(servedAs) && !this.isServed(servedAs);
   }
 
   /** Put a candidate beside adapter `name` at a share (undefined: none; its requests all go to the registered one). */
@@ -410,6 +452,10 @@ export class AdapterIndex {
       const other = this.byName.get(a.name);
       if (other !== undefined && other.model !== model) throw new ConflictError('adapter_name_taken', `adapter ${a.name} is registered for ${other.model}`);
       if (names.has(a.name)) throw new ConflictError('adapter_name_taken', `adapter ${a.name} is listed twice`);
+      // one name on the engines: another adapter's version may be loaded under it
+      for (const o of [...this.byName.values(), ...[...this.candidates.values()].map((c) => c.spec)])
+        if (o.name !== a.name && (o.servedAs === a.name || o.servedAs === a.servedAs))
+          throw new ConflictError('adapter_name_taken', `adapter ${a.name}: ${o.servedAs} is the name a version of ${o.name} is loaded under`);
       names.add(a.name);
     }
     for (const [n, a] of this.byName) if (a.model === model) this.byName.delete(n);

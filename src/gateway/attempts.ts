@@ -38,6 +38,8 @@ export interface AdapterUse {
   keep: ReadonlySet<string>;
   /** `gateway.adapter_routing: random`: the draw of a worker blind to where the adapter is (undefined: affinity). */
   random: (() => number) | undefined;
+  /** Whether the version a name is served under was retired since the request chose it (adapters.ts AdapterIndex). */
+  retired: (servedAs: string) => boolean;
 }
 
 export class Attempts {
@@ -117,12 +119,25 @@ export class Attempts {
   /** The held worker has the adapter loaded (or loads it now), and counts this request in its slot; rejects (retryable 503) when it cannot. */
   private async acquireAdapter(w: Worker): Promise<'hit' | 'miss'> {
     const a = this.adapter as AdapterUse;
-    const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics, a.keep);
+    const result = await w.adapters.acquire(w, a.spec, this.pool.maxLoras, a.loader, a.metrics, a.keep, a.retired(a.spec.servedAs));
     a.metrics.adapterRequests.labels(a.spec.model, w.id, result).inc();
     // the attempt ended while the adapter loaded (the client left): nothing runs there
     if (!this.holds(w)) w.adapters.done(a.spec.servedAs);
     else this.adapterOn = w;
     return result;
+  }
+
+  /**
+   * The engine answered that it does not have this request's adapter (a 404 naming it) though the
+   * gateway had it loaded on `w`: the slot is forgotten there, so that the next request loads it again.
+   * Whether it was that.
+   */
+  adapterMissing(w: Worker, body: Buffer): boolean {
+    const a = this.adapter;
+    if (a === undefined || !body.includes(a.spec.servedAs)) return false;
+    w.adapters.forget(a.spec.servedAs);
+    if (this.adapterOn === w) this.adapterOn = undefined;
+    return true;
   }
 
   /** Whether the request holds `w` now. */

@@ -105,16 +105,39 @@ export class DataPlane {
   /**
    * Unload the adapter served as `servedAs` from every worker of `model` once no request uses it there
    * (an adapter canary's candidate rolled back, the version a promotion replaced); no request takes it
-   * meanwhile. The workers it was unloaded from, and those whose engine refused (named with why).
+   * meanwhile. Waits at most `timeoutMs` for the requests still running on it: the workers it was
+   * unloaded from, those whose engine refused (named with why), and those still serving it (each
+   * unloads it when its last request there ends).
    */
-  async retireAdapter(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[] }> {
+  async retireAdapter(model: string, servedAs: string, timeoutMs: number): Promise<{ unloaded: number; failed: string[]; pending: string[] }> {
     const loader = this.adapterLoader;
     const st = this.model(model);
-    if (loader === undefined) return { unloaded: 0, failed: [] };
+    // a request that chose it before and loads it again later (a retry, a resumed stream) unloads it after itself
+    this.adapters.retire(servedAs);
+    if (loader === undefined) return { unloaded: 0, failed: [], pending: [] };
     const workers = [...st.pools.values()].flatMap((p) => p.workers).filter((w) => w.adapters.has(servedAs));
-    const done = await Promise.allSettled(workers.map((w) => w.adapters.retire(w, servedAs, loader)));
-    const failed = done.flatMap((r, i) => (r.status === 'rejected' ? [`${workers[i]?.id ?? '?'}: ${(r.reason as Error).message}`] : []));
-    return { unloaded: workers.length - failed.length, failed };
+    /** Per worker: undefined while it still serves it, then null (unloaded) or why the unload failed. */
+    const outcome: (string | null | undefined)[] = workers.map(() => undefined);
+    const all = Promise.all(
+      workers.map((w, i) =>
+        w.adapters.retire(w, servedAs, loader).then(
+          () => (outcome[i] = null),
+          (err: unknown) => (outcome[i] = (err as Error).message),
+        ),
+      ),
+    );
+    // bounded: a request that runs on goes on, and its worker unloads it once it ends
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
+    const failed: string[] = [];
+    const pending: string[] = [];
+    workers.forEach((w, i) => {
+      const o = outcome[i];
+      if (o === undefined) pending.push(w.id);
+      else if (o !== null) failed.push(`${w.id}: ${o}`);
+    });
+    return { unloaded: workers.length - failed.length - pending.length, failed, pending };
   }
 
   /** Add a model with its versions (pools start empty) and its first route. */

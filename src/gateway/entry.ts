@@ -23,6 +23,7 @@ const PATHS: Record<Endpoint, string> = { chat: '/v1/chat/completions', completi
 
 export class RequestEntry {
   private pairSeq = 0;
+  private readonly isRetired = (servedAs: string): boolean => this.adapters.isRetired(servedAs);
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -62,7 +63,16 @@ export class RequestEntry {
             // the wait is the gateway's, not the version's: its TTFT and latency start now (the wait has its own histogram)
             const heldMs = performance.now() - startedAt;
             this.ctx.metrics.holdWait.labels(st.name).observe(heldMs / 1000);
-            this.dispatch(req, res, endpoint, parsed, st, startedAt + heldMs, at + heldMs, adapter);
+            // the adapter as it is registered now: a canary may have ended while the request was held
+            const now = adapter === undefined ? undefined : this.adapters.get(adapter.name);
+            if (adapter !== undefined && now === undefined) {
+              sendError(
+                res,
+                new NotFoundError('model_not_found', `The model \`${adapter.name}\` does not exist (its adapter was removed while the request waited)`),
+              );
+              return;
+            }
+            this.dispatch(req, res, endpoint, parsed, st, startedAt + heldMs, at + heldMs, now);
           },
           (err: HoldRejected) => {
             this.ctx.metrics.holdRejected.labels(st.name, err.reason).inc();
@@ -181,6 +191,7 @@ export class RequestEntry {
       timeoutMs: this.ctx.cfg.firstTokenTimeoutMs,
       keep: this.prefetcher.keepFor(st.name),
       random: this.ctx.cfg.adapterRouting === 'random' ? this.rand : undefined,
+      retired: this.isRetired,
     };
   }
 }

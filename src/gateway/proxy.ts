@@ -6,6 +6,7 @@ import { recordOf } from './proxy-context.js';
 import type { Attempted, ProxyContext } from './proxy-context.js';
 import type { ParsedRequest } from './request.js';
 import type { SseMeter } from './sse.js';
+import { UnavailableError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Admission } from './admission.js';
@@ -286,6 +287,12 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     const body = (this.answer as BufferedAnswer).take(tail);
     if (body === undefined) {
       this.tooLarge();
+      return;
+    }
+    // a 404 for an adapter the gateway had loaded there: the engine lost it (an operator's unload, a
+    // restart), not the client's fault: forgotten there (the next request loads it again) and retried
+    if (this.status === 404 && this.adapterAs !== undefined && !this.down.started && this.tries.adapterMissing(w, body)) {
+      this.retryOrFail(new UnavailableError('adapter_load_failed', `worker ${w.id} did not have the adapter the gateway had loaded there`, { retryAfterS: 1 }));
       return;
     }
     const v = judgeAnswer({

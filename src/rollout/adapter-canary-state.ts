@@ -21,9 +21,10 @@ export interface AdapterRollbackRecord {
     unload_ms: number;
     total_ms: number;
   };
-  /** Workers it was unloaded from, and those whose engine refused the unload. */
+  /** Workers it was unloaded from, those whose engine refused the unload, and those still serving it when the wait ended (each unloads it after its last request). */
   unloaded: number;
   unloadFailed: string[];
+  unloadPending: string[];
   candidateRequests: number;
   percentAtRollback: number;
 }

@@ -27,6 +27,8 @@ export interface AdapterCanaryStateView extends StagedStateView {
     timing: { traffic_shift_ms: number; unload_ms: number; total_ms: number };
     unloaded: number;
     unload_failed: string[];
+    /** Workers still serving it when the bounded wait ended: each unloads it after its last request. */
+    unload_pending: string[];
     candidate_requests: number;
     percent_at_rollback: number;
   } | null;
@@ -55,6 +57,7 @@ export function adapterCanaryStateView(s: AdapterCanaryState): AdapterCanaryStat
             timing: r.timing,
             unloaded: r.unloaded,
             unload_failed: r.unloadFailed,
+            unload_pending: r.unloadPending,
             candidate_requests: r.candidateRequests,
             percent_at_rollback: r.percentAtRollback,
           },

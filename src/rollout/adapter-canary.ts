@@ -76,30 +76,42 @@ export class AdapterCanaryController {
 
   /** Resume the adapter canaries the store says are unfinished. */
   async recover(stored: readonly StoredRollout<AdapterCanaryState>[]): Promise<void> {
-    for (const { state: s, revision } of stored) {
-      const l = this.track(s, revision);
-      const p = this.ports;
-      if (s.phase === 'rolling_back' || s.phase === 'promoting') {
-        // the restart cut it short after its decision: finish it (both are idempotent)
-        const finish =
-          s.phase === 'promoting'
-            ? () => this.doPromote(l, 'completing a promotion interrupted by a restart')
-            : () => this.doRollback(l, s.rollbackReason ?? 'completing a rollback interrupted by a restart', s.rollbackTo ?? 'rolled_back');
-        this.loop.spawn(p.exclusive(s.adapter, finish).catch((err: unknown) => this.event(l, 'error', `could not complete it: ${(err as Error).message}`)));
-        continue;
+    for (const r of stored) {
+      try {
+        await this.recoverOne(r);
+      } catch (err) {
+        // one canary that cannot be resumed (its model gone from the config) never stops the others, nor the process: it ends failed
+        const message = `not resumed after a restart: ${(err as Error).message}`;
+        this.live.delete(r.state.id);
+        this.ports.emit({ kind: 'adapter_canary_failed', model: r.state.model, message: `${r.state.id}: ${r.state.adapter}: ${message}` });
+        await this.ports.rollouts.save({ ...r.state, phase: 'failed', message }, r.revision).catch(() => undefined);
       }
-      if (p.adapters.get(s.adapter) === undefined) {
-        await this.finish(l, 'failed', `adapter ${s.adapter} is no longer registered`);
-        continue;
-      }
-      // the data plane starts without the candidate: its share again (the samples restart with this process)
-      s.look = 0;
-      s.previous = {};
-      if (s.phase === 'pending') s.phase = 'progressing';
-      this.applyShare(l);
-      await this.event(l, 'resumed', `resumed after a restart at stage ${s.stageIndex + 1} (${currentPercent(s)} %), phase ${s.phase}`);
-      await this.persist(l);
     }
+  }
+
+  private async recoverOne({ state: s, revision }: StoredRollout<AdapterCanaryState>): Promise<void> {
+    const l = this.track(s, revision);
+    const p = this.ports;
+    if (s.phase === 'rolling_back' || s.phase === 'promoting') {
+      // the restart cut it short after its decision: finish it (both are idempotent)
+      const finish =
+        s.phase === 'promoting'
+          ? () => this.doPromote(l, 'completing a promotion interrupted by a restart')
+          : () => this.doRollback(l, s.rollbackReason ?? 'completing a rollback interrupted by a restart', s.rollbackTo ?? 'rolled_back');
+      this.loop.spawn(p.exclusive(s.adapter, finish).catch((err: unknown) => this.event(l, 'error', `could not complete it: ${(err as Error).message}`)));
+      return;
+    }
+    const a = p.adapters.get(s.adapter);
+    if (a === undefined || a.model !== s.model) {
+      await this.finish(l, 'failed', `adapter ${s.adapter} is no longer registered on ${s.model}`);
+      return;
+    }
+    // the data plane starts without the candidate: its share again (the samples restart with this process)
+    s.look = 0;
+    s.previous = {};
+    if (s.phase === 'pending') s.phase = 'progressing';
+    await this.event(l, 'resumed', `resumed after a restart at stage ${s.stageIndex + 1} (${currentPercent(s)} %), phase ${s.phase}`);
+    if (await this.applyShareOrFail(l)) await this.persist(l);
   }
 
   private track(state: AdapterCanaryState, revision: number): Live {
@@ -164,21 +176,26 @@ export class AdapterCanaryController {
 
   async start(name: string, o: AdapterCanaryStartOptions, actor: Actor): Promise<AdapterCanaryState> {
     const p = this.ports;
-    const a = this.adapter(name);
-    const m = p.models.config(a.model);
     if (typeof o.source !== 'string' || o.source.trim() === '')
       throw new BadRequestError('invalid_body', 'source: a path or URI the engine loads the new version from');
     if (typeof o.version !== 'string' || !VERSION.test(o.version))
       throw new BadRequestError('invalid_body', `version: ${JSON.stringify(o.version)} is not a version (letters, digits, . _ -; at most 64)`);
-    const stages = [...(o.stages ?? m.canary?.stages ?? DEFAULTS.rollout.stages)];
-    const bad = checkStages(stages);
-    if (bad) throw new BadRequestError('invalid_stages', bad);
-    const servedAs = candidateName(name, o.version);
-    if (servedAs === a.servedAs || o.version === a.version)
-      throw new ConflictError('canary_is_active', `adapter ${name} is already at version ${o.version} (served as ${a.servedAs})`);
-    if (o.source === a.source) throw new ConflictError('canary_is_active', `adapter ${name} already loads from ${o.source}: a canary compares another source`);
-    return p.exclusive(name, () =>
-      p.audited(actor, 'adapter_canary_start', `${a.model}/${name}`, { adapter: name, ...o }, async () => {
+    // the adapter as it is under its lock: a promotion that runs now ends first (its stable side is the one it made)
+    return p.exclusive(name, () => {
+      const a = this.adapter(name);
+      const m = p.models.config(a.model);
+      const stages = [...(o.stages ?? m.canary?.stages ?? DEFAULTS.rollout.stages)];
+      const bad = checkStages(stages);
+      if (bad) throw new BadRequestError('invalid_stages', bad);
+      const servedAs = candidateName(name, o.version);
+      if (servedAs === a.servedAs || o.version === a.version)
+        throw new ConflictError('canary_is_active', `adapter ${name} is already at version ${o.version} (served as ${a.servedAs})`);
+      if (o.source === a.source)
+        throw new ConflictError('canary_is_active', `adapter ${name} already loads from ${o.source}: a canary compares another source`);
+      // the engines know an adapter by one name: the candidate's must be no model's, adapter's or version's already
+      if (p.adapters.taken(servedAs))
+        throw new ConflictError('adapter_name_taken', `the candidate would be loaded as ${servedAs}, which a model or another adapter already is`);
+      return p.audited(actor, 'adapter_canary_start', `${a.model}/${name}`, { adapter: name, ...o }, async () => {
         const running = this.active(name);
         if (running) throw new ConflictError('rollout_in_progress', `adapter ${name} already has a canary in progress (${running.state.id})`);
         const now = p.clock.now();
@@ -204,11 +221,11 @@ export class AdapterCanaryController {
         };
         const revision = await p.rollouts.create(s);
         const l = this.track(s, revision);
-        this.applyShare(l);
         await this.event(l, 'started', `${name} ${o.version} (${o.source}) vs ${a.version ?? a.source}, stages ${stages.join(',')} % of its requests`);
+        await this.applyShareOrFail(l);
         return s;
-      }),
-    );
+      });
+    });
   }
 
   pause(name: string, actor: Actor, reason = 'paused by an operator'): Promise<AdapterCanaryState> {
@@ -304,8 +321,25 @@ export class AdapterCanaryController {
     this.ports.adapters.setCandidate(s.adapter, { spec: this.candidateRef(s), share: currentPercent(s) / 100, salt: s.id });
   }
 
+  /** applyShare, or the canary fails (nothing of it was loaded: no request went to it) saying why; whether it runs. */
+  private async applyShareOrFail(l: Live): Promise<boolean> {
+    try {
+      this.applyShare(l);
+      return true;
+    } catch (err) {
+      await this.finish(l, 'failed', `the candidate cannot be put beside ${l.state.adapter}: ${(err as Error).message}`);
+      return false;
+    }
+  }
+
   private candidateRef(s: AdapterCanaryState): AdapterRef {
     return { name: s.adapter, model: s.model, source: s.candidate.source, version: s.candidate.version, servedAs: s.candidate.servedAs };
+  }
+
+  /** Unload a version of the adapter — never the one the registry serves it as (nothing to unload then). */
+  private retire(s: AdapterCanaryState, servedAs: string): Promise<{ unloaded: number; failed: string[]; pending: string[] }> {
+    if (this.ports.adapters.get(s.adapter)?.servedAs === servedAs) return Promise.resolve({ unloaded: 0, failed: [], pending: [] });
+    return this.ports.adapters.retire(s.model, servedAs);
   }
 
   /** The candidate is the adapter from now on (persisted); the old version is unloaded where its last requests ended. */
@@ -313,8 +347,10 @@ export class AdapterCanaryController {
     const s = l.state;
     await this.setPhase(l, 'promoting', `promoting ${s.adapter} ${s.candidate.version}: ${why}`);
     await this.ports.adapters.promote(s.adapter, this.candidateRef(s));
-    const r = await this.ports.adapters.retire(s.model, s.stable.servedAs);
-    const failed = r.failed.length > 0 ? `; the unload failed on ${r.failed.join(', ')}` : '';
+    const r = await this.retire(s, s.stable.servedAs);
+    const failed =
+      (r.failed.length > 0 ? `; the unload failed on ${r.failed.join(', ')}` : '') +
+      (r.pending.length > 0 ? `; still serving it (unloaded after their last request): ${r.pending.join(', ')}` : '');
     await this.finish(
       l,
       'succeeded',
@@ -333,13 +369,14 @@ export class AdapterCanaryController {
     s.rollbackTo = phase;
     await this.setPhase(l, 'rolling_back', reason);
     const t2 = performance.now();
-    const r = await this.ports.adapters.retire(s.model, s.candidate.servedAs);
+    const r = await this.retire(s, s.candidate.servedAs);
     s.rollback = {
       reason,
       at: this.ports.clock.now(),
       timing: { traffic_shift_ms: t1 - t0, unload_ms: performance.now() - t2, total_ms: performance.now() - t0 },
       unloaded: r.unloaded,
       unloadFailed: r.failed,
+      unloadPending: r.pending,
       candidateRequests: l.samples.b.requests,
       percentAtRollback,
     };

@@ -268,8 +268,14 @@ export interface AdaptersPort {
   setCandidate(name: string, c: { spec: AdapterRef; share: number; salt: string } | undefined): void;
   /** The candidate becomes the registered adapter, persisted (a config-defined one is overridden in the store). */
   promote(name: string, candidate: AdapterRef): Promise<void>;
-  /** Unload the adapter served as `servedAs` from every worker of `model` once no request uses it there. */
-  retire(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[] }>;
+  /**
+   * Unload the adapter served as `servedAs` from every worker of `model` once no request uses it there,
+   * waiting (bounded: the gateway's drain timeout) for the requests still running on it: the workers it
+   * was unloaded from, those that refused, those still serving it (they unload it when done).
+   */
+  retire(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[]; pending: string[] }>;
+  /** Whether a name is taken on the engines or among requests' model names: a model's, an adapter's, or one an adapter version is served as. */
+  taken(name: string): boolean;
 }
 
 export interface GpusPort {

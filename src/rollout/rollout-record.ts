@@ -110,6 +110,7 @@ const adapterRollback: z.ZodType<AdapterRollbackRecord> = z.object({
   timing: z.object({ traffic_shift_ms: num, unload_ms: num, total_ms: num }),
   unloaded: num,
   unloadFailed: z.array(str),
+  unloadPending: z.array(str),
   candidateRequests: num,
   percentAtRollback: num,
 });

@@ -31,10 +31,19 @@ export class FakeAdapters implements AdaptersPort {
     return Promise.resolve();
   }
 
-  retire(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[] }> {
+  retire(model: string, servedAs: string): Promise<{ unloaded: number; failed: string[]; pending: string[] }> {
     this.retired.push({ model, servedAs });
     return Promise.resolve(
-      this.failUnloadOn === undefined ? { unloaded: 2, failed: [] } : { unloaded: 1, failed: [`${this.failUnloadOn}: 500: engine error`] },
+      this.failUnloadOn === undefined
+        ? { unloaded: 2, failed: [], pending: [] }
+        : { unloaded: 1, failed: [`${this.failUnloadOn}: 500: engine error`], pending: [] },
     );
+  }
+
+  taken(name: string): boolean {
+    if (this.registered.has(name)) return true;
+    for (const a of this.registered.values()) if (a.servedAs === name) return true;
+    for (const c of this.candidates.values()) if (c.spec.servedAs === name) return true;
+    return false;
   }
 }

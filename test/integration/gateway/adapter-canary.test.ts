@@ -85,7 +85,7 @@ describe('adapter canary: the data path', () => {
     expect(await held()).toEqual(['sql--v2']);
     gw.dp.adapters.setCandidate('sql', undefined);
     let retired = false;
-    const retire = gw.dp.retireAdapter('m', 'sql--v2').then((r) => {
+    const retire = gw.dp.retireAdapter('m', 'sql--v2', 60_000).then((r) => {
       retired = true;
       return r;
     });
@@ -95,8 +95,72 @@ describe('adapter canary: the data path', () => {
     expect(body).toContain('data: [DONE]');
     expect(body).not.toContain('error');
     await until(() => retired, 'the retire');
-    expect(await retire).toEqual({ unloaded: 1, failed: [] });
+    expect(await retire).toEqual({ unloaded: 1, failed: [], pending: [] });
     expect(await held()).toEqual(['sql']);
+  });
+
+  it('the wait is bounded: a worker still serving the version is named, and unloads it once its stream ends', async () => {
+    const { gw } = await setup();
+    gw.dp.adapters.setCandidate('sql', { spec: V2, share: 1, salt: 'c' });
+    const s = openStream(gw.url, chatReq({ model: 'sql', max_tokens: 40, stream: true }));
+    await s.firstChunk;
+    gw.dp.adapters.setCandidate('sql', undefined);
+    const r = await gw.dp.retireAdapter('m', 'sql--v2', 0);
+    expect(r.unloaded).toBe(0);
+    expect(r.pending).toHaveLength(1);
+    expect((await s.done).toString()).toContain('data: [DONE]');
+    await until(() => gw.dp.pool('m', 'v1').workers.every((w) => !w.adapters.has('sql--v2')), 'the unload after the stream');
+    expect(await held()).toEqual([]);
+  });
+
+  it('a request held while a promotion happens is served by the version promoted, not the one retired (regression)', async () => {
+    const { gw, records } = await setup();
+    expect((await post(gw.url, chatReq({ model: 'sql', max_tokens: 2 }))).status).toBe(200);
+    gw.dp.hold('m');
+    const p = post(gw.url, chatReq({ model: 'sql', max_tokens: 2 }));
+    await until(() => gw.dp.model('m').hold?.depth === 1, 'the request held');
+    // the promotion: the registry serves sql--v2, sql retired
+    gw.dp.setAdapters('m', [V2]);
+    expect(await gw.dp.retireAdapter('m', 'sql', 60_000)).toEqual({ unloaded: 1, failed: [], pending: [] });
+    gw.dp.release('m');
+    const r = await p;
+    expect(r.status).toBe(200);
+    expect((r.json() as { model: string }).model).toBe('sql');
+    expect(records.at(-1)?.adapter).toBe('sql--v2');
+    expect(await held()).toEqual(['sql--v2']);
+  });
+
+  it('a candidate stream that breaks during its rollback is resumed on the version it began with, which that worker then unloads (regression)', async () => {
+    for (const s of sims.splice(0)) await s.close();
+    sims.push(await startSim({ model: 'm', version: 'v1', seed: 1, interTokenMs: 30, jitter: 0, maxLoras: 4, loraLoadMs: 5, faults: { crashAfterTokens: 5 } }));
+    sims.push(await startSim({ model: 'm', version: 'v1', seed: 2, interTokenMs: 2, jitter: 0, maxLoras: 4, loraLoadMs: 5 }));
+    const gw = await gateway(oneModel(sims.map((s) => s.url)), {}, { picker: new RoundRobinPicker(), adapterLoader: httpAdapterLoader });
+    gw.dp.addVersion('m', 'v1', gw.dp.pool('m', 'v1').cardChecksum, { resume: 'continue_final_message', tokenIdPrompts: false, maxLoras: 4 });
+    gw.dp.setAdapters('m', [SQL]);
+    gw.dp.adapters.setCandidate('sql', { spec: V2, share: 1, salt: 'c' });
+    const s = openStream(gw.url, chatReq({ model: 'sql', max_tokens: 30, stream: true }));
+    await s.firstChunk;
+    gw.dp.adapters.setCandidate('sql', undefined);
+    const retired = gw.dp.retireAdapter('m', 'sql--v2', 60_000);
+    const body = (await s.done).toString();
+    expect(body).toContain('data: [DONE]');
+    for (const d of sseData(body).filter((x) => x !== '[DONE]')) expect((JSON.parse(d) as { model?: string }).model).toBe('sql');
+    await retired;
+    await until(() => gw.dp.pool('m', 'v1').workers.every((w) => !w.adapters.has('sql--v2')), 'the resumed worker unloads it');
+    expect(await held()).toEqual([]);
+  });
+
+  it('an engine that lost an adapter the gateway had loaded there (a 404 naming it) is not the client’s fault: forgotten there, retried, loaded again', async () => {
+    const { gw, records } = await setup();
+    expect((await post(gw.url, chatReq({ model: 'sql', max_tokens: 2 }))).status).toBe(200);
+    const w = gw.dp.pool('m', 'v1').workers.find((x) => x.adapters.has('sql'));
+    const sim = sims.find((x) => x.url === w?.url) as SimHandle;
+    // an operator unloads it behind the gateway's back
+    expect((await httpCall(sim.url, '/v1/unload_lora_adapter', { lora_name: 'sql' })).status).toBe(200);
+    const r = await post(gw.url, chatReq({ model: 'sql', max_tokens: 2 }));
+    expect(r.status).toBe(200);
+    expect(records.at(-1)).toMatchObject({ status: 200, retries: 1, adapter: 'sql' });
+    expect(w?.adapters.has('sql')).toBe(false);
   });
 
   it('a simulator refuses an unknown knob or a bad value in lora_path by name; the request is a retryable 503 that says so', async () => {

@@ -85,6 +85,59 @@ describe('AdapterSlots.retire', () => {
   });
 });
 
+describe('AdapterSlots: a version being unloaded', () => {
+  it('keeps its slot until the engine answered the unload: a load of the name meanwhile is refused (retryable), not raced', async () => {
+    let finishUnload!: () => void;
+    const calls: string[] = [];
+    const loader: AdapterLoader = {
+      load: (_u, n) => (calls.push(`load ${n}`), Promise.resolve()),
+      unload: (_u, n) => (calls.push(`unload ${n}`), new Promise<void>((r) => (finishUnload = r))),
+    };
+    const w = { id: 'w0', url: 'http://127.0.0.1:9' };
+    const slots = new AdapterSlots();
+    const m = new GatewayMetrics();
+    await slots.acquire(w, V2, 4, loader, m);
+    slots.done('sql--2');
+    const gone = slots.retire(w, 'sql--2', loader);
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual(['load sql--2', 'unload sql--2']);
+    expect(slots.has('sql--2')).toBe(true);
+    await expect(slots.acquire(w, V2, 4, loader, m)).rejects.toMatchObject({ code: 'adapter_load_failed' });
+    finishUnload();
+    await gone;
+    expect(slots.has('sql--2')).toBe(false);
+    await slots.acquire(w, V2, 4, loader, m);
+    expect(calls).toEqual(['load sql--2', 'unload sql--2', 'load sql--2']);
+  });
+
+  it('a retired version a late request loads again (a retry, a resumed stream) serves it, then is unloaded after it', async () => {
+    const calls: string[] = [];
+    const loader: AdapterLoader = {
+      load: (_u, n) => (calls.push(`load ${n}`), Promise.resolve()),
+      unload: (_u, n) => (calls.push(`unload ${n}`), Promise.resolve()),
+    };
+    const w = { id: 'w0', url: 'http://127.0.0.1:9' };
+    const slots = new AdapterSlots();
+    expect(await slots.acquire(w, V2, 4, loader, new GatewayMetrics(), new Set(), true)).toBe('miss');
+    expect(slots.ready('sql--2')).toBe(true);
+    slots.done('sql--2');
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual(['load sql--2', 'unload sql--2']);
+    expect(slots.has('sql--2')).toBe(false);
+  });
+
+  it('the index remembers retired names until one is served again', () => {
+    const ix = new AdapterIndex();
+    ix.set('m', [SQL], new Set(['m']));
+    ix.retire('sql--2');
+    expect(ix.isRetired('sql--2')).toBe(true);
+    ix.setCandidate('sql', { spec: V2, share: 0.1, salt: '' });
+    expect(ix.isRetired('sql--2')).toBe(false);
+    // one name on the engines: an adapter may not be named as another's version is loaded
+    expect(() => ix.set('m', [SQL, { ...SQL, name: 'x', servedAs: 'sql--2' }], new Set(['m']))).toThrow(/sql--2 is the name a version of sql is loaded under/);
+  });
+});
+
 describe('ModelRename', () => {
   const r = new ModelRename('sql--2', 'sql');
   it('puts the asked name back in whole events and answers, with or without spaces; leaves other names and bytes alone', () => {

@@ -167,4 +167,52 @@ describe('adapter canary (fake clock, fake ports)', () => {
     const aborted = await d.abort('sql', OPS, 'wrong adapter');
     expect(aborted).toMatchObject({ phase: 'aborted', rollback: { reason: 'wrong adapter', unloaded: 1, unloadFailed: ['llama/v1/0: 500: engine error'] } });
   });
+
+  it('a start queued behind a promotion reads the adapter as promoted (regression: its stable side was the retired version)', async () => {
+    const f = await fleet();
+    const c = controller(f);
+    await c.start('sql', { source: '/adapters/sql-v2', version: 'v2' }, OPS);
+    const promoting = c.promote('sql', OPS);
+    const next = c.start('sql', { source: '/adapters/sql-v3', version: 'v3' }, OPS);
+    await promoting;
+    const s = await next;
+    expect(s.stable).toEqual({ source: '/adapters/sql-v2', version: 'v2', servedAs: 'sql--v2' });
+    // the version the registry serves is never the one a rollback unloads
+    await c.abort('sql', OPS);
+    expect(f.adapters.retired).toEqual([
+      { model: M, servedAs: 'sql' },
+      { model: M, servedAs: 'sql--v3' },
+    ]);
+  });
+
+  it('a candidate whose engine-side name is taken (an adapter, a model, a version served so) is refused', async () => {
+    const f = await fleet();
+    f.adapters.add({ name: 'other', model: M, source: '/o', servedAs: 'sql--v7' });
+    const c = controller(f);
+    await expect(c.start('sql', { source: '/adapters/sql-v7', version: 'v7' }, OPS)).rejects.toMatchObject({ code: 'adapter_name_taken', message: /sql--v7/ });
+    expect(await unfinished(f)).toEqual([]);
+  });
+
+  it('after a restart, a canary whose adapter is gone, or whose model left the config, ends failed; the others resume and the process goes on', async () => {
+    const f = await fleet();
+    const c = controller(f);
+    await c.start('sql', { source: '/adapters/sql-v2', version: 'v2' }, OPS);
+    await c.start('chat-fr', { source: '/adapters/fr-2', version: '2' }, OPS);
+    c.shutdown();
+    f.adapters.registered.delete('chat-fr');
+    f.adapters.candidates.clear();
+    const stored = await unfinished(f);
+    const again = controller(f);
+    // a third, of a model the config no longer has
+    const ghost = {
+      ...(stored[0] as StoredRollout<AdapterCanaryState>),
+      state: { ...(stored[0] as StoredRollout<AdapterCanaryState>).state, id: 'adapter-canary-ghost', model: 'gone', adapter: 'ghost' },
+    };
+    await f.ports().rollouts.create(ghost.state);
+    await again.recover([...stored, { ...ghost, revision: 1 }]);
+    expect((await again.get('sql')).phase).toBe('progressing');
+    expect(f.adapters.candidates.get('sql')?.share).toBe(0.1);
+    expect((await again.get('chat-fr')).phase).toBe('failed');
+    expect((await f.ports().rollouts.get('adapter-canary-ghost'))?.state).toMatchObject({ phase: 'failed', message: /not resumed after a restart: .*gone/ });
+  });
 });
