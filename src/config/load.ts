@@ -253,6 +253,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       name: m.name,
       priority: m.priority === 'medium' ? 'standard' : m.priority === 'low' ? 'batch' : m.priority,
       slo: { ttftP99Ms: m.slo.ttft_p99_ms, tpotP99Ms: m.slo.tpot_p99_ms },
+      scaleSignal: m.scale_signal && { queueDepth: m.scale_signal.queue_depth, tokensPerS: m.scale_signal.tokens_per_s },
       minReplicas: m.min_replicas,
       timeSharedStandby: m.time_shared_standby,
       adapters: m.adapters.map((a) => ({ name: a.name, source: a.source, version: a.version })),

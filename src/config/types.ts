@@ -109,6 +109,11 @@ export interface ModelConfig {
   readonly name: string;
   readonly priority: Priority;
   readonly slo: { readonly ttftP99Ms?: number | undefined; readonly tpotP99Ms?: number | undefined };
+  /**
+   * What one replica is sized to carry, beside the SLO: requests in flight (`queue_depth`, running and
+   * waiting) and completion tokens/s; the scheduler adds replicas past it and gives one back well below.
+   */
+  readonly scaleSignal?: { readonly queueDepth?: number | undefined; readonly tokensPerS?: number | undefined } | undefined;
   readonly minReplicas: number;
   readonly maxReplicas: number;
   readonly versions: readonly Readonly<VersionConfig>[];

@@ -94,6 +94,7 @@ export class WorkerManager {
       startedAt: m?.startedAt ?? 0,
       health: m?.health,
       replaceable: h.provider !== 'static',
+      gpus: h.gpus,
       kvRole: m?.kvRole,
     };
   }

@@ -110,6 +110,8 @@ export interface WorkerInfo {
   readonly replaceable: boolean;
   /** Disaggregated serving: it prefills or decodes (undefined: it serves whole requests). */
   readonly kvRole?: KvRole | undefined;
+  /** The GPUs it holds (undefined where not known). */
+  readonly gpus?: readonly string[] | undefined;
 }
 
 /**

@@ -37,6 +37,8 @@ export interface HistoryEntry extends Decision {
   dryRun: boolean;
   /** How it went: done, or the error that stopped it. */
   outcome: string;
+  /** The GPUs the change freed (a scale-down, a preemption) or took (a scale-up), where known. */
+  gpus: string[];
 }
 
 type Targets = Record<string, { version: string; replicas: number }>;
@@ -182,8 +184,7 @@ export class Scheduler {
    * Requests arriving per second: those the window saw finish, plus the growth of those in flight since
    * the last round (a queue that grows is demand the replicas did not serve); never below 0.
    */
-  private arrivals(model: string, finishedPerS: number, now: number): number {
-    const n = this.ports.routes.inflight(model);
+  private arrivals(model: string, n: number, finishedPerS: number, now: number): number {
     const prev = this.backlog.get(model);
     this.backlog.set(model, { n, at: now });
     const growth = prev === undefined || now <= prev.at ? 0 : (n - prev.n) / ((now - prev.at) / 1000);
@@ -204,7 +205,8 @@ export class Scheduler {
         this.setFor.delete(name);
       }
       const stats = this.window(name).stats(now);
-      const arrivalsPerS = this.arrivals(name, stats.rps, now);
+      const queued = this.ports.routes.inflight(name);
+      const arrivalsPerS = this.arrivals(name, queued, stats.rps, now);
       const serving = v === undefined ? [] : servingOf(p.workers.list(name, v.id));
       let frozen: string | undefined;
       if (v === undefined) frozen = 'no active version';
@@ -235,6 +237,9 @@ export class Scheduler {
         rps: stats.rps,
         inFlight: stats.inFlight,
         capacity: { workerTokensPerS: stats.workerTokensPerS, arrivalsPerS, tokensPerRequest: stats.tokensPerRequest },
+        scaleSignal: c.scaleSignal,
+        queued,
+        tokensPerS: stats.tokensPerS,
         seqsPerReplica: v === undefined ? undefined : engineTraitsOf(v).maxNumSeqs,
         // nothing seen since the start is idle from the start, not forever; not running, it measures nothing
         idleMs: this.loop.started ? now - Math.max(stats.lastAt, this.startedAt) : Number.NaN,
@@ -250,13 +255,18 @@ export class Scheduler {
     const byModel = new Map(r.models.map((m) => [m.model, m]));
     const lowered = r.models.filter((m) => (r.plan.targets.get(m.model) ?? m.replicas) < m.replicas);
     const raised = r.models.filter((m) => (r.plan.targets.get(m.model) ?? m.replicas) > m.replicas);
-    const outcomes = new Map<string, { outcome: string; version: string }>();
+    const outcomes = new Map<string, { outcome: string; version: string; gpus: string[] }>();
     await Promise.all(lowered.map(async (m) => outcomes.set(m.model, await this.change(r, m))));
     await Promise.all(raised.map(async (m) => outcomes.set(m.model, await this.change(r, m))));
-    // recorded in the plan's order (the changes ran side by side)
+    // recorded in the plan's order (the changes ran side by side); a model's decisions share its change's GPUs in order
+    const used = new Map<string, number>();
     for (const d of r.plan.decisions) {
       const o = outcomes.get(d.model);
-      if (o !== undefined) this.record(r, d, o.outcome, o.version);
+      if (o === undefined) continue;
+      const at = used.get(d.model) ?? 0;
+      const n = Math.abs(d.to - d.from) * (byModel.get(d.model)?.gpusPerReplica ?? 1);
+      used.set(d.model, at + n);
+      this.record(r, d, o.outcome, o.version, o.gpus.slice(at, at + n));
     }
     const targets = await this.savedTargets();
     for (const name of Object.keys(targets)) if (!byModel.has(name) || this.setFor.get(name) !== targets[name]?.version) delete targets[name];
@@ -273,7 +283,7 @@ export class Scheduler {
    * the drains and starts: a rollback never waits for them); one that changed, was put to sleep or
    * that another controller claimed since the round measured it is left alone.
    */
-  private async change(r: Round, m: ModelLoad): Promise<{ outcome: string; version: string }> {
+  private async change(r: Round, m: ModelLoad): Promise<{ outcome: string; version: string; gpus: string[] }> {
     const p = this.ports;
     const to = r.plan.targets.get(m.model) as number;
     const decisions = r.plan.decisions.filter((d) => d.model === m.model);
@@ -288,14 +298,15 @@ export class Scheduler {
       return undefined;
     });
     let outcome = taken ?? 'done';
+    const gpus: string[] = [];
     if (taken === undefined) {
       try {
         await p.audited(ACTOR, 'scheduler.scale', `${m.model}/${version}`, { to, decisions: decisions.map((d) => d.reason) }, async () => {
           p.workers.setTarget(m.model, version, to);
           this.setFor.set(m.model, version);
           const serving = servingOf(p.workers.list(m.model, version));
-          if (to < serving.length) await this.shrink(serving, serving.length - to);
-          else await this.grow(m.model, version, to - serving.length);
+          if (to < serving.length) gpus.push(...(await this.shrink(serving, serving.length - to)));
+          else gpus.push(...(await this.grow(m.model, version, to - serving.length)));
         });
       } catch (err) {
         outcome = `failed: ${toGlidepathError(err).message}`;
@@ -306,26 +317,28 @@ export class Scheduler {
         this.changedAt.set(m.model, p.clock.now());
       }
     }
-    return { outcome, version };
+    return { outcome, version, gpus };
   }
 
   /** `n` workers out: those still starting first (no traffic), then the newest; each out of rotation, drained, then stopped. */
-  private async shrink(serving: WorkerInfo[], n: number): Promise<void> {
+  private async shrink(serving: WorkerInfo[], n: number): Promise<string[]> {
     const order = [...serving].sort(
       (a, b) => Number(a.health?.state !== 'pending') - Number(b.health?.state !== 'pending') || b.startedAt - a.startedAt || b.id.localeCompare(a.id),
     );
+    const out = order.slice(0, n);
     await Promise.all(
-      order.slice(0, n).map(async (w) => {
+      out.map(async (w) => {
         // no new request from now; the ones in flight finish, or past the drain's limit go on on another worker
         this.ports.workers.setWeight(w, 0);
         await this.ports.workers.drainOne(w, this.cfg.drainTimeoutMs, 'removed');
         await this.ports.workers.stop(w);
       }),
     );
+    return out.flatMap((w) => w.gpus ?? []);
   }
 
   /** `n` workers started; a version swapped out or put to sleep meanwhile gets them stopped again. */
-  private async grow(model: string, version: string, n: number): Promise<void> {
+  private async grow(model: string, version: string, n: number): Promise<string[]> {
     const p = this.ports;
     const now = p.clock.now();
     const health = p.models.config(model).health?.enabled === true ? newHealth('pending', now) : newHealth('healthy', now);
@@ -340,16 +353,18 @@ export class Scheduler {
     }
     const failed = started.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed.length > 0) throw failed[0]?.reason;
+    return started.flatMap((x) => (x.status === 'fulfilled' ? [...(x.value.gpus ?? [])] : []));
   }
 
-  private record(r: Round, d: Decision, outcome: string, version = '?'): void {
-    const e: HistoryEntry = { ...d, at: r.at, version, dryRun: r.dryRun, outcome };
+  private record(r: Round, d: Decision, outcome: string, version = '?', gpus: string[] = []): void {
+    const e: HistoryEntry = { ...d, at: r.at, version, dryRun: r.dryRun, outcome, gpus };
     const kind = r.dryRun ? 'dry_run' : outcome === 'done' ? 'done' : outcome.startsWith('skipped') ? 'skipped' : 'failed';
     this.ports.telemetry.scheduler.decision(d.model, d.action, kind);
     this.history.push(e);
     if (this.history.length > DEFAULTS.scheduler.historyMax) this.history.splice(0, this.history.length - DEFAULTS.scheduler.historyMax);
     const p = this.ports;
-    const message = `${d.action.replace('_', ' ')} ${d.model}: ${d.from} → ${d.to} replica(s) — ${d.reason}${r.dryRun ? ' (dry run)' : ''}; ${outcome}`;
+    const on = gpus.length === 0 ? '' : ` (${d.to < d.from ? 'freed' : 'on'} ${gpus.join(', ')})`;
+    const message = `${d.action.replace('_', ' ')} ${d.model}: ${d.from} → ${d.to} replica(s) — ${d.reason}${d.effect ? `; expected: ${d.effect}` : ''}${r.dryRun ? ' (dry run)' : ''}; ${outcome}${on}`;
     p.emit({ kind: `scheduler_${d.action}`, model: d.model, version, message, data: e });
     if (d.belowMin === true && !r.dryRun)
       void p.notify({

@@ -39,6 +39,12 @@ export interface ModelLoad {
    * Undefined or not finite: not measured (then its p99's overshoot sizes it).
    */
   capacity?: { workerTokensPerS: number; arrivalsPerS: number; tokensPerRequest: number } | undefined;
+  /** The load one replica is sized for (config `scale_signal`), beside the SLO; undefined: none. */
+  scaleSignal?: { queueDepth?: number | undefined; tokensPerS?: number | undefined } | undefined;
+  /** Requests in flight at the gateway now (running and waiting): the queue depth the signal reads. */
+  queued?: number | undefined;
+  /** Completion tokens/s the model served over the window. */
+  tokensPerS?: number | undefined;
   /** Sequences one replica runs at once (its engine's max_num_seqs); undefined: not known. */
   seqsPerReplica?: number | undefined;
   /** ms since its last request (or since the scheduler started); NaN: not measured (never judged idle). */
@@ -75,6 +81,8 @@ export interface Decision {
   /** The victim goes below its min replicas (reported and alerted). */
   belowMin?: boolean | undefined;
   reason: string;
+  /** What it is expected to change: the GPUs it takes or frees, each replica's share of the traffic, how busy they are. */
+  effect?: string | undefined;
 }
 
 export interface Plan {
@@ -89,6 +97,31 @@ export interface Plan {
 }
 
 const ms = (x: number) => `${Math.round(x)} ms`;
+/**
+ * A saturated model's demand (tokens/s asked for) and what one replica serves (tokens/s): saturated,
+ * that is what it can. Undefined when it keeps up (what a replica served is then only its share of the
+ * demand) or nothing is measured.
+ */
+function measuredDemand(m: ModelLoad): { demand: number; workerTokensPerS: number; arrivalsPerS: number; tokensPerRequest: number } | undefined {
+  const c = m.capacity;
+  if (c === undefined || !(c.workerTokensPerS > 0) || !(c.tokensPerRequest > 0) || !Number.isFinite(c.workerTokensPerS * c.tokensPerRequest)) return undefined;
+  const saturated = c.arrivalsPerS > m.rps * SATURATED || (m.seqsPerReplica !== undefined && m.inFlight >= m.replicas * m.seqsPerReplica * SLOTS_FULL);
+  return saturated ? { ...c, demand: c.arrivalsPerS * c.tokensPerRequest } : undefined;
+}
+
+/** What going from `from` to `to` replicas is expected to do, in words. */
+export function effectOf(m: ModelLoad, from: number, to: number): string {
+  const parts = [`${Math.abs(to - from) * m.gpusPerReplica} GPU(s) ${to > from ? 'taken' : 'freed'}`];
+  if (to === 0) parts.push(m.rps > 0 ? `no replica: its ${m.rps.toFixed(1)} req/s refused (503) until it has one again` : 'no replica');
+  else if (m.rps > 0 && from > 0) parts.push(`${(m.rps / from).toFixed(1)} → ${(m.rps / to).toFixed(1)} req/s a replica`);
+  const d = measuredDemand(m);
+  if (d !== undefined && to > 0 && from > 0) {
+    const pct = (n: number) => `${Math.round((d.demand / (n * d.workerTokensPerS)) * 100)} %`;
+    parts.push(`${pct(from)} → ${pct(to)} of the measured capacity asked for`);
+  }
+  return parts.join('; ');
+}
+
 /** Arrivals above this × the finishing rate: a queue grows, the replicas serve all they can. */
 const SATURATED = 1.05;
 /** Requests in flight above this share of the replicas' sequence slots: they are full. */
@@ -103,6 +136,48 @@ const SLOTS_FULL = 0.9;
  * the count (seed 003).
  */
 export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: string } | undefined {
+  const slo = sloWant(m, s);
+  const signal = signalWant(m);
+  if (slo === undefined || signal === undefined) return slo ?? signal;
+  return slo.want >= signal.want ? { want: slo.want, why: `${slo.why}; ${signal.why}` } : { want: signal.want, why: `${signal.why}; ${slo.why}` };
+}
+
+/**
+ * Replicas a model's scale signal asks for (none when it is within it): what it carries now over
+ * what one replica is sized for — requests in flight over `queue_depth`, tokens/s over `tokens_per_s`
+ * — at least one more, at most its max.
+ */
+export function signalWant(m: ModelLoad): { want: number; why: string } | undefined {
+  const t = m.scaleSignal;
+  if (t === undefined) return undefined;
+  let fit = 0;
+  const over: string[] = [];
+  const queued = m.queued ?? 0;
+  if (t.queueDepth !== undefined && queued > m.replicas * t.queueDepth) {
+    fit = Math.max(fit, Math.ceil(queued / t.queueDepth));
+    over.push(`${queued} request(s) in flight > ${m.replicas} × ${t.queueDepth}`);
+  }
+  const tps = m.tokensPerS ?? 0;
+  if (t.tokensPerS !== undefined && tps > m.replicas * t.tokensPerS) {
+    fit = Math.max(fit, Math.ceil(tps / t.tokensPerS));
+    over.push(`${Math.round(tps)} tok/s > ${m.replicas} × ${t.tokensPerS}`);
+  }
+  if (over.length === 0) return undefined;
+  const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
+  return { want, why: `scale signal: ${over.join(', ')} → ${want}` };
+}
+
+/** Whether `fewer` replicas carry what the scale signal reads at `relax` of what each is sized for (undefined: no signal). */
+function signalRelaxed(m: ModelLoad, fewer: number, relax: number): boolean | undefined {
+  const t = m.scaleSignal;
+  if (t === undefined || (t.queueDepth === undefined && t.tokensPerS === undefined)) return undefined;
+  return (
+    (t.queueDepth === undefined || (m.queued ?? 0) <= fewer * t.queueDepth * relax) &&
+    (t.tokensPerS === undefined || (m.tokensPerS ?? 0) <= fewer * t.tokensPerS * relax)
+  );
+}
+
+function sloWant(m: ModelLoad, s: PlanSettings): { want: number; why: string } | undefined {
   // a p99 of a few requests is their slowest one: no replicas for one slow request
   if (m.samples < s.minSamples) return undefined;
   const over: string[] = [];
@@ -116,11 +191,9 @@ export function wantedFor(m: ModelLoad, s: PlanSettings): { want: number; why: s
     over.push(`TPOT p99 ${ms(m.tpotP99Ms)} > SLO ${ms(m.slo.tpotP99Ms)}`);
   }
   if (over.length === 0) return undefined;
-  const c = m.capacity;
-  const saturated =
-    c !== undefined && (c.arrivalsPerS > m.rps * SATURATED || (m.seqsPerReplica !== undefined && m.inFlight >= m.replicas * m.seqsPerReplica * SLOTS_FULL));
-  if (saturated && c.workerTokensPerS > 0 && c.tokensPerRequest > 0 && Number.isFinite(c.workerTokensPerS * c.tokensPerRequest)) {
-    const demand = c.arrivalsPerS * c.tokensPerRequest;
+  const c = measuredDemand(m);
+  if (c !== undefined) {
+    const demand = c.demand;
     const fit = Math.ceil(demand / (c.workerTokensPerS * s.headroom));
     const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
     return {
@@ -171,18 +244,22 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
       continue;
     }
     const slo = m.slo.ttftP99Ms;
-    if (
-      slo === undefined ||
-      m.samples < s.minSamples ||
-      !(m.ttftP99Ms < slo * s.relaxBelow) ||
-      (m.slo.tpotP99Ms !== undefined && !(m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow))
-    )
-      continue;
-    // one fewer must still carry what runs (sized for the headroom), where a replica's sequences are known
     const fewer = get(m) - 1;
+    // comfortable: its SLO and its scale signal, those it has (at least one), well within
+    const sloRelaxed =
+      slo === undefined
+        ? undefined
+        : m.samples >= s.minSamples && m.ttftP99Ms < slo * s.relaxBelow && (m.slo.tpotP99Ms === undefined || m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow);
+    const signalOk = signalRelaxed(m, fewer, s.relaxBelow);
+    if (sloRelaxed === false || signalOk === false || (sloRelaxed === undefined && signalOk === undefined)) continue;
+    // one fewer must still carry what runs (sized for the headroom), where a replica's sequences are known
     if (m.seqsPerReplica !== undefined && m.inFlight > fewer * m.seqsPerReplica * s.headroom) continue;
     const load = m.seqsPerReplica === undefined ? '' : `, ${m.inFlight.toFixed(1)} in flight fit ${fewer} × ${m.seqsPerReplica} sequences`;
-    change(m, fewer, 'scale_down', `TTFT p99 ${ms(m.ttftP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(slo)}${load}: one replica back`);
+    const why = [
+      ...(slo === undefined ? [] : [`TTFT p99 ${ms(m.ttftP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(slo)}`]),
+      ...(signalOk === true ? [`its scale signal fits ${fewer} replica(s) at ${Math.round(s.relaxBelow * 100)} %`] : []),
+    ];
+    change(m, fewer, 'scale_down', `${why.join(', ')}${load}: one replica back`);
   }
 
   /**
@@ -276,6 +353,8 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
     if (room > 0) acquire(m, room, `batch: ${room} free replica slot(s) left over`);
   }
 
+  const byName = new Map(models.map((x) => [x.model, x]));
+  for (const d of decisions) d.effect = effectOf(byName.get(d.model) as ModelLoad, d.from, d.to);
   // scale-downs and preemptions first: their GPUs are what the scale-ups start on
   const order = (d: Decision) => (d.action === 'scale_up' ? 1 : 0);
   decisions.sort((a, b) => order(a) - order(b));

@@ -22,6 +22,8 @@ export interface LoadStats {
   inFlight: number;
   /** Requests in the window. */
   samples: number;
+  /** Completion tokens/s served over the window. */
+  tokensPerS: number;
   /** Completion tokens per request that produced any, on average (NaN without one): what a refused request would have asked for too. */
   tokensPerRequest: number;
   /**
@@ -87,6 +89,7 @@ export class LoadWindow {
       samples: s.length,
       inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / this.maxAgeMs,
       tokensPerRequest: producing === 0 ? Number.NaN : tokens / producing,
+      tokensPerS: tokens / (this.maxAgeMs / 1000),
       workerTokensPerS: quantileSorted(rates, 0.5),
       lastAt: this.lastAt,
     };

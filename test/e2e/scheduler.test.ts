@@ -131,7 +131,14 @@ describe('the multi-model scheduler under a surge', () => {
       await loads;
     }
     const v = await up.ok<SchedulerView>('GET', '/scheduler');
-    for (const h of v.history) note(`  decided at ${h.at.slice(11, 23)}: ${h.action} ${h.model} ${h.from} → ${h.to} (${h.reason}); ${h.outcome}`);
+    for (const h of v.history) {
+      note(
+        `  decided at ${h.at.slice(11, 23)}: ${h.action} ${h.model} ${h.from} → ${h.to} (${h.reason}); ${h.outcome}${h.gpus.length > 0 ? ` (GPUs ${h.gpus.join(', ')})` : ''}`,
+      );
+      if (h.effect !== null) note(`      expected: ${h.effect}`);
+    }
+    // every change carried out says which GPUs it freed or took
+    for (const h of v.history) if (h.outcome === 'done') expect(h.gpus.length).toBeGreaterThan(0);
     console.log(`scheduler timeline:\n${timeline.join('\n')}`);
     // the batch model went first, then the standard one; never the high one
     const preempted = v.history.filter((h) => h.action === 'preempt').map((h) => h.model);

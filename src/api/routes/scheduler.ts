@@ -15,7 +15,16 @@ const turnBody = z.object({ model: z.string().min(1) }).strict();
 const num = (x: number): number | null => (Number.isFinite(x) ? Math.round(x * 10) / 10 : null);
 
 function decisionView(d: Decision) {
-  return { model: d.model, action: d.action, from: d.from, to: d.to, for: d.for ?? null, below_min: d.belowMin === true, reason: d.reason };
+  return {
+    model: d.model,
+    action: d.action,
+    from: d.from,
+    to: d.to,
+    for: d.for ?? null,
+    below_min: d.belowMin === true,
+    reason: d.reason,
+    effect: d.effect ?? null,
+  };
 }
 
 export function roundView(r: Round) {
@@ -38,6 +47,9 @@ export function roundView(r: Round) {
       ttft_p99_ms: num(m.ttftP99Ms),
       tpot_p99_ms: num(m.tpotP99Ms),
       rps: num(m.rps),
+      in_flight: m.queued ?? null,
+      tokens_per_s: m.tokensPerS === undefined ? null : num(m.tokensPerS),
+      scale_signal: m.scaleSignal === undefined ? null : { queue_depth: m.scaleSignal.queueDepth ?? null, tokens_per_s: m.scaleSignal.tokensPerS ?? null },
       idle_ms: num(m.idleMs),
       frozen: m.frozen ?? null,
     })),
@@ -47,7 +59,7 @@ export function roundView(r: Round) {
 }
 
 function historyView(h: HistoryEntry) {
-  return { at: new Date(h.at).toISOString(), version: h.version, dry_run: h.dryRun, outcome: h.outcome, ...decisionView(h) };
+  return { at: new Date(h.at).toISOString(), version: h.version, dry_run: h.dryRun, outcome: h.outcome, gpus: h.gpus, ...decisionView(h) };
 }
 
 function switchView(s: SwitchRecord) {

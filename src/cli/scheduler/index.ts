@@ -33,7 +33,10 @@ function printRound(r: RoundView): void {
     ),
   );
   if (r.decisions.length === 0) out('decisions: none');
-  for (const d of r.decisions) out(`- ${d.action.replace('_', ' ')} ${d.model} ${d.from} → ${d.to}${d.below_min ? ' (BELOW ITS MIN)' : ''}: ${d.reason}`);
+  for (const d of r.decisions)
+    out(
+      `- ${d.action.replace('_', ' ')} ${d.model} ${d.from} → ${d.to}${d.below_min ? ' (BELOW ITS MIN)' : ''}: ${d.reason}${d.effect === null ? '' : `\n    expected: ${d.effect}`}`,
+    );
   for (const s of r.short) out(`! ${s.model} wanted ${s.wanted}, has ${s.got}: ${s.reason}`);
 }
 
@@ -70,7 +73,9 @@ export function register(program: Command): void {
     if (v.history.length > 0) {
       out('decisions so far (newest last):');
       for (const h of v.history.slice(-20))
-        out(`  ${h.at} ${h.action.replace('_', ' ')} ${h.model}/${h.version} ${h.from} → ${h.to}: ${h.reason}; ${h.outcome}`);
+        out(
+          `  ${h.at} ${h.action.replace('_', ' ')} ${h.model}/${h.version} ${h.from} → ${h.to}: ${h.reason}; ${h.outcome}${h.gpus.length > 0 ? ` (GPUs ${h.gpus.join(', ')})` : ''}`,
+        );
     }
     for (const g of v.time_sharing) printGroup(g);
   });

@@ -15,7 +15,7 @@ afterEach(() => {
   running = [];
 });
 
-async function start(o: { dryRun?: boolean; critReplicas?: number } = {}) {
+async function start(o: { dryRun?: boolean; critReplicas?: number; signal?: Record<string, number> } = {}) {
   const fleet = await FakeFleet.create({
     gpus: 4,
     countGpus: true,
@@ -25,6 +25,7 @@ async function start(o: { dryRun?: boolean; critReplicas?: number } = {}) {
         name: 'crit',
         priority: 'critical',
         slo: { ttft_p99_ms: 200 },
+        ...(o.signal === undefined ? {} : { scale_signal: o.signal }),
         min_replicas: 1,
         max_replicas: 4,
         versions: [{ id: 'v1', replicas: o.critReplicas ?? 1, ...sim }],
@@ -65,7 +66,9 @@ describe('scheduler controller', () => {
     expect([ports.workers.target('crit', 'v1'), ports.workers.target('bat', 'v1')]).toEqual([4, 0]);
     expect(fleet.eventKinds('scheduler_')).toEqual(['scheduler_preempt', 'scheduler_preempt', 'scheduler_preempt', 'scheduler_scale_up']);
     const up = fleet.events.find((e) => e.kind === 'scheduler_scale_up');
-    expect(up?.message).toBe('scale up crit: 1 → 4 replica(s) — TTFT p99 600 ms > SLO 200 ms: ×3.00 on 1 replica(s), sized for 80 % → 4; done');
+    expect(up?.message).toBe(
+      'scale up crit: 1 → 4 replica(s) — TTFT p99 600 ms > SLO 200 ms: ×3.00 on 1 replica(s), sized for 80 % → 4; expected: 3 GPU(s) taken; 3.3 → 0.8 req/s a replica; done',
+    );
     expect(fleet.audit.filter((a) => a.action === 'scheduler.scale').map((a) => `${a.target} ${a.result}`)).toEqual(['bat/v1 ok', 'crit/v1 ok']);
     expect(await ports.settings.get('scheduler.targets')).toEqual({ crit: { version: 'v1', replicas: 4 }, bat: { version: 'v1', replicas: 0 } });
     const metrics = await fleet.metricsText();
@@ -90,9 +93,31 @@ describe('scheduler controller', () => {
     await advance(INTERVAL);
     const up = fleet.events.find((e) => e.kind === 'scheduler_scale_up');
     expect(up?.message).toMatch(
-      /^scale up crit: 1 → 3 replica\(s\) — TTFT p99 250 ms > SLO 200 ms: demand \d+ tok\/s \(\d+\.\d req\/s × 50 tok\) over \d+ tok\/s a replica \(measured\), sized for 80 % → 3; done$/,
+      /^scale up crit: 1 → 3 replica\(s\) — TTFT p99 250 ms > SLO 200 ms: demand \d+ tok\/s \(\d+\.\d req\/s × 50 tok\) over \d+ tok\/s a replica \(measured\), sized for 80 % → 3; expected: 2 GPU\(s\) taken; [\d.]+ → [\d.]+ req\/s a replica; \d+ % → \d+ % of the measured capacity asked for; done$/,
     );
     expect(ports.workers.target('crit', 'v1')).toBe(3);
+  });
+
+  it('a scale signal: requests in flight past queue_depth a replica add replicas within the SLO; well below, one goes back after the cool-down', async () => {
+    const { fleet, ports, advance } = await start({ signal: { queue_depth: 4 } });
+    fleet.records('bat', 'v1', 20);
+    fleet.records('crit', 'v1', 30, () => ({ ttftMs: 50 }));
+    fleet.inflight.set('crit', 10);
+    await advance(INTERVAL);
+    const up = fleet.events.find((e) => e.kind === 'scheduler_scale_up');
+    expect(up?.message).toMatch(/^scale up crit: 1 → 3 replica\(s\) — scale signal: 10 request\(s\) in flight > 1 × 4 → 3; expected: 2 GPU\(s\) taken/);
+    expect(ports.workers.target('crit', 'v1')).toBe(3);
+    // the queue gone: after the cool-down, one back a round (one fewer carries it at half of what each is sized for)
+    fleet.inflight.set('crit', 1);
+    for (let i = 0; i < 7; i++) {
+      fleet.records('bat', 'v1', 5);
+      fleet.records('crit', 'v1', 30, () => ({ ttftMs: 50 }));
+      await advance(INTERVAL);
+    }
+    const down = fleet.events.filter((e) => e.kind === 'scheduler_scale_down' && e.model === 'crit');
+    expect(down[0]?.message).toMatch(
+      /^scale down crit: 3 → 2 replica\(s\) — TTFT p99 50 ms < 50 % of its SLO 200 ms, its scale signal fits 2 replica\(s\) at 50 %/,
+    );
   });
 
   it('a dry run decides and explains, and changes nothing', async () => {

@@ -2,6 +2,7 @@
 // strictly lower priorities only (lowest, then least traffic; below min only for critical), idle and
 // comfortable models giving back, the cool-down and starting replicas that stop flapping.
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../../src/config/load.js';
 import { plan, wantedFor } from '../../../src/scheduler/plan.js';
 import type { ModelLoad, PlanSettings } from '../../../src/scheduler/plan.js';
 import { LoadWindow } from '../../../src/scheduler/window.js';
@@ -68,6 +69,43 @@ describe('scheduler plan', () => {
     expect(wantedFor({ ...c, capacity: { workerTokensPerS: Number.NaN, arrivalsPerS: 20, tokensPerRequest: Number.NaN } }, S)?.want).toBe(8);
     // within its SLO: nothing, whatever the queue
     expect(wantedFor({ ...c, ttftP99Ms: 150 }, S)).toBeUndefined();
+  });
+
+  it('a scale signal sizes a model beside its SLO: requests in flight over queue_depth, tokens/s over tokens_per_s; the larger ask wins', () => {
+    const q = m('q', 'standard', { slo: {}, replicas: 2, queued: 25, scaleSignal: { queueDepth: 4 } });
+    expect(wantedFor(q, S)).toEqual({ want: 7, why: 'scale signal: 25 request(s) in flight > 2 × 4 → 7' });
+    expect(wantedFor({ ...q, queued: 8 }, S)).toBeUndefined();
+    const t = m('t', 'standard', { slo: {}, replicas: 1, tokensPerS: 900, scaleSignal: { tokensPerS: 400 } });
+    expect(wantedFor(t, S)?.want).toBe(3);
+    // beside an SLO violation asking for 8 (×3 on 2, at 80 %): the larger wins, both said
+    const both = { ...q, slo: { ttftP99Ms: 200 }, ttftP99Ms: 600 };
+    expect(wantedFor(both, S)).toEqual({
+      want: 8,
+      why: 'TTFT p99 600 ms > SLO 200 ms: ×3.00 on 2 replica(s), sized for 80 % → 8; scale signal: 25 request(s) in flight > 2 × 4 → 7',
+    });
+    // a model with a signal and no SLO gives one back when one fewer carries it at half of what each is sized for
+    const calm = m('calm', 'standard', { slo: {}, replicas: 3, queued: 4, scaleSignal: { queueDepth: 4 } });
+    expect(summary(plan([calm], 0, S))).toEqual(['scale_down calm 3→2']);
+    expect(plan([calm], 0, S).decisions[0]?.reason).toBe('its scale signal fits 2 replica(s) at 50 %: one replica back');
+    expect(summary(plan([{ ...calm, queued: 5 }], 0, S))).toEqual([]);
+    // with an SLO too, both must be comfortable
+    expect(summary(plan([{ ...calm, slo: { ttftP99Ms: 200 }, ttftP99Ms: 150 }], 0, S))).toEqual([]);
+    // the config: a positive number each, read into the model's settings; anything else named
+    const cfg = parseConfig({ models: [{ name: 'q', versions: [{ id: 'v1' }], scale_signal: { queue_depth: 4, tokens_per_s: 500 } }] });
+    expect(cfg.models[0]?.scaleSignal).toEqual({ queueDepth: 4, tokensPerS: 500 });
+    expect(() => parseConfig({ models: [{ name: 'q', versions: [{ id: 'v1' }], scale_signal: { queue_depth: 0 } }] })).toThrow(
+      /models\[0\]\.scale_signal\.queue_depth/,
+    );
+    expect(() => parseConfig({ models: [{ name: 'q', versions: [{ id: 'v1' }], scale_signal: { rps: 3 } }] })).toThrow(/scale_signal/);
+  });
+
+  it('every decision says what it is expected to change', () => {
+    const p = plan([m('c', 'critical', { replicas: 1, rps: 12, ttftP99Ms: 400 }), m('b', 'batch', { replicas: 2, minReplicas: 0, rps: 2 })], 0, S);
+    expect(p.decisions.map((d) => `${d.model}: ${d.effect}`)).toEqual([
+      'b: 1 GPU(s) freed; 1.0 → 2.0 req/s a replica',
+      'b: 1 GPU(s) freed; no replica: its 2.0 req/s refused (503) until it has one again',
+      'c: 2 GPU(s) taken; 12.0 → 4.0 req/s a replica',
+    ]);
   });
 
   it('a surge on the critical model takes the batch model first, then the standard one; never the high one', () => {
