@@ -26,7 +26,10 @@ export interface Round {
   dryRun: boolean;
   /** The scheduler runs and measures traffic (a plan asked of a disabled one has no p99s, rates or idle times). */
   measured: boolean;
+  /** Free GPUs the round could give (those health's recovery is about to start replacements on left out). */
   freeGpus: number;
+  /** GPUs kept for recovery's replacements of dead workers (free, but not the round's to give). */
+  reservedGpus: number;
   models: ModelLoad[];
   plan: Plan;
 }
@@ -132,8 +135,16 @@ export class Scheduler {
 
   /** What a round would decide now; nothing is changed. */
   async preview(): Promise<Round> {
-    const { models, free } = await this.measure();
-    return { at: this.ports.clock.now(), dryRun: true, measured: this.loop.started, freeGpus: free, models, plan: plan(models, free, this.settings) };
+    const { models, free, reserved } = await this.measure();
+    return {
+      at: this.ports.clock.now(),
+      dryRun: true,
+      measured: this.loop.started,
+      freeGpus: free,
+      reservedGpus: reserved,
+      models,
+      plan: plan(models, free, this.settings),
+    };
   }
 
   /** A round: measure, plan, carry out (not in a dry run); one at a time (a spike's round and a tick's never overlap). */
@@ -191,10 +202,12 @@ export class Scheduler {
     return Math.max(0, finishedPerS + growth);
   }
 
-  private async measure(): Promise<{ models: ModelLoad[]; free: number }> {
+  private async measure(): Promise<{ models: ModelLoad[]; free: number; reserved: number }> {
     const p = this.ports;
     const now = p.clock.now();
     const models: ModelLoad[] = [];
+    // GPUs health's recovery is about to start replacements on (a dead worker's, stopped): not free to give away
+    let reserved = 0;
     for (const name of p.models.names()) {
       const c = p.models.config(name);
       const v = await p.versions.active(name);
@@ -220,6 +233,8 @@ export class Scheduler {
         if (owner !== undefined) frozen = `its workers belong to ${owner}`;
         else if (rollout !== undefined) frozen = `a ${rollout.kind} rollout is in progress (${rollout.id})`;
       }
+      if (v !== undefined && frozen === undefined && c.health?.enabled === true)
+        reserved += Math.max(0, (p.workers.target(name, v.id) ?? v.replicas) - serving.length) * (v.tp ?? 1);
       const changed = Math.max(this.changedAt.get(name) ?? Number.NEGATIVE_INFINITY, this.startedAt);
       models.push({
         model: name,
@@ -247,7 +262,7 @@ export class Scheduler {
         frozen,
       });
     }
-    return { models, free: (await p.gpus.free()).length };
+    return { models, free: Math.max(0, (await p.gpus.free()).length - reserved), reserved };
   }
 
   /** Lower first (their GPUs are what the raises start on), then raise; then the counts are saved. */

@@ -33,6 +33,7 @@ export function roundView(r: Round) {
     dry_run: r.dryRun,
     measured: r.measured,
     free_gpus: r.freeGpus,
+    reserved_gpus: r.reservedGpus,
     free_gpus_after: r.plan.free,
     models: r.models.map((m) => ({
       model: m.model,

@@ -11,7 +11,10 @@ const ms = (x: number | null): string => (x === null ? '-' : `${Math.round(x)}`)
 const vsSlo = (got: number | null, slo: number | null): string => (slo === null ? ms(got) : `${ms(got)}/${ms(slo)}`);
 
 function printRound(r: RoundView): void {
-  out(`${r.dry_run ? 'plan' : 'round'} at ${r.at}: ${r.free_gpus} GPU(s) free before, ${r.free_gpus_after} after`);
+  out(
+    `${r.dry_run ? 'plan' : 'round'} at ${r.at}: ${r.free_gpus} GPU(s) free before, ${r.free_gpus_after} after` +
+      (r.reserved_gpus > 0 ? ` (${r.reserved_gpus} more kept for health's replacements of dead workers)` : ''),
+  );
   if (!r.measured) out('not measured: the scheduler is disabled, so no traffic is measured (p99s, rates, idle times are empty)');
   out(
     table(

@@ -120,6 +120,26 @@ describe('scheduler controller', () => {
     );
   });
 
+  it('the GPUs of a dead worker health is about to replace are kept for it, not given to a batch model', async () => {
+    const fleet = await FakeFleet.create({
+      gpus: 4,
+      countGpus: true,
+      scheduler: { enabled: true, interval_ms: INTERVAL, window_ms: 30_000 },
+      models: [
+        { name: 'crit', priority: 'critical', health: { enabled: true }, versions: [{ id: 'v1', replicas: 2, ...sim }], route: { weights: { v1: 1 } } },
+        { name: 'bat', priority: 'batch', min_replicas: 0, max_replicas: 3, versions: [{ id: 'v1', replicas: 1, ...sim }], route: { weights: { v1: 1 } } },
+      ],
+    });
+    const s = new Scheduler(fleet.ports(), fleet.cfg.scheduler);
+    running.push(s);
+    s.run();
+    fleet.crash(fleet.live('crit', 'v1')[0]!.id);
+    fleet.records('bat', 'v1', 20);
+    const r = await s.preview();
+    expect([r.freeGpus, r.reservedGpus]).toEqual([1, 1]);
+    expect(r.plan.decisions.map((d) => `${d.action} ${d.model} ${d.from}→${d.to}`)).toEqual(['scale_up bat 1→2']);
+  });
+
   it('a dry run decides and explains, and changes nothing', async () => {
     const { fleet, ports, s, advance } = await start({ dryRun: true });
     fleet.records('bat', 'v1', 20);
