@@ -215,7 +215,11 @@ const modelSchema = z
     priority: z.enum(['critical', 'high', 'standard', 'batch', 'medium', 'low'], msg('one of critical, high, standard, batch')).default('standard'),
     slo: z.object({ ttft_p99_ms: positive().optional(), tpot_p99_ms: positive().optional() }).strict().default({}),
     /** A load each replica is sized for, beside the SLO (docs/multi-model.md, "A scale signal"). */
-    scale_signal: z.object({ queue_depth: positive().optional(), tokens_per_s: positive().optional() }).strict().optional(),
+    scale_signal: z
+      .object({ queue_depth: positive().optional(), tokens_per_s: positive().optional() })
+      .strict()
+      .refine((x) => x.queue_depth !== undefined || x.tokens_per_s !== undefined, msg('queue_depth, tokens_per_s or both'))
+      .optional(),
     min_replicas: nonNegInt().default(1),
     max_replicas: posInt().default(8),
     versions: z.array(versionSchema).min(1, msg('at least one version')),

@@ -135,7 +135,11 @@ export class Scheduler {
 
   /** What a round would decide now; nothing is changed. */
   async preview(): Promise<Round> {
-    const { models, free, reserved } = await this.measure();
+    return this.measured(false);
+  }
+
+  private async measured(commit: boolean): Promise<Round> {
+    const { models, free, reserved } = await this.measure(commit);
     return {
       at: this.ports.clock.now(),
       dryRun: true,
@@ -152,7 +156,7 @@ export class Scheduler {
     if (this.busy) return;
     this.busy = true;
     try {
-      const r = await this.preview();
+      const r = await this.measured(true);
       r.dryRun = this.cfg.dryRun;
       this.last = r;
       for (const m of r.models) {
@@ -188,21 +192,29 @@ export class Scheduler {
     this.loop.kick();
   }
 
-  /** Each model's requests in flight at the last round, and when: their growth is demand not yet served. */
-  private readonly backlog = new Map<string, { n: number; at: number }>();
+  /**
+   * Each model's requests in flight when the growth was last measured, and that growth (requests/s):
+   * a queue that grows is demand the replicas did not serve.
+   */
+  private readonly backlog = new Map<string, { n: number; at: number; growth: number }>();
 
   /**
-   * Requests arriving per second: those the window saw finish, plus the growth of those in flight since
-   * the last round (a queue that grows is demand the replicas did not serve); never below 0.
+   * Requests arriving per second: those the window saw finish, plus the growth of those in flight —
+   * measured between rounds at least half an interval apart (one request more over a few ms is no
+   * surge: a spike's round, or a plan asked for between rounds, reuses the last growth), and moved on
+   * by rounds only (`commit`: a plan changes nothing); never below 0.
    */
-  private arrivals(model: string, n: number, finishedPerS: number, now: number): number {
+  private arrivals(model: string, n: number, finishedPerS: number, now: number, commit: boolean): number {
     const prev = this.backlog.get(model);
-    this.backlog.set(model, { n, at: now });
-    const growth = prev === undefined || now <= prev.at ? 0 : (n - prev.n) / ((now - prev.at) / 1000);
+    let growth = prev?.growth ?? 0;
+    if (prev === undefined || now - prev.at >= this.cfg.intervalMs / 2) {
+      growth = prev === undefined ? 0 : (n - prev.n) / ((now - prev.at) / 1000);
+      if (commit) this.backlog.set(model, { n, at: now, growth });
+    }
     return Math.max(0, finishedPerS + growth);
   }
 
-  private async measure(): Promise<{ models: ModelLoad[]; free: number; reserved: number }> {
+  private async measure(commit: boolean): Promise<{ models: ModelLoad[]; free: number; reserved: number }> {
     const p = this.ports;
     const now = p.clock.now();
     const models: ModelLoad[] = [];
@@ -217,10 +229,11 @@ export class Scheduler {
         p.workers.setTarget(name, was, undefined);
         this.setFor.delete(name);
       }
-      const stats = this.window(name).stats(now);
-      const queued = this.ports.routes.inflight(name);
-      const arrivalsPerS = this.arrivals(name, queued, stats.rps, now);
       const serving = v === undefined ? [] : servingOf(p.workers.list(name, v.id));
+      // what a replica serves is measured on the workers serving now (one stopped since would dilute it)
+      const stats = this.window(name).stats(now, new Set(serving.map((w) => w.id)));
+      const queued = this.ports.routes.inflight(name);
+      const arrivalsPerS = this.arrivals(name, queued, stats.rps, now, commit);
       let frozen: string | undefined;
       if (v === undefined) frozen = 'no active version';
       else if (v.provider.kind === 'static') frozen = 'static endpoints: nothing to start or stop';
@@ -233,8 +246,14 @@ export class Scheduler {
         if (owner !== undefined) frozen = `its workers belong to ${owner}`;
         else if (rollout !== undefined) frozen = `a ${rollout.kind} rollout is in progress (${rollout.id})`;
       }
-      if (v !== undefined && frozen === undefined && c.health?.enabled === true)
-        reserved += Math.max(0, (p.workers.target(name, v.id) ?? v.replicas) - serving.length) * (v.tp ?? 1);
+      // replicas health's recovery is about to start (a dead worker's replacement, a spare): their GPUs
+      // are kept for them, and the model counts them as starting (it is not raised for them again)
+      let missing = 0;
+      if (v !== undefined && frozen === undefined && c.health?.enabled === true && c.health.replace) {
+        const spares = p.workers.list(name, v.id).filter((w) => w.role === 'spare' && w.health?.state !== 'dead' && w.health?.state !== 'draining').length;
+        missing = Math.max(0, (p.workers.target(name, v.id) ?? v.replicas) - serving.length);
+        reserved += (missing + Math.max(0, (v.spares ?? 0) - spares)) * (v.tp ?? 1);
+      }
       const changed = Math.max(this.changedAt.get(name) ?? Number.NEGATIVE_INFINITY, this.startedAt);
       models.push({
         model: name,
@@ -244,8 +263,8 @@ export class Scheduler {
         minReplicas: c.minReplicas,
         maxReplicas: c.maxReplicas,
         gpusPerReplica: v?.tp ?? 1,
-        replicas: serving.length,
-        starting: serving.filter((w) => w.health?.state === 'pending').length,
+        replicas: serving.length + missing,
+        starting: serving.filter((w) => w.health?.state === 'pending').length + missing,
         ttftP99Ms: stats.ttftP99Ms,
         tpotP99Ms: stats.tpotP99Ms,
         samples: stats.samples,

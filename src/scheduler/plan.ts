@@ -245,11 +245,12 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
     }
     const slo = m.slo.ttftP99Ms;
     const fewer = get(m) - 1;
-    // comfortable: its SLO and its scale signal, those it has (at least one), well within
+    const tpot = m.slo.tpotP99Ms;
+    // comfortable: its SLO (TTFT, TPOT, those it has) and its scale signal, those it has (at least one), well within
     const sloRelaxed =
-      slo === undefined
+      slo === undefined && tpot === undefined
         ? undefined
-        : m.samples >= s.minSamples && m.ttftP99Ms < slo * s.relaxBelow && (m.slo.tpotP99Ms === undefined || m.tpotP99Ms < m.slo.tpotP99Ms * s.relaxBelow);
+        : m.samples >= s.minSamples && (slo === undefined || m.ttftP99Ms < slo * s.relaxBelow) && (tpot === undefined || m.tpotP99Ms < tpot * s.relaxBelow);
     const signalOk = signalRelaxed(m, fewer, s.relaxBelow);
     if (sloRelaxed === false || signalOk === false || (sloRelaxed === undefined && signalOk === undefined)) continue;
     // one fewer must still carry what runs (sized for the headroom), where a replica's sequences are known
@@ -257,6 +258,7 @@ export function plan(models: readonly ModelLoad[], freeGpus: number, s: PlanSett
     const load = m.seqsPerReplica === undefined ? '' : `, ${m.inFlight.toFixed(1)} in flight fit ${fewer} × ${m.seqsPerReplica} sequences`;
     const why = [
       ...(slo === undefined ? [] : [`TTFT p99 ${ms(m.ttftP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(slo)}`]),
+      ...(slo === undefined && tpot !== undefined ? [`TPOT p99 ${ms(m.tpotP99Ms)} < ${Math.round(s.relaxBelow * 100)} % of its SLO ${ms(tpot)}`] : []),
       ...(signalOk === true ? [`its scale signal fits ${fewer} replica(s) at ${Math.round(s.relaxBelow * 100)} %`] : []),
     ];
     change(m, fewer, 'scale_down', `${why.join(', ')}${load}: one replica back`);

@@ -65,13 +65,21 @@ export class LoadWindow {
     if (at > this.lastAt) this.lastAt = at;
   }
 
-  stats(now: number): LoadStats {
+  /**
+   * The window's numbers at `now`. `live`: the workers serving now — what one worker serves is measured
+   * on them only (one stopped since, a preempted or replaced one, would dilute it), and on those whose
+   * requests produced tokens (a failing worker is no measure of what a replica can serve).
+   */
+  stats(now: number, live?: ReadonlySet<string>): LoadStats {
     const from = now - this.maxAgeMs;
     if (this.samples.length > this.maxSamples) this.samples.splice(0, this.samples.length - this.maxSamples);
     let drop = 0;
     while (drop < this.samples.length && (this.samples[drop] as Sample).at < from) drop++;
     if (drop > 0) this.samples.splice(0, drop);
     const s = this.samples;
+    // the count bound cut the window short (a busy model): its rates are over the time the samples cover
+    const spanMs = s.length >= this.maxSamples ? Math.min(this.maxAgeMs, Math.max(1, now - (s[0] as Sample).at)) : this.maxAgeMs;
+    const start = now - spanMs;
     let tokens = 0;
     let producing = 0;
     const byWorker = new Map<string, number>();
@@ -81,15 +89,18 @@ export class LoadWindow {
       if (x.worker !== '') byWorker.set(x.worker, (byWorker.get(x.worker) ?? 0) + x.tokens);
     }
     for (const w of this.firstAt.keys()) if (!byWorker.has(w)) this.firstAt.delete(w);
-    const rates = [...byWorker].map(([w, n]) => n / (Math.max(1, now - Math.max(from, this.firstAt.get(w) ?? from)) / 1000)).sort((a, b) => a - b);
+    const rates = [...byWorker]
+      .filter(([w, n]) => n > 0 && (live === undefined || live.has(w)))
+      .map(([w, n]) => n / (Math.max(1, now - Math.max(start, this.firstAt.get(w) ?? start)) / 1000))
+      .sort((a, b) => a - b);
     return {
       ttftP99Ms: p99(s.map((x) => x.ttftMs)),
       tpotP99Ms: p99(s.map((x) => x.tpotMs)),
-      rps: s.length / (this.maxAgeMs / 1000),
+      rps: s.length / (spanMs / 1000),
       samples: s.length,
-      inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / this.maxAgeMs,
+      inFlight: s.reduce((a, x) => a + (Number.isFinite(x.latencyMs) ? x.latencyMs : 0), 0) / spanMs,
       tokensPerRequest: producing === 0 ? Number.NaN : tokens / producing,
-      tokensPerS: tokens / (this.maxAgeMs / 1000),
+      tokensPerS: tokens / (spanMs / 1000),
       workerTokensPerS: quantileSorted(rates, 0.5),
       lastAt: this.lastAt,
     };

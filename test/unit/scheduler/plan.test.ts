@@ -97,6 +97,7 @@ describe('scheduler plan', () => {
       /models\[0\]\.scale_signal\.queue_depth/,
     );
     expect(() => parseConfig({ models: [{ name: 'q', versions: [{ id: 'v1' }], scale_signal: { rps: 3 } }] })).toThrow(/scale_signal/);
+    expect(() => parseConfig({ models: [{ name: 'q', versions: [{ id: 'v1' }], scale_signal: {} }] })).toThrow(/queue_depth, tokens_per_s or both/);
   });
 
   it('every decision says what it is expected to change', () => {
