@@ -98,6 +98,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       subscribeFaults: (listener) => dp.telemetry.subscribeFaults(listener),
       health: dp.telemetry.metrics.health,
       canary: dp.telemetry.metrics.canary,
+      adapterCanary: dp.telemetry.metrics.adapterCanary,
       scheduler: dp.telemetry.metrics.scheduler,
     },
     rollouts: storeRollouts(store, clock),

@@ -222,7 +222,7 @@ export class AdapterCanaryController {
         const revision = await p.rollouts.create(s);
         const l = this.track(s, revision);
         await this.event(l, 'started', `${name} ${o.version} (${o.source}) vs ${a.version ?? a.source}, stages ${stages.join(',')} % of its requests`);
-        await this.applyShareOrFail(l);
+        if (await this.applyShareOrFail(l)) this.show(l);
         return s;
       });
     });
@@ -277,8 +277,10 @@ export class AdapterCanaryController {
       async (l) => {
         const looked = await takeLook(l, now, this.opts.judge);
         if (looked === undefined) return;
-        await this.apply(l, looked.step, looked.verdict.reasons.join('; '), now);
-        if (looked.step.kind === 'none') await this.persist(l);
+        const { verdict, step } = looked;
+        if (step.kind !== 'none') this.ports.telemetry.adapterCanary.verdict(l.state.model, l.state.adapter, verdict.outcome, verdict.action);
+        await this.apply(l, step, verdict.reasons.join('; '), now);
+        if (step.kind === 'none') await this.persist(l);
       },
       (l, err) => this.event(l, 'error', `evaluation failed: ${err.message}`),
     );
@@ -408,8 +410,16 @@ export class AdapterCanaryController {
     await this.event(l, phase, message);
   }
 
+  /** Write the state as it is when its turn comes, and show it on /metrics. */
   private persist(l: Live): Promise<void> {
+    this.show(l);
     return saveInTurn(this.ports, l);
+  }
+
+  /** The state on /metrics (`glidepath_adapter_canary_*`). */
+  private show(l: Live): void {
+    const s = l.state;
+    this.ports.telemetry.adapterCanary.state(s.model, s.adapter, s.candidate.version, s.phase, currentPercent(s), s.stageStartedAt, TERMINAL.includes(s.phase));
   }
 
   private event(l: Live, kind: string, message: string): Promise<void> {

@@ -179,6 +179,12 @@ export interface CanaryMetricsPort {
   verdict(model: string, outcome: string, action: string): void;
 }
 
+/** An adapter canary's metrics (Prometheus), by model and adapter. */
+export interface AdapterCanaryMetricsPort {
+  state(model: string, adapter: string, candidate: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void;
+  verdict(model: string, adapter: string, outcome: string, action: string): void;
+}
+
 /** The health metrics (Prometheus) the health controller keeps. */
 export interface HealthMetricsPort {
   worker(w: WorkerInfo, state: WorkerHealthState, breaker: BreakerState): void;
@@ -203,6 +209,7 @@ export interface TelemetryPort {
   subscribeFaults(listener: (f: WorkerFault) => void): () => void;
   readonly health: HealthMetricsPort;
   readonly canary: CanaryMetricsPort;
+  readonly adapterCanary: AdapterCanaryMetricsPort;
   readonly scheduler: SchedulerMetricsPort;
 }
 

@@ -165,60 +165,92 @@ export class HealthMetrics {
   }
 }
 
-/** The progressive canary on /metrics: what runs, at which stage since when, and its decisive verdicts (the stuck-canary alert, the dashboard). */
-export class CanaryMetrics {
-  private readonly running: Gauge<'model' | 'canary' | 'phase'>;
-  private readonly percent: Gauge<'model'>;
-  private readonly stageStarted: Gauge<'model'>;
-  private readonly verdicts: Counter<'model' | 'outcome' | 'action'>;
-  /** model → the (canary, phase) labels last set, removed when they change. */
+/**
+ * A staged rollout on /metrics — what runs, at which stage since when, and its decisive verdicts —
+ * for one subject: a model (the version canary) or a model's adapter (`scope: adapter`).
+ */
+class StagedMetrics {
+  private readonly running: Gauge<string>;
+  private readonly percent: Gauge<string>;
+  private readonly stageStarted: Gauge<string>;
+  private readonly verdicts: Counter<string>;
+  /** subject → the (canary, phase) labels last set, removed when they change. */
   private readonly last = new Map<string, [string, string]>();
 
-  constructor(registry: Registry) {
+  constructor(
+    registry: Registry,
+    prefix: string,
+    scope: readonly string[],
+    help: { running: string; percent: string; stageStarted: string; verdicts: string },
+  ) {
     const registers = [registry];
-    this.running = new Gauge({
-      name: 'glidepath_canary_running',
-      help: 'A canary of this model is under way (1), by candidate version and phase (progressing, paused, promoting, rolling_back).',
-      labelNames: ['model', 'canary', 'phase'] as const,
-      registers,
-    });
-    this.percent = new Gauge({
-      name: 'glidepath_canary_percent',
-      help: "The running canary's share of traffic, percent (0 when none runs).",
-      labelNames: ['model'] as const,
-      registers,
-    });
-    this.stageStarted = new Gauge({
-      name: 'glidepath_canary_stage_started_timestamp_seconds',
-      help: "When the running canary's current stage began (Unix seconds; 0 when none runs): time() minus it is how long it has held.",
-      labelNames: ['model'] as const,
-      registers,
-    });
-    this.verdicts = new Counter({
-      name: 'glidepath_canary_verdicts_total',
-      help: 'Decisive canary verdicts by outcome (pass, fail, inconclusive, nodata) and action (advance, rollback, pause).',
-      labelNames: ['model', 'outcome', 'action'] as const,
-      registers,
+    const subject = ['model', ...scope];
+    this.running = new Gauge({ name: `${prefix}_running`, help: help.running, labelNames: [...subject, 'canary', 'phase'], registers });
+    this.percent = new Gauge({ name: `${prefix}_percent`, help: help.percent, labelNames: subject, registers });
+    this.stageStarted = new Gauge({ name: `${prefix}_stage_started_timestamp_seconds`, help: help.stageStarted, labelNames: subject, registers });
+    this.verdicts = new Counter({ name: `${prefix}_verdicts_total`, help: help.verdicts, labelNames: [...subject, 'outcome', 'action'], registers });
+  }
+
+  /** The state after a step; `done` when it ended (every series back to none). */
+  state(subject: readonly string[], canary: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void {
+    const key = subject.join('\u0000');
+    const prev = this.last.get(key);
+    if (prev) this.running.remove(...subject, prev[0], prev[1]);
+    if (done) {
+      this.last.delete(key);
+      this.percent.labels(...subject).set(0);
+      this.stageStarted.labels(...subject).set(0);
+      return;
+    }
+    this.last.set(key, [canary, phase]);
+    this.running.labels(...subject, canary, phase).set(1);
+    this.percent.labels(...subject).set(percent);
+    this.stageStarted.labels(...subject).set(stageStartedAt / 1000);
+  }
+
+  verdict(subject: readonly string[], outcome: string, action: string): void {
+    this.verdicts.labels(...subject, outcome, action).inc();
+  }
+}
+
+/** The progressive canary on /metrics: what runs, at which stage since when, and its decisive verdicts (the stuck-canary alert, the dashboard). */
+export class CanaryMetrics {
+  private readonly m: StagedMetrics;
+  constructor(registry: Registry) {
+    this.m = new StagedMetrics(registry, 'glidepath_canary', [], {
+      running: 'A canary of this model is under way (1), by candidate version and phase (progressing, paused, promoting, rolling_back).',
+      percent: "The running canary's share of traffic, percent (0 when none runs).",
+      stageStarted: "When the running canary's current stage began (Unix seconds; 0 when none runs): time() minus it is how long it has held.",
+      verdicts: 'Decisive canary verdicts by outcome (pass, fail, inconclusive, nodata) and action (advance, rollback, pause).',
     });
   }
 
-  /** The canary's state after a step; `done` when it ended (every series back to none). */
   state(model: string, canary: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void {
-    const prev = this.last.get(model);
-    if (prev) this.running.remove(model, prev[0], prev[1]);
-    if (done) {
-      this.last.delete(model);
-      this.percent.labels(model).set(0);
-      this.stageStarted.labels(model).set(0);
-      return;
-    }
-    this.last.set(model, [canary, phase]);
-    this.running.labels(model, canary, phase).set(1);
-    this.percent.labels(model).set(percent);
-    this.stageStarted.labels(model).set(stageStartedAt / 1000);
+    this.m.state([model], canary, phase, percent, stageStartedAt, done);
   }
 
   verdict(model: string, outcome: string, action: string): void {
-    this.verdicts.labels(model, outcome, action).inc();
+    this.m.verdict([model], outcome, action);
+  }
+}
+
+/** An adapter's canary on /metrics, by model and adapter (`glidepath_adapter_canary_*`, the same series as a version canary's). */
+export class AdapterCanaryMetrics {
+  private readonly m: StagedMetrics;
+  constructor(registry: Registry) {
+    this.m = new StagedMetrics(registry, 'glidepath_adapter_canary', ['adapter'], {
+      running: 'A canary of this adapter is under way (1), by candidate version and phase (progressing, paused, promoting, rolling_back).',
+      percent: "The running adapter canary's share of the adapter's requests, percent (0 when none runs).",
+      stageStarted: "When the running adapter canary's current stage began (Unix seconds; 0 when none runs): time() minus it is how long it has held.",
+      verdicts: 'Decisive adapter canary verdicts by outcome (pass, fail, inconclusive, nodata) and action (advance, rollback, pause).',
+    });
+  }
+
+  state(model: string, adapter: string, candidate: string, phase: string, percent: number, stageStartedAt: number, done: boolean): void {
+    this.m.state([model, adapter], candidate, phase, percent, stageStartedAt, done);
+  }
+
+  verdict(model: string, adapter: string, outcome: string, action: string): void {
+    this.m.verdict([model, adapter], outcome, action);
   }
 }

@@ -2,7 +2,7 @@
 import { SchedulerMetrics } from './scheduler-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DEFAULTS } from '../defaults.js';
-import { CanaryMetrics, HealthMetrics } from './control-metrics.js';
+import { AdapterCanaryMetrics, CanaryMetrics, HealthMetrics } from './control-metrics.js';
 import { ArrayCounter, ArrayHistogram } from './prom.js';
 import type { CounterChild, HistogramChild } from './prom.js';
 
@@ -253,6 +253,8 @@ export class GatewayMetrics {
   readonly health = new HealthMetrics(this.registry);
   /** The progressive canary: stage, phase, verdicts. */
   readonly canary = new CanaryMetrics(this.registry);
+  /** Adapter canaries: stage, phase, verdicts, by model and adapter. */
+  readonly adapterCanary = new AdapterCanaryMetrics(this.registry);
   /** The multi-model scheduler: replicas, targets, shortfalls, decisions. */
   readonly scheduler = new SchedulerMetrics(this.registry);
 

@@ -19,7 +19,7 @@ import { NotFoundError, UpstreamError } from '../../src/errors.js';
 import type { Version } from '../../src/domain/version.js';
 import type { ProbeOutcome } from '../../src/gateway/probe.js';
 import type { WorkerHealth } from '../../src/health/machine.js';
-import { CanaryMetrics, HealthMetrics } from '../../src/telemetry/control-metrics.js';
+import { AdapterCanaryMetrics, CanaryMetrics, HealthMetrics } from '../../src/telemetry/control-metrics.js';
 import type { WorkerFault } from '../../src/telemetry/telemetry.js';
 import { Registry as PromRegistry } from 'prom-client';
 import type { Clock, ControlEventInput, ControllerPorts, WorkerInfo, WorkerRole } from '../../src/rollout/ports.js';
@@ -209,6 +209,7 @@ export class FakeFleet {
   readonly promRegistry = new PromRegistry();
   readonly healthMetrics = new HealthMetrics(this.promRegistry);
   readonly canaryMetrics = new CanaryMetrics(this.promRegistry);
+  readonly adapterCanaryMetrics = new AdapterCanaryMetrics(this.promRegistry);
   readonly schedulerMetrics = new SchedulerMetrics(this.promRegistry);
 
   /** A fleet booted as `glidepath up` boots on a first start. */
@@ -527,6 +528,7 @@ export class FakeFleet {
         },
         health: this.healthMetrics,
         canary: this.canaryMetrics,
+        adapterCanary: this.adapterCanaryMetrics,
         scheduler: this.schedulerMetrics,
       },
       rollouts: storeRollouts(this.store, this.clock),

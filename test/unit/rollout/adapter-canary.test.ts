@@ -81,11 +81,16 @@ describe('adapter canary (fake clock, fake ports)', () => {
     const f = await fleet();
     const c = controller(f);
     await c.start('sql', { source: '/adapters/sql-v2', version: 'v2' }, OPS);
+    expect(await f.metricsText()).toContain('glidepath_adapter_canary_running{model="llama",adapter="sql",canary="v2",phase="progressing"} 1');
     traffic(f, 'sql', 60);
     traffic(f, 'sql--v2', 60, 1.6);
     await advance(f, c, TICK_MS);
     const s = await c.get('sql');
     expect(s.phase).toBe('rolled_back');
+    const metrics = await f.metricsText();
+    expect(metrics).toContain('glidepath_adapter_canary_verdicts_total{model="llama",adapter="sql",outcome="fail",action="rollback"} 1');
+    expect(metrics).toContain('glidepath_adapter_canary_percent{model="llama",adapter="sql"} 0');
+    expect(metrics).not.toContain('glidepath_adapter_canary_running{');
     expect(s.rollback).toMatchObject({ percentAtRollback: 10, candidateRequests: 60, unloaded: 2, unloadFailed: [] });
     expect(s.rollback?.reason).toMatch(/latency|ttft/);
     expect(f.adapters.candidates.has('sql')).toBe(false);
