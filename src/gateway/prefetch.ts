@@ -6,6 +6,7 @@ import type { AdapterPrefetchConfig } from '../config/types.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { AdapterIndex, AdapterLoader, AdapterSpec } from './adapters.js';
 import type { ModelState } from './model-state.js';
+import type { VersionPool } from './pool.js';
 
 /** A count that decayed below this is forgotten (an adapter asked for once falls under it after ~7 half-lives). */
 const FORGET_BELOW = 0.01;
@@ -171,8 +172,9 @@ export class AdapterPrefetcher {
   }
 
   /**
-   * One round: for each model with demand, its active (stable) version's routable workers, when its
-   * engine has LoRA slots and it is not prefill/decode; the loads of planPrefetch started there.
+   * One round: for each model with demand, the routable workers of each version its route sends
+   * requests to (the stable one, a canary's too), when its engine has LoRA slots and it is not
+   * prefill/decode; the loads of planPrefetch started there, per version.
    * Returns the loads asked for, and when they are all settled. `now` is the wall clock (workers'
    * ejections are in it), `mono` the demand's monotonic one. A model whose requests are held (a
    * drain-first swap, a time-shared model asleep) gets nothing: its workers are about to change.
@@ -196,44 +198,66 @@ export class AdapterPrefetcher {
     }
     for (const [model, st] of this.models) {
       const demand = byModel.get(model);
-      const pool = st.pools.get(st.route.stable);
-      if (demand === undefined || pool === undefined || st.hold !== undefined || pool.draining || pool.disaggregated || pool.maxLoras <= 0) {
+      // every version the route sends requests to (a canary's too: its share of the adapters' requests hit there as well)
+      const pools =
+        demand === undefined || st.hold !== undefined
+          ? []
+          : st.route.versions
+              .filter((v) => v.weight > 0)
+              .map((v) => st.pools.get(v.id))
+              .filter((p): p is VersionPool => p !== undefined && !p.draining && !p.disaggregated && p.maxLoras > 0);
+      if (demand === undefined || pools.length === 0) {
         this.keep.delete(model);
         continue;
       }
-      const workers = pool.candidates.filter((w) => w.ejectedUntil <= now);
-      const plan = planPrefetch(
-        demand,
-        workers.map((w) => ({ id: w.id, outstanding: w.outstanding, slots: w.adapters.loaded() })),
-        pool.maxLoras,
-        this.cfg.topK,
-      );
-      const keep = new Set(plan.top);
-      this.keep.set(model, keep);
-      for (const l of plan.loads) {
-        const w = workers.find((x) => x.id === l.worker);
-        const spec = specs.get(l.adapter);
-        const key = `${l.worker}\0${l.adapter}`;
-        const f = this.failed.get(key);
-        // a load that keeps failing (a broken source) is not asked of the engine every round
-        if (f !== undefined && mono < f.until) continue;
-        const p = w === undefined || spec === undefined ? undefined : w.adapters.prefetch(w, spec, pool.maxLoras, loader, this.metrics, keep);
-        if (p === undefined) continue;
-        started.push(l);
-        pending.push(
-          p.then((ok) => {
-            if (ok) this.failed.delete(key);
-            else {
-              const n = (f?.n ?? 0) + 1;
-              this.failed.set(key, { n, until: mono + this.cfg.intervalMs * 2 ** Math.min(n, FAILED_MAX_DOUBLINGS) });
-            }
-          }),
-        );
-      }
+      for (const pool of pools) this.plan(model, pool, demand, specs, loader, now, mono, started, pending);
     }
     // bounded: a failure whose wait is over is forgotten (one tried again this round is written again
     // as it settles, its count kept), as is one of an adapter no longer registered
     for (const [key, f] of this.failed) if (f.until <= mono || !this.index.isServed(key.slice(key.indexOf('\0') + 1))) this.failed.delete(key);
     return { loads: started, settled: Promise.all(pending).then(() => undefined) };
+  }
+
+  /** One routed version's loads (planPrefetch over its routable workers), started; the model's top-k kept. */
+  private plan(
+    model: string,
+    pool: VersionPool,
+    demand: ReadonlyMap<string, number>,
+    specs: ReadonlyMap<string, AdapterSpec>,
+    loader: AdapterLoader,
+    now: number,
+    mono: number,
+    started: PrefetchLoad[],
+    pending: Promise<void>[],
+  ): void {
+    const workers = pool.candidates.filter((w) => w.ejectedUntil <= now);
+    const plan = planPrefetch(
+      demand,
+      workers.map((w) => ({ id: w.id, outstanding: w.outstanding, slots: w.adapters.loaded() })),
+      pool.maxLoras,
+      this.cfg.topK,
+    );
+    const keep = new Set(plan.top);
+    this.keep.set(model, keep);
+    for (const l of plan.loads) {
+      const w = workers.find((x) => x.id === l.worker);
+      const spec = specs.get(l.adapter);
+      const key = `${l.worker}\0${l.adapter}`;
+      const f = this.failed.get(key);
+      // a load that keeps failing (a broken source) is not asked of the engine every round
+      if (f !== undefined && mono < f.until) continue;
+      const p = w === undefined || spec === undefined ? undefined : w.adapters.prefetch(w, spec, pool.maxLoras, loader, this.metrics, keep);
+      if (p === undefined) continue;
+      started.push(l);
+      pending.push(
+        p.then((ok) => {
+          if (ok) this.failed.delete(key);
+          else {
+            const n = (f?.n ?? 0) + 1;
+            this.failed.set(key, { n, until: mono + this.cfg.intervalMs * 2 ** Math.min(n, FAILED_MAX_DOUBLINGS) });
+          }
+        }),
+      );
+    }
   }
 }

@@ -226,6 +226,18 @@ describe('AdapterPrefetcher round', () => {
     await dp.close();
   });
 
+  it('a canary version the route sends requests to is prefetched too; one at weight 0 is not', async () => {
+    const { loader } = heldLoader();
+    const { dp } = dataPlane(loader);
+    dp.addVersion('m', 'v2', 'c2', { resume: 'continue_final_message', tokenIdPrompts: false, maxLoras: 4 });
+    dp.setWorkers('m', 'v2', [{ id: 'w2', url: 'http://127.0.0.1:3' }]);
+    for (let i = 0; i < 5; i++) dp.prefetcher.requested('a', 0);
+    expect(dp.prefetcher.round(0, 0).loads.map((l) => l.worker)).not.toContain('w2');
+    dp.setRoute({ model: 'm', weights: { v1: 0.9, v2: 0.1 } });
+    expect(dp.prefetcher.round(0, 0).loads.map((l) => `${l.worker} ${l.adapter}`)).toContain('w2 a');
+    await dp.close();
+  });
+
   it('rounds on its interval (a fake clock) from the data plane’s start, none after it closed', async () => {
     vi.useFakeTimers({ now: 0 });
     const { loader, calls } = heldLoader();
