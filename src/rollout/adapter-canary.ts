@@ -21,8 +21,8 @@ import type { Actor, AdapterRef, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 import { PairSamples } from './samples.js';
-import { takeLook, tickRunning } from './staged.js';
-import type { StagedLive } from './staged.js';
+import { applyStep, takeLook, tickRunning } from './staged.js';
+import type { StagedActions, StagedLive } from './staged.js';
 
 export interface AdapterCanaryStartOptions {
   /** Where the engine loads the new version from (vLLM's `lora_path`). */
@@ -286,34 +286,26 @@ export class AdapterCanaryController {
     );
   }
 
-  private async apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
-    const s = l.state;
-    switch (step.kind) {
-      case 'none':
-        return;
-      case 'advance':
-        s.stageIndex = step.to;
-        s.stageStartedAt = now;
-        this.applyShare(l);
-        await this.event(
-          l,
-          'advance',
-          `stage ${s.stageIndex + 1}: ${currentPercent(s)} % of ${s.adapter}'s requests to ${s.candidate.version}${why ? ` (${why})` : ''}`,
-        );
-        await this.persist(l);
-        return;
-      case 'promote':
-        await this.doPromote(l, why || 'every stage passed');
-        return;
-      case 'pause':
-        s.pausedReason = step.reason;
-        await this.setPhase(l, 'paused', step.reason);
-        return;
-      case 'rollback':
-        await this.doRollback(l, step.reason, 'rolled_back');
-        return;
-    }
+  private apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
+    return applyStep(l, step, why, now, this.actions);
   }
+
+  /** What each decided step does to an adapter canary. */
+  private readonly actions: StagedActions<Live> = {
+    advanced: async (l, why) => {
+      const s = l.state;
+      this.applyShare(l);
+      await this.event(
+        l,
+        'advance',
+        `stage ${s.stageIndex + 1}: ${currentPercent(s)} % of ${s.adapter}'s requests to ${s.candidate.version}${why ? ` (${why})` : ''}`,
+      );
+      await this.persist(l);
+    },
+    promote: (l, why) => this.doPromote(l, why),
+    pause: (l, reason) => this.setPhase(l, 'paused', reason),
+    rollback: (l, reason) => this.doRollback(l, reason, 'rolled_back'),
+  };
 
   // ---- actions ------------------------------------------------------------------------------
 

@@ -17,8 +17,8 @@ import { TERMINAL, checkStages, criticalHealth, currentPercent, judgeOverrides, 
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
-import { takeLook, tickRunning } from './staged.js';
-import type { StagedLive } from './staged.js';
+import { applyStep, takeLook, tickRunning } from './staged.js';
+import type { StagedActions, StagedLive } from './staged.js';
 import { rolloutEvent, saveInTurn } from './rollout-writes.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
 
@@ -332,30 +332,22 @@ export class CanaryController {
     if (step.kind === 'none') await this.persist(l);
   }
 
-  private async apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
-    const s = l.state;
-    switch (step.kind) {
-      case 'none':
-        return;
-      case 'advance':
-        s.stageIndex = step.to;
-        s.stageStartedAt = now;
-        await this.applyWeights(l, currentPercent(s));
-        await this.event(l, 'advance', `stage ${s.stageIndex + 1}: ${currentPercent(s)} % to ${s.canary}${why ? ` (${why})` : ''}`);
-        await this.persist(l);
-        return;
-      case 'promote':
-        await this.doPromote(l, why || 'every stage passed');
-        return;
-      case 'pause':
-        s.pausedReason = step.reason;
-        await this.setPhase(l, 'paused', step.reason);
-        return;
-      case 'rollback':
-        await this.doRollback(l, step.reason, 'rolled_back');
-        return;
-    }
+  private apply(l: Live, step: Step, why: string, now = this.ports.clock.now()): Promise<void> {
+    return applyStep(l, step, why, now, this.actions);
   }
+
+  /** What each decided step does to a version canary. */
+  private readonly actions: StagedActions<Live> = {
+    advanced: async (l, why) => {
+      const s = l.state;
+      await this.applyWeights(l, currentPercent(s));
+      await this.event(l, 'advance', `stage ${s.stageIndex + 1}: ${currentPercent(s)} % to ${s.canary}${why ? ` (${why})` : ''}`);
+      await this.persist(l);
+    },
+    promote: (l, why) => this.doPromote(l, why),
+    pause: (l, reason) => this.setPhase(l, 'paused', reason),
+    rollback: (l, reason) => this.doRollback(l, reason, 'rolled_back'),
+  };
 
   // ---- actions ------------------------------------------------------------------------------
 

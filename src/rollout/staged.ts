@@ -81,3 +81,38 @@ export async function tickRunning<S extends StagedFields & RolloutState, L exten
     }
   }
 }
+
+/** What a staged rollout does on each decided step (its own: a version's route weights, an adapter's share). */
+export interface StagedActions<L> {
+  /** The stage moved on (index and start already set): traffic follows, said and saved. */
+  advanced(l: L, why: string): Promise<void>;
+  promote(l: L, why: string): Promise<void>;
+  /** Paused for a human (the reason already set). */
+  pause(l: L, reason: string): Promise<void>;
+  rollback(l: L, reason: string): Promise<void>;
+}
+
+/** Carry out a step of the decision rule: the state's stage moves here, the rest is the rollout's own. */
+export async function applyStep<S extends StagedFields & RolloutState, L extends StagedLive<S>>(
+  l: L,
+  step: Step,
+  why: string,
+  now: number,
+  a: StagedActions<L>,
+): Promise<void> {
+  switch (step.kind) {
+    case 'none':
+      return;
+    case 'advance':
+      l.state.stageIndex = step.to;
+      l.state.stageStartedAt = now;
+      return a.advanced(l, why);
+    case 'promote':
+      return a.promote(l, why || 'every stage passed');
+    case 'pause':
+      l.state.pausedReason = step.reason;
+      return a.pause(l, step.reason);
+    case 'rollback':
+      return a.rollback(l, step.reason);
+  }
+}
