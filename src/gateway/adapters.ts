@@ -194,7 +194,7 @@ export class AdapterSlots {
       return this.load(w, a, loader, metrics, 'demand', loader.unload(w.url, a.servedAs));
     }
     if (s !== undefined) {
-      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading a version of ${a.name}`, { retryAfterS: 1 });
+      if (s.retiring !== undefined) throw unloading(w, a);
       // most recently used: to the end
       this.slots.delete(a.servedAs);
       this.slots.set(a.servedAs, s);
@@ -208,7 +208,7 @@ export class AdapterSlots {
       } catch (err) {
         throw new UnavailableError('adapter_load_failed', `worker ${w.id} could not load adapter ${a.name}: ${(err as Error).message}`, { retryAfterS: 1 });
       }
-      if (s.retiring !== undefined) throw new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading a version of ${a.name}`, { retryAfterS: 1 });
+      if (s.retiring !== undefined) throw unloading(w, a);
       s.inUse++;
       return 'miss';
     }
@@ -466,4 +466,9 @@ export class AdapterIndex {
       if (a === undefined || a.servedAs === c.spec.servedAs) this.candidates.delete(n);
     }
   }
+}
+
+/** A request for an adapter version its worker is unloading: retryable, on another worker. */
+function unloading(w: AdapterHost, a: AdapterSpec): UnavailableError {
+  return new UnavailableError('adapter_load_failed', `worker ${w.id} is unloading a version of ${a.name}`, { retryAfterS: 1 });
 }

@@ -109,6 +109,11 @@ function measuredDemand(m: ModelLoad): { demand: number; workerTokensPerS: numbe
   return saturated ? { ...c, demand: c.arrivalsPerS * c.tokensPerRequest } : undefined;
 }
 
+/** Replicas a model that asks for more gets: `fit`, at least one more than it has, at most its max. */
+function oneMoreAtLeast(m: ModelLoad, fit: number): number {
+  return Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
+}
+
 /** What going from `from` to `to` replicas is expected to do, in words. */
 export function effectOf(m: ModelLoad, from: number, to: number): string {
   const parts = [`${Math.abs(to - from) * m.gpusPerReplica} GPU(s) ${to > from ? 'taken' : 'freed'}`];
@@ -163,7 +168,7 @@ export function signalWant(m: ModelLoad): { want: number; why: string } | undefi
     over.push(`${Math.round(tps)} tok/s > ${m.replicas} × ${t.tokensPerS}`);
   }
   if (over.length === 0) return undefined;
-  const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
+  const want = oneMoreAtLeast(m, fit);
   return { want, why: `scale signal: ${over.join(', ')} → ${want}` };
 }
 
@@ -193,25 +198,22 @@ function sloWant(m: ModelLoad, s: PlanSettings): { want: number; why: string } |
   if (over.length === 0) return undefined;
   const c = measuredDemand(m);
   if (c !== undefined) {
-    const demand = c.demand;
-    const fit = Math.ceil(demand / (c.workerTokensPerS * s.headroom));
-    const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, fit));
+    const want = oneMoreAtLeast(m, Math.ceil(c.demand / (c.workerTokensPerS * s.headroom)));
     return {
       want,
       why:
-        `${over.join(', ')}: demand ${Math.round(demand)} tok/s (${c.arrivalsPerS.toFixed(1)} req/s × ${Math.round(c.tokensPerRequest)} tok) ` +
+        `${over.join(', ')}: demand ${Math.round(c.demand)} tok/s (${c.arrivalsPerS.toFixed(1)} req/s × ${Math.round(c.tokensPerRequest)} tok) ` +
         `over ${Math.round(c.workerTokensPerS)} tok/s a replica (measured), sized for ${Math.round(s.headroom * 100)} % → ${want}`,
     };
   }
-  const base = Math.max(1, m.replicas);
-  const want = Math.min(m.maxReplicas, Math.max(m.replicas + 1, Math.ceil((base * ratio) / s.headroom)));
+  const want = oneMoreAtLeast(m, Math.ceil((Math.max(1, m.replicas) * ratio) / s.headroom));
   return { want, why: `${over.join(', ')}: ×${ratio.toFixed(2)} on ${m.replicas} replica(s), sized for ${Math.round(s.headroom * 100)} % → ${want}` };
 }
 
 /**
  * This round's targets. In order: idle models go down to their min and comfortable ones give back
- * one replica (past the cool-down); every model gets its min replicas; models violating their SLO
- * get what their overshoot asks, in priority order; batch models with traffic take what is left.
+ * one replica (past the cool-down); every model gets its min replicas; models violating their SLO or
+ * past their scale signal get what `wantedFor` asks, in priority order; batch models with traffic take what is left.
  * GPUs come from the free ones, then from models of strictly lower priority (lowest first, then
  * least traffic): above their min first, below it only for a critical model.
  */
