@@ -106,5 +106,17 @@ export const CONTROL = {
     rolloutEventsMaxLimit: 10_000,
     /** Most rollouts / active periods one list returns when no limit is given. */
     listLimit: 1_000,
+    /** Cluster store: how many times a transaction runs while other replicas' commits keep getting there first. */
+    kvTxAttempts: 20,
+    etcd: {
+      /** Every key lives under it. */
+      prefix: '/glidepath',
+      /** One etcd call (not a watch): longer is an unreachable etcd (`store_unavailable`). */
+      timeoutMs: 2_000,
+      /** Connecting at start. */
+      dialTimeoutMs: 3_000,
+      /** etcd's own `--max-txn-ops` default: the most writes one commit carries. */
+      maxTxnOps: 128,
+    },
   },
 } as const;

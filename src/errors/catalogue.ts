@@ -415,8 +415,17 @@ export const CATALOGUE = {
     'Check `server.data_dir` (permissions, disk, a file that is not SQLite).',
   ],
   store_schema_too_new: [503, 'The database was written by a newer Glidepath.', 'Run a newer glidepath, or point `server.data_dir` elsewhere.'],
-  store_busy: [503, "Another process holds the database's write lock longer than `busy_timeout` (5 s).", 'Retry.'],
-  store_unavailable: [503, 'The database failed (disk full, read-only, I/O error, corruption).', 'Fix the disk; restore from a backup if corrupt.'],
+  store_busy: [
+    503,
+    "Another process holds the database's write lock longer than `busy_timeout` (5 s); with etcd, other replicas' commits won every retry of a transaction.",
+    'Retry.',
+  ],
+  store_unavailable: [
+    503,
+    'The database failed (disk full, read-only, I/O error, corruption), or etcd cannot be reached or refused the call.',
+    'Fix the disk; restore from a backup if corrupt. With etcd: check `store.endpoints`, its health, credentials.',
+  ],
+  store_tx_too_large: [503, "A store transaction writes more keys than one etcd transaction takes (etcd's `--max-txn-ops`, `store.max_txn_ops`).", 'Raise both; report it.'],
   store_closed: [503, 'A store call after the store was closed (during shutdown).', 'Nothing; the process is stopping.'],
   store_tx_misuse: [503, 'A transaction handle used after its transaction ended, or beside its own nested transaction.', 'A bug; report it.'],
 

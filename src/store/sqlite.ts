@@ -5,7 +5,7 @@
 // transaction is open, in which case it waits for its end (one connection sees its own uncommitted
 // writes, so nothing may read or write beside an open transaction); transactions run one at a time,
 // in arrival order, with the calls queued between them.
-import { UnavailableError } from '../errors.js';
+import { closedError, txRefusal } from './shared.js';
 import type { ActivePeriod, Version, VersionTransition } from '../domain/version.js';
 import { AdminTables } from './sqlite/admin.js';
 import type { SqliteOptions } from './sqlite/db.js';
@@ -184,10 +184,7 @@ class SqliteTx extends SqliteOps implements StoreTx {
   }
 
   private refusal(): Error | undefined {
-    if (!this.open) return new UnavailableError('store_tx_misuse', 'store transaction handle used after its transaction ended');
-    if (this.nested)
-      return new UnavailableError('store_tx_misuse', 'store transaction handle used while a nested transaction on it is open (use the nested handle)');
-    return undefined;
+    return txRefusal(this.open, this.nested);
   }
 
   async tx<T>(fn: (t: StoreTx) => Promise<T>): Promise<T> {
@@ -302,10 +299,6 @@ export class SqliteStore extends SqliteOps implements Store {
     });
     return this.closing;
   }
-}
-
-function closedError(location: string): Error {
-  return new UnavailableError('store_closed', `store ${location} is closed`);
 }
 
 /** Open the store in a data directory (`<dataDir>/glidepath.db`). */

@@ -1,18 +1,19 @@
-// The Store contract, written once and run against every backend (SQLite in a file and in memory
-// today; etcd joins with one line, issue 18): versions, routes (compare-and-set), rollouts, GPUs
+// The Store contract, written once and run against every backend (SQLite in a file and in memory;
+// the key-value store on etcd and on an in-memory backend): versions, routes (compare-and-set), rollouts, GPUs
 // (all-or-nothing), workers, audit, tokens, settings, and the transaction semantics every caller
 // relies on — atomic commit, rollback on a rejection, nested savepoints, and isolation from calls
 // made while a transaction is open.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it as vitestIt } from 'vitest';
 import { fromConfig } from '../../src/domain/version.js';
 import type { Store, StoredRoute } from '../../src/store/types.js';
 import { versionConfig } from '../unit/domain/version-fixture.js';
 import { rejected } from './errors.js';
+import type { ToolIt } from './tools.js';
 
 const T0 = 1_700_000_000_000;
 
-/** Run the contract against stores made by `open` (a fresh, empty store each time). */
-export function describeStoreContract(name: string, open: () => Promise<Store>): void {
+/** Run the contract against stores made by `open` (a fresh, empty store each time); `it` for a backend that needs a program. */
+export function describeStoreContract(name: string, open: () => Promise<Store>, it: ToolIt = vitestIt): void {
   describe(`Store contract: ${name}`, () => {
     const opened: Store[] = [];
     const track = async (p: Promise<Store>): Promise<Store> => {
@@ -276,10 +277,13 @@ export function describeStoreContract(name: string, open: () => Promise<Store>):
         await s.setSetting('n', 0, T0);
         let release!: () => void;
         const gate = new Promise<void>((r) => (release = r));
+        let wrote!: () => void;
+        const written = new Promise<void>((r) => (wrote = r));
         const order: string[] = [];
         const tx = s.tx(async (t) => {
           await t.setSetting('n', 1, T0);
           order.push('tx wrote');
+          wrote();
           await gate; // another flow runs here
           order.push('tx commits');
         });
@@ -288,6 +292,7 @@ export function describeStoreContract(name: string, open: () => Promise<Store>):
           return n;
         });
         const write = s.setSetting('n', 2, T0).then(() => order.push('outside wrote'));
+        await written; // a networked store answers the transaction's reads first
         await new Promise((r) => setImmediate(r)); // every pending callback has run: the transaction waits at its gate
         const beforeRelease = [...order];
         release();

@@ -12,6 +12,8 @@ export const OPTIONAL_TOOLS = {
   promtool: 'prometheus',
   /** script(1): a pseudo-terminal for the CLI's confirmation prompt */
   script: 'bsdutils',
+  /** the cluster store's backend (src/store/kv/etcd.ts) */
+  etcd: 'etcd-server',
 } as const;
 
 // sbin directories are searched too: an ordinary user's PATH often lacks them

@@ -4,7 +4,7 @@ import { ConflictError } from '../../errors.js';
 import { json, parse, rowToAudit, rowToToken } from '../rows.js';
 import type { AuditRow, TokenRow } from '../rows.js';
 import type { AuditEntry, AuditInput, AuditQuery, TokenRecord } from '../types.js';
-import { clampLimit } from './db.js';
+import { clampLimit } from '../shared.js';
 import { FleetTables } from './fleet.js';
 
 export class AdminTables extends FleetTables {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Database as Db, Statement } from 'better-sqlite3';
 import { DEFAULTS } from '../../defaults.js';
-import { BadRequestError, GlidepathError, UnavailableError } from '../../errors.js';
+import { GlidepathError, UnavailableError } from '../../errors.js';
 import { MIGRATIONS } from '../migrations/index.js';
 import type { Migration } from '../migrations/index.js';
 
@@ -40,12 +40,6 @@ function mapSqliteError(e: unknown, location: string): unknown {
     return new UnavailableError('store_unavailable', `store ${location}: ${e.message} (${e.code})`, { cause: e });
   }
   return e;
-}
-
-export function clampLimit(limit: number | undefined, def: number, max: number): number {
-  if (limit === undefined) return def;
-  if (!Number.isInteger(limit) || limit < 1) throw new BadRequestError('invalid_limit', `limit must be a positive integer, got ${limit}`);
-  return Math.min(limit, max);
 }
 
 /** The opened database. The Store's areas (versions, rollouts, fleet, admin) are layers over it, in sqlite/*.ts. */

@@ -5,7 +5,7 @@ import { json, parse, rowToRollout, rowToRolloutEvent } from '../rows.js';
 import type { RolloutEventRow, RolloutRow } from '../rows.js';
 import { TERMINAL_ROLLOUT_PHASES } from '../types.js';
 import type { RolloutEvent, RolloutEventInput, RolloutInput, RolloutRecord, StoredRoute } from '../types.js';
-import { clampLimit } from './db.js';
+import { clampLimit } from '../shared.js';
 import { VersionTables } from './versions.js';
 
 export class RolloutTables extends VersionTables {

@@ -5,7 +5,7 @@ import type { ActivePeriod, Version, VersionTransition } from '../../domain/vers
 import { rowToActive, rowToTransition, rowToVersion, versionToRow } from '../rows.js';
 import type { ActiveRow, TransitionRow, VersionRow } from '../rows.js';
 import type { ActivationInput, VersionFilter } from '../types.js';
-import { clampLimit } from './db.js';
+import { clampLimit } from '../shared.js';
 import { SqlDb } from './db.js';
 
 export class VersionTables extends SqlDb {
