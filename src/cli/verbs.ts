@@ -28,6 +28,7 @@ const VERBS: Record<string, () => Promise<VerbModule>> = {
   pipeline: () => import('./pipeline/index.js'),
   canary: () => import('./canary/index.js'),
   experiment: () => import('./experiment/index.js'),
+  'migrate-store': () => import('./migrate-store/index.js'),
 };
 
 /** Register `verb` alone when it is a known verb, else every verb (help, unknown command). */

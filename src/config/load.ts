@@ -11,6 +11,7 @@ import { cardChecksum } from '../domain/card.js';
 import { DEFAULTS } from '../defaults.js';
 import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
+import { storeConfig } from './store.js';
 import { fromSnakeFaults } from './sim-faults.js';
 import { normalizeTimeSharing, standbySlots } from './time-sharing.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
@@ -296,6 +297,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
   const g = raw.gateway;
   return {
     server: { listen: raw.server.listen, adminListen: raw.server.admin_listen, dataDir: raw.server.data_dir },
+    store: storeConfig(raw.store),
     auth: { tokens },
     gpus,
     gateway: {
@@ -409,7 +411,13 @@ export function parseConfig(value: unknown, opts: { source?: string; doc?: Docum
   if (opts.source) {
     // relative directories are relative to the file that names them
     const at = (p: string): string => (path.isAbsolute(p) ? p : path.resolve(path.dirname(opts.source as string), p));
-    cfg = { ...cfg, source: opts.source, server: { ...cfg.server, dataDir: at(cfg.server.dataDir) }, cache: { ...cfg.cache, dir: at(cfg.cache.dir) } };
+    cfg = {
+      ...cfg,
+      source: opts.source,
+      server: { ...cfg.server, dataDir: at(cfg.server.dataDir) },
+      cache: { ...cfg.cache, dir: at(cfg.cache.dir) },
+      store: storeConfig(res.data.store, at),
+    };
   }
   return deepFreeze(cfg);
 }

@@ -2,6 +2,8 @@
 import type { ProviderConfig, SimFaults, SimSettings, VersionConfig } from '../domain/spec.js';
 import type { DegradationConfig, TierConfig } from './admission.js';
 import type { TimeShareConfig } from './time-sharing.js';
+import type { StoreConfig } from './store.js';
+export type { EtcdStoreConfig, StoreConfig } from './store.js';
 
 export type { DegradationConfig, TierConfig, TimeShareConfig };
 
@@ -205,6 +207,8 @@ export interface GlidepathConfig {
   /** Absolute path of the file it came from, when it came from a file. */
   readonly source?: string | undefined;
   readonly server: { readonly listen: string; readonly adminListen: string; readonly dataDir: string };
+  /** Where state lives: SQLite in `dataDir` (default) or etcd (cluster mode). */
+  readonly store: StoreConfig;
   readonly auth: { readonly tokens: readonly TokenConfig[] };
   readonly gpus: readonly GpuConfig[];
   readonly gateway: GatewayConfig;

@@ -8,7 +8,7 @@ import type { DegradationListener } from '../gateway/admission.js';
 import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
 import type { ListeningServer } from '../gateway/server.js';
 import { Providers } from '../providers/index.js';
-import { openStore } from '../store/sqlite.js';
+import { openConfiguredStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 import { Authenticator, bootstrapTokens } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
@@ -35,7 +35,7 @@ export interface App {
 
 export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: (m: string) => void; providers?: Providers } = {}): Promise<App> {
   const say = opts.onProgress ?? (() => undefined);
-  const store = openStore(cfg.server.dataDir);
+  const { store } = await openConfiguredStore(cfg);
   const telemetry = new Telemetry(cfg.telemetry);
   // the control plane hears of degradation changes (events, audit), and exists after the data plane
   let degradationChanged: DegradationListener = () => undefined;

@@ -117,6 +117,8 @@ export const CONTROL = {
       dialTimeoutMs: 3_000,
       /** etcd's own `--max-txn-ops` default: the most writes one commit carries. */
       maxTxnOps: 128,
+      /** The leader's lease: a dead leader's controllers move to another replica within it. */
+      leaseTtlS: 5,
     },
   },
 } as const;

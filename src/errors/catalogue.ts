@@ -425,7 +425,16 @@ export const CATALOGUE = {
     'The database failed (disk full, read-only, I/O error, corruption), or etcd cannot be reached or refused the call.',
     'Fix the disk; restore from a backup if corrupt. With etcd: check `store.endpoints`, its health, credentials.',
   ],
-  store_tx_too_large: [503, "A store transaction writes more keys than one etcd transaction takes (etcd's `--max-txn-ops`, `store.max_txn_ops`).", 'Raise both; report it.'],
+  store_not_empty: [
+    409,
+    'migrate-store was pointed at an etcd prefix that already holds Glidepath state.',
+    'Pick an empty `store.prefix`, or delete the old keys first.',
+  ],
+  store_tx_too_large: [
+    503,
+    "A store transaction writes more keys than one etcd transaction takes (etcd's `--max-txn-ops`, `store.max_txn_ops`).",
+    'Raise both; report it.',
+  ],
   store_closed: [503, 'A store call after the store was closed (during shutdown).', 'Nothing; the process is stopping.'],
   store_tx_misuse: [503, 'A transaction handle used after its transaction ended, or beside its own nested transaction.', 'A bug; report it.'],
 

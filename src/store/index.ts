@@ -6,3 +6,7 @@ export { Registry } from './registry.js';
 export type { ChangeOptions, PromoteOptions, RollbackOptions, SeedReport, SwitchResult } from './registry.js';
 export { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations/index.js';
 export type { Migration } from './migrations/index.js';
+export { openConfiguredStore } from './open.js';
+export type { OpenedStore } from './open.js';
+export { KvStore, openKvStore } from './kv/store.js';
+export { EtcdKv } from './kv/etcd.js';

@@ -29,6 +29,10 @@ import type {
   WorkerRecord,
 } from './types.js';
 
+import { parse, rowToActive, rowToAudit, rowToRollout, rowToRolloutEvent, rowToTransition, rowToVersion } from './rows.js';
+import type { ActiveRow, AuditRow, RolloutEventRow, RolloutRow, TransitionRow, VersionRow } from './rows.js';
+import type { StoreDump } from './dump.js';
+
 export type { SqliteOptions } from './sqlite/db.js';
 
 /** The synchronous tables: all the SQL. Only the async store below (and the store's own tests of migrations) touch it. */
@@ -36,6 +40,27 @@ export class SqliteTables extends AdminTables {
   /** Open (creating if needed) and migrate. UnavailableError `store_open_failed` / `store_schema_too_new`. */
   static open(opts: SqliteOptions = {}): SqliteTables {
     return SqliteTables.openWith(opts, (db, location) => new SqliteTables(db, location));
+  }
+
+  /** Every record, in the order written (migrate-store). */
+  dump(): StoreDump {
+    const all = <R>(sql: string): R[] => this.stmt(sql).all() as R[];
+    return {
+      versions: all<VersionRow>('SELECT * FROM versions ORDER BY model, registered_at, id').map(rowToVersion),
+      transitions: all<TransitionRow>('SELECT * FROM version_transitions ORDER BY seq').map(rowToTransition),
+      active: all<ActiveRow>('SELECT * FROM active_history ORDER BY seq').map(rowToActive),
+      routes: this.listRoutes(),
+      rollouts: all<RolloutRow>('SELECT * FROM rollouts ORDER BY created_at, id').map(rowToRollout),
+      events: all<RolloutEventRow>('SELECT * FROM rollout_events ORDER BY seq').map(rowToRolloutEvent),
+      gpus: this.listGpuAssignments(),
+      workers: this.listWorkers(),
+      audit: all<AuditRow>('SELECT * FROM audit ORDER BY id').map(rowToAudit),
+      tokens: this.listTokens(),
+      settings: all<{ key: string; value: string }>('SELECT key, value FROM settings ORDER BY key').map((r) => ({
+        key: r.key,
+        value: parse<unknown>(r.value),
+      })),
+    };
   }
 }
 
@@ -235,6 +260,11 @@ export class SqliteStore extends SqliteOps implements Store {
 
   schemaVersion(): Promise<number> {
     return this.run((d) => d.schemaVersion());
+  }
+
+  /** Every record (migrate-store). */
+  dump(): Promise<StoreDump> {
+    return this.run((d) => d.dump());
   }
 
   protected run<T>(f: (d: SqliteTables) => T): Promise<T> {

@@ -12,6 +12,8 @@ import { getJson, K, putJson } from './keys.js';
 import { KvLayer } from './layer.js';
 import type { KvIo } from './layer.js';
 import { KvTables, pruneAuditSome } from './tables.js';
+import { assertEmpty, dumpKv, restoreWrites } from './dump.js';
+import type { StoreDump } from '../dump.js';
 
 /** The key layout's version (keys.ts); a store written by a newer layout is refused. */
 export const KV_SCHEMA_VERSION = 1;
@@ -123,6 +125,30 @@ export class KvStore extends KvTables implements Store {
       total += n;
       if (n < batch) return total;
     }
+  }
+
+  /** Every record, from one snapshot (migrate-store). */
+  dump(): Promise<StoreDump> {
+    return this.call((io) => dumpKv(io));
+  }
+
+  /**
+   * Write a dump into this store, which must be empty (ConflictError `store_not_empty`): in commits of at
+   * most `max_txn_ops` keys, so a large audit log fits; `onProgress` hears how many keys are written.
+   */
+  async restore(d: StoreDump, onProgress: (written: number, total: number) => void = () => undefined): Promise<number> {
+    await this.call((io) => assertEmpty(io, this.location));
+    const writes = restoreWrites(d);
+    const batch = Math.max(1, this.kv.maxWrites - 1);
+    for (let i = 0; i < writes.length; i += batch) {
+      const part = writes.slice(i, i + batch);
+      await this.call((io) => {
+        for (const [k, v] of part) io.put(k, v);
+        return Promise.resolve();
+      });
+      onProgress(Math.min(i + batch, writes.length), writes.length);
+    }
+    return writes.length;
   }
 
   /** After the calls queued before it; refused once the store is closed. */
