@@ -110,7 +110,7 @@ function isOurs(r: WorkerRecord): boolean {
 }
 
 /** The kv role a worker record keeps in its info (anything else: none). */
-function kvRoleOf(info: Record<string, unknown> | undefined): KvRole | undefined {
+export function kvRoleOf(info: Record<string, unknown> | undefined): KvRole | undefined {
   const r = info?.kvRole;
   return r === 'prefill' || r === 'decode' ? r : undefined;
 }

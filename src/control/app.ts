@@ -1,12 +1,13 @@
 // The composition root: config → store → telemetry → data plane → providers → control plane →
 // ports → controllers → listeners. Everything is built per App: two Apps in one process share nothing.
+// With `store: {kind: etcd}` the same parts make a cluster replica instead (cluster.ts).
 import { httpAdapterLoader } from '../providers/lora.js';
 import type { GlidepathConfig } from '../config/types.js';
 import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
 import type { DegradationListener } from '../gateway/admission.js';
 import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
-import type { ListeningServer } from '../gateway/server.js';
+import type { ClosableServer, ListeningServer } from '../gateway/server.js';
 import { Providers } from '../providers/index.js';
 import { openConfiguredStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
@@ -33,57 +34,111 @@ export interface App {
   close(opts?: { stopWorkers?: boolean }): Promise<void>;
 }
 
-export async function startGlidepath(cfg: GlidepathConfig, opts: { onProgress?: (m: string) => void; providers?: Providers } = {}): Promise<App> {
-  const say = opts.onProgress ?? (() => undefined);
-  const { store } = await openConfiguredStore(cfg);
+export interface StartOptions {
+  onProgress?: (m: string) => void;
+  providers?: Providers;
+}
+
+/** The data plane and its telemetry; `degradation` is where its level changes go once the control plane exists. */
+export function buildDataPlane(cfg: GlidepathConfig): { dp: DataPlane; onDegradation: (l: DegradationListener) => void } {
   const telemetry = new Telemetry(cfg.telemetry);
-  // the control plane hears of degradation changes (events, audit), and exists after the data plane
   let degradationChanged: DegradationListener = () => undefined;
   const dp = new DataPlane(cfg.gateway, telemetry, { onDegradation: (m, c) => degradationChanged(m, c), adapterLoader: httpAdapterLoader });
+  return { dp, onDegradation: (l) => (degradationChanged = l) };
+}
+
+/** The control side over a data plane: booted from the store (or the config), controllers running, and an admin server not yet listening. */
+export interface Control {
+  cp: ControlPlane;
+  ports: ControllerPorts;
+  controllers: Controllers;
+  adminServer: ClosableServer;
+  adminTokenHint: string;
+}
+
+/**
+ * Boot the control plane over `dp` and start its controllers. `ready` runs once the fleet is up and before
+ * the controllers run (the single process starts listening there). On failure, what started is stopped.
+ */
+export async function startControl(
+  cfg: GlidepathConfig,
+  store: Store,
+  built: ReturnType<typeof buildDataPlane>,
+  opts: StartOptions & { ready?: () => Promise<void>; created?: (cp: ControlPlane) => void } = {},
+): Promise<Control> {
+  const say = opts.onProgress ?? (() => undefined);
+  const { dp } = built;
   const cp = new ControlPlane(cfg, store, dp, opts.providers ?? new Providers());
-  degradationChanged = (m, c) => cp.degradationChanged(m, c);
+  // the caller decides what a failed start leaves behind (its workers stopped, or serving)
+  opts.created?.(cp);
+  built.onDegradation((m, c) => cp.degradationChanged(m, c));
   const ports = controlPorts(cp);
   const controllers = buildControllers(cfg, ports, dp);
-  let data: ListeningServer | undefined;
-  let admin: ListeningServer | undefined;
   try {
     const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
     await cp.boot(say);
     for (const m of cfg.models) dp.setAdmission(m.name, m.tiers, m.degradation);
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));
     await controllers.beforeServing();
-    const d = parseHostPort(cfg.server.listen);
-    data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
-    const a = parseHostPort(cfg.server.adminListen);
     const auth = await Authenticator.load(store);
-    admin = await startListening(createAdminServer({ cp, controllers }, auth, cfg.limits.admin), a.host, a.port);
+    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin);
+    await opts.ready?.();
     await controllers.run();
-    const dataS = data;
+    return { cp, ports, controllers, adminServer, adminTokenHint };
+  } catch (err) {
+    controllers.shutdown();
+    throw err;
+  }
+}
+
+export async function startGlidepath(cfg: GlidepathConfig, opts: StartOptions = {}): Promise<App> {
+  const { store } = await openConfiguredStore(cfg);
+  const built = buildDataPlane(cfg);
+  const { dp } = built;
+  let data: ListeningServer | undefined;
+  let admin: ListeningServer | undefined;
+  let control: Control | undefined;
+  let cp: ControlPlane | undefined;
+  try {
+    control = await startControl(cfg, store, built, {
+      ...opts,
+      created: (c) => (cp = c),
+      ready: async () => {
+        const d = parseHostPort(cfg.server.listen);
+        data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
+      },
+    });
+    const a = parseHostPort(cfg.server.adminListen);
+    admin = await startListening(control.adminServer, a.host, a.port);
+    const dataS = data as unknown as ListeningServer;
     const adminS = admin;
+    const { controllers } = control;
+    const plane = control.cp;
     return {
       cfg,
-      cp,
-      ports,
+      cp: plane,
+      ports: control.ports,
       controllers,
       store,
       data: dataS,
       admin: adminS,
       dataUrl: dataS.url,
       adminUrl: adminS.url,
-      adminTokenHint,
+      adminTokenHint: control.adminTokenHint,
       async close(o = {}) {
         controllers.shutdown();
         await adminS.close();
         await dataS.close();
-        await cp.shutdown(o.stopWorkers ?? true);
+        await plane.shutdown(o.stopWorkers ?? true);
         await store.close();
       },
     };
   } catch (err) {
-    controllers.shutdown();
+    control?.controllers.shutdown();
     await admin?.close();
     await data?.close();
-    await cp.shutdown(true).catch(() => undefined);
+    if (cp) await cp.shutdown(true).catch(() => undefined);
+    else await dp.close().catch(() => undefined);
     await store.close();
     throw err;
   }

@@ -31,7 +31,7 @@ export interface Actor {
 
 const CONTROLLER: Actor = { name: 'controller' };
 
-type StoredRouteSpec = StoredRoute & RouteSpec;
+export type StoredRouteSpec = StoredRoute & RouteSpec;
 
 export class ControlPlane {
   readonly registry: Registry;
@@ -157,7 +157,8 @@ export class ControlPlane {
 
   /** The data plane is the truth for this process's routes: the stored one is replaced whatever its revision. */
   private persistRoute(route: RouteSnapshot): Promise<void> {
-    const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: route.revision };
+    // when this process swapped it: a cluster follower measures how long the route took to reach it
+    const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: route.revision, publishedAt: Date.now() };
     return this.store.tx(async (t) => {
       const stored = await t.getRoute(route.model);
       await t.putRoute(rec, stored ? stored.revision : 0);
@@ -189,12 +190,14 @@ export class ControlPlane {
       const spec: RouteSpec = first
         ? { model: m.name, weights: m.route.weights, overrides: m.route.overrides, stickySalt: m.route.stickySalt, shadow: m.route.shadow }
         : storedToSpec(stored);
-      this.dp.addModel({
-        model: m.name,
-        versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })),
-        // a placeholder until workers are up; replaced below before anything is served
-        route: { model: m.name, weights: { [Object.keys(spec.weights)[0] ?? versions[0]?.id ?? '']: 1 } },
-      });
+      // a replica taking over leadership already serves the model (its mirror built it from the store): kept as it is
+      if (!this.dp.models.has(m.name))
+        this.dp.addModel({
+          model: m.name,
+          versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })),
+          // a placeholder until workers are up; replaced below before anything is served
+          route: { model: m.name, weights: { [Object.keys(spec.weights)[0] ?? versions[0]?.id ?? '']: 1 } },
+        });
       // loading interrupted by a crash cannot be trusted: mark failed (the operator redeploys)
       for (const v of versions.filter((x) => x.status === 'loading' && !rolling.has(`${m.name}/${x.id}`))) {
         await this.registry.transition(
@@ -350,6 +353,7 @@ function describeWeights(r: RouteSnapshot): string {
     .join(', ');
 }
 
-function storedToSpec(s: StoredRouteSpec): RouteSpec {
+/** A stored route as the data plane takes it. */
+export function storedToSpec(s: StoredRouteSpec): RouteSpec {
   return { model: s.model, weights: s.weights, stable: s.stable, overrides: s.overrides, stickySalt: s.stickySalt, shadow: s.shadow };
 }

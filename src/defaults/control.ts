@@ -93,6 +93,11 @@ export const CONTROL = {
     },
   },
 
+  cluster: {
+    /** A follower forwarding an admin call waits this long for the leader's answer to begin. */
+    forwardHeadersTimeoutMs: 30_000,
+  },
+
   store: {
     /** SQLite file inside the data directory. */
     fileName: 'glidepath.db',

@@ -430,6 +430,16 @@ export const CATALOGUE = {
     'migrate-store was pointed at an etcd prefix that already holds Glidepath state.',
     'Pick an empty `store.prefix`, or delete the old keys first.',
   ],
+  no_leader: [
+    503,
+    'Cluster mode: an admin call reached a replica while no replica leads (an election is under way, or etcd is unreachable).',
+    'Retry after a few seconds (the lease TTL).',
+  ],
+  leader_unreachable: [
+    502,
+    "Cluster mode: the replica could not forward an admin call to the leader's admin API.",
+    'Retry; check that the replicas reach each other on `admin_listen`.',
+  ],
   store_tx_too_large: [
     503,
     "A store transaction writes more keys than one etcd transaction takes (etcd's `--max-txn-ops`, `store.max_txn_ops`).",

@@ -99,6 +99,26 @@ export class GatewayMetrics {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
+  /** Cluster mode (docs/cluster.md): how long a route took from the leader's swap to this replica's. */
+  readonly routePropagation = new Histogram({
+    name: 'glidepath_cluster_route_propagation_seconds',
+    help: "Cluster mode: time from the leader's route swap to this follower's, by model (clocks of both machines).",
+    labelNames: ['model'] as const,
+    buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  /** Cluster mode: 1 while this replica leads (runs the controllers), 0 while it follows. */
+  readonly clusterLeader = new Gauge({
+    name: 'glidepath_cluster_leader',
+    help: 'Cluster mode: 1 while this replica leads (runs the control plane and the controllers), 0 while it follows.',
+    registers: [this.registry],
+  });
+  /** Cluster mode: 1 while this replica's watch on etcd is connected. */
+  readonly clusterStoreConnected = new Gauge({
+    name: 'glidepath_cluster_store_connected',
+    help: 'Cluster mode: 1 while this replica is connected to etcd; 0: it serves its last routes and refuses admin writes.',
+    registers: [this.registry],
+  });
   readonly splitRequests = new ArrayCounter({
     name: 'glidepath_split_requests_total',
     help: 'Requests assigned to each version by the splitter, by reason (header, override, sticky, weighted): the actual share.',

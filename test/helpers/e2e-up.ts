@@ -138,6 +138,8 @@ export async function startUp(opts: {
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
   nofile?: number;
+  /** The admin token (a token from the config), instead of the generated one in the data directory. */
+  token?: string;
 }): Promise<UpProcess> {
   const args = [
     ...GATEWAY_NODE_FLAGS,
@@ -181,7 +183,7 @@ export async function startUp(opts: {
   });
   const dataUrl = urls[1] as string;
   const adminUrl = urls[2] as string;
-  const token = readFileSync(path.join(opts.dataDir, 'admin-token'), 'utf8').trim();
+  const token = opts.token ?? readFileSync(path.join(opts.dataDir, 'admin-token'), 'utf8').trim();
   const admin = async <T>(method: string, p: string, body?: unknown): Promise<AdminReply<T>> => {
     const res = await request(`${adminUrl}/admin/v1${p}`, {
       method,
@@ -217,8 +219,15 @@ export async function startUp(opts: {
       return exited;
     },
   };
-  const ws = await up.ok<WorkerView[]>('GET', '/workers');
-  trackWorkerPids(ws.map((w) => w.pid));
+  // a cluster replica serves before any replica leads: its admin calls are answered once one does
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  let ws = await admin<WorkerView[]>('GET', '/workers');
+  while (ws.status === 503 && JSON.stringify(ws.body).includes('no_leader') && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    ws = await admin<WorkerView[]>('GET', '/workers');
+  }
+  if (ws.status !== 200) throw new Error(`GET /workers answered ${ws.status}: ${JSON.stringify(ws.body)}`);
+  trackWorkerPids(ws.body.map((w) => w.pid));
   return up;
 }
 

@@ -6,6 +6,7 @@ import { loadConfigFile } from '../../config/load.js';
 import type { GlidepathConfig } from '../../config/types.js';
 import { UsageError } from '../output.js';
 import { startGlidepath } from '../../control/app.js';
+import { startReplica } from '../../control/cluster.js';
 import { parseHostPort } from '../../gateway/server.js';
 import { missingNodeFlags } from './node-flags.js';
 import { checkListenAddresses, explainListenError, listenersOf } from './listen-check.js';
@@ -65,15 +66,19 @@ export function register(program: Command): void {
       // before loading a single worker: a taken port is found now, not after every worker warmed up
       const listeners = listenersOf(cfg);
       await checkListenAddresses(listeners);
-      const app = await startGlidepath(cfg, { onProgress: say }).catch((err: unknown) => {
-        throw explainListenError(listeners, err);
-      });
-      say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${cfg.server.dataDir}`);
+      const start = cfg.store.kind === 'etcd' ? startReplica : startGlidepath;
+      const app: { dataUrl: string; adminUrl: string; close(o: { stopWorkers: boolean }): Promise<void> } = await start(cfg, { onProgress: say }).catch(
+        (err: unknown) => {
+          throw explainListenError(listeners, err);
+        },
+      );
+      const state = cfg.store.kind === 'etcd' ? `${cfg.store.endpoints.join(',')} ${cfg.store.prefix}` : cfg.server.dataDir;
+      say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${state}`);
       const model = cfg.models[0]?.name ?? 'model';
       process.stdout.write(
         `\nTry it:\n  curl -s ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'\n\n`,
       );
-      process.stdout.write(`Admin token: ${app.adminTokenHint}\n`);
+      if ('adminTokenHint' in app) process.stdout.write(`Admin token: ${String(app.adminTokenHint)}\n`);
       let stopping = false;
       const stop = (sig: string) => {
         if (stopping) {

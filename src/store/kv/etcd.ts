@@ -72,7 +72,10 @@ export class EtcdKv implements KvBackend {
       return await f();
     } catch (err) {
       if (err instanceof GlidepathError) throw err;
-      throw new UnavailableError('store_unavailable', `${this.location}: ${(err as Error).message}`, { cause: err });
+      const m = (err as Error).message;
+      // etcd3's circuit breaker: after consecutive failures it refuses calls for a few seconds
+      const why = /circuit breaker is open/i.test(m) ? 'unreachable (its last calls failed; the next try is in a few seconds)' : m;
+      throw new UnavailableError('store_unavailable', `${this.location}: ${why}`, { cause: err });
     }
   }
 

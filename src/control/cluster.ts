@@ -1,0 +1,200 @@
+// A cluster replica (`store: {kind: etcd}`, docs/cluster.md). Every replica serves the data plane and
+// the admin API. One elected leader runs the control plane and the controllers. The other replicas
+// mirror the store into their data planes and forward admin calls to the leader. A replica that wins
+// the election boots the control plane over the data plane it already serves: adopting the workers,
+// resuming the rollouts from the store. No listener moves and no request is dropped. One that loses its
+// lease stops its controllers at once and serves on as a follower.
+import { createServer as createNetServer } from 'node:net';
+import type { Socket } from 'node:net';
+import { hostname } from 'node:os';
+import type { GlidepathConfig } from '../config/types.js';
+import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
+import type { ClosableServer, ListeningServer } from '../gateway/server.js';
+import { openConfiguredStore } from '../store/open.js';
+import { EtcdCoordination } from '../store/kv/coordination.js';
+import type { Leadership } from '../store/kv/coordination.js';
+import type { Store } from '../store/types.js';
+import { createAdminServer } from '../api/server.js';
+import { Authenticator } from '../api/auth.js';
+import { buildDataPlane, startControl } from './app.js';
+import type { Control, StartOptions } from './app.js';
+import { buildControllers } from './controllers.js';
+import { createForwarder } from './forward.js';
+import { Mirror } from './mirror.js';
+import type { ControlPlane } from './plane.js';
+
+export type ReplicaRole = 'follower' | 'leader';
+
+export interface Replica {
+  cfg: GlidepathConfig;
+  store: Store;
+  /** This replica's name in the election and its status. */
+  name: string;
+  dataUrl: string;
+  adminUrl: string;
+  role(): ReplicaRole;
+  /** The leader's admin URL, as the election says (undefined while there is none). */
+  leader(): string | undefined;
+  /** The control side while this replica leads (or led: its control plane stays with its workers). */
+  control(): Control | undefined;
+  close(opts?: { stopWorkers?: boolean }): Promise<void>;
+}
+
+export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}): Promise<Replica> {
+  if (cfg.store.kind !== 'etcd') throw new Error('startReplica needs store: {kind: etcd}');
+  const say = opts.onProgress ?? (() => undefined);
+  const { store, etcd } = await openConfiguredStore(cfg);
+  if (!etcd) throw new Error('an etcd store has an etcd connection');
+  const name = cfg.store.replica ?? `${hostname()}-${process.pid}`;
+  const coord = new EtcdCoordination(etcd, cfg.store.leaseTtlS);
+  const built = buildDataPlane(cfg);
+  const { dp } = built;
+  const stops: (() => Promise<void>)[] = [];
+  let mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
+  let role: ReplicaRole = 'follower';
+  let leaderUrl: string | undefined;
+  let control: Control | undefined;
+  let cp: ControlPlane | undefined;
+  let leadership: Leadership | undefined;
+  let closed = false;
+  let connected = true;
+  dp.telemetry.metrics.clusterStoreConnected.set(1);
+  dp.telemetry.metrics.clusterLeader.set(0);
+  let data: ListeningServer | undefined;
+  let admin: ListeningServer | undefined;
+
+  try {
+    // watch first, then read: a change between the two is applied twice, never missed
+    stops.push(
+      await coord.watch(
+        ['routes', 'versions', 'workers'],
+        (c) => mirror.changed(c),
+        (up) => {
+          if (up === connected) return;
+          connected = up;
+          // back after an outage: what changed meanwhile is read again (a follower's mirror; a leader's is stopped)
+          if (up) void mirror.syncAll();
+          dp.telemetry.metrics.clusterStoreConnected.set(up ? 1 : 0);
+          say(
+            up ? `glidepath: ${name} reconnected to etcd` : `glidepath: ${name} LOST etcd: serving the last routes; admin writes are refused until it is back`,
+          );
+        },
+      ),
+    );
+    await mirror.syncAll();
+    const d = parseHostPort(cfg.server.listen);
+    data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
+    // the admin port: forwarded to the leader while following, this replica's own admin server while leading
+    const forwarder = createForwarder(
+      () => leaderUrl,
+      () => admin?.url,
+    );
+    let target: ClosableServer = forwarder;
+    const front = createNetServer((socket: Socket) => target.emit('connection', socket));
+    front.on('close', () => {
+      forwarder.close();
+      control?.adminServer.close();
+    });
+    const a = parseHostPort(cfg.server.adminListen);
+    admin = await startListening(Object.assign(front, { closeAllConnections: () => forwarder.closeAllConnections() }), a.host, a.port);
+    const adminUrl = admin.url;
+    stops.push(await coord.observe((v) => (leaderUrl = v)));
+
+    let taking = false;
+    const lead = async (): Promise<void> => {
+      if (closed || role === 'leader' || taking) return;
+      taking = true;
+      await takeOver().finally(() => (taking = false));
+    };
+    const takeOver = async (): Promise<void> => {
+      say(`glidepath: ${name} leads the cluster: starting the control plane`);
+      await mirror.stop();
+      try {
+        if (!control) {
+          control = await startControl(cfg, store, built, { ...opts, created: (c) => (cp = c) });
+        } else {
+          // led before, lost the lease, leads again: the same control plane, fresh controllers
+          const controllers = buildControllers(cfg, control.ports, dp);
+          const auth = await Authenticator.load(store);
+          control = { ...control, controllers, adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin) };
+          await controllers.run();
+        }
+        role = 'leader';
+        dp.telemetry.metrics.clusterLeader.set(1);
+        target = control.adminServer;
+        say(`glidepath: ${name} is the leader`);
+      } catch (err) {
+        say(`glidepath: ${name} could not take over as leader: ${(err as Error).message}; following again`);
+        control?.controllers.shutdown();
+        await follow();
+        await leadership?.resign();
+        campaign();
+      }
+    };
+    const follow = async (): Promise<void> => {
+      role = 'follower';
+      dp.telemetry.metrics.clusterLeader.set(0);
+      target = forwarder;
+      mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
+      await mirror.syncAll();
+    };
+    // one campaign at a time: a failed campaign reports every error it meets, but stands again once
+    let standing = 0;
+    const campaign = (): void => {
+      if (closed) return;
+      const mine = ++standing;
+      leadership = coord.campaign(adminUrl, {
+        elected: () => {
+          if (mine === standing) void lead();
+        },
+        lost: (err, wasLeader) => {
+          if (closed || mine !== standing) return;
+          standing++; // this campaign is over: later errors of it are ignored
+          if (wasLeader && role === 'leader') {
+            say(`glidepath: ${name} LOST LEADERSHIP (${err.message}): controllers stopped; serving as a follower`);
+            control?.controllers.shutdown();
+            // clients kept alive on its admin server would still reach a control plane that no longer leads
+            control?.adminServer.closeAllConnections();
+            void follow();
+          }
+          setTimeout(campaign, 1_000).unref();
+        },
+      });
+    };
+    campaign();
+    say(`glidepath: ${name} joined the cluster at ${etcd.location} as a follower; campaigning for leader`);
+
+    const dataS = data;
+    const adminS = admin;
+    return {
+      cfg,
+      store,
+      name,
+      dataUrl: dataS.url,
+      adminUrl,
+      role: () => role,
+      leader: () => leaderUrl,
+      control: () => control,
+      async close(o = {}) {
+        closed = true;
+        await mirror.stop();
+        control?.controllers.shutdown();
+        await leadership?.resign();
+        for (const s of stops) await s();
+        await adminS.close();
+        await dataS.close();
+        if (cp) await cp.shutdown(o.stopWorkers ?? true);
+        else await dp.close();
+        await store.close();
+      },
+    };
+  } catch (err) {
+    closed = true;
+    for (const s of stops) await s().catch(() => undefined);
+    await admin?.close();
+    await data?.close();
+    await dp.close().catch(() => undefined);
+    await store.close();
+    throw err;
+  }
+}

@@ -1,0 +1,65 @@
+// A follower replica's admin API: every call forwarded to the leader's admin API as it came (method,
+// path, headers, body; the answer streamed back, the event stream included), so any replica takes admin
+// calls. The leader authenticates and authorises them. No leader: 503 `no_leader`; a leader that cannot be
+// reached: 502 `leader_unreachable`. Connections are not kept alive: a replica's role can change between calls.
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import { request } from 'undici';
+import { DEFAULTS } from '../defaults.js';
+import { errorBody, UnavailableError, UpstreamError } from '../errors.js';
+import type { GlidepathError } from '../errors.js';
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and the ones the forwarder sets itself. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+
+function forwardable(h: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined && !HOP.has(k.toLowerCase())) out[k] = v;
+  return out;
+}
+
+function fail(res: ServerResponse, e: GlidepathError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = errorBody(e);
+  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': '1' });
+  res.end(body);
+}
+
+/** `leader()`: the leader's admin URL now; `self()`: this replica's (a call is never forwarded to itself). */
+export function createForwarder(leader: () => string | undefined, self: () => string | undefined): Server {
+  return createServer((req: IncomingMessage, res: ServerResponse) => {
+    // one call per connection: once this replica leads, the client's next connection reaches its own admin server
+    res.shouldKeepAlive = false;
+    const to = leader();
+    if (to === undefined || to === self()) {
+      req.resume();
+      fail(res, new UnavailableError('no_leader', 'no replica leads the cluster right now (an election is under way, or etcd is unreachable); retry'));
+      return;
+    }
+    void forward(to, req, res).catch((err: unknown) => {
+      fail(res, new UpstreamError('leader_unreachable', `could not forward to the leader at ${to}: ${(err as Error).message}`));
+    });
+  });
+}
+
+async function forward(to: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const len = req.headers['content-length'];
+  const headers = forwardable(req.headers);
+  if (len !== undefined) headers['content-length'] = len;
+  const r = await request(new URL(req.url ?? '/', to), {
+    method: (req.method ?? 'GET') as 'GET',
+    headers,
+    body: hasBody ? req : undefined,
+    headersTimeout: DEFAULTS.cluster.forwardHeadersTimeoutMs,
+    // the event stream stays open as long as the client keeps it
+    bodyTimeout: 0,
+  });
+  res.writeHead(r.statusCode, { ...forwardable(r.headers), 'x-glidepath-leader': to });
+  res.on('close', () => r.body.destroy());
+  await pipeline(r.body, res).catch(() => undefined);
+}

@@ -1,0 +1,252 @@
+// Cluster mode end to end (docs/cluster.md): three `glidepath up` replicas on one real etcd. Every
+// replica serves; admin calls made on any replica reach the leader; a route change made anywhere reaches
+// every replica's data plane by watch (propagation measured, and the time from `rollback --instant` to the
+// last replica serving the standby); kill -9 of the leader under load: another replica takes over within
+// the lease and adopts the fleet, the followers' clients see no failure; etcd stopped for 10 s: traffic
+// flows on the last routes, admin writes are refused with a clear error, and all resumes when it is back.
+// Numbers go to bench/results/cluster.json with GLIDEPATH_RECORD_ACCEPTANCE=1 (`npm run bench:cluster`).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { request } from 'undici';
+import { etcdInstalled, itWithEtcd, startEtcd } from '../helpers/etcd.js';
+import type { EtcdServer } from '../helpers/etcd.js';
+import { cleanupAll, ensureBuilt, removeDir, ROOT, startUp, streamChat, tempDir } from '../helpers/e2e-up.js';
+import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
+
+const TOKEN = 'cluster-e2e-token-0123456789abcdef';
+const RECORD = process.env.GLIDEPATH_RECORD_ACCEPTANCE === '1';
+const REPORT = RECORD ? path.join(ROOT, 'bench/results/cluster.json') : path.join(os.tmpdir(), 'glidepath-cluster.json');
+const report: Record<string, unknown> = {};
+
+let etcd: EtcdServer;
+let dir: string;
+const replicas: UpProcess[] = [];
+
+function config(i: number): string {
+  return [
+    `server: { data_dir: ${JSON.stringify(path.join(dir, `data${i}`))} }`,
+    `auth: { tokens: [ { name: ops, role: admin, token: ${TOKEN} } ] }`,
+    `store: { kind: etcd, endpoints: ["${etcd.endpoint}"], prefix: /cluster-e2e, replica: r${i}, lease_ttl_s: 2 }`,
+    'gpus: { count: 4, memory_gb: 80 }',
+    'models:',
+    '  - name: chat',
+    '    versions:',
+    '      - { id: v1, replicas: 2, provider: { kind: sim, sim: { seed: 1, inter_token_ms: 5, jitter: 0 } } }',
+    '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 2, inter_token_ms: 5, jitter: 0 } } }',
+    '    route: { weights: { v1: 1 } }',
+    '',
+  ].join('\n');
+}
+
+async function start(i: number): Promise<UpProcess> {
+  const file = path.join(dir, `r${i}.yaml`);
+  writeFileSync(file, config(i));
+  mkdirSync(path.join(dir, `data${i}`), { recursive: true });
+  return startUp({ configFile: file, dataDir: path.join(dir, `data${i}`), token: TOKEN, timeoutMs: 60_000 });
+}
+
+/** The version one small request is served by on a replica (non-streaming). */
+async function servedBy(r: UpProcess): Promise<string> {
+  const res = await request(`${r.dataUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }),
+  });
+  await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`${r.dataUrl} answered ${res.statusCode}`);
+  return String(res.headers['x-glidepath-version'] ?? '');
+}
+
+/** Milliseconds from `t0` until the replica serves `version` (polled by requests: each poll is one request). */
+async function until(r: UpProcess, version: string, t0: number): Promise<number> {
+  for (;;) {
+    if ((await servedBy(r)) === version) return performance.now() - t0;
+    if (performance.now() - t0 > 10_000) throw new Error(`${r.dataUrl} still not serving ${version} after 10 s`);
+  }
+}
+
+/** The admin URL of the leader, as a follower's forwarding says. */
+async function leaderVia(r: UpProcess): Promise<string | undefined> {
+  const res = await r.admin('GET', '/models/chat/route');
+  return res.status === 200 ? String(res.headers['x-glidepath-leader'] ?? r.adminUrl) : undefined;
+}
+
+const round = (x: number): number => Math.round(x * 10) / 10;
+
+/** A follower's own propagation histogram (glidepath_cluster_route_propagation_seconds): count, sum, and the bucket holding its p99. */
+async function propagation(r: UpProcess): Promise<{ count: number; sum: number; p99: number }> {
+  const text = await (await request(`${r.dataUrl}/metrics`)).body.text();
+  const buckets = [...text.matchAll(/^glidepath_cluster_route_propagation_seconds_bucket\{le="([^"]+)",model="chat"\} (\S+)$/gm)].map((m) => ({
+    le: m[1] === '+Inf' ? Infinity : Number(m[1]),
+    n: Number(m[2]),
+  }));
+  const count = Number(/^glidepath_cluster_route_propagation_seconds_count\{model="chat"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+  const sum = Number(/^glidepath_cluster_route_propagation_seconds_sum\{model="chat"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+  return { count, sum, p99: buckets.find((b) => b.n >= 0.99 * count)?.le ?? Infinity };
+}
+
+const quantile = (xs: number[], q: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? NaN;
+};
+
+beforeAll(async () => {
+  if (!etcdInstalled()) return;
+  ensureBuilt();
+  dir = tempDir('cluster');
+  etcd = await startEtcd();
+  replicas.push(await start(1)); // the first one leads and loads the fleet
+  replicas.push(await start(2), await start(3));
+}, 120_000);
+
+afterAll(async () => {
+  for (const r of replicas) await r.kill('SIGTERM');
+  await etcd?.stop();
+  cleanupAll();
+  if (dir) removeDir(dir);
+  if (Object.keys(report).length > 0) writeFileSync(REPORT, `${JSON.stringify({ recorded_at: new Date().toISOString(), ...report }, null, 2)}\n`);
+}, 60_000);
+
+describe('cluster mode: three replicas on etcd', () => {
+  itWithEtcd(
+    'every replica serves; admin calls on a follower are answered by the leader',
+    async () => {
+      const [r1, r2, r3] = replicas as [UpProcess, UpProcess, UpProcess];
+      for (const r of replicas) expect(await servedBy(r)).toBe('v1');
+      expect(await leaderVia(r2)).toBe(r1.adminUrl);
+      expect(await leaderVia(r3)).toBe(r1.adminUrl);
+      const workers = await r3.ok<{ id: string }[]>('GET', '/workers');
+      expect(workers).toHaveLength(2);
+    },
+    60_000,
+  );
+
+  itWithEtcd(
+    'a route change made on any replica reaches every data plane by watch',
+    async () => {
+      const [, r2, r3] = replicas as [UpProcess, UpProcess, UpProcess];
+      await r3.ok('POST', '/models/chat/deploy', { version: 'v2' });
+      const lastReplica: number[] = [];
+      const perReplica: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        const to = i % 2 === 0 ? 'v2' : 'v1';
+        const via = replicas[i % 3] as UpProcess;
+        await via.ok('POST', '/models/chat/swap', { to, confirm: true });
+        const t0 = performance.now();
+        const times = await Promise.all(replicas.map((r) => until(r, to, t0)));
+        perReplica.push(...times);
+        lastReplica.push(Math.max(...times));
+      }
+      // rollback --instant (made on a follower) until the last replica serves the standby
+      const t0 = performance.now();
+      await r2.ok('POST', '/models/chat/rollback', { reason: 'e2e' });
+      const rollbackToLast = Math.max(...(await Promise.all(replicas.map((r) => until(r, 'v2', t0)))));
+      // what the followers measured themselves: leader's swap → their swap
+      const measured = await Promise.all(replicas.slice(1).map((r) => propagation(r)));
+      for (const m of measured) expect(m.count).toBeGreaterThanOrEqual(12);
+      report.propagation = {
+        replicas: 3,
+        changes: lastReplica.length + 1,
+        followers_measured: measured.map((m) => ({ count: m.count, mean_ms: round((m.sum / m.count) * 1000), p99_bucket_ms: m.p99 * 1000 })),
+        note: 'client view: ms from the admin call returning until a request to the replica is served by the new version, polled by back-to-back requests (each a few ms): an upper bound',
+        client_view_per_replica_p50_ms: round(quantile(perReplica, 0.5)),
+        client_view_per_replica_p99_ms: round(quantile(perReplica, 0.99)),
+        client_view_last_replica_p99_ms: round(quantile(lastReplica, 0.99)),
+        rollback_instant_to_last_replica_ms: round(rollbackToLast),
+      };
+      for (const r of replicas) expect(await servedBy(r)).toBe('v2');
+    },
+    120_000,
+  );
+
+  itWithEtcd(
+    'kill -9 of the leader under load: a follower takes over within the lease, the followers clients see no failure',
+    async () => {
+      const [r1, r2, r3] = replicas as [UpProcess, UpProcess, UpProcess];
+      let stop = false;
+      const results: StreamResult[] = [];
+      const followers = [r2, r3];
+      const load = Array.from({ length: 20 }, async (_, i) => {
+        while (!stop) results.push(await streamChat((followers[i % 2] as UpProcess).dataUrl, { model: 'chat', prompt: `load ${i}`, maxTokens: 24 }));
+      });
+      while (results.length < 20) await new Promise((r) => setImmediate(r));
+      const t0 = performance.now();
+      await r1.kill('SIGKILL');
+      let leader: string | undefined;
+      while (leader === undefined || leader === r1.adminUrl) {
+        leader = await leaderVia(r2).catch(() => undefined);
+        if (performance.now() - t0 > 30_000) throw new Error('no new leader within 30 s');
+      }
+      const takeover = performance.now() - t0;
+      // the new leader adopted the fleet: the same workers serve, nothing was reloaded
+      const workers = await r2.ok<{ id: string; version: string }[]>('GET', '/workers');
+      expect(workers.map((w) => w.version).sort()).toEqual(['v1', 'v1', 'v2']);
+      // and it acts: a swap through the other follower
+      await r3.ok('POST', '/models/chat/swap', { to: 'v1', confirm: true });
+      for (const r of followers) expect(await servedBy(r)).toBe('v1');
+      const before = results.length;
+      while (results.length < before + 40) await new Promise((r) => setImmediate(r));
+      stop = true;
+      await Promise.all(load);
+      const failed = results.filter((r) => !r.ok);
+      report.leader_kill = { lease_ttl_s: 2, takeover_ms: Math.round(takeover), streams: results.length, failed: failed.length };
+      expect(failed.map((f) => f.error ?? f.status)).toEqual([]);
+      replicas.splice(0, 1);
+    },
+    120_000,
+  );
+
+  itWithEtcd(
+    'etcd stopped for 10 s: traffic flows on the last routes, writes are refused clearly, all resumes after',
+    async () => {
+      const [r2, r3] = replicas as [UpProcess, UpProcess];
+      // the write made during and after the outage: swap to the version not serving (loaded first if need be)
+      const target = (await servedBy(r2)) === 'v2' ? 'v1' : 'v2';
+      const loaded = await r3.ok<{ version: string; status: string }[]>('GET', '/models/chat/versions');
+      if (loaded.find((v) => v.version === target)?.status === 'registered') await r3.ok('POST', '/models/chat/deploy', { version: target });
+      await etcd.stop({ keepData: true });
+      const t0 = performance.now();
+      const during: StreamResult[] = [];
+      let refused: { status: number; body: unknown } | undefined;
+      while (performance.now() - t0 < 10_000) {
+        during.push(await streamChat(r2.dataUrl, { model: 'chat', prompt: 'outage', maxTokens: 8 }));
+        during.push(await streamChat(r3.dataUrl, { model: 'chat', prompt: 'outage', maxTokens: 8 }));
+        if (refused === undefined && performance.now() - t0 > 3_000) {
+          const w = await r3.admin('POST', '/models/chat/swap', { to: target, confirm: true });
+          refused = { status: w.status, body: w.body };
+        }
+      }
+      expect(during.filter((r) => !r.ok)).toEqual([]);
+      expect(refused?.status).toBeGreaterThanOrEqual(500);
+      expect(JSON.stringify(refused?.body)).toMatch(/no_leader|store_unavailable|leader_unreachable/);
+      await etcd.restart();
+      const back = performance.now();
+      let done = false;
+      while (!done) {
+        const w = await r3.admin('POST', '/models/chat/swap', { to: target, confirm: true }).catch(() => undefined);
+        done = w?.status === 200;
+        if (performance.now() - back > 30_000)
+          throw new Error(
+            `writes still refused 30 s after etcd came back: ${JSON.stringify(w?.body)}\n--- r2:\n${r2.stderr().slice(-3000)}\n--- r3:\n${r3.stderr().slice(-3000)}`,
+          );
+        if (!done) await new Promise((r) => setTimeout(r, 200)); // an election takes up to the lease TTL
+      }
+      const resumed = performance.now() - back;
+      for (const r of [r2, r3])
+        await until(r, target, performance.now()).catch((e: Error) => {
+          throw new Error(`${e.message}\n--- r2:\n${r2.stderr().slice(-3000)}\n--- r3:\n${r3.stderr().slice(-3000)}`);
+        });
+      report.etcd_outage = {
+        outage_s: 10,
+        requests_during: during.length,
+        failed_during: 0,
+        write_refused_with: refused,
+        writes_resumed_ms_after_etcd_back: Math.round(resumed),
+      };
+    },
+    120_000,
+  );
+});
