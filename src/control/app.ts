@@ -11,7 +11,7 @@ import type { ClosableServer, ListeningServer } from '../gateway/server.js';
 import { Providers } from '../providers/index.js';
 import { openConfiguredStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
-import { Authenticator, bootstrapTokens } from '../api/auth.js';
+import { Authenticator, bootstrapTokens, clusterToken } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import { buildControllers } from './controllers.js';
@@ -75,7 +75,8 @@ export async function startControl(
   const ports = controlPorts(cp);
   const controllers = buildControllers(cfg, ports, dp);
   try {
-    const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir);
+    const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir, { cluster: cfg.store.kind === 'etcd' });
+    if (cfg.store.kind === 'etcd') await clusterToken(store);
     await cp.boot(say);
     for (const m of cfg.models) dp.setAdmission(m.name, m.tiers, m.degradation);
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));

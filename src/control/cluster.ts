@@ -15,12 +15,13 @@ import { EtcdCoordination } from '../store/kv/coordination.js';
 import type { Leadership } from '../store/kv/coordination.js';
 import type { Store } from '../store/types.js';
 import { createAdminServer } from '../api/server.js';
-import { Authenticator } from '../api/auth.js';
+import { Authenticator, CLUSTER_SECRET } from '../api/auth.js';
 import { buildDataPlane, startControl } from './app.js';
 import type { Control, StartOptions } from './app.js';
 import { buildControllers } from './controllers.js';
 import { createForwarder } from './forward.js';
 import { Mirror } from './mirror.js';
+import { RecordShipper } from './shipper.js';
 import type { ControlPlane } from './plane.js';
 
 export type ReplicaRole = 'follower' | 'leader';
@@ -51,6 +52,13 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
   const { dp } = built;
   const stops: (() => Promise<void>)[] = [];
   let mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
+  let secret: string | undefined;
+  const shipper = new RecordShipper(dp.telemetry, {
+    replica: name,
+    leader: () => (role === 'follower' ? leaderUrl : undefined),
+    token: async () => (secret ??= await store.getSetting<string>(CLUSTER_SECRET).catch(() => undefined)),
+    onError: (m) => say(`glidepath: ${m}`),
+  });
   let role: ReplicaRole = 'follower';
   let leaderUrl: string | undefined;
   let control: Control | undefined;
@@ -82,6 +90,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       ),
     );
     await mirror.syncAll();
+    shipper.start();
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     // the admin port: forwarded to the leader while following, this replica's own admin server while leading
@@ -109,6 +118,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     const takeOver = async (): Promise<void> => {
       say(`glidepath: ${name} leads the cluster: starting the control plane`);
       await mirror.stop();
+      await shipper.stop();
       try {
         if (!control) {
           control = await startControl(cfg, store, built, { ...opts, created: (c) => (cp = c) });
@@ -136,6 +146,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       dp.telemetry.metrics.clusterLeader.set(0);
       target = forwarder;
       mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
+      shipper.start();
       await mirror.syncAll();
     };
     // one campaign at a time: a failed campaign reports every error it meets, but stands again once
@@ -178,6 +189,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       async close(o = {}) {
         closed = true;
         await mirror.stop();
+        await shipper.stop();
         control?.controllers.shutdown();
         await leadership?.resign();
         for (const s of stops) await s();

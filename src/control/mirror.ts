@@ -69,7 +69,9 @@ export class Mirror {
   private applyRoute(r: StoredRouteSpec, fresh = false): boolean {
     const st = this.dp.models.get(r.model);
     if (!st) return false;
-    if (r.revision <= st.route.revision) return true;
+    // a change heard by watch is newer or already applied; a sync makes the data plane equal to the store
+    // whatever it held (a demoted leader may hold a route it swapped in but could not commit)
+    if (fresh ? r.revision <= st.route.revision : r.revision === st.route.revision) return true;
     try {
       this.dp.restoreRoute(storedToSpec(r), r.revision);
       // only a change heard as it happened measures propagation (a sync reads routes of any age)

@@ -145,7 +145,14 @@ export class ControlPlane {
     const t0 = performance.now();
     const route = this.dp.setRoute(spec, prev.revision);
     const switchMs = performance.now() - t0;
-    await this.persistRoute(route);
+    try {
+      await this.persistRoute(route);
+    } catch (err) {
+      // cluster mode: a route etcd did not take is swapped back, or this replica would serve a route no
+      // other replica ever hears of (and a later leader's revisions would collide with it)
+      if (this.cfg.store.kind === 'etcd' && this.dp.model(spec.model).route === route) this.dp.restoreRoute(routeToSpec(prev), prev.revision);
+      throw err;
+    }
     this.events.emit({
       kind: 'route',
       model: spec.model,

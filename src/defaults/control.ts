@@ -96,6 +96,14 @@ export const CONTROL = {
   cluster: {
     /** A follower forwarding an admin call waits this long for the leader's answer to begin. */
     forwardHeadersTimeoutMs: 30_000,
+    /** A follower sends its request records to the leader this often. */
+    shipIntervalMs: 250,
+    /** Records a follower keeps while no leader takes them (the oldest are dropped beyond). */
+    shipBufferRecords: 50_000,
+    /** One shipment: at most this many records and this many bytes (the admin API takes 1 MiB bodies). */
+    shipBatchRecords: 2_000,
+    shipBatchBytes: 768 * 1024,
+    shipTimeoutMs: 5_000,
   },
 
   store: {
@@ -122,6 +130,10 @@ export const CONTROL = {
       dialTimeoutMs: 3_000,
       /** etcd's own `--max-txn-ops` default: the most writes one commit carries. */
       maxTxnOps: 128,
+      /** After three failed calls, calls are refused this long before the next try (etcd3's default: 5 s). */
+      halfOpenAfterMs: 1_000,
+      /** Most time between two reconnections of a lost watch (etcd3's default: 30 s). */
+      watchRetryMaxMs: 1_000,
       /** The leader's lease: a dead leader's controllers move to another replica within it. */
       leaseTtlS: 5,
     },

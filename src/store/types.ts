@@ -144,8 +144,8 @@ export interface TokenRecord {
   /** hex SHA-256 of the token; plaintext is never stored. */
   sha256: string;
   createdAt: number;
-  /** Where it came from: `config` tokens are re-synced at start; `generated` is the bootstrap admin token. */
-  source: 'config' | 'generated' | 'api';
+  /** Where it came from: `config` tokens are re-synced at start; `generated` is the bootstrap admin token; `cluster` the replicas' own (cluster mode). */
+  source: 'config' | 'generated' | 'api' | 'cluster';
 }
 
 // ---- versions -------------------------------------------------------------------------------------

@@ -70,6 +70,20 @@ export class Telemetry {
     m.duration.observe(r.latencyMs / 1000);
     if (r.promptTokens > 0) m.promptTokens.inc(r.promptTokens);
     if (r.completionTokens > 0) m.completionTokens.inc(r.completionTokens);
+    this.notify(r);
+  }
+
+  /**
+   * A record of a request another replica served (cluster mode): into the version's window and to the
+   * subscribers, so the canary judge, the monitor and the experiments see the whole cluster's traffic;
+   * not into this process's Prometheus series (that replica exports its own).
+   */
+  ingest(r: RequestRecord): void {
+    this.forVersion(r.model, r.version).window.push(r);
+    this.notify(r);
+  }
+
+  private notify(r: RequestRecord): void {
     const ls = this.listeners;
     for (let i = 0; i < ls.length; i++) {
       try {

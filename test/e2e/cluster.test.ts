@@ -30,13 +30,21 @@ function config(i: number): string {
     `server: { data_dir: ${JSON.stringify(path.join(dir, `data${i}`))} }`,
     `auth: { tokens: [ { name: ops, role: admin, token: ${TOKEN} } ] }`,
     `store: { kind: etcd, endpoints: ["${etcd.endpoint}"], prefix: /cluster-e2e, replica: r${i}, lease_ttl_s: 2 }`,
-    'gpus: { count: 4, memory_gb: 80 }',
+    'gpus: { count: 8, memory_gb: 80 }',
+    'control: { tick_ms: 100 }',
     'models:',
     '  - name: chat',
     '    versions:',
     '      - { id: v1, replicas: 2, provider: { kind: sim, sim: { seed: 1, inter_token_ms: 5, jitter: 0 } } }',
     '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 2, inter_token_ms: 5, jitter: 0 } } }',
     '    route: { weights: { v1: 1 } }',
+    // a canary that must be rolled back: v2 answers 20 % of requests with a 500
+    '  - name: errs',
+    '    versions:',
+    '      - { id: v1, replicas: 1, provider: { kind: sim, sim: { seed: 3, inter_token_ms: 0, jitter: 0 } } }',
+    '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 4, inter_token_ms: 0, jitter: 0, faults: { error_rate: 0.2 } } } }',
+    '    route: { weights: { v1: 1 } }',
+    '    canary: { stages: [10, 50, 100], stage_duration_ms: 3000, min_samples: 100 }',
     '',
   ].join('\n');
 }
@@ -118,10 +126,59 @@ describe('cluster mode: three replicas on etcd', () => {
       for (const r of replicas) expect(await servedBy(r)).toBe('v1');
       expect(await leaderVia(r2)).toBe(r1.adminUrl);
       expect(await leaderVia(r3)).toBe(r1.adminUrl);
-      const workers = await r3.ok<{ id: string }[]>('GET', '/workers');
-      expect(workers).toHaveLength(2);
+      const workers = await r3.ok<{ id: string; model: string }[]>('GET', '/workers');
+      expect(workers.filter((w) => w.model === 'chat')).toHaveLength(2);
     },
     60_000,
+  );
+
+  itWithEtcd(
+    'a canary that must roll back does so once, judged on the followers traffic (none reaches the leader)',
+    async () => {
+      const [r1, r2, r3] = replicas as [UpProcess, UpProcess, UpProcess];
+      await r2.ok('POST', '/models/errs/canary', { version: 'v2' });
+      let stop = false;
+      let sent = 0;
+      const load = Array.from({ length: 8 }, async (_, i) => {
+        const r = i % 2 === 0 ? r2 : r3;
+        while (!stop) {
+          const res = await request(`${r.dataUrl}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'x-user-id': `u${sent % 500}` },
+            body: JSON.stringify({ model: 'errs', messages: [{ role: 'user', content: `q${sent}` }], max_tokens: 4 }),
+          });
+          await res.body.text();
+          sent++;
+        }
+      });
+      const t0 = performance.now();
+      type View = { phase: string; id: string; samples: { stable: number; canary: number } | null };
+      const over = ['rolled_back', 'succeeded', 'aborted', 'failed'];
+      let view = await r1.ok<View>('GET', '/models/errs/canary');
+      while (!over.includes(view.phase)) {
+        if (performance.now() - t0 > 60_000) throw new Error(`the canary is still ${view.phase} after 60 s`);
+        await new Promise((r) => setTimeout(r, 200));
+        view = await r1.ok<View>('GET', '/models/errs/canary');
+      }
+      stop = true;
+      await Promise.all(load);
+      expect(view.phase).toBe('rolled_back');
+      // the leader's own data plane served none of it: the judge decided on what the followers shipped
+      const leaderMetrics = await (await request(`${r1.dataUrl}/metrics`)).body.text();
+      expect(leaderMetrics).not.toMatch(/glidepath_requests_total\{[^}]*model="errs"[^}]*\} [1-9]/);
+      // (the same pattern does find the followers' requests: the check above can fail)
+      const followerMetrics = await (await request(`${r2.dataUrl}/metrics`)).body.text();
+      expect(followerMetrics).toMatch(/glidepath_requests_total\{[^}]*model="errs"[^}]*\} [1-9]/);
+      const events = await r3.ok<{ kind: string }[]>('GET', `/models/errs/canary/events?id=${view.id}`);
+      expect(events.filter((e) => /rolled_back|rollback/.test(e.kind))).toHaveLength(1);
+      report.canary = {
+        rolled_back_after_ms: Math.round(performance.now() - t0),
+        requests_to_followers: sent,
+        served_by_leader: 0,
+        events: events.map((e) => e.kind),
+      };
+    },
+    120_000,
   );
 
   itWithEtcd(
@@ -182,8 +239,13 @@ describe('cluster mode: three replicas on etcd', () => {
       }
       const takeover = performance.now() - t0;
       // the new leader adopted the fleet: the same workers serve, nothing was reloaded
-      const workers = await r2.ok<{ id: string; version: string }[]>('GET', '/workers');
-      expect(workers.map((w) => w.version).sort()).toEqual(['v1', 'v1', 'v2']);
+      const workers = await r2.ok<{ id: string; model: string; version: string }[]>('GET', '/workers');
+      expect(
+        workers
+          .filter((w) => w.model === 'chat')
+          .map((w) => w.version)
+          .sort(),
+      ).toEqual(['v1', 'v1', 'v2']);
       // and it acts: a swap through the other follower
       await r3.ok('POST', '/models/chat/swap', { to: 'v1', confirm: true });
       for (const r of followers) expect(await servedBy(r)).toBe('v1');

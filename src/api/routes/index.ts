@@ -5,6 +5,7 @@ import { auditRoutes } from './audit.js';
 import { blueGreenRoutes } from './bluegreen.js';
 import { cacheRoutes } from './cache.js';
 import { canaryRoutes } from './canary.js';
+import { clusterRoutes } from './cluster.js';
 import { capacityRoutes } from './capacity.js';
 import type { AdminContext } from './context.js';
 import { experimentRoutes } from './experiments.js';
@@ -38,5 +39,6 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...judgeRoutes(ctx),
     ...monitorRoutes(ctx),
     ...auditRoutes(ctx),
+    ...clusterRoutes(ctx),
   ];
 }

@@ -1,7 +1,9 @@
 // The key-value backend on etcd (package etcd3): snapshot reads at one revision, and a commit that is one
 // etcd transaction comparing the guard key's mod revision — so every commit of every replica is ordered,
 // and a transaction that read before another's commit runs again. Keys live under the configured prefix.
-import { Etcd3 } from 'etcd3';
+import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen } from 'cockatiel';
+import type { IBackoff } from 'cockatiel';
+import { Etcd3, isRecoverableError } from 'etcd3';
 import type { IOptions } from 'etcd3';
 import { GlidepathError, UnavailableError } from '../../errors.js';
 import { DEFAULTS } from '../../defaults.js';
@@ -38,6 +40,13 @@ export class EtcdKv implements KvBackend {
       hosts: [...opts.endpoints],
       dialTimeout: opts.dialTimeoutMs ?? DEFAULTS.store.etcd.dialTimeoutMs,
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeout }),
+      // etcd3's defaults wait up to 30 s between watch reconnections and refuse calls for 5 s after three
+      // failures: a replica back from an outage would serve stale routes that long. Both are bounded here.
+      faultHandling: {
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: DEFAULTS.store.etcd.halfOpenAfterMs, breaker: new ConsecutiveBreaker(3) }),
+        // etcd3 declares an IBackoff but calls next() first, as its own default (a factory) needs
+        watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: DEFAULTS.store.etcd.watchRetryMaxMs }) as unknown as IBackoff<unknown>,
+      },
     };
     if (opts.tls) o.credentials = { rootCertificate: opts.tls.ca, privateKey: opts.tls.key, certChain: opts.tls.cert };
     if (opts.auth) o.auth = opts.auth;

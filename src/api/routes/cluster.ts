@@ -1,0 +1,60 @@
+// Admin routes of cluster mode (docs/cluster.md): the followers' request records, shipped to the leader so
+// that its canary judge, monitor and experiments see every replica's traffic.
+import { z } from 'zod';
+import type { RequestRecord } from '../../telemetry/record.js';
+import type { RouteDef } from '../router.js';
+import { post } from '../router.js';
+import type { AdminContext } from './context.js';
+
+/** NaN travels as null in JSON. */
+const num = z
+  .number()
+  .nullable()
+  .transform((x) => (x === null ? NaN : x));
+const name = z.string().min(1).max(256);
+
+const recordSchema = z
+  .object({
+    model: name,
+    version: name,
+    worker: z.string().max(256),
+    status: z.number().int().min(100).max(599),
+    errorCode: z.string().max(128).optional(),
+    stream: z.boolean(),
+    ttftMs: num,
+    queueMs: num,
+    tpotMs: num,
+    itlMs: z.array(z.number()).max(100_000),
+    latencyMs: num,
+    promptTokens: z.number().int().min(0),
+    completionTokens: z.number().int().min(0),
+    at: z.number(),
+    retries: z.number().int().min(0),
+    shadow: z.boolean(),
+    adapter: name.optional(),
+  })
+  .strict();
+
+const recordsBody = z.object({ replica: name, records: z.array(recordSchema).max(5_000) }).strict();
+
+export function clusterRoutes({ cp }: AdminContext): RouteDef[] {
+  return [
+    post(
+      '/cluster/records',
+      {
+        role: 'operator',
+        body: recordsBody,
+        summary: "cluster mode: a follower's request records, judged with the leader's own (records of unknown versions are skipped)",
+      },
+      (_c, b) => {
+        let accepted = 0;
+        for (const r of b.records) {
+          if (!cp.dp.models.get(r.model)?.pools.has(r.version)) continue;
+          cp.dp.telemetry.ingest(r as RequestRecord);
+          accepted++;
+        }
+        return { replica: b.replica, accepted, skipped: b.records.length - accepted };
+      },
+    ),
+  ];
+}

@@ -1,0 +1,102 @@
+// A follower's request records, shipped to the leader (cluster mode, docs/cluster.md): kept in a bounded
+// buffer (the oldest dropped, and counted, while no leader takes them), posted in batches of bounded size
+// to the leader's `/admin/v1/cluster/records` with the replicas' shared token, so that the canary judge
+// decides on every replica's traffic, not on the leader's share of it.
+import { request } from 'undici';
+import { DEFAULTS } from '../defaults.js';
+import type { RequestRecord } from '../telemetry/record.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+
+const C = DEFAULTS.cluster;
+
+export interface ShipperOptions {
+  replica: string;
+  /** The leader's admin URL now (undefined: none). */
+  leader: () => string | undefined;
+  /** The replicas' shared token (read from the store). */
+  token: () => Promise<string | undefined>;
+  onError: (message: string) => void;
+}
+
+export class RecordShipper {
+  private buf: RequestRecord[] = [];
+  private flushing = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private lastError = '';
+  /** Records sent, and dropped because the buffer was full (no leader took them in time). */
+  shipped = 0;
+  dropped = 0;
+
+  constructor(
+    private readonly telemetry: Telemetry,
+    private readonly opts: ShipperOptions,
+  ) {}
+
+  start(): void {
+    if (this.unsubscribe) return;
+    this.unsubscribe = this.telemetry.subscribe((r) => {
+      if (r.shadow) return; // a mirrored copy is no client's request: never judged
+      this.buf.push(r);
+      if (this.buf.length > C.shipBufferRecords) this.dropped += this.buf.splice(0, this.buf.length - C.shipBufferRecords).length;
+    });
+    this.timer = setInterval(() => void this.flush(), C.shipIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stop listening (this replica leads now: its records are its own); what is buffered is sent once more. */
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+    this.buf = [];
+  }
+
+  /** Send what is buffered, a batch at a time; on failure it stays for the next try. */
+  async flush(): Promise<void> {
+    if (this.flushing) return;
+    this.flushing = true;
+    try {
+      while (this.buf.length > 0) {
+        const to = this.opts.leader();
+        const token = await this.opts.token();
+        if (to === undefined || token === undefined) return;
+        const { body, n } = batch(this.opts.replica, this.buf);
+        const res = await request(new URL('/admin/v1/cluster/records', to), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body,
+          headersTimeout: C.shipTimeoutMs,
+          bodyTimeout: C.shipTimeoutMs,
+        });
+        const text = await res.body.text();
+        if (res.statusCode !== 200) throw new Error(`the leader at ${to} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+        this.buf.splice(0, n);
+        this.shipped += n;
+        this.lastError = '';
+      }
+    } catch (err) {
+      const m = `could not ship request records to the leader: ${(err as Error).message}`;
+      if (m !== this.lastError) this.opts.onError(m);
+      this.lastError = m;
+    } finally {
+      this.flushing = false;
+    }
+  }
+}
+
+/** The first records of `buf` that fit one request body; a record too large alone goes without its token gaps. */
+function batch(replica: string, buf: readonly RequestRecord[]): { body: string; n: number } {
+  const parts: string[] = [];
+  let size = 0;
+  for (const r of buf) {
+    let s = JSON.stringify(r);
+    if (s.length > C.shipBatchBytes) s = JSON.stringify({ ...r, itlMs: [] });
+    if (parts.length > 0 && (size + s.length > C.shipBatchBytes || parts.length >= C.shipBatchRecords)) break;
+    parts.push(s);
+    size += s.length + 1;
+  }
+  return { body: `{"replica":${JSON.stringify(replica)},"records":[${parts.join(',')}]}`, n: parts.length };
+}
