@@ -17,6 +17,8 @@ interface Options {
    * ends and restarts in the same millisecond, round after round.
    */
   staggerMs?: number;
+  /** Spread the requests over these models in turn (one after another, across connections) instead of `model`. */
+  models?: string[];
 }
 
 /** What one load run measured (the benchmark parses it from this process's output). */
@@ -32,7 +34,10 @@ export interface LoadResult {
 
 async function run(o: Options): Promise<LoadResult> {
   const agent = new Agent({ connections: o.connections, pipelining: 1, keepAliveTimeout: 60_000 });
-  const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.maxTokens, temperature: 0, stream: o.stream, ignore_eos: true });
+  const bodies = (o.models ?? [o.model]).map((model) =>
+    JSON.stringify({ model, prompt: 'The quick brown fox', max_tokens: o.maxTokens, temperature: 0, stream: o.stream, ignore_eos: true }),
+  );
+  let turn = 0;
   const res: LoadResult = { requests: 0, errors: 0, tokens: 0, elapsedMs: 0, latencyMs: [], ttftMs: [], itlMs: [] };
   const t0 = performance.now();
   const measureFrom = t0 + o.warmupMs;
@@ -43,6 +48,7 @@ async function run(o: Options): Promise<LoadResult> {
     while (performance.now() < end) {
       const s = performance.now();
       const measured = s >= measureFrom;
+      const body = bodies[turn++ % bodies.length] as string;
       try {
         const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
         let first = NaN;

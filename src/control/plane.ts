@@ -42,6 +42,11 @@ export class ControlPlane {
   readonly events = new EventBus();
   /** LoRA adapters per model (adapters.ts). */
   readonly adapters = new AdapterRegistry(this);
+  /**
+   * The config's models by name: the health controller asks once per worker per tick and per failed
+   * request (a search of 100 models each time cost more than the rest of its tick).
+   */
+  private readonly modelsByName: ReadonlyMap<string, ModelConfig>;
   /** Serialises changes per model: one operation at a time (a swap never races a rollback). */
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Run after a version's workers are up, before it is ready (the health controller records probe sets); one that throws fails the load. */
@@ -53,6 +58,7 @@ export class ControlPlane {
     readonly dp: DataPlane,
     readonly providers: Providers,
   ) {
+    this.modelsByName = new Map(cfg.models.map((m) => [m.name, m]));
     this.registry = new Registry(store);
     this.inventory = new GpuInventory(cfg.gpus, store, [...cfg.timeSharing, ...cfg.sharedStandby]);
     this.workers = new WorkerManager(store, this.inventory, providers, dp, this.events, cfg.server.dataDir);
@@ -60,7 +66,7 @@ export class ControlPlane {
   }
 
   modelConfig(name: string): ModelConfig {
-    const m = this.cfg.models.find((x) => x.name === name);
+    const m = this.modelsByName.get(name);
     if (!m)
       throw new NotFoundError(
         'model_not_found',

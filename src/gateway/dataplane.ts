@@ -18,6 +18,7 @@ import { AdapterPrefetcher } from './prefetch.js';
 import { HoldQueue } from './hold.js';
 import { VersionPool, Worker } from './pool.js';
 import type { DrainResult, WorkerSpec } from './pool.js';
+import { UpstreamOrigins } from './upstream.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Endpoint } from './request.js';
 import type { ProxyContext } from './proxy.js';
@@ -64,6 +65,8 @@ export class DataPlane {
   /** Each model's most wanted adapters, loaded ahead of their requests (prefetch.ts); its timer stops at close. */
   readonly prefetcher: AdapterPrefetcher;
   private readonly adapterLoader: AdapterLoader | undefined;
+  /** Idle upstream connections by origin, shared by the workers there (upstream-origin.ts); counts and caps stay per worker. */
+  private readonly origins = new UpstreamOrigins();
 
   /** `onDegradation`: told when a model's degradation level changes (the control plane's event and audit). */
   constructor(
@@ -220,6 +223,7 @@ export class DataPlane {
             keepAliveTimeoutMs: DEFAULTS.gateway.upstreamKeepAliveMs,
             queueMax: this.cfg.workerQueueMax,
             queueTimeoutMs: this.cfg.queueTimeoutMs,
+            origins: this.origins,
           }),
         );
       }

@@ -2,6 +2,7 @@
 import { DEFAULTS } from '../defaults.js';
 import { AdapterSlots } from './adapters.js';
 import { UpstreamPool } from './upstream.js';
+import type { UpstreamOrigins } from './upstream.js';
 import type { Pickable } from './pick.js';
 import type { VersionTelemetry } from '../telemetry/telemetry.js';
 import type { EngineTraits, KvRole, ResumeMode } from '../domain/spec.js';
@@ -26,6 +27,8 @@ export interface PoolOptions {
   /** Requests that may wait for a connection, and for how long (see UpstreamOptions). */
   queueMax: number;
   queueTimeoutMs: number;
+  /** Share idle connections with the other workers at the same origin (absent: the worker's own). */
+  origins?: UpstreamOrigins | undefined;
 }
 
 /** Something in flight that a drain may have to abort. */
@@ -58,13 +61,17 @@ export class Worker implements Pickable {
     this.id = spec.id;
     this.url = spec.url;
     // timeouts for answers are enforced per request by the proxy (first token vs idle differ)
-    this.upstream = new UpstreamPool(spec.url, {
-      connections: opts.connections,
-      connectTimeoutMs: opts.connectTimeoutMs,
-      keepAliveTimeoutMs: opts.keepAliveTimeoutMs,
-      queueMax: opts.queueMax,
-      queueTimeoutMs: opts.queueTimeoutMs,
-    });
+    this.upstream = new UpstreamPool(
+      spec.url,
+      {
+        connections: opts.connections,
+        connectTimeoutMs: opts.connectTimeoutMs,
+        keepAliveTimeoutMs: opts.keepAliveTimeoutMs,
+        queueMax: opts.queueMax,
+        queueTimeoutMs: opts.queueTimeoutMs,
+      },
+      opts.origins,
+    );
     this.headers = { version, worker: spec.id };
     this.weight = spec.weight ?? 1;
     this.kvRole = spec.kvRole;

@@ -103,7 +103,8 @@ export class Exchange implements UpstreamController {
 /** One keep-alive connection; carries one exchange at a time. */
 export class Connection {
   readonly socket: net.Socket;
-  private readonly pool: ConnectionPool;
+  /** The pool whose request it carries, or carried last (idle connections are shared by an origin's pools). */
+  pool: ConnectionPool;
   ex: Exchange | undefined;
   /** Requests this connection has carried (a reused connection may have been closed by the worker). */
   uses = 0;

@@ -1,4 +1,4 @@
-// The data plane's HTTP/1.1 client to workers: a keep-alive connection pool per worker, one request per connection at a time, a cap on requests in flight, a bounded wait by priority (the connection itself: upstream-connection.ts).
+// The data plane's HTTP/1.1 client to workers: a pool per worker (one request per connection at a time, a cap on requests in flight, a bounded wait by priority) over keep-alive connections shared by the workers at one origin (upstream-origin.ts; the connection itself: upstream-connection.ts).
 //
 // Why not undici here: measured on a 2-core machine, undici's dispatcher costs ~28 µs of CPU per
 // request more than this client (bench/results/gateway.md); the gateway's whole budget is 80 µs.
@@ -11,34 +11,44 @@ import { Connection, Exchange } from './upstream-connection.js';
 import type { ConnectionPool } from './upstream-connection.js';
 import { ConnectError, WorkerQueueError, connectFailure } from './upstream-types.js';
 import { MAX_LANES, TOP_LANE, WaitQueue } from './upstream-queue.js';
+import { OriginConnections } from './upstream-origin.js';
+import type { UpstreamOrigins } from './upstream-origin.js';
 import type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
 
 export { ConnectError, LocalResourceError, ProtocolError, WorkerQueueError } from './upstream-types.js';
 export type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
+export { UpstreamOrigins } from './upstream-origin.js';
 
-/** Requests to one worker over at most `connections` keep-alive connections. */
+/**
+ * Requests to one worker, at most `connections` at once, over keep-alive connections to its origin:
+ * idle ones are shared with the other workers at that origin (given `origins`), busy ones carry this
+ * worker's requests only.
+ */
 export class UpstreamPool implements ConnectionPool {
   readonly origin: string;
   readonly opts: UpstreamOptions;
   readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
-  private readonly idle: Connection[] = [];
+  /** The connections carrying (or opening for) this worker's requests; idle ones wait in `shared`. */
   private readonly all = new Set<Connection>();
+  /** The origin's idle connections (shared with other workers there, or this pool's own). */
+  private readonly shared: OriginConnections;
+  private left = false;
   private readonly queue = new WaitQueue<Exchange>();
   /** Requests in flight at most (≤ opts.connections): setCap. */
   private cap: number;
   /** …of which the lanes below the top tier may fill only this many (a degradation level's share; the cap when none). */
-  private shared: number;
+  private sharedCap: number;
   /** path → the request heads (JSON, event stream) up to the Content-Length value. */
   private readonly prefixes = new Map<string, [Buffer, Buffer]>();
   /** The worker URL's path, put before every request path (e.g. a router's /model-a). */
   readonly pathPrefix: string;
-  private sweeper: NodeJS.Timeout | undefined;
   /** Set while requests wait: fires when the oldest one's wait reaches queueTimeoutMs (one timer per pool). */
   private queueTimer: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;
 
-  constructor(url: string, opts: UpstreamOptions) {
+  /** `origins`: share idle connections with the other pools at the same origin (absent: this pool's own). */
+  constructor(url: string, opts: UpstreamOptions, origins?: UpstreamOrigins) {
     const u = new URL(url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`worker URL must be http(s), got ${url}`);
     const isTls = u.protocol === 'https:';
@@ -46,13 +56,18 @@ export class UpstreamPool implements ConnectionPool {
     this.pathPrefix = u.pathname.replace(/\/$/, '');
     this.opts = opts;
     this.cap = opts.connections;
-    this.shared = opts.connections;
+    this.sharedCap = opts.connections;
     this.target = {
       host: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
       port: u.port === '' ? (isTls ? 443 : 80) : Number(u.port),
       tls: isTls,
       hostHeader: u.host,
     };
+    if (origins !== undefined) this.shared = origins.join(this.origin, opts.keepAliveTimeoutMs);
+    else {
+      this.shared = new OriginConnections();
+      this.shared.join();
+    }
   }
 
   private head(path: string, accept: string): Buffer {
@@ -64,7 +79,7 @@ export class UpstreamPool implements ConnectionPool {
     );
   }
 
-  /** Connections open now (busy or idle). */
+  /** Connections carrying this worker's requests now (idle ones belong to the origin). */
   get size(): number {
     return this.all.size;
   }
@@ -76,7 +91,7 @@ export class UpstreamPool implements ConnectionPool {
 
   /** Requests in flight now (connections carrying one, or opening for one). */
   get busy(): number {
-    return this.all.size - this.idle.length;
+    return this.all.size;
   }
 
   /** Requests in flight at most. */
@@ -86,7 +101,7 @@ export class UpstreamPool implements ConnectionPool {
 
   /** Requests in flight at most from below the top tier. */
   get sharedLimit(): number {
-    return this.shared;
+    return this.sharedCap;
   }
 
   /**
@@ -97,7 +112,7 @@ export class UpstreamPool implements ConnectionPool {
    */
   setCap(n: number, share = 1): void {
     this.cap = Math.max(1, Math.min(this.opts.connections, Math.floor(n)));
-    this.shared = Math.max(1, Math.min(this.cap, Math.floor(this.cap * share)));
+    this.sharedCap = Math.max(1, Math.min(this.cap, Math.floor(this.cap * share)));
     if (this.closed) return;
     for (let next = this.next(this.busy); next !== undefined; next = this.next(this.busy)) this.start(next);
   }
@@ -105,7 +120,7 @@ export class UpstreamPool implements ConnectionPool {
   /** The waiting request that may take a slot with `busy` in flight (undefined: none may). */
   private next(busy: number): Exchange | undefined {
     if (busy >= this.cap || this.queue.size === 0) return undefined;
-    return this.dequeue(busy < this.shared ? MAX_LANES : TOP_LANE);
+    return this.dequeue(busy < this.sharedCap ? MAX_LANES : TOP_LANE);
   }
 
   private lane(ex: Exchange): number {
@@ -140,16 +155,19 @@ export class UpstreamPool implements ConnectionPool {
 
   private run(ex: Exchange): void {
     // one comparison while no level shares the slots out; the request's lane is asked only past that
-    const busy = this.all.size - this.idle.length;
-    if (busy < this.shared || (busy < this.cap && this.lane(ex) <= TOP_LANE)) this.start(ex);
+    const busy = this.all.size;
+    if (busy < this.sharedCap || (busy < this.cap && this.lane(ex) <= TOP_LANE)) this.start(ex);
     else this.wait(ex);
   }
 
-  /** Send `ex` now: on an idle connection, or a new one (there is room: the cap is at most `connections`). */
+  /** Send `ex` now: on an idle connection to the origin, or a new one (there is room: the cap is at most `connections`). */
   private start(ex: Exchange): void {
-    const c = this.idle.pop();
-    if (c !== undefined) c.send(ex);
-    else this.open(ex)?.send(ex);
+    const c = this.shared.take();
+    if (c !== undefined) {
+      c.pool = this;
+      this.all.add(c);
+      c.send(ex);
+    } else this.open(ex)?.send(ex);
   }
 
   /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */
@@ -193,7 +211,6 @@ export class UpstreamPool implements ConnectionPool {
       return undefined;
     }
     this.all.add(c);
-    this.ensureSweeper();
     return c;
   }
 
@@ -250,50 +267,40 @@ export class UpstreamPool implements ConnectionPool {
   /** A connection finished a response and can carry another (unless the cap was lowered meanwhile). */
   release(c: Connection): void {
     // c still counts as busy: handing it on keeps the count, idling it lowers it
-    const next = this.next(this.all.size - this.idle.length - 1);
+    const next = this.next(this.all.size - 1);
     if (next !== undefined) {
       c.send(next);
       return;
     }
-    if (this.closed) {
-      c.destroy();
-      return;
-    }
-    c.idleSince = performance.now();
-    this.idle.push(c);
+    this.all.delete(c);
+    // a closed pool's connection serves the origin's other workers, while there are any
+    if (this.shared.used) this.shared.put(c);
+    else c.destroy();
+    if (this.closing !== undefined && this.all.size === 0) this.closing();
   }
 
+  /** A connection is gone: one carrying this worker's request, or an idle one this pool used last. */
   forget(c: Connection): void {
     this.all.delete(c);
-    const i = this.idle.indexOf(c);
-    if (i !== -1) this.idle.splice(i, 1);
+    this.shared.drop(c);
     // a waiting request can use the freed slot
     if (!this.closed) {
-      const next = this.next(this.all.size - this.idle.length);
+      const next = this.next(this.all.size);
       if (next !== undefined) this.start(next);
     }
     if (this.closing !== undefined && this.all.size === 0) this.closing();
   }
 
-  /** Close idle connections past their limit; one timer per pool, never per request. */
-  private ensureSweeper(): void {
-    if (this.sweeper !== undefined) return;
-    this.sweeper = setInterval(() => {
-      const now = performance.now();
-      for (let i = this.idle.length - 1; i >= 0; i--) {
-        const c = this.idle[i] as Connection;
-        if (now - c.idleSince >= c.idleLimitMs) c.destroy();
-      }
-      if (this.all.size === 0 && this.sweeper !== undefined) {
-        clearInterval(this.sweeper);
-        this.sweeper = undefined;
-      }
-    }, 250);
-    this.sweeper.unref();
+  /** This pool no longer uses the origin's connections (once). */
+  private leave(): void {
+    if (this.left) return;
+    this.left = true;
+    this.shared.leave();
   }
 
   /**
-   * Stop taking requests; resolves when in-flight ones have finished and every connection is closed.
+   * Stop taking requests; resolves when in-flight ones have finished and their connections are
+   * released (kept for the origin's other workers, or closed when none is left).
    * Requests still waiting are handed back at once (WorkerQueueError `closed`): another worker may take them.
    */
   close(): Promise<void> {
@@ -311,7 +318,7 @@ export class UpstreamPool implements ConnectionPool {
         new WorkerQueueError('closed', now - ex.queuedAt, `${this.origin} was taken out of its pool while this request waited for it`),
       );
     }
-    for (const c of [...this.idle]) c.destroy();
+    this.leave();
     if (this.all.size === 0) return Promise.resolve();
     return new Promise((resolve) => {
       this.closing = resolve;
@@ -325,13 +332,12 @@ export class UpstreamPool implements ConnectionPool {
       ex.queued = false;
       ex.abort(new ConnectError('ECLOSED', `the pool for ${this.origin} was closed`));
     }
+    this.leave();
     for (const c of [...this.all]) {
       const ex = c.ex;
       if (ex !== undefined) ex.abort(new ConnectError('ECLOSED', `the pool for ${this.origin} was closed`));
       else c.destroy();
     }
-    if (this.sweeper !== undefined) clearInterval(this.sweeper);
-    this.sweeper = undefined;
     if (this.queueTimer !== undefined) clearTimeout(this.queueTimer);
     this.queueTimer = undefined;
   }

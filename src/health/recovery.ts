@@ -6,6 +6,7 @@
 // tick), so a control plane killed halfway through a replacement finishes it after the restart.
 import { DEFAULTS } from '../defaults.js';
 import { isLoaded } from '../domain/version.js';
+import type { Version } from '../domain/version.js';
 import type { KvRole } from '../domain/spec.js';
 import { toGlidepathError } from '../errors.js';
 import type { ControllerPorts, WorkerRole } from '../rollout/ports.js';
@@ -77,17 +78,48 @@ export class Recovery {
     }
   }
 
-  /** Every tracked version: its replicas and spares. */
+  /**
+   * Every tracked version: its replicas and spares. One read of the registry per model and one pass
+   * over the tracked workers per tick, not one of each per version: at 100 models × 2 versions × 5
+   * workers a read and a scan of all 1,000 workers per version cost the process ~50 ms of CPU every
+   * second (bench/results/scale.md).
+   */
   async reconcile(): Promise<void> {
-    const versions = new Map<string, [string, string]>();
-    for (const t of this.hc.tracked.values()) versions.set(`${t.info.model}/${t.info.version}`, [t.info.model, t.info.version]);
-    for (const [model, version] of versions.values()) await this.reconcileVersion(model, version);
+    const byModel = new Map<string, Set<string>>();
+    for (const t of this.hc.tracked.values()) {
+      let vs = byModel.get(t.info.model);
+      if (vs === undefined) byModel.set(t.info.model, (vs = new Set()));
+      vs.add(t.info.version);
+    }
+    const versions = new Set<string>();
+    for (const [model, ids] of byModel) {
+      const listed = await this.ports.versions.list(model).catch(() => [] as Version[]);
+      const byId = new Map(listed.map((v) => [v.id, v]));
+      // grouped after the read, as each version's workers were looked up after its own read
+      const tracked = this.trackedByVersion(model);
+      for (const id of ids) {
+        versions.add(`${model}/${id}`);
+        this.reconcileLoaded(model, id, byId.get(id), tracked.get(id) ?? []);
+      }
+    }
     for (const k of this.starts.keys()) if (!versions.has(k)) this.starts.delete(k);
     for (const k of this.replicas.keys()) if (!versions.has(k)) this.replicas.delete(k);
   }
 
-  private workers(model: string, version: string, role: WorkerRole): Tracked[] {
-    return [...this.hc.tracked.values()].filter((t) => t.info.model === model && t.info.version === version && t.info.role === role && alive(t));
+  /** A model's tracked workers by version (every role, alive or not: `workers` filters them when asked). */
+  private trackedByVersion(model: string): Map<string, Tracked[]> {
+    const out = new Map<string, Tracked[]>();
+    for (const t of this.hc.tracked.values()) {
+      if (t.info.model !== model) continue;
+      let ts = out.get(t.info.version);
+      if (ts === undefined) out.set(t.info.version, (ts = []));
+      ts.push(t);
+    }
+    return out;
+  }
+
+  private workers(model: string, version: string, role: WorkerRole, among?: readonly Tracked[]): Tracked[] {
+    return (among ?? [...this.hc.tracked.values()]).filter((t) => t.info.model === model && t.info.version === version && t.info.role === role && alive(t));
   }
 
   private setRole(s: Tracked, role: WorkerRole, why: string): void {
@@ -109,12 +141,12 @@ export class Recovery {
    * weights and a role); when more serving workers take traffic than wanted (one recovered), the
    * one that came back last steps back to spare.
    */
-  private promoteSpares(model: string, version: string): void {
+  private promoteSpares(model: string, version: string, among?: readonly Tracked[]): void {
     const want = this.replicas.get(`${model}/${version}`);
     if (want === undefined) return;
-    const up = this.workers(model, version, 'serving').filter((t) => t.weight > 0);
+    const up = this.workers(model, version, 'serving', among).filter((t) => t.weight > 0);
     let deficit = want - up.length;
-    for (const s of this.workers(model, version, 'spare')) {
+    for (const s of this.workers(model, version, 'spare', among)) {
       if (deficit <= 0) break;
       if (s.health.state !== 'healthy') continue;
       deficit--;
@@ -127,10 +159,16 @@ export class Recovery {
   }
 
   async reconcileVersion(model: string, version: string): Promise<void> {
+    if (!this.hc.config(model)) return;
+    const v = await this.ports.versions.get(model, version).catch(() => undefined);
+    this.reconcileLoaded(model, version, v, undefined);
+  }
+
+  /** One version as read from the registry (undefined: unknown), `among` its tracked workers when the caller grouped them. */
+  private reconcileLoaded(model: string, version: string, v: Version | undefined, among: readonly Tracked[] | undefined): void {
     const cfg = this.hc.config(model);
     if (!cfg) return;
     const key = `${model}/${version}`;
-    const v = await this.ports.versions.get(model, version).catch(() => undefined);
     if (v === undefined || !isLoaded(v) || this.ports.workers.isAsleep(model, version)) return;
     // a rolling update owns the version's worker count while it replaces them: nothing refilled or trimmed
     if (this.ports.workers.claimedBy(model, version) !== undefined) return;
@@ -138,8 +176,8 @@ export class Recovery {
     // the scheduler's count where it set one (docs/multi-model.md), else the configured
     const replicas = this.ports.workers.target(model, version) ?? v.replicas;
     this.replicas.set(key, v.provider.kind === 'static' ? v.provider.endpoints.length - wantSpares : replicas);
-    this.promoteSpares(model, version);
-    const spares = this.workers(model, version, 'spare');
+    this.promoteSpares(model, version, among);
+    const spares = this.workers(model, version, 'spare', among);
     this.ports.telemetry.health.spares(model, version, spares.filter((s) => s.health.state === 'healthy').length, wantSpares);
     if (v.provider.kind === 'static' || !cfg.replace) return;
     // spares beyond the wanted (after a serving worker stepped back): the newest go, drained first (a
@@ -154,7 +192,7 @@ export class Recovery {
     }
     const st = this.startsOf(key);
     if (st.inFlight || (this.stopping.get(key) ?? 0) > 0 || this.ports.clock.now() < st.nextAt) return;
-    const serving = this.workers(model, version, 'serving');
+    const serving = this.workers(model, version, 'serving', among);
     const role: WorkerRole | undefined = serving.length < replicas ? 'serving' : spares.length < wantSpares ? 'spare' : undefined;
     if (role === undefined) return;
     // a version of prefill and decode workers gets one of the role it is short of

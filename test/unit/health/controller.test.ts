@@ -6,6 +6,7 @@ import { HealthController } from '../../../src/health/controller.js';
 import { newHealth } from '../../../src/health/machine.js';
 import { probeWorker } from '../../../src/health/prober.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
+import type { ControllerPorts } from '../../../src/rollout/ports.js';
 
 const INTERVAL = 2_000;
 /** A dead worker is stopped and replaced this long after (its broken streams are continued first). */
@@ -183,6 +184,33 @@ describe('health controller', () => {
     expect(fleet.worker('chat/v1/4').weight).toBe(0);
     expect(await fleet.metricsText()).toMatch(/glidepath_spares_ready\{model="chat",version="v1"\} 1/);
     expect(await fleet.metricsText()).toMatch(/glidepath_worker_replacements_total\{model="chat",version="v1",reason="spare"\} 1/);
+  });
+
+  it('many models: one registry read per model per tick, not one per version (bench:scale), and each version still gets its spare back', async () => {
+    const models = ['a', 'b', 'c'].map((name) => ({ ...model({ replicas: 2, spares: 1 }), name }));
+    const fleet = await FakeFleet.create({ models });
+    const base = fleet.ports();
+    const reads: string[] = [];
+    const versions: ControllerPorts['versions'] = {
+      ...base.versions,
+      get: (m, id) => (reads.push(`get ${m}/${id}`), base.versions.get(m, id)),
+      list: (m, status) => (reads.push(`list ${m}`), base.versions.list(m, status)),
+    };
+    const ports: ControllerPorts = { ...base, versions };
+    const hc = new HealthController(ports, { tickMs: 1_000, rand: () => 0.5 });
+    controllers.push(hc);
+    hc.run();
+    const advance = (ms: number) => fleet.clock.advance(ms, () => hc.whenIdle());
+    await advance(INTERVAL);
+    reads.length = 0;
+    await advance(1_000);
+    expect(reads.sort()).toEqual(['list a', 'list b', 'list c']);
+    fleet.crash('b/v1/0');
+    expect(fleet.worker('b/v1/2')).toMatchObject({ role: 'serving', weight: 1 });
+    expect(fleet.worker('a/v1/2')).toMatchObject({ role: 'spare', weight: 0 });
+    await advance(1_000);
+    expect(fleet.log).toContain('start b/v1/3 spare');
+    expect(fleet.log.filter((l) => l.startsWith('start '))).toEqual(['start b/v1/3 spare']);
   });
 
   it('an asleep version is not probed nor judged (an asleep engine answers nothing by design), and not replaced', async () => {

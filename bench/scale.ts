@@ -1,0 +1,359 @@
+// `npm run bench:scale`: what the routing state of many models costs the request path (issue 18). Two
+// gateway processes (bench/lib/scale-gateway.ts) hold the same shape of model — versions v1 (0.9) and v2
+// (0.1) of WORKERS_PER_VERSION workers each, ADAPTERS LoRA adapters — one model, or MODELS of them
+// (MODELS × 2 × WORKERS_PER_VERSION workers), every worker on one simulator at zero delay (the workers
+// share its endpoint). Cells: one model; MODELS models with the requests spread over all of them in
+// turn; MODELS models with every request to one. Small non-streaming requests at CONNECTIONS
+// connections from a load generator in its own process; each gateway's CPU (utime + stime from /proc)
+// over each measured window, per request; cells interleaved in rotated order, REPEATS rounds,
+// medians. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
+// holding its routing state, and its open descriptors (upstream connections) after each cell.
+// Writes bench/results/scale.json and scale.md.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuMs, freePort, start, waitFor } from './lib/proc.js';
+import type { Proc } from './lib/proc.js';
+import type { LoadResult } from './lib/loadgen.js';
+import type { ScaleGatewayOptions, ScaleGatewayReport } from './lib/scale-gateway.js';
+import { quantileSorted } from '../src/domain/quantile.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..');
+const CLI = path.join(root, 'dist', 'cli', 'main.js');
+const LOADGEN = path.join(here, 'lib', 'loadgen.js');
+const GATEWAY = path.join(here, 'lib', 'scale-gateway.js');
+const MODELS = Number(process.env.BENCH_MODELS ?? 100);
+const WORKERS_PER_VERSION = Number(process.env.BENCH_WORKERS_PER_VERSION ?? 5);
+const ADAPTERS = Number(process.env.BENCH_ADAPTERS ?? 5);
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4_000);
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
+const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 3));
+const CONNECTIONS = 32;
+/** `BENCH_CPU_PROF=<dir>`: the gateways run under --cpu-prof and write their profiles there. */
+const CPU_PROF = process.env.BENCH_CPU_PROF;
+/** `BENCH_KINDS=dataplane` or `up`: only those gateways (default both). */
+const KINDS: Kind[] = (process.env.BENCH_KINDS ?? 'dataplane,up').split(',').map((k) => {
+  if (k !== 'dataplane' && k !== 'up') throw new Error(`BENCH_KINDS: expected dataplane and/or up, got ${k}`);
+  return k;
+});
+
+/** `dataplane`: bench/lib/scale-gateway.ts (the data plane alone); `up`: a whole `glidepath up` (control plane, health, scheduler) over static endpoints. */
+type Kind = 'dataplane' | 'up';
+type GatewayKey = `${Kind} ${'one' | 'many'}`;
+
+interface Cell {
+  name: string;
+  gateway: GatewayKey;
+  models: string[];
+}
+
+interface Row {
+  cell: string;
+  round: number;
+  rps: number;
+  cpuPerReqUs: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  requests: number;
+  /** The gateway's open descriptors at the cell's end (client and upstream connections, listeners, files). */
+  fds: number;
+}
+
+function modelName(i: number): string {
+  return `m${i}`;
+}
+
+function run(script: string, args: string[], nodeArgs: string[] = []): { proc: Proc; line: Promise<string> } {
+  const proc = start(process.execPath, [...nodeArgs, script, ...args]);
+  const line = new Promise<string>((resolve, reject) => {
+    const onData = (): void => {
+      const out = proc.output();
+      const nl = out.indexOf('\n');
+      if (nl !== -1 && out.startsWith('{')) {
+        proc.child.stdout?.off('data', onData);
+        resolve(out.slice(0, nl));
+      }
+    };
+    proc.child.stdout?.on('data', onData);
+    proc.child.once('exit', (code) => reject(new Error(`${path.basename(script)} exited ${code}: ${proc.output()}`)));
+  });
+  return { proc, line };
+}
+
+function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [LOADGEN, JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    p.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`loadgen exited ${code}`));
+      else resolve(JSON.parse(out) as LoadResult);
+    });
+  });
+}
+
+async function gateway(models: number, endpoint: string): Promise<{ proc: Proc; report: ScaleGatewayReport }> {
+  const opts: ScaleGatewayOptions = {
+    port: 0,
+    endpoints: [endpoint],
+    models,
+    versions: 2,
+    workersPerVersion: WORKERS_PER_VERSION,
+    adaptersPerModel: ADAPTERS,
+    publishes: 200,
+  };
+  // the `glidepath` command's V8 flag (docs/gateway.md, "Memory and garbage collection")
+  const nodeArgs = ['--expose-gc', '--initial-old-space-size=128'];
+  if (CPU_PROF !== undefined) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, `--cpu-prof-name=gateway-${models}.cpuprofile`);
+  const { proc, line } = run(GATEWAY, [JSON.stringify(opts)], nodeArgs);
+  const report = JSON.parse(await line) as ScaleGatewayReport;
+  await waitFor(`http://127.0.0.1:${report.port}/health`);
+  return { proc, report };
+}
+
+/** A whole `glidepath up` holding the same models over static endpoints (its routing state, control plane and all). */
+async function up(models: number, endpoint: string, dir: string): Promise<{ proc: Proc; report: ScaleGatewayReport }> {
+  const [port, admin] = [await freePort(), await freePort()];
+  const eps = `[${Array.from({ length: WORKERS_PER_VERSION }, () => JSON.stringify(endpoint)).join(', ')}]`;
+  const lines = [
+    'server:',
+    `  listen: 127.0.0.1:${port}`,
+    `  admin_listen: 127.0.0.1:${admin}`,
+    `  data_dir: ${path.join(dir, `up-${models}`)}`,
+    'gpus: { count: 1 }',
+    'models:',
+  ];
+  for (let m = 0; m < models; m++) {
+    lines.push(`  - name: ${modelName(m)}`, '    adapters:');
+    for (let a = 0; a < ADAPTERS; a++) lines.push(`      - { name: ${modelName(m)}-lora${a}, source: /loras/${modelName(m)}/${a} }`);
+    lines.push('    versions:');
+    for (const v of ['v1', 'v2']) lines.push(`      - id: ${v}`, '        warmup: { requests: 0 }', `        provider: { kind: static, endpoints: ${eps} }`);
+  }
+  const cfg = path.join(dir, `up-${models}.yaml`);
+  writeFileSync(cfg, lines.join('\n') + '\n');
+  const args = ['--initial-old-space-size=128'];
+  if (CPU_PROF !== undefined) args.push('--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, `--cpu-prof-name=up-${models}.cpuprofile`);
+  const proc = start(process.execPath, [...args, CLI, 'up', '--config', cfg]);
+  const t0 = Date.now();
+  await waitFor(`http://127.0.0.1:${port}/ready`, 120_000);
+  // route publish and memory are measured on the data-plane gateways (same routing state)
+  return {
+    proc,
+    report: {
+      port,
+      models,
+      workers: models * 2 * WORKERS_PER_VERSION,
+      adapters: models * ADAPTERS,
+      buildMs: Date.now() - t0,
+      publishMs: { p50: NaN, p99: NaN, max: NaN },
+      heapUsedMiB: NaN,
+      rssMiB: rssMiB(proc.pid),
+    },
+  };
+}
+
+function fds(pid: number): number {
+  return readdirSync(`/proc/${pid}/fd`).length;
+}
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function measure(cell: Cell, round: number, port: number, pid: number): Promise<Row> {
+  const lg = loadgen({
+    url: `http://127.0.0.1:${port}`,
+    model: cell.models[0],
+    models: cell.models,
+    connections: CONNECTIONS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    stream: false,
+    maxTokens: 16,
+  });
+  // CPU over the measured window only (after the load generator's warm-up)
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  const cpu0 = cpuMs(pid);
+  const r = await lg;
+  const cpu = cpuMs(pid) - cpu0;
+  const lat = [...r.latencyMs].sort((a, b) => a - b);
+  return {
+    cell: cell.name,
+    round,
+    rps: r.requests / (r.elapsedMs / 1000),
+    cpuPerReqUs: (cpu * 1000) / Math.max(1, r.requests),
+    p50: quantileSorted(lat, 0.5),
+    p99: quantileSorted(lat, 0.99),
+    errors: r.errors,
+    requests: r.requests,
+    fds: fds(pid),
+  };
+}
+
+function median(xs: number[]): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  return s.length === 0 ? NaN : quantileSorted(s, 0.5);
+}
+
+function f(n: number, d = 1): string {
+  return Number.isFinite(n) ? n.toFixed(d) : '–';
+}
+
+async function main(): Promise<void> {
+  const procs: Proc[] = [];
+  const rows: Row[] = [];
+  const reports: Partial<Record<GatewayKey, ScaleGatewayReport>> = {};
+  const rss: Partial<Record<GatewayKey, number>> = {};
+  const all = Array.from({ length: MODELS }, (_, i) => modelName(i));
+  const cells: Cell[] = KINDS.flatMap((k): Cell[] => [
+    { name: `${k}: one model`, gateway: `${k} one`, models: [modelName(0)] },
+    { name: `${k}: ${MODELS} models, spread`, gateway: `${k} many`, models: all },
+    { name: `${k}: ${MODELS} models, all on one`, gateway: `${k} many`, models: [modelName(MODELS - 1)] },
+  ]);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
+  try {
+    const simPort = await freePort();
+    // one simulator answers to every model's name: all the workers share its endpoint
+    const sim = start(process.execPath, [
+      CLI,
+      'sim',
+      '--port',
+      String(simPort),
+      '--served-model-name',
+      ...all,
+      '--inter-token-ms',
+      '0',
+      '--jitter',
+      '0',
+      '--itl-growth-per-seq',
+      '0',
+      '--prefill-tokens-per-s',
+      '10000000',
+      '--max-num-seqs',
+      '4096',
+      '--kv-capacity-tokens',
+      '100000000',
+      '--max-waiting-requests',
+      '100000',
+    ]);
+    procs.push(sim);
+    await waitFor(`http://127.0.0.1:${simPort}/health`);
+    const endpoint = `http://127.0.0.1:${simPort}`;
+    const by: Partial<Record<GatewayKey, { proc: Proc; report: ScaleGatewayReport }>> = {};
+    for (const k of KINDS) {
+      for (const [size, n] of [['one', 1] as const, ['many', MODELS] as const]) {
+        const g = k === 'dataplane' ? await gateway(n, endpoint) : await up(n, endpoint, dir);
+        procs.push(g.proc);
+        by[`${k} ${size}`] = g;
+        reports[`${k} ${size}`] = g.report;
+      }
+    }
+    for (let i = 0; i < REPEATS; i++) {
+      for (let k = 0; k < cells.length; k++) {
+        const cell = cells[(i + k) % cells.length] as Cell;
+        const g = by[cell.gateway] as { proc: Proc; report: ScaleGatewayReport };
+        rows.push(await measure(cell, i, g.report.port, g.proc.pid));
+        process.stderr.write(`${JSON.stringify(rows[rows.length - 1])}\n`);
+      }
+    }
+    for (const [k, g] of Object.entries(by)) rss[k as GatewayKey] = rssMiB(g.proc.pid);
+  } finally {
+    for (const p of procs.reverse()) await p.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  report(cells, rows, reports, rss);
+}
+
+function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, ScaleGatewayReport>>, rss: Partial<Record<GatewayKey, number>>): void {
+  const med = cells.map((c) => {
+    const rs = rows.filter((r) => r.cell === c.name);
+    return {
+      cell: c.name,
+      gateway: c.gateway,
+      rps: median(rs.map((r) => r.rps)),
+      cpuPerReqUs: median(rs.map((r) => r.cpuPerReqUs)),
+      p50: median(rs.map((r) => r.p50)),
+      p99: median(rs.map((r) => r.p99)),
+      errors: rs.reduce((a, r) => a + r.errors, 0),
+      requests: rs.reduce((a, r) => a + r.requests, 0),
+      fds: Math.max(...rs.map((r) => r.fds)),
+      rounds: rs.map((r) => ({ rps: r.rps, cpuPerReqUs: r.cpuPerReqUs, fds: r.fds })),
+    };
+  });
+  type Med = (typeof med)[number];
+  /** The one-model cell of the same kind of gateway. */
+  const baseOf = (m: Med): Med => med.find((x) => x.gateway === `${m.gateway.split(' ')[0] as Kind} one`) as Med;
+  const many = gw['dataplane many'] ?? gw['up many'];
+  const lines: string[] = [
+    '# Scale: the routing state of many models',
+    '',
+    `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}. Gateways holding 1 model or ${MODELS} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${WORKERS_PER_VERSION} workers each and ${ADAPTERS} LoRA adapters (${MODELS * 2 * WORKERS_PER_VERSION} workers and ${MODELS * ADAPTERS} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${CONNECTIONS} connections of a load generator in its own process; ${DURATION_MS} ms measured after ${WARMUP_MS} ms warm-up per cell, ${REPEATS} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
+    '',
+    '| cell | req/s | gateway CPU µs/request | vs one model | p50 ms | p99 ms | open descriptors after | errors |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const m of med) {
+    const b = baseOf(m);
+    lines.push(
+      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} | ${m === b ? '–' : `${f(m.cpuPerReqUs - b.cpuPerReqUs, 1)} µs (${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %), req/s ${f(m.rps / b.rps, 2)}×`} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
+    );
+  }
+  lines.push(
+    '',
+    '| gateway | models | workers | adapters | start ms | route publish p50 / p99 / max ms (200 publishes) | heap used MiB (after GC, before traffic) | RSS MiB before / after traffic |',
+    '|---|---|---|---|---|---|---|---|',
+  );
+  for (const [k, g] of Object.entries(gw) as [GatewayKey, ScaleGatewayReport][]) {
+    lines.push(
+      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} |`,
+    );
+  }
+  const checks: [string, boolean, string][] = med
+    .filter((m) => m !== baseOf(m))
+    .map((m): [string, boolean, string] => {
+      const b = baseOf(m);
+      return [`${m.cell}: CPU/request within 10 % of one model`, m.cpuPerReqUs <= 1.1 * b.cpuPerReqUs, `${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %`];
+    });
+  if (many !== undefined && Number.isFinite(many.publishMs.max)) {
+    checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
+  }
+  lines.push('', '| target (issue 18) | met | measured |', '|---|---|---|');
+  for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
+  const md = lines.join('\n') + '\n';
+  const out = path.join(root, 'bench', 'results');
+  mkdirSync(out, { recursive: true });
+  writeFileSync(path.join(out, 'scale.md'), md);
+  writeFileSync(
+    path.join(out, 'scale.json'),
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        node: process.version,
+        models: MODELS,
+        workersPerVersion: WORKERS_PER_VERSION,
+        adaptersPerModel: ADAPTERS,
+        durationMs: DURATION_MS,
+        warmupMs: WARMUP_MS,
+        repeats: REPEATS,
+        connections: CONNECTIONS,
+        cells: med,
+        gateways: gw,
+        rssAfterMiB: rss,
+        checks: checks.map(([name, ok, value]) => ({ name, ok, value })),
+      },
+      null,
+      2,
+    ),
+  );
+  process.stdout.write(md);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:scale failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
