@@ -24,3 +24,12 @@ export const name = (what: string) =>
   z.string(msg(what)).regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, msg(`${what} (letters, digits, . _ : / -; at most 128 characters)`));
 export const str = (what = 'a string') => z.string(msg(what)).min(1, msg(`a non-empty ${what.replace(/^an? /, '')}`));
 export const bool = () => z.boolean(msg('true or false'));
+export const url = () =>
+  z.string(msg('an http(s) URL')).refine((s) => {
+    try {
+      const u = new URL(s);
+      return u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      return false;
+    }
+  }, msg('an http(s) URL'));
