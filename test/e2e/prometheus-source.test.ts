@@ -5,7 +5,7 @@
 // half and half and runs nothing. Two canaries at once: model `errors`, whose candidate answers 30 %
 // of requests with a 500, must be rolled back on the errors of both replicas' traffic — its deciding
 // look counts more canary requests than replica A ever saw — and model `equal`, whose candidate is the
-// same engine, must be promoted. Skipped with one line without `prometheus`
+// same engine, must be promoted; the rollback monitor then judges it on both replicas' window. Skipped with one line without `prometheus`
 // (failed under CI=true).
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -95,6 +95,8 @@ function appConfig(name: string, promUrl: string, workers: Workers, weights: Rec
       versions: [version(model, 'v1'), version(model, 'v2')],
       route: { weights },
       canary: { stages: [10, 50, 100], stage_duration_ms: 3_000, min_samples: 30, ignore_first_requests: 0 },
+      // checked by the test only (an interval longer than the test)
+      monitor: { enabled: true, min_requests: 10, interval_ms: 3_600_000 },
     })),
   });
 }
@@ -203,6 +205,12 @@ describe('Prometheus as the metric source (real prometheus, two gateway replicas
       expect(good.phase, `${why}; last look: ${JSON.stringify(good.last?.reasons)}`).toBe('succeeded');
       const latency = good.verdicts.at(-1)?.metrics.find((m) => m.name === 'latency');
       expect(latency?.outcome).toBe('pass');
+
+      // the monitor judges the promoted version on both replicas' window too
+      const check = await a.controllers.monitor.check('equal');
+      expect(check).toMatchObject({ action: 'ok', active: 'v2', standby: 'v1' });
+      expect(check.stats?.requests).toBeGreaterThan(a.ports.telemetry.stats('equal', 'v2').requests);
+      expect(check.stats?.errorRate).toBe(0);
 
       // Prometheus holds both replicas' series of the candidates, and the engines' own
       expect((await promQuery(promUrl, 'sum by (instance) (glidepath_requests_total{model="errors",version="v2"})')).length).toBe(2);
