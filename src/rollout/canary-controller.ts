@@ -38,6 +38,8 @@ interface Live extends StagedLive<CanaryState> {
   since: number;
   /** The remote source's failure since the look it began (undefined: it answers); said once each way. */
   sourceDown: string | undefined;
+  /** Requests of each version the last remote read counted (what the judge saw, every replica's). */
+  remoteCounts?: { stable: number; canary: number } | undefined;
 }
 
 /** What the operator view shows of the samples a running canary is judged on. */
@@ -150,6 +152,7 @@ export class CanaryController {
       l.remote = async (now) => {
         const s = l.state;
         const r = await remote.read(s.model, [s.stable, s.canary], l.since, now);
+        l.remoteCounts = { stable: r.get(s.stable)?.requests ?? 0, canary: r.get(s.canary)?.requests ?? 0 };
         const cap = DEFAULTS.rollout.maxSamplesPerVersion;
         const q = (v: VersionSamples) => (v.quality.length > 0 ? v.quality.copy() : undefined);
         return { a: packReading(r.get(s.stable) ?? NO_READING, cap, q(l.samples.a)), b: packReading(r.get(s.canary) ?? NO_READING, cap, q(l.samples.b)) };
@@ -169,10 +172,12 @@ export class CanaryController {
     return undefined;
   }
 
-  /** Samples the running canary of a model is judged on (undefined when none runs). */
+  /** Samples the running canary of a model is judged on (undefined when none runs): with a remote source, its last read's. */
   sampleCounts(model: string): CanarySampleCounts | undefined {
     const l = this.active(model);
-    return l && { stable: l.samples.a.requests, canary: l.samples.b.requests, min_samples: l.judge.latency.minSamples };
+    if (l === undefined) return undefined;
+    const n = l.remote !== undefined ? (l.remoteCounts ?? { stable: 0, canary: 0 }) : { stable: l.samples.a.requests, canary: l.samples.b.requests };
+    return { ...n, min_samples: l.judge.latency.minSamples };
   }
 
   /** The running canary of a model, else its newest one (by id: that one) — never another kind of rollout. */

@@ -76,7 +76,10 @@ describe('a canary judged from a remote metric source', () => {
     const { f, c, remote } = await setup();
     remote.byVersion.set('v1', reading(2_000, EVEN));
     remote.byVersion.set('v2', reading(300, EVEN));
-    await f.clock.advance(STAGE_MS + TICK_MS, () => c.whenIdle());
+    await f.clock.advance(TICK_MS, () => c.whenIdle());
+    // the operator's view counts what the judge read, not this process's (no) records
+    expect(c.sampleCounts(M)).toEqual({ stable: 2_000, canary: 300, min_samples: 20 });
+    await f.clock.advance(STAGE_MS, () => c.whenIdle());
     const s = await c.get(M);
     expect(s.phase).toBe('progressing');
     expect(s.stageIndex).toBe(1);
