@@ -46,6 +46,11 @@ export interface RemoteMetrics {
   readonly monitorWindowMs: number;
   /** Each of `versions`' traffic between `fromMs` and `toMs` (at most the configured max_window_ms back). */
   read(model: string, versions: readonly string[], fromMs: number, toMs: number): Promise<Map<string, VersionReading>>;
+  /**
+   * Completion tokens each engine generated between `fromMs` and `toMs`, by scrape target (`host:port`
+   * of the worker's URL), from its own `vllm:generation_tokens_total`; targets without the series are absent.
+   */
+  engineTokens(instances: readonly string[], fromMs: number, toMs: number): Promise<Map<string, number>>;
 }
 
 const FAMILIES = {
@@ -168,6 +173,30 @@ export function readings(versions: readonly string[], inc: readonly PromSample[]
   return out;
 }
 
+/** Several readings as one (a model's versions together): counts added, histograms bucket by bucket. */
+export function mergeReadings(rs: readonly VersionReading[]): VersionReading {
+  const hist = (pick: (r: VersionReading) => Binned): Binned => {
+    const cum = new Map<number, number>();
+    for (const r of rs) {
+      let acc = 0;
+      const h = pick(r);
+      h.bounds.forEach((b, i) => cum.set(b, (cum.get(b) ?? 0) + (acc += h.counts[i] ?? 0)));
+    }
+    return binned(cum);
+  };
+  const sum = (pick: (r: VersionReading) => number): number => rs.reduce((a, r) => a + pick(r), 0);
+  return {
+    requests: sum((r) => r.requests),
+    errors: sum((r) => r.errors),
+    ttft: hist((r) => r.ttft),
+    tpot: hist((r) => r.tpot),
+    latency: hist((r) => r.latency),
+    busyS: sum((r) => r.busyS),
+    outputTokens: sum((r) => r.outputTokens),
+    replicas: Math.max(0, ...rs.map((r) => r.replicas)),
+  };
+}
+
 /** The Authorization header of a config: a bearer token or basic credentials, read from the environment at each query. */
 function authorization(cfg: PrometheusSourceConfig, env: NodeJS.ProcessEnv): (() => string | undefined) | undefined {
   const need = (name: string): string => {
@@ -205,5 +234,18 @@ export class PrometheusSource implements RemoteMetrics {
     const from = Math.max(fromMs, toMs - this.cfg.maxWindowMs);
     const [start, end] = await Promise.all([this.client.instant(q, from), this.client.instant(q, toMs)]);
     return readings(versions, increases(start, end));
+  }
+
+  async engineTokens(instances: readonly string[], fromMs: number, toMs: number): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (instances.length === 0) return out;
+    const q = `{__name__="vllm:generation_tokens_total",instance=~${promString(instances.map(regexEscape).join('|'))}}`;
+    const from = Math.max(fromMs, toMs - this.cfg.maxWindowMs);
+    const [start, end] = await Promise.all([this.client.instant(q, from), this.client.instant(q, toMs)]);
+    for (const { labels, value } of increases(start, end)) {
+      const i = labels.instance ?? '';
+      out.set(i, (out.get(i) ?? 0) + value);
+    }
+    return out;
   }
 }

@@ -127,7 +127,8 @@ export class FakeWorker {
       id: this.id,
       model: this.model,
       version: this.version,
-      url: `http://fake/${this.id}`,
+      // one host:port per worker, as each engine is its own scrape target
+      url: `http://${this.id.replaceAll('/', '.')}.fake:8000`,
       provider: this.provider,
       role: this.role,
       startedAt: this.startedAt,

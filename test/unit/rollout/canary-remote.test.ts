@@ -3,29 +3,15 @@
 // the test. It judges the source's counts (every replica's), not this process's records; a source
 // that does not answer makes every look "no data" (wait, never a pass), said once each way.
 import { describe, expect, it } from 'vitest';
-import { NO_READING } from '../../../src/analysis/binned.js';
-import { GlidepathError } from '../../../src/errors.js';
 import { CanaryController } from '../../../src/rollout/canary-controller.js';
-import type { RemoteMetrics, VersionReading } from '../../../src/telemetry/prometheus-source.js';
+import type { VersionReading } from '../../../src/telemetry/prometheus-source.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
+import { ScriptedRemote } from '../../helpers/scripted-remote.js';
 
 const M = 'llama';
 const STAGE_MS = 60_000;
 const TICK_MS = 1_000;
 const BOUNDS = [0.05, 0.1, 0.25, 0.5, Infinity];
-
-class ScriptedRemote implements RemoteMetrics {
-  readonly where = 'scripted source';
-  readonly monitorWindowMs = 300_000;
-  down: string | undefined;
-  readonly reads: { model: string; versions: readonly string[]; from: number; to: number }[] = [];
-  readonly byVersion = new Map<string, VersionReading>();
-  read(model: string, versions: readonly string[], from: number, to: number): Promise<Map<string, VersionReading>> {
-    this.reads.push({ model, versions, from, to });
-    if (this.down !== undefined) return Promise.reject(new GlidepathError('metrics_source_unreachable', this.down));
-    return Promise.resolve(new Map(versions.map((v) => [v, this.byVersion.get(v) ?? NO_READING])));
-  }
-}
 
 /** n requests (`errors` of them failed) whose TTFT and latency fill the buckets by `share`, their TPOT 5-10 ms. */
 function reading(n: number, share: readonly number[], errors = 0): VersionReading {
@@ -62,8 +48,8 @@ describe('a canary judged from a remote metric source', () => {
     // this replica's records: both versions alike
     for (const v of ['v1', 'v2']) f.records(M, v, 200, (i) => ({ latencyMs: 100 + (i % 10), ttftMs: 20 + (i % 5), tpotMs: 5 + (i % 3) }));
     // the fleet's, from the source: the canary fails one request in five
-    remote.byVersion.set('v1', reading(2_000, EVEN));
-    remote.byVersion.set('v2', reading(200, EVEN, 50));
+    remote.byVersion.set('llama/v1', reading(2_000, EVEN));
+    remote.byVersion.set('llama/v2', reading(200, EVEN, 50));
     await f.clock.advance(TICK_MS, () => c.whenIdle());
     const s = await c.get(M);
     expect(s.phase).toBe('rolled_back');
@@ -74,8 +60,8 @@ describe('a canary judged from a remote metric source', () => {
 
   it("advances on the source's equal data though this process saw no request", async () => {
     const { f, c, remote } = await setup();
-    remote.byVersion.set('v1', reading(2_000, EVEN));
-    remote.byVersion.set('v2', reading(300, EVEN));
+    remote.byVersion.set('llama/v1', reading(2_000, EVEN));
+    remote.byVersion.set('llama/v2', reading(300, EVEN));
     await f.clock.advance(TICK_MS, () => c.whenIdle());
     // the operator's view counts what the judge read, not this process's (no) records
     expect(c.sampleCounts(M)).toEqual({ stable: 2_000, canary: 300, min_samples: 20 });
@@ -87,8 +73,8 @@ describe('a canary judged from a remote metric source', () => {
 
   it('waits (no data, never a pass) while the source does not answer, says so once, and judges again when it does', async () => {
     const { f, c, remote } = await setup();
-    remote.byVersion.set('v1', reading(2_000, EVEN));
-    remote.byVersion.set('v2', reading(300, EVEN));
+    remote.byVersion.set('llama/v1', reading(2_000, EVEN));
+    remote.byVersion.set('llama/v2', reading(300, EVEN));
     remote.down = 'Prometheus at http://prom:9090 is unreachable: connect ECONNREFUSED';
     // well past the stage's duration: a canary that passed would have advanced
     await f.clock.advance(STAGE_MS + 5 * TICK_MS, () => c.whenIdle());

@@ -3,27 +3,13 @@
 // this process's window), its p99 from the buckets; a source that does not answer is never judged.
 import { describe, expect, it } from 'vitest';
 import { NO_READING } from '../../../src/analysis/binned.js';
-import { GlidepathError } from '../../../src/errors.js';
 import { BlueGreen } from '../../../src/rollout/bluegreen.js';
 import { RollbackMonitor } from '../../../src/rollout/monitor.js';
-import type { RemoteMetrics, VersionReading } from '../../../src/telemetry/prometheus-source.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
+import { ScriptedRemote } from '../../helpers/scripted-remote.js';
 
 const OPS = { name: 'ops' };
 const WINDOW = 120_000;
-
-class ScriptedRemote implements RemoteMetrics {
-  readonly where = 'scripted source';
-  readonly monitorWindowMs = WINDOW;
-  down: string | undefined;
-  reading: VersionReading = NO_READING;
-  readonly reads: { versions: readonly string[]; from: number; to: number }[] = [];
-  read(_model: string, versions: readonly string[], from: number, to: number): Promise<Map<string, VersionReading>> {
-    this.reads.push({ versions, from, to });
-    if (this.down !== undefined) return Promise.reject(new GlidepathError('metrics_source_unreachable', this.down));
-    return Promise.resolve(new Map([[versions[0] as string, this.reading]]));
-  }
-}
 
 const latency = (counts: number[]) => ({ bounds: [0.25, 0.5, 1, 2.5, Infinity], counts });
 
@@ -38,7 +24,7 @@ async function harness() {
       },
     ],
   });
-  const remote = new ScriptedRemote();
+  const remote = new ScriptedRemote(WINDOW);
   f.remote = remote;
   const ports = f.ports();
   const bg = new BlueGreen(ports);
@@ -55,12 +41,12 @@ describe('RollbackMonitor on a remote metric source', () => {
   it("judges the source's window: p99 from the buckets, errors over requests", async () => {
     const h = await harness();
     // 100 requests, 99 of them under 0.5 s: the p99 is 0.5 s
-    h.remote.reading = { ...NO_READING, requests: 100, errors: 1, latency: latency([50, 49, 1, 0, 0]) };
+    h.remote.byVersion.set('llama/v2', { ...NO_READING, requests: 100, errors: 1, latency: latency([50, 49, 1, 0, 0]) });
     const at = h.f.clock.now();
     expect(await h.mon.check('llama')).toMatchObject({ action: 'ok', stats: { requests: 100, errorRate: 0.01, latencyMs: { p99: 500 } } });
-    expect(h.remote.reads.at(-1)).toEqual({ versions: ['v2'], from: at - WINDOW, to: at });
+    expect(h.remote.reads.at(-1)).toEqual({ model: 'llama', versions: ['v2'], from: at - WINDOW, to: at });
     // the fleet's p99 moves into (1, 2.5] s: interpolated 1.75 s, over the 1 s limit
-    h.remote.reading = { ...NO_READING, requests: 100, errors: 1, latency: latency([50, 48, 0, 2, 0]) };
+    h.remote.byVersion.set('llama/v2', { ...NO_READING, requests: 100, errors: 1, latency: latency([50, 48, 0, 2, 0]) });
     const r = await h.mon.check('llama');
     expect(r.action).toBe('rolled_back');
     expect(r.verdict?.reason).toBe('p99 latency 1750 ms exceeded threshold 1000 ms over 100 requests');
@@ -75,7 +61,7 @@ describe('RollbackMonitor on a remote metric source', () => {
     expect(h.mon.lastCheck('llama')).toMatchObject({ action: 'metrics_unavailable', active: 'v2', error: h.remote.down });
     expect(h.f.eventKinds('monitor_metrics')).toEqual(['monitor_metrics_unavailable']);
     h.remote.down = undefined;
-    h.remote.reading = { ...NO_READING, requests: 100, errors: 30, latency: latency([100, 0, 0, 0, 0]) };
+    h.remote.byVersion.set('llama/v2', { ...NO_READING, requests: 100, errors: 30, latency: latency([100, 0, 0, 0, 0]) });
     await h.f.clock.advance(5_000, () => h.mon.whenIdle());
     expect(h.f.eventKinds('monitor_metrics')).toEqual(['monitor_metrics_unavailable', 'monitor_metrics_available']);
     expect(h.mon.lastCheck('llama')?.action).toBe('rolled_back');
