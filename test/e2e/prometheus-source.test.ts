@@ -215,6 +215,11 @@ describe('Prometheus as the metric source (real prometheus, two gateway replicas
       // Prometheus holds both replicas' series of the candidates, and the engines' own
       expect((await promQuery(promUrl, 'sum by (instance) (glidepath_requests_total{model="errors",version="v2"})')).length).toBe(2);
       expect((await promQuery(promUrl, 'vllm:num_requests_running')).length).toBe(4);
+      // what each engine generated, as the scheduler reads it: by scrape target
+      const remote = a.ports.telemetry.remote;
+      const engines = started.map((x) => new URL(x.url).host);
+      const generated = await remote?.engineTokens(engines, Date.now() - 60_000, Date.now());
+      expect(engines.map((e) => (generated?.get(e) ?? 0) > 0)).toEqual([true, true, true, true]);
       // no look waited on an unreachable source
       for (const m of models) expect((await a.controllers.canary.events(m, ids.get(m))).map((e) => e.kind)).not.toContain('metrics_unavailable');
     },

@@ -195,6 +195,26 @@ describe('PrometheusSource', () => {
     expect(r.get('v2')).toMatchObject({ requests: 15, errors: 4, latency: { bounds: [0.1, 0.5, Infinity], counts: [0, 10, 5] }, replicas: 1 });
   });
 
+  it("engine tokens: each scrape target's increase of vllm:generation_tokens_total, summed over its label sets", async () => {
+    const from = 1_700_000_000_000;
+    const to = from + 30_000;
+    handler = (q, res) => {
+      const k = q.time === to / 1000 ? 1 : 0;
+      const e = (instance: string, lora: string, v: number): Series => ({
+        labels: { __name__: 'vllm:generation_tokens_total', instance, job: 'engines', lora },
+        value: v,
+      });
+      vector(res, q.time, [e('10.0.0.1:8000', '', 100 + k * 900), e('10.0.0.1:8000', 'a1', 5 + k * 100), e('10.0.0.2:8000', '', 7 + k * 3)]);
+    };
+    const t = await source().engineTokens(['10.0.0.1:8000', '10.0.0.2:8000'], from, to);
+    expect([...t]).toEqual([
+      ['10.0.0.1:8000', 1000],
+      ['10.0.0.2:8000', 3],
+    ]);
+    expect(seen.at(-1)?.query).toBe('{__name__="vllm:generation_tokens_total",instance=~"10\\\\.0\\\\.0\\\\.1:8000|10\\\\.0\\\\.0\\\\.2:8000"}');
+    expect((await source().engineTokens([], from, to)).size).toBe(0);
+  });
+
   it('bounds the window to max_window_ms; basic auth; a missing secret is a clear error', async () => {
     handler = (q, res) => vector(res, q.time, []);
     const to = 1_700_000_000_000;
