@@ -95,6 +95,24 @@ export function judgeCanary(stable: MetricSamples, canary: MetricSamples, cfg: J
   };
 }
 
+/**
+ * The verdict of a look that had nothing to judge because its metric source did not answer
+ * (Prometheus down): no data, wait — never a pass, nor a failure by mustHaveData (the canary is not
+ * at fault). The always-valid p-values of the earlier looks are kept.
+ */
+export function sourceDownVerdict(cfg: JudgeConfig, look: LookInfo, reason: string): Verdict {
+  const checks = statisticalCheckCount(cfg);
+  return {
+    outcome: 'nodata',
+    action: ACTIONS.nodata,
+    score: NaN,
+    reasons: [reason],
+    metrics: [],
+    look: { index: look.index, method: cfg.sequential, alpha: cfg.alpha, alphaPerCheck: cfg.alpha / checks, checks },
+    sequentialPValues: { ...(look.previous ?? {}) },
+  };
+}
+
 /** Kayenta-style weighted scoring with critical metrics, a marginal band and a no-data rule. */
 export function combine(
   metrics: MetricVerdict[],

@@ -14,6 +14,7 @@ import { configSchema } from './schema.js';
 import { storeConfig } from './store.js';
 import { fromSnakeFaults } from './sim-faults.js';
 import { normalizeTimeSharing, standbySlots } from './time-sharing.js';
+import { normalizeMetricsSource } from './metrics-source.js';
 import type { RawConfig, RawSim, RawVersion } from './schema.js';
 import type { GlidepathConfig, HealthConfig, ListenerLimitsConfig, ModelConfig, ProviderConfig, RouteConfig, SimSettings, VersionConfig } from './types.js';
 
@@ -333,6 +334,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     },
     limits: { dataPlane: listenerLimits(raw.limits.data_plane), admin: listenerLimits(raw.limits.admin) },
     telemetry: { windowMaxSamples: raw.telemetry.window_max_samples, windowMaxAgeMs: raw.telemetry.window_max_age_ms },
+    metricsSource: normalizeMetricsSource(raw.metrics_source),
     notifications: { webhooks: raw.notifications.webhooks },
     control: { tickMs: raw.control.tick_ms },
     scheduler: {

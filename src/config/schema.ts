@@ -5,12 +5,14 @@ import { RESUME_MODES } from '../domain/spec.js';
 
 import { bool, fraction, msg, name, nonNeg, nonNegInt, posInt, positive, show, str, url } from './schema-parts.js';
 import { storeSchema } from './store.js';
+import { metricsSourceSchema } from './metrics-source.js';
 import { degradationSchema, tiersSchema } from './admission.js';
 import { timeSharingSchema } from './time-sharing.js';
 
 export { nonNeg, posInt, positive, fraction, name, show };
 
 const hostPort = () => z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, msg('HOST:PORT such as 127.0.0.1:8080'));
+
 /** Simulator settings of one version (all optional; defaults in DEFAULTS.sim). */
 const simSchema = z
   .object({
@@ -392,6 +394,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /** Where the canary judge and the monitor read their series (config/metrics-source.ts, docs/cluster.md). */
+    metrics_source: metricsSourceSchema,
     notifications: z
       .object({ webhooks: z.array(url()).default([]) })
       .strict()

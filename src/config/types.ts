@@ -4,8 +4,9 @@ import type { DegradationConfig, TierConfig } from './admission.js';
 import type { TimeShareConfig } from './time-sharing.js';
 import type { StoreConfig } from './store.js';
 export type { EtcdStoreConfig, StoreConfig } from './store.js';
+import type { MetricsSourceConfig, PrometheusSourceConfig } from './metrics-source.js';
 
-export type { DegradationConfig, TierConfig, TimeShareConfig };
+export type { DegradationConfig, MetricsSourceConfig, PrometheusSourceConfig, TierConfig, TimeShareConfig };
 
 // What a version is registered with lives in domain/ (the registry's records are built from it);
 // re-exported here so the config's readers find every config type in one place.
@@ -214,6 +215,8 @@ export interface GlidepathConfig {
   readonly gateway: GatewayConfig;
   readonly limits: { readonly dataPlane: ListenerLimitsConfig; readonly admin: ListenerLimitsConfig };
   readonly telemetry: { readonly windowMaxSamples: number; readonly windowMaxAgeMs: number };
+  /** Where the canary judge and the monitor read their series: this process's windows, or Prometheus. */
+  readonly metricsSource: MetricsSourceConfig;
   readonly notifications: { readonly webhooks: readonly string[] };
   readonly control: { readonly tickMs: number };
   readonly scheduler: SchedulerConfig;

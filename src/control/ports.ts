@@ -11,6 +11,7 @@ import type { RolloutRecord, Store } from '../store/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { engineTraitsOf } from '../domain/spec.js';
 import type { ControlPlane } from './plane.js';
+import { PrometheusSource } from '../telemetry/prometheus-source.js';
 
 /** The process's clock: Date.now and unref'd timers. */
 export const systemClock: Clock = {
@@ -96,6 +97,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       stats: (model, version, now) => dp.telemetry.stats(model, version, now),
       subscribe: (listener) => dp.telemetry.subscribe(listener),
       subscribeFaults: (listener) => dp.telemetry.subscribeFaults(listener),
+      remote: cp.cfg.metricsSource.kind === 'prometheus' ? new PrometheusSource(cp.cfg.metricsSource) : undefined,
       health: dp.telemetry.metrics.health,
       canary: dp.telemetry.metrics.canary,
       adapterCanary: dp.telemetry.metrics.adapterCanary,

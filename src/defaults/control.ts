@@ -106,6 +106,32 @@ export const CONTROL = {
     shipTimeoutMs: 5_000,
   },
 
+  /** `metrics_source: { kind: prometheus }` (src/telemetry/prometheus.ts, docs/cluster.md): PromQL instead of in-process windows. */
+  metricsSource: {
+    /**
+     * One PromQL query (connect to last byte). A look's instant queries over a few hundred series
+     * answer in milliseconds; a Prometheus that takes seconds is overloaded, and the look waits
+     * (no data) rather than holding the canary's lock through a whole tick.
+     */
+    timeoutMs: 5_000,
+    /**
+     * Largest query answer read. A look reads ~50 series per replica and version (three histograms
+     * of 16 buckets, a few counters), ~15 kB each way on a 20-replica fleet; 4 MiB bounds a label
+     * selector that matches far more than it should without holding a 100 MB answer in memory.
+     */
+    maxResponseBytes: 4 * MiB,
+    /**
+     * The monitor's window when it reads Prometheus: the last 5 min, as the in-process window's
+     * age limit (telemetry.windowMaxAgeMs), so a switch of source does not change what it judges.
+     */
+    monitorWindowMs: 5 * 60_000,
+    /**
+     * The longest range a canary look reads: a canary paused for days is judged on its last day.
+     * Prometheus keeps 15 days by default; a window older than its retention reads nothing.
+     */
+    maxWindowMs: 24 * 60 * 60_000,
+  },
+
   store: {
     /** SQLite file inside the data directory. */
     fileName: 'glidepath.db',

@@ -339,6 +339,16 @@ export const CATALOGUE = {
     'Audited only: a notification webhook answered an error status after its retries (the status is in the audit params).',
     "Check the webhook's receiver.",
   ],
+  metrics_source_unreachable: [
+    503,
+    'The Prometheus server of `metrics_source` could not be reached or did not answer within `metrics_source.timeout_ms`: a canary look waits (no data), the monitor does not judge; both say so in an event.',
+    'Check that Prometheus runs at the URL; the canary resumes judging by itself once it answers.',
+  ],
+  metrics_source_error: [
+    502,
+    "The Prometheus server of `metrics_source` answered an error: a status other than 200, `status: error` (Prometheus's message is quoted), a body over `metrics_source.max_response_bytes`, or not its JSON.",
+    'Check the URL (the server, not a proxy page), the credentials and the `labels` matchers.',
+  ],
 
   // -- workers and providers --
   interrupted: [503, "A version's failure when Glidepath restarted while it was loading.", 'Deploy it again.'],

@@ -12,6 +12,8 @@ import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
+import type { VersionSamples } from './samples.js';
+import { NO_READING, packReading } from '../analysis/binned.js';
 import { drainAndUnload, routeToStable } from './canary-rollback.js';
 import { TERMINAL, checkStages, criticalHealth, currentPercent, judgeOverrides, nextStage, stageWeights } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
@@ -32,6 +34,12 @@ export interface CanaryStartOptions {
 interface Live extends StagedLive<CanaryState> {
   /** Set when one of the canary's workers turned unhealthy: a critical failure, rolled back at the next tick. */
   unhealthy: string | undefined;
+  /** Epoch ms the samples start from: a remote source (Prometheus) reads its window from here. */
+  since: number;
+  /** The remote source's failure since the look it began (undefined: it answers); said once each way. */
+  sourceDown: string | undefined;
+  /** Requests of each version the last remote read counted (what the judge saw, every replica's). */
+  remoteCounts?: { stable: number; canary: number } | undefined;
 }
 
 /** What the operator view shows of the samples a running canary is judged on. */
@@ -135,7 +143,21 @@ export class CanaryController {
       seen: -1,
       saving: Promise.resolve(),
       unhealthy: undefined,
+      since: this.ports.clock.now(),
+      sourceDown: undefined,
     };
+    const remote = this.ports.telemetry.remote;
+    if (remote !== undefined) {
+      // every replica's traffic, as Prometheus scraped it; the quality scores stay this process's (the LLM judge's)
+      l.remote = async (now) => {
+        const s = l.state;
+        const r = await remote.read(s.model, [s.stable, s.canary], l.since, now);
+        l.remoteCounts = { stable: r.get(s.stable)?.requests ?? 0, canary: r.get(s.canary)?.requests ?? 0 };
+        const cap = DEFAULTS.rollout.maxSamplesPerVersion;
+        const q = (v: VersionSamples) => (v.quality.length > 0 ? v.quality.copy() : undefined);
+        return { a: packReading(r.get(s.stable) ?? NO_READING, cap, q(l.samples.a)), b: packReading(r.get(s.canary) ?? NO_READING, cap, q(l.samples.b)) };
+      };
+    }
     this.live.set(state.id, l);
     return l;
   }
@@ -150,10 +172,12 @@ export class CanaryController {
     return undefined;
   }
 
-  /** Samples the running canary of a model is judged on (undefined when none runs). */
+  /** Samples the running canary of a model is judged on (undefined when none runs): with a remote source, its last read's. */
   sampleCounts(model: string): CanarySampleCounts | undefined {
     const l = this.active(model);
-    return l && { stable: l.samples.a.requests, canary: l.samples.b.requests, min_samples: l.judge.latency.minSamples };
+    if (l === undefined) return undefined;
+    const n = l.remote !== undefined ? (l.remoteCounts ?? { stable: 0, canary: 0 }) : { stable: l.samples.a.requests, canary: l.samples.b.requests };
+    return { ...n, min_samples: l.judge.latency.minSamples };
   }
 
   /** The running canary of a model, else its newest one (by id: that one) — never another kind of rollout. */
@@ -251,6 +275,7 @@ export class CanaryController {
         s.stageIndex = 0;
         s.stageStartedAt = p.clock.now();
         l.samples = canarySamples(s, p.models.config(s.model).canary);
+        l.since = p.clock.now();
         l.seen = -1;
         await this.applyWeights(l, currentPercent(s));
         await this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
@@ -326,7 +351,14 @@ export class CanaryController {
   private async evaluate(l: Live, now: number): Promise<void> {
     const looked = await takeLook(l, now, this.opts.judge);
     if (looked === undefined) return;
-    const { verdict, step } = looked;
+    const { verdict, step, sourceError } = looked;
+    if (sourceError !== undefined && l.sourceDown === undefined) {
+      l.sourceDown = sourceError.message;
+      await this.event(l, 'metrics_unavailable', `the metric source does not answer; every look waits (no data) until it does: ${sourceError.message}`);
+    } else if (sourceError === undefined && l.sourceDown !== undefined) {
+      l.sourceDown = undefined;
+      await this.event(l, 'metrics_available', 'the metric source answers again; looks judge its data');
+    }
     if (step.kind !== 'none') this.ports.telemetry.canary.verdict(l.state.model, verdict.outcome, verdict.action);
     await this.apply(l, step, verdict.reasons.join('; '), now);
     if (step.kind === 'none') await this.persist(l);

@@ -1,10 +1,12 @@
 // Monitored rollback: a watcher that looks at each model's active version every interval (seed 000:
-// 5 s) and rolls back to the standby on its own when the error rate or p99 latency crosses the
-// thresholds, then notifies the webhooks with the numbers. At most once per activation; idle when
+// 5 s) — in this process's window, or over every replica in Prometheus (`metrics_source`) — and
+// rolls back to the standby on its own when the error rate or p99 latency crosses the thresholds,
+// then notifies the webhooks with the numbers. At most once per activation; idle when
 // there is nothing to roll back to. Settings come from the config and can be changed at runtime
 // (persisted through the settings port; the admin API's PUT /models/:model/monitor calls `update`).
 // Sees only the ports.
 import type { MonitorConfig } from '../config/types.js';
+import { NO_READING, binnedQuantile } from '../analysis/binned.js';
 import { DEFAULTS } from '../defaults.js';
 import { toGlidepathError } from '../errors.js';
 import type { WindowStats } from '../telemetry/window.js';
@@ -53,7 +55,17 @@ function describeBreach(b: Breach): string {
     : `p99 latency ${Math.round(b.value)} ms exceeded threshold ${b.threshold} ms`;
 }
 
-export type CheckAction = 'disabled' | 'no_active' | 'rollout_in_progress' | 'no_standby' | 'already_fired' | 'ok' | 'rolled_back' | 'rollback_failed';
+export type CheckAction =
+  | 'disabled'
+  | 'no_active'
+  | 'rollout_in_progress'
+  | 'no_standby'
+  | 'already_fired'
+  /** The metric source (Prometheus) did not answer: nothing judged, nothing rolled back. */
+  | 'metrics_unavailable'
+  | 'ok'
+  | 'rolled_back'
+  | 'rollback_failed';
 
 export interface CheckResult {
   model: string;
@@ -79,6 +91,8 @@ interface ModelState {
   firedFor?: string | undefined;
   noStandbyFor?: string | undefined;
   failedFor?: string | undefined;
+  /** The metric source's failure while it lasts (said once when it starts, once when it ends). */
+  sourceDown?: string | undefined;
   last?: CheckResult | undefined;
 }
 
@@ -188,8 +202,26 @@ export class RollbackMonitor {
       return done({ action: 'no_standby', active: active.id });
     }
     st.noStandbyFor = undefined;
-    const w = p.telemetry.stats(model, active.id, at);
-    const stats: MonitorStats = { requests: w.requests, errorRate: w.errorRate, latencyMs: { p99: w.latencyMs.p99 } };
+    let stats: MonitorStats;
+    try {
+      stats = await this.read(model, active.id, at);
+    } catch (err) {
+      const message = (err as Error).message;
+      if (st.sourceDown === undefined) {
+        p.emit({
+          kind: 'monitor_metrics_unavailable',
+          model,
+          version: active.id,
+          message: `${model}: monitored rollback cannot judge ${active.id} while its metric source does not answer: ${message}`,
+        });
+      }
+      st.sourceDown = message;
+      return done({ action: 'metrics_unavailable', active: active.id, standby: target.id, error: message });
+    }
+    if (st.sourceDown !== undefined) {
+      st.sourceDown = undefined;
+      p.emit({ kind: 'monitor_metrics_available', model, version: active.id, message: `${model}: the monitor's metric source answers again` });
+    }
     // a model degraded to level 3 or worse is slower by its lost capacity, not by its version
     const factor = p.routes.latencyFactor(model);
     const limits = factor === 1 ? s : { ...s, maxP99LatencyMs: s.maxP99LatencyMs * factor };
@@ -248,6 +280,20 @@ export class RollbackMonitor {
       },
     });
     return done({ action: 'rolled_back', active: active.id, standby: target.id, stats, verdict, rollback: res, notifications });
+  }
+
+  /**
+   * The active version's numbers: this process's window, or with a remote source (Prometheus) every
+   * replica's traffic over its monitor window, the p99 interpolated in the histogram's buckets.
+   */
+  private async read(model: string, version: string, at: number): Promise<MonitorStats> {
+    const remote = this.ports.telemetry.remote;
+    if (remote === undefined) {
+      const w = this.ports.telemetry.stats(model, version, at);
+      return { requests: w.requests, errorRate: w.errorRate, latencyMs: { p99: w.latencyMs.p99 } };
+    }
+    const r = (await remote.read(model, [version], at - remote.monitorWindowMs, at)).get(version) ?? NO_READING;
+    return { requests: r.requests, errorRate: r.requests > 0 ? r.errors / r.requests : NaN, latencyMs: { p99: binnedQuantile(r.latency, 0.99) * 1000 } };
   }
 
   /** Start watching every configured model, each on its own interval. */

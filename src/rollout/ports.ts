@@ -16,6 +16,7 @@ import type { FailureReason, WorkerHealth, WorkerHealthState, BreakerState } fro
 import type { RequestRecord } from '../telemetry/record.js';
 import type { WorkerFault } from '../telemetry/telemetry.js';
 import type { WindowStats } from '../telemetry/window.js';
+import type { RemoteMetrics } from '../telemetry/prometheus-source.js';
 import type { RolloutKind, RolloutState, StateOfKind, StoredRollout } from './rollout-record.js';
 import type { NotifyEvent, WebhookResult } from './webhooks.js';
 
@@ -207,6 +208,12 @@ export interface TelemetryPort {
   subscribe(listener: (r: RequestRecord) => void): () => void;
   /** Every failed attempt of a worker (passive health signals); returns the unsubscribe function. */
   subscribeFaults(listener: (f: WorkerFault) => void): () => void;
+  /**
+   * Where the canary judge and the monitor read their series instead of this process's records and
+   * windows: a Prometheus server that scrapes every gateway replica (`metrics_source`, docs/cluster.md);
+   * undefined: local.
+   */
+  readonly remote?: RemoteMetrics | undefined;
   readonly health: HealthMetricsPort;
   readonly canary: CanaryMetricsPort;
   readonly adapterCanary: AdapterCanaryMetricsPort;

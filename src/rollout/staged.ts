@@ -3,7 +3,8 @@
 // keeps, one look of the judge recorded in the state with the step it decides, and a tick over the
 // running ones, each under its lock.
 import { judgeInProcess } from '../analysis/judge-packed.js';
-import type { JudgeFn } from '../analysis/judge-packed.js';
+import type { JudgeFn, PackedSamples } from '../analysis/judge-packed.js';
+import { sourceDownVerdict } from '../analysis/judge.js';
 import type { JudgeConfig, Verdict } from '../analysis/judge.js';
 import { DEFAULTS } from '../defaults.js';
 import { decide, summarizeVerdict } from './canary-state.js';
@@ -11,6 +12,9 @@ import type { StagedFields, Step } from './canary-state.js';
 import type { ControllerPorts } from './ports.js';
 import type { RolloutState } from './rollout-record.js';
 import type { PairSamples } from './samples.js';
+
+/** Both versions' samples of a look read elsewhere than the live record stream (Prometheus); rejects when the source does not answer. */
+export type RemoteLook = (now: number) => Promise<{ a: PackedSamples; b: PackedSamples }>;
 
 /** A running staged rollout as its controller keeps it. */
 export interface StagedLive<S extends StagedFields & RolloutState> {
@@ -23,6 +27,8 @@ export interface StagedLive<S extends StagedFields & RolloutState> {
   seen: number;
   /** Writes of this rollout, one after the other (each names the revision the previous one made). */
   saving: Promise<unknown>;
+  /** Where a look reads both versions instead of `samples` (their quality scores excepted); undefined: `samples`. */
+  remote?: RemoteLook | undefined;
 }
 
 /**
@@ -34,12 +40,28 @@ export async function takeLook<S extends StagedFields & RolloutState>(
   l: StagedLive<S>,
   now: number,
   judge: JudgeFn | undefined,
-): Promise<{ verdict: Verdict; step: Step } | undefined> {
+): Promise<{ verdict: Verdict; step: Step; sourceError?: Error | undefined } | undefined> {
   const s = l.state;
-  const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
-  if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
-  l.seen = seen;
-  const verdict = await (judge ?? judgeInProcess)(l.samples.a.pack(), l.samples.b.pack(), l.judge, { index: s.look, previous: s.previous });
+  const look = { index: s.look, previous: s.previous };
+  let verdict: Verdict;
+  let sourceError: Error | undefined;
+  if (l.remote !== undefined) {
+    // the source's counts move without a record here (other replicas' traffic): every tick looks
+    let read: { a: PackedSamples; b: PackedSamples } | undefined;
+    try {
+      read = await l.remote(now);
+    } catch (err) {
+      sourceError = err as Error;
+    }
+    verdict = read
+      ? await (judge ?? judgeInProcess)(read.a, read.b, l.judge, look)
+      : sourceDownVerdict(l.judge, look, `no data: the metric source did not answer (${sourceError?.message ?? 'unknown error'})`);
+  } else {
+    const seen = l.samples.a.requests + l.samples.b.requests + l.samples.a.quality.length + l.samples.b.quality.length;
+    if (seen === l.seen && now - s.stageStartedAt < s.stageDurationMs) return undefined;
+    l.seen = seen;
+    verdict = await (judge ?? judgeInProcess)(l.samples.a.pack(), l.samples.b.pack(), l.judge, look);
+  }
   s.look++;
   s.previous = verdict.sequentialPValues;
   const step = decide(s, verdict, now);
@@ -49,7 +71,7 @@ export async function takeLook<S extends StagedFields & RolloutState>(
     s.verdicts.push(s.last);
     if (s.verdicts.length > DEFAULTS.rollout.maxVerdicts) s.verdicts.splice(0, s.verdicts.length - DEFAULTS.rollout.maxVerdicts);
   }
-  return { verdict, step };
+  return { verdict, step, sourceError };
 }
 
 const running = (s: StagedFields) => s.phase === 'progressing' || s.phase === 'paused';

@@ -13,6 +13,7 @@ import type { Actor, ControllerPorts, WorkerInfo } from '../rollout/ports.js';
 import { plan } from './plan.js';
 import type { Decision, ModelLoad, Plan, PlanSettings } from './plan.js';
 import { LoadWindow } from './window.js';
+import { remoteLoad } from './remote-load.js';
 
 const ACTOR: Actor = { name: 'scheduler' };
 
@@ -231,7 +232,18 @@ export class Scheduler {
       }
       const serving = v === undefined ? [] : servingOf(p.workers.list(name, v.id));
       // what a replica serves is measured on the workers serving now (one stopped since would dilute it)
-      const stats = this.window(name).stats(now, new Set(serving.map((w) => w.id)));
+      const remote = p.telemetry.remote;
+      const stats =
+        remote === undefined
+          ? this.window(name).stats(now, new Set(serving.map((w) => w.id)))
+          : await remoteLoad(remote, {
+              model: name,
+              versions: p.routes.current(name).versions.map((x) => x.id),
+              serving,
+              now,
+              windowMs: this.cfg.windowMs,
+              idleAfterMs: this.cfg.idleAfterMs,
+            });
       const queued = this.ports.routes.inflight(name);
       const arrivalsPerS = this.arrivals(name, queued, stats.rps, now, commit);
       let frozen: string | undefined;

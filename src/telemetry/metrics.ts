@@ -22,6 +22,17 @@ export class GatewayMetrics {
     labelNames: ['model', 'version', 'code'] as const,
     registers: [this.registry],
   });
+  /**
+   * Requests that failed by their version's fault (telemetry/record.ts isVersionError): 5xx, and streams
+   * that broke after their 200 — which glidepath_requests_total's code cannot show. The canary judge
+   * and the monitor read their error rates from it when Prometheus is their metric source.
+   */
+  readonly versionErrors = new ArrayCounter({
+    name: 'glidepath_version_errors_total',
+    help: "Requests that failed by their version's fault: 5xx sent, or a stream broken after its 200 (client errors and the gateway's own exhaustion excluded).",
+    labelNames: ['model', 'version'] as const,
+    registers: [this.registry],
+  });
   readonly ttft = new ArrayHistogram({
     name: 'glidepath_time_to_first_token_seconds',
     help: 'Time from receiving a request to its first token.',
@@ -322,6 +333,7 @@ export class VersionMetrics {
   readonly queueTime: HistogramChild;
   readonly promptTokens: CounterChild;
   readonly completionTokens: CounterChild;
+  readonly versionErrors: CounterChild;
   readonly retries;
   private readonly codes = new Map<number, CounterChild>();
   private readonly parent: GatewayMetrics;
@@ -338,6 +350,7 @@ export class VersionMetrics {
     this.queueTime = m.queueTime.labels(model, version);
     this.promptTokens = m.tokens.labels(model, version, 'prompt');
     this.completionTokens = m.tokens.labels(model, version, 'completion');
+    this.versionErrors = m.versionErrors.labels(model, version);
     this.retries = m.retries.labels(model, version);
   }
 

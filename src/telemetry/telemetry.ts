@@ -1,6 +1,7 @@
 // Where request records go: per-version sliding windows, Prometheus, and subscribers (analysis, experiments).
 import type { ErrorCode } from '../errors.js';
 import type { RequestRecord } from './record.js';
+import { isVersionError } from './record.js';
 import { SlidingWindow } from './window.js';
 import type { WindowStats, MetricSamples } from './window.js';
 import { GatewayMetrics } from './metrics.js';
@@ -64,6 +65,7 @@ export class Telemetry {
     vt.window.push(r);
     const m = vt.metrics;
     m.code(r.status).inc();
+    if (isVersionError(r)) m.versionErrors.inc();
     // NaN (no token, fewer than two) is not observed
     m.ttft.observe(r.ttftMs / 1000);
     m.tpot.observe(r.tpotMs / 1000);

@@ -29,6 +29,7 @@ import { openMemoryStore } from '../../src/store/sqlite.js';
 import type { SqliteStore } from '../../src/store/sqlite.js';
 import type { RequestRecord } from '../../src/telemetry/record.js';
 import type { WindowStats } from '../../src/telemetry/window.js';
+import type { RemoteMetrics } from '../../src/telemetry/prometheus-source.js';
 
 /** Timers run only when the test advances the clock, in time order. */
 export class FakeClock implements Clock {
@@ -126,7 +127,8 @@ export class FakeWorker {
       id: this.id,
       model: this.model,
       version: this.version,
-      url: `http://fake/${this.id}`,
+      // one host:port per worker, as each engine is its own scrape target
+      url: `http://${this.id.replaceAll('/', '.')}.fake:8000`,
       provider: this.provider,
       role: this.role,
       startedAt: this.startedAt,
@@ -193,6 +195,8 @@ export class FakeFleet {
   /** `model/version` → the message its next load fails with. */
   readonly failLoad = new Map<string, string>();
   private readonly routeOf = new Map<string, RouteSnapshot>();
+  /** A remote metric source the telemetry port offers (Prometheus's place; undefined: local), as a test sets it. */
+  remote: RemoteMetrics | undefined = undefined;
   /** model → the factor on its latency gates (a degraded model's; 1 when unset). */
   readonly latencyFactors = new Map<string, number>();
   private readonly stats = new Map<string, WindowStats>();
@@ -526,6 +530,7 @@ export class FakeFleet {
           this.faultListeners.add(l);
           return () => this.faultListeners.delete(l);
         },
+        remote: this.remote,
         health: this.healthMetrics,
         canary: this.canaryMetrics,
         adapterCanary: this.adapterCanaryMetrics,

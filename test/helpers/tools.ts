@@ -10,6 +10,8 @@ import { it } from 'vitest';
 export const OPTIONAL_TOOLS = {
   /** validates the gateway's and the simulator's /metrics exposition */
   promtool: 'prometheus',
+  /** the Prometheus server: the canary judge and the monitor reading their series by PromQL (docs/cluster.md) */
+  prometheus: 'prometheus',
   /** script(1): a pseudo-terminal for the CLI's confirmation prompt */
   script: 'bsdutils',
   /** the cluster store's backend (src/store/kv/etcd.ts) */
