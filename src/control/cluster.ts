@@ -110,6 +110,8 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     stops.push(await coord.observe((v) => (leaderUrl = v)));
 
     let taking = false;
+    /** This replica holds the leader's lease (its campaign won and has not failed since). */
+    let elected = false;
     const lead = async (): Promise<void> => {
       if (closed || role === 'leader' || taking) return;
       taking = true;
@@ -128,6 +130,13 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
           const auth = await Authenticator.load(store);
           control = { ...control, controllers, adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin) };
           await controllers.run();
+        }
+        if (!elected) {
+          // the lease was lost while the control plane was starting: it must not act
+          control.controllers.shutdown();
+          say(`glidepath: ${name} lost its lease while taking over; following again`);
+          await follow();
+          return;
         }
         role = 'leader';
         dp.telemetry.metrics.clusterLeader.set(1);
@@ -156,11 +165,14 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       const mine = ++standing;
       leadership = coord.campaign(adminUrl, {
         elected: () => {
-          if (mine === standing) void lead();
+          if (mine !== standing) return;
+          elected = true;
+          void lead();
         },
         lost: (err, wasLeader) => {
           if (closed || mine !== standing) return;
           standing++; // this campaign is over: later errors of it are ignored
+          elected = false;
           if (wasLeader && role === 'leader') {
             say(`glidepath: ${name} LOST LEADERSHIP (${err.message}): controllers stopped; serving as a follower`);
             control?.controllers.shutdown();

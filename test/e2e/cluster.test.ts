@@ -30,7 +30,7 @@ function config(i: number): string {
     `server: { data_dir: ${JSON.stringify(path.join(dir, `data${i}`))} }`,
     `auth: { tokens: [ { name: ops, role: admin, token: ${TOKEN} } ] }`,
     `store: { kind: etcd, endpoints: ["${etcd.endpoint}"], prefix: /cluster-e2e, replica: r${i}, lease_ttl_s: 2 }`,
-    'gpus: { count: 8, memory_gb: 80 }',
+    'gpus: { count: 10, memory_gb: 80 }',
     'control: { tick_ms: 100 }',
     'models:',
     '  - name: chat',
@@ -45,6 +45,13 @@ function config(i: number): string {
     '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 4, inter_token_ms: 0, jitter: 0, faults: { error_rate: 0.2 } } } }',
     '    route: { weights: { v1: 1 } }',
     '    canary: { stages: [10, 50, 100], stage_duration_ms: 3000, min_samples: 100 }',
+    // an equal canary, long enough to kill its leader in the middle
+    '  - name: eq',
+    '    versions:',
+    '      - { id: v1, replicas: 1, provider: { kind: sim, sim: { seed: 5, inter_token_ms: 0, jitter: 0 } } }',
+    '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 6, inter_token_ms: 0, jitter: 0 } } }',
+    '    route: { weights: { v1: 1 } }',
+    '    canary: { stages: [10, 25, 50, 75, 100], stage_duration_ms: 1500, min_samples: 20, max_p99_increase: 2 }',
     '',
   ].join('\n');
 }
@@ -259,6 +266,64 @@ describe('cluster mode: three replicas on etcd', () => {
       replicas.splice(0, 1);
     },
     120_000,
+  );
+
+  itWithEtcd(
+    'kill -9 of the leader in the middle of a canary: the new leader resumes it where it was, no stage repeated or skipped',
+    async () => {
+      replicas.push(await start(4)); // a third replica again, so one is left for the etcd test
+      const leaderUrl = await leaderVia(replicas[2] as UpProcess);
+      const leader = replicas.find((r) => r.adminUrl === leaderUrl) as UpProcess;
+      const followers = replicas.filter((r) => r !== leader);
+      await (followers[0] as UpProcess).ok('POST', '/models/eq/canary', { version: 'v2' });
+      let stop = false;
+      const results: StreamResult[] = [];
+      const load = Array.from({ length: 8 }, async (_, i) => {
+        while (!stop)
+          results.push(
+            await streamChat((followers[i % 2] as UpProcess).dataUrl, {
+              model: 'eq',
+              prompt: `q${i}`,
+              maxTokens: 4,
+              headers: { 'x-user-id': `u${results.length % 300}` },
+            }),
+          );
+      });
+      type Ev = { kind: string; message?: string };
+      const events = async (): Promise<Ev[]> => (followers[1] as UpProcess).ok<Ev[]>('GET', '/models/eq/canary/events');
+      // the leader dies once the canary is past its second stage
+      const t0 = performance.now();
+      while ((await events()).filter((e) => e.kind === 'advance').length < 2) {
+        if (performance.now() - t0 > 60_000) throw new Error('the canary did not reach its second stage in 60 s');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await leader.kill('SIGKILL');
+      replicas.splice(replicas.indexOf(leader), 1);
+      type View = { phase: string };
+      let view: View | undefined;
+      while (view?.phase !== 'succeeded' && view?.phase !== 'rolled_back') {
+        if (performance.now() - t0 > 120_000) throw new Error(`the canary is ${view?.phase} 120 s in`);
+        await new Promise((r) => setTimeout(r, 200));
+        const res = await (followers[0] as UpProcess).admin<View>('GET', '/models/eq/canary');
+        if (res.status === 200) view = res.body;
+      }
+      stop = true;
+      await Promise.all(load);
+      const evs = await events();
+      const stages = evs.filter((e) => e.kind === 'advance').map((e) => Number(/^stage (\d+):/.exec(e.message ?? '')?.[1]));
+      report.leader_kill_mid_canary = {
+        phase: view.phase,
+        stages_advanced: stages,
+        events: evs.map((e) => e.kind),
+        streams: results.length,
+        failed: results.filter((r) => !r.ok).length,
+      };
+      expect(view.phase).toBe('succeeded');
+      expect(stages).toEqual(stages.map((_, i) => i + 2)); // 2, 3, 4, 5: each stage once, none skipped
+      expect(evs.filter((e) => e.kind === 'resumed')).toHaveLength(1);
+      expect(results.filter((r) => !r.ok).map((r) => r.error ?? r.status)).toEqual([]);
+    },
+    180_000,
   );
 
   itWithEtcd(

@@ -105,6 +105,7 @@ const ENDPOINTS = [
   'GET /scheduler/plan viewer',
   'POST /scheduler/time-sharing/:group/turn operator',
   'GET /audit viewer',
+  'POST /cluster/records operator',
   'GET /events viewer',
   'GET /openapi.json viewer',
 ];
