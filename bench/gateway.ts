@@ -3,7 +3,8 @@
 // zero delay, 32 at a time; (3) 64 concurrent streams at 20 ms/token. Proxy CPU time per request /
 // per token comes from /proc/PID/stat over each measured window.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeResults } from './lib/results.js';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
@@ -444,37 +445,22 @@ function report(rows: Row[], rounds: Round[]): void {
     ],
     ...baselineChecks(get, rounds),
   ];
-  lines.push('', '| target (issue 3) | met | measured |', '|---|---|---|');
-  for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
-  const md = lines.join('\n') + '\n';
-  const outDir = path.join(root, 'bench', 'results');
-  mkdirSync(outDir, { recursive: true });
-  writeFileSync(path.join(outDir, 'gateway.md'), md);
-  writeFileSync(
-    path.join(outDir, 'gateway.json'),
-    JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        node: process.version,
-        durationMs: DURATION_MS,
-        s3DurationMs: S3_DURATION_MS,
-        repeats: REPEATS,
-        s3Repeats: S3_REPEATS,
-        rows: rows.map(({ samples: _, ...r }) => r),
-        rounds: rounds.map(({ round, row }) => ({
-          scenario: row.scenario,
-          round,
-          target: row.target,
-          rps: row.rps,
-          tokensPerS: row.tokensPerS,
-          cpuPerReqUs: row.cpuPerReqUs,
-        })),
-        checks: checks.map(([name, ok, v]) => ({ name, ok, value: v })),
-      },
-      null,
-      2,
-    ),
-  );
+  const md = writeResults(root, 'gateway', 'issue 3', lines, checks, {
+    durationMs: DURATION_MS,
+    s3DurationMs: S3_DURATION_MS,
+    repeats: REPEATS,
+    s3Repeats: S3_REPEATS,
+    rows: rows.map(({ samples: _, ...r }) => r),
+    rounds: rounds.map(({ round, row }) => ({
+      scenario: row.scenario,
+      round,
+      target: row.target,
+      rps: row.rps,
+      tokensPerS: row.tokensPerS,
+      cpuPerReqUs: row.cpuPerReqUs,
+    })),
+  });
+
   process.stdout.write(md);
 }
 

@@ -10,7 +10,8 @@
 // holding its routing state, and its open descriptors (upstream connections) after each cell.
 // Writes bench/results/scale.json and scale.md.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { writeResults } from './lib/results.js';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -322,34 +323,19 @@ function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, Scale
   if (many !== undefined && Number.isFinite(many.publishMs.max)) {
     checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
   }
-  lines.push('', '| target (issue 18) | met | measured |', '|---|---|---|');
-  for (const [name, ok, v] of checks) lines.push(`| ${name} | ${ok ? 'yes' : 'NO'} | ${v} |`);
-  const md = lines.join('\n') + '\n';
-  const out = path.join(root, 'bench', 'results');
-  mkdirSync(out, { recursive: true });
-  writeFileSync(path.join(out, 'scale.md'), md);
-  writeFileSync(
-    path.join(out, 'scale.json'),
-    JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        node: process.version,
-        models: MODELS,
-        workersPerVersion: WORKERS_PER_VERSION,
-        adaptersPerModel: ADAPTERS,
-        durationMs: DURATION_MS,
-        warmupMs: WARMUP_MS,
-        repeats: REPEATS,
-        connections: CONNECTIONS,
-        cells: med,
-        gateways: gw,
-        rssAfterMiB: rss,
-        checks: checks.map(([name, ok, value]) => ({ name, ok, value })),
-      },
-      null,
-      2,
-    ),
-  );
+  const md = writeResults(root, 'scale', 'issue 18', lines, checks, {
+    models: MODELS,
+    workersPerVersion: WORKERS_PER_VERSION,
+    adaptersPerModel: ADAPTERS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    repeats: REPEATS,
+    connections: CONNECTIONS,
+    cells: med,
+    gateways: gw,
+    rssAfterMiB: rss,
+  });
+
   process.stdout.write(md);
 }
 

@@ -11,7 +11,7 @@ import { cardChecksum } from '../domain/card.js';
 import { DEFAULTS } from '../defaults.js';
 import { formatPath, zodIssues } from './issues.js';
 import { configSchema } from './schema.js';
-import { storeConfig } from './store.js';
+import { advertiseIssue, storeConfig } from './store.js';
 import { fromSnakeFaults } from './sim-faults.js';
 import { normalizeTimeSharing, standbySlots } from './time-sharing.js';
 import { normalizeMetricsSource } from './metrics-source.js';
@@ -295,6 +295,8 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
   });
 
   const timeSharing = normalizeTimeSharing(raw.time_sharing, models, issues);
+  const advertise = advertiseIssue(storeConfig(raw.store), raw.server.admin_listen);
+  if (advertise) issues.push(advertise);
   const g = raw.gateway;
   return {
     server: { listen: raw.server.listen, adminListen: raw.server.admin_listen, dataDir: raw.server.data_dir },

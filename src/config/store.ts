@@ -30,6 +30,8 @@ const etcdSchema = z
       .object({ username: str('a user name'), password_env: envName() })
       .strict()
       .optional(),
+    /** The URL the other replicas reach this one's admin API at (needed when admin_listen binds every address). */
+    advertise_url: url().optional(),
     /** This replica's name in elections and status; default `<hostname>-<pid>`. */
     replica: str('a replica name').optional(),
     /** How long a dead leader holds the controllers before another replica takes over. */
@@ -53,6 +55,8 @@ export interface EtcdStoreConfig {
   readonly tls?: { readonly caFile: string; readonly certFile?: string | undefined; readonly keyFile?: string | undefined } | undefined;
   readonly auth?: { readonly username: string; readonly passwordEnv: string } | undefined;
   readonly replica?: string | undefined;
+  /** Where the other replicas reach this one's admin API; default the admin listener's own URL. */
+  readonly advertiseUrl?: string | undefined;
   readonly leaseTtlS: number;
 }
 
@@ -70,6 +74,18 @@ export function storeConfig(raw: RawStore, at: (p: string) => string = (p) => pa
     tls: raw.tls && { caFile: at(raw.tls.ca_file), certFile: raw.tls.cert_file && at(raw.tls.cert_file), keyFile: raw.tls.key_file && at(raw.tls.key_file) },
     auth: raw.auth && { username: raw.auth.username, passwordEnv: raw.auth.password_env },
     replica: raw.replica,
+    advertiseUrl: raw.advertise_url?.replace(/\/+$/, ''),
     leaseTtlS: raw.lease_ttl_s,
+  };
+}
+
+/** A cluster replica whose admin listener binds every address must say where the others reach it: the issue, if any. */
+export function advertiseIssue(store: StoreConfig, adminListen: string): { path: string; message: string } | undefined {
+  if (store.kind !== 'etcd' || store.advertiseUrl !== undefined) return undefined;
+  const host = adminListen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  if (host !== '0.0.0.0' && host !== '::' && host !== '') return undefined;
+  return {
+    path: 'store.advertise_url',
+    message: `server.admin_listen ${adminListen} binds every address: say where the other replicas reach this one's admin API (e.g. http://gw-1.internal:8081)`,
   };
 }

@@ -15,6 +15,7 @@ import { EtcdCoordination } from '../store/kv/coordination.js';
 import type { Leadership } from '../store/kv/coordination.js';
 import type { Store } from '../store/types.js';
 import { createAdminServer } from '../api/server.js';
+import { UnavailableError } from '../errors.js';
 import { Authenticator, CLUSTER_SECRET } from '../api/auth.js';
 import { buildDataPlane, startControl } from './app.js';
 import type { Control, StartOptions } from './app.js';
@@ -42,12 +43,13 @@ export interface Replica {
 }
 
 export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}): Promise<Replica> {
-  if (cfg.store.kind !== 'etcd') throw new Error('startReplica needs store: {kind: etcd}');
+  const sc = cfg.store;
+  if (sc.kind !== 'etcd') throw new Error('startReplica needs store: {kind: etcd}');
   const say = opts.onProgress ?? (() => undefined);
   const { store, etcd } = await openConfiguredStore(cfg);
   if (!etcd) throw new Error('an etcd store has an etcd connection');
-  const name = cfg.store.replica ?? `${hostname()}-${process.pid}`;
-  const coord = new EtcdCoordination(etcd, cfg.store.leaseTtlS);
+  const name = sc.replica ?? `${hostname()}-${process.pid}`;
+  const coord = new EtcdCoordination(etcd, sc.leaseTtlS);
   const built = buildDataPlane(cfg);
   const { dp } = built;
   const stops: (() => Promise<void>)[] = [];
@@ -57,6 +59,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     replica: name,
     leader: () => (role === 'follower' ? leaderUrl : undefined),
     token: async () => (secret ??= await store.getSetting<string>(CLUSTER_SECRET).catch(() => undefined)),
+    tokenRefused: () => (secret = undefined),
     onError: (m) => say(`glidepath: ${m}`),
   });
   let role: ReplicaRole = 'follower';
@@ -81,7 +84,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
           if (up === connected) return;
           connected = up;
           // back after an outage: what changed meanwhile is read again (a follower's mirror; a leader's is stopped)
-          if (up) void mirror.syncAll();
+          if (up) void mirror.syncAll(true);
           dp.telemetry.metrics.clusterStoreConnected.set(up ? 1 : 0);
           say(
             up ? `glidepath: ${name} reconnected to etcd` : `glidepath: ${name} LOST etcd: serving the last routes; admin writes are refused until it is back`,
@@ -96,7 +99,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     // the admin port: forwarded to the leader while following, this replica's own admin server while leading
     const forwarder = createForwarder(
       () => leaderUrl,
-      () => admin?.url,
+      () => (admin === undefined ? undefined : (sc.advertiseUrl ?? admin.url)),
     );
     let target: ClosableServer = forwarder;
     const front = createNetServer((socket: Socket) => target.emit('connection', socket));
@@ -106,7 +109,9 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     });
     const a = parseHostPort(cfg.server.adminListen);
     admin = await startListening(Object.assign(front, { closeAllConnections: () => forwarder.closeAllConnections() }), a.host, a.port);
-    const adminUrl = admin.url;
+    // what the others reach this replica at (a listener on every address says nothing)
+    forwarder.emit('listening');
+    const adminUrl = sc.advertiseUrl ?? admin.url;
     stops.push(await coord.observe((v) => (leaderUrl = v)));
 
     let taking = false;
@@ -123,7 +128,12 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       await shipper.stop();
       try {
         if (!control) {
-          control = await startControl(cfg, store, built, { ...opts, created: (c) => (cp = c) });
+          control = await startControl(cfg, store, built, {
+            ...opts,
+            created: (c) => (cp = c),
+            // the controllers never start on a lease lost while the fleet was being adopted
+            ready: () => (elected ? Promise.resolve() : Promise.reject(new UnavailableError('not_leader', `${name} lost its lease while taking over`))),
+          });
         } else {
           // led before, lost the lease, leads again: the same control plane, fresh controllers
           const controllers = buildControllers(cfg, control.ports, dp);
@@ -140,6 +150,8 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         }
         role = 'leader';
         dp.telemetry.metrics.clusterLeader.set(1);
+        // node:http arms its header and request timeouts on 'listening'; the front listens for it
+        control.adminServer.emit('listening');
         target = control.adminServer;
         say(`glidepath: ${name} is the leader`);
       } catch (err) {
@@ -156,7 +168,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       target = forwarder;
       mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
       shipper.start();
-      await mirror.syncAll();
+      await mirror.syncAll(true);
     };
     // one campaign at a time: a failed campaign reports every error it meets, but stands again once
     let standing = 0;

@@ -7,16 +7,40 @@ import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } fro
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
-import { errorBody, UnavailableError, UpstreamError } from '../errors.js';
+import { BadRequestError, errorBody, UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and the ones the forwarder sets itself. */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1), the ones the forwarder sets itself, and `expect` (node:http
+ * has already answered 100 Continue to the client; undici refuses to send it on).
+ */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'expect']);
 
 function forwardable(h: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  // and the headers `Connection` names: hop-by-hop too
+  const named = new Set(
+    String(h.connection ?? '')
+      .split(',')
+      .map((x) => x.trim().toLowerCase())
+      .filter((x) => x !== ''),
+  );
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(h)) if (v !== undefined && !HOP.has(k.toLowerCase())) out[k] = v;
+  for (const [k, v] of Object.entries(h)) if (v !== undefined && !HOP.has(k.toLowerCase()) && !named.has(k.toLowerCase())) out[k] = v;
   return out;
+}
+
+/**
+ * The leader's URL for a request target: only an origin-form path under the admin API (`/admin/v1/…`)
+ * is forwarded, onto the leader's origin — never a target that names another host (`//host/…`,
+ * `http://host/…`), which would make every follower an open proxy.
+ */
+export function forwardTarget(leader: string, target: string | undefined): URL | undefined {
+  if (target === undefined || !target.startsWith('/admin/v1/') || target.includes('\\')) return undefined;
+  const u = new URL(leader);
+  const q = target.indexOf('?');
+  u.pathname = q < 0 ? target : target.slice(0, q);
+  u.search = q < 0 ? '' : target.slice(q);
+  return u;
 }
 
 function fail(res: ServerResponse, e: GlidepathError): void {
@@ -25,7 +49,9 @@ function fail(res: ServerResponse, e: GlidepathError): void {
     return;
   }
   const body = errorBody(e);
-  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': '1' });
+  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+  if (e.status >= 500) headers['retry-after'] = '1';
+  res.writeHead(e.status, headers);
   res.end(body);
 }
 
@@ -35,23 +61,35 @@ export function createForwarder(leader: () => string | undefined, self: () => st
     // one call per connection: once this replica leads, the client's next connection reaches its own admin server
     res.shouldKeepAlive = false;
     const to = leader();
-    if (to === undefined || to === self()) {
+    const url = to === undefined ? undefined : forwardTarget(to, req.url);
+    if (to !== undefined && url === undefined) {
+      req.resume();
+      fail(
+        res,
+        new BadRequestError(
+          'invalid_path',
+          `only the admin API's paths (/admin/v1/…) are forwarded to the leader, not ${JSON.stringify((req.url ?? '').slice(0, 200))}`,
+        ),
+      );
+      return;
+    }
+    if (to === undefined || url === undefined || to === self()) {
       req.resume();
       fail(res, new UnavailableError('no_leader', 'no replica leads the cluster right now (an election is under way, or etcd is unreachable); retry'));
       return;
     }
-    void forward(to, req, res).catch((err: unknown) => {
+    void forward(to, url, req, res).catch((err: unknown) => {
       fail(res, new UpstreamError('leader_unreachable', `could not forward to the leader at ${to}: ${(err as Error).message}`));
     });
   });
 }
 
-async function forward(to: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function forward(to: string, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   const len = req.headers['content-length'];
   const headers = forwardable(req.headers);
   if (len !== undefined) headers['content-length'] = len;
-  const r = await request(new URL(req.url ?? '/', to), {
+  const r = await request(url, {
     method: (req.method ?? 'GET') as 'GET',
     headers,
     body: hasBody ? req : undefined,

@@ -20,6 +20,8 @@ export class Mirror {
   /** Per model: a sync running, and whether another was asked for meanwhile. */
   private readonly syncing = new Map<string, { again: boolean; done: Promise<void> }>();
   private stopped = false;
+  /** Syncs running now take the stored route even when it is not newer (syncAll(true)). */
+  private exact = false;
   /** Worker record key → its model (a deletion carries no value). */
   private readonly workerModels = new Map<string, string>();
 
@@ -30,9 +32,16 @@ export class Mirror {
     private readonly onError: (message: string) => void,
   ) {}
 
-  /** Bring every configured model in line with the store. */
-  async syncAll(): Promise<void> {
+  /**
+   * Bring every configured model in line with the store. `exact`: take the stored route even when it is
+   * not newer than the data plane's (a replica that stops leading, or comes back from an outage, may
+   * hold a route it swapped in but never committed); otherwise only a newer route is taken, so a sync
+   * that read before a route change cannot put the older route back.
+   */
+  async syncAll(exact = false): Promise<void> {
+    if (exact) this.exact = true;
     await Promise.all(this.cfg.models.map((m) => this.sync(m.name)));
+    this.exact = false;
   }
 
   /** A record changed in the store: apply a route at once, re-read the model for anything else. */
@@ -66,12 +75,10 @@ export class Mirror {
   }
 
   /** A newer route for a model the data plane serves: swapped in; false when it cannot be (unknown model or version). */
-  private applyRoute(r: StoredRouteSpec, fresh = false): boolean {
+  private applyRoute(r: StoredRouteSpec, fresh = false, exact = false): boolean {
     const st = this.dp.models.get(r.model);
     if (!st) return false;
-    // a change heard by watch is newer or already applied; a sync makes the data plane equal to the store
-    // whatever it held (a demoted leader may hold a route it swapped in but could not commit)
-    if (fresh ? r.revision <= st.route.revision : r.revision === st.route.revision) return true;
+    if (exact ? r.revision === st.route.revision : r.revision <= st.route.revision) return true;
     try {
       this.dp.restoreRoute(storedToSpec(r), r.revision);
       // only a change heard as it happened measures propagation (a sync reads routes of any age)
@@ -104,10 +111,13 @@ export class Mirror {
   }
 
   private async syncOnce(model: string): Promise<void> {
-    const route = (await this.store.getRoute(model)) as StoredRouteSpec | undefined;
+    // one snapshot: the route, versions and workers as they were together
+    const { route, versions, workers } = await this.store.tx(async (t) => ({
+      route: (await t.getRoute(model)) as StoredRouteSpec | undefined,
+      versions: await t.listVersions({ model }),
+      workers: await t.listWorkers({ model }),
+    }));
     if (!route) return; // the leader has not published it yet
-    const versions = await this.store.listVersions({ model });
-    const workers = await this.store.listWorkers({ model });
     if (this.stopped) return;
     if (!this.dp.models.has(model)) {
       this.dp.addModel({ model, versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })), route: storedToSpec(route) });
@@ -117,7 +127,7 @@ export class Mirror {
     for (const v of versions) this.dp.addVersion(model, v.id, v.cardChecksum, engineTraitsOf(v));
     for (const w of workers) this.workerModels.set(`workers/${encodeURIComponent(w.id)}`, model);
     for (const v of versions) this.setWorkers(v, workers);
-    this.applyRoute(route);
+    this.applyRoute(route, false, this.exact);
   }
 
   private setWorkers(v: Version, all: readonly WorkerRecord[]): void {

@@ -149,15 +149,21 @@ export class ControlPlane {
   async publishRoute(spec: RouteSpec): Promise<{ route: RouteSnapshot; switchMs: number }> {
     const prev = this.dp.model(spec.model).route;
     const t0 = performance.now();
-    const route = this.dp.setRoute(spec, prev.revision);
+    let route = this.dp.setRoute(spec, prev.revision);
     const switchMs = performance.now() - t0;
+    const publishedAt = Date.now();
     try {
-      await this.persistRoute(route);
+      route = await this.persistRoute(route, publishedAt);
     } catch (err) {
       // cluster mode: a route etcd did not take is swapped back, or this replica would serve a route no
-      // other replica ever hears of (and a later leader's revisions would collide with it)
-      if (this.cfg.store.kind === 'etcd' && this.dp.model(spec.model).route === route) this.dp.restoreRoute(routeToSpec(prev), prev.revision);
-      throw err;
+      // other replica ever hears of — unless the commit landed and only its answer was lost
+      if (this.cfg.store.kind === 'etcd' && this.dp.model(spec.model).route === route) {
+        const stored = await this.store.getRoute(spec.model).catch(() => undefined);
+        if (stored?.revision !== route.revision || stored.publishedAt !== publishedAt) {
+          this.dp.restoreRoute(routeToSpec(prev), prev.revision);
+          throw err;
+        }
+      } else throw err;
     }
     this.events.emit({
       kind: 'route',
@@ -168,14 +174,22 @@ export class ControlPlane {
     return { route, switchMs };
   }
 
-  /** The data plane is the truth for this process's routes: the stored one is replaced whatever its revision. */
-  private persistRoute(route: RouteSnapshot): Promise<void> {
-    // when this process swapped it: a cluster follower measures how long the route took to reach it
-    const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: route.revision, publishedAt: Date.now() };
-    return this.store.tx(async (t) => {
+  /**
+   * The data plane is the truth for this process's routes: the stored one is replaced whatever its
+   * revision. When the store is ahead (a commit whose answer was lost, a write of a replica that no
+   * longer leads), the route is written one past it and the data plane's revision follows.
+   */
+  private async persistRoute(route: RouteSnapshot, publishedAt = Date.now()): Promise<RouteSnapshot> {
+    // publishedAt: when this process swapped it (a cluster follower measures how long it took to reach it)
+    const revision = await this.store.tx(async (t) => {
       const stored = await t.getRoute(route.model);
+      const rev = Math.max(route.revision, (stored?.revision ?? 0) + 1);
+      const rec: StoredRouteSpec = { ...routeToSpec(route), model: route.model, revision: rev, publishedAt };
       await t.putRoute(rec, stored ? stored.revision : 0);
+      return rev;
     });
+    if (revision === route.revision || this.dp.model(route.model).route !== route) return route;
+    return this.dp.restoreRoute(routeToSpec(route), revision);
   }
 
   // ---- boot and shutdown ----------------------------------------------------------------

@@ -15,11 +15,15 @@ export interface ShipperOptions {
   leader: () => string | undefined;
   /** The replicas' shared token (read from the store). */
   token: () => Promise<string | undefined>;
+  /** The token was refused: read it again next time. */
+  tokenRefused: () => void;
   onError: (message: string) => void;
 }
 
 export class RecordShipper {
   private buf: RequestRecord[] = [];
+  /** What the buffer holds, in numbers (records × their fields, and their token gaps). */
+  private cost = 0;
   private flushing = false;
   private timer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
@@ -37,8 +41,16 @@ export class RecordShipper {
     if (this.unsubscribe) return;
     this.unsubscribe = this.telemetry.subscribe((r) => {
       if (r.shadow) return; // a mirrored copy is no client's request: never judged
-      this.buf.push(r);
-      if (this.buf.length > C.shipBufferRecords) this.dropped += this.buf.splice(0, this.buf.length - C.shipBufferRecords).length;
+      // bounded by size too: a long stream's token gaps are kept up to shipMaxItl (the judge's ITL samples)
+      const kept = r.itlMs.length > C.shipMaxItl ? { ...r, itlMs: r.itlMs.slice(0, C.shipMaxItl) } : r;
+      this.buf.push(kept);
+      this.cost += cost(kept);
+      while (this.buf.length > C.shipBufferRecords || this.cost > C.shipBufferNumbers) {
+        const old = this.buf.shift();
+        if (!old) break;
+        this.cost -= cost(old);
+        this.dropped++;
+      }
     });
     this.timer = setInterval(() => void this.flush(), C.shipIntervalMs);
     this.timer.unref();
@@ -52,6 +64,7 @@ export class RecordShipper {
     this.timer = undefined;
     await this.flush();
     this.buf = [];
+    this.cost = 0;
   }
 
   /** Send what is buffered, a batch at a time; on failure it stays for the next try. */
@@ -72,8 +85,19 @@ export class RecordShipper {
           bodyTimeout: C.shipTimeoutMs,
         });
         const text = await res.body.text();
+        const sent = this.buf.splice(0, res.statusCode === 200 || (res.statusCode >= 400 && res.statusCode < 500) ? n : 0);
+        for (const r of sent) this.cost -= cost(r);
+        if (res.statusCode >= 400 && res.statusCode < 500 && res.statusCode !== 401 && res.statusCode !== 403) {
+          // the leader refuses these records as they are: sending them again would stall every later one
+          this.dropped += sent.length;
+          throw new Error(`the leader at ${to} refused ${sent.length} record(s) (${res.statusCode}): ${text.slice(0, 300)}; they were dropped`);
+        }
+        if (res.statusCode === 401 || res.statusCode === 403) {
+          this.opts.tokenRefused();
+          this.dropped += sent.length;
+          throw new Error(`the leader at ${to} refused the replicas' token (${res.statusCode}); it is read again from the store`);
+        }
         if (res.statusCode !== 200) throw new Error(`the leader at ${to} answered ${res.statusCode}: ${text.slice(0, 300)}`);
-        this.buf.splice(0, n);
         this.shipped += n;
         this.lastError = '';
       }
@@ -99,4 +123,9 @@ function batch(replica: string, buf: readonly RequestRecord[]): { body: string; 
     size += s.length + 1;
   }
   return { body: `{"replica":${JSON.stringify(replica)},"records":[${parts.join(',')}]}`, n: parts.length };
+}
+
+/** A record's weight in the buffer: its fields, and its token gaps. */
+function cost(r: RequestRecord): number {
+  return 20 + r.itlMs.length;
 }

@@ -100,6 +100,10 @@ export const CONTROL = {
     shipIntervalMs: 250,
     /** Records a follower keeps while no leader takes them (the oldest are dropped beyond). */
     shipBufferRecords: 50_000,
+    /** …and at most this many numbers in all (fields and token gaps: ~8 bytes each, 16 MB). */
+    shipBufferNumbers: 2_000_000,
+    /** Token gaps kept per shipped record (the judge's inter-token samples). */
+    shipMaxItl: 1_024,
     /** One shipment: at most this many records and this many bytes (the admin API takes 1 MiB bodies). */
     shipBatchRecords: 2_000,
     shipBatchBytes: 768 * 1024,
@@ -147,6 +151,8 @@ export const CONTROL = {
     listLimit: 1_000,
     /** Cluster store: how many times a transaction runs while other replicas' commits keep getting there first. */
     kvTxAttempts: 20,
+    /** Cluster store: most audit entries one filtered query reads (newest first; page on with until / before_id). */
+    kvAuditScanMax: 50_000,
     etcd: {
       /** Every key lives under it. */
       prefix: '/glidepath',

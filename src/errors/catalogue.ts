@@ -445,6 +445,11 @@ export const CATALOGUE = {
     'Cluster mode: an admin call reached a replica while no replica leads (an election is under way, or etcd is unreachable).',
     'Retry after a few seconds (the lease TTL).',
   ],
+  not_leader: [
+    503,
+    'Cluster mode: a replica that no longer holds the leader lease tried to write; nothing was written.',
+    'Nothing: the new leader carries on. Retry the admin call.',
+  ],
   leader_unreachable: [
     502,
     "Cluster mode: the replica could not forward an admin call to the leader's admin API.",

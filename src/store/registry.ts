@@ -241,49 +241,61 @@ export class Registry {
    * persisted status and lifecycle (a restart must not forget what is active) and only get their
    * operational fields refreshed; a known id whose card checksum changed is reported, not touched.
    */
-  seedFromConfig(cfg: Pick<GlidepathConfig, 'models'>): Promise<SeedReport> {
+  async seedFromConfig(cfg: Pick<GlidepathConfig, 'models'>): Promise<SeedReport> {
+    const report: SeedReport = { added: [], updated: [], unchanged: [], conflicts: [] };
+    // one transaction per model: a fleet of 100 models fits etcd's limit on the writes of one (each
+    // model is seeded whole or not at all, and seeding is idempotent, so a crash between two is harmless)
+    for (const m of cfg.models) {
+      const part = await this.seedModel(m.versions);
+      report.added.push(...part.added);
+      report.updated.push(...part.updated);
+      report.unchanged.push(...part.unchanged);
+      report.conflicts.push(...part.conflicts);
+    }
+    return report;
+  }
+
+  private seedModel(versions: readonly VersionConfig[]): Promise<SeedReport> {
     return this.store.tx(async (t) => {
       // built inside: a re-run transaction starts its report afresh
       const report: SeedReport = { added: [], updated: [], unchanged: [], conflicts: [] };
       const now = this.clock();
-      for (const m of cfg.models) {
-        for (const vc of m.versions) {
-          const cur = await t.getVersion(vc.model, vc.id);
-          if (!cur) {
-            const v = fromConfig(vc, now);
-            await t.insertVersion(v);
-            report.added.push(v);
-            continue;
-          }
-          if (cur.cardChecksum !== vc.cardChecksum) {
-            report.conflicts.push({ model: vc.model, id: vc.id, stored: cur.cardChecksum, config: vc.cardChecksum });
-            continue;
-          }
-          // metadata is merged (config keys win) so keys set at runtime through patches survive a restart
-          const metadata = { ...cur.metadata, ...structuredClone<Record<string, unknown>>(vc.metadata) };
-          const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'roles' | 'warmup' | 'metadata' | 'gpuMemoryGb' | 'spares' | 'probeReference'>) =>
-            canonical([x.provider, x.replicas, x.roles ?? null, x.warmup, x.metadata, x.gpuMemoryGb, x.spares ?? 0, x.probeReference ?? null]);
-          if (op(cur) === op({ ...vc, metadata })) {
-            report.unchanged.push(cur);
-            continue;
-          }
-          const fresh = structuredClone<VersionConfig>(vc);
-          const next: Version = {
-            ...cur,
-            provider: fresh.provider,
-            replicas: fresh.replicas,
-            roles: fresh.roles,
-            warmup: fresh.warmup,
-            metadata,
-            gpuMemoryGb: fresh.gpuMemoryGb,
-            spares: fresh.spares,
-            probeReference: fresh.probeReference,
-            warmupTokens: warmupTokens(fresh),
-            updatedAt: now,
-          };
-          await t.updateVersion(next);
-          report.updated.push(next);
+      for (const vc of versions) {
+        const cur = await t.getVersion(vc.model, vc.id);
+        if (!cur) {
+          const v = fromConfig(vc, now);
+          await t.insertVersion(v);
+          report.added.push(v);
+          continue;
         }
+        if (cur.cardChecksum !== vc.cardChecksum) {
+          report.conflicts.push({ model: vc.model, id: vc.id, stored: cur.cardChecksum, config: vc.cardChecksum });
+          continue;
+        }
+        // metadata is merged (config keys win) so keys set at runtime through patches survive a restart
+        const metadata = { ...cur.metadata, ...structuredClone<Record<string, unknown>>(vc.metadata) };
+        const op = (x: Pick<VersionConfig, 'provider' | 'replicas' | 'roles' | 'warmup' | 'metadata' | 'gpuMemoryGb' | 'spares' | 'probeReference'>) =>
+          canonical([x.provider, x.replicas, x.roles ?? null, x.warmup, x.metadata, x.gpuMemoryGb, x.spares ?? 0, x.probeReference ?? null]);
+        if (op(cur) === op({ ...vc, metadata })) {
+          report.unchanged.push(cur);
+          continue;
+        }
+        const fresh = structuredClone<VersionConfig>(vc);
+        const next: Version = {
+          ...cur,
+          provider: fresh.provider,
+          replicas: fresh.replicas,
+          roles: fresh.roles,
+          warmup: fresh.warmup,
+          metadata,
+          gpuMemoryGb: fresh.gpuMemoryGb,
+          spares: fresh.spares,
+          probeReference: fresh.probeReference,
+          warmupTokens: warmupTokens(fresh),
+          updatedAt: now,
+        };
+        await t.updateVersion(next);
+        report.updated.push(next);
       }
       return report;
     });

@@ -17,7 +17,8 @@ const recordSchema = z
   .object({
     model: name,
     version: name,
-    worker: z.string().max(256),
+    // `<model>/<version>/<i>`: two names and a number
+    worker: z.string().max(600),
     status: z.number().int().min(100).max(599),
     errorCode: z.string().max(128).optional(),
     stream: z.boolean(),

@@ -73,14 +73,29 @@ export class EtcdCoordination {
     const c: Campaign = this.election.campaign(value);
     let elected = false;
     c.on('elected', () => {
-      elected = true;
-      on.elected();
+      // every commit of the leader from now on also compares its election key: a replica that lost the
+      // lease (and does not know it yet) can write nothing
+      this.fence(c)
+        .then(() => {
+          elected = true;
+          on.elected();
+        })
+        .catch((err: unknown) => on.lost(err as Error, false));
     });
     c.on('error', (err) => {
       on.lost(err, elected);
       elected = false;
     });
     return { resign: () => c.resign().catch(() => undefined) };
+  }
+
+  /** Fence this process's commits with the campaign's key (its create revision): valid while it leads. */
+  private async fence(c: Campaign): Promise<void> {
+    const key = await c.getCampaignKey();
+    const res = await this.kv.call(() => this.kv.client.kv.range({ key: Buffer.from(key, 'utf8') }));
+    const kv = res.kvs[0];
+    if (!kv) throw new Error('the election key vanished as this replica was elected');
+    this.kv.fence = { key, createRevision: String(kv.create_revision) };
   }
 
   /** Follow who leads: `onChange` with the leader's value (undefined: none). Resolves to a stopper. */

@@ -4,7 +4,8 @@
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen } from 'cockatiel';
 import type { IBackoff } from 'cockatiel';
 import { Etcd3, isRecoverableError } from 'etcd3';
-import type { IOptions } from 'etcd3';
+import type { ICompare, IOptions } from 'etcd3';
+
 import { GlidepathError, UnavailableError } from '../../errors.js';
 import { DEFAULTS } from '../../defaults.js';
 import type { KvBackend, KvEntry, KvRange, KvSnapshot } from './backend.js';
@@ -29,6 +30,12 @@ export class EtcdKv implements KvBackend {
   readonly maxWrites: number;
   /** The client: the cluster module uses it for watches and leases. */
   readonly client: Etcd3;
+  /**
+   * Set while this process leads a cluster (coordination.ts): its election key and that key's create
+   * revision, which every commit also compares. Once the lease is gone (expired, or another replica
+   * elected) every commit fails with UnavailableError `not_leader` instead of writing.
+   */
+  fence: { key: string; createRevision: string } | undefined;
   private readonly prefix: string;
 
   constructor(opts: EtcdOptions) {
@@ -69,10 +76,16 @@ export class EtcdKv implements KvBackend {
       v === null ? { request_delete_range: { key: b(this.key(k)) } } : { request_put: { key: b(this.key(k)), value: b(v) } },
     );
     success.push({ request_put: { key: b(this.key(K.guard)), value: b(String(Date.now())) } });
-    const res = await this.call(() =>
-      this.client.kv.txn({ compare: [{ key: b(this.key(K.guard)), target: 'Mod', result: 'Equal', mod_revision: guard }], success, failure: [] }),
-    );
-    return res.succeeded;
+    const fence = this.fence;
+    const compare: ICompare[] = [{ key: b(this.key(K.guard)), target: 'Mod', result: 'Equal', mod_revision: guard }];
+    if (fence) compare.push({ key: b(fence.key), target: 'Create', result: 'Equal', create_revision: fence.createRevision });
+    const res = await this.call(() => this.client.kv.txn({ compare, success, failure: [] }));
+    if (res.succeeded || !fence) return res.succeeded;
+    // which compare failed: another commit (run again) or the lost lease (never)
+    const held = await this.call(() => this.client.kv.range({ key: b(fence.key) }));
+    if (String(held.kvs[0]?.create_revision ?? '') !== fence.createRevision)
+      throw new UnavailableError('not_leader', `${this.location}: this replica no longer leads the cluster (its lease is gone); the write was not made`);
+    return false;
   }
 
   /** One etcd call; a failure of etcd or the network is UnavailableError `store_unavailable` naming the cluster. */

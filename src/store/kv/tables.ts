@@ -29,8 +29,9 @@ export abstract class KvTables extends KvFleet {
       const start = q.since === undefined ? all.start : K.audit + pad(q.since);
       let end = q.until === undefined ? all.end : K.audit + pad(q.until);
       const out: AuditEntry[] = [];
-      // newest first, a page at a time, until `n` entries pass the filters
-      for (;;) {
+      // newest first, a page at a time, until `n` entries pass the filters — or the scan's bound: a
+      // filter that matches nothing must not hold the store's queue through the whole log
+      for (let scanned = 0; scanned < DEFAULTS.store.kvAuditScanMax; scanned += AUDIT_PAGE) {
         const page = await io.range({ start, end, reverse: true, limit: AUDIT_PAGE });
         for (const e of values<AuditEntry>(page)) {
           if (q.actor !== undefined && e.actor !== q.actor) continue;
@@ -44,6 +45,7 @@ export abstract class KvTables extends KvFleet {
         if (page.length < AUDIT_PAGE) return out;
         end = page[page.length - 1]?.key ?? start;
       }
+      return out;
     });
   }
 

@@ -3,6 +3,7 @@
 // and an etcd that goes away gives a clear `store_unavailable` until it is back.
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { EtcdKv } from '../../../src/store/kv/etcd.js';
+import { EtcdCoordination } from '../../../src/store/kv/coordination.js';
 import { openKvStore } from '../../../src/store/kv/store.js';
 import type { KvStore } from '../../../src/store/kv/store.js';
 import { rejected } from '../../helpers/errors.js';
@@ -50,6 +51,29 @@ describe('etcd: several replicas', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  itWithEtcd('a leader that lost its lease can write nothing: its commits are fenced by its election key', async () => {
+    const server = etcd as EtcdServer;
+    const kv = new EtcdKv({ endpoints: [server.endpoint], prefix: '/gp-fence' });
+    const s = await openKvStore(kv);
+    const other = new EtcdKv({ endpoints: [server.endpoint], prefix: '/gp-fence' });
+    try {
+      const coord = new EtcdCoordination(kv, 5);
+      const elected = new Promise<void>((resolve) => coord.campaign('http://a', { elected: resolve, lost: () => undefined }));
+      await elected;
+      expect(kv.fence).toBeDefined();
+      await s.setSetting('x', 1, T0); // leads: writes land
+      // its lease is gone (expired while it was paused, or revoked): another replica may lead now
+      await other.client.delete().key((kv.fence as { key: string }).key);
+      const e = await rejected(s.setSetting('x', 2, T0));
+      expect(e.code).toBe('not_leader');
+      kv.fence = undefined;
+      expect(await s.getSetting('x')).toBe(1);
+    } finally {
+      await s.close();
+      await other.close();
     }
   });
 
