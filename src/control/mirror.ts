@@ -9,6 +9,7 @@ import type { DataPlane } from '../gateway/dataplane.js';
 import { parseHealth, routingWeightOf } from '../health/persisted.js';
 import type { RecordChange } from '../store/kv/coordination.js';
 import type { Store, WorkerRecord } from '../store/types.js';
+import { AdapterRegistry } from './adapters.js';
 import { kvRoleOf } from './adoption.js';
 import { storedToSpec } from './plane.js';
 import type { StoredRouteSpec } from './plane.js';
@@ -30,7 +31,24 @@ export class Mirror {
     private readonly store: Store,
     private readonly dp: DataPlane,
     private readonly onError: (message: string) => void,
-  ) {}
+  ) {
+    // read-only here: restore() hands the data plane what the store says; nothing is registered or audited
+    this.adapters = new AdapterRegistry({
+      cfg,
+      dp,
+      store,
+      modelConfig: (name) => {
+        const m = cfg.models.find((x) => x.name === name);
+        if (!m) throw new Error(`model ${name} is not in the config`);
+        return m;
+      },
+      audited: (_actor, _action, _target, _params, fn) => fn(),
+      exclusive: (_key, fn) => fn(),
+    });
+  }
+
+  /** The models' LoRA adapters (config and registered through the API), as the leader serves them. */
+  private readonly adapters: AdapterRegistry;
 
   /**
    * Bring every configured model in line with the store. `exact`: take the stored route even when it is
@@ -42,11 +60,22 @@ export class Mirror {
     if (exact) this.exact = true;
     await Promise.all(this.cfg.models.map((m) => this.sync(m.name)));
     this.exact = false;
+    await this.syncAdapters();
+  }
+
+  /** The adapters the store registers (after every model is in the data plane). */
+  private syncAdapters(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return this.adapters.restore().catch((err: unknown) => this.onError(`could not mirror the adapters from the store: ${(err as Error).message}`));
   }
 
   /** A record changed in the store: apply a route at once, re-read the model for anything else. */
   changed(c: RecordChange): void {
     if (this.stopped) return;
+    if (c.area === 'settings') {
+      if (c.key.startsWith('settings/adapters.')) void this.syncAdapters();
+      return;
+    }
     if (c.area === 'routes') {
       const r = c.value as StoredRouteSpec | undefined;
       if (r && this.applyRoute(r, true)) return;

@@ -175,6 +175,10 @@ describe('the mirror', () => {
     release();
     await sync;
     expect(dp.models.get('m')?.route.revision).toBe(3);
+    // the adapters registered through the leader's API reach the follower's data plane (settings watched)
+    await real.setSetting('adapters.registered', { m: [{ name: 'fr', source: 'http://127.0.0.1:9/fr' }] }, 0);
+    mirror.changed({ area: 'settings', key: 'settings/adapters.registered', value: {} });
+    await expect.poll(() => dp.adapters.list().map((a) => `${a.model}/${a.name}`)).toEqual(['m/fr']);
     // an exact sync (after an outage, or a leader stepping down) takes the store's route whatever the data plane holds
     dp.restoreRoute({ model: 'm', weights: { v1: 1 } }, 9);
     await mirror.syncAll(true);
