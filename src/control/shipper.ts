@@ -85,17 +85,19 @@ export class RecordShipper {
           bodyTimeout: C.shipTimeoutMs,
         });
         const text = await res.body.text();
-        const sent = this.buf.splice(0, res.statusCode === 200 || (res.statusCode >= 400 && res.statusCode < 500) ? n : 0);
+        // kept for the next try: the leader's own trouble (5xx), its rate limit (429), a token it refused
+        // (401/403: read again from the store); any other 4xx refuses these records as they are, and
+        // sending them again would stall every later one: they are dropped
+        const again = res.statusCode >= 500 || res.statusCode === 429 || res.statusCode === 401 || res.statusCode === 403;
+        const sent = this.buf.splice(0, again ? 0 : n);
         for (const r of sent) this.cost -= cost(r);
-        if (res.statusCode >= 400 && res.statusCode < 500 && res.statusCode !== 401 && res.statusCode !== 403) {
-          // the leader refuses these records as they are: sending them again would stall every later one
-          this.dropped += sent.length;
-          throw new Error(`the leader at ${to} refused ${sent.length} record(s) (${res.statusCode}): ${text.slice(0, 300)}; they were dropped`);
-        }
         if (res.statusCode === 401 || res.statusCode === 403) {
           this.opts.tokenRefused();
-          this.dropped += sent.length;
           throw new Error(`the leader at ${to} refused the replicas' token (${res.statusCode}); it is read again from the store`);
+        }
+        if (res.statusCode >= 400 && !again) {
+          this.dropped += sent.length;
+          throw new Error(`the leader at ${to} refused ${sent.length} record(s) (${res.statusCode}): ${text.slice(0, 300)}; they were dropped`);
         }
         if (res.statusCode !== 200) throw new Error(`the leader at ${to} answered ${res.statusCode}: ${text.slice(0, 300)}`);
         this.shipped += n;
