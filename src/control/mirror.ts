@@ -78,7 +78,10 @@ export class Mirror {
     }
     if (c.area === 'routes') {
       const r = c.value as StoredRouteSpec | undefined;
-      if (r && this.applyRoute(r, true)) return;
+      // fast path only when this replica can serve every version the route sends traffic to: a route
+      // that moves a share onto workers whose records are still on their way (watches of different
+      // areas are not ordered with each other) is taken with those records, from one snapshot
+      if (r && this.canServe(r) && this.applyRoute(r, true)) return;
     }
     const model = this.modelOf(c);
     if (model !== undefined && this.cfg.models.some((m) => m.name === model)) void this.sync(model);
@@ -101,6 +104,14 @@ export class Mirror {
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.all([...this.syncing.values()].map((s) => s.done));
+  }
+
+  /** Every version the route gives weight has a worker this replica may route to. */
+  private canServe(r: StoredRouteSpec): boolean {
+    const st = this.dp.models.get(r.model);
+    if (!st) return false;
+    const now = Date.now();
+    return Object.entries(r.weights).every(([v, w]) => w <= 0 || (st.pools.get(v)?.routableCount(now) ?? 0) > 0);
   }
 
   /** A newer route for a model the data plane serves: swapped in; false when it cannot be (unknown model or version). */

@@ -8,6 +8,7 @@ import { claimedKind, parseRolloutState, rolloutScope, rowPhase, toStoredState }
 import type { RolloutKind, StateOfKind, StoredRollout } from '../rollout/rollout-record.js';
 import { notify } from '../rollout/webhooks.js';
 import type { RolloutRecord, Store } from '../store/types.js';
+import { scrape } from '../gateway/engine-load.js';
 import { DEFAULTS } from '../defaults.js';
 import { engineTraitsOf } from '../domain/spec.js';
 import type { ControlPlane } from './plane.js';
@@ -64,7 +65,15 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       list: (model, version) => workers.infos(model, version),
       probe: (w, body, timeoutMs) => dp.probe(w.model, w.version, w.id, PROBE_PATH, body, timeoutMs),
       setWeight: (w, weight, budget) => dp.setWorkerHealth(w.model, w.version, w.id, weight, budget),
-      drainOne: (w, timeoutMs, why) => dp.drainWorker(w.model, w.version, w.id, timeoutMs, why),
+      drainOne: async (w, timeoutMs, why) => {
+        // in the store first: other replicas (cluster mode) stop sending it requests before it stops
+        await workers.markDraining(w.id).catch(() => undefined);
+        const t0 = Date.now();
+        const r = await dp.drainWorker(w.model, w.version, w.id, timeoutMs, why);
+        // this replica's requests are done; the others' are seen by the engine itself
+        if (cp.cfg.store.kind === 'etcd') await engineIdle(w.url, t0 + timeoutMs);
+        return r;
+      },
       saveHealth: (w, h) => workers.saveHealth(w, h),
       setRole: (w, role) => workers.setRole(w.id, role),
       start: async (model, version, role, health, opts) => {
@@ -156,8 +165,12 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
   return {
     create: async (state) =>
       (await store.putRollout({ id: state.id, model: rolloutScope(state), ...rowPhase(state), state: toStoredState(state) }, clock.now())).revision,
-    save: async (state, revision) =>
-      (await store.putRollout({ id: state.id, model: rolloutScope(state), ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision)).revision,
+    save: (state, revision, event) =>
+      store.tx(async (t) => {
+        const rec = await t.putRollout({ id: state.id, model: rolloutScope(state), ...rowPhase(state), state: toStoredState(state) }, clock.now(), revision);
+        if (event) await t.appendRolloutEvent({ rolloutId: state.id, at: event.at, kind: event.kind, message: event.message, data: event.data });
+        return rec.revision;
+      }),
     get: async (id) => {
       const rec = await store.getRollout(id);
       return rec ? read(rec) : undefined;
@@ -186,4 +199,19 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
       return store.rolloutEvents(id);
     },
   };
+}
+
+/**
+ * Until the engine at `url` runs and queues no request (its vLLM metrics), or `deadline`: a worker that
+ * other replicas also send requests to is drained when the engine says so, not when this one's are done.
+ * An engine that does not answer its metrics is not waited for.
+ */
+async function engineIdle(url: string, deadline: number): Promise<void> {
+  // the other replicas hear of the drain by watch (p99 well under 50 ms): a request they sent just before is running by then
+  await new Promise((r) => setTimeout(r, Math.max(0, Math.min(DEFAULTS.cluster.drainSettleMs, deadline - Date.now()))));
+  while (Date.now() < deadline) {
+    const s = await scrape(url, DEFAULTS.cluster.drainPollMs * 10).catch(() => undefined);
+    if (s === undefined || s.running === undefined || (s.running ?? 0) + (s.waiting ?? 0) === 0) return;
+    await new Promise((r) => setTimeout(r, DEFAULTS.cluster.drainPollMs));
+  }
 }

@@ -236,6 +236,14 @@ export class WorkerManager {
   }
 
   /** Stop one worker, forget it and free its GPUs (its version stays). */
+  /** Its record says `draining`: what mirrors the store (a cluster's followers) routes nothing new to it. */
+  async markDraining(id: string): Promise<void> {
+    await this.store.tx(async (t) => {
+      const rec = await t.getWorker(id);
+      if (rec && rec.state !== 'draining') await t.upsertWorker({ ...rec, state: 'draining', updatedAt: Date.now() });
+    });
+  }
+
   async stopWorker(id: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
     const h = this.handles.get(id);
     const rec = await this.store.getWorker(id);

@@ -17,9 +17,9 @@ import type { AdapterCanaryState } from './adapter-canary-state.js';
 import { TERMINAL, checkStages, currentPercent, judgeOverrides, nextStage } from './canary-state.js';
 import type { CanaryPhase, Step } from './canary-state.js';
 import { ReconcileLoop } from './loop.js';
-import type { Actor, AdapterRef, ControllerPorts } from './ports.js';
+import type { Actor, AdapterRef, ControllerPorts, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { rolloutEvent, saveInTurn } from './rollout-writes.js';
+import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { PairSamples } from './samples.js';
 import { applyStep, takeLook, tickRunning } from './staged.js';
 import type { StagedActions, StagedLive } from './staged.js';
@@ -295,12 +295,9 @@ export class AdapterCanaryController {
     advanced: async (l, why) => {
       const s = l.state;
       this.applyShare(l);
-      await this.event(
-        l,
-        'advance',
-        `stage ${s.stageIndex + 1}: ${currentPercent(s)} % of ${s.adapter}'s requests to ${s.candidate.version}${why ? ` (${why})` : ''}`,
-      );
-      await this.persist(l);
+      // the stage and its log entry in one write (as the version canary's)
+      const message = `stage ${s.stageIndex + 1}: ${currentPercent(s)} % of ${s.adapter}'s requests to ${s.candidate.version}${why ? ` (${why})` : ''}`;
+      await this.persist(l, stepEvent(this.ports, s, 'adapter_canary', s.candidate.version, 'advance', `${s.adapter}: ${message}`));
     },
     promote: (l, why) => this.doPromote(l, why),
     pause: (l, reason) => this.setPhase(l, 'paused', reason),
@@ -403,9 +400,9 @@ export class AdapterCanaryController {
   }
 
   /** Write the state as it is when its turn comes, and show it on /metrics. */
-  private persist(l: Live): Promise<void> {
+  private persist(l: Live, event?: RolloutLogEntry): Promise<void> {
     this.show(l);
-    return saveInTurn(this.ports, l);
+    return saveInTurn(this.ports, l, event);
   }
 
   /** The state on /metrics (`glidepath_adapter_canary_*`). */

@@ -9,7 +9,7 @@ import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
-import type { Actor, ControllerPorts } from './ports.js';
+import type { Actor, ControllerPorts, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
 import type { VersionSamples } from './samples.js';
@@ -21,7 +21,7 @@ import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
 import { applyStep, takeLook, tickRunning } from './staged.js';
 import type { StagedActions, StagedLive } from './staged.js';
-import { rolloutEvent, saveInTurn } from './rollout-writes.js';
+import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export interface CanaryStartOptions {
@@ -373,8 +373,10 @@ export class CanaryController {
     advanced: async (l, why) => {
       const s = l.state;
       await this.applyWeights(l, currentPercent(s));
-      await this.event(l, 'advance', `stage ${s.stageIndex + 1}: ${currentPercent(s)} % to ${s.canary}${why ? ` (${why})` : ''}`);
-      await this.persist(l);
+      // the stage and its log entry in one write: a leader killed before it leaves the stage to the next
+      // one (which advances again, once); after it, the stage is done and logged once
+      const message = `stage ${s.stageIndex + 1}: ${currentPercent(s)} % to ${s.canary}${why ? ` (${why})` : ''}`;
+      await this.persist(l, stepEvent(this.ports, s, 'canary', s.canary, 'advance', message));
     },
     promote: (l, why) => this.doPromote(l, why),
     pause: (l, reason) => this.setPhase(l, 'paused', reason),
@@ -458,10 +460,10 @@ export class CanaryController {
   }
 
   /** Write the state as it is when its turn comes; writes of one rollout never overlap. */
-  private persist(l: Live): Promise<void> {
+  private persist(l: Live, event?: RolloutLogEntry): Promise<void> {
     const s = l.state;
     this.ports.telemetry.canary.state(s.model, s.canary, s.phase, currentPercent(s), s.stageStartedAt, TERMINAL.includes(s.phase));
-    return saveInTurn(this.ports, l);
+    return saveInTurn(this.ports, l, event);
   }
 
   private event(l: Live, kind: string, message: string): Promise<void> {

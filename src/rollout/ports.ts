@@ -230,12 +230,25 @@ export interface SchedulerMetricsPort {
   switched(group: string, to: string, outcome: 'done' | 'failed', phases: { drainMs?: number; sleepMs?: number; wakeMs?: number; totalMs: number }): void;
 }
 
+/** One entry of a rollout's own event log. */
+export interface RolloutLogEntry {
+  at: number;
+  kind: string;
+  message: string;
+  data?: unknown;
+}
+
 /** Persisted rollout state, validated on the way back (src/rollout/rollout-record.ts). */
 export interface RolloutsPort {
   /** Insert; ConflictError `rollout_in_progress` when the model already has an unfinished rollout. Returns the revision. */
   create(state: RolloutState): Promise<number>;
-  /** Compare-and-set on `revision` (ConflictError `rollout_conflict`); returns the new revision. */
-  save(state: RolloutState, revision: number): Promise<number>;
+  /**
+   * Compare-and-set on `revision` (ConflictError `rollout_conflict`); returns the new revision. With
+   * `event`, the event is appended to the rollout's log in the same transaction: a step and its entry
+   * are written together or not at all (a controller killed between two writes neither repeats nor
+   * loses the entry when the next one resumes the rollout).
+   */
+  save(state: RolloutState, revision: number, event?: RolloutLogEntry): Promise<number>;
   /** By id, of any kind; undefined when unknown; `rollout_state_invalid` when unreadable. */
   get(id: string): Promise<StoredRollout | undefined>;
   /** The model's newest rollout of this kind (never one of another kind). */

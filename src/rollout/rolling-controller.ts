@@ -8,7 +8,7 @@ import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { newHealth } from '../health/machine.js';
 import { ReconcileLoop } from './loop.js';
-import { rolloutEvent, saveInTurn } from './rollout-writes.js';
+import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep, routeAtShare } from './rolling-plan.js';
@@ -321,9 +321,9 @@ export class RollingController {
       MAX_TRACE,
     );
     s.message = describeStep(s.step, step.start, leaving, counts, share);
-    // persisted before it acts: a restart reads the fleet and finds this step done or not
-    await this.persist(l);
-    await this.event(l, 'step', s.message);
+    // persisted before it acts, with its log entry in the same write: a restart reads the fleet and
+    // finds this step done or not, and the log has it once
+    await saveInTurn(this.ports, l, stepEvent(this.ports, s, 'rolling', s.to, 'step', s.message));
     // traffic first moves off the leaving workers' share, then they drain and stop
     await this.publishShare(l, share);
     for (const w of leaving) this.stopInBackground(l, w, DEFAULTS.gateway.drainTimeoutMs);

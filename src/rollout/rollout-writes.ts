@@ -1,7 +1,7 @@
 // One rollout's writes, as every controller that persists one makes them: its state saved in turn
 // (each write names the revision the previous one made, so two never overlap), and its events — a
 // control event at once and, best effort, an entry in the rollout's own event log.
-import type { ControllerPorts } from './ports.js';
+import type { ControllerPorts, RolloutLogEntry } from './ports.js';
 import type { RolloutState } from './rollout-record.js';
 
 /** A running rollout as its controller keeps it: the state, the revision its next write names, the write under way. */
@@ -11,11 +11,11 @@ export interface Saved<S extends RolloutState = RolloutState> {
   saving: Promise<unknown>;
 }
 
-/** Write the state as it is when its turn comes. */
-export function saveInTurn(ports: Pick<ControllerPorts, 'clock' | 'rollouts'>, l: Saved): Promise<void> {
+/** Write the state as it is when its turn comes; with `event`, that entry of its log in the same write. */
+export function saveInTurn(ports: Pick<ControllerPorts, 'clock' | 'rollouts'>, l: Saved, event?: RolloutLogEntry): Promise<void> {
   const run = l.saving.then(async () => {
     l.state.updatedAt = ports.clock.now();
-    l.revision = await ports.rollouts.save(l.state, l.revision);
+    l.revision = await ports.rollouts.save(l.state, l.revision, event);
   });
   l.saving = run.catch(() => undefined);
   return run;
@@ -30,8 +30,21 @@ export async function rolloutEvent(
   kind: string,
   message: string,
 ): Promise<void> {
+  const e = stepEvent(ports, s, prefix, version, kind, message);
+  // the rollout's own event log is best effort: the control event already went out
+  await ports.rollouts.appendEvent(s.id, e).catch(() => undefined);
+}
+
+/** `<prefix>_<kind>` as a control event at once; the entry for the rollout's log, to be saved with its state (saveInTurn). */
+export function stepEvent(
+  ports: Pick<ControllerPorts, 'clock' | 'emit'>,
+  s: { id: string; model: string },
+  prefix: string,
+  version: string,
+  kind: string,
+  message: string,
+): RolloutLogEntry {
   const at = ports.clock.now();
   ports.emit({ kind: `${prefix}_${kind}`, model: s.model, version, message: `${s.id}: ${message}`, at });
-  // the rollout's own event log is best effort: the control event above already went out
-  await ports.rollouts.appendEvent(s.id, { at, kind, message }).catch(() => undefined);
+  return { at, kind, message };
 }

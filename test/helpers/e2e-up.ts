@@ -219,10 +219,12 @@ export async function startUp(opts: {
       return exited;
     },
   };
-  // a cluster replica serves before any replica leads: its admin calls are answered once one does
+  // a cluster replica serves before any replica leads (or while the one that led is dead and its lease
+  // runs out): its admin calls are answered once one does
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  const electing = (r: AdminReply<unknown>) => /no_leader|leader_unreachable/.test(JSON.stringify(r.body));
   let ws = await admin<WorkerView[]>('GET', '/workers');
-  while (ws.status === 503 && JSON.stringify(ws.body).includes('no_leader') && Date.now() < deadline) {
+  while (ws.status >= 500 && electing(ws) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 100));
     ws = await admin<WorkerView[]>('GET', '/workers');
   }

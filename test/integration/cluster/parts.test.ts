@@ -144,6 +144,18 @@ describe('the mirror', () => {
     const real = openMemoryStore();
     await new Registry(real).seedFromConfig(cfg);
     await real.putRoute(route(1, { v1: 1 }), 0);
+    for (const v of ['v1', 'v2'])
+      await real.upsertWorker({
+        id: `m/${v}/0`,
+        model: 'm',
+        versionId: v,
+        endpoint: 'http://127.0.0.1:9',
+        provider: 'static',
+        state: 'ready',
+        gpus: [],
+        startedAt: 0,
+        updatedAt: 0,
+      });
     // a sync's reads can be held, to place a watch event between its read and its apply
     let hold: Promise<void> | undefined;
     const store = new Proxy(real, {

@@ -147,6 +147,20 @@ describe('the rollouts port over the store', () => {
   });
 });
 
+describe('a step and its log entry', () => {
+  it('are written together: a save whose compare-and-set fails leaves no entry either', async () => {
+    const store = openMemoryStore();
+    const port = storeRollouts(store, { now: () => T });
+    const rev = await port.create(canary());
+    const next = await port.save({ ...canary(), stageIndex: 1 }, rev, { at: T, kind: 'advance', message: 'stage 2' });
+    await expect(port.save({ ...canary(), stageIndex: 2 }, rev, { at: T, kind: 'advance', message: 'stage 3' })).rejects.toMatchObject({
+      code: 'rollout_conflict',
+    });
+    expect((await port.events('canary-1')).map((e) => e.message)).toEqual(['stage 2']);
+    expect((await port.get('canary-1'))?.revision).toBe(next);
+  });
+});
+
 describe('regression: canary and experiment share a table, and "the newest rollout" may be the other kind', () => {
   it('reading the canary of a model never returns an experiment, nor the experiment a canary', async () => {
     const f = await FakeFleet.create({
