@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { etcdInstalled, itWithEtcd, startEtcd } from '../helpers/etcd.js';
+import { etcdInstalled, itWithEtcd, startEtcd, stopCluster } from '../helpers/etcd.js';
 import type { EtcdServer } from '../helpers/etcd.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, streamChat, tempDir, trackWorkerPids } from '../helpers/e2e-up.js';
 import type { StreamResult, UpProcess, WorkerView } from '../helpers/e2e-up.js';
@@ -74,10 +74,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const r of replicas) await r.kill('SIGTERM');
-  await etcd?.stop();
-  cleanupAll();
-  if (dir) removeDir(dir);
+  await stopCluster(replicas, etcd, () => {
+    cleanupAll();
+    if (dir) removeDir(dir);
+  });
 }, 60_000);
 
 describe('cluster mode: a rolling update and its leader killed', () => {

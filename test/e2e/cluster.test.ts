@@ -11,7 +11,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { request } from 'undici';
-import { etcdInstalled, itWithEtcd, startEtcd } from '../helpers/etcd.js';
+import { etcdInstalled, itWithEtcd, startEtcd, stopCluster } from '../helpers/etcd.js';
 import type { EtcdServer } from '../helpers/etcd.js';
 import { cleanupAll, ensureBuilt, removeDir, ROOT, startUp, streamChat, tempDir } from '../helpers/e2e-up.js';
 import type { StreamResult, UpProcess } from '../helpers/e2e-up.js';
@@ -118,10 +118,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const r of replicas) await r.kill('SIGTERM');
-  await etcd?.stop();
-  cleanupAll();
-  if (dir) removeDir(dir);
+  await stopCluster(replicas, etcd, () => {
+    cleanupAll();
+    if (dir) removeDir(dir);
+  });
   if (Object.keys(report).length > 0) writeFileSync(REPORT, `${JSON.stringify({ recorded_at: new Date().toISOString(), ...report }, null, 2)}\n`);
 }, 60_000);
 

@@ -84,3 +84,14 @@ function exited(p: ChildProcess): Promise<void> {
     p.kill('SIGTERM');
   });
 }
+
+/** After a cluster test: every replica stopped, etcd stopped, the worker processes and the directory removed. */
+export async function stopCluster(
+  replicas: readonly { kill(signal: NodeJS.Signals): Promise<unknown> }[],
+  etcd: EtcdServer | undefined,
+  cleanup: () => void,
+): Promise<void> {
+  for (const r of replicas) await r.kill('SIGTERM');
+  await etcd?.stop();
+  cleanup();
+}
