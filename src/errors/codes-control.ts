@@ -1,0 +1,266 @@
+// Error codes of the control side: the registry and routes, rollouts, workers, health, the weight cache, the store and the cluster.
+// One part of the error catalogue (src/errors/catalogue.ts joins the parts in this order).
+import type { Row } from './row.js';
+
+export const CONTROL_CODES = {
+  // -- the version registry and routes (admin API) --
+  version_exists: [409, 'A version with this (model, id) is already registered; versions are immutable.', 'Register a new id.'],
+  version_not_found: [404, 'No version of this id (the message lists the known ones).', 'Use a listed id; `glidepath version list`.'],
+  illegal_transition: [409, 'A lifecycle change the transition table forbids; the message names both states.', 'See docs/store.md "Version lifecycle".'],
+  invalid_patch: [400, 'A version patch with an invalid field (negative load time…).', 'Fix the field named.'],
+  active_exists: [409, 'A second active version of a model.', 'Swap or promote instead.'],
+  no_standby: [409, 'No rollback-eligible standby (the message says why each standby is not).', 'Deploy and swap a known-good version instead.'],
+  adapter_not_found: [
+    404,
+    'The model has no adapter of that name (registered through the API, or for a canary, at all).',
+    '`glidepath adapter list -m MODEL` shows its adapters.',
+  ],
+  adapter_name_taken: [
+    409,
+    "A LoRA adapter's name is already a model's, another model's adapter's, the name a version of another adapter is loaded under, or listed twice (clients name adapters in `model`, so the names share one namespace); or an adapter canary's candidate would be loaded under such a name.",
+    'Register the adapter under another name, or remove the other one first (`glidepath adapter remove`).',
+  ],
+  model_exists: [409, 'The data plane already serves a model of this name.', 'A bug if seen through the API; report it.'],
+  card_mismatch: [409, 'A version id already known with another deployment card checksum.', 'Register a new id for the new card.'],
+  version_in_route: [409, 'Removing a version that still has weight in the route.', 'Move its traffic first.'],
+  worker_not_found: [404, 'No worker of this id in the version.', 'See `glidepath workers`.'],
+  invalid_worker: [
+    400,
+    'A worker list with an empty or repeated id, or a URL that is not http(s)://HOST:PORT; a worker started with a prefill/decode role its version does not have (or without one its version needs).',
+    'Fix the endpoint or the role named.',
+  ],
+  invalid_route: [400, 'Route weights or overrides that do not add up (negative, all zero, unknown version…).', 'Fix the weights named.'],
+  route_no_workers: [400, 'A route gives weight to a version with no workers.', 'Deploy the version first.'],
+  route_draining: [400, 'A route gives weight to a version being drained.', 'Wait for the drain, or undrain it.'],
+  route_conflict: [409, 'The stored route changed since it was read (compare-and-set).', 'Read it again and retry.'],
+  route_revision_conflict: [409, 'The route is at another revision than the `expect_revision` given.', 'Read the route again and retry.'],
+  route_revision_invalid: [400, 'A route write whose revision does not grow.', 'A bug; report it.'],
+  insufficient_gpus: [409, "Not enough free GPUs (with the memory asked) for the version's workers.", 'Free GPUs (retire a standby) or lower replicas/tp.'],
+  gpu_in_use: [409, 'A GPU is held by another version or worker.', 'Free it first.'],
+  token_hash_exists: [409, 'Two tokens with the same secret.', 'Give each token its own secret.'],
+  invalid_config: [
+    400,
+    'glidepath.yaml (or a config in a request) is invalid; the message lists every problem with its path and line.',
+    'Fix each problem named.',
+  ],
+
+  // -- blue-green, canary, experiments, rollouts --
+  already_active: [409, 'Swapping to the version that is already active.', 'Nothing to do.'],
+  stop_start_failed: [
+    503,
+    'A stop-start whose new version did not come up: the old version was loaded again (or, if that failed too, the message says no version serves).',
+    'Read the cause in the message and the audit log; fix the new version and run it again.',
+  ],
+  already_loaded: [409, 'Deploying a version that is already loaded.', 'Swap to it, or retire it first.'],
+  already_loading: [409, 'A canary for a version that is still loading.', 'Wait for it.'],
+  already_retired: [409, 'Retiring a retired version.', 'Nothing to do.'],
+  ambiguous_green: [400, 'A swap without `--to` while several versions are ready.', 'Name the version with `--to`.'],
+  no_green: [409, 'A swap with no ready version to swap in.', 'Run `glidepath deploy green --version V` first.'],
+  not_ready: [409, 'Swapping to a version that is not ready or standby.', 'Deploy it first.'],
+  retire_active: [409, 'Retiring the active version.', 'Swap or roll back to another version first.'],
+  retire_loading: [409, 'Retiring a version while it loads.', 'Wait for the load to finish or fail.'],
+  retire_serving: [409, 'Retiring a version that still has weight in the route.', 'Move its traffic first.'],
+  retire_standby: [409, 'Retiring the rollback target.', 'Pass `--force` to retire it anyway.'],
+  scheduler_version_changed: [
+    409,
+    "The scheduler started replicas of a model's active version, and meanwhile another version became active or the version was put to sleep: the new replicas were stopped again.",
+    'Nothing to do: the next round measures the model again.',
+  ],
+  rollout_in_progress: [
+    409,
+    'A canary, experiment, rolling update or other rollout already runs on the model (one at a time; a swap or rollback waits for a rolling update too); or a canary already runs on the adapter (which is neither registered again nor removed meanwhile).',
+    'Finish or abort it first.',
+  ],
+  time_shared_standby: [
+    409,
+    "A canary, experiment or rolling update of a model whose versions take turns on the same GPUs (`time_shared_standby`, or a time-share group's member): only one version can be awake there.",
+    'Deploy green and swap (a rollback wakes the standby); or give the model GPUs of its own for canaries.',
+  ],
+  time_share_mismatch: [
+    409,
+    'A version of a time-shared model (a time_sharing member, or a model with time_shared_standby) that does not fit the slots its versions take turns on: another TP, hot spares, prefill/decode roles, static endpoints.',
+    "Register the version with the slots' TP and replicas, without spares or roles.",
+  ],
+  time_shared_asleep: [
+    409,
+    'An operation that would wake a time-shared model while another has the GPUs (a swap, rollback, stop-start, canary, experiment or rolling update of a model asleep in its group).',
+    'Give it the GPUs first (`glidepath scheduler turn GROUP MODEL`), or wait for its turn.',
+  ],
+  time_share_turn: [
+    409,
+    'A turn asked of a time-share group that is switching already, or for a model not in the group.',
+    'Wait for the switch; name a member.',
+  ],
+  rollout_conflict: [409, 'The rollout record changed since it was read (another writer).', 'Read it again; a bug if it repeats.'],
+  rollout_model_mismatch: [400, 'Writing a rollout under another model than its own.', 'A bug; report it.'],
+  rollout_not_found: [
+    404,
+    'No rollout (canary) of this id for the model or adapter, or none ever ran.',
+    'See `glidepath canary status` or `glidepath adapter canary history`.',
+  ],
+  rollout_state_invalid: [
+    500,
+    'A stored rollout record cannot be read back (an unknown kind or a corrupt field).',
+    'The message names the rollout and field; abort it or restore the store.',
+  ],
+  canary_is_active: [
+    409,
+    'A canary of the version that is already active (of a model, or of an adapter: the same version or source).',
+    'Canary a new version.',
+  ],
+  invalid_stages: [400, 'Canary stages that are not increasing percentages ending at 100.', 'Fix the list.'],
+  invalid_rollout: [
+    400,
+    'Rolling-update settings that cannot work: a budget that is not a count or a percentage, a role without replicas, max surge and max unavailable both 0 for a role.',
+    'Fix the setting named; allow at least one worker of surge or unavailability.',
+  ],
+  no_active_version: [409, 'A canary, a stop-start or a rolling update on a model with no active version.', 'Swap a version in first.'],
+  no_canary: [409, 'Pausing, resuming, promoting or aborting when no canary runs.', 'Start one first.'],
+  not_paused: [409, 'Resuming a canary or a rolling update that is not paused.', 'Nothing to do.'],
+  no_rolling_update: [409, 'Pausing, resuming or aborting a rolling update when none runs on the model.', 'See `glidepath rollout status`.'],
+  already_paused: [409, 'Pausing a rolling update that is already paused.', 'Resume it, or abort it.'],
+  already_rolling_back: [409, 'Aborting a rolling update that is already going back to the old version.', 'Wait for it; `glidepath rollout status --watch`.'],
+  nothing_to_undo: [
+    409,
+    "Undoing when the model's last rolling update did not succeed (or there was none).",
+    'Abort a running one instead; roll to a version by name.',
+  ],
+  not_progressing: [409, 'Pausing a canary that is not progressing.', 'Nothing to do.'],
+  not_running: [409, 'Acting on a canary that has ended.', 'Start a new one.'],
+  experiment_not_found: [404, 'No experiment of this id for the model.', 'See `glidepath experiment status`.'],
+  experiment_running: [409, 'An experiment already runs on the model.', 'Stop it first.'],
+  no_experiment: [409, 'Stopping or analysing when no experiment runs.', 'Start one first.'],
+  not_loaded: [409, 'An experiment arm that is not loaded.', 'Deploy it first (`glidepath deploy green --version V`).'],
+  same_versions: [400, 'An experiment with the same version on both arms.', 'Name two versions.'],
+  invalid_split: [400, 'An experiment split not strictly between 0 and 1.', 'Pass e.g. 0.5.'],
+  invalid_metric: [400, 'An experiment metric that is not one of the known ones.', 'Use one the message lists.'],
+  webhook_unreachable: [502, 'Audited only: a notification webhook could not be reached after its retries.', 'Check the webhook URL.'],
+  webhook_refused: [
+    502,
+    'Audited only: a notification webhook answered an error status after its retries (the status is in the audit params).',
+    "Check the webhook's receiver.",
+  ],
+  metrics_source_unreachable: [
+    503,
+    'The Prometheus server of `metrics_source` could not be reached or did not answer within `metrics_source.timeout_ms`: a canary look waits (no data), the monitor does not judge; both say so in an event.',
+    'Check that Prometheus runs at the URL; the canary resumes judging by itself once it answers.',
+  ],
+  metrics_source_error: [
+    502,
+    "The Prometheus server of `metrics_source` answered an error: a status other than 200, `status: error` (Prometheus's message is quoted), a body over `metrics_source.max_response_bytes`, or not its JSON.",
+    'Check the URL (the server, not a proxy page), the credentials and the `labels` matchers.',
+  ],
+
+  // -- workers and providers --
+  interrupted: [503, "A version's failure when Glidepath restarted while it was loading.", 'Deploy it again.'],
+  warmup_failed: [503, 'A warm-up request to a new worker failed; the version is not loaded.', "Check the worker's log."],
+  worker_start_failed: [503, 'A process worker exited or could not be spawned (the log file is named).', 'Read the worker log.'],
+  worker_start_timeout: [
+    503,
+    "A worker did not become healthy within the provider's start timeout.",
+    'Check the worker log; raise the timeout for slow loads.',
+  ],
+  worker_exited: [503, 'A worker exited before it became healthy.', 'Read the worker log.'],
+  wrong_provider: [503, "A provider asked to act on another provider's worker.", 'A bug; report it.'],
+  no_endpoint: [503, 'A static version with fewer endpoints than workers.', 'List one endpoint per worker.'],
+  bad_command_template: [400, 'A process provider command with an unknown `{placeholder}`.', 'Use the placeholders the message lists.'],
+  engine_refused: [502, "An engine's control endpoint (sleep, wake, load) answered an error.", "Check the engine's log."],
+  engine_unreachable: [502, "An engine's control endpoint could not be reached.", 'Check that the worker runs.'],
+
+  // -- worker health --
+  worker_unhealthy: [
+    503,
+    'The worker serving a request was taken out of rotation by its health checks (silent corruption) mid-request; before its first byte the request moved to another worker.',
+    'Retry; `glidepath workers` says which worker and why.',
+  ],
+  worker_removed: [
+    503,
+    "The worker serving a request was removed (the scheduler scaled its model down or preempted it) and its drain's limit passed; before its first byte the request moved to another worker, and a stream already started goes on on another worker of its version.",
+    'Retry if it reached you; raise `scheduler.drain_timeout_ms` for long generations.',
+  ],
+  probe_record_failed: [
+    503,
+    "A version's probe set could not be recorded: its workers did not answer the probes.",
+    "Check the workers' logs; the message names each worker's error.",
+  ],
+  probe_disagreement: [
+    409,
+    "A version's workers answered a probe differently with no majority, so nobody can tell the right answer.",
+    'Pin a probe set (`glidepath probes pin`), or configure `probe_reference` for the version.',
+  ],
+  health_disabled: [
+    409,
+    "The model's health checks are off (`models[].health.enabled: false`): no probe set to record or readmission to do.",
+    'Turn them on in the config.',
+  ],
+  no_serving_worker: [
+    409,
+    'A probe set was to be recorded from a version with no live serving worker, or a version to be woken on shared GPUs (a time-shared standby) has none.',
+    'Deploy or wake the version first.',
+  ],
+  probe_set_empty: [
+    422,
+    'No probe prompt has enough reproducible tokens (every answer has a near-tie too early).',
+    "Configure other prompts under the model's `health.probes`.",
+  ],
+
+  // -- the weight cache --
+  cache_miss: [404, "A version's weights are not in the cache.", 'Run `glidepath cache download`.'],
+  weights_not_found: [404, 'The weights path does not exist.', 'Fix `weights:` of the version.'],
+  weights_unreadable: [400, 'The weights cannot be read (permissions).', 'Fix the permissions.'],
+  weights_special_file: [400, 'The weights directory holds a socket, device or FIFO.', 'Remove it.'],
+  weights_symlink_cycle: [400, 'The weights directory has a symlink cycle.', 'Fix the links.'],
+  weights_too_large: [422, "The weights exceed the cache's per-version limit.", 'Raise `cache.max_bytes`.'],
+  invalid_weights_uri: [400, 'A `file://` weights URL that is malformed.', 'Fix the URL.'],
+  unsupported_weights_uri: [400, 'Weights with a scheme the cache cannot fetch (s3://, sim://…).', 'Use a path, file://, http:// or https://.'],
+  invalid_weight_hash: [400, 'A `weight_hash` that is not `sha256:<64 hex>`.', 'Fix the hash.'],
+  weight_hash_mismatch: [422, "Downloaded weights whose hash is not the version's `weight_hash`; the copy was removed.", 'Check the source, or the hash.'],
+  download_failed: [502, 'Fetching weights over HTTP failed.', 'Check the URL and the server.'],
+  download_timeout: [504, "Fetching weights took longer than the cache's timeout.", 'Retry; raise the timeout.'],
+  download_truncated: [502, 'The weights server sent fewer bytes than it announced.', 'Retry.'],
+
+  // -- the store --
+  store_open_failed: [
+    503,
+    'The data directory or its database cannot be opened or migrated.',
+    'Check `server.data_dir` (permissions, disk, a file that is not SQLite).',
+  ],
+  store_schema_too_new: [503, 'The database was written by a newer Glidepath.', 'Run a newer glidepath, or point `server.data_dir` elsewhere.'],
+  store_busy: [
+    503,
+    "Another process holds the database's write lock longer than `busy_timeout` (5 s); with etcd, other replicas' commits won every retry of a transaction.",
+    'Retry.',
+  ],
+  store_unavailable: [
+    503,
+    'The database failed (disk full, read-only, I/O error, corruption), or etcd cannot be reached or refused the call.',
+    'Fix the disk; restore from a backup if corrupt. With etcd: check `store.endpoints`, its health, credentials.',
+  ],
+  store_not_empty: [
+    409,
+    'migrate-store was pointed at an etcd prefix that already holds Glidepath state.',
+    'Pick an empty `store.prefix`, or delete the old keys first.',
+  ],
+  no_leader: [
+    503,
+    'Cluster mode: an admin call reached a replica while no replica leads (an election is under way, or etcd is unreachable).',
+    'Retry after a few seconds (the lease TTL).',
+  ],
+  not_leader: [
+    503,
+    'Cluster mode: a replica that no longer holds the leader lease tried to write; nothing was written.',
+    'Nothing: the new leader carries on. Retry the admin call.',
+  ],
+  leader_unreachable: [
+    502,
+    "Cluster mode: the replica could not forward an admin call to the leader's admin API.",
+    'Retry; check that the replicas reach each other on `admin_listen`.',
+  ],
+  store_tx_too_large: [
+    503,
+    "A store transaction writes more keys than one etcd transaction takes (etcd's `--max-txn-ops`, `store.max_txn_ops`).",
+    'Raise both; report it.',
+  ],
+  store_closed: [503, 'A store call after the store was closed (during shutdown).', 'Nothing; the process is stopping.'],
+  store_tx_misuse: [503, 'A transaction handle used after its transaction ended, or beside its own nested transaction.', 'A bug; report it.'],
+} as const satisfies Record<string, Row>;
