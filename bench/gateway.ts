@@ -2,14 +2,14 @@
 // Scenarios (issue 3): (1) small non-streaming requests at 32 connections; (2) 64-token streams at
 // zero delay, 32 at a time; (3) 64 concurrent streams at 20 ms/token. Proxy CPU time per request /
 // per token comes from /proc/PID/stat over each measured window.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { writeResults } from './lib/results.js';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, freePort, start, waitFor } from './lib/proc.js';
+import { cpuMs, freePort, start, runLoadgen, startFastSim, waitFor } from './lib/proc.js';
 import { quantileSorted as percentile } from '../src/domain/quantile.js';
 import { Telemetry } from '../src/telemetry/telemetry.js';
 import type { RequestRecord } from '../src/telemetry/record.js';
@@ -74,42 +74,11 @@ interface Row {
 }
 
 function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [LOADGEN, JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    p.once('exit', (code) => {
-      if (code !== 0) reject(new Error(`loadgen exited ${code}`));
-      else resolve(JSON.parse(out) as LoadResult);
-    });
-  });
+  return runLoadgen<LoadResult>(LOADGEN, opts);
 }
 
-async function sim(port: number, interTokenMs: number): Promise<Proc> {
-  const p = start(process.execPath, [
-    CLI,
-    'sim',
-    '--port',
-    String(port),
-    '--model',
-    'bench',
-    '--inter-token-ms',
-    String(interTokenMs),
-    '--jitter',
-    '0',
-    '--itl-growth-per-seq',
-    '0',
-    '--prefill-tokens-per-s',
-    '10000000',
-    '--max-num-seqs',
-    '4096',
-    '--kv-capacity-tokens',
-    '100000000',
-    '--max-waiting-requests',
-    '100000',
-  ]);
-  await waitFor(`http://127.0.0.1:${port}/health`);
-  return p;
+function sim(port: number, interTokenMs: number): Promise<Proc> {
+  return startFastSim(CLI, port, ['--model', 'bench'], interTokenMs);
 }
 
 async function haproxy(port: number, upstream: number, dir: string): Promise<Proc> {

@@ -9,13 +9,12 @@
 // medians. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
 // holding its routing state, and its open descriptors (upstream connections) after each cell.
 // Writes bench/results/scale.json and scale.md.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { writeResults } from './lib/results.js';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, freePort, start, waitFor } from './lib/proc.js';
+import { cpuMs, freePort, start, runLoadgen, startFastSim, waitFor } from './lib/proc.js';
 import type { Proc } from './lib/proc.js';
 import type { LoadResult } from './lib/loadgen.js';
 import type { ScaleGatewayOptions, ScaleGatewayReport } from './lib/scale-gateway.js';
@@ -86,15 +85,7 @@ function run(script: string, args: string[], nodeArgs: string[] = []): { proc: P
 }
 
 function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [LOADGEN, JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    p.once('exit', (code) => {
-      if (code !== 0) reject(new Error(`loadgen exited ${code}`));
-      else resolve(JSON.parse(out) as LoadResult);
-    });
-  });
+  return runLoadgen<LoadResult>(LOADGEN, opts);
 }
 
 async function gateway(models: number, endpoint: string): Promise<{ proc: Proc; report: ScaleGatewayReport }> {
@@ -220,30 +211,8 @@ async function main(): Promise<void> {
   try {
     const simPort = await freePort();
     // one simulator answers to every model's name: all the workers share its endpoint
-    const sim = start(process.execPath, [
-      CLI,
-      'sim',
-      '--port',
-      String(simPort),
-      '--served-model-name',
-      ...all,
-      '--inter-token-ms',
-      '0',
-      '--jitter',
-      '0',
-      '--itl-growth-per-seq',
-      '0',
-      '--prefill-tokens-per-s',
-      '10000000',
-      '--max-num-seqs',
-      '4096',
-      '--kv-capacity-tokens',
-      '100000000',
-      '--max-waiting-requests',
-      '100000',
-    ]);
+    const sim = await startFastSim(CLI, simPort, ['--served-model-name', ...all]);
     procs.push(sim);
-    await waitFor(`http://127.0.0.1:${simPort}/health`);
     const endpoint = `http://127.0.0.1:${simPort}`;
     const by: Partial<Record<GatewayKey, { proc: Proc; report: ScaleGatewayReport }>> = {};
     for (const k of KINDS) {

@@ -112,3 +112,47 @@ export function cpuMs(pid: number): number {
   const stime = Number(rest[12]);
   return ((utime + stime) * 1000) / TICKS;
 }
+
+/**
+ * A simulator as fast as the machine allows (no jitter, instant prefill, room for every request), so
+ * that what a benchmark measures is the proxy in front of it; `names` are its model-naming flags
+ * (`--model x` or `--served-model-name a b …`). Resolves once it answers /health.
+ */
+export async function startFastSim(cli: string, port: number, names: string[], interTokenMs = 0): Promise<Proc> {
+  const p = start(process.execPath, [
+    cli,
+    'sim',
+    '--port',
+    String(port),
+    ...names,
+    '--inter-token-ms',
+    String(interTokenMs),
+    '--jitter',
+    '0',
+    '--itl-growth-per-seq',
+    '0',
+    '--prefill-tokens-per-s',
+    '10000000',
+    '--max-num-seqs',
+    '4096',
+    '--kv-capacity-tokens',
+    '100000000',
+    '--max-waiting-requests',
+    '100000',
+  ]);
+  await waitFor(`http://127.0.0.1:${port}/health`);
+  return p;
+}
+
+/** Run the load generator `script` (bench/lib/loadgen.ts, built) with `opts`; resolves to the JSON it prints. */
+export function runLoadgen<T>(script: string, opts: Record<string, unknown>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [script, JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    p.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`loadgen exited ${code}`));
+      else resolve(JSON.parse(out) as T);
+    });
+  });
+}

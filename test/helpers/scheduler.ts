@@ -55,3 +55,20 @@ export async function startScheduler(opts: Omit<FakeFleetOptions, 'countGpus'>, 
   const advance = (ms: number) => fleet.clock.advance(ms, () => s.whenIdle());
   return { fleet, ports, s, advance };
 }
+
+/** A simulated version's provider, for the scheduler's test fleets. */
+export const SIM = { provider: { kind: 'sim' } };
+
+/** A critical model with a TTFT SLO, 1–4 replicas of one simulated version (as written in glidepath.yaml). */
+export function critModel(o: object = {}): Record<string, unknown> {
+  return {
+    name: 'crit',
+    priority: 'critical',
+    slo: { ttft_p99_ms: 200 },
+    min_replicas: 1,
+    max_replicas: 4,
+    versions: [{ id: 'v1', replicas: 1, ...SIM }],
+    route: { weights: { v1: 1 } },
+    ...o,
+  };
+}

@@ -2,16 +2,11 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
 import { engineTraitsOf } from '../../../src/domain/spec.js';
-import { caught } from '../../helpers/errors.js';
+import { configIssues } from '../../helpers/config-issues.js';
 
 /** The issues a config is refused with (it must be refused). */
-function issues(raw: unknown): { path: string; message: string }[] {
-  const e = caught(() => parseConfig(raw));
-  expect(e).toBeInstanceOf(ConfigError);
-  return (e as ConfigError).issues.map((i) => ({ path: i.path, message: i.message }));
-}
+const issues = configIssues;
 
 describe('resume, tiers and degradation config', () => {
   it('defaults: resumption on (3 migrations, 60 s), three tiers with standard the default, degradation off, providers continue like vLLM', () => {

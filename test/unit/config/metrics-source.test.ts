@@ -3,16 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { DEFAULTS } from '../../../src/defaults.js';
-import { ConfigError } from '../../../src/errors.js';
-import { caught } from '../../helpers/errors.js';
+import { configIssues } from '../../helpers/config-issues.js';
 
 const models = [{ name: 'chat', versions: [{ id: 'v1', provider: { kind: 'sim' } }] }];
 
-function issues(metrics_source: unknown): { path: string; message: string }[] {
-  const e = caught(() => parseConfig({ models, metrics_source }));
-  expect(e).toBeInstanceOf(ConfigError);
-  return (e as ConfigError).issues.map((i) => ({ path: i.path, message: i.message }));
-}
+const issues = (metrics_source: unknown) => configIssues({ models, metrics_source });
 
 describe('metrics_source config', () => {
   it('is local when absent', () => {

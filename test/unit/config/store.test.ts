@@ -3,16 +3,11 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
-import { caught } from '../../helpers/errors.js';
+import { configIssues } from '../../helpers/config-issues.js';
 
 const models = [{ name: 'a', versions: [{ id: 'v1', provider: { kind: 'sim' } }] }];
 
-function issues(store: unknown): { path: string; message: string }[] {
-  const e = caught(() => parseConfig({ models, store }));
-  expect(e).toBeInstanceOf(ConfigError);
-  return (e as ConfigError).issues.map((i) => ({ path: i.path, message: i.message }));
-}
+const issues = (store: unknown) => configIssues({ models, store });
 
 describe('store config', () => {
   it('is the embedded SQLite file unless told otherwise', () => {

@@ -2,8 +2,7 @@
 // every refusal with its path; a simulated version's wake times follow its size unless given.
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
-import { caught } from '../../helpers/errors.js';
+import { configIssues } from '../../helpers/config-issues.js';
 
 const sim = (o: Record<string, unknown> = {}) => ({ id: 'v1', replicas: 2, tp: 2, gpu_memory_gb: 40, provider: { kind: 'sim' }, ...o });
 const models = (b: Record<string, unknown> = {}) => [
@@ -12,11 +11,7 @@ const models = (b: Record<string, unknown> = {}) => [
   { name: 'c', versions: [sim()] },
 ];
 
-function issues(raw: unknown): { path: string; message: string }[] {
-  const e = caught(() => parseConfig(raw));
-  expect(e).toBeInstanceOf(ConfigError);
-  return (e as ConfigError).issues.map((i) => ({ path: i.path, message: i.message }));
-}
+const issues = configIssues;
 
 describe('time_sharing config', () => {
   it('defaults, the group named after its members, its slots from the versions', () => {

@@ -8,24 +8,16 @@ import type { AdapterCanaryState } from '../../../src/rollout/adapter-canary-sta
 import { CanaryController } from '../../../src/rollout/canary-controller.js';
 import type { StoredRollout } from '../../../src/rollout/rollout-record.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
-import { FakeFleet } from '../../helpers/fake-ports.js';
+import type { FakeFleet } from '../../helpers/fake-ports.js';
+import { CANARY_MODEL, CANARY_STAGE_MS, canaryFleet } from '../../helpers/canary-fleet.js';
 
-const M = 'llama';
+const M = CANARY_MODEL;
 const OPS = { name: 'ops' };
-const STAGE_MS = 60_000;
+const STAGE_MS = CANARY_STAGE_MS;
 const TICK_MS = 1_000;
 
 async function fleet(): Promise<FakeFleet> {
-  const f = await FakeFleet.create({
-    models: [
-      {
-        name: M,
-        versions: [{ id: 'v1' }, { id: 'v2' }],
-        route: { weights: { v1: 1 } },
-        canary: { stages: [10, 50, 100], stage_duration_ms: STAGE_MS, min_samples: 20, ignore_first_requests: 0 },
-      },
-    ],
-  });
+  const f = await canaryFleet();
   f.adapters.add({ name: 'sql', model: M, source: '/adapters/sql-v1', version: 'v1' });
   f.adapters.add({ name: 'chat-fr', model: M, source: '/adapters/fr' });
   return f;

@@ -6,25 +6,15 @@ import { newHealth } from '../../../src/health/machine.js';
 import { CanaryController } from '../../../src/rollout/canary-controller.js';
 import type { CanaryState } from '../../../src/rollout/canary-state.js';
 import type { StoredRollout } from '../../../src/rollout/rollout-record.js';
-import { FakeFleet } from '../../helpers/fake-ports.js';
+import type { FakeFleet } from '../../helpers/fake-ports.js';
+import { CANARY_MODEL, CANARY_STAGE_MS, canaryFleet } from '../../helpers/canary-fleet.js';
 
-const M = 'llama';
+const M = CANARY_MODEL;
 const OPS = { name: 'ops' };
-const STAGE_MS = 60_000;
+const STAGE_MS = CANARY_STAGE_MS;
 const TICK_MS = 1_000;
 
-function fleet(canary: Record<string, unknown> = {}): Promise<FakeFleet> {
-  return FakeFleet.create({
-    models: [
-      {
-        name: M,
-        versions: [{ id: 'v1' }, { id: 'v2' }],
-        route: { weights: { v1: 1 } },
-        canary: { stages: [10, 50, 100], stage_duration_ms: STAGE_MS, min_samples: 20, ignore_first_requests: 0, ...canary },
-      },
-    ],
-  });
-}
+const fleet = canaryFleet;
 
 /** A controller as the composition root builds one: over the ports, ticking on the (fake) clock. */
 function controller(f: FakeFleet): CanaryController {

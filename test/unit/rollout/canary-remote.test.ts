@@ -5,11 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { CanaryController } from '../../../src/rollout/canary-controller.js';
 import type { VersionReading } from '../../../src/telemetry/prometheus-source.js';
-import { FakeFleet } from '../../helpers/fake-ports.js';
+import type { FakeFleet } from '../../helpers/fake-ports.js';
+import { CANARY_MODEL, CANARY_STAGE_MS, canaryFleet } from '../../helpers/canary-fleet.js';
 import { ScriptedRemote } from '../../helpers/scripted-remote.js';
 
-const M = 'llama';
-const STAGE_MS = 60_000;
+const M = CANARY_MODEL;
+const STAGE_MS = CANARY_STAGE_MS;
 const TICK_MS = 1_000;
 const BOUNDS = [0.05, 0.1, 0.25, 0.5, Infinity];
 
@@ -22,16 +23,7 @@ function reading(n: number, share: readonly number[], errors = 0): VersionReadin
 const EVEN = [0.2, 0.5, 0.3, 0, 0];
 
 async function setup(): Promise<{ f: FakeFleet; c: CanaryController; remote: ScriptedRemote }> {
-  const f = await FakeFleet.create({
-    models: [
-      {
-        name: M,
-        versions: [{ id: 'v1' }, { id: 'v2' }],
-        route: { weights: { v1: 1 } },
-        canary: { stages: [10, 50, 100], stage_duration_ms: STAGE_MS, min_samples: 20, ignore_first_requests: 0 },
-      },
-    ],
-  });
+  const f = await canaryFleet();
   const remote = new ScriptedRemote();
   f.remote = remote;
   const c = new CanaryController(f.ports(), { tickMs: TICK_MS });

@@ -4,10 +4,10 @@
 // under a rollout are left alone.
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../../src/scheduler/controller.js';
-import { SCHEDULER_INTERVAL, startScheduler, stopSchedulersAfterEach } from '../../helpers/scheduler.js';
+import { critModel, SCHEDULER_INTERVAL, SIM, startScheduler, stopSchedulersAfterEach } from '../../helpers/scheduler.js';
 
 const INTERVAL = SCHEDULER_INTERVAL;
-const sim = { provider: { kind: 'sim' } };
+const sim = SIM;
 
 stopSchedulersAfterEach();
 
@@ -213,16 +213,7 @@ describe('scheduler controller', () => {
 });
 
 // Regressions found by an adversarial review of the scheduler's measurements.
-const crit = (o: object = {}) => ({
-  name: 'crit',
-  priority: 'critical',
-  slo: { ttft_p99_ms: 200 },
-  min_replicas: 1,
-  max_replicas: 4,
-  versions: [{ id: 'v1', replicas: 1, ...sim }],
-  route: { weights: { v1: 1 } },
-  ...o,
-});
+const crit = critModel;
 const bat = (n: number) => ({
   name: 'bat',
   priority: 'batch',

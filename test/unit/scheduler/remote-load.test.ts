@@ -9,11 +9,11 @@ import { Scheduler } from '../../../src/scheduler/controller.js';
 import { instanceOf } from '../../../src/scheduler/remote-load.js';
 import type { VersionReading } from '../../../src/telemetry/prometheus-source.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
-import { SCHEDULER_INTERVAL, stopSchedulersAfterEach } from '../../helpers/scheduler.js';
+import { critModel, SCHEDULER_INTERVAL, SIM, stopSchedulersAfterEach } from '../../helpers/scheduler.js';
 import { ScriptedRemote } from '../../helpers/scripted-remote.js';
 
 const WINDOW = 30_000;
-const sim = { provider: { kind: 'sim' } };
+const sim = SIM;
 stopSchedulersAfterEach();
 
 async function setup() {
@@ -21,15 +21,7 @@ async function setup() {
     countGpus: true,
     gpus: 4,
     models: [
-      {
-        name: 'crit',
-        priority: 'critical',
-        slo: { ttft_p99_ms: 200 },
-        min_replicas: 1,
-        max_replicas: 4,
-        versions: [{ id: 'v1', replicas: 1, ...sim }],
-        route: { weights: { v1: 1 } },
-      },
+      critModel(),
       { name: 'bat', priority: 'batch', min_replicas: 0, max_replicas: 3, versions: [{ id: 'v1', replicas: 1, ...sim }], route: { weights: { v1: 1 } } },
     ],
     scheduler: { enabled: true, interval_ms: SCHEDULER_INTERVAL, window_ms: WINDOW },
