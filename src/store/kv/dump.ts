@@ -6,7 +6,7 @@ import type { RolloutRecord } from '../types.js';
 import type { ActivePeriod, VersionTransition } from '../../domain/version.js';
 import { prefixRange } from './backend.js';
 import type { KvEntry } from './backend.js';
-import { K, pad } from './keys.js';
+import { K, lastName, pad } from './keys.js';
 import type { KvIo } from './layer.js';
 import { auditKey } from './tables.js';
 import { cmp } from './versions.js';
@@ -86,6 +86,6 @@ export async function dumpKv(io: KvIo): Promise<StoreDump> {
     workers: (await parsed<StoreDump['workers'][number]>(K.workers)).sort((a, b) => cmp(a.model, b.model) || cmp(a.versionId, b.versionId) || cmp(a.id, b.id)),
     audit: (await parsed<StoreDump['audit'][number]>(K.audit)).sort((a, b) => a.id - b.id),
     tokens: (await parsed<StoreDump['tokens'][number]>(K.tokens)).sort((a, b) => cmp(a.name, b.name)),
-    settings: (await all(K.settings)).map((e) => ({ key: decodeURIComponent(e.key.slice(K.settings.length)), value: JSON.parse(e.value) as unknown })),
+    settings: (await all(K.settings)).map((e) => ({ key: lastName(e.key), value: JSON.parse(e.value) as unknown })),
   };
 }

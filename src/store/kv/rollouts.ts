@@ -6,7 +6,7 @@ import { clampLimit } from '../shared.js';
 import { TERMINAL_ROLLOUT_PHASES } from '../types.js';
 import type { RolloutEvent, RolloutEventInput, RolloutInput, RolloutRecord, StoredRoute } from '../types.js';
 import { prefixRange } from './backend.js';
-import { deleteIfThere, getJson, K, nextSeq, pad, putJson, values } from './keys.js';
+import { deleteIfThere, getJson, K, lastName, nextSeq, pad, putJson, values } from './keys.js';
 import { cmp, KvVersions } from './versions.js';
 
 export abstract class KvRollouts extends KvVersions {
@@ -102,7 +102,7 @@ export abstract class KvRollouts extends KvVersions {
       const index = filter.model === undefined ? K.rolloutsByTime : K.rolloutsOf(filter.model);
       const out: RolloutRecord[] = [];
       for (const { key } of await io.range(prefixRange(index, { reverse: true, limit: n }))) {
-        const r = await getJson<RolloutRecord>(io, K.rollout(decodeURIComponent(key.slice(key.lastIndexOf('/') + 1))));
+        const r = await getJson<RolloutRecord>(io, K.rollout(lastName(key)));
         if (r) out.push(r);
       }
       return out;
