@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuMs, freePort, start, runLoadgen, startFastSim, waitFor } from './lib/proc.js';
+import { haproxy } from './lib/haproxy.js';
 import { quantileSorted as percentile } from '../src/domain/quantile.js';
 import { Telemetry } from '../src/telemetry/telemetry.js';
 import type { RequestRecord } from '../src/telemetry/record.js';
@@ -79,36 +80,6 @@ function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
 
 function sim(port: number, interTokenMs: number): Promise<Proc> {
   return startFastSim(CLI, port, ['--model', 'bench'], interTokenMs);
-}
-
-async function haproxy(port: number, upstream: number, dir: string): Promise<Proc> {
-  const cfg = path.join(dir, `haproxy-${port}.cfg`);
-  writeFileSync(
-    cfg,
-    [
-      'global',
-      '  maxconn 4096',
-      '  nbthread 1',
-      'defaults',
-      '  mode http',
-      '  timeout connect 5s',
-      '  timeout client 120s',
-      '  timeout server 120s',
-      '  option http-keep-alive',
-      // without it HAProxy holds small SSE chunks for ~200 ms
-      '  option http-no-delay',
-      'frontend fe',
-      `  bind 127.0.0.1:${port}`,
-      '  default_backend be',
-      'backend be',
-      '  http-reuse always',
-      `  server s1 127.0.0.1:${upstream} maxconn 1000`,
-      '',
-    ].join('\n'),
-  );
-  const p = start('haproxy', ['-f', cfg, '-db']);
-  await waitFor(`http://127.0.0.1:${port}/health`);
-  return p;
 }
 
 async function passthrough(port: number, upstream: number): Promise<Proc> {
@@ -293,7 +264,7 @@ async function main(): Promise<void> {
     };
     const every: Target[] = [
       ['direct', [simFast, undefined], [simPaced, undefined]],
-      await proxy('haproxy', (port, up) => haproxy(port, up, dir)),
+      await proxy('haproxy', (port, up) => haproxy(port, up, dir, 1)),
       await proxy('undici pass-through', passthrough),
       await proxy('glidepath', (port, up) => glidepath(port, up, dir)),
     ];
