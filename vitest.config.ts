@@ -18,7 +18,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'alone', include: ALONE, fileParallelism: false, sequence: { groupOrder: 1 } },
+        test: { name: 'alone', include: ALONE, poolOptions: { forks: { singleFork: true, isolate: true } }, sequence: { groupOrder: 1 } },
       },
     ],
   },

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { etcdInstalled, itWithEtcd, startEtcd, stopCluster } from '../helpers/etcd.js';
+import { etcdInstalled, itWithEtcd, seededDelays, startEtcd, stopCluster } from '../helpers/etcd.js';
 import type { EtcdServer } from '../helpers/etcd.js';
 import { cleanupAll, ensureBuilt, removeDir, startUp, streamChat, tempDir, trackWorkerPids } from '../helpers/e2e-up.js';
 import type { StreamResult, UpProcess, WorkerView } from '../helpers/e2e-up.js';
@@ -20,15 +20,6 @@ let etcd: EtcdServer;
 let dir: string;
 let n = 0;
 const replicas: UpProcess[] = [];
-
-/** Seeded delays (ms) in [lo, hi): the same three points on every run. */
-function delays(seed: number, count: number, lo: number, hi: number): number[] {
-  let x = seed;
-  return Array.from({ length: count }, () => {
-    x = (x * 1_103_515_245 + 12_345) % 2 ** 31;
-    return lo + Math.floor((x / 2 ** 31) * (hi - lo));
-  });
-}
 
 async function start(): Promise<UpProcess> {
   n++;
@@ -94,7 +85,7 @@ describe('cluster mode: a rolling update and its leader killed', () => {
         while (!stop) results.push(await streamChat(safe.dataUrl, { model: MODEL, prompt: `q${i}`, maxTokens: 8 }));
       });
       const kills: string[] = [];
-      for (const ms of delays(20261127, 3, 300, 1_500)) {
+      for (const ms of seededDelays(20261127, 3, 300, 1_500)) {
         await new Promise((r) => setTimeout(r, ms));
         const before = await rolling(safe);
         if (over(before)) break;

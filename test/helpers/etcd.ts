@@ -95,3 +95,12 @@ export async function stopCluster(
   await etcd?.stop();
   cleanup();
 }
+
+/** Seeded delays (ms) in [lo, hi): the same points of a run on every run (where a leader is killed). */
+export function seededDelays(seed: number, count: number, lo: number, hi: number): number[] {
+  let x = seed;
+  return Array.from({ length: count }, () => {
+    x = (x * 1_103_515_245 + 12_345) % 2 ** 31;
+    return lo + Math.floor((x / 2 ** 31) * (hi - lo));
+  });
+}
