@@ -4,7 +4,7 @@
 // etcd): on a 2-CPU machine, two such runs side by side measure each other, not the gateway.
 import { configDefaults, defineConfig } from 'vitest/config';
 
-const ALONE = ['test/e2e/shedding.test.ts', 'test/e2e/health.test.ts', 'test/e2e/fuzz.test.ts', 'test/e2e/cluster.test.ts', 'test/e2e/cluster-rolling.test.ts'];
+const ALONE = ['test/e2e/shedding.test.ts', 'test/e2e/health.test.ts', 'test/e2e/fuzz.test.ts', 'test/e2e/cluster*.test.ts'];
 
 export default defineConfig({
   test: {

@@ -57,6 +57,8 @@ export class AdapterRegistry {
     const reg = await this.registered();
     const taken = this.configNames();
     for (const m of this.cp.cfg.models) {
+      // a follower's data plane has a model once the leader published it (the mirror restores again then)
+      if (!this.cp.dp.models.has(m.name)) continue;
       for (const a of reg[m.name] ?? [])
         if (taken.has(a.name))
           onSkipped(`adapter ${a.name} of ${m.name}, registered through the API, is not served: the config gives its name to a model or an adapter`);

@@ -125,7 +125,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     const takeOver = async (): Promise<void> => {
       say(`glidepath: ${name} leads the cluster: starting the control plane`);
       await mirror.stop();
-      await shipper.stop();
+      await shipper.stop({ flush: false });
       try {
         if (!control) {
           control = await startControl(cfg, store, built, {
@@ -153,6 +153,9 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         // node:http arms its header and request timeouts on 'listening'; the front listens for it
         control.adminServer.emit('listening');
         target = control.adminServer;
+        // clients kept alive on the forwarder would go on reaching this replica through itself, answered as
+        // by a follower: their next request comes on a new connection, to the admin server
+        forwarder.closeAllConnections();
         say(`glidepath: ${name} is the leader`);
       } catch (err) {
         say(`glidepath: ${name} could not take over as leader: ${(err as Error).message}; following again`);
@@ -197,6 +200,23 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       });
     };
     campaign();
+    /**
+     * Whether this replica, stopping, stops the workers: only the leader acts on them (a replica that led
+     * once and lost its lease holds handles the new leader now uses), and only when no other replica
+     * stands to adopt them — a replica restarted in a rolling deploy of the gateways leaves the fleet
+     * serving. Unknown (etcd unreachable): they are left running, to be adopted, never killed blind.
+     */
+    const lastToLead = async (): Promise<boolean> => {
+      if (role !== 'leader') return false;
+      const n = await coord.candidates().catch(() => undefined);
+      if (n === 1) return true;
+      say(
+        n === undefined
+          ? `glidepath: ${name} cannot reach etcd to see who else stands: its workers are left running for the next leader to adopt`
+          : `glidepath: ${name} hands over to the ${n - 1} other replica(s): its workers are left running for the next leader to adopt`,
+      );
+      return false;
+    };
     say(`glidepath: ${name} joined the cluster at ${etcd.location} as a follower; campaigning for leader`);
 
     const dataS = data;
@@ -212,14 +232,16 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       control: () => control,
       async close(o = {}) {
         closed = true;
+        const stopWorkers = (o.stopWorkers ?? true) && (await lastToLead());
         await mirror.stop();
-        await shipper.stop();
+        await shipper.stop({ flush: true });
         control?.controllers.shutdown();
+        // resigned, not left to expire: another replica leads at once and adopts the workers
         await leadership?.resign();
         for (const s of stops) await s();
         await adminS.close();
         await dataS.close();
-        if (cp) await cp.shutdown(o.stopWorkers ?? true);
+        if (cp) await cp.shutdown(stopWorkers);
         else await dp.close();
         await store.close();
       },

@@ -159,7 +159,8 @@ export class Mirror {
     }));
     if (!route) return; // the leader has not published it yet
     if (this.stopped) return;
-    if (!this.dp.models.has(model)) {
+    const added = !this.dp.models.has(model);
+    if (added) {
       this.dp.addModel({ model, versions: versions.map((v) => ({ id: v.id, cardChecksum: v.cardChecksum })), route: storedToSpec(route) });
       const m = this.cfg.models.find((x) => x.name === model);
       if (m) this.dp.setAdmission(model, m.tiers, m.degradation);
@@ -168,6 +169,8 @@ export class Mirror {
     for (const w of workers) this.workerModels.set(`workers/${encodeURIComponent(w.id)}`, model);
     for (const v of versions) this.setWorkers(v, workers);
     this.applyRoute(route, false, this.exact);
+    // a model first heard of now (the replica started before the leader published it): its adapters too
+    if (added) await this.syncAdapters();
   }
 
   private setWorkers(v: Version, all: readonly WorkerRecord[]): void {

@@ -56,13 +56,17 @@ export class RecordShipper {
     this.timer.unref();
   }
 
-  /** Stop listening (this replica leads now: its records are its own); what is buffered is sent once more. */
-  async stop(): Promise<void> {
+  /**
+   * Stop listening. `flush`: what is buffered is sent once more (a replica stopping). Not when this
+   * replica takes the lead: its own telemetry holds these records already, and the leader they were
+   * meant for is gone (a flush to it waits out the timeout before the new leader starts).
+   */
+  async stop(o: { flush: boolean }): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.flush();
+    if (o.flush) await this.flush();
     this.buf = [];
     this.cost = 0;
   }

@@ -98,6 +98,11 @@ export class EtcdCoordination {
     this.kv.fence = { key, createRevision: String(kv.create_revision) };
   }
 
+  /** How many replicas stand for leader now, this one included (their campaign keys, each on its lease). */
+  async candidates(): Promise<number> {
+    return this.kv.call(() => this.kv.client.getAll().prefix(this.kv.key('election/leader/')).count());
+  }
+
   /** Follow who leads: `onChange` with the leader's value (undefined: none). Resolves to a stopper. */
   async observe(onChange: (leader: string | undefined) => void): Promise<() => Promise<void>> {
     const o: ElectionObserver = await this.kv.call(() => this.election.observe());

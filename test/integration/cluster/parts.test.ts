@@ -198,6 +198,26 @@ describe('the mirror', () => {
   });
 });
 
+describe('the mirror of a replica started before the leader published', () => {
+  it("takes the model's config adapters with the model, and reports nothing on the way", async () => {
+    const cfg = parseConfig({ models: [{ ...staticModel, adapters: [{ name: 'de', source: 'http://127.0.0.1:9/de' }] }] });
+    const store = openMemoryStore();
+    const { dp } = buildDataPlane(cfg);
+    closers.push(() => dp.close());
+    const errors: string[] = [];
+    const mirror = new Mirror(cfg, store, dp, (m) => errors.push(m));
+    await mirror.syncAll(); // an empty store: nothing to serve yet
+    expect(dp.models.has('m')).toBe(false);
+    await new Registry(store).seedFromConfig(cfg);
+    await store.putRoute(route(1, { v1: 1 }), 0);
+    mirror.changed({ area: 'routes', key: 'routes/m', value: route(1, { v1: 1 }) });
+    await mirror.sync('m');
+    expect(dp.models.get('m')?.route.revision).toBe(1);
+    expect(dp.adapters.list().map((a) => `${a.model}/${a.name}`)).toEqual(['m/de']);
+    expect(errors).toEqual([]);
+  });
+});
+
 const rec = (over: Partial<RequestRecord> = {}): RequestRecord => ({
   model: 'm',
   version: 'v1',
@@ -253,7 +273,7 @@ describe('the record shipper', () => {
     await s.flush(); // refused: dropped
     for (let i = 0; i < 10; i++) telemetry.ingest(rec());
     await s.flush();
-    await s.stop();
+    await s.stop({ flush: true });
     expect(got).toEqual([10]);
     expect([s.dropped, s.shipped]).toEqual([1, 10]);
     expect(errors[0]).toMatch(/refused 1 record\(s\) \(400\).*dropped/);
