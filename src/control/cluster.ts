@@ -78,7 +78,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     // watch first, then read: a change between the two is applied twice, never missed
     stops.push(
       await coord.watch(
-        ['routes', 'versions', 'workers', 'settings'],
+        ['routes', 'versions', 'workers', 'settings', 'rollouts'],
         (c) => mirror.changed(c),
         (up) => {
           if (up === connected) return;

@@ -8,8 +8,9 @@ import type { Version } from '../domain/version.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import { parseHealth, routingWeightOf } from '../health/persisted.js';
 import type { RecordChange } from '../store/kv/coordination.js';
-import type { Store, WorkerRecord } from '../store/types.js';
+import type { RolloutRecord, Store, WorkerRecord } from '../store/types.js';
 import { AdapterRegistry } from './adapters.js';
+import { AdapterCanaryMirror } from './mirror-adapter-canary.js';
 import { kvRoleOf } from './adoption.js';
 import { storedToSpec } from './plane.js';
 import type { StoredRouteSpec } from './plane.js';
@@ -45,7 +46,11 @@ export class Mirror {
       audited: (_actor, _action, _target, _params, fn) => fn(),
       exclusive: (_key, fn) => fn(),
     });
+    this.adapterCanaries = new AdapterCanaryMirror(dp, cfg.gateway.drainTimeoutMs, () => this.syncAdapters(), onError);
   }
+
+  /** The candidate's share of each adapter canary the leader runs, and the versions they retire. */
+  private readonly adapterCanaries: AdapterCanaryMirror;
 
   /** The models' LoRA adapters (config and registered through the API), as the leader serves them. */
   private readonly adapters: AdapterRegistry;
@@ -61,6 +66,17 @@ export class Mirror {
     await Promise.all(this.cfg.models.map((m) => this.sync(m.name)));
     this.exact = false;
     await this.syncAdapters();
+    await this.syncAdapterCanaries();
+  }
+
+  /** Every adapter canary in progress, read again; one that ended meanwhile leaves no candidate behind. */
+  private async syncAdapterCanaries(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      this.adapterCanaries.reconcile(await this.store.listActiveRollouts());
+    } catch (err) {
+      this.onError(`could not mirror the adapter canaries from the store: ${(err as Error).message}`);
+    }
   }
 
   /** The adapters the store registers (after every model is in the data plane). */
@@ -74,6 +90,10 @@ export class Mirror {
     if (this.stopped) return;
     if (c.area === 'settings') {
       if (c.key.startsWith('settings/adapters.')) void this.syncAdapters();
+      return;
+    }
+    if (c.area === 'rollouts') {
+      if (c.value !== undefined) this.adapterCanaries.apply(c.value as RolloutRecord);
       return;
     }
     if (c.area === 'routes') {

@@ -52,6 +52,14 @@ function config(i: number): string {
     '      - { id: v2, replicas: 1, provider: { kind: sim, sim: { seed: 6, inter_token_ms: 0, jitter: 0 } } }',
     '    route: { weights: { v1: 1 } }',
     '    canary: { stages: [10, 25, 50, 75, 100], stage_duration_ms: 2500, min_samples: 20, max_p99_increase: 2 }',
+    // an adapter whose new version must be rolled back: it fails 30 % of its requests
+    '  - name: lora',
+    '    adapters:',
+    '      - { name: fr, source: /adapters/fr, version: "1" }',
+    '    versions:',
+    '      - { id: v1, replicas: 1, provider: { kind: sim, sim: { seed: 8, inter_token_ms: 0, jitter: 0, max_loras: 4, lora_load_ms: 5 } } }',
+    '    route: { weights: { v1: 1 } }',
+    '    canary: { stages: [20, 50, 100], stage_duration_ms: 3000, min_samples: 100 }',
     '',
   ].join('\n');
 }
@@ -183,6 +191,59 @@ describe('cluster mode: three replicas on etcd', () => {
         requests_to_followers: sent,
         served_by_leader: 0,
         events: events.map((e) => e.kind),
+      };
+    },
+    120_000,
+  );
+
+  itWithEtcd(
+    "an adapter canary splits the followers' requests too, and is rolled back on them (none reaches the leader); they unload the candidate",
+    async () => {
+      const [r1, r2, r3] = replicas as [UpProcess, UpProcess, UpProcess];
+      const path = '/models/lora/adapters/fr/canary';
+      await r2.ok('POST', path, { source: '/adapters/fr?error_rate=0.3', version: '2' });
+      let stop = false;
+      let sent = 0;
+      const ask = async (r: UpProcess, user: string): Promise<number> => {
+        const res = await request(`${r.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-user-id': user },
+          body: JSON.stringify({ model: 'fr', messages: [{ role: 'user', content: 'bonjour' }], max_tokens: 4 }),
+        });
+        await res.body.text();
+        return res.statusCode;
+      };
+      const load = Array.from({ length: 8 }, async (_, i) => {
+        while (!stop) await ask(i % 2 === 0 ? r2 : r3, `u${sent++ % 500}`);
+      });
+      const t0 = performance.now();
+      type View = { phase: string; candidate: { served_as: string }; rollback: { candidate_requests: number } | null };
+      const over = ['rolled_back', 'succeeded', 'aborted', 'failed'];
+      let view = await r1.ok<View>('GET', path);
+      while (!over.includes(view.phase)) {
+        if (performance.now() - t0 > 60_000) throw new Error(`the adapter canary is still ${view.phase} after 60 s`);
+        await new Promise((r) => setTimeout(r, 200));
+        view = await r1.ok<View>('GET', path);
+      }
+      stop = true;
+      await Promise.all(load);
+      expect(view.phase).toBe('rolled_back');
+      // judged on the followers' requests of the candidate: the leader served none of the model's
+      expect(view.rollback?.candidate_requests).toBeGreaterThan(0);
+      const leaderMetrics = await (await request(`${r1.dataUrl}/metrics`)).body.text();
+      expect(leaderMetrics).not.toMatch(/glidepath_requests_total\{[^}]*model="lora"[^}]*\} [1-9]/);
+      // the followers took the candidate away: the same users (the candidate's cohort among them) all succeed
+      const after = await Promise.all(Array.from({ length: 200 }, (_, i) => ask(i % 2 === 0 ? r2 : r3, `u${i}`)));
+      expect(after.filter((st) => st !== 200)).toEqual([]);
+      // and unloaded it from the worker they had loaded it on (the leader never had)
+      const [w] = await r1.ok<{ endpoint: string }[]>('GET', '/workers?model=lora');
+      const loaded = async () => ((await (await request(`${w!.endpoint}/v1/models`)).body.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+      await expect.poll(loaded, { timeout: 10_000 }).not.toContain(view.candidate.served_as);
+      expect(await loaded()).toContain('fr');
+      report.adapter_canary = {
+        rolled_back_after_ms: Math.round(performance.now() - t0),
+        requests_to_followers: sent,
+        candidate_requests: view.rollback?.candidate_requests,
       };
     },
     120_000,

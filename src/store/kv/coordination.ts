@@ -5,7 +5,7 @@ import type { Campaign, Election, ElectionObserver, IKeyValue, Watcher } from 'e
 import type { EtcdKv } from './etcd.js';
 import { K } from './keys.js';
 
-export type MirroredArea = 'routes' | 'versions' | 'workers' | 'settings';
+export type MirroredArea = 'routes' | 'versions' | 'workers' | 'settings' | 'rollouts';
 
 export interface RecordChange {
   area: MirroredArea;
@@ -20,7 +20,7 @@ export interface Leadership {
   resign(): Promise<void>;
 }
 
-const AREAS: Record<MirroredArea, string> = { routes: K.routes, versions: K.versions, workers: K.workers, settings: K.settings };
+const AREAS: Record<MirroredArea, string> = { routes: K.routes, versions: K.versions, workers: K.workers, settings: K.settings, rollouts: K.rollouts };
 
 export class EtcdCoordination {
   private readonly election: Election;

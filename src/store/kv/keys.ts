@@ -24,6 +24,7 @@ export const K = {
   routes: 'routes/',
   route: (model: string) => `routes/${e(model)}`,
 
+  rollouts: 'rollouts/',
   rollout: (id: string) => `rollouts/${e(id)}`,
   /** model → the id of its rollout in progress (one at most). */
   rolloutsActive: 'rollouts-active/',
