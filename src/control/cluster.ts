@@ -22,7 +22,7 @@ import type { Control, StartOptions } from './app.js';
 import { buildControllers } from './controllers.js';
 import { createForwarder } from './forward.js';
 import { Mirror } from './mirror.js';
-import { RecordShipper } from './shipper.js';
+import { RecordShipper, SampleShipper } from './shipper.js';
 import type { ControlPlane } from './plane.js';
 
 export type ReplicaRole = 'follower' | 'leader';
@@ -53,15 +53,26 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
   const built = buildDataPlane(cfg);
   const { dp } = built;
   const stops: (() => Promise<void>)[] = [];
-  let mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
   let secret: string | undefined;
-  const shipper = new RecordShipper(dp.telemetry, {
+  const shipping = {
     replica: name,
     leader: () => (role === 'follower' ? leaderUrl : undefined),
     token: async () => (secret ??= await store.getSetting<string>(CLUSTER_SECRET).catch(() => undefined)),
     tokenRefused: () => (secret = undefined),
-    onError: (m) => say(`glidepath: ${m}`),
-  });
+    onError: (m: string) => say(`glidepath: ${m}`),
+  };
+  const shipper = new RecordShipper(dp.telemetry, shipping);
+  /** The answers this replica samples for the leader's LLM judge (with a `judge:` section). */
+  const samples = cfg.judge ? new SampleShipper(dp, cfg.judge, shipping) : undefined;
+  const newMirror = (): Mirror =>
+    new Mirror(
+      cfg,
+      store,
+      dp,
+      (m) => say(`glidepath: ${m}`),
+      (model) => samples?.tap(model),
+    );
+  let mirror = newMirror();
   let role: ReplicaRole = 'follower';
   let leaderUrl: string | undefined;
   let control: Control | undefined;
@@ -94,6 +105,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     );
     await mirror.syncAll();
     shipper.start();
+    samples?.start();
     const d = parseHostPort(cfg.server.listen);
     data = await startListening(createDataServer(dp, { limits: cfg.limits.dataPlane }), d.host, d.port);
     // the admin port: forwarded to the leader while following, this replica's own admin server while leading
@@ -126,6 +138,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       say(`glidepath: ${name} leads the cluster: starting the control plane`);
       await mirror.stop();
       await shipper.stop({ flush: false });
+      await samples?.stop({ flush: false });
       try {
         if (!control) {
           control = await startControl(cfg, store, built, {
@@ -169,8 +182,9 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       role = 'follower';
       dp.telemetry.metrics.clusterLeader.set(0);
       target = forwarder;
-      mirror = new Mirror(cfg, store, dp, (m) => say(`glidepath: ${m}`));
+      mirror = newMirror();
       shipper.start();
+      samples?.start();
       await mirror.syncAll(true);
     };
     // one campaign at a time: a failed campaign reports every error it meets, but stands again once
@@ -235,6 +249,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         const stopWorkers = (o.stopWorkers ?? true) && (await lastToLead());
         await mirror.stop();
         await shipper.stop({ flush: true });
+        await samples?.stop({ flush: true });
         control?.controllers.shutdown();
         // resigned, not left to expire: another replica leads at once and adopts the workers
         await leadership?.resign();

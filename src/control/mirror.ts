@@ -32,6 +32,8 @@ export class Mirror {
     private readonly store: Store,
     private readonly dp: DataPlane,
     private readonly onError: (message: string) => void,
+    /** A model this replica serves from now on (the leader published it). */
+    private readonly onModel: (model: string) => void = () => undefined,
   ) {
     // read-only here: restore() hands the data plane what the store says; nothing is registered or audited
     this.adapters = new AdapterRegistry({
@@ -190,7 +192,10 @@ export class Mirror {
     for (const v of versions) this.setWorkers(v, workers);
     this.applyRoute(route, false, this.exact);
     // a model first heard of now (the replica started before the leader published it): its adapters too
-    if (added) await this.syncAdapters();
+    if (added) {
+      this.onModel(model);
+      await this.syncAdapters();
+    }
   }
 
   private setWorkers(v: Version, all: readonly WorkerRecord[]): void {

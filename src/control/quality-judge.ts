@@ -5,6 +5,7 @@ import { QualityJudge } from '../analysis/llmjudge.js';
 import type { JudgeEndpointConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { DataPlane } from '../gateway/dataplane.js';
+import type { ShippedSample } from './shipper.js';
 
 /** Anything that takes judge scores (the canary, adapter canary and experiment controllers); `adapter`: an adapter's answer, by the name it was served as. */
 export interface QualitySink {
@@ -37,6 +38,39 @@ export class QualityFeed {
     const share = this.cfg.mode === 'pointwise' ? this.cfg.sampleShare : 0;
     for (const m of this.models) this.dp.setTap(m, { share, listener: this.judge.listener });
   }
+
+  /**
+   * An answer a follower sampled (cluster mode): judged as if this data plane had tapped it. Its pair
+   * id, the follower's own, becomes one of this process's (negative: never one the local tap issues),
+   * so that a shadow pair's two answers still meet here and never meet another replica's.
+   */
+  ingest(replica: string, s: ShippedSample): void {
+    let pairId: number | undefined;
+    if (s.pairId !== undefined) {
+      const key = `${replica}\u0000${s.pairId}`;
+      pairId = this.pairIds.get(key);
+      if (pairId === undefined) {
+        pairId = --this.lastPairId;
+        this.pairIds.set(key, pairId);
+        if (this.pairIds.size > DEFAULTS.cluster.judgePairIds) this.pairIds.delete(this.pairIds.keys().next().value as string);
+      }
+    }
+    const q = s.request;
+    this.judge.listener({
+      model: s.model,
+      version: s.version,
+      adapter: s.adapter,
+      pairId,
+      shadow: s.shadow,
+      request: { raw: Buffer.from(JSON.stringify(q.body)), body: q.body, model: q.model, stream: q.stream, user: q.user, maxTokens: q.maxTokens },
+      status: s.status,
+      body: s.body,
+      latencyMs: s.latencyMs,
+    });
+  }
+
+  private readonly pairIds = new Map<string, number>();
+  private lastPairId = 0;
 
   shutdown(): void {
     for (const m of this.models) this.dp.setTap(m, undefined);

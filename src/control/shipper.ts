@@ -1,9 +1,12 @@
-// A follower's request records, shipped to the leader (cluster mode, docs/cluster.md): kept in a bounded
-// buffer (the oldest dropped, and counted, while no leader takes them), posted in batches of bounded size
-// to the leader's `/admin/v1/cluster/records` with the replicas' shared token, so that the canary judge
-// decides on every replica's traffic, not on the leader's share of it.
+// What a follower ships to the leader (cluster mode, docs/cluster.md): its request records (to
+// `/admin/v1/cluster/records`) and the answers it samples for the LLM judge (`/admin/v1/cluster/judge-samples`),
+// each kept in a bounded buffer (the oldest dropped, and counted, while no leader takes them) and posted in
+// batches of bounded size with the replicas' shared token, so that the canary judge and the quality judge
+// decide on every replica's traffic, not on the leader's share of it.
 import { request } from 'undici';
 import { DEFAULTS } from '../defaults.js';
+import type { DataPlane } from '../gateway/dataplane.js';
+import type { TappedResponse } from '../gateway/tap.js';
 import type { RequestRecord } from '../telemetry/record.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 
@@ -20,50 +23,60 @@ export interface ShipperOptions {
   onError: (message: string) => void;
 }
 
-export class RecordShipper {
-  private buf: RequestRecord[] = [];
-  /** What the buffer holds, in numbers (records × their fields, and their token gaps). */
+/** One kind of item a follower ships: where it goes and how much of the buffer and of a request body it takes. */
+interface ShipKind<T> {
+  /** What the items are, in messages ("request records"). */
+  what: string;
+  /** The leader's admin path, and the body's array field. */
+  path: string;
+  field: string;
+  /** One item's JSON (a smaller form when it alone would exceed a batch). */
+  encode(t: T): string;
+  cost(t: T): number;
+  maxItems: number;
+  maxCost: number;
+}
+
+/** A bounded buffer of items posted to the leader in batches; the oldest dropped (and counted) while no leader takes them. */
+class Shipper<T> {
+  private buf: T[] = [];
+  /** What the buffer holds, by the kind's measure. */
   private cost = 0;
   private flushing = false;
   private timer: NodeJS.Timeout | undefined;
-  private unsubscribe: (() => void) | undefined;
   private lastError = '';
-  /** Records sent, and dropped because the buffer was full (no leader took them in time). */
+  /** Items sent, and dropped because the buffer was full (no leader took them in time) or the leader refused them. */
   shipped = 0;
   dropped = 0;
 
   constructor(
-    private readonly telemetry: Telemetry,
-    private readonly opts: ShipperOptions,
+    private readonly kind: ShipKind<T>,
+    protected readonly opts: ShipperOptions,
   ) {}
 
-  start(): void {
-    if (this.unsubscribe) return;
-    this.unsubscribe = this.telemetry.subscribe((r) => {
-      if (r.shadow) return; // a mirrored copy is no client's request: never judged
-      // bounded by size too: a long stream's token gaps are kept up to shipMaxItl (the judge's ITL samples)
-      const kept = r.itlMs.length > C.shipMaxItl ? { ...r, itlMs: r.itlMs.slice(0, C.shipMaxItl) } : r;
-      this.buf.push(kept);
-      this.cost += cost(kept);
-      while (this.buf.length > C.shipBufferRecords || this.cost > C.shipBufferNumbers) {
-        const old = this.buf.shift();
-        if (!old) break;
-        this.cost -= cost(old);
-        this.dropped++;
-      }
-    });
+  protected push(t: T): void {
+    this.buf.push(t);
+    this.cost += this.kind.cost(t);
+    while (this.buf.length > this.kind.maxItems || this.cost > this.kind.maxCost) {
+      const old = this.buf.shift();
+      if (old === undefined) break;
+      this.cost -= this.kind.cost(old);
+      this.dropped++;
+    }
+  }
+
+  protected startTimer(): void {
+    if (this.timer) return;
     this.timer = setInterval(() => void this.flush(), C.shipIntervalMs);
     this.timer.unref();
   }
 
   /**
-   * Stop listening. `flush`: what is buffered is sent once more (a replica stopping). Not when this
-   * replica takes the lead: its own telemetry holds these records already, and the leader they were
+   * Stop sending. `flush`: what is buffered is sent once more (a replica stopping). Not when this
+   * replica takes the lead: its own telemetry holds these items already, and the leader they were
    * meant for is gone (a flush to it waits out the timeout before the new leader starts).
    */
-  async stop(o: { flush: boolean }): Promise<void> {
-    this.unsubscribe?.();
-    this.unsubscribe = undefined;
+  protected async stopTimer(o: { flush: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     if (o.flush) await this.flush();
@@ -80,8 +93,8 @@ export class RecordShipper {
         const to = this.opts.leader();
         const token = await this.opts.token();
         if (to === undefined || token === undefined) return;
-        const { body, n } = batch(this.opts.replica, this.buf);
-        const res = await request(new URL('/admin/v1/cluster/records', to), {
+        const { body, n } = batch(this.opts.replica, this.kind, this.buf);
+        const res = await request(new URL(this.kind.path, to), {
           method: 'POST',
           headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
           body,
@@ -90,25 +103,27 @@ export class RecordShipper {
         });
         const text = await res.body.text();
         // kept for the next try: the leader's own trouble (5xx), its rate limit (429), a token it refused
-        // (401/403: read again from the store); any other 4xx refuses these records as they are, and
+        // (401/403: read again from the store); any other 4xx refuses these items as they are, and
         // sending them again would stall every later one: they are dropped
         const again = res.statusCode >= 500 || res.statusCode === 429 || res.statusCode === 401 || res.statusCode === 403;
         const sent = this.buf.splice(0, again ? 0 : n);
-        for (const r of sent) this.cost -= cost(r);
+        for (const r of sent) this.cost -= this.kind.cost(r);
         if (res.statusCode === 401 || res.statusCode === 403) {
           this.opts.tokenRefused();
           throw new Error(`the leader at ${to} refused the replicas' token (${res.statusCode}); it is read again from the store`);
         }
         if (res.statusCode >= 400 && !again) {
           this.dropped += sent.length;
-          throw new Error(`the leader at ${to} refused ${sent.length} record(s) (${res.statusCode}): ${text.slice(0, 300)}; they were dropped`);
+          throw new Error(
+            `the leader at ${to} refused ${sent.length} of the ${this.kind.what} sent (${res.statusCode}): ${text.slice(0, 300)}; they were dropped`,
+          );
         }
         if (res.statusCode !== 200) throw new Error(`the leader at ${to} answered ${res.statusCode}: ${text.slice(0, 300)}`);
         this.shipped += n;
         this.lastError = '';
       }
     } catch (err) {
-      const m = `could not ship request records to the leader: ${(err as Error).message}`;
+      const m = `could not ship ${this.kind.what} to the leader: ${(err as Error).message}`;
       if (m !== this.lastError) this.opts.onError(m);
       this.lastError = m;
     } finally {
@@ -117,21 +132,140 @@ export class RecordShipper {
   }
 }
 
-/** The first records of `buf` that fit one request body; a record too large alone goes without its token gaps. */
-function batch(replica: string, buf: readonly RequestRecord[]): { body: string; n: number } {
+const RECORDS: ShipKind<RequestRecord> = {
+  what: 'request records',
+  path: '/admin/v1/cluster/records',
+  field: 'records',
+  // a record too large alone for a batch goes without its token gaps
+  encode: (r) => {
+    const s = JSON.stringify(r);
+    return s.length > C.shipBatchBytes ? JSON.stringify({ ...r, itlMs: [] }) : s;
+  },
+  // its fields, and its token gaps
+  cost: (r) => 20 + r.itlMs.length,
+  maxItems: C.shipBufferRecords,
+  maxCost: C.shipBufferNumbers,
+};
+
+/** The follower's request records, from its telemetry (a shadow copy is no client's request: never judged). */
+export class RecordShipper extends Shipper<RequestRecord> {
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(
+    private readonly telemetry: Telemetry,
+    opts: ShipperOptions,
+  ) {
+    super(RECORDS, opts);
+  }
+
+  start(): void {
+    if (this.unsubscribe) return;
+    this.unsubscribe = this.telemetry.subscribe((r) => {
+      if (r.shadow) return;
+      // bounded by size too: a long stream's token gaps are kept up to shipMaxItl (the judge's ITL samples)
+      this.push(r.itlMs.length > C.shipMaxItl ? { ...r, itlMs: r.itlMs.slice(0, C.shipMaxItl) } : r);
+    });
+    this.startTimer();
+  }
+
+  async stop(o: { flush: boolean }): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    await this.stopTimer(o);
+  }
+}
+
+/** A sampled answer as a follower ships it to the leader's LLM judge (what the judge reads of a tapped response). */
+export interface ShippedSample {
+  model: string;
+  version: string;
+  adapter?: string | undefined;
+  /** The follower's own pair id (a client answer and its shadow's); the leader maps it to one of its own. */
+  pairId?: number | undefined;
+  shadow: boolean;
+  request: { model: string; body: Record<string, unknown>; stream: boolean; user?: string | undefined; maxTokens?: number | undefined };
+  status: number;
+  body: string;
+  latencyMs: number;
+}
+
+const SAMPLES: ShipKind<ShippedSample> = {
+  what: 'judge samples',
+  path: '/admin/v1/cluster/judge-samples',
+  field: 'samples',
+  encode: (s) => JSON.stringify(s),
+  cost: (s) => s.body.length + 512,
+  maxItems: C.shipBufferSamples,
+  maxCost: C.shipBufferSampleBytes,
+};
+
+/**
+ * The answers a follower samples for the LLM judge (`judge:` in the config): its data plane taps the
+ * same share of each model's answers as the leader's does (pointwise; a shadow answer and the client
+ * answer it pairs with in pairwise mode) and ships them, so quality is judged on every replica's traffic.
+ */
+export class SampleShipper extends Shipper<ShippedSample> {
+  private tapped = false;
+  /** Answers too long for one shipment (never sent). */
+  tooLarge = 0;
+
+  constructor(
+    private readonly dp: DataPlane,
+    private readonly judge: { mode: 'pointwise' | 'pairwise'; sampleShare: number },
+    opts: ShipperOptions,
+  ) {
+    super(SAMPLES, opts);
+  }
+
+  /** Tap every model the data plane serves now; the mirror taps the models it adds later (`tap`). */
+  start(): void {
+    this.tapped = true;
+    for (const m of this.dp.models.keys()) this.tap(m);
+    this.startTimer();
+  }
+
+  /** A model the data plane serves from now on, tapped while this shipper runs. */
+  tap(model: string): void {
+    if (!this.tapped || !this.dp.models.has(model)) return;
+    this.dp.setTap(model, { share: this.judge.mode === 'pointwise' ? this.judge.sampleShare : 0, listener: this.listener });
+  }
+
+  async stop(o: { flush: boolean }): Promise<void> {
+    if (this.tapped) for (const m of this.dp.models.keys()) this.dp.setTap(m, undefined);
+    this.tapped = false;
+    await this.stopTimer(o);
+  }
+
+  private readonly listener = (r: TappedResponse): void => {
+    if (r.status !== 200) return; // the judge scores answers only
+    if (r.body.length > C.shipBatchBytes - 16 * 1024) {
+      this.tooLarge++;
+      return;
+    }
+    const q = r.request;
+    this.push({
+      model: r.model,
+      version: r.version,
+      adapter: r.adapter,
+      pairId: r.pairId,
+      shadow: r.shadow,
+      request: { model: q.model, body: q.body, stream: q.stream, user: q.user, maxTokens: q.maxTokens },
+      status: r.status,
+      body: r.body,
+      latencyMs: r.latencyMs,
+    });
+  };
+}
+
+/** The first items of `buf` that fit one request body (at least one). */
+function batch<T>(replica: string, kind: ShipKind<T>, buf: readonly T[]): { body: string; n: number } {
   const parts: string[] = [];
   let size = 0;
-  for (const r of buf) {
-    let s = JSON.stringify(r);
-    if (s.length > C.shipBatchBytes) s = JSON.stringify({ ...r, itlMs: [] });
+  for (const t of buf) {
+    const s = kind.encode(t);
     if (parts.length > 0 && (size + s.length > C.shipBatchBytes || parts.length >= C.shipBatchRecords)) break;
     parts.push(s);
     size += s.length + 1;
   }
-  return { body: `{"replica":${JSON.stringify(replica)},"records":[${parts.join(',')}]}`, n: parts.length };
-}
-
-/** A record's weight in the buffer: its fields, and its token gaps. */
-function cost(r: RequestRecord): number {
-  return 20 + r.itlMs.length;
+  return { body: `{"replica":${JSON.stringify(replica)},"${kind.field}":[${parts.join(',')}]}`, n: parts.length };
 }

@@ -112,6 +112,11 @@ export const CONTROL = {
     shipBatchRecords: 2_000,
     shipBatchBytes: 768 * 1024,
     shipTimeoutMs: 5_000,
+    /** Sampled answers a follower keeps for the leader's LLM judge while none takes them, and their bytes in all. */
+    shipBufferSamples: 2_000,
+    shipBufferSampleBytes: 16 * 1024 * 1024,
+    /** The leader's map of followers' pair ids to its own (a shadow pair's two answers arrive apart). */
+    judgePairIds: 10_000,
   },
 
   /** `metrics_source: { kind: prometheus }` (src/telemetry/prometheus.ts, docs/cluster.md): PromQL instead of in-process windows. */

@@ -1,5 +1,6 @@
-// Admin routes of cluster mode (docs/cluster.md): the followers' request records, shipped to the leader so
-// that its canary judge, monitor and experiments see every replica's traffic.
+// Admin routes of cluster mode (docs/cluster.md): the followers' request records and the answers they
+// sample for the LLM judge, shipped to the leader so that its canary judge, monitor, experiments and
+// quality judge see every replica's traffic.
 import { z } from 'zod';
 import type { RequestRecord } from '../../telemetry/record.js';
 import type { RouteDef } from '../router.js';
@@ -38,7 +39,31 @@ const recordSchema = z
 
 const recordsBody = z.object({ replica: name, records: z.array(recordSchema).max(5_000) }).strict();
 
-export function clusterRoutes({ cp }: AdminContext): RouteDef[] {
+const sampleSchema = z
+  .object({
+    model: name,
+    version: name,
+    adapter: name.optional(),
+    pairId: z.number().int().optional(),
+    shadow: z.boolean(),
+    request: z
+      .object({
+        model: name,
+        body: z.record(z.string(), z.unknown()),
+        stream: z.boolean(),
+        user: z.string().max(1_024).optional(),
+        maxTokens: z.number().int().min(0).optional(),
+      })
+      .strict(),
+    status: z.number().int().min(100).max(599),
+    body: z.string(),
+    latencyMs: z.number().min(0),
+  })
+  .strict();
+
+const samplesBody = z.object({ replica: name, samples: z.array(sampleSchema).max(2_000) }).strict();
+
+export function clusterRoutes({ cp, controllers }: AdminContext): RouteDef[] {
   return [
     post(
       '/cluster/records',
@@ -55,6 +80,25 @@ export function clusterRoutes({ cp }: AdminContext): RouteDef[] {
           accepted++;
         }
         return { replica: b.replica, accepted, skipped: b.records.length - accepted };
+      },
+    ),
+    post(
+      '/cluster/judge-samples',
+      {
+        role: 'operator',
+        body: samplesBody,
+        summary:
+          "cluster mode: answers a follower sampled for the LLM judge, judged with the leader's own (skipped without a `judge:` section, or of unknown versions)",
+      },
+      (_c, b) => {
+        const judge = controllers.judge;
+        let accepted = 0;
+        for (const s of b.samples) {
+          if (judge === undefined || !cp.dp.models.get(s.model)?.pools.has(s.version)) continue;
+          judge.ingest(b.replica, s);
+          accepted++;
+        }
+        return { replica: b.replica, accepted, skipped: b.samples.length - accepted };
       },
     ),
   ];

@@ -106,6 +106,7 @@ const ENDPOINTS = [
   'POST /scheduler/time-sharing/:group/turn operator',
   'GET /audit viewer',
   'POST /cluster/records operator',
+  'POST /cluster/judge-samples operator',
   'GET /events viewer',
   'GET /openapi.json viewer',
 ];

@@ -276,7 +276,7 @@ describe('the record shipper', () => {
     await s.stop({ flush: true });
     expect(got).toEqual([10]);
     expect([s.dropped, s.shipped]).toEqual([1, 10]);
-    expect(errors[0]).toMatch(/refused 1 record\(s\) \(400\).*dropped/);
+    expect(errors[0]).toMatch(/refused 1 of the request records sent \(400\).*dropped/);
   });
 });
 
