@@ -7,8 +7,10 @@
 // connections from a load generator in its own process; each gateway's CPU (utime + stime from /proc)
 // over each measured window, per request; cells interleaved in rotated order, REPEATS rounds,
 // medians. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
-// holding its routing state, and its open descriptors (upstream connections) after each cell.
-// Writes bench/results/scale.json and scale.md.
+// holding its routing state, and its open descriptors (upstream connections) after each cell. Then the
+// slow-streams cell (bench/lib/scale-streams.ts): STREAMS concurrent 1 token/s streams through one gateway.
+// `BENCH_PARTS=models` or `streams` runs one part and keeps the other's last results. Writes
+// bench/results/scale.json and scale.md.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { writeResults } from './lib/results.js';
 import os from 'node:os';
@@ -19,6 +21,8 @@ import type { Proc } from './lib/proc.js';
 import type { LoadResult } from './lib/loadgen.js';
 import type { ScaleGatewayOptions, ScaleGatewayReport } from './lib/scale-gateway.js';
 import { quantileSorted } from '../src/domain/quantile.js';
+import { canRaiseNofile, hardNofile, runStreams, streamsMarkdown } from './lib/scale-streams.js';
+import type { StreamsReport } from './lib/scale-streams.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -39,6 +43,18 @@ const KINDS: Kind[] = (process.env.BENCH_KINDS ?? 'dataplane,up').split(',').map
   if (k !== 'dataplane' && k !== 'up') throw new Error(`BENCH_KINDS: expected dataplane and/or up, got ${k}`);
   return k;
 });
+
+/** `BENCH_PARTS`: `models` (the routing state of many models), `streams` (slow streams), or both (default). */
+const PARTS = (process.env.BENCH_PARTS ?? 'models,streams').split(',');
+/** Stream counts of the slow-streams cell, comma-separated: one section each. */
+const STREAMS = (process.env.BENCH_STREAMS ?? '10000').split(',').map(Number);
+const STREAMS_RATE = Number(process.env.BENCH_STREAMS_RATE ?? 500);
+const STREAMS_TOKENS = Number(process.env.BENCH_STREAMS_TOKENS ?? 30);
+const STREAMS_DURATION_MS = Number(process.env.BENCH_STREAMS_DURATION_MS ?? 45_000);
+const STREAMS_REPEATS = Number(process.env.BENCH_STREAMS_REPEATS ?? 2);
+/** The processes of the streams cell run under `prlimit --nofile=N:N` (0: the machine's default limit). */
+const STREAMS_NOFILE = Number(process.env.BENCH_STREAMS_NOFILE ?? 65_536);
+const STREAMS_LOADGEN = path.join(here, 'lib', 'streams-loadgen.js');
 
 /** `dataplane`: bench/lib/scale-gateway.ts (the data plane alone); `up`: a whole `glidepath up` (control plane, health, scheduler) over static endpoints. */
 type Kind = 'dataplane' | 'up';
@@ -196,7 +212,37 @@ function f(n: number, d = 1): string {
   return Number.isFinite(n) ? n.toFixed(d) : '–';
 }
 
-async function main(): Promise<void> {
+/** The models part's results as scale.json keeps them (so that a run of the other part can write them again). */
+interface ModelsData {
+  runAt: string;
+  node: string;
+  cpus: string;
+  models: number;
+  workersPerVersion: number;
+  adaptersPerModel: number;
+  durationMs: number;
+  warmupMs: number;
+  repeats: number;
+  connections: number;
+  cells: Med[];
+  gateways: Partial<Record<GatewayKey, ScaleGatewayReport>>;
+  rssAfterMiB: Partial<Record<GatewayKey, number>>;
+}
+
+interface Med {
+  cell: string;
+  gateway: GatewayKey;
+  rps: number;
+  cpuPerReqUs: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  requests: number;
+  fds: number;
+  rounds: { rps: number; cpuPerReqUs: number; fds: number }[];
+}
+
+async function runModels(dir: string): Promise<ModelsData> {
   const procs: Proc[] = [];
   const rows: Row[] = [];
   const reports: Partial<Record<GatewayKey, ScaleGatewayReport>> = {};
@@ -207,7 +253,6 @@ async function main(): Promise<void> {
     { name: `${k}: ${MODELS} models, spread`, gateway: `${k} many`, models: all },
     { name: `${k}: ${MODELS} models, all on one`, gateway: `${k} many`, models: [modelName(MODELS - 1)] },
   ]);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
   try {
     const simPort = await freePort();
     // one simulator answers to every model's name: all the workers share its endpoint
@@ -234,13 +279,8 @@ async function main(): Promise<void> {
     for (const [k, g] of Object.entries(by)) rss[k as GatewayKey] = rssMiB(g.proc.pid);
   } finally {
     for (const p of procs.reverse()) await p.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
-  report(cells, rows, reports, rss);
-}
-
-function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, ScaleGatewayReport>>, rss: Partial<Record<GatewayKey, number>>): void {
-  const med = cells.map((c) => {
+  const med = cells.map((c): Med => {
     const rs = rows.filter((r) => r.cell === c.name);
     return {
       cell: c.name,
@@ -255,22 +295,108 @@ function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, Scale
       rounds: rs.map((r) => ({ rps: r.rps, cpuPerReqUs: r.cpuPerReqUs, fds: r.fds })),
     };
   });
-  type Med = (typeof med)[number];
+  return {
+    runAt: new Date().toISOString(),
+    node: process.version,
+    cpus: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}`,
+    models: MODELS,
+    workersPerVersion: WORKERS_PER_VERSION,
+    adaptersPerModel: ADAPTERS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    repeats: REPEATS,
+    connections: CONNECTIONS,
+    cells: med,
+    gateways: reports,
+    rssAfterMiB: rss,
+  };
+}
+
+/** scale.json's last results, for the part this run leaves out. */
+function previous(): { models?: ModelsData; streams?: StreamsReport[] } {
+  try {
+    const j = JSON.parse(readFileSync(path.join(root, 'bench', 'results', 'scale.json'), 'utf8')) as Partial<ModelsData> & {
+      at?: string;
+      streams?: StreamsReport[];
+    };
+    const models = j.cells !== undefined ? ({ runAt: j.runAt ?? j.at, node: j.node, cpus: j.cpus ?? '2 × AMD EPYC', ...j } as ModelsData) : undefined;
+    return { ...(models === undefined ? {} : { models }), ...(j.streams === undefined ? {} : { streams: j.streams }) };
+  } catch {
+    return {};
+  }
+}
+
+async function main(): Promise<void> {
+  const prev = previous();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
+  let models = prev.models;
+  let streams = prev.streams;
+  try {
+    if (PARTS.includes('models')) models = await runModels(dir);
+    if (PARTS.includes('streams')) {
+      streams = [];
+      const nofile = STREAMS_NOFILE > 0 && canRaiseNofile(STREAMS_NOFILE) ? STREAMS_NOFILE : 0;
+      for (const n of STREAMS) {
+        const r = await runStreams(
+          {
+            cli: CLI,
+            loadgen: STREAMS_LOADGEN,
+            dir,
+            streams: n,
+            ratePerS: STREAMS_RATE,
+            tokens: STREAMS_TOKENS,
+            interTokenMs: 1000,
+            durationMs: STREAMS_DURATION_MS,
+            repeats: STREAMS_REPEATS,
+            nofile,
+            hardNofile: hardNofile(),
+          },
+          (line) => process.stderr.write(`${line}\n`),
+        );
+        r.runAt = new Date().toISOString();
+        streams.push(r);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const lines: string[] = [];
+  const checks: [string, boolean, string][] = [];
+  if (models !== undefined) {
+    const m = modelsMarkdown(models);
+    lines.push(...m.lines);
+    checks.push(...m.checks);
+  }
+  for (const r of streams ?? []) {
+    const s = streamsMarkdown(r);
+    if (lines.length > 0) lines.push('');
+    lines.push(...s.lines);
+    checks.push(...s.checks);
+  }
+  const md = writeResults(root, 'scale', 'issue 18', lines, checks, { ...(models ?? {}), ...(streams === undefined ? {} : { streams }) });
+  process.stdout.write(md);
+}
+
+function modelsMarkdown(data: ModelsData): { lines: string[]; checks: [string, boolean, string][] } {
+  const med = data.cells;
+  const gw = data.gateways;
+  const rss = data.rssAfterMiB;
   /** The one-model cell of the same kind of gateway. */
   const baseOf = (m: Med): Med => med.find((x) => x.gateway === `${m.gateway.split(' ')[0] as Kind} one`) as Med;
   const many = gw['dataplane many'] ?? gw['up many'];
   const lines: string[] = [
     '# Scale: the routing state of many models',
     '',
-    `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}. Gateways holding 1 model or ${MODELS} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${WORKERS_PER_VERSION} workers each and ${ADAPTERS} LoRA adapters (${MODELS * 2 * WORKERS_PER_VERSION} workers and ${MODELS * ADAPTERS} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${CONNECTIONS} connections of a load generator in its own process; ${DURATION_MS} ms measured after ${WARMUP_MS} ms warm-up per cell, ${REPEATS} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
+    `Run ${data.runAt} on ${data.cpus}, Node ${data.node}. Gateways holding 1 model or ${data.models} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${data.workersPerVersion} workers each and ${data.adaptersPerModel} LoRA adapters (${data.models * 2 * data.workersPerVersion} workers and ${data.models * data.adaptersPerModel} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${data.connections} connections of a load generator in its own process; ${data.durationMs} ms measured after ${data.warmupMs} ms warm-up per cell, ${data.repeats} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
     '',
-    '| cell | req/s | gateway CPU µs/request | vs one model | p50 ms | p99 ms | open descriptors after | errors |',
+    '| cell | req/s | gateway CPU µs/request (rounds) | vs one model | p50 ms | p99 ms | open descriptors after | errors |',
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const m of med) {
     const b = baseOf(m);
+    const rounds = m.rounds.map((r) => f(r.cpuPerReqUs, 1)).join(', ');
     lines.push(
-      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} | ${m === b ? '–' : `${f(m.cpuPerReqUs - b.cpuPerReqUs, 1)} µs (${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %), req/s ${f(m.rps / b.rps, 2)}×`} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
+      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} (${rounds}) | ${m === b ? '–' : `${f(m.cpuPerReqUs - b.cpuPerReqUs, 1)} µs (${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %), req/s ${f(m.rps / b.rps, 2)}×`} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
     );
   }
   lines.push(
@@ -280,7 +406,7 @@ function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, Scale
   );
   for (const [k, g] of Object.entries(gw) as [GatewayKey, ScaleGatewayReport][]) {
     lines.push(
-      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} |`,
+      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB ?? NaN, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} |`,
     );
   }
   const checks: [string, boolean, string][] = med
@@ -289,23 +415,10 @@ function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, Scale
       const b = baseOf(m);
       return [`${m.cell}: CPU/request within 10 % of one model`, m.cpuPerReqUs <= 1.1 * b.cpuPerReqUs, `${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %`];
     });
-  if (many !== undefined && Number.isFinite(many.publishMs.max)) {
+  if (many !== undefined && Number.isFinite(many.publishMs.max ?? NaN)) {
     checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
   }
-  const md = writeResults(root, 'scale', 'issue 18', lines, checks, {
-    models: MODELS,
-    workersPerVersion: WORKERS_PER_VERSION,
-    adaptersPerModel: ADAPTERS,
-    durationMs: DURATION_MS,
-    warmupMs: WARMUP_MS,
-    repeats: REPEATS,
-    connections: CONNECTIONS,
-    cells: med,
-    gateways: gw,
-    rssAfterMiB: rss,
-  });
-
-  process.stdout.write(md);
+  return { lines, checks };
 }
 
 main().catch((err: unknown) => {
