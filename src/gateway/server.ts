@@ -1,5 +1,6 @@
 // The data plane's HTTP listener: OpenAI endpoints, health, readiness and metrics.
 import type { AddressInfo, Server } from 'node:net';
+import { DEFAULTS } from '../defaults.js';
 import { GlidepathError, MethodNotAllowedError, NotFoundError } from '../errors.js';
 import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
@@ -38,7 +39,7 @@ export function startListening(server: ClosableServer, host: string, port: numbe
   return new Promise((resolve, reject) => {
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog: DEFAULTS.gateway.listenBacklog }, () => {
       server.off('error', onError);
       const addr = server.address() as AddressInfo;
       resolve({
