@@ -7,8 +7,10 @@
 // connections from a load generator in its own process; each gateway's CPU (utime + stime from /proc)
 // over each measured window, per request; cells interleaved in rotated order, REPEATS rounds,
 // medians. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
-// holding its routing state, and its open descriptors (upstream connections) after each cell.
-// Writes bench/results/scale.json and scale.md.
+// holding its routing state, and its open descriptors (upstream connections) after each cell. Then the
+// slow-streams cell (bench/lib/scale-streams.ts): STREAMS concurrent 1 token/s streams through one gateway.
+// `BENCH_PARTS=models` or `streams` runs one part and keeps the other's last results. Writes
+// bench/results/scale.json and scale.md.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { writeResults } from './lib/results.js';
 import os from 'node:os';
@@ -19,6 +21,8 @@ import type { Proc } from './lib/proc.js';
 import type { LoadResult } from './lib/loadgen.js';
 import type { ScaleGatewayOptions, ScaleGatewayReport } from './lib/scale-gateway.js';
 import { quantileSorted } from '../src/domain/quantile.js';
+import { canRaiseNofile, hardNofile, runStreams, streamsMarkdown } from './lib/scale-streams.js';
+import type { StreamsReport } from './lib/scale-streams.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -32,6 +36,13 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
 const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 3));
 const CONNECTIONS = 32;
+/**
+ * Each gateway's CPU with no traffic is measured over this long (all at once, before the cells): a whole
+ * `glidepath up` spends CPU every second on its workers whatever the traffic (a health probe per worker
+ * every 30 s, the health and scheduler ticks over every worker), which a per-request figure divides by
+ * however many requests the machine's state allowed that round. 30 s covers one probe interval.
+ */
+const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 30_000);
 /** `BENCH_CPU_PROF=<dir>`: the gateways run under --cpu-prof and write their profiles there. */
 const CPU_PROF = process.env.BENCH_CPU_PROF;
 /** `BENCH_KINDS=dataplane` or `up`: only those gateways (default both). */
@@ -39,6 +50,18 @@ const KINDS: Kind[] = (process.env.BENCH_KINDS ?? 'dataplane,up').split(',').map
   if (k !== 'dataplane' && k !== 'up') throw new Error(`BENCH_KINDS: expected dataplane and/or up, got ${k}`);
   return k;
 });
+
+/** `BENCH_PARTS`: `models` (the routing state of many models), `streams` (slow streams), or both (default). */
+const PARTS = (process.env.BENCH_PARTS ?? 'models,streams').split(',');
+/** Stream counts of the slow-streams cell, comma-separated: one section each. */
+const STREAMS = (process.env.BENCH_STREAMS ?? '10000').split(',').map(Number);
+const STREAMS_RATE = Number(process.env.BENCH_STREAMS_RATE ?? 250);
+const STREAMS_TOKENS = Number(process.env.BENCH_STREAMS_TOKENS ?? 40);
+const STREAMS_DURATION_MS = Number(process.env.BENCH_STREAMS_DURATION_MS ?? 70_000);
+const STREAMS_REPEATS = Number(process.env.BENCH_STREAMS_REPEATS ?? 2);
+/** The processes of the streams cell run under `prlimit --nofile=N:N` (0: the machine's default limit). */
+const STREAMS_NOFILE = Number(process.env.BENCH_STREAMS_NOFILE ?? 65_536);
+const STREAMS_LOADGEN = path.join(here, 'lib', 'streams-loadgen.js');
 
 /** `dataplane`: bench/lib/scale-gateway.ts (the data plane alone); `up`: a whole `glidepath up` (control plane, health, scheduler) over static endpoints. */
 type Kind = 'dataplane' | 'up';
@@ -55,6 +78,8 @@ interface Row {
   round: number;
   rps: number;
   cpuPerReqUs: number;
+  /** cpuPerReqUs less the gateway's idle CPU over the same window (what the requests cost). */
+  netCpuPerReqUs: number;
   p50: number;
   p99: number;
   errors: number;
@@ -157,7 +182,7 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function measure(cell: Cell, round: number, port: number, pid: number): Promise<Row> {
+async function measure(cell: Cell, round: number, port: number, pid: number, idleMsPerS: number): Promise<Row> {
   const lg = loadgen({
     url: `http://127.0.0.1:${port}`,
     model: cell.models[0],
@@ -179,6 +204,7 @@ async function measure(cell: Cell, round: number, port: number, pid: number): Pr
     round,
     rps: r.requests / (r.elapsedMs / 1000),
     cpuPerReqUs: (cpu * 1000) / Math.max(1, r.requests),
+    netCpuPerReqUs: ((cpu - (idleMsPerS * r.elapsedMs) / 1000) * 1000) / Math.max(1, r.requests),
     p50: quantileSorted(lat, 0.5),
     p99: quantileSorted(lat, 0.99),
     errors: r.errors,
@@ -196,18 +222,52 @@ function f(n: number, d = 1): string {
   return Number.isFinite(n) ? n.toFixed(d) : '–';
 }
 
-async function main(): Promise<void> {
+/** The models part's results as scale.json keeps them (so that a run of the other part can write them again). */
+interface ModelsData {
+  runAt: string;
+  node: string;
+  cpus: string;
+  models: number;
+  workersPerVersion: number;
+  adaptersPerModel: number;
+  durationMs: number;
+  warmupMs: number;
+  repeats: number;
+  connections: number;
+  cells: Med[];
+  gateways: Partial<Record<GatewayKey, ScaleGatewayReport>>;
+  rssAfterMiB: Partial<Record<GatewayKey, number>>;
+  /** Each gateway's CPU with no traffic (ms per s, over idleMs); absent in results from before it was measured. */
+  idleMs?: number;
+  idleCpuMsPerS?: Partial<Record<GatewayKey, number>>;
+}
+
+interface Med {
+  cell: string;
+  gateway: GatewayKey;
+  rps: number;
+  cpuPerReqUs: number;
+  netCpuPerReqUs?: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  requests: number;
+  fds: number;
+  rounds: { rps: number; cpuPerReqUs: number; netCpuPerReqUs?: number; fds: number }[];
+}
+
+async function runModels(dir: string): Promise<ModelsData> {
   const procs: Proc[] = [];
   const rows: Row[] = [];
   const reports: Partial<Record<GatewayKey, ScaleGatewayReport>> = {};
   const rss: Partial<Record<GatewayKey, number>> = {};
+  const idle: Partial<Record<GatewayKey, number>> = {};
   const all = Array.from({ length: MODELS }, (_, i) => modelName(i));
   const cells: Cell[] = KINDS.flatMap((k): Cell[] => [
     { name: `${k}: one model`, gateway: `${k} one`, models: [modelName(0)] },
     { name: `${k}: ${MODELS} models, spread`, gateway: `${k} many`, models: all },
     { name: `${k}: ${MODELS} models, all on one`, gateway: `${k} many`, models: [modelName(MODELS - 1)] },
   ]);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
   try {
     const simPort = await freePort();
     // one simulator answers to every model's name: all the workers share its endpoint
@@ -223,76 +283,45 @@ async function main(): Promise<void> {
         reports[`${k} ${size}`] = g.report;
       }
     }
+    // every gateway idle at once, after a pause for what starting left to do
+    await new Promise((r) => setTimeout(r, 2_000));
+    const gws = Object.entries(by) as [GatewayKey, { proc: Proc; report: ScaleGatewayReport }][];
+    const cpu0 = gws.map(([, g]) => cpuMs(g.proc.pid));
+    await new Promise((r) => setTimeout(r, IDLE_MS));
+    gws.forEach(([k, g], i) => (idle[k] = ((cpuMs(g.proc.pid) - (cpu0[i] as number)) * 1000) / IDLE_MS));
+    process.stderr.write(`idle CPU ms/s ${JSON.stringify(idle)}\n`);
     for (let i = 0; i < REPEATS; i++) {
       for (let k = 0; k < cells.length; k++) {
         const cell = cells[(i + k) % cells.length] as Cell;
         const g = by[cell.gateway] as { proc: Proc; report: ScaleGatewayReport };
-        rows.push(await measure(cell, i, g.report.port, g.proc.pid));
+        rows.push(await measure(cell, i, g.report.port, g.proc.pid, idle[cell.gateway] ?? 0));
         process.stderr.write(`${JSON.stringify(rows[rows.length - 1])}\n`);
       }
     }
     for (const [k, g] of Object.entries(by)) rss[k as GatewayKey] = rssMiB(g.proc.pid);
   } finally {
     for (const p of procs.reverse()) await p.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
-  report(cells, rows, reports, rss);
-}
-
-function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, ScaleGatewayReport>>, rss: Partial<Record<GatewayKey, number>>): void {
-  const med = cells.map((c) => {
+  const med = cells.map((c): Med => {
     const rs = rows.filter((r) => r.cell === c.name);
     return {
       cell: c.name,
       gateway: c.gateway,
       rps: median(rs.map((r) => r.rps)),
       cpuPerReqUs: median(rs.map((r) => r.cpuPerReqUs)),
+      netCpuPerReqUs: median(rs.map((r) => r.netCpuPerReqUs)),
       p50: median(rs.map((r) => r.p50)),
       p99: median(rs.map((r) => r.p99)),
       errors: rs.reduce((a, r) => a + r.errors, 0),
       requests: rs.reduce((a, r) => a + r.requests, 0),
       fds: Math.max(...rs.map((r) => r.fds)),
-      rounds: rs.map((r) => ({ rps: r.rps, cpuPerReqUs: r.cpuPerReqUs, fds: r.fds })),
+      rounds: rs.map((r) => ({ rps: r.rps, cpuPerReqUs: r.cpuPerReqUs, netCpuPerReqUs: r.netCpuPerReqUs, fds: r.fds })),
     };
   });
-  type Med = (typeof med)[number];
-  /** The one-model cell of the same kind of gateway. */
-  const baseOf = (m: Med): Med => med.find((x) => x.gateway === `${m.gateway.split(' ')[0] as Kind} one`) as Med;
-  const many = gw['dataplane many'] ?? gw['up many'];
-  const lines: string[] = [
-    '# Scale: the routing state of many models',
-    '',
-    `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}. Gateways holding 1 model or ${MODELS} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${WORKERS_PER_VERSION} workers each and ${ADAPTERS} LoRA adapters (${MODELS * 2 * WORKERS_PER_VERSION} workers and ${MODELS * ADAPTERS} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${CONNECTIONS} connections of a load generator in its own process; ${DURATION_MS} ms measured after ${WARMUP_MS} ms warm-up per cell, ${REPEATS} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
-    '',
-    '| cell | req/s | gateway CPU µs/request | vs one model | p50 ms | p99 ms | open descriptors after | errors |',
-    '|---|---|---|---|---|---|---|---|',
-  ];
-  for (const m of med) {
-    const b = baseOf(m);
-    lines.push(
-      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} | ${m === b ? '–' : `${f(m.cpuPerReqUs - b.cpuPerReqUs, 1)} µs (${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %), req/s ${f(m.rps / b.rps, 2)}×`} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
-    );
-  }
-  lines.push(
-    '',
-    '| gateway | models | workers | adapters | start ms | route publish p50 / p99 / max ms (200 publishes) | heap used MiB (after GC, before traffic) | RSS MiB before / after traffic |',
-    '|---|---|---|---|---|---|---|---|',
-  );
-  for (const [k, g] of Object.entries(gw) as [GatewayKey, ScaleGatewayReport][]) {
-    lines.push(
-      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} |`,
-    );
-  }
-  const checks: [string, boolean, string][] = med
-    .filter((m) => m !== baseOf(m))
-    .map((m): [string, boolean, string] => {
-      const b = baseOf(m);
-      return [`${m.cell}: CPU/request within 10 % of one model`, m.cpuPerReqUs <= 1.1 * b.cpuPerReqUs, `${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %`];
-    });
-  if (many !== undefined && Number.isFinite(many.publishMs.max)) {
-    checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
-  }
-  const md = writeResults(root, 'scale', 'issue 18', lines, checks, {
+  return {
+    runAt: new Date().toISOString(),
+    node: process.version,
+    cpus: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}`,
     models: MODELS,
     workersPerVersion: WORKERS_PER_VERSION,
     adaptersPerModel: ADAPTERS,
@@ -301,11 +330,136 @@ function report(cells: Cell[], rows: Row[], gw: Partial<Record<GatewayKey, Scale
     repeats: REPEATS,
     connections: CONNECTIONS,
     cells: med,
-    gateways: gw,
+    gateways: reports,
     rssAfterMiB: rss,
-  });
+    idleMs: IDLE_MS,
+    idleCpuMsPerS: idle,
+  };
+}
 
+/** scale.json's last results, for the part this run leaves out. */
+function previous(): { models?: ModelsData; streams?: StreamsReport[] } {
+  try {
+    const j = JSON.parse(readFileSync(path.join(root, 'bench', 'results', 'scale.json'), 'utf8')) as Partial<ModelsData> & {
+      at?: string;
+      streams?: StreamsReport[];
+    };
+    const models = j.cells !== undefined ? ({ runAt: j.runAt ?? j.at, node: j.node, cpus: j.cpus ?? '2 × AMD EPYC', ...j } as ModelsData) : undefined;
+    return { ...(models === undefined ? {} : { models }), ...(j.streams === undefined ? {} : { streams: j.streams }) };
+  } catch {
+    return {};
+  }
+}
+
+async function main(): Promise<void> {
+  const prev = previous();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
+  let models = prev.models;
+  let streams = prev.streams;
+  try {
+    if (PARTS.includes('models')) models = await runModels(dir);
+    if (PARTS.includes('streams')) {
+      // the counts run now replace their last results; the others' are kept
+      streams = (streams ?? []).filter((r) => !STREAMS.includes(r.settings.streams));
+      const nofile = STREAMS_NOFILE > 0 && canRaiseNofile(STREAMS_NOFILE) ? STREAMS_NOFILE : 0;
+      for (const n of STREAMS) {
+        const r = await runStreams(
+          {
+            cli: CLI,
+            loadgen: STREAMS_LOADGEN,
+            dir,
+            streams: n,
+            ratePerS: STREAMS_RATE,
+            tokens: STREAMS_TOKENS,
+            interTokenMs: 1000,
+            durationMs: STREAMS_DURATION_MS,
+            repeats: STREAMS_REPEATS,
+            nofile,
+            hardNofile: hardNofile(),
+          },
+          (line) => process.stderr.write(`${line}\n`),
+        );
+        r.runAt = new Date().toISOString();
+        streams.push(r);
+      }
+      streams.sort((a, b) => a.settings.streams - b.settings.streams);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const lines: string[] = [];
+  const checks: [string, boolean, string][] = [];
+  if (models !== undefined) {
+    const m = modelsMarkdown(models);
+    lines.push(...m.lines);
+    checks.push(...m.checks);
+  }
+  for (const r of streams ?? []) {
+    const s = streamsMarkdown(r);
+    if (lines.length > 0) lines.push('');
+    lines.push(...s.lines);
+    checks.push(...s.checks);
+  }
+  const md = writeResults(root, 'scale', 'issue 18', lines, checks, { ...(models ?? {}), ...(streams === undefined ? {} : { streams }) });
   process.stdout.write(md);
+}
+
+function modelsMarkdown(data: ModelsData): { lines: string[]; checks: [string, boolean, string][] } {
+  const med = data.cells;
+  const gw = data.gateways;
+  const rss = data.rssAfterMiB;
+  /** The one-model cell of the same kind of gateway. */
+  const baseOf = (m: Med): Med => med.find((x) => x.gateway === `${m.gateway.split(' ')[0] as Kind} one`) as Med;
+  const many = gw['dataplane many'] ?? gw['up many'];
+  const lines: string[] = [
+    '# Scale: the routing state of many models',
+    '',
+    `Run ${data.runAt} on ${data.cpus}, Node ${data.node}. Gateways holding 1 model or ${data.models} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${data.workersPerVersion} workers each and ${data.adaptersPerModel} LoRA adapters (${data.models * 2 * data.workersPerVersion} workers and ${data.models * data.adaptersPerModel} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${data.connections} connections of a load generator in its own process; ${data.durationMs} ms measured after ${data.warmupMs} ms warm-up per cell, ${data.repeats} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
+    '',
+    '| cell | req/s | gateway CPU µs/request (rounds) | vs one model | net of idle CPU: µs/request | net vs one model | p50 ms | p99 ms | open descriptors after | errors |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  const net = (m: Med): number => m.netCpuPerReqUs ?? NaN;
+  const vs = (a: number, b: number): string => `${f(a - b, 1)} µs (${f(100 * (a / b - 1), 1)} %)`;
+  for (const m of med) {
+    const b = baseOf(m);
+    const rounds = m.rounds.map((r) => f(r.cpuPerReqUs, 1)).join(', ');
+    lines.push(
+      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} (${rounds}) | ${m === b ? '–' : `${vs(m.cpuPerReqUs, b.cpuPerReqUs)}, req/s ${f(m.rps / b.rps, 2)}×`} | ${f(net(m), 1)} | ${m === b ? '–' : vs(net(m), net(b))} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
+    );
+  }
+  const idle = data.idleCpuMsPerS ?? {};
+  if (data.idleMs !== undefined)
+    lines.push(
+      '',
+      `Net of idle CPU: each gateway's CPU with no traffic was measured over ${data.idleMs / 1000} s (all at once, before the cells) and that rate times the window is taken off before dividing by the requests. It is what a gateway spends whatever the traffic — in a whole \`glidepath up\`, mostly per worker: a health probe per worker every 30 s, the health and scheduler ticks over every worker — which the gross figure divides by however many requests the machine let through that round. Both are shown; the targets below are judged on the net figure and the gross one is given beside it.`,
+    );
+  lines.push(
+    '',
+    '| gateway | models | workers | adapters | start ms | route publish p50 / p99 / max ms (200 publishes) | heap used MiB (after GC, before traffic) | RSS MiB before / after traffic | idle CPU ms/s |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const [k, g] of Object.entries(gw) as [GatewayKey, ScaleGatewayReport][]) {
+    lines.push(
+      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB ?? NaN, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} | ${f(idle[k] ?? NaN, 1)} |`,
+    );
+  }
+  const checks: [string, boolean, string][] = med
+    .filter((m) => m !== baseOf(m))
+    .map((m): [string, boolean, string] => {
+      const b = baseOf(m);
+      const gross = `${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %`;
+      if (!Number.isFinite(net(m))) return [`${m.cell}: CPU/request within 10 % of one model`, m.cpuPerReqUs <= 1.1 * b.cpuPerReqUs, gross];
+      return [
+        `${m.cell}: CPU/request within 10 % of one model (net of idle CPU)`,
+        net(m) <= 1.1 * net(b),
+        `${f(100 * (net(m) / net(b) - 1), 1)} % (gross ${gross})`,
+      ];
+    });
+  if (many !== undefined && Number.isFinite(many.publishMs.max ?? NaN)) {
+    checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
+  }
+  return { lines, checks };
 }
 
 main().catch((err: unknown) => {

@@ -446,6 +446,8 @@ export class WorkerManager {
   }
 
   isAsleep(model: string, version: string): boolean {
+    // asked per version every health tick: nothing asleep (the common case) needs no scan of every worker
+    if (this.sleep.levels.size === 0) return false;
     return this.of(model, version).some((h) => this.sleep.levels.has(h.id));
   }
 

@@ -122,6 +122,13 @@ export const DATA_PLANE = {
     probeMaxBytes: 256 * KiB,
     /** Client connections: idle keep-alive limit, and the time a request's head and body may take. */
     clientKeepAliveMs: 65_000,
+    /**
+     * The listeners' accept queue (the kernel caps it at net.core.somaxconn, 4096 on current Linux).
+     * Node's own default, 511, overflowed when thousands of streams opened at 250/s on a busy machine
+     * (TcpExtListenOverflows): the kernel drops a handshake past it and the client sends it again
+     * 1, 3, 7, 15 s later, which is what those clients' TTFT became (bench:scale, slow streams).
+     */
+    listenBacklog: 4096,
     clientHeadersTimeoutMs: 30_000,
     /**
      * A response the client does not take: when the bytes already handed to its socket have not

@@ -5,6 +5,8 @@ import { MiB } from './units.js';
 
 export const SIM = {
   sim: {
+    /** Accept queue of the listener: uvicorn's default, what vLLM and SGLang listen with (Node's own is 511). */
+    listenBacklog: 2048,
     /** Time until /health turns 200 after start (ms). Real 70B loads take 45–120 s; tests want fast. */
     loadTimeMs: 0,
     /** Prompt tokens per second during prefill (ms of TTFT = prompt tokens / rate). */

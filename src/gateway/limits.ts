@@ -51,6 +51,18 @@ export function autoMaxConnections(fdLimit: number | undefined): number {
 }
 
 /**
+ * The descriptor limit under which the auto ceiling admits `connections` client connections: the
+ * inverse of autoMaxConnections (two descriptors per proxied stream, client and worker, plus the
+ * reserve). What the docs and the start-up log tell an operator to set (`LimitNOFILE=`, `ulimit -n`).
+ */
+export function descriptorsFor(connections: number): number {
+  const { fdReserve, fdReserveShare } = DEFAULTS.limits;
+  let limit = Math.max(2 * connections + fdReserve, Math.ceil((2 * connections) / (1 - fdReserveShare)));
+  while (autoMaxConnections(limit) < connections) limit++;
+  return limit;
+}
+
+/**
  * Counts per client address. Memory is bounded: an address has an entry only while it has open
  * connections or a bucket that has not refilled, and entries of neither kind are swept when the map
  * has doubled since the last sweep.

@@ -1,5 +1,6 @@
 // The data plane's HTTP listener: OpenAI endpoints, health, readiness and metrics.
 import type { AddressInfo, Server } from 'node:net';
+import { DEFAULTS } from '../defaults.js';
 import { GlidepathError, MethodNotAllowedError, NotFoundError } from '../errors.js';
 import type { DataPlane } from './dataplane.js';
 import { sendError, sendJson } from './respond.js';
@@ -8,7 +9,7 @@ import type { FrontRequest, FrontResponse } from './front.js';
 import type { ListenerLimitsConfig } from '../config/types.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { ThrottledWarning } from '../telemetry/log.js';
-import { ClientLimits, autoMaxConnections, descriptorLimit } from './limits.js';
+import { ClientLimits, autoMaxConnections, descriptorLimit, descriptorsFor } from './limits.js';
 import type { Refusal } from './limits.js';
 
 /** A listening socket server that can also drop its open connections (node:http's Server, the data plane's front). */
@@ -38,7 +39,7 @@ export function startListening(server: ClosableServer, host: string, port: numbe
   return new Promise((resolve, reject) => {
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog: DEFAULTS.gateway.listenBacklog }, () => {
       server.off('error', onError);
       const addr = server.address() as AddressInfo;
       resolve({
@@ -86,7 +87,17 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
     client_rate: new ThrottledWarning(log),
   };
   const acceptWarning = new ThrottledWarning(log);
-  if (listener === 'data') log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null }, 'client connection ceiling');
+  if (listener === 'data') {
+    log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null, descriptorsPerStream: 2 }, 'client connection ceiling');
+    // a ceiling set by hand above what the limit carries fails later, and worse: accepts and worker connects with EMFILE
+    const fits = autoMaxConnections(fdLimit);
+    if (cfg.maxConnections > 0 && fdLimit !== undefined && cfg.maxConnections > fits) {
+      log.warn(
+        { listener, maxConnections: max, fdLimit, needed: descriptorsFor(cfg.maxConnections) },
+        `max_connections ${max} needs a descriptor limit of ${descriptorsFor(cfg.maxConnections)} (two per stream, client and worker, plus a reserve) but this process has ${fdLimit}: past ~${fits} connections, accepts and worker connects will fail (EMFILE); raise LimitNOFILE= (systemd) or ulimit -n, or lower max_connections`,
+      );
+    }
+  }
   return {
     limits,
     refused(reason, addr) {

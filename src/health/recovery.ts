@@ -5,7 +5,7 @@
 // fails admission, backs off. Declarative (what is missing is recomputed from the live fleet every
 // tick), so a control plane killed halfway through a replacement finishes it after the restart.
 import { DEFAULTS } from '../defaults.js';
-import { isLoaded } from '../domain/version.js';
+import { LOADED_STATUSES, isLoaded } from '../domain/version.js';
 import type { Version } from '../domain/version.js';
 import type { KvRole } from '../domain/spec.js';
 import { toGlidepathError } from '../errors.js';
@@ -79,43 +79,33 @@ export class Recovery {
   }
 
   /**
-   * Every tracked version: its replicas and spares. One read of the registry per model and one pass
-   * over the tracked workers per tick, not one of each per version: at 100 models × 2 versions × 5
-   * workers a read and a scan of all 1,000 workers per version cost the process ~50 ms of CPU every
-   * second (bench/results/scale.md).
+   * Every tracked version: its replicas and spares. One read of the registry per tick (the loaded
+   * versions of every model) and one pass over the tracked workers: at 100 models × 2 versions × 5
+   * workers, a read and a scan of all 1,000 workers per version cost the process ~50 ms of CPU every
+   * second, and a read per model still ~11 ms (bench/results/scale.md): charged to every request.
    */
   async reconcile(): Promise<void> {
-    const byModel = new Map<string, Set<string>>();
+    const byModel = new Map<string, Map<string, Tracked[]>>();
     for (const t of this.hc.tracked.values()) {
       let vs = byModel.get(t.info.model);
-      if (vs === undefined) byModel.set(t.info.model, (vs = new Set()));
-      vs.add(t.info.version);
+      if (vs === undefined) byModel.set(t.info.model, (vs = new Map<string, Tracked[]>()));
+      let ts = vs.get(t.info.version);
+      if (ts === undefined) vs.set(t.info.version, (ts = []));
+      ts.push(t);
     }
+    // only loaded versions are reconciled (reconcileLoaded): the others are not read at all
+    const listed = byModel.size === 0 ? [] : await this.ports.versions.list(undefined, LOADED_STATUSES).catch(() => [] as Version[]);
+    const byKey = new Map(listed.map((v) => [`${v.model}/${v.id}`, v]));
     const versions = new Set<string>();
-    for (const [model, ids] of byModel) {
-      const listed = await this.ports.versions.list(model).catch(() => [] as Version[]);
-      const byId = new Map(listed.map((v) => [v.id, v]));
-      // grouped after the read, as each version's workers were looked up after its own read
-      const tracked = this.trackedByVersion(model);
-      for (const id of ids) {
-        versions.add(`${model}/${id}`);
-        this.reconcileLoaded(model, id, byId.get(id), tracked.get(id) ?? []);
+    for (const [model, tracked] of byModel) {
+      for (const [id, ts] of tracked) {
+        const key = `${model}/${id}`;
+        versions.add(key);
+        this.reconcileLoaded(model, id, byKey.get(key), ts);
       }
     }
     for (const k of this.starts.keys()) if (!versions.has(k)) this.starts.delete(k);
     for (const k of this.replicas.keys()) if (!versions.has(k)) this.replicas.delete(k);
-  }
-
-  /** A model's tracked workers by version (every role, alive or not: `workers` filters them when asked). */
-  private trackedByVersion(model: string): Map<string, Tracked[]> {
-    const out = new Map<string, Tracked[]>();
-    for (const t of this.hc.tracked.values()) {
-      if (t.info.model !== model) continue;
-      let ts = out.get(t.info.version);
-      if (ts === undefined) out.set(t.info.version, (ts = []));
-      ts.push(t);
-    }
-    return out;
   }
 
   private workers(model: string, version: string, role: WorkerRole, among?: readonly Tracked[]): Tracked[] {

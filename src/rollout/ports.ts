@@ -83,7 +83,8 @@ export interface SwitchResult {
 export interface VersionsPort {
   /** NotFoundError `model_not_found` / `version_not_found`. */
   get(model: string, id: string): Promise<Version>;
-  list(model: string, status?: readonly VersionStatus[]): Promise<Version[]>;
+  /** A model's versions (undefined: every model's), of these statuses only when given. */
+  list(model: string | undefined, status?: readonly VersionStatus[]): Promise<Version[]>;
   active(model: string): Promise<Version | undefined>;
   /** The rollback target: a loaded, eligible standby. */
   standby(model: string): Promise<Version | undefined>;

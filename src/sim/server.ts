@@ -37,7 +37,7 @@ export class SimServer {
     return new Promise((resolve, reject) => {
       const onError = (e: Error) => reject(e);
       this.server.once('error', onError);
-      this.server.listen(this.opts.port, this.opts.host, () => {
+      this.server.listen({ port: this.opts.port, host: this.opts.host, backlog: DEFAULTS.sim.listenBacklog }, () => {
         this.server.off('error', onError);
         const port = (this.server.address() as AddressInfo).port;
         // where decode workers pull this engine's KV blocks from

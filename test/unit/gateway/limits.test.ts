@@ -1,6 +1,6 @@
 // Admission arithmetic (src/gateway/limits.ts): the connection ceiling, per-address counts, the token bucket on a fake clock, bounded memory.
 import { describe, expect, it } from 'vitest';
-import { ClientLimits, autoMaxConnections } from '../../../src/gateway/limits.js';
+import { ClientLimits, autoMaxConnections, descriptorsFor } from '../../../src/gateway/limits.js';
 
 describe('ClientLimits', () => {
   it('admits up to the ceiling and again after a close', () => {
@@ -58,5 +58,17 @@ describe('autoMaxConnections', () => {
     expect(autoMaxConnections(320)).toBe(32);
     expect(autoMaxConnections(100)).toBe(1);
     expect(autoMaxConnections(undefined)).toBe(0);
+  });
+});
+
+describe('descriptorsFor', () => {
+  it('is the least descriptor limit whose auto ceiling admits that many connections', () => {
+    for (const n of [32, 5_000, 9_500, 10_000, 100_000]) {
+      const limit = descriptorsFor(n);
+      expect(autoMaxConnections(limit)).toBeGreaterThanOrEqual(n);
+      expect(autoMaxConnections(limit - 1)).toBeLessThan(n);
+    }
+    // 10,000 streams: 20,000 descriptors for client and worker connections plus a 5 % reserve
+    expect(descriptorsFor(10_000)).toBe(21_053);
   });
 });

@@ -1,0 +1,149 @@
+// bench:scale's slow-stream load generator, a process of its own: `streams` connections, opened at a steady
+// rate, each streaming one completion after another; prints one JSON summary line (TTFT by concurrency,
+// inter-token gaps while streams were opening and once all were open, errors by kind).
+// Usage: node dist-bench/bench/lib/streams-loadgen.js '<json options>'
+import { performance } from 'node:perf_hooks';
+import { Agent } from 'undici';
+import { quantileSorted } from '../../src/domain/quantile.js';
+
+export interface StreamsOptions {
+  url: string;
+  model: string;
+  /** Connections, each with one stream at a time: the concurrency once all are open. */
+  streams: number;
+  /** New streams per second: connection i starts its first stream at i / ratePerS s; later ones start as earlier ones end, at about the same rate. */
+  ratePerS: number;
+  /** Tokens per stream. */
+  tokens: number;
+  /** No stream starts after this many ms (those running finish). */
+  durationMs: number;
+}
+
+export interface Quantiles {
+  n: number;
+  p50: number;
+  p99: number;
+  p999: number;
+  max: number;
+}
+
+export interface StreamsResult {
+  streams: number;
+  requests: number;
+  errors: number;
+  /** Errors by kind: `status <code>`, `short <tokens>` (a stream that ended early) or the exception's code/message. */
+  errorKinds: Record<string, number>;
+  maxInFlight: number;
+  /** Gaps between a stream's consecutive tokens while connections were still opening, and once all were open. */
+  itlOpening: Quantiles;
+  itlSteady: Quantiles;
+  ttft: Quantiles;
+  /** TTFT of streams started with this many others in flight (five bands of `streams`). */
+  ttftByConcurrency: (Quantiles & { from: number; to: number })[];
+  elapsedMs: number;
+  cpuMs: number;
+}
+
+function quantiles(xs: number[]): Quantiles {
+  const s = Float64Array.from(xs).sort();
+  const q = (p: number): number => (s.length === 0 ? NaN : quantileSorted(s, p));
+  return { n: s.length, p50: q(0.5), p99: q(0.99), p999: q(0.999), max: s.length === 0 ? NaN : (s[s.length - 1] as number) };
+}
+
+async function run(o: StreamsOptions): Promise<StreamsResult> {
+  const agent = new Agent({ connections: o.streams, pipelining: 1, keepAliveTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 });
+  const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.tokens, temperature: 0, stream: true, ignore_eos: true });
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const openedBy = t0 + (1000 * o.streams) / o.ratePerS;
+  const end = t0 + o.durationMs;
+  const itlOpening: number[] = [];
+  const itlSteady: number[] = [];
+  const ttft: { at: number; ms: number }[] = [];
+  const errorKinds: Record<string, number> = {};
+  let requests = 0;
+  let errors = 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const fail = (kind: string): void => {
+    errors++;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  };
+  const one = async (): Promise<void> => {
+    const s = performance.now();
+    const at = inFlight++;
+    if (inFlight > maxInFlight) maxInFlight = inFlight;
+    try {
+      const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      if (r.statusCode !== 200) {
+        await r.body.dump();
+        fail(`status ${r.statusCode}`);
+        // a refused stream is tried again after its Retry-After (1 s), not in a loop
+        await new Promise((res) => setTimeout(res, 1000));
+        return;
+      }
+      let last = NaN;
+      let tokens = 0;
+      let tail = '';
+      for await (const chunk of r.body) {
+        const now = performance.now();
+        // `data: {` events (one token each), across chunk borders
+        const text = tail + (chunk as Buffer).toString('latin1');
+        let i = 0;
+        let n = 0;
+        while ((i = text.indexOf('data: {', i)) !== -1) {
+          n++;
+          i += 7;
+        }
+        tail = text.slice(-7);
+        if (n === 0) continue;
+        if (tokens === 0) ttft.push({ at, ms: now - s });
+        else (now < openedBy ? itlOpening : itlSteady).push(now - last);
+        for (let k = 1; k < n; k++) (now < openedBy ? itlOpening : itlSteady).push(0);
+        last = now;
+        tokens += n;
+      }
+      if (tokens < o.tokens) fail(`short ${tokens}`);
+      else requests++;
+    } catch (err) {
+      fail((err as NodeJS.ErrnoException).code ?? String(err).slice(0, 80));
+    } finally {
+      inFlight--;
+    }
+  };
+  const conn = async (i: number): Promise<void> => {
+    await new Promise((r) => setTimeout(r, (1000 * i) / o.ratePerS));
+    while (performance.now() < end) await one();
+  };
+  await Promise.all(Array.from({ length: o.streams }, (_, i) => conn(i)));
+  const elapsedMs = performance.now() - t0;
+  await agent.close();
+  const cpu = process.cpuUsage(cpu0);
+  const bands = 5;
+  const ttftByConcurrency = Array.from({ length: bands }, (_, b) => {
+    const from = Math.floor((b * o.streams) / bands);
+    const to = Math.floor(((b + 1) * o.streams) / bands);
+    return { from, to, ...quantiles(ttft.filter((t) => t.at >= from && (t.at < to || b === bands - 1)).map((t) => t.ms)) };
+  });
+  return {
+    streams: o.streams,
+    requests,
+    errors,
+    errorKinds,
+    maxInFlight,
+    itlOpening: quantiles(itlOpening),
+    itlSteady: quantiles(itlSteady),
+    ttft: quantiles(ttft.map((t) => t.ms)),
+    ttftByConcurrency,
+    elapsedMs,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  };
+}
+
+run(JSON.parse(process.argv[2] ?? '{}') as StreamsOptions).then(
+  (r) => process.stdout.write(`${JSON.stringify(r)}\n`),
+  (err: unknown) => {
+    process.stderr.write(`streams-loadgen: ${String(err)}\n`);
+    process.exit(1);
+  },
+);
