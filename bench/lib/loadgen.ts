@@ -1,5 +1,6 @@
 // The load generator, run as its own process so it never shares an event loop with what it measures.
 // Usage: node dist-bench/bench/lib/loadgen.js '<json options>' → prints one JSON result line.
+import { countEvents } from './sse-count.js';
 import { performance } from 'node:perf_hooks';
 import { Agent } from 'undici';
 
@@ -58,15 +59,9 @@ async function run(o: Options): Promise<LoadResult> {
         for await (const chunk of r.body) {
           const now = performance.now();
           if (o.stream) {
-            // count `data: {` events (one token each for vLLM-style streams), across chunk borders
-            const text = tail + (chunk as Buffer).toString('latin1');
-            let i = 0;
-            let n = 0;
-            while ((i = text.indexOf('data: {', i)) !== -1) {
-              n++;
-              i += 7;
-            }
-            tail = text.slice(-7);
+            const c = countEvents(tail, chunk as Buffer);
+            const n = c.n;
+            tail = c.tail;
             if (n > 0) {
               if (first !== first) first = now;
               else if (measured) for (let k = 0; k < n; k++) res.itlMs.push(k === 0 ? now - last : 0);

@@ -114,12 +114,18 @@ export function cpuMs(pid: number): number {
 }
 
 /**
- * A simulator as fast as the machine allows (no jitter, instant prefill, room for every request), so
- * that what a benchmark measures is the proxy in front of it; `names` are its model-naming flags
- * (`--model x` or `--served-model-name a b …`). Resolves once it answers /health.
+ * The arguments of a simulator as fast as the machine allows (no jitter, instant prefill, room for every
+ * request), so that what a benchmark measures is the proxy in front of it; `names` are its model-naming
+ * flags (`--model x` or `--served-model-name a b …`).
  */
-export async function startFastSim(cli: string, port: number, names: string[], interTokenMs = 0): Promise<Proc> {
-  const p = start(process.execPath, [
+export function fastSimArgs(
+  cli: string,
+  port: number,
+  names: string[],
+  interTokenMs = 0,
+  o: { maxNumSeqs?: number; kvCapacityTokens?: number } = {},
+): string[] {
+  return [
     cli,
     'sim',
     '--port',
@@ -134,12 +140,17 @@ export async function startFastSim(cli: string, port: number, names: string[], i
     '--prefill-tokens-per-s',
     '10000000',
     '--max-num-seqs',
-    '4096',
+    String(o.maxNumSeqs ?? 4096),
     '--kv-capacity-tokens',
-    '100000000',
+    String(o.kvCapacityTokens ?? 100_000_000),
     '--max-waiting-requests',
     '100000',
-  ]);
+  ];
+}
+
+/** fastSimArgs' simulator, started; resolves once it answers /health. */
+export async function startFastSim(cli: string, port: number, names: string[], interTokenMs = 0): Promise<Proc> {
+  const p = start(process.execPath, fastSimArgs(cli, port, names, interTokenMs));
   await waitFor(`http://127.0.0.1:${port}/health`);
   return p;
 }

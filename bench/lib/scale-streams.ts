@@ -6,7 +6,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { request } from 'undici';
-import { cpuMs, freePort, start, waitFor } from './proc.js';
+import { cpuMs, fastSimArgs, freePort, start, waitFor } from './proc.js';
 import type { Proc } from './proc.js';
 import type { Quantiles, StreamsOptions, StreamsResult } from './streams-loadgen.js';
 
@@ -103,26 +103,7 @@ export async function runStreams(s: StreamsSettings, log: (line: string) => void
     const simPort = await freePort();
     const [simCmd, simArgs] = prlimited(s.nofile, [
       process.execPath,
-      s.cli,
-      'sim',
-      '--port',
-      String(simPort),
-      '--model',
-      'slow',
-      '--inter-token-ms',
-      String(s.interTokenMs),
-      '--jitter',
-      '0',
-      '--itl-growth-per-seq',
-      '0',
-      '--prefill-tokens-per-s',
-      '10000000',
-      '--max-num-seqs',
-      String(2 * s.streams),
-      '--kv-capacity-tokens',
-      '1000000000',
-      '--max-waiting-requests',
-      '100000',
+      ...fastSimArgs(s.cli, simPort, ['--model', 'slow'], s.interTokenMs, { maxNumSeqs: 2 * s.streams, kvCapacityTokens: 1_000_000_000 }),
     ]);
     procs.push(start(simCmd, simArgs));
     const sim = `http://127.0.0.1:${simPort}`;

@@ -2,6 +2,7 @@
 // rate, each streaming one completion after another; prints one JSON summary line (TTFT by concurrency,
 // inter-token gaps while streams were opening and once all were open, errors by kind).
 // Usage: node dist-bench/bench/lib/streams-loadgen.js '<json options>'
+import { countEvents } from './sse-count.js';
 import { performance } from 'node:perf_hooks';
 import { Agent } from 'undici';
 import { quantileSorted } from '../../src/domain/quantile.js';
@@ -87,15 +88,9 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
       let tail = '';
       for await (const chunk of r.body) {
         const now = performance.now();
-        // `data: {` events (one token each), across chunk borders
-        const text = tail + (chunk as Buffer).toString('latin1');
-        let i = 0;
-        let n = 0;
-        while ((i = text.indexOf('data: {', i)) !== -1) {
-          n++;
-          i += 7;
-        }
-        tail = text.slice(-7);
+        const c = countEvents(tail, chunk as Buffer);
+        const n = c.n;
+        tail = c.tail;
         if (n === 0) continue;
         if (tokens === 0) ttft.push({ at, ms: now - s });
         else (now < openedBy ? itlOpening : itlSteady).push(now - last);
