@@ -4,13 +4,7 @@
 // etcd): on a 2-CPU machine, two such runs side by side measure each other, not the gateway.
 import { configDefaults, defineConfig } from 'vitest/config';
 
-const ALONE = [
-  'test/e2e/shedding.test.ts',
-  'test/e2e/health.test.ts',
-  'test/e2e/fuzz.test.ts',
-  'test/e2e/cluster.test.ts',
-  'test/e2e/cluster-rolling.test.ts',
-];
+const ALONE = ['test/e2e/shedding.test.ts', 'test/e2e/health.test.ts', 'test/e2e/fuzz.test.ts', 'test/e2e/cluster.test.ts', 'test/e2e/cluster-rolling.test.ts'];
 
 export default defineConfig({
   test: {
@@ -24,7 +18,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'alone', include: ALONE, fileParallelism: false, sequence: { groupOrder: 1 } },
+        test: { name: 'alone', include: ALONE, poolOptions: { forks: { singleFork: true } }, sequence: { groupOrder: 1 } },
       },
     ],
   },

@@ -107,6 +107,9 @@ const ENDPOINTS = [
   'GET /audit viewer',
   'POST /cluster/records operator',
   'GET /events viewer',
+  'GET /models/:model/series viewer',
+  'GET /series/stream viewer',
+  'GET /models/:model/canary/distributions viewer',
   'GET /openapi.json viewer',
 ];
 
