@@ -26,7 +26,9 @@ export function ModelPage({ model, role }: { model: string; role: string }) {
   const points = useSeries(model);
   const st = status.data?.models.find((x) => x.model === model);
   if (status.data && !st) return <p class="error">No model {model}.</p>;
-  const weights = points.at(-1)?.weights ?? st?.route?.weights ?? {};
+  // the freshest of the last sample and the status (re-read on every route event, between samples)
+  const lastPoint = points.at(-1);
+  const weights = st?.route && (lastPoint === undefined || st.route.revision > lastPoint.revision) ? st.route.weights : (lastPoint?.weights ?? {});
   const allVersions = versionsOf(points);
   const running = canary.data && !['succeeded', 'rolled_back', 'aborted', 'failed'].includes(canary.data.phase);
 

@@ -44,7 +44,7 @@ function ModelCard({ m }: { m: StatusModelView }) {
   const live = useLive();
   const cap = useApi<CapacityView>(`/models/${encodeURIComponent(m.model)}/capacity`, [live.changes]);
   const point = live.sample?.models[m.model];
-  const weights = point?.weights ?? m.route?.weights ?? {};
+  const weights = m.route && (point === undefined || m.route.revision > point.revision) ? m.route.weights : (point?.weights ?? {});
   return (
     <article class="card" data-testid={`model-${m.model}`}>
       <h2>
