@@ -113,6 +113,21 @@ export class Dashboard {
     return s.principal;
   }
 
+  /**
+   * A stream (SSE) opened with the session cookie ends when its session does: checked every
+   * `checkMs` without counting as a use, so an open page alone does not keep a session alive.
+   */
+  bindStream(req: IncomingMessage, res: ServerResponse, checkMs: number = Math.min(this.sessions.limits.idleMs, DEFAULTS.dashboard.streamCheckMs)): void {
+    if (req.headers.authorization !== undefined) return;
+    const id = sessionCookie(req.headers.cookie);
+    if (id === undefined) return;
+    const timer = setInterval(() => {
+      if (!this.sessions.alive(id)) res.end();
+    }, checkMs);
+    timer.unref();
+    res.on('close', () => clearInterval(timer));
+  }
+
   private live(id: string): Session {
     const s = this.sessions.get(id);
     if (s === undefined) throw new GlidepathError('session_expired', 'the dashboard session is unknown or expired; log in again');

@@ -167,6 +167,7 @@ async function handle(
         return parsed.data;
       },
     };
+    if (route.raw === true) dash.bindStream(req, res);
     const out = await route.handler(ctx);
     if (route.raw || out === RAW) return;
     sendJsonRes(res, 200, out ?? { ok: true });

@@ -75,6 +75,12 @@ export class SessionStore {
     return s;
   }
 
+  /** Whether `id` is a live session, without counting this as a use (for a stream's periodic check). */
+  alive(id: string): boolean {
+    const s = this.sessions.get(key(id));
+    return s !== undefined && !this.expired(s, this.now());
+  }
+
   end(id: string): boolean {
     return this.sessions.delete(key(id));
   }

@@ -177,6 +177,19 @@ describe('login and the session cookie', () => {
     expect((await call('GET', '/dashboard/session', { cookie: idle.cookie })).status).toBe(401);
   });
 
+  it('ends an event stream opened with the cookie once its session has expired (the open stream does not keep it alive)', async () => {
+    const s = await login('view-token');
+    const res = await request(`${base}/admin/v1/events?unnamed=1`, { headers: { cookie: s.cookie } });
+    expect(res.statusCode).toBe(200);
+    const ended = res.body.text();
+    now += IDLE + 1;
+    // the stream's check runs every 5 s (DEFAULTS.dashboard.streamCheckMs) of real time
+    const body = await ended;
+    // unnamed: every event is a plain `data:` message
+    expect(body).toMatch(/^data: \{"kind":"version_loading"/m);
+    expect(body).not.toMatch(/^event:/m);
+  }, 15_000);
+
   it('logs out: the cookie is cleared and the session is gone', async () => {
     const s = await login('op-token');
     const out = await call('POST', '/dashboard/logout', { cookie: s.cookie, origin: base, csrf: s.csrf, body: {} });
