@@ -1,6 +1,7 @@
 // What the dashboard charts over time: once a second, each model's route weights and each routed or
 // loaded version's live window (request and error rate, TTFT and TPOT p50/p99), kept in a bounded
-// ring per model and pushed to subscribers (the SSE stream of routes/series.ts). Also a canary's two
+// ring per model and pushed to subscribers (the SSE stream of routes/series.ts) — while someone
+// watches, and for as long as the ring covers after (so a page opened again finds its history). Also a canary's two
 // latency distributions as ECDFs on a shared grid, for the evidence view.
 import type { ControlPlane } from '../control/plane.js';
 import { DEFAULTS } from '../defaults.js';
@@ -61,14 +62,23 @@ export class SeriesRecorder {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly cp: Pick<ControlPlane, 'dp' | 'workers'>,
+    private readonly cp: Pick<ControlPlane, 'dp'>,
     readonly intervalMs: number = DEFAULTS.dashboard.seriesIntervalMs,
     private readonly capacity: number = DEFAULTS.dashboard.seriesPoints,
   ) {}
 
+  /** When someone last watched (a stream open, the history read): sampling runs only while someone has, recently. */
+  private wantedAt = -Infinity;
+
   start(): void {
     if (this.timer !== undefined) return;
-    this.timer = setInterval(() => this.sample(), this.intervalMs);
+    this.timer = setInterval(() => {
+      // nobody watching for as long as the ring covers: no cost at all (a fleet of many models
+      // would otherwise compute every window once a second for nothing)
+      const now = Date.now();
+      if (this.listeners.size > 0) this.wantedAt = now;
+      if (now - this.wantedAt <= this.capacity * this.intervalMs) this.sample(now);
+    }, this.intervalMs);
     // sampling never keeps the process up
     this.timer.unref();
   }
@@ -100,6 +110,7 @@ export class SeriesRecorder {
   }
 
   history(model: string): SeriesView {
+    this.wantedAt = Date.now();
     return { model, interval_ms: this.intervalMs, points: [...(this.rings.get(model) ?? [])] };
   }
 
