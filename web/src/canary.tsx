@@ -5,7 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { AlignedData } from 'uplot';
 import type { CanaryDistributionsView } from '../../src/api/routes/series.js';
-import type { CanaryMetricView, CanaryView } from '../../src/api/types.js';
+import type { CanaryMetricView, CanaryView, StagePlanView, StrategyPlanView } from '../../src/api/types.js';
 import { fmt } from './api.js';
 import { Chart, colorOf } from './chart.js';
 import { useLive } from './live.js';
@@ -27,6 +27,9 @@ export function CanaryPanel({ model, c }: { model: string; c: CanaryView }) {
   const now = at > 0 ? at : Date.now();
   const last = c.last;
   const stage = c.stages[c.stage_index];
+  // the stages' expected times at the live rate, from the planner's power analysis (read once per stage)
+  const plan = useApi<StrategyPlanView>(running ? `/models/${encodeURIComponent(model)}/plan?to=${encodeURIComponent(c.canary)}` : null, [c.stage_index]);
+  const eta = running ? etaMs(c, plan.data?.canary_stages ?? null, now) : null;
   return (
     <div data-testid="canary" data-phase={c.phase}>
       <dl class="facts">
@@ -51,6 +54,10 @@ export function CanaryPanel({ model, c }: { model: string; c: CanaryView }) {
                 c.next_decision.samples_eta_ms === null ? ', no traffic to time them by' : ` ≈ ${fmt.duration(c.next_decision.samples_eta_ms)}`
               })`
             : '–'}
+        </dd>
+        <dt>ETA</dt>
+        <dd data-testid="canary-eta">
+          {eta === null ? '–' : `≈ ${fmt.duration(eta)} to the last stage (stage times from the power analysis at the live rate)`}
         </dd>
         <dt>samples</dt>
         <dd>{c.samples ? `stable ${c.samples.stable} · canary ${c.samples.canary} (need ${c.samples.min_samples} each)` : '–'}</dd>
@@ -87,6 +94,20 @@ export function CanaryPanel({ model, c }: { model: string; c: CanaryView }) {
       {dist.data && <Distributions d={dist.data} />}
     </div>
   );
+}
+
+/**
+ * What is left of the canary: the rest of this stage, then each later stage, each as long as the
+ * planner expects at its share (its samples at the live rate, at least the stage's hold), or the
+ * hold alone where the planner has no figure.
+ */
+function etaMs(c: CanaryView, plan: StagePlanView | null, now: number): number | null {
+  const durationAt = (percent: number) => plan?.stages.find((s) => s.percent === percent)?.duration_ms ?? c.stage_duration_ms;
+  const current = c.stages[c.stage_index];
+  if (current === undefined) return null;
+  let left = Math.max(0, durationAt(current) - (now - c.stage_started_at));
+  for (const p of c.stages.slice(c.stage_index + 1)) if (p < 100) left += durationAt(p);
+  return left;
 }
 
 function MetricsTable({ metrics }: { metrics: CanaryMetricView[] }) {
