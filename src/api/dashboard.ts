@@ -172,9 +172,13 @@ export class Dashboard {
       case 'session': {
         if (method !== 'GET') throw new MethodNotAllowedError(`${pathname} accepts GET only`);
         const id = sessionCookie(req.headers.cookie);
-        if (id === undefined) throw new GlidepathError('session_expired', 'no dashboard session; log in');
-        const s = this.live(id);
-        sendJsonRes(res, 200, this.view(s));
+        // no cookie at all: not logged in, which is no error (the page shows its login form); a cookie
+        // whose session is gone is 401 session_expired
+        if (id === undefined) {
+          sendJsonRes(res, 200, null);
+          return;
+        }
+        sendJsonRes(res, 200, this.view(this.live(id)));
         return;
       }
     }

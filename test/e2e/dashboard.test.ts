@@ -109,7 +109,7 @@ describe('the dashboard in Chromium', () => {
     await expect.poll(() => page.getByTestId('login-error').textContent()).toContain('unauthorized');
     await context.close();
 
-    const { context: c2, page: p2, foreign } = await loggedIn(b(), u().adminUrl, OPS);
+    const { context: c2, page: p2, foreign, errors } = await loggedIn(b(), u().adminUrl, OPS);
     expect(await p2.getByTestId('me').textContent()).toBe('ops (operator)');
     await p2.getByTestId('model-errors').waitFor();
     const stored = String(await p2.evaluate('JSON.stringify([document.cookie, location.href, { ...localStorage }, { ...sessionStorage }])'));
@@ -117,7 +117,17 @@ describe('the dashboard in Chromium', () => {
     expect(stored).not.toContain('gp_session');
     const cookie = (await c2.cookies()).find((c) => c.name === 'gp_session');
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
+    // every page drawn (charts included) under the CSP without a violation or an error
+    await p2.goto(`${u().adminUrl}/dashboard/#/model/chat`);
+    await p2.locator('.chart canvas').nth(4).waitFor();
+    await p2.goto(`${u().adminUrl}/dashboard/#/model/chat/version/v1`);
+    await p2.getByRole('heading', { name: 'Card' }).waitFor();
+    await p2.goto(`${u().adminUrl}/dashboard/#/audit`);
+    await p2.locator('[data-testid=audit] tbody tr').first().waitFor();
     expect(foreign).toEqual([]);
+    // no CSP violation, no exception; the API's 404s for "no canary, experiment or rolling update
+    // running" are the only failed loads (the browser logs every 4xx)
+    expect(errors.filter((e) => !e.startsWith('Failed to load resource: the server responded with a status of 404'))).toEqual([]);
     await c2.close();
   });
 

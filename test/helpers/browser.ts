@@ -36,14 +36,15 @@ export async function launchChromium(): Promise<Browser> {
 /**
  * A fresh context (its own cookies) on the admin listener, logged in with `token` through the
  * login form, on the page `hash` (`#/`, `#/model/M`…). Requests to anywhere but the admin
- * listener are recorded in `foreign` (the dashboard must make none).
+ * listener are recorded in `foreign` (the dashboard must make none), console errors and uncaught
+ * exceptions in `errors`.
  */
 export async function loggedIn(
   browser: Browser,
   adminUrl: string,
   token: string,
   opts: { hash?: string; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark' } = {},
-): Promise<{ context: BrowserContext; page: Page; foreign: string[] }> {
+): Promise<{ context: BrowserContext; page: Page; foreign: string[]; errors: string[] }> {
   const context = await browser.newContext({ viewport: opts.viewport ?? { width: 1440, height: 1000 }, colorScheme: opts.colorScheme ?? 'light' });
   const foreign: string[] = [];
   const origin = new URL(adminUrl).origin;
@@ -52,9 +53,15 @@ export async function loggedIn(
     if (!u.startsWith(origin) && !u.startsWith('data:')) foreign.push(u);
   });
   const page = await context.newPage();
+  // the console's errors and the page's exceptions: a CSP violation (an inline style, a foreign script) shows here
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(`${adminUrl}/dashboard/${opts.hash ?? ''}`);
   await page.getByLabel('Admin API token').fill(token);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByTestId('me').waitFor();
-  return { context, page, foreign };
+  return { context, page, foreign, errors };
 }

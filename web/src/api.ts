@@ -56,8 +56,8 @@ export async function currentSession(): Promise<SessionView | null> {
   const res = await send('GET', '/dashboard/session');
   if (res.status === 401) return null;
   if (!res.ok) throw await errorOf(res);
-  const s = (await res.json()) as SessionView;
-  csrf = s.csrf;
+  const s = (await res.json()) as SessionView | null;
+  csrf = s?.csrf ?? '';
   return s;
 }
 

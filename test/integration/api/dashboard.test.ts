@@ -136,6 +136,9 @@ describe('login and the session cookie', () => {
     expect((await call('GET', '/admin/v1/status', { cookie: s.cookie })).status).toBe(200);
     const me = await call('GET', '/dashboard/session', { cookie: s.cookie });
     expect(me.body).toMatchObject({ name: 'watcher', role: 'viewer', csrf: s.csrf });
+    // without a cookie: no session, which is no error
+    const none = await call('GET', '/dashboard/session');
+    expect([none.status, none.body]).toEqual([200, null]);
   });
 
   it('refuses a change by cookie without the CSRF token, with a wrong one, or from another origin', async () => {
