@@ -81,6 +81,13 @@ async function main(): Promise<void> {
     await page.getByTestId('confirm').waitFor();
     await shot('confirm', page, false);
     if (foreign.length > 0) throw new Error(`the dashboard made requests elsewhere: ${foreign.join(', ')}`);
+
+    // a wall display: a large screen in a dark room (the system's dark scheme)
+    const wall = await loggedIn(browser, up.adminUrl, TOKEN, { hash: '#/model/chat', viewport: { width: 2560, height: 1440 }, colorScheme: 'dark' });
+    await wall.page.getByTestId('canary-metrics').waitFor({ timeout: 60_000 });
+    await wall.page.locator('.chart canvas').nth(4).waitFor();
+    await shot('wall', wall.page, false);
+    await wall.context.close();
   } finally {
     await browser.close();
     await load.stop();

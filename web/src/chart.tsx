@@ -37,14 +37,29 @@ export function Chart(props: {
   useEffect(() => {
     const el = box.current;
     if (el === null) return;
-    const axis = { stroke: '#888', grid: { stroke: 'rgba(128,128,128,0.2)' }, ticks: { stroke: 'rgba(128,128,128,0.3)' } };
+    // sized with the page's type, which grows with the viewport: readable on a wall display too
+    const rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+    const height = props.height ?? Math.round(rem * 12);
+    const font = `${Math.round(rem * 0.8)}px system-ui, sans-serif`;
+    const axis = { stroke: '#888', font, labelFont: font, grid: { stroke: 'rgba(128,128,128,0.2)' }, ticks: { stroke: 'rgba(128,128,128,0.3)' } };
     const opts: Options = {
       width: Math.max(200, el.clientWidth),
-      height: props.height ?? 180,
+      height,
       scales: { x: { time: props.time !== false }, ...(props.yRange ? { y: { range: props.yRange } } : {}) },
       axes: [
-        { ...axis, ...(props.xLabel ? { label: props.xLabel } : {}) },
-        { ...axis, label: props.yLabel, size: 60 },
+        {
+          ...axis,
+          size: Math.round(rem * (props.xLabel ? 3.6 : 2.4)),
+          // one line of wall-clock time (uPlot's default adds a date line whose labels collide)
+          ...(props.time === false
+            ? {}
+            : {
+                space: Math.round(rem * 5),
+                values: (_u: uPlot, splits: number[]) => splits.map((v) => new Date(v * 1000).toLocaleTimeString([], { hour12: false })),
+              }),
+          ...(props.xLabel ? { label: props.xLabel } : {}),
+        },
+        { ...axis, label: props.yLabel, size: Math.round(rem * 4) },
       ],
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
@@ -62,7 +77,7 @@ export function Chart(props: {
     };
     const u = new uPlot(opts, props.data, el);
     plot.current = u;
-    const ro = new ResizeObserver(() => u.setSize({ width: Math.max(200, el.clientWidth), height: props.height ?? 180 }));
+    const ro = new ResizeObserver(() => u.setSize({ width: Math.max(200, el.clientWidth), height }));
     ro.observe(el);
     return () => {
       ro.disconnect();
