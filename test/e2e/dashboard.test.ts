@@ -3,7 +3,7 @@
 // URL, the cookie is HttpOnly, nothing is fetched from elsewhere); start a canary from the page and
 // watch it progress and roll back, the page showing the rollback within a second of the server's
 // event; swap and roll back from the page and see the traffic move; a viewer's confirmed action
-// refused by the server; an idle session sent back to the login form.
+// refused by the server (operated by keyboard alone); an idle session sent back to the login form.
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { Browser } from 'playwright-core';
 import type { RouteView } from '../../src/api/types.js';
@@ -198,12 +198,23 @@ describe('the dashboard in Chromium', () => {
     try {
       await expect.poll(() => page.getByRole('group', { name: 'Actions on chat' }).textContent()).toContain('logged in as a viewer');
       // v2 is the standby again (a rolled-back version is no rollback target, so swap is the change on offer)
+      // by keyboard alone: the dialog opens with focus on Cancel (the safe default), Confirm is one Shift+Tab away
+      const focused = () => page.evaluate<string | undefined>('document.activeElement?.dataset?.testid');
       await page.getByTestId('target-version').selectOption('v2');
-      await page.getByTestId('action-swap').click();
-      await page.locator('dialog[open]').getByTestId('confirm').click();
+      await page.getByTestId('action-swap').focus();
+      await page.keyboard.press('Enter');
+      await page.locator('dialog[open]').getByTestId('confirm').waitFor();
+      expect(await focused()).toBe('close');
+      await page.keyboard.press('Shift+Tab');
+      expect(await focused()).toBe('confirm');
+      await page.keyboard.press('Enter');
       const err = page.locator('dialog[open]').getByTestId('action-error');
       await err.waitFor();
       expect(await err.textContent()).toMatch(/403 forbidden.*watcher.*viewer/);
+      // Escape closes it, and focus goes back to the button that opened it
+      await page.keyboard.press('Escape');
+      await page.locator('dialog[open]').waitFor({ state: 'detached' });
+      expect(await focused()).toBe('action-swap');
       const after = await u().ok<RouteView>('GET', '/models/chat/route');
       expect(after.revision).toBe(routeBefore.revision);
       const denied = await u().ok<{ actor: string; target: string }[]>('GET', '/audit?action=denied&actor=watcher');
