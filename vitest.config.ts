@@ -4,7 +4,8 @@
 // etcd): on a 2-CPU machine, two such runs side by side measure each other, not the gateway.
 import { configDefaults, defineConfig } from 'vitest/config';
 
-const ALONE = ['test/e2e/shedding.test.ts', 'test/e2e/health.test.ts', 'test/e2e/fuzz.test.ts', 'test/e2e/cluster*.test.ts'];
+// the dashboard's asserts that the page shows a rollback within a second of the server's event, with a browser beside the fleet
+const ALONE = ['test/e2e/shedding.test.ts', 'test/e2e/health.test.ts', 'test/e2e/fuzz.test.ts', 'test/e2e/cluster*.test.ts', 'test/e2e/dashboard.test.ts'];
 
 export default defineConfig({
   test: {

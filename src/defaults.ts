@@ -6,6 +6,7 @@ import { SIM } from './defaults/sim.js';
 import { CONTROL } from './defaults/control.js';
 import { ROLLOUT } from './defaults/rollout.js';
 import { HEALTH } from './defaults/health.js';
+import { DASHBOARD } from './defaults/dashboard.js';
 
 export const DEFAULTS = {
   ...DATA_PLANE,
@@ -13,6 +14,7 @@ export const DEFAULTS = {
   ...CONTROL,
   ...ROLLOUT,
   ...HEALTH,
+  ...DASHBOARD,
 } as const;
 
 export type Defaults = typeof DEFAULTS;

@@ -15,6 +15,11 @@ export interface Principal {
   role: Role;
 }
 
+/** A token's SHA-256, as stored and compared. */
+export function tokenHash(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}
+
 export function sha256hex(s: string): string {
   return createHash('sha256').update(s).digest('hex');
 }
@@ -43,14 +48,20 @@ export class Authenticator {
     if (header === undefined) throw new UnauthorizedError('missing Authorization header; send "Authorization: Bearer <token>"');
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m) throw new UnauthorizedError('Authorization header must be "Bearer <token>"');
-    const h = createHash('sha256')
-      .update(m[1] as string)
-      .digest();
+    const found = this.byHash(tokenHash(m[1] as string));
+    if (!found) throw new UnauthorizedError('invalid bearer token');
+    return found;
+  }
+
+  /**
+   * The principal of a token given by its SHA-256 (a dashboard session keeps only that), or undefined
+   * when no stored token has it (any more). Constant time per stored hash, as `authenticate`.
+   */
+  byHash(h: Buffer): Principal | undefined {
     let found: Principal | undefined;
     for (const t of this.tokens) {
       if (timingSafeEqual(h, t.hash) && found === undefined) found = { name: t.name, role: t.role };
     }
-    if (!found) throw new UnauthorizedError('invalid bearer token');
     return found;
   }
 

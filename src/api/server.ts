@@ -20,26 +20,47 @@ import { openApiDocument } from './openapi.js';
 import { adminRoutes } from './routes/index.js';
 import type { AdminContext } from './routes/index.js';
 import { RAW } from './routes/context.js';
+import { Dashboard } from './dashboard.js';
+import { DEFAULT_SESSION_LIMITS, LoginThrottle, SessionStore } from './session.js';
+import { defaultWebRoot } from './static.js';
+import { SeriesRecorder } from './series.js';
 
 export const API_PREFIX = '/admin/v1';
 
-export function buildRouter(ctx: AdminContext): Router {
+export function buildRouter(ctx: AdminContext, series: SeriesRecorder = new SeriesRecorder(ctx.cp)): Router {
   const r = new Router();
-  for (const d of adminRoutes(ctx)) r.add(d);
+  for (const d of adminRoutes(ctx, series)) r.add(d);
   r.add({ method: 'GET', path: '/openapi.json', role: 'viewer', summary: 'this API as an OpenAPI 3.1 document', handler: () => openApiDocument(r.list()) });
   return r;
+}
+
+export interface AdminServerOptions {
+  /** Where the dashboard's built front end is (default: dist/web of this package). */
+  webRoot?: string;
+  /** The dashboard sessions' lifetimes (the config's `auth.session_idle_ms`, `auth.session_max_ms`). */
+  sessions?: { idleMs: number; maxMs: number };
+  /** The clock of the sessions and the login throttle (tests move it). */
+  now?: () => number;
 }
 
 /**
  * The admin API's listener. With `limits`, connections are admitted first (the connection ceiling
  * and per-address limits, as on the data plane) and only admitted ones reach the HTTP server.
+ * It serves the dashboard too (/dashboard/, src/api/dashboard.ts).
  */
-export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits?: ListenerLimitsConfig): ClosableServer {
-  const router = buildRouter(ctx);
+export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits?: ListenerLimitsConfig, opts: AdminServerOptions = {}): ClosableServer {
+  const series = new SeriesRecorder(ctx.cp);
+  const router = buildRouter(ctx, series);
+  const now = opts.now ?? Date.now;
+  const sessions = new SessionStore({ ...DEFAULT_SESSION_LIMITS, ...opts.sessions }, now);
+  const throttle = new LoginThrottle(undefined, undefined, now);
+  const dash = new Dashboard(auth, ctx.cp.store, { webRoot: opts.webRoot ?? defaultWebRoot(), sessions, throttle });
   const adm = limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry);
   const http = createServer((req: IncomingMessage, res: ServerResponse) => {
-    void handle(ctx, router, auth, adm, req, res);
+    void handle(ctx, router, auth, dash, adm, req, res);
   });
+  series.start();
+  http.on('close', () => series.stop());
   // CONNECT is no admin method: node:http would drop the connection without a word
   http.on('connect', (_req: IncomingMessage, socket: Duplex) => {
     const body = errorBody(new MethodNotAllowedError('CONNECT is not supported by the admin API'));
@@ -62,7 +83,10 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   });
   // node:http starts enforcing its header and request timeouts on 'listening'; it never listens itself here
   front.on('listening', () => http.emit('listening'));
-  front.on('close', () => http.close());
+  front.on('close', () => {
+    http.close();
+    series.stop();
+  });
   adm.watch(front);
   return Object.assign(front, { closeAllConnections: () => http.closeAllConnections() });
 }
@@ -80,6 +104,7 @@ async function handle(
   { cp }: AdminContext,
   router: Router,
   auth: Authenticator,
+  dash: Dashboard,
   adm: Admission | undefined,
   req: IncomingMessage,
   res: ServerResponse,
@@ -98,13 +123,18 @@ async function handle(
     const host = req.headers.host;
     if (host !== undefined && !isValidHost(host)) throw new BadRequestError('invalid_host', `invalid Host header value ${JSON.stringify(host.slice(0, 64))}`);
     const url = adminUrl(req.url ?? '/');
+    if (Dashboard.owns(url.pathname)) {
+      await dash.handle(req, res, url.pathname);
+      return;
+    }
     if (!url.pathname.startsWith(API_PREFIX)) {
-      throw new BadRequestError('not_admin_path', `admin endpoints live under ${API_PREFIX}/ (got ${url.pathname})`);
+      throw new BadRequestError('not_admin_path', `admin endpoints live under ${API_PREFIX}/ and the dashboard under /dashboard/ (got ${url.pathname})`);
     }
     const path = url.pathname.slice(API_PREFIX.length) || '/';
     const { route, params } = router.match(req.method ?? 'GET', path);
     // the OpenAPI document is public so tools can discover the API; everything else needs a token
-    const principal = path === '/openapi.json' ? { name: 'anonymous', role: 'viewer' as const } : auth.authenticate(req.headers.authorization);
+    // a bearer token, or the dashboard's session cookie (with its CSRF token for a change)
+    const principal = path === '/openapi.json' ? { name: 'anonymous', role: 'viewer' as const } : dash.principal(req, route.method);
     try {
       auth.require(principal, route.role, `${route.method} ${API_PREFIX}${route.path}`);
     } catch (err) {
@@ -137,6 +167,7 @@ async function handle(
         return parsed.data;
       },
     };
+    if (route.raw === true) dash.bindStream(req, res);
     const out = await route.handler(ctx);
     if (route.raw || out === RAW) return;
     sendJsonRes(res, 200, out ?? { ok: true });

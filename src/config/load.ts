@@ -301,7 +301,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
   return {
     server: { listen: raw.server.listen, adminListen: raw.server.admin_listen, dataDir: raw.server.data_dir },
     store: storeConfig(raw.store),
-    auth: { tokens },
+    auth: { tokens, sessionIdleMs: raw.auth.session_idle_ms, sessionMaxMs: raw.auth.session_max_ms },
     gpus,
     gateway: {
       maxBodyBytes: g.max_body_bytes,

@@ -325,7 +325,11 @@ export const configSchema = z
       .strict()
       .prefault({}),
     auth: z
-      .object({ tokens: z.array(tokenSchema).default([]) })
+      .object({
+        tokens: z.array(tokenSchema).default([]),
+        session_idle_ms: posInt().default(DEFAULTS.dashboard.sessionIdleMs),
+        session_max_ms: posInt().default(DEFAULTS.dashboard.sessionMaxMs),
+      })
       .strict()
       .prefault({}),
     gpus: z

@@ -210,7 +210,12 @@ export interface GlidepathConfig {
   readonly server: { readonly listen: string; readonly adminListen: string; readonly dataDir: string };
   /** Where state lives: SQLite in `dataDir` (default) or etcd (cluster mode). */
   readonly store: StoreConfig;
-  readonly auth: { readonly tokens: readonly TokenConfig[] };
+  readonly auth: {
+    readonly tokens: readonly TokenConfig[];
+    /** Dashboard sessions: ended after this long unused, and after `sessionMaxMs` however used (docs/dashboard.md). */
+    readonly sessionIdleMs: number;
+    readonly sessionMaxMs: number;
+  };
   readonly gpus: readonly GpuConfig[];
   readonly gateway: GatewayConfig;
   readonly limits: { readonly dataPlane: ListenerLimitsConfig; readonly admin: ListenerLimitsConfig };

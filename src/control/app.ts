@@ -13,6 +13,7 @@ import { openConfiguredStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 import { Authenticator, bootstrapTokens, clusterToken } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
+import type { AdminServerOptions } from '../api/server.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import { buildControllers } from './controllers.js';
 import type { Controllers } from './controllers.js';
@@ -37,6 +38,8 @@ export interface App {
 export interface StartOptions {
   onProgress?: (m: string) => void;
   providers?: Providers;
+  /** The admin listener's dashboard (its front end's folder, its sessions): tests set them. */
+  admin?: AdminServerOptions;
 }
 
 /** The data plane and its telemetry; `degradation` is where its level changes go once the control plane exists. */
@@ -82,7 +85,10 @@ export async function startControl(
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));
     await controllers.beforeServing();
     const auth = await Authenticator.load(store);
-    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin);
+    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin, {
+      sessions: { idleMs: cfg.auth.sessionIdleMs, maxMs: cfg.auth.sessionMaxMs },
+      ...opts.admin,
+    });
     await opts.ready?.();
     await controllers.run();
     return { cp, ports, controllers, adminServer, adminTokenHint };

@@ -151,7 +151,13 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
           // led before, lost the lease, leads again: the same control plane, fresh controllers
           const controllers = buildControllers(cfg, control.ports, dp);
           const auth = await Authenticator.load(store);
-          control = { ...control, controllers, adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin) };
+          control = {
+            ...control,
+            controllers,
+            adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin, {
+              sessions: { idleMs: cfg.auth.sessionIdleMs, maxMs: cfg.auth.sessionMaxMs },
+            }),
+          };
           await controllers.run();
         }
         if (!elected) {

@@ -72,6 +72,18 @@ export const DATA_PLANE_CODES = {
     'Use a token from `auth.tokens` or `<data_dir>/admin-token`.',
   ],
   forbidden: [403, "The token's role is below the route's (viewer < operator < admin). Also audited.", 'Use a token with the role the message names.'],
+  session_expired: [
+    401,
+    'A dashboard session cookie that is unknown, idle past its lifetime (15 min) or older than its hard limit (8 h), or whose token was revoked.',
+    'Log in again at /dashboard/ (the page sends you there).',
+  ],
+  csrf_rejected: [
+    403,
+    "A change (any non-GET) authenticated by the dashboard session cookie without the session's CSRF token in `x-glidepath-csrf`, or from another origin.",
+    'Send changes from the dashboard page itself, or use a bearer token.',
+  ],
+  login_throttled: [429, 'Too many failed dashboard logins from one address within a minute; sent with Retry-After.', 'Wait, then log in with a valid token.'],
+  dashboard_not_built: [503, "The dashboard's front end was not built (no `dist/web/index.html`).", 'Run `npm run build`.'],
   invalid_path: [400, 'An admin path with malformed percent-encoding, or an unparsable target (answered before authentication).', 'Encode the path correctly.'],
   not_admin_path: [400, 'An admin request outside `/admin/v1/`.', 'Prefix the path with `/admin/v1`.'],
   invalid_body: [400, 'An admin request body fails its schema; the message lists every bad field with its path.', 'Fix the fields named.'],

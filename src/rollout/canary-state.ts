@@ -24,6 +24,8 @@ export interface VerdictRecord {
     reason: string;
     stable: unknown;
     canary: unknown;
+    /** Hodges-Lehmann shift canary − stable with its confidence interval (sample metrics; absent in records from before it was kept). */
+    shift?: { estimate: number; lower: number; upper: number; confLevel: number; relativeToStableMedian: number } | undefined;
     checks: { id: string; outcome: string; pValue: number; pValueSequential: number; effect: number; threshold: number }[];
   }[];
   /** Whether this verdict decided something (advance, rollback, pause), or was just a look. */
@@ -164,6 +166,7 @@ export function summarizeVerdict(v: Verdict, s: Pick<CanaryState, 'stages' | 'st
       reason: m.reason,
       stable: m.stable,
       canary: m.canary,
+      ...(m.shift ? { shift: m.shift } : {}),
       checks: m.checks.map((c) => ({
         id: c.id,
         outcome: c.outcome,

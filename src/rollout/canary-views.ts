@@ -31,6 +31,8 @@ export interface CanaryMetricView {
   reason: string;
   stable: VersionSummaryView;
   canary: VersionSummaryView;
+  /** Hodges-Lehmann shift canary − stable with its confidence interval (sample metrics); null otherwise. */
+  shift: { estimate: number | null; lower: number | null; upper: number | null; conf_level: number | null; relative_to_stable_median: number | null } | null;
   checks: CanaryCheckView[];
 }
 
@@ -100,6 +102,15 @@ export function verdictView(v: VerdictRecord): CanaryVerdictView {
       reason: m.reason,
       stable: summaryView(m.stable),
       canary: summaryView(m.canary),
+      shift: m.shift
+        ? {
+            estimate: fin(m.shift.estimate),
+            lower: fin(m.shift.lower),
+            upper: fin(m.shift.upper),
+            conf_level: fin(m.shift.confLevel),
+            relative_to_stable_median: fin(m.shift.relativeToStableMedian),
+          }
+        : null,
       checks: m.checks.map((c): CanaryCheckView => ({
         id: c.id,
         outcome: c.outcome,

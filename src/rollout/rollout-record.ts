@@ -54,6 +54,7 @@ const verdictRecord: z.ZodType<VerdictRecord> = z.object({
       reason: str,
       stable: z.unknown(),
       canary: z.unknown(),
+      shift: z.object({ estimate: num, lower: num, upper: num, confLevel: num, relativeToStableMedian: num }).optional(),
       checks: z.array(z.object({ id: str, outcome: str, pValue: num, pValueSequential: num, effect: num, threshold: num })),
     }),
   ),

@@ -16,6 +16,8 @@ export const OPTIONAL_TOOLS = {
   script: 'bsdutils',
   /** the cluster store's backend (src/store/kv/etcd.ts) */
   etcd: 'etcd-server',
+  /** the browser the dashboard's end-to-end tests and screenshots drive (playwright-core cannot download one here) */
+  chromium: 'chromium',
 } as const;
 
 // sbin directories are searched too: an ordinary user's PATH often lacks them

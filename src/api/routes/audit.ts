@@ -38,18 +38,28 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
         return entries.map(auditView);
       },
     ),
-    get('/events', { role: 'viewer', summary: 'server-sent events of every change (Last-Event-ID resumes)', raw: true }, (c) => {
-      const res = c.res;
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-      const last = Number(c.req.headers['last-event-id'] ?? c.query.get('since') ?? '0');
-      const write = (e: { seq: number; kind: string }) => res.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
-      for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
-      const unsub = cp.events.subscribe(write);
-      const ping = setInterval(() => res.write(': ping\n\n'), 15_000);
-      res.on('close', () => {
-        unsub();
-        clearInterval(ping);
-      });
-    }),
+    get(
+      '/events',
+      {
+        role: 'viewer',
+        summary: 'server-sent events of every change (Last-Event-ID resumes; unnamed=1 sends each without its event name, for EventSource clients)',
+        raw: true,
+      },
+      (c) => {
+        const res = c.res;
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        const last = Number(c.req.headers['last-event-id'] ?? c.query.get('since') ?? '0');
+        // a browser's EventSource hears a named event only by that name, and there are dozens of kinds
+        const named = c.query.get('unnamed') !== '1';
+        const write = (e: { seq: number; kind: string }) => res.write(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
+        for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
+        const unsub = cp.events.subscribe(write);
+        const ping = setInterval(() => res.write(': ping\n\n'), 15_000);
+        res.on('close', () => {
+          unsub();
+          clearInterval(ping);
+        });
+      },
+    ),
   ];
 }

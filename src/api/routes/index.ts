@@ -16,12 +16,14 @@ import { planRoutes } from './plan.js';
 import { rollingRoutes } from './rolling.js';
 import { schedulerRoutes } from './scheduler.js';
 import { routeRoutes } from './routes.js';
+import { seriesRoutes } from './series.js';
+import type { SeriesRecorder } from '../series.js';
 import { statusRoutes } from './status.js';
 import { versionRoutes } from './versions.js';
 
 export type { AdminContext } from './context.js';
 
-export function adminRoutes(ctx: AdminContext): RouteDef[] {
+export function adminRoutes(ctx: AdminContext, series: SeriesRecorder): RouteDef[] {
   return [
     ...statusRoutes(ctx),
     ...versionRoutes(ctx),
@@ -40,5 +42,6 @@ export function adminRoutes(ctx: AdminContext): RouteDef[] {
     ...monitorRoutes(ctx),
     ...auditRoutes(ctx),
     ...clusterRoutes(ctx),
+    ...seriesRoutes(ctx, series),
   ];
 }

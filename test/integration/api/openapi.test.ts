@@ -108,6 +108,9 @@ const ENDPOINTS = [
   'POST /cluster/records operator',
   'POST /cluster/judge-samples operator',
   'GET /events viewer',
+  'GET /models/:model/series viewer',
+  'GET /series/stream viewer',
+  'GET /models/:model/canary/distributions viewer',
   'GET /openapi.json viewer',
 ];
 
