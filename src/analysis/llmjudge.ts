@@ -131,6 +131,22 @@ export async function comparePair(ep: JudgeEndpoint, prompt: string, first: stri
   return 'tie';
 }
 
+/** One decision of the judge, kept for operators (the last DEFAULTS.judge.recentSamples of them). */
+export interface JudgeSample {
+  at: number;
+  model: string;
+  kind: 'pointwise' | 'pairwise';
+  version: string;
+  adapter?: string | undefined;
+  /** Pointwise: the score, 0–1. Pairwise: `version`'s, 1 / 0.5 / 0 for a win / tie / loss against `against`. */
+  score: number;
+  against?: string | undefined;
+  /** Only with capture_prompts, each cut to DEFAULTS.judge.capturedChars. */
+  prompt?: string | undefined;
+  answer?: string | undefined;
+  answerAgainst?: string | undefined;
+}
+
 export interface QualityResult {
   model: string;
   version: string;
@@ -158,8 +174,27 @@ export class QualityJudge {
   constructor(
     private readonly ep: JudgeEndpoint,
     private readonly onResult: (r: QualityResult) => void,
-    private readonly opts: { concurrency: number; queueMax: number; pairTtlMs: number; pointwise: boolean },
+    private readonly opts: { concurrency: number; queueMax: number; pairTtlMs: number; pointwise: boolean; capturePrompts?: boolean },
   ) {}
+
+  /** The last decisions, oldest first (bounded). */
+  private readonly recent: JudgeSample[] = [];
+
+  /** The judge's last decisions, newest first; `model` keeps that model's only. */
+  samples(model?: string): JudgeSample[] {
+    return this.recent.filter((s) => model === undefined || s.model === model).reverse();
+  }
+
+  private keep(s: JudgeSample, texts: { prompt: string; answer: string; answerAgainst?: string }): void {
+    const cut = (t: string) => (t.length > DEFAULTS.judge.capturedChars ? `${t.slice(0, DEFAULTS.judge.capturedChars)}…` : t);
+    if (this.opts.capturePrompts === true) {
+      s.prompt = cut(texts.prompt);
+      s.answer = cut(texts.answer);
+      if (texts.answerAgainst !== undefined) s.answerAgainst = cut(texts.answerAgainst);
+    }
+    this.recent.push(s);
+    if (this.recent.length > DEFAULTS.judge.recentSamples) this.recent.shift();
+  }
 
   /** A tap listener: call from the data plane's tap (returns at once). */
   readonly listener = (r: TappedResponse): void => {
@@ -221,16 +256,23 @@ export class QualityJudge {
 
   private async judgeOne(r: TappedResponse): Promise<void> {
     const text = responseText(r.body, r.request.stream);
-    const score = await scorePointwise(this.ep, promptText(r.request), text);
+    const prompt = promptText(r.request);
+    const score = await scorePointwise(this.ep, prompt, text);
     this.judged++;
+    this.keep({ at: Date.now(), model: r.model, kind: 'pointwise', version: r.version, adapter: r.adapter, score }, { prompt, answer: text });
     this.onResult({ model: r.model, version: r.version, score, kind: 'pointwise', adapter: r.adapter });
   }
 
   private async judgePair(primary: TappedResponse, shadow: TappedResponse): Promise<void> {
     const prompt = promptText(primary.request);
-    const outcome = await comparePair(this.ep, prompt, responseText(primary.body, primary.request.stream), responseText(shadow.body, shadow.request.stream));
+    const [a, b] = [responseText(primary.body, primary.request.stream), responseText(shadow.body, shadow.request.stream)];
+    const outcome = await comparePair(this.ep, prompt, a, b);
     this.judged++;
     const ps = outcome === 'first' ? 1 : outcome === 'tie' ? 0.5 : 0;
+    this.keep(
+      { at: Date.now(), model: primary.model, kind: 'pairwise', version: primary.version, score: ps, against: shadow.version },
+      { prompt, answer: a, answerAgainst: b },
+    );
     this.onResult({ model: primary.model, version: primary.version, score: ps, kind: 'pairwise', against: shadow.version });
     this.onResult({ model: shadow.model, version: shadow.version, score: 1 - ps, kind: 'pairwise', against: primary.version });
   }

@@ -97,6 +97,29 @@ export interface JudgeView extends Partial<JudgeStatsView> {
   configured: boolean;
 }
 
+/** One of the judge's last decisions (GET /judge/samples). */
+export interface JudgeSampleView {
+  at: number;
+  model: string;
+  kind: 'pointwise' | 'pairwise';
+  version: string;
+  adapter: string | null;
+  /** Pointwise: the score, 0–1; pairwise: `version`'s, 1 / 0.5 / 0 for a win / tie / loss against `against`. */
+  score: number;
+  against: string | null;
+  /** Only when the judge's `capture_prompts` is on (null otherwise), each cut to 2,000 characters. */
+  prompt: string | null;
+  answer: string | null;
+  answer_against: string | null;
+}
+
+/** GET /judge/samples: the judge's last decisions, newest first. */
+export interface JudgeSamplesView {
+  configured: boolean;
+  capture_prompts: boolean;
+  samples: JudgeSampleView[];
+}
+
 // ---- canary ------------------------------------------------------------------------------------
 
 /** A canary as it is kept (src/rollout/canary-state.ts), in the API's casing. */

@@ -361,6 +361,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       sampleShare: raw.judge.sample_share,
       concurrency: raw.judge.concurrency,
       timeoutMs: raw.judge.timeout_ms,
+      capturePrompts: raw.judge.capture_prompts,
     },
     cache: {
       dir: raw.cache.dir ?? path.join(raw.server.data_dir, DEFAULTS.control.cacheDirName),

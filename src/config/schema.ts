@@ -445,6 +445,8 @@ export const configSchema = z
         sample_share: fraction().default(DEFAULTS.judge.sampleShare),
         concurrency: posInt().default(DEFAULTS.judge.concurrency),
         timeout_ms: posInt().default(DEFAULTS.judge.timeoutMs),
+        /** Keep the prompt and answers of the judge's last decisions for operators (off: scores and versions only). */
+        capture_prompts: z.boolean(msg('true or false')).default(false),
       })
       .strict()
       .optional(),

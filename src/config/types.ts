@@ -69,6 +69,8 @@ export interface JudgeEndpointConfig {
   readonly sampleShare: number;
   readonly concurrency: number;
   readonly timeoutMs: number;
+  /** Keep the prompt and answers of the last decisions (GET /judge/samples); off: scores and versions only. */
+  readonly capturePrompts: boolean;
 }
 
 /** Worker health of a model (src/health/, docs/health.md); every field has a default in DEFAULTS.health. */

@@ -2,6 +2,7 @@
 // every score goes to the telemetry windows and to the rollouts that judge quality (canary,
 // experiments). Built by the composition root only when glidepath.yaml has a `judge:` section.
 import { QualityJudge } from '../analysis/llmjudge.js';
+import type { JudgeSample } from '../analysis/llmjudge.js';
 import type { JudgeEndpointConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import type { DataPlane } from '../gateway/dataplane.js';
@@ -29,7 +30,13 @@ export class QualityFeed {
         dp.telemetry.recordQuality(r.model, r.version, r.score);
         for (const s of sinks) s.quality(r.model, r.version, r.score, r.adapter);
       },
-      { concurrency: cfg.concurrency, queueMax: DEFAULTS.judge.queueMax, pairTtlMs: DEFAULTS.judge.pairTtlMs, pointwise: cfg.mode === 'pointwise' },
+      {
+        concurrency: cfg.concurrency,
+        queueMax: DEFAULTS.judge.queueMax,
+        pairTtlMs: DEFAULTS.judge.pairTtlMs,
+        pointwise: cfg.mode === 'pointwise',
+        capturePrompts: cfg.capturePrompts,
+      },
     );
   }
 
@@ -78,5 +85,14 @@ export class QualityFeed {
 
   stats(): JudgeStats {
     return this.judge.stats();
+  }
+
+  /** The judge's last decisions, newest first (prompts and answers only with capture_prompts). */
+  samples(model?: string): JudgeSample[] {
+    return this.judge.samples(model);
+  }
+
+  get capturesPrompts(): boolean {
+    return this.cfg.capturePrompts;
   }
 }

@@ -63,6 +63,10 @@ export const ROLLOUT = {
     timeoutMs: 30_000,
     /** How long half of a shadow pair waits for the other half. */
     pairTtlMs: 120_000,
+    /** The judge's last decisions kept for operators (`GET /judge/samples`, the dashboard), all models together. */
+    recentSamples: 100,
+    /** With `capture_prompts`: a prompt or answer kept for them is cut to this many characters. */
+    capturedChars: 2_000,
     /** Expired halves are looked for only once this many wait (a pass over them each time). */
     pairSweepAt: 1_024,
     /** Halves waiting at most; beyond it (a flood of unmatched ones) the oldest are dropped. */

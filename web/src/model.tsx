@@ -9,6 +9,7 @@ import { fmt } from './api.js';
 import { CanaryPanel } from './canary.js';
 import { Chart, colorOf } from './chart.js';
 import { ModelActions } from './model-actions.js';
+import { JudgeSamples } from './judge.js';
 import { EventList } from './overview.js';
 import { useLive } from './live.js';
 import { useApi } from './use-api.js';
@@ -59,6 +60,7 @@ export function ModelPage({ model, role }: { model: string; role: string }) {
       )}
       {experiment.data && <ExperimentPanel e={experiment.data} />}
       {rolling.data && <RollingPanel r={rolling.data} />}
+      <JudgeSamples model={model} changes={live.changes} />
       <section aria-labelledby="mevents-h">
         <h2 id="mevents-h">Events of {model}</h2>
         <EventList model={model} />

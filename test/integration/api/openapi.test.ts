@@ -88,6 +88,7 @@ const ENDPOINTS = [
   'POST /models/:model/experiments/analyze viewer',
   'POST /models/:model/experiments/stop operator',
   'GET /judge viewer',
+  'GET /judge/samples viewer',
   'GET /models/:model/monitor viewer',
   'PUT /models/:model/monitor operator',
   'GET /models/:model/adapters viewer',

@@ -10,6 +10,7 @@ import { Mirror } from '../../../src/control/mirror.js';
 import { QualityFeed } from '../../../src/control/quality-judge.js';
 import { SampleShipper } from '../../../src/control/shipper.js';
 import type { ShippedSample } from '../../../src/control/shipper.js';
+import type { JudgeSamplesView } from '../../../src/api/types.js';
 import { createDataServer, startListening } from '../../../src/gateway/server.js';
 import type { ListeningServer } from '../../../src/gateway/server.js';
 import type { SimHandle } from '../../../src/sim/index.js';
@@ -79,6 +80,15 @@ describe('judge samples shipped by a follower', () => {
       }
       await expect.poll(() => shipper.flush().then(() => shipper.shipped)).toBe(6);
       await expect.poll(judged, { timeout: 10_000 }).toBe(before + 6);
+      // the judge's last decisions, for operators: scores and versions, no text (capture_prompts is off)
+      const res = await request(`${leader.adminUrl}/admin/v1/judge/samples?model=m`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const view = (await res.body.json()) as JudgeSamplesView;
+      expect(view.capture_prompts).toBe(false);
+      expect(view.samples.length).toBeGreaterThanOrEqual(6);
+      expect(view.samples.every((x) => x.model === 'm' && x.version === 'v1' && x.kind === 'pointwise' && x.prompt === null && x.answer === null)).toBe(true);
+      const unknown = await request(`${leader.adminUrl}/admin/v1/judge/samples?model=nope`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(unknown.statusCode).toBe(404);
+      await unknown.body.text();
       expect(errors).toEqual([]);
       expect(shipper.dropped).toBe(0);
     } finally {
@@ -91,7 +101,7 @@ describe('judge samples shipped by a follower', () => {
 
   it("a pair id is the follower's own: two followers' halves never meet, one follower's pair does", async () => {
     const scores: { version: string; score: number }[] = [];
-    const feed = new QualityFeed({ ...leader.cfg.judge!, mode: 'pairwise' }, ['m'], leader.cp.dp, [
+    const feed = new QualityFeed({ ...leader.cfg.judge!, mode: 'pairwise', capturePrompts: true }, ['m'], leader.cp.dp, [
       { quality: (_m, version, score) => scores.push({ version, score }) },
     ]);
     const sample = (pairId: number, shadow: boolean): ShippedSample => ({
@@ -113,5 +123,9 @@ describe('judge samples shipped by a follower', () => {
     // one pairwise comparison: a score for each side, summing to 1
     expect(scores.map((x) => x.version).sort()).toEqual(['v1', 'v2']);
     expect(scores.reduce((a, x) => a + x.score, 0)).toBe(1);
+    // kept for operators with capture_prompts: the prompt and both answers
+    expect(feed.samples('m')).toMatchObject([
+      { kind: 'pairwise', version: 'v1', against: 'v2', prompt: expect.stringContaining('hi'), answer: 'hello', answerAgainst: 'hi there' },
+    ]);
   });
 });
