@@ -8,6 +8,7 @@ import { createServer as createNetServer } from 'node:net';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import type { GlidepathConfig } from '../config/types.js';
+import { DEFAULTS } from '../defaults.js';
 import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
 import type { ClosableServer, ListeningServer } from '../gateway/server.js';
 import { openConfiguredStore } from '../store/open.js';
@@ -24,6 +25,8 @@ import { createForwarder } from './forward.js';
 import { Mirror } from './mirror.js';
 import { RecordShipper, SampleShipper } from './shipper.js';
 import type { ControlPlane } from './plane.js';
+
+const C = DEFAULTS.cluster;
 
 export type ReplicaRole = 'follower' | 'leader';
 
@@ -124,15 +127,23 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     // what the others reach this replica at (a listener on every address says nothing)
     forwarder.emit('listening');
     const adminUrl = sc.advertiseUrl ?? admin.url;
-    stops.push(await coord.observe((v) => (leaderUrl = v)));
+    /** Called on every change of who leads (a replica stopping waits on it to see another take over). */
+    const leaderHeard = new Set<() => void>();
+    stops.push(
+      await coord.observe((v) => {
+        leaderUrl = v;
+        for (const f of leaderHeard) f();
+      }),
+    );
 
-    let taking = false;
+    /** A takeover under way (a replica stopping lets it end first: then it leads or follows). */
+    let taking: Promise<void> | undefined;
     /** This replica holds the leader's lease (its campaign won and has not failed since). */
     let elected = false;
     const lead = async (): Promise<void> => {
       if (closed || role === 'leader' || taking) return;
-      taking = true;
-      await takeOver().finally(() => (taking = false));
+      taking = takeOver().finally(() => (taking = undefined));
+      await taking;
     };
     const takeOver = async (): Promise<void> => {
       say(`glidepath: ${name} leads the cluster: starting the control plane`);
@@ -186,6 +197,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     };
     const follow = async (): Promise<void> => {
       role = 'follower';
+      if (closed) return; // stopping: nothing to mirror or ship any more
       dp.telemetry.metrics.clusterLeader.set(0);
       target = forwarder;
       mirror = newMirror();
@@ -201,6 +213,11 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       leadership = coord.campaign(adminUrl, {
         elected: () => {
           if (mine !== standing) return;
+          if (closed) {
+            // stopping: hold no lease another replica could use to take over
+            void leadership?.resign();
+            return;
+          }
           elected = true;
           void lead();
         },
@@ -220,22 +237,48 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       });
     };
     campaign();
+    /** Whether another replica leads within `ms`, and still does `settleMs` later (one elected while stopping resigns at once). */
+    const anotherLeads = (ms: number, settleMs: number): Promise<boolean> =>
+      new Promise((resolve) => {
+        let settle: NodeJS.Timeout | undefined;
+        const done = (v: boolean) => {
+          clearTimeout(limit);
+          clearTimeout(settle);
+          leaderHeard.delete(heard);
+          resolve(v);
+        };
+        const heard = () => {
+          clearTimeout(settle);
+          settle = leaderUrl !== undefined && leaderUrl !== adminUrl ? setTimeout(() => done(true), settleMs) : undefined;
+        };
+        const limit = setTimeout(() => done(false), ms);
+        leaderHeard.add(heard);
+        heard();
+      });
     /**
-     * Whether this replica, stopping, stops the workers: only the leader acts on them (a replica that led
-     * once and lost its lease holds handles the new leader now uses), and only when no other replica
-     * stands to adopt them — a replica restarted in a rolling deploy of the gateways leaves the fleet
-     * serving. Unknown (etcd unreachable): they are left running, to be adopted, never killed blind.
+     * A replica stopping: its campaign resigned (never elected while it stops), and whether it stops the
+     * workers. Only the leader acts on them (a replica that led once and lost its lease holds handles the
+     * new leader now uses), and only when no other replica takes over: a replica restarted in a rolling
+     * deploy of the gateways leaves the fleet serving, and the last one of a cluster stopped as a whole
+     * stops it. etcd unreachable (who else stands is unknown): left running, to be adopted, never killed blind.
      */
-    const lastToLead = async (): Promise<boolean> => {
-      if (role !== 'leader') return false;
+    const standDown = async (): Promise<boolean> => {
+      if (role !== 'leader') {
+        await leadership?.resign();
+        return false;
+      }
       const n = await coord.candidates().catch(() => undefined);
-      if (n === 1) return true;
-      say(
-        n === undefined
-          ? `glidepath: ${name} cannot reach etcd to see who else stands: its workers are left running for the next leader to adopt`
-          : `glidepath: ${name} hands over to the ${n - 1} other replica(s): its workers are left running for the next leader to adopt`,
-      );
-      return false;
+      await leadership?.resign();
+      if (n === undefined) {
+        say(`glidepath: ${name} cannot reach etcd to see who else stands: its workers are left running for the next leader to adopt`);
+        return false;
+      }
+      if (n > 1 && (await anotherLeads(C.handoverWaitMs, C.handoverSettleMs))) {
+        say(`glidepath: ${name} handed over to ${leaderUrl ?? 'another replica'}: its workers are left running for it`);
+        return false;
+      }
+      if (n > 1) say(`glidepath: ${name}: no other replica took over (the cluster is stopping): stopping the workers`);
+      return true;
     };
     say(`glidepath: ${name} joined the cluster at ${etcd.location} as a follower; campaigning for leader`);
 
@@ -252,13 +295,13 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       control: () => control,
       async close(o = {}) {
         closed = true;
-        const stopWorkers = (o.stopWorkers ?? true) && (await lastToLead());
+        await taking?.catch(() => undefined);
         await mirror.stop();
         await shipper.stop({ flush: true });
         await samples?.stop({ flush: true });
         control?.controllers.shutdown();
         // resigned, not left to expire: another replica leads at once and adopts the workers
-        await leadership?.resign();
+        const stopWorkers = (await standDown()) && (o.stopWorkers ?? true);
         for (const s of stops) await s();
         await adminS.close();
         await dataS.close();

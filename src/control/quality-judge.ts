@@ -47,36 +47,43 @@ export class QualityFeed {
   }
 
   /**
-   * An answer a follower sampled (cluster mode): judged as if this data plane had tapped it. Its pair
-   * id, the follower's own, becomes one of this process's (negative: never one the local tap issues),
-   * so that a shadow pair's two answers still meet here and never meet another replica's.
+   * An answer a follower sampled (cluster mode): judged as if this data plane had tapped it; false when
+   * refused. A shadow pair's key, the follower's own, becomes a pair id of this process (negative:
+   * never one the local tap issues) until its other half arrives: one client answer and one shadow
+   * answer of the same model, from the same replica, or nothing is paired.
    */
-  ingest(replica: string, s: ShippedSample): void {
+  ingest(replica: string, s: ShippedSample): boolean {
     let pairId: number | undefined;
-    if (s.pairId !== undefined) {
-      const key = `${replica}\u0000${s.pairId}`;
-      pairId = this.pairIds.get(key);
-      if (pairId === undefined) {
+    if (s.pair !== undefined) {
+      const key = `${replica}\u0000${s.pair}`;
+      const first = this.pairs.get(key);
+      if (first === undefined) {
         pairId = --this.lastPairId;
-        this.pairIds.set(key, pairId);
-        if (this.pairIds.size > DEFAULTS.cluster.judgePairIds) this.pairIds.delete(this.pairIds.keys().next().value as string);
+        this.pairs.set(key, { id: pairId, shadow: s.shadow, model: s.model });
+        if (this.pairs.size > DEFAULTS.cluster.judgePairIds) this.pairs.delete(this.pairs.keys().next().value as string);
+      } else {
+        if (first.shadow === s.shadow || first.model !== s.model) return false;
+        this.pairs.delete(key);
+        pairId = first.id;
       }
     }
-    const q = s.request;
+    const body = { prompt: s.prompt };
     this.judge.listener({
       model: s.model,
       version: s.version,
       adapter: s.adapter,
       pairId,
       shadow: s.shadow,
-      request: { raw: Buffer.from(JSON.stringify(q.body)), body: q.body, model: q.model, stream: q.stream, user: q.user, maxTokens: q.maxTokens },
-      status: s.status,
-      body: s.body,
-      latencyMs: s.latencyMs,
+      request: { raw: Buffer.from(JSON.stringify(body)), body, model: s.model, stream: false, user: undefined, maxTokens: undefined },
+      status: 200,
+      body: JSON.stringify({ choices: [{ index: 0, text: s.answer }] }),
+      latencyMs: 0,
     });
+    return true;
   }
 
-  private readonly pairIds = new Map<string, number>();
+  /** Followers' pairs waiting for their other half: this process's id for each, and the half that came. */
+  private readonly pairs = new Map<string, { id: number; shadow: boolean; model: string }>();
   private lastPairId = 0;
 
   shutdown(): void {

@@ -3,7 +3,9 @@
 // each kept in a bounded buffer (the oldest dropped, and counted, while no leader takes them) and posted in
 // batches of bounded size with the replicas' shared token, so that the canary judge and the quality judge
 // decide on every replica's traffic, not on the leader's share of it.
+import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
+import { promptText, responseText } from '../analysis/llmjudge.js';
 import { DEFAULTS } from '../defaults.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { TappedResponse } from '../gateway/tap.js';
@@ -139,7 +141,7 @@ const RECORDS: ShipKind<RequestRecord> = {
   // a record too large alone for a batch goes without its token gaps
   encode: (r) => {
     const s = JSON.stringify(r);
-    return s.length > C.shipBatchBytes ? JSON.stringify({ ...r, itlMs: [] }) : s;
+    return Buffer.byteLength(s) > C.shipBatchBytes ? JSON.stringify({ ...r, itlMs: [] }) : s;
   },
   // its fields, and its token gaps
   cost: (r) => 20 + r.itlMs.length,
@@ -175,18 +177,20 @@ export class RecordShipper extends Shipper<RequestRecord> {
   }
 }
 
-/** A sampled answer as a follower ships it to the leader's LLM judge (what the judge reads of a tapped response). */
+/**
+ * A sampled answer as a follower ships it to the leader's LLM judge: only what the judge reads (the
+ * prompt's last user turn and the answer's text, each cut to shipSampleChars), never the client's
+ * request as sent (its size and shape are the client's: one hostile body must not cost a shipment).
+ */
 export interface ShippedSample {
   model: string;
   version: string;
   adapter?: string | undefined;
-  /** The follower's own pair id (a client answer and its shadow's); the leader maps it to one of its own. */
-  pairId?: number | undefined;
+  /** A half of a shadow pair (a client answer and its shadow's): this process's key for the pair. */
+  pair?: string | undefined;
   shadow: boolean;
-  request: { model: string; body: Record<string, unknown>; stream: boolean; user?: string | undefined; maxTokens?: number | undefined };
-  status: number;
-  body: string;
-  latencyMs: number;
+  prompt: string;
+  answer: string;
 }
 
 const SAMPLES: ShipKind<ShippedSample> = {
@@ -194,7 +198,8 @@ const SAMPLES: ShipKind<ShippedSample> = {
   path: '/admin/v1/cluster/judge-samples',
   field: 'samples',
   encode: (s) => JSON.stringify(s),
-  cost: (s) => s.body.length + 512,
+  // in bytes, as the buffer's limit is (an answer in a non-Latin script takes up to 3 a character)
+  cost: (s) => Buffer.byteLength(s.prompt) + Buffer.byteLength(s.answer) + 256,
   maxItems: C.shipBufferSamples,
   maxCost: C.shipBufferSampleBytes,
 };
@@ -206,8 +211,8 @@ const SAMPLES: ShipKind<ShippedSample> = {
  */
 export class SampleShipper extends Shipper<ShippedSample> {
   private tapped = false;
-  /** Answers too long for one shipment (never sent). */
-  tooLarge = 0;
+  /** Pair ids are this process's: a replica restarted under the same name starts them again. */
+  private readonly incarnation = randomUUID();
 
   constructor(
     private readonly dp: DataPlane,
@@ -238,21 +243,15 @@ export class SampleShipper extends Shipper<ShippedSample> {
 
   private readonly listener = (r: TappedResponse): void => {
     if (r.status !== 200) return; // the judge scores answers only
-    if (r.body.length > C.shipBatchBytes - 16 * 1024) {
-      this.tooLarge++;
-      return;
-    }
-    const q = r.request;
+    const cut = (t: string) => (t.length > C.shipSampleChars ? t.slice(0, C.shipSampleChars) : t);
     this.push({
       model: r.model,
       version: r.version,
       adapter: r.adapter,
-      pairId: r.pairId,
+      pair: r.pairId === undefined ? undefined : `${this.incarnation}:${r.pairId}`,
       shadow: r.shadow,
-      request: { model: q.model, body: q.body, stream: q.stream, user: q.user, maxTokens: q.maxTokens },
-      status: r.status,
-      body: r.body,
-      latencyMs: r.latencyMs,
+      prompt: cut(promptText(r.request)),
+      answer: cut(responseText(r.body, r.request.stream)),
     });
   };
 }
@@ -263,9 +262,11 @@ function batch<T>(replica: string, kind: ShipKind<T>, buf: readonly T[]): { body
   let size = 0;
   for (const t of buf) {
     const s = kind.encode(t);
-    if (parts.length > 0 && (size + s.length > C.shipBatchBytes || parts.length >= C.shipBatchRecords)) break;
+    // in bytes: the leader reads at most 1 MiB of them
+    const bytes = Buffer.byteLength(s);
+    if (parts.length > 0 && (size + bytes > C.shipBatchBytes || parts.length >= C.shipBatchRecords)) break;
     parts.push(s);
-    size += s.length + 1;
+    size += bytes + 1;
   }
   return { body: `{"replica":${JSON.stringify(replica)},"${kind.field}":[${parts.join(',')}]}`, n: parts.length };
 }

@@ -115,6 +115,12 @@ export const CONTROL = {
     /** Sampled answers a follower keeps for the leader's LLM judge while none takes them, and their bytes in all. */
     shipBufferSamples: 2_000,
     shipBufferSampleBytes: 16 * 1024 * 1024,
+    /** The leader stopping: how long it waits for another replica to take over before it stops the workers itself… */
+    handoverWaitMs: 5_000,
+    /** …and how long that one must have led (one elected while it stops too resigns at once). */
+    handoverSettleMs: 500,
+    /** A shipped sample's prompt and answer, each cut to this many characters (~8k tokens: what a judge reads). */
+    shipSampleChars: 32_768,
     /** The leader's map of followers' pair ids to its own (a shadow pair's two answers arrive apart). */
     judgePairIds: 10_000,
   },

@@ -39,25 +39,16 @@ const recordSchema = z
 
 const recordsBody = z.object({ replica: name, records: z.array(recordSchema).max(5_000) }).strict();
 
+const text = z.string().max(64 * 1024);
 const sampleSchema = z
   .object({
     model: name,
     version: name,
     adapter: name.optional(),
-    pairId: z.number().int().optional(),
+    pair: z.string().min(1).max(128).optional(),
     shadow: z.boolean(),
-    request: z
-      .object({
-        model: name,
-        body: z.record(z.string(), z.unknown()),
-        stream: z.boolean(),
-        user: z.string().max(1_024).optional(),
-        maxTokens: z.number().int().min(0).optional(),
-      })
-      .strict(),
-    status: z.number().int().min(100).max(599),
-    body: z.string(),
-    latencyMs: z.number().min(0),
+    prompt: text,
+    answer: text,
   })
   .strict();
 
@@ -95,8 +86,7 @@ export function clusterRoutes({ cp, controllers }: AdminContext): RouteDef[] {
         let accepted = 0;
         for (const s of b.samples) {
           if (judge === undefined || !cp.dp.models.get(s.model)?.pools.has(s.version)) continue;
-          judge.ingest(b.replica, s);
-          accepted++;
+          if (judge.ingest(b.replica, s)) accepted++;
         }
         return { replica: b.replica, accepted, skipped: b.samples.length - accepted };
       },

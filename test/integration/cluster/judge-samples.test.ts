@@ -99,26 +99,25 @@ describe('judge samples shipped by a follower', () => {
     }
   });
 
-  it("a pair id is the follower's own: two followers' halves never meet, one follower's pair does", async () => {
+  it("a pair is the follower's own: two followers' halves never meet, two halves of one side are refused, one follower's pair is judged", async () => {
     const scores: { version: string; score: number }[] = [];
     const feed = new QualityFeed({ ...leader.cfg.judge!, mode: 'pairwise', capturePrompts: true }, ['m'], leader.cp.dp, [
       { quality: (_m, version, score) => scores.push({ version, score }) },
     ]);
-    const sample = (pairId: number, shadow: boolean): ShippedSample => ({
+    const sample = (pair: string, shadow: boolean): ShippedSample => ({
       model: 'm',
       version: shadow ? 'v2' : 'v1',
-      pairId,
+      pair,
       shadow,
-      request: { model: 'm', body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, stream: false },
-      status: 200,
-      body: JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: shadow ? 'hi there' : 'hello' }, finish_reason: 'stop' }] }),
-      latencyMs: 5,
+      prompt: 'hi',
+      answer: shadow ? 'hi there' : 'hello',
     });
-    feed.ingest('f1', sample(7, false));
-    feed.ingest('f2', sample(7, true)); // another follower's pair 7: not f1's
+    expect(feed.ingest('f1', sample('a:7', false))).toBe(true);
+    expect(feed.ingest('f2', sample('a:7', true))).toBe(true); // another follower's pair: not f1's
+    expect(feed.ingest('f1', sample('a:7', false))).toBe(false); // two client answers are no pair
     await new Promise((r) => setTimeout(r, 200));
     expect(feed.stats().judged).toBe(0);
-    feed.ingest('f1', sample(7, true));
+    expect(feed.ingest('f1', sample('a:7', true))).toBe(true);
     await expect.poll(() => feed.stats().judged, { timeout: 10_000 }).toBe(1);
     // one pairwise comparison: a score for each side, summing to 1
     expect(scores.map((x) => x.version).sort()).toEqual(['v1', 'v2']);
