@@ -75,16 +75,29 @@ export class Mirror {
   private async syncAdapterCanaries(): Promise<void> {
     if (this.stopped) return;
     try {
-      this.adapterCanaries.reconcile(await this.store.listActiveRollouts());
+      const mark = this.adapterCanaries.mark();
+      this.adapterCanaries.reconcile(await this.store.listActiveRollouts(), mark);
     } catch (err) {
       this.onError(`could not mirror the adapter canaries from the store: ${(err as Error).message}`);
     }
   }
 
   /** The adapters the store registers (after every model is in the data plane). */
-  private syncAdapters(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    return this.adapters.restore().catch((err: unknown) => this.onError(`could not mirror the adapters from the store: ${(err as Error).message}`));
+  private async syncAdapters(): Promise<void> {
+    if (this.stopped) return;
+    const before = this.dp.adapters.list();
+    try {
+      await this.adapters.restore();
+    } catch (err) {
+      this.onError(`could not mirror the adapters from the store: ${(err as Error).message}`);
+      return;
+    }
+    // a version no longer served under its name (a canary promoted another, the adapter was removed):
+    // unloaded from the workers this replica loaded it on, as the leader does on its own
+    for (const a of before) {
+      if (this.dp.adapters.get(a.name)?.servedAs !== a.servedAs && !this.dp.adapters.isServed(a.servedAs))
+        void this.adapterCanaries.unload(a.model, a.servedAs, `adapter ${a.name}`);
+    }
   }
 
   /** A record changed in the store: apply a route at once, re-read the model for anything else. */
