@@ -3,6 +3,8 @@
 // undoes a newer one), taken away on rollback and the candidate unloaded from the worker this replica loaded
 // it on; a canary that ended while the replica was away from the store leaves no candidate after a sync;
 // a promotion recorded before its registration reached the replica unloads the old version, not the new.
+// Its races: a promotion while the replica was away from etcd (the old version unloaded at the next
+// sync), a sync's stale read against a canary the watch just started, a registration heard first.
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { parseConfig } from '../../../src/config/load.js';
@@ -179,6 +181,62 @@ describe("a follower's mirror of the adapter canaries", () => {
     expect(f.dp.adapters.candidate('fr')).toBeUndefined();
     await traffic(f);
     expect(await loaded(f.sim)).toEqual(['fr--2']);
+    expect(f.errors).toEqual([]);
+  });
+});
+
+describe('the adapter canary mirror, its races', () => {
+  it('a promotion that happened while the replica was away from etcd: the old version is unloaded at the next sync (docs/cluster.md)', async () => {
+    const f = await follower();
+    await f.step(state());
+    await traffic(f);
+    expect((await loaded(f.sim)).sort()).toEqual(['fr', 'fr--2']);
+    // while away: the leader promoted (registration, then the record) — neither heard by watch
+    await f.store.setSetting(
+      'adapters.promoted',
+      { fr: { model: 'm', source: '/adapters/fr?error_rate=0', version: '2', servedAs: 'fr--2', replaces: '/adapters/fr' } },
+      0,
+    );
+    await put(f.store, state({ phase: 'promoting' }));
+    await put(f.store, state({ phase: 'succeeded' }));
+    await f.mirror.syncAll(true);
+    expect(f.dp.adapters.get('fr')?.servedAs).toBe('fr--2');
+    expect(f.dp.adapters.candidate('fr')).toBeUndefined();
+    // the retired version (fr) should be unloaded from the worker this replica loaded it on
+    await expect.poll(() => loaded(f.sim), { timeout: 3_000 }).toEqual(['fr--2']);
+  });
+
+  it("a sync's stale read of the active rollouts does not take away a canary the watch just started", async () => {
+    const f = await follower();
+    await traffic(f);
+    // the sync reads the active rollouts (none yet); while that read is on its way back, the leader
+    // starts a canary and its first step arrives by watch
+    const real = f.store.listActiveRollouts.bind(f.store);
+    f.store.listActiveRollouts = async () => {
+      const stale = await real();
+      await f.step(state({ id: 'ac-2' }));
+      expect(f.dp.adapters.candidate('fr')?.salt).toBe('ac-2'); // the watch applied it
+      return stale;
+    };
+    await f.mirror.syncAll(true);
+    f.store.listActiveRollouts = real;
+    // the canary is still running on the leader: this replica should give its candidate the share
+    expect(f.dp.adapters.candidate('fr')).toMatchObject({ share: 0.5, salt: 'ac-2' });
+  });
+
+  it("a promotion whose registration is heard before its 'promoting' record logs no bogus error", async () => {
+    const f = await follower();
+    await f.step(state());
+    await traffic(f);
+    const promoted = { fr: { model: 'm', source: '/adapters/fr?error_rate=0', version: '2', servedAs: 'fr--2', replaces: '/adapters/fr' } };
+    // leader: 'promoting' persisted, then the registration; this replica hears the settings watch first
+    const promoting = await put(f.store, state({ phase: 'promoting' }));
+    await f.store.setSetting('adapters.promoted', promoted, 0);
+    f.mirror.changed({ area: 'settings', key: 'settings/adapters.promoted', value: promoted });
+    await expect.poll(() => f.dp.adapters.get('fr')?.servedAs).toBe('fr--2');
+    f.mirror.changed({ area: 'rollouts', key: 'rollouts/ac-1', value: promoting });
+    await f.step(state({ phase: 'succeeded' }));
+    await expect.poll(() => loaded(f.sim)).toEqual(['fr--2']);
     expect(f.errors).toEqual([]);
   });
 });
