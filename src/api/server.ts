@@ -37,7 +37,7 @@ export function buildRouter(ctx: AdminContext, series: SeriesRecorder = new Seri
 export interface AdminServerOptions {
   /** Where the dashboard's built front end is (default: dist/web of this package). */
   webRoot?: string;
-  /** The dashboard sessions' lifetimes (the config's `auth.session_idle_ms`, `auth.session_max_ms`). */
+  /** The dashboard sessions' lifetimes (default: the config's `auth.session_idle_ms`, `auth.session_max_ms`). */
   sessions?: { idleMs: number; maxMs: number };
   /** The clock of the sessions and the login throttle (tests move it). */
   now?: () => number;
@@ -52,7 +52,8 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   const series = new SeriesRecorder(ctx.cp);
   const router = buildRouter(ctx, series);
   const now = opts.now ?? Date.now;
-  const sessions = new SessionStore({ ...DEFAULT_SESSION_LIMITS, ...opts.sessions }, now);
+  const { sessionIdleMs: idleMs, sessionMaxMs: maxMs } = ctx.cp.cfg.auth;
+  const sessions = new SessionStore({ ...DEFAULT_SESSION_LIMITS, ...(opts.sessions ?? { idleMs, maxMs }) }, now);
   const throttle = new LoginThrottle(undefined, undefined, now);
   const dash = new Dashboard(auth, ctx.cp.store, { webRoot: opts.webRoot ?? defaultWebRoot(), sessions, throttle });
   const adm = limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry);

@@ -85,10 +85,7 @@ export async function startControl(
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));
     await controllers.beforeServing();
     const auth = await Authenticator.load(store);
-    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin, {
-      sessions: { idleMs: cfg.auth.sessionIdleMs, maxMs: cfg.auth.sessionMaxMs },
-      ...opts.admin,
-    });
+    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin, opts.admin);
     await opts.ready?.();
     await controllers.run();
     return { cp, ports, controllers, adminServer, adminTokenHint };

@@ -165,9 +165,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
           control = {
             ...control,
             controllers,
-            adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin, {
-              sessions: { idleMs: cfg.auth.sessionIdleMs, maxMs: cfg.auth.sessionMaxMs },
-            }),
+            adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin, opts.admin),
           };
           await controllers.run();
         }

@@ -12,7 +12,7 @@ import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
-import type { Store, WorkerRecord } from '../store/types.js';
+import type { Store } from '../store/types.js';
 import { routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
 import type { WorkerInfo, WorkerRole } from '../rollout/ports.js';
@@ -22,6 +22,7 @@ import { Sleep } from './sleep.js';
 import { adoptVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
 import { WorkerCounts } from './worker-counts.js';
+import { workerId, workerRecord } from './worker-record.js';
 
 export interface StartedVersion {
   workers: WorkerHandle[];
@@ -42,7 +43,6 @@ export class WorkerManager {
   /** model/version → the highest worker index this process has used (see nextWorkerId). */
   private readonly highestIndex = new Map<string, number>();
   private exitListeners: ExitListener[] = [];
-  /** model/version → the controller that owns its worker count (a rolling update). */
   /** Claims on versions' worker counts and the scheduler's targets (worker-counts.ts). */
   readonly counts = new WorkerCounts();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
@@ -235,7 +235,6 @@ export class WorkerManager {
     return this.of(v.model, v.id).flatMap((h) => h.gpus);
   }
 
-  /** Stop one worker, forget it and free its GPUs (its version stays). */
   /** Its record says `draining`: what mirrors the store (a cluster's followers) routes nothing new to it. */
   async markDraining(id: string): Promise<void> {
     await this.store.tx(async (t) => {
@@ -244,6 +243,7 @@ export class WorkerManager {
     });
   }
 
+  /** Stop one worker, forget it and free its GPUs (its version stays). */
   async stopWorker(id: string, graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
     const h = this.handles.get(id);
     const rec = await this.store.getWorker(id);
@@ -469,34 +469,4 @@ export class WorkerManager {
       }),
     );
   }
-}
-
-export function workerId(v: { model: string; id: string }, i: number): string {
-  return `${v.model}/${v.id}/${i}`;
-}
-
-/** A worker's record as the store keeps it: `starting` from its spawn, `ready` once warm and adopted. */
-function workerRecord(
-  v: VersionConfig,
-  w: Pick<WorkerHandle, 'id' | 'url' | 'provider' | 'pid' | 'gpus' | 'info'>,
-  meta: WorkerMeta,
-  state: 'starting' | 'ready',
-): WorkerRecord {
-  const info = meta.kvRole === undefined ? w.info : { ...w.info, kvRole: meta.kvRole };
-  const { role, health, startedAt } = meta;
-  return {
-    id: w.id,
-    model: v.model,
-    versionId: v.id,
-    endpoint: w.url,
-    provider: w.provider,
-    pid: w.pid,
-    state,
-    gpus: [...w.gpus],
-    startedAt,
-    updatedAt: Date.now(),
-    info,
-    role,
-    health,
-  };
 }

@@ -16,6 +16,8 @@ export const DASHBOARD = {
     maxLoginAddresses: 4_096,
     /** The largest login body: `{"token": "..."}` is under 100 bytes. */
     maxLoginBodyBytes: 4_096,
+    /** The admin API's event streams (/events, /series/stream) send a comment this often: proxies that close idle connections leave them open. */
+    eventPingMs: 15_000,
     /** How often an event stream opened with a session cookie checks that its session still lives (it ends with it). */
     streamCheckMs: 5_000,
     /** How often the charts' series are sampled: the dashboard updates once a second. */

@@ -4,7 +4,7 @@
 // keep Chromium from calling home (updates, sync, QUIC probes) so that the only requests are ours.
 import { chromium } from 'playwright-core';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { accessSync, constants } from 'node:fs';
+import { findTool } from './find-tool.js';
 
 export const CHROMIUM_ARGS = [
   '--no-sandbox',
@@ -16,21 +16,16 @@ export const CHROMIUM_ARGS = [
   '--disable-sync',
 ] as const;
 
-/** Debian's Chromium (package chromium). Not found through test/helpers/tools.ts: that imports vitest, and the screenshot script runs outside it. */
-export const CHROMIUM = '/usr/bin/chromium';
-
+/** Debian's Chromium (package chromium, /usr/bin/chromium), found on PATH as the tests' skip decision finds it. */
 export function chromiumInstalled(): boolean {
-  try {
-    accessSync(CHROMIUM, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
+  return findTool('chromium') !== undefined;
 }
 
 /** Launch headless Chromium. */
 export async function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS] });
+  const executablePath = findTool('chromium');
+  if (executablePath === undefined) throw new Error('chromium is not installed (apt-get install chromium)');
+  return chromium.launch({ executablePath, headless: true, args: [...CHROMIUM_ARGS] });
 }
 
 /**

@@ -2,9 +2,8 @@
 // installed; elsewhere they are skipped with one printed line naming the package, so that `npm test`
 // passes right after `npm install` on a fresh machine. Under CI (`.ci/run` sets CI=true and installs
 // every package) a missing program is a failure instead, so CI never passes by skipping.
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import { it } from 'vitest';
+import { findTool } from './find-tool.js';
 
 /** The programs the tests use that `npm install` does not bring, and the Debian package of each. */
 export const OPTIONAL_TOOLS = {
@@ -20,22 +19,7 @@ export const OPTIONAL_TOOLS = {
   chromium: 'chromium',
 } as const;
 
-// sbin directories are searched too: an ordinary user's PATH often lacks them
-const EXTRA_DIRS = ['/usr/local/sbin', '/usr/sbin', '/sbin'];
-
-/** The absolute path of the executable `name` on PATH (or in the sbin directories), if any. */
-export function findTool(name: string, path: string = process.env.PATH ?? ''): string | undefined {
-  for (const dir of [...path.split(delimiter).filter((d) => d !== ''), ...EXTRA_DIRS]) {
-    const file = join(dir, name);
-    try {
-      accessSync(file, constants.X_OK);
-      return file;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
+export { findTool };
 
 /** CI=true (or 1): a missing tool fails the test instead of skipping it. */
 export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {

@@ -3,6 +3,7 @@ import { BadRequestError } from '../../errors.js';
 import type { RouteDef } from '../router.js';
 import { get } from '../router.js';
 import type { AdminContext } from './context.js';
+import { eventStream } from './context.js';
 import { auditView } from '../views.js';
 
 export function auditRoutes({ cp }: AdminContext): RouteDef[] {
@@ -46,19 +47,14 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
         raw: true,
       },
       (c) => {
-        const res = c.res;
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
         const last = Number(c.req.headers['last-event-id'] ?? c.query.get('since') ?? '0');
         // a browser's EventSource hears a named event only by that name, and there are dozens of kinds
         const named = c.query.get('unnamed') !== '1';
-        const write = (e: { seq: number; kind: string }) => res.write(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
+        let unsub = (): void => undefined;
+        const send = eventStream(c.res, { behind: 'close' }, () => unsub());
+        const write = (e: { seq: number; kind: string }) => send(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
         for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
-        const unsub = cp.events.subscribe(write);
-        const ping = setInterval(() => res.write(': ping\n\n'), 15_000);
-        res.on('close', () => {
-          unsub();
-          clearInterval(ping);
-        });
+        unsub = cp.events.subscribe(write);
       },
     ),
   ];

@@ -1,8 +1,11 @@
 // What every admin route file is built with, and the helpers they share (the model in the path,
-// the acting principal, long operations with optional progress events).
+// the acting principal, long operations with optional progress events, bounded event streams).
 import type { Controllers } from '../../control/controllers.js';
 import type { ControlPlane } from '../../control/plane.js';
 import type { Actor } from '../../rollout/ports.js';
+import type { ServerResponse } from 'node:http';
+import { DEFAULTS } from '../../defaults.js';
+import { MiB } from '../../defaults/units.js';
 import type { Ctx } from '../router.js';
 import { toGlidepathError } from '../../errors.js';
 
@@ -25,6 +28,33 @@ export function actorOf(c: Ctx): Actor {
 
 /** A handler's answer meaning "the response was already written" (a progress stream). */
 export const RAW = Symbol('raw');
+
+/** Bytes a stream's client may leave unread: a client that does not read holds no more than this. */
+const MAX_UNSENT = MiB;
+
+/**
+ * A server-sent event stream on a raw route's response, kept alive by a comment every `pingMs`.
+ * `write` sends one event unless the client has left MAX_UNSENT unread: then `behind` says what
+ * happens — `drop` the event (samples: the next one replaces it) or `close` the stream (a change log:
+ * the client reconnects with Last-Event-ID and is sent what it missed). `onClose` runs once it ends.
+ */
+export function eventStream(
+  res: ServerResponse,
+  o: { behind: 'drop' | 'close'; retryMs?: number; pingMs?: number },
+  onClose: () => void,
+): (event: string) => void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  if (o.retryMs !== undefined) res.write(`retry: ${o.retryMs}\n\n`);
+  const ping = setInterval(() => res.write(': ping\n\n'), o.pingMs ?? DEFAULTS.dashboard.eventPingMs);
+  res.on('close', () => {
+    clearInterval(ping);
+    onClose();
+  });
+  return (event) => {
+    if (res.writableLength <= MAX_UNSENT) res.write(event);
+    else if (o.behind === 'close') res.destroy();
+  };
+}
 
 /**
  * Run a long operation: JSON when awaited plainly; with `Accept: text/event-stream`, progress

@@ -1,13 +1,12 @@
 // Admin routes: what the dashboard charts — a model's sampled series (route weights, rates, TTFT and
 // TPOT p50/p99 per version), their live stream (SSE, one sample a second), and the running canary's
 // two latency distributions.
-import { MiB } from '../../defaults/units.js';
 import type { RouteDef } from '../router.js';
 import { get } from '../router.js';
 import type { EcdfPairView, SeriesRecorder, SeriesSampleView, SeriesView } from '../series.js';
 import { ecdfPair } from '../series.js';
 import type { AdminContext } from './context.js';
-import { modelOf } from './context.js';
+import { eventStream, modelOf } from './context.js';
 
 /** GET …/canary/distributions: the canary's and the stable version's live samples, per metric. */
 export interface CanaryDistributionsView {
@@ -16,9 +15,6 @@ export interface CanaryDistributionsView {
   canary: string;
   metrics: { ttft_ms: EcdfPairView; tpot_ms: EcdfPairView; latency_ms: EcdfPairView };
 }
-
-/** Past this much unsent, a stream's samples are dropped until the client reads again: a client that does not read holds at most this. */
-const MAX_UNSENT = MiB;
 
 export function seriesRoutes({ cp, controllers }: AdminContext, series: SeriesRecorder): RouteDef[] {
   return [
@@ -31,14 +27,9 @@ export function seriesRoutes({ cp, controllers }: AdminContext, series: SeriesRe
       '/series/stream',
       { role: 'viewer', summary: 'server-sent events: one `sample` of every model each interval (the dashboard charts)', raw: true },
       (c) => {
-        const res = c.res;
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        res.write(`retry: ${series.intervalMs}\n\n`);
-        const unsub = series.subscribe((s: SeriesSampleView) => {
-          if (res.writableLength > MAX_UNSENT) return;
-          res.write(`event: sample\ndata: ${JSON.stringify(s)}\n\n`);
-        });
-        res.on('close', unsub);
+        let unsub = (): void => undefined;
+        const send = eventStream(c.res, { behind: 'drop', retryMs: series.intervalMs }, () => unsub());
+        unsub = series.subscribe((s: SeriesSampleView) => send(`event: sample\ndata: ${JSON.stringify(s)}\n\n`));
       },
     ),
     get(

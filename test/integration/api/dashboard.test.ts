@@ -5,6 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
+import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -192,6 +193,23 @@ describe('login and the session cookie', () => {
     expect(body).toMatch(/^data: \{"kind":"version_loading"/m);
     expect(body).not.toMatch(/^event:/m);
   }, 15_000);
+
+  it('cuts off an event stream whose client stops reading once 1 MiB waits for it (it resumes with Last-Event-ID)', async () => {
+    const sock = connect(Number(new URL(base).port), '127.0.0.1');
+    await new Promise<void>((r) => sock.once('connect', () => r()));
+    sock.write(`GET /admin/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer view-token\r\n\r\n`);
+    sock.pause(); // a client that reads nothing
+    let received = 0;
+    const closed = new Promise<void>((r) => sock.once('close', () => r()));
+    sock.on('error', () => undefined);
+    // ~8 MB of events: far past the stream's 1 MiB and the sockets' buffers
+    const message = 'x'.repeat(2_000);
+    for (let i = 0; i < 4_000; i++) app.cp.events.emit({ kind: 'probe_set_unverified', model: 'llama', message });
+    sock.on('data', (d: Buffer) => (received += d.length));
+    sock.resume();
+    await closed;
+    expect(received).toBeLessThan(4_000 * message.length);
+  }, 30_000);
 
   it('logs out: the cookie is cleared and the session is gone', async () => {
     const s = await login('op-token');
