@@ -376,6 +376,7 @@ async function main(): Promise<void> {
             repeats: STREAMS_REPEATS,
             nofile,
             hardNofile: hardNofile(),
+            ...(CPU_PROF === undefined ? {} : { cpuProf: CPU_PROF }),
           },
           (line) => process.stderr.write(`${line}\n`),
         );

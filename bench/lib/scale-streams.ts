@@ -24,6 +24,8 @@ export interface StreamsSettings {
   nofile: number;
   /** The machine's hard descriptor limit (what they run under when nofile is 0). */
   hardNofile: number;
+  /** A directory: the gateway runs under --cpu-prof and writes its profile there (BENCH_CPU_PROF). */
+  cpuProf?: string;
 }
 
 export interface StreamsRound {
@@ -130,7 +132,8 @@ export async function runStreams(s: StreamsSettings, log: (line: string) => void
         `        provider: { kind: static, endpoints: [${Array.from({ length: workers }, () => JSON.stringify(sim)).join(', ')}] }`,
       ].join('\n') + '\n',
     );
-    const [gwCmd, gwArgs] = prlimited(s.nofile, [process.execPath, '--initial-old-space-size=128', s.cli, 'up', '--config', cfg]);
+    const prof = s.cpuProf === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${s.cpuProf}`, `--cpu-prof-name=up-streams-${s.streams}.cpuprofile`];
+    const [gwCmd, gwArgs] = prlimited(s.nofile, [process.execPath, '--initial-old-space-size=128', ...prof, s.cli, 'up', '--config', cfg]);
     const gw = start(gwCmd, gwArgs);
     procs.push(gw);
     const gwUrl = `http://127.0.0.1:${port}`;
@@ -175,8 +178,8 @@ export async function runStreams(s: StreamsSettings, log: (line: string) => void
   } finally {
     for (const p of procs.reverse()) await p.stop();
   }
-  const { cli: _c, loadgen: _l, dir: _d, ...settings } = s;
-  void [_c, _l, _d];
+  const { cli: _c, loadgen: _l, dir: _d, cpuProf: _p, ...settings } = s;
+  void [_c, _l, _d, _p];
   return { settings, ceiling, rounds };
 }
 

@@ -77,8 +77,16 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
     try {
       const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if (r.statusCode !== 200) {
-        await r.body.dump();
-        fail(`status ${r.statusCode}`);
+        // the error's code names the refusal (server_overloaded: the client-connection ceiling; worker_queue_full; …)
+        const text = await r.body.text().catch(() => '');
+        let code = '';
+        try {
+          const e = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+          if (typeof e === 'string') code = ` ${e}`;
+        } catch {
+          // not an OpenAI error body: the status alone
+        }
+        fail(`status ${r.statusCode}${code}`);
         // a refused stream is tried again after its Retry-After (1 s), not in a loop
         await new Promise((res) => setTimeout(res, 1000));
         return;
