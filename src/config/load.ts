@@ -314,6 +314,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       ejectBaseMs: g.eject_base_ms,
       ejectMaxMs: g.eject_max_ms,
       connectionsPerWorker: g.connections_per_worker,
+      preconnect: { ratio: g.preconnect.ratio, maxPerWorker: g.preconnect.max_per_worker },
       workerQueueMax: g.worker_queue_max,
       queueTimeoutMs: g.queue_timeout_ms,
       allowVersionHeader: g.allow_version_header,

@@ -358,6 +358,13 @@ export const configSchema = z
         eject_base_ms: posInt().default(G.ejectBaseMs),
         eject_max_ms: posInt().default(G.ejectMaxMs),
         connections_per_worker: posInt().default(G.connectionsPerWorker),
+        preconnect: z
+          .object({
+            ratio: z.number(msg('a number from 0 to 4')).min(0, msg('a number from 0 to 4')).max(4, msg('a number from 0 to 4')).default(G.preconnectRatio),
+            max_per_worker: nonNegInt().default(G.preconnectMaxPerWorker),
+          })
+          .strict()
+          .prefault({}),
         worker_queue_max: nonNegInt().default(G.workerQueueMax),
         queue_timeout_ms: posInt().default(G.queueTimeoutMs),
         allow_version_header: bool().default(G.allowVersionHeader),

@@ -164,6 +164,8 @@ export interface GatewayConfig {
   readonly ejectBaseMs: number;
   readonly ejectMaxMs: number;
   readonly connectionsPerWorker: number;
+  /** Spare idle connections per worker: ratio × its requests in flight, at most maxPerWorker (docs/resilience.md). */
+  readonly preconnect: { readonly ratio: number; readonly maxPerWorker: number };
   /** Requests waiting for a connection to one worker; past it the request goes elsewhere or gets 503 (0: none wait). */
   readonly workerQueueMax: number;
   /** Longest wait for a connection to a worker before 503 (it does not count towards the first-token limit). */

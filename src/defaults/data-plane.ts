@@ -100,6 +100,21 @@ export const DATA_PLANE = {
      */
     upstreamKeepAliveMs: 4_000,
     /**
+     * Spare connections (gateway.preconnect): each worker keeps at least ratio × its requests in flight
+     * (at most maxPerWorker) idle connections open to its origin, so that a burst — the streams of a
+     * worker that died, continued elsewhere at once — is written out at once instead of each waiting a
+     * turn of the event loop for its own connect (bench:resilience: 80 % of a killed worker's
+     * continuations opened a connection, and waited for the whole burst to be handled first). 0: none.
+     */
+    preconnectRatio: 0.5,
+    preconnectMaxPerWorker: 16,
+    /**
+     * Preconnect opens no spare while the process holds this many idle upstream connections (all
+     * workers together): spares come out of the descriptor reserve (limits.fdReserve), not the
+     * two descriptors per stream the client-connection ceiling counts on.
+     */
+    preconnectMaxIdle: 64,
+    /**
      * An adapter's request goes to a worker that has it unless that worker has more than this many
      * requests above the least busy one; then to the least busy, which loads it (bounded-load
      * affinity: a popular adapter spreads instead of piling onto one worker).

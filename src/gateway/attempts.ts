@@ -7,6 +7,7 @@ import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { AdapterPicker, RandomAdapterPicker } from './adapters.js';
 import type { AdapterLoader, AdapterSpec } from './adapters.js';
+import { eligible } from './pick.js';
 import type { Picker } from './pick.js';
 import { prefill } from './prefill.js';
 import type { Prefilled } from './prefill.js';
@@ -145,11 +146,16 @@ export class Attempts {
     return this.holding && this.worker === w;
   }
 
-  /** Take another worker of the pool, none tried before: counted as an attempt and held. Undefined when none is left. */
-  next(): Worker | undefined {
+  /**
+   * Take another worker of the pool, none tried before: counted as an attempt and held. Undefined when
+   * none is left. `continuation`: a broken stream's, sent where a connection is open (readyFor).
+   */
+  next(continuation = false): Worker | undefined {
     this.prefilled();
-    const w = this.picker.pick(this.pool.candidates, Date.now(), this.tried);
+    const now = Date.now();
+    let w = this.picker.pick(this.pool.candidates, now, this.tried);
     if (w === undefined) return undefined;
+    if (continuation) w = readyFor(this.pool.candidates, w, now, this.tried);
     this.worker = w;
     this.count++;
     w.outstanding++;
@@ -189,4 +195,22 @@ export class Attempts {
     (this.tried ??= new Set()).add(this.worker as Worker);
     if (uncounted) this.count--;
   }
+}
+
+/**
+ * Where a broken stream's continuation goes: the pick, unless no idle connection is open to it and
+ * another eligible worker at full weight with a free request slot has one (the least busy of them).
+ * A continuation on a new connection is written only once its connect is heard of, after every other
+ * break the event loop is handling: when a worker dies, its ~25 streams break together, and those that
+ * opened a connection stood still ~8 ms longer on average than those written at once on an open one
+ * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept.
+ */
+export function readyFor(ws: readonly Worker[], picked: Worker, now: number, tried: ReadonlySet<Worker> | undefined): Worker {
+  if (picked.upstream.idle > 0 || picked.weight !== 1) return picked;
+  let best: Worker | undefined;
+  for (const w of ws) {
+    if (w.weight !== 1 || w.upstream.idle === 0 || w.upstream.busy >= w.upstream.limit || !eligible(w, now, tried)) continue;
+    if (best === undefined || w.outstanding < best.outstanding) best = w;
+  }
+  return best ?? picked;
 }

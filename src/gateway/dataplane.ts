@@ -223,6 +223,8 @@ export class DataPlane {
             keepAliveTimeoutMs: DEFAULTS.gateway.upstreamKeepAliveMs,
             queueMax: this.cfg.workerQueueMax,
             queueTimeoutMs: this.cfg.queueTimeoutMs,
+            preconnectRatio: this.cfg.preconnect.ratio,
+            preconnectMax: this.cfg.preconnect.maxPerWorker,
             origins: this.origins,
           }),
         );

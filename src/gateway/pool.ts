@@ -27,6 +27,9 @@ export interface PoolOptions {
   /** Requests that may wait for a connection, and for how long (see UpstreamOptions). */
   queueMax: number;
   queueTimeoutMs: number;
+  /** Spare idle connections (see UpstreamOptions; absent: none). */
+  preconnectRatio?: number;
+  preconnectMax?: number;
   /** Share idle connections with the other workers at the same origin (absent: the worker's own). */
   origins?: UpstreamOrigins | undefined;
 }
@@ -69,6 +72,8 @@ export class Worker implements Pickable {
         keepAliveTimeoutMs: opts.keepAliveTimeoutMs,
         queueMax: opts.queueMax,
         queueTimeoutMs: opts.queueTimeoutMs,
+        preconnectRatio: opts.preconnectRatio,
+        preconnectMax: opts.preconnectMax,
       },
       opts.origins,
     );

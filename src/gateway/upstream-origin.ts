@@ -6,10 +6,17 @@
 // one, and gives it back here when its request ends and nothing of its own waits. 1,000 workers on
 // one endpoint then hold the connections their requests in flight need, not one or more each
 // (bench/results/scale.md). performance.now() is the global one, as in upstream.ts.
+import { DEFAULTS } from '../defaults.js';
 import type { Connection } from './upstream-connection.js';
 
 /** Sweep for idle connections past their limit this often (one timer per origin, never per request). */
 const SWEEP_MS = 250;
+
+/** Idle connections of every origin of a data plane, counted against the spares' bound. */
+class IdleCount {
+  n = 0;
+  constructor(readonly maxForSpares: number) {}
+}
 
 export class OriginConnections {
   private readonly idle: Connection[] = [];
@@ -17,7 +24,15 @@ export class OriginConnections {
   private users = 0;
   private sweeper: NodeJS.Timeout | undefined;
 
-  constructor(private readonly onEmpty: () => void = () => undefined) {}
+  constructor(
+    private readonly onEmpty: () => void = () => undefined,
+    private readonly count: IdleCount = new IdleCount(DEFAULTS.gateway.preconnectMaxIdle),
+  ) {}
+
+  /** A spare connection may be opened: the data plane holds fewer idle connections than the spares' bound. */
+  get roomForSpare(): boolean {
+    return this.count.n < this.count.maxForSpares;
+  }
 
   /** Idle connections now. */
   get size(): number {
@@ -32,6 +47,7 @@ export class OriginConnections {
   leave(): void {
     if (--this.users > 0) return;
     for (const c of [...this.idle]) c.destroy();
+    this.count.n -= this.idle.length;
     this.idle.length = 0;
     if (this.sweeper !== undefined) clearInterval(this.sweeper);
     this.sweeper = undefined;
@@ -45,12 +61,15 @@ export class OriginConnections {
 
   /** The most recently idled connection (the likeliest still open), if any. */
   take(): Connection | undefined {
-    return this.idle.pop();
+    const c = this.idle.pop();
+    if (c !== undefined) this.count.n--;
+    return c;
   }
 
   put(c: Connection): void {
     c.idleSince = performance.now();
     this.idle.push(c);
+    this.count.n++;
     if (this.sweeper === undefined) {
       this.sweeper = setInterval(this.sweep, SWEEP_MS);
       this.sweeper.unref();
@@ -60,7 +79,9 @@ export class OriginConnections {
   /** A connection is gone (closed while idle, or by its pool). */
   drop(c: Connection): void {
     const i = this.idle.lastIndexOf(c);
-    if (i !== -1) this.idle.splice(i, 1);
+    if (i === -1) return;
+    this.idle.splice(i, 1);
+    this.count.n--;
   }
 
   private readonly sweep = (): void => {
@@ -84,6 +105,17 @@ export class OriginConnections {
  */
 export class UpstreamOrigins {
   private readonly byKey = new Map<string, OriginConnections>();
+  private readonly count: IdleCount;
+
+  /** `maxIdleForSpares`: no spare connection is opened while this many are idle, every origin together. */
+  constructor(maxIdleForSpares: number = DEFAULTS.gateway.preconnectMaxIdle) {
+    this.count = new IdleCount(maxIdleForSpares);
+  }
+
+  /** Idle connections now, every origin together. */
+  get idle(): number {
+    return this.count.n;
+  }
 
   /** The origin's shared connections, joined (leave() when the pool closes). */
   join(origin: string, keepAliveTimeoutMs: number): OriginConnections {
@@ -92,7 +124,7 @@ export class UpstreamOrigins {
     if (o === undefined) {
       const made = new OriginConnections(() => {
         if (this.byKey.get(key) === made) this.byKey.delete(key);
-      });
+      }, this.count);
       o = made;
       this.byKey.set(key, o);
     }

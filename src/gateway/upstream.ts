@@ -19,6 +19,9 @@ export { ConnectError, LocalResourceError, ProtocolError, WorkerQueueError } fro
 export type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
 export { UpstreamOrigins } from './upstream-origin.js';
 
+/** No spare is opened to a worker for this long after one failed to connect. */
+const SPARE_PAUSE_MS = 1_000;
+
 /**
  * Requests to one worker, at most `connections` at once, over keep-alive connections to its origin:
  * idle ones are shared with the other workers at that origin (given `origins`), busy ones carry this
@@ -46,6 +49,9 @@ export class UpstreamPool implements ConnectionPool {
   private queueTimer: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;
+  /** Spares (see topUp): one top-up per turn of the event loop, none until this after a spare failed to connect. */
+  private topUpPending = false;
+  private sparesPausedUntil = 0;
 
   /** `origins`: share idle connections with the other pools at the same origin (absent: this pool's own). */
   constructor(url: string, opts: UpstreamOptions, origins?: UpstreamOrigins) {
@@ -82,6 +88,11 @@ export class UpstreamPool implements ConnectionPool {
   /** Connections carrying this worker's requests now (idle ones belong to the origin). */
   get size(): number {
     return this.all.size;
+  }
+
+  /** Idle connections open to the worker's origin now (a request sent now is written at once on one). */
+  get idle(): number {
+    return this.shared.size;
   }
 
   /** Requests waiting for a connection now. */
@@ -168,7 +179,42 @@ export class UpstreamPool implements ConnectionPool {
       this.all.add(c);
       c.send(ex);
     } else this.open(ex)?.send(ex);
+    if (!this.topUpPending && this.shared.size < this.sparesWanted()) {
+      this.topUpPending = true;
+      setImmediate(this.topUp);
+    }
   }
+
+  /**
+   * Idle connections the origin should hold for this worker: opts.preconnectRatio × requests in flight,
+   * at most opts.preconnectMax, and no more than its free request slots (a request past them waits).
+   */
+  private sparesWanted(): number {
+    const r = this.opts.preconnectRatio ?? 0;
+    const busy = this.all.size;
+    return r > 0 ? Math.min(this.opts.preconnectMax ?? 0, Math.ceil(r * busy), this.cap - busy) : 0;
+  }
+
+  /**
+   * Open spare connections up to sparesWanted, idle at the origin: the next requests — a burst of
+   * continuations when another worker dies — are written at once on them instead of each waiting a
+   * turn of the event loop for its connect. After the requests that took the last ones have been
+   * sent (setImmediate), never in their way; bounded per worker, and for the whole data plane by
+   * the idle connections it holds (DEFAULTS.gateway.preconnectMaxIdle).
+   */
+  private readonly topUp = (): void => {
+    this.topUpPending = false;
+    if (this.closed || !this.shared.used || performance.now() < this.sparesPausedUntil) return;
+    for (let n = this.sparesWanted() - this.shared.size; n > 0 && this.shared.roomForSpare; n--) {
+      let c: Connection;
+      try {
+        c = new Connection(this);
+      } catch {
+        return; // out of descriptors: no spare, and the requests are told when they need one
+      }
+      this.shared.put(c);
+    }
+  };
 
   /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */
   private wait(ex: Exchange): void {
@@ -281,6 +327,8 @@ export class UpstreamPool implements ConnectionPool {
 
   /** A connection is gone: one carrying this worker's request, or an idle one this pool used last. */
   forget(c: Connection): void {
+    // a spare that never connected: the worker is unreachable, so no spares for a while (no connect storm)
+    if (!c.connected && c.uses === 0) this.sparesPausedUntil = performance.now() + SPARE_PAUSE_MS;
     this.all.delete(c);
     this.shared.drop(c);
     // a waiting request can use the freed slot

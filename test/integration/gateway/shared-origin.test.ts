@@ -20,7 +20,8 @@ describe('workers sharing an endpoint', () => {
     let connections = 0;
     up.server.on('connection', () => connections++);
     const models = ['a', 'b', 'c'].map((name) => ({ name, versions: [{ id: 'v1', workers: [up!.url, up!.url] }], route: { weights: { v1: 1 } } }));
-    gw = await startGateway(models, { picker: 'round_robin' });
+    // no spare connections (gateway.preconnect): the one connection is what is counted
+    gw = await startGateway(models, { picker: 'round_robin', preconnect: { ratio: 0, maxPerWorker: 0 } });
     const served: string[] = [];
     for (let i = 0; i < 12; i++) {
       const r = await post(gw.url, chatReq({ model: ['a', 'b', 'c'][i % 3] }));

@@ -88,3 +88,79 @@ describe('workers sharing an origin', () => {
     expect(srv.connections).toBe(1);
   });
 });
+
+describe('spare connections (gateway.preconnect)', () => {
+  /** An origin that holds every request unanswered, noting on which of its connections (by order of accept) each came. */
+  async function holding(): Promise<{ srv: RawServer; on: number[] }> {
+    const on: number[] = [];
+    const srv = await rawServer((_i, sock) => {
+      on.push(srv.sockets.indexOf(sock));
+      return undefined;
+    });
+    cleanups.push(() => srv.close());
+    return { srv, on };
+  }
+  const afterTopUp = (): Promise<void> => new Promise((r) => setImmediate(r));
+  async function until(pred: () => boolean): Promise<void> {
+    while (!pred()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  it('keeps ratio × requests in flight idle (at most max per worker); a burst is written on them, not on new connects', async () => {
+    const { srv, on } = await holding();
+    const origins = new UpstreamOrigins();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64, preconnectRatio: 1, preconnectMax: 4 }, origins);
+    cleanups.push(() => pool.destroy());
+    call(pool);
+    call(pool);
+    expect(origins.idle).toBe(0);
+    await afterTopUp();
+    // two in flight, two spares
+    expect(origins.idle).toBe(2);
+    await until(() => srv.connections === 4 && on.length === 2);
+    // a burst of two (another worker's streams continued here): both go out on the spares opened before it
+    call(pool);
+    call(pool);
+    await until(() => on.length === 4);
+    expect(on.slice(2).every((i) => i < 4)).toBe(true);
+    // and the spares are made up again, up to the bound per worker however many are in flight
+    for (let i = 0; i < 10; i++) call(pool);
+    await afterTopUp();
+    expect([pool.busy, origins.idle]).toEqual([14, 4]);
+    await until(() => srv.connections === 18);
+  });
+
+  it("the data plane's bound on idle connections caps the spares of every worker together", async () => {
+    const origins = new UpstreamOrigins(3);
+    const pools: UpstreamPool[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { srv } = await holding();
+      const p = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64, preconnectRatio: 1, preconnectMax: 16 }, origins);
+      cleanups.push(() => p.destroy());
+      pools.push(p);
+      for (let k = 0; k < 5; k++) call(p);
+    }
+    await afterTopUp();
+    expect(origins.idle).toBe(3);
+  });
+
+  it("no more spares than the worker's free request slots (a request past them waits for one)", async () => {
+    const { srv } = await holding();
+    const origins = new UpstreamOrigins();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 4, preconnectRatio: 1, preconnectMax: 16 }, origins);
+    cleanups.push(() => pool.destroy());
+    for (let k = 0; k < 3; k++) call(pool);
+    await afterTopUp();
+    expect([pool.busy, origins.idle]).toEqual([3, 1]);
+  });
+
+  it('none without a ratio: connections are opened for requests only', async () => {
+    const { srv } = await holding();
+    const origins = new UpstreamOrigins();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64 }, origins);
+    cleanups.push(() => pool.destroy());
+    for (let k = 0; k < 5; k++) call(pool);
+    await afterTopUp();
+    expect(origins.idle).toBe(0);
+    await until(() => srv.connections === 5);
+  });
+});
