@@ -155,7 +155,8 @@ export class Attempts {
     const now = Date.now();
     let w = this.picker.pick(this.pool.candidates, now, this.tried);
     if (w === undefined) return undefined;
-    if (continuation) w = readyFor(this.pool.candidates, w, now, this.tried);
+    // an adapter's request stays where the adapter picker sent it (a worker holding the adapter)
+    if (continuation && this.adapter === undefined) w = readyFor(this.pool.candidates, w, now, this.tried);
     this.worker = w;
     this.count++;
     w.outstanding++;
@@ -203,7 +204,8 @@ export class Attempts {
  * A continuation on a new connection is written only once its connect is heard of, after every other
  * break the event loop is handling: when a worker dies, its ~25 streams break together, and those that
  * opened a connection stood still ~8 ms longer on average than those written at once on an open one
- * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept.
+ * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept, and a
+ * LoRA adapter's request is not moved (Attempts.next: the adapter picker chose a worker holding it).
  */
 export function readyFor(ws: readonly Worker[], picked: Worker, now: number, tried: ReadonlySet<Worker> | undefined): Worker {
   if (picked.upstream.idle > 0 || picked.weight !== 1) return picked;

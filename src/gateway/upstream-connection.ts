@@ -20,6 +20,8 @@ export interface ConnectionPool {
   release(c: Connection): void;
   /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
   redispatch(ex: Exchange): void;
+  /** How long an idle connection is kept: opts.keepAliveTimeoutMs, or less once a worker's `keep-alive: timeout` hint said so (new connections start from it). */
+  idleLimitMs: number;
 }
 
 const MAX_HEAD_BYTES = 64 * 1024;
@@ -111,6 +113,10 @@ export class Connection {
   connected = false;
   idleSince = 0;
   idleLimitMs: number;
+  /** Opened ahead of any request (UpstreamPool.topUp): its first request is treated as one on a reused connection. */
+  spare = false;
+  /** Closed by its origin's sweep, idle at its keep-alive limit (not lost). */
+  swept = false;
   private connectTimer: NodeJS.Timeout | undefined;
   private state = S.Head;
   private head: Buffer | undefined;
@@ -128,7 +134,7 @@ export class Connection {
 
   constructor(pool: ConnectionPool) {
     this.pool = pool;
-    this.idleLimitMs = pool.opts.keepAliveTimeoutMs;
+    this.idleLimitMs = pool.idleLimitMs;
     const o = pool.target;
     if (o.tls) {
       this.socket = tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] });
@@ -149,10 +155,7 @@ export class Connection {
       });
     }
     this.socket.setNoDelay(true);
-    this.connectTimer = setTimeout(
-      () => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${pool.origin} timed out after ${pool.opts.connectTimeoutMs} ms`)),
-      pool.opts.connectTimeoutMs,
-    );
+    this.armConnectTimer();
     this.socket.once(o.tls ? 'secureConnect' : 'connect', () => {
       clearTimeout(this.connectTimer);
       this.connectTimer = undefined;
@@ -166,13 +169,24 @@ export class Connection {
     this.socket.on('end', () => this.onEnd());
   }
 
+  /** The connect must complete within connectTimeoutMs (from now). */
+  private armConnectTimer(): void {
+    if (this.connectTimer !== undefined) clearTimeout(this.connectTimer);
+    const { origin, opts } = this.pool;
+    this.connectTimer = setTimeout(
+      () => this.fail(new ConnectError('ECONNECT_TIMEOUT', `connect to ${origin} timed out after ${opts.connectTimeoutMs} ms`)),
+      opts.connectTimeoutMs,
+    );
+  }
+
   /** Send a request (the socket may still be connecting: Node queues the write). */
   send(ex: Exchange): void {
     const prefix = ex.prefix as Buffer;
     const body = ex.body as Buffer;
     this.ex = ex;
     ex.conn = this;
-    this.uses++;
+    // a spare still connecting gives the request taking it its whole connect time, not what is left
+    if (this.uses++ === 0 && this.spare && !this.connected) this.armConnectTimer();
     this.state = S.Head;
     this.head = undefined;
     this.gotBytes = false;
@@ -218,7 +232,8 @@ export class Connection {
   private fail(err: Error): void {
     const ex = this.ex;
     this.ex = undefined;
-    const reused = this.uses > 1;
+    // a spare that connected had been idle too: the worker may have closed it before the request came
+    const reused = this.uses > 1 || (this.spare && this.connected);
     const early = !this.gotBytes;
     if (ex === undefined || ex.ended) {
       this.destroy();
@@ -352,7 +367,7 @@ export class Connection {
       if (r.keepAliveHint !== undefined && r.keepAliveHint !== this.keepAliveHint) {
         this.keepAliveHint = r.keepAliveHint;
         const m = /timeout\s*=\s*(\d+)/i.exec(r.keepAliveHint);
-        if (m) this.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+        if (m) this.idleLimitMs = this.pool.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
       }
       if (end <= HEAD_CACHE_BYTES) {
         const bytes = this.last?.bytes ?? Buffer.allocUnsafe(HEAD_CACHE_BYTES);

@@ -67,8 +67,18 @@ export class OriginConnections {
   }
 
   put(c: Connection): void {
+    this.add(c, false);
+  }
+
+  /** A spare (UpstreamPool.topUp) goes under the connections that have carried requests: those are taken first, while it connects. */
+  putSpare(c: Connection): void {
+    this.add(c, true);
+  }
+
+  private add(c: Connection, under: boolean): void {
     c.idleSince = performance.now();
-    this.idle.push(c);
+    if (under) this.idle.unshift(c);
+    else this.idle.push(c);
     this.count.n++;
     if (this.sweeper === undefined) {
       this.sweeper = setInterval(this.sweep, SWEEP_MS);
@@ -89,7 +99,11 @@ export class OriginConnections {
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const c = this.idle[i] as Connection;
       // destroy() comes back through drop()
-      if (now - c.idleSince >= c.idleLimitMs) c.destroy();
+      // its own limit, or its worker's as heard since on another connection (a spare opened before)
+      if (now - c.idleSince >= Math.min(c.idleLimitMs, c.pool.idleLimitMs)) {
+        c.swept = true;
+        c.destroy();
+      }
     }
     if (this.idle.length === 0 && this.sweeper !== undefined) {
       clearInterval(this.sweeper);

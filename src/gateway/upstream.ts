@@ -19,7 +19,7 @@ export { ConnectError, LocalResourceError, ProtocolError, WorkerQueueError } fro
 export type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
 export { UpstreamOrigins } from './upstream-origin.js';
 
-/** No spare is opened to a worker for this long after one failed to connect. */
+/** No spare is opened to a worker for this long after one was lost before it carried a request. */
 const SPARE_PAUSE_MS = 1_000;
 
 /**
@@ -30,6 +30,8 @@ const SPARE_PAUSE_MS = 1_000;
 export class UpstreamPool implements ConnectionPool {
   readonly origin: string;
   readonly opts: UpstreamOptions;
+  /** See ConnectionPool: the worker's own keep-alive limit once a response said it. */
+  idleLimitMs: number;
   readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
   /** The connections carrying (or opening for) this worker's requests; idle ones wait in `shared`. */
   private readonly all = new Set<Connection>();
@@ -61,6 +63,7 @@ export class UpstreamPool implements ConnectionPool {
     this.origin = u.origin;
     this.pathPrefix = u.pathname.replace(/\/$/, '');
     this.opts = opts;
+    this.idleLimitMs = opts.keepAliveTimeoutMs;
     this.cap = opts.connections;
     this.sharedCap = opts.connections;
     this.target = {
@@ -179,6 +182,11 @@ export class UpstreamPool implements ConnectionPool {
       this.all.add(c);
       c.send(ex);
     } else this.open(ex)?.send(ex);
+    this.wantSpares();
+  }
+
+  /** Make up the spares on the next turn of the loop if the origin holds fewer than this worker wants (one top-up at a time). */
+  private wantSpares(): void {
     if (!this.topUpPending && this.shared.size < this.sparesWanted()) {
       this.topUpPending = true;
       setImmediate(this.topUp);
@@ -212,7 +220,8 @@ export class UpstreamPool implements ConnectionPool {
       } catch {
         return; // out of descriptors: no spare, and the requests are told when they need one
       }
-      this.shared.put(c);
+      c.spare = true;
+      this.shared.putSpare(c);
     }
   };
 
@@ -327,14 +336,18 @@ export class UpstreamPool implements ConnectionPool {
 
   /** A connection is gone: one carrying this worker's request, or an idle one this pool used last. */
   forget(c: Connection): void {
-    // a spare that never connected: the worker is unreachable, so no spares for a while (no connect storm)
-    if (!c.connected && c.uses === 0) this.sparesPausedUntil = performance.now() + SPARE_PAUSE_MS;
+    // a spare lost before it carried anything (it did not connect, or the worker closed it): no spares
+    // for a while (no connect storm towards a worker that refuses them)
+    if (c.uses === 0 && !c.swept) this.sparesPausedUntil = performance.now() + SPARE_PAUSE_MS;
     this.all.delete(c);
     this.shared.drop(c);
     // a waiting request can use the freed slot
     if (!this.closed) {
       const next = this.next(this.all.size);
       if (next !== undefined) this.start(next);
+      // idled out at its keep-alive limit: spares are made up again while requests are in flight
+      // (streams longer than the limit keep theirs)
+      else if (c.swept) this.wantSpares();
     }
     if (this.closing !== undefined && this.all.size === 0) this.closing();
   }

@@ -1,8 +1,13 @@
 // Where a broken stream's continuation goes (attempts.ts, readyFor): to a worker with an idle connection
 // open when the pick has none, so that it is written at once rather than after its connect.
 import { describe, expect, it } from 'vitest';
-import { readyFor } from '../../../src/gateway/attempts.js';
-import type { Worker } from '../../../src/gateway/pool.js';
+import { Attempts, readyFor } from '../../../src/gateway/attempts.js';
+import type { AdapterUse } from '../../../src/gateway/attempts.js';
+import { AdapterSlots } from '../../../src/gateway/adapters.js';
+import type { AdapterSpec } from '../../../src/gateway/adapters.js';
+import { RoundRobinPicker } from '../../../src/gateway/pick.js';
+import type { VersionPool, Worker } from '../../../src/gateway/pool.js';
+import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
 
 interface Fake {
   id: string;
@@ -55,5 +60,52 @@ describe('a continuation goes where a connection is open', () => {
     const trial = worker('trial', { weight: 0.1 });
     const b = worker('b', { idle: 4 });
     expect(readyFor([trial, b], trial, NOW, undefined)).toBe(trial);
+  });
+});
+
+const spec: AdapterSpec = { name: 'lora-a', model: 'm', source: '/a', servedAs: 'lora-a' };
+function holding(id: string, idle: number, has: string[], outstanding = 0): Worker {
+  const adapters = new AdapterSlots();
+  for (const n of has)
+    void adapters.acquire(
+      { id, url: '' },
+      { ...spec, name: n, servedAs: n },
+      2,
+      { load: () => Promise.resolve(), unload: () => Promise.resolve() },
+      new GatewayMetrics(),
+    );
+  return {
+    id,
+    outstanding,
+    ejectedUntil: 0,
+    routable: true,
+    weight: 1,
+    budget: Infinity,
+    adapters,
+    upstream: { idle, busy: outstanding, limit: 128 },
+  } as unknown as Worker;
+}
+
+describe('the continuation of a LoRA adapter request', () => {
+  it('stays on a worker that holds the adapter (it is not moved to one that must load it)', async () => {
+    await new Promise((r) => setImmediate(r)); // (the fake loads settle)
+    const holder = holding('holder', 0, ['lora-a'], 3);
+    // the other worker has an idle connection, and both its LoRA slots hold other adapters
+    const other = holding('other', 2, ['x', 'y'], 1);
+    await new Promise((r) => setImmediate(r));
+    const pool = { candidates: [holder, other], maxLoras: 2, disaggregated: false } as unknown as VersionPool;
+    const use: AdapterUse = {
+      spec,
+      loader: { load: () => Promise.resolve(), unload: () => Promise.resolve() },
+      metrics: new GatewayMetrics(),
+      timeoutMs: 1000,
+      keep: new Set(),
+      random: undefined,
+      retired: () => false,
+    };
+    const first = new Attempts(new RoundRobinPicker(), pool, use);
+    expect(first.next(false)?.id).toBe('holder'); // the adapter picker's choice
+    const cont = new Attempts(new RoundRobinPicker(), pool, use);
+    expect(cont.next(true)?.id).toBe('holder'); // not 'other', which has a connection open but would load the adapter (seconds) and evict another
   });
 });

@@ -1,7 +1,9 @@
 // Workers at one origin share its idle keep-alive connections (upstream-origin.ts); their request slots,
 // queues and in-flight counts stay their own.
 import { afterEach, describe, expect, it } from 'vitest';
+import type net from 'node:net';
 import { UpstreamOrigins, UpstreamPool } from '../../../src/gateway/upstream.js';
+import type { Exchange } from '../../../src/gateway/upstream-connection.js';
 import { call, json, rawServer } from '../../helpers/raw-worker.js';
 import type { RawServer } from '../../helpers/raw-worker.js';
 
@@ -151,6 +153,67 @@ describe('spare connections (gateway.preconnect)', () => {
     for (let k = 0; k < 3; k++) call(pool);
     await afterTopUp();
     expect([pool.busy, origins.idle]).toEqual([3, 1]);
+  });
+
+  it('made up again when they idle out, while the streams that wanted them go on (no new request needed)', async () => {
+    const { srv } = await holding();
+    const pool = new UpstreamPool(
+      `http://127.0.0.1:${srv.port}`,
+      { ...OPTS, connections: 64, keepAliveTimeoutMs: 300, preconnectRatio: 0.5, preconnectMax: 16 },
+      new UpstreamOrigins(),
+    );
+    cleanups.push(() => pool.destroy());
+    for (let i = 0; i < 8; i++) call(pool);
+    await until(() => pool.idle === 4);
+    // the first four idle out at 300 ms and are replaced
+    await until(() => srv.connections >= 16);
+    expect([pool.busy, pool.idle]).toEqual([8, 4]);
+  });
+
+  it('go under the connections that have carried requests: a request takes a connected one first', async () => {
+    const { srv } = await holding();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64, preconnectRatio: 1, preconnectMax: 16 }, new UpstreamOrigins());
+    cleanups.push(() => pool.destroy());
+    call(pool);
+    call(pool);
+    await afterTopUp();
+    await until(() => srv.connections === 4 && srv.sockets.length === 4);
+    await until(() => (pool as unknown as { shared: { idle: { connected: boolean }[] } }).shared.idle.every((c) => c.connected));
+    // a burst over two turns of the loop: the top-up between them opens spares that are still connecting
+    const first = call(pool);
+    await afterTopUp();
+    const second = call(pool);
+    expect([(first.ctl() as Exchange).conn?.connected, (second.ctl() as Exchange).conn?.connected]).toEqual([true, true]);
+  });
+
+  it('one the worker closed while idle is like a reused connection: its request is sent again on a fresh one', async () => {
+    const srv = await rawServer((i) => (i === 0 ? undefined : [json('{"ok":1}')]));
+    cleanups.push(() => srv.close());
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 8, preconnectRatio: 1, preconnectMax: 1 }, new UpstreamOrigins());
+    cleanups.push(() => pool.destroy());
+    call(pool); // held: one spare
+    await until(() => srv.connections === 2 && srv.requests.length === 1);
+    await until(() => (pool as unknown as { shared: { idle: { connected: boolean }[] } }).shared.idle[0]?.connected === true);
+    // the worker closes the idle spare (its keep-alive limit, a restart) before the gateway has read the FIN
+    (srv.sockets[1] as net.Socket).end();
+    const r = await call(pool).done;
+    expect([r.error, r.status]).toEqual([undefined, 200]);
+  });
+
+  it("idle out at the worker's own keep-alive limit once a response has said it, even if opened before", async () => {
+    const srv = await rawServer((i) => (i === 1 ? undefined : [json('{"ok":1}', 'keep-alive: timeout=2\r\n')]));
+    cleanups.push(() => srv.close());
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 8, preconnectRatio: 1, preconnectMax: 1 }, new UpstreamOrigins());
+    cleanups.push(() => pool.destroy());
+    const t0 = performance.now();
+    // the spare (socket 1) is opened while the first request is in flight, before its answer says
+    // `timeout=2` (a limit of 1 s); the second request takes the first connection again and is held
+    await call(pool).done;
+    call(pool);
+    await until(() => srv.connections >= 2);
+    await srv.closed[1];
+    // at the worker's limit (1 s, swept every 250 ms), not the default 4 s
+    expect(performance.now() - t0).toBeLessThan(2_500);
   });
 
   it('none without a ratio: connections are opened for requests only', async () => {
