@@ -5,24 +5,10 @@ import { frameFor, putLatin1, writeFrame } from './frame.js';
 import { ProtocolError, parseResponseHead } from './http1/response-head.js';
 import type { ResponseHead } from './http1/response-head.js';
 import { ConnectError, connectFailure } from './upstream-types.js';
-import type { UpstreamController, UpstreamHandler, UpstreamOptions } from './upstream-types.js';
+import type { PoolOf, UpstreamController, UpstreamHandler } from './upstream-types.js';
 
-/** What a connection and an exchange need of their pool. */
-export interface ConnectionPool {
-  readonly origin: string;
-  readonly opts: UpstreamOptions;
-  readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
-  /** A waiting request gave up. */
-  unqueue(ex: Exchange): void;
-  /** A connection is gone. */
-  forget(c: Connection): void;
-  /** A connection finished a response and can carry another. */
-  release(c: Connection): void;
-  /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
-  redispatch(ex: Exchange): void;
-  /** How long an idle connection is kept: opts.keepAliveTimeoutMs, or less once a worker's `keep-alive: timeout` hint said so (new connections start from it). */
-  idleLimitMs: number;
-}
+/** What a connection and an exchange need of their pool (upstream-types.ts). */
+export type ConnectionPool = PoolOf<Connection, Exchange>;
 
 const MAX_HEAD_BYTES = 64 * 1024;
 /** Where plain-TCP reads from workers land before being copied out (one process, one event loop: one buffer). */

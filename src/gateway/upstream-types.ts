@@ -119,3 +119,20 @@ export interface UpstreamOptions {
   /** …at most this many. */
   preconnectMax?: number;
 }
+
+/** What a connection (C) and an exchange (E) need of their pool; upstream-connection.ts names it ConnectionPool. */
+export interface PoolOf<C, E> {
+  readonly origin: string;
+  readonly opts: UpstreamOptions;
+  readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
+  /** A waiting request gave up. */
+  unqueue(ex: E): void;
+  /** A connection is gone. */
+  forget(c: C): void;
+  /** A connection finished a response and can carry another. */
+  release(c: C): void;
+  /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
+  redispatch(ex: E): void;
+  /** How long an idle connection is kept: opts.keepAliveTimeoutMs, or less once a worker's `keep-alive: timeout` hint said so (new connections start from it). */
+  idleLimitMs: number;
+}
