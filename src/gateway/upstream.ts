@@ -51,7 +51,7 @@ export class UpstreamPool implements ConnectionPool {
   private queueTimer: NodeJS.Timeout | undefined;
   private closing: (() => void) | undefined;
   private closed = false;
-  /** Spares (see topUp): one top-up per turn of the event loop, none until this after a spare failed to connect. */
+  /** Spares (see topUp): one top-up per turn of the event loop, none until this after one was lost unused. */
   private topUpPending = false;
   private sparesPausedUntil = 0;
 
