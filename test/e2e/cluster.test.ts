@@ -116,13 +116,22 @@ const quantile = (xs: number[], q: number): number => {
   return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? NaN;
 };
 
+/** `what` failed: its error named with the step, the original kept as the cause (a bare `read ECONNRESET` once failed this setup in CI, step unknown). */
+async function step<T>(what: string, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 beforeAll(async () => {
   if (!etcdInstalled()) return;
   ensureBuilt();
   dir = tempDir('cluster');
-  etcd = await startEtcd();
-  replicas.push(await start(1)); // the first one leads and loads the fleet
-  replicas.push(await start(2), await start(3));
+  etcd = await step('starting etcd', () => startEtcd());
+  replicas.push(await step('starting replica r1', () => start(1))); // the first one leads and loads the fleet
+  replicas.push(await step('starting replica r2', () => start(2)), await step('starting replica r3', () => start(3)));
 }, 120_000);
 
 afterAll(async () => {
