@@ -275,11 +275,8 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         say(`glidepath: ${name} handed over to ${leaderUrl ?? 'another replica'}: its workers are left running for it`);
         return false;
       }
-      say(
-        n > 1
-          ? `glidepath: ${name}: no other replica took over (the cluster is stopping): stopping the workers`
-          : `glidepath: ${name}: no other replica stands (the cluster is stopping): stopping the workers`,
-      );
+      // counted alone (the others resigned first) or not taken over: either way the cluster is stopping
+      say(`glidepath: ${name}: no other replica ${n > 1 ? 'took over' : 'stands'} (the cluster is stopping): stopping the workers`);
       return true;
     };
     say(`glidepath: ${name} joined the cluster at ${etcd.location} as a follower; campaigning for leader`);

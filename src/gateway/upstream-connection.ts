@@ -97,10 +97,8 @@ export class Connection {
   /** Requests this connection has carried (a reused connection may have been closed by the worker). */
   uses = 0;
   connected = false;
+  /** When it last went idle (0: it never waited in an idle list: opened for the request it carries). */
   idleSince = 0;
-  idleLimitMs: number;
-  /** Opened ahead of any request (UpstreamPool.topUp): its first request is treated as one on a reused connection. */
-  spare = false;
   /** Closed by its origin's sweep, idle at its keep-alive limit (not lost). */
   swept = false;
   private connectTimer: NodeJS.Timeout | undefined;
@@ -113,14 +111,13 @@ export class Connection {
   private gotBytes = false;
   private trailerLine = 0;
   private dead = false;
-  /** The last `keep-alive` header value seen (idleLimitMs follows from it). */
+  /** The last `keep-alive` header value seen (its timeout is told to the pool). */
   private keepAliveHint = '';
   /** The last response head that parsed cleanly (up to HEAD_CACHE_BYTES) and what it said. */
   private last: LastResponseHead | undefined;
 
   constructor(pool: ConnectionPool) {
     this.pool = pool;
-    this.idleLimitMs = pool.idleLimitMs;
     const o = pool.target;
     if (o.tls) {
       this.socket = tls.connect({ host: o.host, port: o.port, servername: net.isIP(o.host) === 0 ? o.host : undefined, ALPNProtocols: ['http/1.1'] });
@@ -171,8 +168,9 @@ export class Connection {
     const body = ex.body as Buffer;
     this.ex = ex;
     ex.conn = this;
-    // a spare still connecting gives the request taking it its whole connect time, not what is left
-    if (this.uses++ === 0 && this.spare && !this.connected) this.armConnectTimer();
+    this.uses++;
+    // taken from the idle list still connecting (a spare): the request gets the whole connect time
+    if (!this.connected && this.idleSince > 0) this.armConnectTimer();
     this.state = S.Head;
     this.head = undefined;
     this.gotBytes = false;
@@ -218,8 +216,8 @@ export class Connection {
   private fail(err: Error): void {
     const ex = this.ex;
     this.ex = undefined;
-    // a spare that connected had been idle too: the worker may have closed it before the request came
-    const reused = this.uses > 1 || (this.spare && this.connected);
+    // it waited idle, connected (a spare too): the worker may have closed it before the request came
+    const reused = this.connected && this.idleSince > 0;
     const early = !this.gotBytes;
     if (ex === undefined || ex.ended) {
       this.destroy();
@@ -353,7 +351,7 @@ export class Connection {
       if (r.keepAliveHint !== undefined && r.keepAliveHint !== this.keepAliveHint) {
         this.keepAliveHint = r.keepAliveHint;
         const m = /timeout\s*=\s*(\d+)/i.exec(r.keepAliveHint);
-        if (m) this.idleLimitMs = this.pool.idleLimitMs = Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000));
+        if (m) this.pool.keepAliveHeard(Math.max(0, Math.min(this.pool.opts.keepAliveTimeoutMs, Number(m[1]) * 1000 - 1000)));
       }
       if (end <= HEAD_CACHE_BYTES) {
         const bytes = this.last?.bytes ?? Buffer.allocUnsafe(HEAD_CACHE_BYTES);

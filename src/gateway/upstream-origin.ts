@@ -24,10 +24,19 @@ export class OriginConnections {
   private users = 0;
   private sweeper: NodeJS.Timeout | undefined;
 
+  /**
+   * An idle connection is closed after this long: the pools' keepAliveTimeoutMs, or less once the
+   * worker's `keep-alive: timeout` hint, heard on any of its connections, said so (keepAliveHeard).
+   */
+  idleLimitMs: number;
+
   constructor(
+    keepAliveTimeoutMs: number,
     private readonly onEmpty: () => void = () => undefined,
     private readonly count: IdleCount = new IdleCount(DEFAULTS.gateway.preconnectMaxIdle),
-  ) {}
+  ) {
+    this.idleLimitMs = keepAliveTimeoutMs;
+  }
 
   /** A spare connection may be opened: the data plane holds fewer idle connections than the spares' bound. */
   get roomForSpare(): boolean {
@@ -46,9 +55,8 @@ export class OriginConnections {
   /** A pool is done with the origin; the last one closes the idle connections. */
   leave(): void {
     if (--this.users > 0) return;
+    // destroy() comes back through drop(), which takes each out of the list and the count
     for (const c of [...this.idle]) c.destroy();
-    this.count.n -= this.idle.length;
-    this.idle.length = 0;
     if (this.sweeper !== undefined) clearInterval(this.sweeper);
     this.sweeper = undefined;
     this.onEmpty();
@@ -99,8 +107,7 @@ export class OriginConnections {
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const c = this.idle[i] as Connection;
       // destroy() comes back through drop()
-      // its own limit, or its worker's as heard since on another connection (a spare opened before)
-      if (now - c.idleSince >= Math.min(c.idleLimitMs, c.pool.idleLimitMs)) {
+      if (now - c.idleSince >= this.idleLimitMs) {
         c.swept = true;
         c.destroy();
       }
@@ -136,9 +143,13 @@ export class UpstreamOrigins {
     const key = `${origin} ${keepAliveTimeoutMs}`;
     let o = this.byKey.get(key);
     if (o === undefined) {
-      const made = new OriginConnections(() => {
-        if (this.byKey.get(key) === made) this.byKey.delete(key);
-      }, this.count);
+      const made = new OriginConnections(
+        keepAliveTimeoutMs,
+        () => {
+          if (this.byKey.get(key) === made) this.byKey.delete(key);
+        },
+        this.count,
+      );
       o = made;
       this.byKey.set(key, o);
     }

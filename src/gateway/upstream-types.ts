@@ -133,6 +133,6 @@ export interface PoolOf<C, E> {
   release(c: C): void;
   /** A request whose reused connection turned out closed by the worker: once more, on a fresh connection. */
   redispatch(ex: E): void;
-  /** How long an idle connection is kept: opts.keepAliveTimeoutMs, or less once a worker's `keep-alive: timeout` hint said so (new connections start from it). */
-  idleLimitMs: number;
+  /** A worker's answer said how long it keeps an idle connection: the origin's are closed before (this, in ms). */
+  keepAliveHeard(limitMs: number): void;
 }

@@ -30,8 +30,6 @@ const SPARE_PAUSE_MS = 1_000;
 export class UpstreamPool implements ConnectionPool {
   readonly origin: string;
   readonly opts: UpstreamOptions;
-  /** See ConnectionPool: the worker's own keep-alive limit once a response said it. */
-  idleLimitMs: number;
   readonly target: { host: string; port: number; tls: boolean; hostHeader: string };
   /** The connections carrying (or opening for) this worker's requests; idle ones wait in `shared`. */
   private readonly all = new Set<Connection>();
@@ -63,7 +61,6 @@ export class UpstreamPool implements ConnectionPool {
     this.origin = u.origin;
     this.pathPrefix = u.pathname.replace(/\/$/, '');
     this.opts = opts;
-    this.idleLimitMs = opts.keepAliveTimeoutMs;
     this.cap = opts.connections;
     this.sharedCap = opts.connections;
     this.target = {
@@ -74,7 +71,7 @@ export class UpstreamPool implements ConnectionPool {
     };
     if (origins !== undefined) this.shared = origins.join(this.origin, opts.keepAliveTimeoutMs);
     else {
-      this.shared = new OriginConnections();
+      this.shared = new OriginConnections(opts.keepAliveTimeoutMs);
       this.shared.join();
     }
   }
@@ -220,7 +217,6 @@ export class UpstreamPool implements ConnectionPool {
       } catch {
         return; // out of descriptors: no spare, and the requests are told when they need one
       }
-      c.spare = true;
       this.shared.putSpare(c);
     }
   };
@@ -332,6 +328,11 @@ export class UpstreamPool implements ConnectionPool {
     if (this.shared.used) this.shared.put(c);
     else c.destroy();
     if (this.closing !== undefined && this.all.size === 0) this.closing();
+  }
+
+  /** A worker's answer said `keep-alive: timeout=…`: its origin's idle connections are closed sooner (limitMs). */
+  keepAliveHeard(limitMs: number): void {
+    this.shared.idleLimitMs = limitMs;
   }
 
   /** A connection is gone: one carrying this worker's request, or an idle one this pool used last. */

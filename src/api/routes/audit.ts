@@ -50,11 +50,11 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
         const last = Number(c.req.headers['last-event-id'] ?? c.query.get('since') ?? '0');
         // a browser's EventSource hears a named event only by that name, and there are dozens of kinds
         const named = c.query.get('unnamed') !== '1';
-        let unsub = (): void => undefined;
-        const send = eventStream(c.res, { behind: 'close' }, () => unsub());
-        const write = (e: { seq: number; kind: string }) => send(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
-        for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
-        unsub = cp.events.subscribe(write);
+        eventStream(c.res, { behind: 'close' }, (send) => {
+          const write = (e: { seq: number; kind: string }) => send(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
+          for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
+          return cp.events.subscribe(write);
+        });
       },
     ),
   ];

@@ -34,26 +34,28 @@ const MAX_UNSENT = MiB;
 
 /**
  * A server-sent event stream on a raw route's response, kept alive by a comment every `pingMs`.
- * `write` sends one event unless the client has left MAX_UNSENT unread: then `behind` says what
- * happens — `drop` the event (samples: the next one replaces it) or `close` the stream (a change log:
- * the client reconnects with Last-Event-ID and is sent what it missed). `onClose` runs once it ends.
+ * `start` is given `send`, sends what it has, subscribes and returns its unsubscribe, called once the
+ * stream ends. `send` writes one event unless the client has left MAX_UNSENT unread: then `behind`
+ * says what happens — `drop` the event (samples: the next one replaces it) or `close` the stream (a
+ * change log: the client reconnects with Last-Event-ID and is sent what it missed).
  */
 export function eventStream(
   res: ServerResponse,
   o: { behind: 'drop' | 'close'; retryMs?: number; pingMs?: number },
-  onClose: () => void,
-): (event: string) => void {
+  start: (send: (event: string) => void) => () => void,
+): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   if (o.retryMs !== undefined) res.write(`retry: ${o.retryMs}\n\n`);
   const ping = setInterval(() => res.write(': ping\n\n'), o.pingMs ?? DEFAULTS.dashboard.eventPingMs);
-  res.on('close', () => {
-    clearInterval(ping);
-    onClose();
-  });
-  return (event) => {
+  const unsubscribe = start((event) => {
     if (res.writableLength <= MAX_UNSENT) res.write(event);
     else if (o.behind === 'close') res.destroy();
-  };
+  });
+  // (a stream cut off while `start` sent its backlog closes on a later turn: the listener is there)
+  res.on('close', () => {
+    clearInterval(ping);
+    unsubscribe();
+  });
 }
 
 /**

@@ -27,9 +27,9 @@ export function seriesRoutes({ cp, controllers }: AdminContext, series: SeriesRe
       '/series/stream',
       { role: 'viewer', summary: 'server-sent events: one `sample` of every model each interval (the dashboard charts)', raw: true },
       (c) => {
-        let unsub = (): void => undefined;
-        const send = eventStream(c.res, { behind: 'drop', retryMs: series.intervalMs }, () => unsub());
-        unsub = series.subscribe((s: SeriesSampleView) => send(`event: sample\ndata: ${JSON.stringify(s)}\n\n`));
+        eventStream(c.res, { behind: 'drop', retryMs: series.intervalMs }, (send) =>
+          series.subscribe((s: SeriesSampleView) => send(`event: sample\ndata: ${JSON.stringify(s)}\n\n`)),
+        );
       },
     ),
     get(

@@ -194,7 +194,7 @@ describe('login and the session cookie', () => {
     expect(body).not.toMatch(/^event:/m);
   }, 15_000);
 
-  it('cuts off an event stream whose client stops reading once 1 MiB waits for it (it resumes with Last-Event-ID)', async () => {
+  it('cuts off an event stream whose client stops reading once 1 MiB waits for it; reconnecting with Last-Event-ID resumes after that event', async () => {
     const sock = connect(Number(new URL(base).port), '127.0.0.1');
     await new Promise<void>((r) => sock.once('connect', () => r()));
     sock.write(`GET /admin/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer view-token\r\n\r\n`);
@@ -209,6 +209,21 @@ describe('login and the session cookie', () => {
     sock.resume();
     await closed;
     expect(received).toBeLessThan(4_000 * message.length);
+    // the client reconnects from the last event it has: it is sent what followed, and nothing before
+    const seqs = app.cp.events.since(0).map((e) => e.seq);
+    const from = seqs[seqs.length - 3] as number;
+    const again = connect(Number(new URL(base).port), '127.0.0.1');
+    again.on('error', () => undefined);
+    again.write(`GET /admin/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer view-token\r\nLast-Event-ID: ${from}\r\n\r\n`);
+    let text = '';
+    await new Promise<void>((r) =>
+      again.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text.includes(`id: ${seqs[seqs.length - 1]}\n`)) r();
+      }),
+    );
+    again.destroy();
+    expect([...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]))).toEqual(seqs.slice(-2));
   }, 30_000);
 
   it('logs out: the cookie is cleared and the session is gone', async () => {
