@@ -148,15 +148,16 @@ export class Attempts {
 
   /**
    * Take another worker of the pool, none tried before: counted as an attempt and held. Undefined when
-   * none is left. `continuation`: a broken stream's, sent where a connection is open (readyFor).
+   * none is left. `h`: the request (its lane, asked only when the pick has no slot free to it);
+   * `continuation`: a broken stream's, sent where a connection is open (startsNow).
    */
-  next(continuation = false): Worker | undefined {
+  next(h: Prioritised, continuation = false): Worker | undefined {
     this.prefilled();
     const now = Date.now();
     let w = this.picker.pick(this.pool.candidates, now, this.tried);
     if (w === undefined) return undefined;
     // an adapter's request stays where the adapter picker sent it (a worker holding the adapter)
-    if (continuation && this.adapter === undefined) w = readyFor(this.pool.candidates, w, now, this.tried);
+    if (this.adapter === undefined) w = startsNow(this.pool.candidates, w, h, continuation, now, this.tried);
     this.worker = w;
     this.count++;
     w.outstanding++;
@@ -198,21 +199,42 @@ export class Attempts {
   }
 }
 
+/** What decides whether a worker has a slot free to a request: its lane (upstream.ts roomFor). */
+export type Prioritised = Pick<UpstreamHandler, 'priority'>;
+
 /**
- * Where a broken stream's continuation goes: the pick, unless no idle connection is open to it and
- * another eligible worker at full weight with a free request slot has one (the least busy of them).
- * A continuation on a new connection is written only once its connect is heard of, after every other
- * break the event loop is handling: when a worker dies, its ~25 streams break together, and those that
+ * Where an attempt goes: the pick, unless the request would wait in its queue while another eligible
+ * worker at full weight has a slot free to it (the least busy of those takes it). The picker balances
+ * on requests outstanding, queued ones included, blind to lanes: with a degradation level holding
+ * slots back for the top tier, a premium request was sent to a worker whose every slot was busy (its
+ * queue held no standard request, another's held two) and waited there for a stream to end, ~300 ms,
+ * while the other had a slot held back for it (test/e2e/shedding.test.ts failed CI on its TTFT SLO).
+ *
+ * A broken stream's `continuation` also goes where an idle connection is open when the pick has none:
+ * a request on a new connection is written only once its connect is heard of, after every other break
+ * the event loop is handling; when a worker dies, its ~25 streams break together, and those that
  * opened a connection stood still ~8 ms longer on average than those written at once on an open one
- * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept, and a
- * LoRA adapter's request is not moved (Attempts.next: the adapter picker chose a worker holding it).
+ * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept, and a LoRA
+ * adapter's request is not moved (Attempts.next: the adapter picker chose a worker holding it).
  */
-export function readyFor(ws: readonly Worker[], picked: Worker, now: number, tried: ReadonlySet<Worker> | undefined): Worker {
-  if (picked.upstream.idle > 0 || picked.weight !== 1) return picked;
-  let best: Worker | undefined;
+export function startsNow(
+  ws: readonly Worker[],
+  picked: Worker,
+  h: Prioritised,
+  continuation: boolean,
+  now: number,
+  tried: ReadonlySet<Worker> | undefined,
+): Worker {
+  if (picked.weight !== 1) return picked;
+  const room = picked.upstream.roomFor(h);
+  if (room && (!continuation || picked.upstream.idle > 0)) return picked;
+  let free: Worker | undefined; // the least busy with a slot free to it
+  let open: Worker | undefined; // ... and an idle connection
   for (const w of ws) {
-    if (w.weight !== 1 || w.upstream.idle === 0 || w.upstream.busy >= w.upstream.limit || !eligible(w, now, tried)) continue;
-    if (best === undefined || w.outstanding < best.outstanding) best = w;
+    if (w === picked || w.weight !== 1 || !eligible(w, now, tried) || !w.upstream.roomFor(h)) continue;
+    if (free === undefined || w.outstanding < free.outstanding) free = w;
+    if (w.upstream.idle > 0 && (open === undefined || w.outstanding < open.outstanding)) open = w;
   }
-  return best ?? picked;
+  if (continuation && open !== undefined) return open;
+  return room ? picked : (free ?? picked);
 }

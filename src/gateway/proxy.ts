@@ -140,7 +140,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   }
 
   private attempt(): void {
-    const w = this.tries.next(this.down.started);
+    const w = this.tries.next(this, this.down.started);
     if (w === undefined) {
       const err = failures.noWorkerLeft(this.lastError, this.failed);
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();

@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import { frameFor, putLatin1, writeFrame } from './frame.js';
 import { ProtocolError, parseResponseHead } from './http1/response-head.js';
 import type { ResponseHead } from './http1/response-head.js';
+import { TOP_LANE } from './upstream-queue.js';
 import { ConnectError, connectFailure } from './upstream-types.js';
 import type { PoolOf, UpstreamController, UpstreamHandler } from './upstream-types.js';
 
@@ -66,6 +67,12 @@ export class Exchange implements UpstreamController {
   constructor(pool: ConnectionPool, handler: UpstreamHandler) {
     this.pool = pool;
     this.handler = handler;
+  }
+
+  /** Its lane, asked of the handler once (the pool's queue and its room for it read it). */
+  priority(): number {
+    if (this.rank < 0) this.rank = this.handler.priority?.() ?? TOP_LANE;
+    return this.rank;
   }
 
   abort(reason: Error): void {

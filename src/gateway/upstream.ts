@@ -134,9 +134,14 @@ export class UpstreamPool implements ConnectionPool {
     return this.dequeue(busy < this.sharedCap ? MAX_LANES : TOP_LANE);
   }
 
-  private lane(ex: Exchange): number {
-    if (ex.rank < 0) ex.rank = ex.handler.priority?.() ?? TOP_LANE;
-    return ex.rank;
+  /**
+   * Whether a request of `h`'s priority would start now rather than wait: a slot is free to its lane
+   * (continuations and the top tier may take every slot; the lanes below, the share a level leaves).
+   * Its priority is asked only past the first comparison.
+   */
+  roomFor(h: Pick<UpstreamHandler, 'priority'>): boolean {
+    const busy = this.all.size;
+    return busy < this.sharedCap || (busy < this.cap && (h.priority?.() ?? TOP_LANE) <= TOP_LANE);
   }
 
   /**
@@ -166,8 +171,7 @@ export class UpstreamPool implements ConnectionPool {
 
   private run(ex: Exchange): void {
     // one comparison while no level shares the slots out; the request's lane is asked only past that
-    const busy = this.all.size;
-    if (busy < this.sharedCap || (busy < this.cap && this.lane(ex) <= TOP_LANE)) this.start(ex);
+    if (this.roomFor(ex)) this.start(ex);
     else this.wait(ex);
   }
 
@@ -223,7 +227,7 @@ export class UpstreamPool implements ConnectionPool {
 
   /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */
   private wait(ex: Exchange): void {
-    this.lane(ex);
+    ex.priority();
     let bumped: Exchange | undefined;
     if (this.queue.size >= this.opts.queueMax) {
       bumped = this.queue.evictBelow(ex.rank);

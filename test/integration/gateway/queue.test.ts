@@ -1,7 +1,8 @@
 // Waiting for a connection to a worker (every one of connections_per_worker busy): a bounded,
 // timed wait of its own, never taken for a hung or failed worker.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { RoundRobinPicker } from '../../../src/gateway/pick.js';
+import { eligible } from '../../../src/gateway/pick.js';
+import type { Pickable, Picker } from '../../../src/gateway/pick.js';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { chatBody, deferred, json, sseEvents, stream } from '../../helpers/upstream.js';
 import type { Behaviour } from '../../helpers/upstream.js';
@@ -13,6 +14,14 @@ const { upstream, gateway } = gatewayFixtures();
 afterEach(() => {
   vi.useRealTimers();
 });
+
+/** Always the first eligible worker: the test decides where requests are picked (attempts.ts may still move one to a free slot). */
+class FirstPicker implements Picker {
+  readonly name = 'first';
+  pick<W extends Pickable>(workers: readonly W[], now: number, exclude?: ReadonlySet<W>): W | undefined {
+    return workers.find((w) => eligible(w, now, exclude as ReadonlySet<Pickable> | undefined));
+  }
+}
 
 function records(gw: Gateway): RequestRecord[] {
   const out: RequestRecord[] = [];
@@ -77,25 +86,32 @@ describe('waiting for a connection to a worker', () => {
   });
 
   it('a request whose worker has a full queue goes to another worker of the pool, without a retry or an ejection', async () => {
-    const busy = await upstream();
-    const free = await upstream();
-    const long = heldStream();
-    busy.script(long.behaviour);
-    free.setDefault(json(chatBody('from the free worker')));
+    const first = await upstream();
+    const second = await upstream();
+    const [long0, long1] = [heldStream(), heldStream()];
+    first.script(long0.behaviour);
+    second.script(long1.behaviour);
+    second.setDefault(json(chatBody('from the second worker')));
     const gw = await gateway(
-      [{ name: 'm', versions: [{ id: 'v1', workers: [busy.url, free.url] }], route: { weights: { v1: 1 } } }],
+      [{ name: 'm', versions: [{ id: 'v1', workers: [first.url, second.url] }], route: { weights: { v1: 1 } } }],
       { connectionsPerWorker: 1, workerQueueMax: 1 },
-      { picker: new RoundRobinPicker() },
+      { picker: new FirstPicker() },
     );
     const recs = records(gw);
-    // round-robin: w0 (held), w1, w0 (waits: its queue is now full), w1, then w0 again
+    // every pick is w0: the first stream holds it, the second goes where a slot is free (w1) and holds it
     const a = openStream(gw.url, chatReq({ stream: true }));
     await a.firstChunk;
-    expect((await post(gw.url, chatReq())).status).toBe(200);
+    const b = openStream(gw.url, chatReq({ stream: true }));
+    await b.firstChunk;
+    expect(second.requests).toHaveLength(1);
+    // no slot free anywhere: the next waits where it was picked, and fills w0's queue
     const waiting = post(gw.url, chatReq());
     await until(() => queued(gw) === 1, 'a request to wait for w0');
-    expect((await post(gw.url, chatReq())).status).toBe(200);
-    const r = await post(gw.url, chatReq());
+    // w0's queue is full: the next waits for w1 instead
+    const moved = post(gw.url, chatReq());
+    await until(() => queued(gw, 1) === 1, 'a request to wait for w1');
+    long1.release();
+    const r = await moved;
     expect(r.status).toBe(200);
     expect(r.headers['x-glidepath-worker']).toBe('v1-w1');
     expect(recs.at(-1)).toMatchObject({ status: 200, worker: 'v1-w1', retries: 0 });
@@ -104,9 +120,9 @@ describe('waiting for a connection to a worker', () => {
     expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
     expect(text).not.toContain('glidepath_worker_ejections_total{');
     expect(text).not.toContain('glidepath_upstream_queue_rejected_total{');
-    long.release();
+    long0.release();
     expect((await waiting).status).toBe(200);
-    await a.done;
+    await Promise.all([a.done, b.done]);
   });
 
   it('every worker busy and its queue full: 503 worker_queue_full with Retry-After at once, counted', async () => {
@@ -136,17 +152,20 @@ describe('waiting for a connection to a worker', () => {
   it('a request that waits past queue_timeout_ms gets 503 worker_queue_timeout, not a retry and not a worker failure', async () => {
     const busy = await upstream();
     const other = await upstream();
-    const long = heldStream();
-    busy.script(long.behaviour);
+    const [long0, long1] = [heldStream(), heldStream()];
+    busy.script(long0.behaviour);
+    other.script(long1.behaviour);
     const gw = await gateway(
       [{ name: 'm', versions: [{ id: 'v1', workers: [busy.url, other.url] }], route: { weights: { v1: 1 } } }],
       { connectionsPerWorker: 1, queueTimeoutMs: 2000, firstTokenTimeoutMs: 500, requestTimeoutMs: 500 },
-      { picker: new RoundRobinPicker() },
+      { picker: new FirstPicker() },
     );
     const recs = records(gw);
+    // every pick is w0: a stream holds it, the next holds w1 (where a slot was free)
     const a = openStream(gw.url, chatReq({ stream: true }));
     await a.firstChunk;
-    expect((await post(gw.url, chatReq())).status).toBe(200); // w1, so the next goes to w0
+    const b = openStream(gw.url, chatReq({ stream: true }));
+    await b.firstChunk;
     fakeClock();
     const waiting = post(gw.url, chatReq());
     await until(() => queued(gw) === 1, 'a request to wait for w0');
@@ -158,15 +177,17 @@ describe('waiting for a connection to a worker', () => {
     expect(r.headers['retry-after']).toBe('1');
     expect(r.json()).toMatchObject({ error: { code: 'worker_queue_timeout', type: 'unavailable_error' } });
     expect(recs.at(-1)).toMatchObject({ status: 503, errorCode: 'worker_queue_timeout', retries: 0, queueMs: 2000 });
-    // not sent anywhere else, nobody ejected, and the stream it waited behind is untouched
+    // not sent anywhere else, nobody ejected, and the streams it waited behind are untouched
     expect(other.requests).toHaveLength(1);
     expect(gw.dp.pool('m', 'v1').workers.map((w) => w.ejectedUntil)).toEqual([0, 0]);
     const text = await metrics(gw);
     expect(text).toContain('glidepath_upstream_queue_rejected_total{model="m",version="v1",reason="timeout"} 1');
     expect(text).not.toMatch(/glidepath_upstream_retries_total\{[^}]*\} [1-9]/);
     expect(text).not.toContain('glidepath_worker_ejections_total{');
-    long.release();
-    expect((await a.done).toString()).toBe(long.events.join(''));
+    long0.release();
+    long1.release();
+    expect((await a.done).toString()).toBe(long0.events.join(''));
+    expect((await b.done).toString()).toBe(long1.events.join(''));
   });
 });
 

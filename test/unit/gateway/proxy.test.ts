@@ -108,6 +108,7 @@ function harness(stream = true, over: Partial<ProxyContext> = {}): Harness {
         },
         opts: { connections: 1 },
         setCap: () => undefined,
+        roomFor: () => true,
       },
     });
     return w;

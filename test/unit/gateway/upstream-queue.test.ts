@@ -138,10 +138,15 @@ describe('UpstreamPool: slots shared out by a degradation level', () => {
     const low = [ask(pool, 0, 2), ask(pool, 1, 3), ask(pool, 2, 2)];
     await arrived(2);
     expect([pool.busy, pool.queued]).toEqual([2, 1]);
+    // what a picker is told (roomFor): a slot is free to the top tier and continuations, none below
+    const lane = (n: number) => ({ priority: () => n });
+    expect([0, 1, 2, 3].map((n) => pool.roomFor(lane(n)))).toEqual([true, true, false, false]);
+    expect(pool.roomFor({})).toBe(true); // (no priority: the top tier's lane)
     // the top tier and a continuation take the slots the share leaves
     const top = [ask(pool, 3, 1), ask(pool, 4, 0)];
     await arrived(4);
     expect([pool.busy, pool.queued]).toEqual([4, 1]);
+    expect([0, 1, 2].map((n) => pool.roomFor(lane(n)))).toEqual([false, false, false]);
     const more = ask(pool, 5, 1);
     expect(pool.queued).toBe(2);
     // a slot frees with 3 in flight (≥ the share): only the top tier may take it
