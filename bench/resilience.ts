@@ -18,7 +18,7 @@ import path from 'node:path';
 import { ROOT, cleanupAll, removeDir, startUp, tempDir, writeConfig } from '../test/helpers/e2e-up.js';
 import type { UpProcess } from '../test/helpers/e2e-up.js';
 import { compare, killEvery, migrationMetrics, resilienceYaml, setFault, stallQuantileMs, wave, workers } from '../test/helpers/e2e-resume.js';
-import type { Streamed } from '../test/helpers/e2e-resume.js';
+import type { MigrationMetrics, Streamed } from '../test/helpers/e2e-resume.js';
 import { DEFAULTS } from '../src/defaults.js';
 
 const STREAMS = 100;
@@ -47,6 +47,28 @@ interface Result {
   targetMs: number;
   met: boolean;
   reprefillTokens: number;
+  /** Kill scenario: each kill's migrations (the gateway's metrics read just before each kill). */
+  perKill?: KillStalls[];
+}
+
+/** One kill's migrations: how many, their stall's mean, and the bucket bounds under which half, 99 % and all fell. */
+interface KillStalls {
+  migrations: number;
+  meanMs: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+function killStalls(before: MigrationMetrics, after: MigrationMetrics): KillStalls {
+  const n = after.stallCount - before.stallCount;
+  return {
+    migrations: n,
+    meanMs: n > 0 ? ((after.stallSumS - before.stallSumS) / n) * 1000 : NaN,
+    p50: stallQuantileMs(before, after, 0.5),
+    p99: stallQuantileMs(before, after, 0.99),
+    max: stallQuantileMs(before, after, 1),
+  };
 }
 
 async function allServing(up: UpProcess, n: number): Promise<void> {
@@ -61,10 +83,10 @@ async function scenario(
   up: UpProcess,
   name: string,
   ref: ReadonlyMap<string, Streamed>,
-  run: () => Promise<{ got: Streamed[]; kills: number }>,
+  run: () => Promise<{ got: Streamed[]; kills: number; snaps?: MigrationMetrics[] }>,
 ): Promise<Result> {
   const before = await migrationMetrics(up);
-  const { got, kills } = await run();
+  const { got, kills, snaps } = await run();
   const after = await migrationMetrics(up);
   const c = compare(got, ref);
   const notResumed: Record<string, number> = {};
@@ -90,6 +112,7 @@ async function scenario(
     targetMs,
     met: p99 <= targetMs,
     reprefillTokens: reprefill,
+    perKill: snaps?.map((s, i) => killStalls(s, snaps[i + 1] ?? after)),
   };
 }
 
@@ -111,11 +134,12 @@ async function main(): Promise<void> {
       await scenario(u, `kill -9 a worker every 2 s, ${KILL_WAVES} waves`, ref, async () => {
         let finish!: () => void;
         const done = new Promise<void>((r) => (finish = r));
-        const kills = killEvery(u, 2_000, done);
+        const snaps: MigrationMetrics[] = [];
+        const kills = killEvery(u, 2_000, done, async () => void snaps.push(await migrationMetrics(u)));
         const got: Streamed[] = [];
         for (let i = 0; i < KILL_WAVES; i++) got.push(...(await wave(u.dataUrl, PROMPTS, TOKENS)));
         finish();
-        return { got, kills: (await kills).length };
+        return { got, kills: (await kills).length, snaps };
       }),
     );
     await allServing(u, 4);
@@ -167,6 +191,18 @@ function write(results: Result[]): void {
         `| ${r.scenario} | ${r.streams} | ${r.failures} | ${r.textDiffers} | ${r.usageDiffers} | ${r.resumed} | ${JSON.stringify(r.notResumed)} | ${r.kills} | ≤ ${f(r.stallP50)} / ≤ ${f(r.stallP99)} | ${f(r.meanStallMs)} | ${f(r.targetMs)} | ${r.met ? 'yes' : 'NO'} | ${r.reprefillTokens} |`,
     ),
     '',
+    ...results.flatMap((r) =>
+      r.perKill === undefined
+        ? []
+        : [
+            `Stall by kill in "${r.scenario}" (the gateway's metrics read just before each kill; the first kill after the gateway started runs the code paths of migration for the first time, before V8 has compiled them):`,
+            '',
+            '| kill | migrations | mean ms | p50 / p99 / max ms (bucket bounds) |',
+            '|---|---|---|---|',
+            ...r.perKill.map((k, i) => `| ${i + 1} | ${k.migrations} | ${f(k.meanMs)} | ≤ ${f(k.p50)} / ≤ ${f(k.p99)} / ≤ ${f(k.max)} |`),
+            '',
+          ],
+    ),
     ...results.filter((r) => r.failureSamples.length > 0).map((r) => `Failures in "${r.scenario}": ${r.failureSamples.join('; ')}`),
   ];
   writeFileSync(path.join(outDir, 'resilience.md'), lines.join('\n') + '\n');

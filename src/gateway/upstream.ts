@@ -21,6 +21,12 @@ export { UpstreamOrigins } from './upstream-origin.js';
 
 /** No spare is opened to a worker for this long after one was lost before it carried a request. */
 const SPARE_PAUSE_MS = 1_000;
+/**
+ * Spares a worker opens per turn of the event loop; more wait for the next turn. A kill -9's burst
+ * took ~16 spares from each worker left, and opening them all at once (~0.2 ms each) held the loop
+ * ~10 ms before it read the continuations' first answers (bench:resilience, traced).
+ */
+const SPARES_PER_TURN = 2;
 
 /**
  * Requests to one worker, at most `connections` at once, over keep-alive connections to its origin:
@@ -208,13 +214,14 @@ export class UpstreamPool implements ConnectionPool {
    * Open spare connections up to sparesWanted, idle at the origin: the next requests — a burst of
    * continuations when another worker dies — are written at once on them instead of each waiting a
    * turn of the event loop for its connect. After the requests that took the last ones have been
-   * sent (setImmediate), never in their way; bounded per worker, and for the whole data plane by
-   * the idle connections it holds (DEFAULTS.gateway.preconnectMaxIdle).
+   * sent (setImmediate), never in their way, and SPARES_PER_TURN a turn; bounded per worker, and for
+   * the whole data plane by the idle connections it holds (DEFAULTS.gateway.preconnectMaxIdle).
    */
   private readonly topUp = (): void => {
     this.topUpPending = false;
     if (this.closed || !this.shared.used || performance.now() < this.sparesPausedUntil) return;
-    for (let n = this.sparesWanted() - this.shared.size; n > 0 && this.shared.roomForSpare; n--) {
+    // a few a turn: what the loop has read meanwhile (a burst's answers) is handled between them
+    for (let k = 0; k < SPARES_PER_TURN && this.shared.size < this.sparesWanted() && this.shared.roomForSpare; k++) {
       let c: Connection;
       try {
         c = new Connection(this);
@@ -223,6 +230,7 @@ export class UpstreamPool implements ConnectionPool {
       }
       this.shared.putSpare(c);
     }
+    if (this.shared.roomForSpare) this.wantSpares();
   };
 
   /** `ex` waits its turn: by priority, then arrival; a full queue refuses it unless a lower lane makes room. */

@@ -90,8 +90,12 @@ export async function wave(base: string, prompts: readonly string[], maxTokens: 
 
 export const workers = (up: UpProcess): Promise<(WorkerView & { role?: string; weight?: number })[]> => up.ok('GET', '/workers');
 
-/** Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves; the pids killed. */
-export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<unknown>): Promise<number[]> {
+/**
+ * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves; the pids killed. `beforeKill`
+ * runs just before each kill (a bench reads the gateway's metrics there, so that each kill's
+ * migrations can be told apart).
+ */
+export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<unknown>, beforeKill?: () => Promise<void>): Promise<number[]> {
   const killed: number[] = [];
   let stopped = false;
   void stop.then(() => (stopped = true));
@@ -103,6 +107,8 @@ export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<un
     const serving = ws.filter((w) => w.pid !== null && w.state === 'ready' && (w.weight ?? 1) > 0 && !killed.includes(w.pid));
     const victim = serving[killed.length % Math.max(1, serving.length)];
     if (victim?.pid == null || serving.length < 2) continue;
+    await beforeKill?.();
+    if (stopped) break;
     process.kill(victim.pid, 'SIGKILL');
     killed.push(victim.pid);
   }

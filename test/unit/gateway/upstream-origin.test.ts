@@ -102,7 +102,14 @@ describe('spare connections (gateway.preconnect)', () => {
     cleanups.push(() => srv.close());
     return { srv, on };
   }
-  const afterTopUp = (): Promise<void> => new Promise((r) => setImmediate(r));
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+  /** The top-up is done: a turn of the loop opened no spare (it opens a few a turn while it wants more). */
+  async function afterTopUp(origins?: UpstreamOrigins): Promise<void> {
+    for (let before = -1; before !== (origins?.idle ?? 0);) {
+      before = origins?.idle ?? 0;
+      await turn();
+    }
+  }
   async function until(pred: () => boolean): Promise<void> {
     while (!pred()) await new Promise((r) => setTimeout(r, 5));
   }
@@ -115,7 +122,7 @@ describe('spare connections (gateway.preconnect)', () => {
     call(pool);
     call(pool);
     expect(origins.idle).toBe(0);
-    await afterTopUp();
+    await afterTopUp(origins);
     // two in flight, two spares
     expect(origins.idle).toBe(2);
     await until(() => srv.connections === 4 && on.length === 2);
@@ -126,9 +133,23 @@ describe('spare connections (gateway.preconnect)', () => {
     expect(on.slice(2).every((i) => i < 4)).toBe(true);
     // and the spares are made up again, up to the bound per worker however many are in flight
     for (let i = 0; i < 10; i++) call(pool);
-    await afterTopUp();
+    await afterTopUp(origins);
     expect([pool.busy, origins.idle]).toEqual([14, 4]);
     await until(() => srv.connections === 18);
+  });
+
+  it('a few a turn of the loop: a burst that took many is not answered by one long run of connects', async () => {
+    const { srv } = await holding();
+    const origins = new UpstreamOrigins();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64, preconnectRatio: 1, preconnectMax: 16 }, origins);
+    cleanups.push(() => pool.destroy());
+    for (let i = 0; i < 10; i++) call(pool);
+    const seen: number[] = [];
+    for (let k = 0; k < 6; k++) {
+      await turn();
+      seen.push(origins.idle);
+    }
+    expect(seen).toEqual([2, 4, 6, 8, 10, 10]);
   });
 
   it("the data plane's bound on idle connections caps the spares of every worker together", async () => {
@@ -141,7 +162,7 @@ describe('spare connections (gateway.preconnect)', () => {
       pools.push(p);
       for (let k = 0; k < 5; k++) call(p);
     }
-    await afterTopUp();
+    await afterTopUp(origins);
     expect(origins.idle).toBe(3);
   });
 
@@ -151,7 +172,7 @@ describe('spare connections (gateway.preconnect)', () => {
     const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 4, preconnectRatio: 1, preconnectMax: 16 }, origins);
     cleanups.push(() => pool.destroy());
     for (let k = 0; k < 3; k++) call(pool);
-    await afterTopUp();
+    await afterTopUp(origins);
     expect([pool.busy, origins.idle]).toEqual([3, 1]);
   });
 
@@ -176,12 +197,12 @@ describe('spare connections (gateway.preconnect)', () => {
     cleanups.push(() => pool.destroy());
     call(pool);
     call(pool);
-    await afterTopUp();
+    await turn();
     await until(() => srv.connections === 4 && srv.sockets.length === 4);
     await until(() => (pool as unknown as { shared: { idle: { connected: boolean }[] } }).shared.idle.every((c) => c.connected));
     // a burst over two turns of the loop: the top-up between them opens spares that are still connecting
     const first = call(pool);
-    await afterTopUp();
+    await turn();
     const second = call(pool);
     expect([(first.ctl() as Exchange).conn?.connected, (second.ctl() as Exchange).conn?.connected]).toEqual([true, true]);
   });
@@ -222,7 +243,7 @@ describe('spare connections (gateway.preconnect)', () => {
     const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64 }, origins);
     cleanups.push(() => pool.destroy());
     for (let k = 0; k < 5; k++) call(pool);
-    await afterTopUp();
+    await afterTopUp(origins);
     expect(origins.idle).toBe(0);
     await until(() => srv.connections === 5);
   });
