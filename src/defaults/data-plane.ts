@@ -120,14 +120,6 @@ export const DATA_PLANE = {
      * affinity: a popular adapter spreads instead of piling onto one worker).
      */
     adapterAffinitySlack: 4,
-    /**
-     * A broken stream's continuation goes to a worker with an idle connection open rather than the
-     * pick that has none only while that worker has at most this many requests outstanding above the
-     * pick (bounded load, as adapter affinity): past it, balance is worth a connect. Unbounded, a dead
-     * worker's streams all went to the survivors and none to its replacement (nothing open to it yet),
-     * so the next kill broke 50–66 streams at once instead of ~33 (bench:resilience).
-     */
-    continuationSlack: 4,
     /** Adapters' requests go by affinity (above); `random` (any worker that can load it) is the baseline it is measured against. */
     adapterRouting: 'affinity' as 'affinity' | 'random',
     /**

@@ -2,7 +2,6 @@
 // outstanding requests, which the picker balances on; in disaggregated serving its prefill worker
 // too, until the decode worker pulled the blocks), the ones it already tried, and how many attempts
 // it made.
-import { DEFAULTS } from '../defaults.js';
 import { UnavailableError, toGlidepathError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
@@ -211,12 +210,13 @@ export type Prioritised = Pick<UpstreamHandler, 'priority'>;
  * queue held no standard request, another's held two) and waited there for a stream to end, ~300 ms,
  * while the other had a slot held back for it (test/e2e/shedding.test.ts failed CI on its TTFT SLO).
  *
- * A broken stream's `continuation` also goes where an idle connection is open when the pick has none,
- * unless that worker is busier than the pick by more than DEFAULTS.gateway.continuationSlack: a
- * request on a new connection is written only once its connect is heard of, after every other break
+ * A broken stream's `continuation` also goes where an idle connection is open when the pick has none:
+ * a request on a new connection is written only once its connect is heard of, after every other break
  * the event loop is handling; when a worker dies, its ~25 streams break together, and those that
  * opened a connection stood still ~8 ms longer on average than those written at once on an open one
- * (bench:resilience; docs/resilience.md). A half-open trial pick (weight below 1) is kept, and a LoRA
+ * (bench:resilience; docs/resilience.md). Bounding that by load (as adapter affinity does) sent a
+ * burst of 48 to the dead worker's replacement, all on new connections: written after the burst and
+ * admitted together there, they stood still 70–80 ms (bench:resilience, traced). A half-open trial pick (weight below 1) is kept, and a LoRA
  * adapter's request is not moved (Attempts.next: the adapter picker chose a worker holding it).
  */
 export function startsNow(
@@ -237,6 +237,6 @@ export function startsNow(
     if (free === undefined || w.outstanding < free.outstanding) free = w;
     if (w.upstream.idle > 0 && (open === undefined || w.outstanding < open.outstanding)) open = w;
   }
-  if (continuation && open !== undefined && (!room || open.outstanding <= picked.outstanding + DEFAULTS.gateway.continuationSlack)) return open;
+  if (continuation && open !== undefined) return open;
   return room ? picked : (free ?? picked);
 }

@@ -10,7 +10,6 @@ import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import type { VersionPool, Worker } from '../../../src/gateway/pool.js';
 import { TOP_LANE } from '../../../src/gateway/upstream-queue.js';
 import { GatewayMetrics } from '../../../src/telemetry/metrics.js';
-import { DEFAULTS } from '../../../src/defaults.js';
 
 interface Slots {
   idle: number;
@@ -57,20 +56,11 @@ describe('a continuation goes where a connection is open', () => {
     expect(continuationTo([a, b], a)).toBe(a);
   });
 
-  it('moves from a pick with none to the least busy worker that has one, within the slack of the pick', () => {
-    const picked = worker('p', { outstanding: 24, busy: 24 });
+  it('moves from a pick with none to the least busy worker that has one', () => {
+    const fresh = worker('fresh'); // the replacement of the worker that died: nothing open to it yet
     const b = worker('b', { idle: 3, outstanding: 30, busy: 30 });
-    const c = worker('c', { idle: 2, outstanding: 24 + DEFAULTS.gateway.continuationSlack, busy: 26 });
-    expect(continuationTo([picked, b, c], picked)).toBe(c);
-  });
-
-  it('keeps a pick much less busy than any worker with a connection open: balance is worth a connect', () => {
-    // the replacement of the worker that died: nothing open to it yet, and none of the streams
-    // (sending it none made the survivors' next burst twice as large)
-    const fresh = worker('fresh');
-    const b = worker('b', { idle: 3, outstanding: 30, busy: 30 });
-    const c = worker('c', { idle: 2, outstanding: DEFAULTS.gateway.continuationSlack + 1, busy: 26 });
-    expect(continuationTo([fresh, b, c], fresh)).toBe(fresh);
+    const c = worker('c', { idle: 2, outstanding: 26, busy: 26 });
+    expect(continuationTo([fresh, b, c], fresh)).toBe(c);
   });
 
   it('never to a worker that is tried, ejected, out of rotation, at reduced weight or without a free slot', () => {
