@@ -10,6 +10,7 @@ import type { AdapterLoader, AdapterSpec } from './adapters.js';
 import { eligible } from './pick.js';
 import type { Picker } from './pick.js';
 import { prefill } from './prefill.js';
+import { TOP_LANE } from './upstream-queue.js';
 import type { Prefilled } from './prefill.js';
 import type { UpstreamHandler } from './upstream.js';
 import type { VersionPool, Worker } from './pool.js';
@@ -156,8 +157,10 @@ export class Attempts {
     const now = Date.now();
     let w = this.picker.pick(this.pool.candidates, now, this.tried);
     if (w === undefined) return undefined;
-    // an adapter's request stays where the adapter picker sent it (a worker holding the adapter)
-    if (this.adapter === undefined) w = startsNow(this.pool.candidates, w, h, continuation, now, this.tried);
+    // an adapter's request stays where the adapter picker sent it (a worker holding the adapter); a
+    // disaggregated pool's decode leg is sent only after its prefill leg, when slots and connections
+    // read now are stale
+    if (this.adapter === undefined && !this.pool.disaggregated) w = startsNow(this.pool.candidates, w, h, continuation, now, this.tried);
     this.worker = w;
     this.count++;
     w.outstanding++;
@@ -216,8 +219,11 @@ export type Prioritised = Pick<UpstreamHandler, 'priority'>;
  * opened a connection stood still ~8 ms longer on average than those written at once on an open one
  * (bench:resilience; docs/resilience.md). Bounding that by load (as adapter affinity does) sent a
  * burst of 48 to the dead worker's replacement, all on new connections: written after the burst and
- * admitted together there, they stood still 70–80 ms (bench:resilience, traced). A half-open trial pick (weight below 1) is kept, and a LoRA
- * adapter's request is not moved (Attempts.next: the adapter picker chose a worker holding it).
+ * admitted together there, they stood still 70–80 ms (bench:resilience, traced).
+ *
+ * A half-open trial pick (a finite pick budget) is kept: the trial is spent on it. A request is moved
+ * only to a worker at full weight. The request's lane is asked once, and only when the pick has no
+ * slot free below the top tier's.
  */
 export function startsNow(
   ws: readonly Worker[],
@@ -227,16 +233,28 @@ export function startsNow(
   now: number,
   tried: ReadonlySet<Worker> | undefined,
 ): Worker {
-  if (picked.weight !== 1) return picked;
+  if (picked.budget !== Infinity) return picked;
   const room = picked.upstream.roomFor(h);
   if (room && (!continuation || picked.upstream.idle > 0)) return picked;
+  const lane = new OnceLane(h);
   let free: Worker | undefined; // the least busy with a slot free to it
   let open: Worker | undefined; // ... and an idle connection
   for (const w of ws) {
-    if (w === picked || w.weight !== 1 || !eligible(w, now, tried) || !w.upstream.roomFor(h)) continue;
+    if (w === picked || w.weight !== 1 || !eligible(w, now, tried) || !w.upstream.roomFor(lane)) continue;
     if (free === undefined || w.outstanding < free.outstanding) free = w;
     if (w.upstream.idle > 0 && (open === undefined || w.outstanding < open.outstanding)) open = w;
+    if ((continuation ? open : free)?.outstanding === 0) break; // none can be less busy
   }
   if (continuation && open !== undefined) return open;
   return room ? picked : (free ?? picked);
+}
+
+/** A request's lane, asked of it once however many workers are looked at. */
+class OnceLane implements Prioritised {
+  private lane = -1;
+  constructor(private readonly h: Prioritised) {}
+  priority(): number {
+    if (this.lane < 0) this.lane = this.h.priority?.() ?? TOP_LANE;
+    return this.lane;
+  }
 }

@@ -178,10 +178,13 @@ function literal(lit: string): string | undefined {
 /**
  * The shape of `data` when it is a plain text event — one choice (index 0) whose only effect on what
  * the client has is its non-empty text: no token ids, finish, usage, tool call or prompt ids —
- * and its text is the literal after the last `"content":` (chat) or `"text":` key; undefined otherwise.
- * The place is proven by reading the event again with another text there.
+ * and its text is the literal after the last `"content":` (chat) or `"text":` key, on one line;
+ * undefined otherwise. The place is proven by reading the event again with another text there.
  */
 function learnShape(data: string, chat: boolean): TextShape | undefined {
+  // a data field over several lines: its head or tail would hold a newline, which a later event can
+  // have without the `data:` after it (then not JSON, and unreadable to the full read)
+  if (data.indexOf('\n') !== -1) return undefined;
   let c: Chunk;
   try {
     c = JSON.parse(data) as Chunk;

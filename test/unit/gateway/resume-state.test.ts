@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { SentLog, emptySoFar, readEvent, readEvents } from '../../../src/gateway/resume-state.js';
 import type { SoFar } from '../../../src/gateway/resume-state.js';
+import { SseMeter } from '../../../src/gateway/sse.js';
 
 const ev = (delta: Record<string, unknown>) =>
   `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 5, model: 'm', choices: [{ index: 0, delta }] })}`;
@@ -44,11 +45,13 @@ describe('SentLog', () => {
 function readEachInFull(bytes: Buffer, chat: boolean): SoFar {
   const s = emptySoFar();
   for (const e of bytes.toString('utf8').replace(/\r\n?/g, '\n').split('\n\n')) {
-    const data = e
-      .split('\n')
-      .filter((l) => l.startsWith('data:'))
-      .map((l) => l.slice(l.charCodeAt(5) === 32 ? 6 : 5))
-      .join('\n');
+    // (an empty first data line adds nothing, as in the loop before the fast path)
+    let data = '';
+    for (const l of e.split('\n')) {
+      if (!l.startsWith('data:')) continue;
+      const v = l.slice(l.charCodeAt(5) === 32 ? 6 : 5);
+      data = data === '' ? v : `${data}\n${v}`;
+    }
     if (data !== '') readEvent(s, data, chat);
   }
   return s;
@@ -123,5 +126,36 @@ describe('readEvents: plain text events read by their shape', () => {
     readEvents(s, bytes, true);
     expect(s).toEqual(readEachInFull(bytes, true));
     expect(s).toMatchObject({ text: 'Hello "w"', role: true, tokenEvents: 3 });
+  });
+});
+
+describe('readEvents: no shape from a data field over several lines (regression: a later event with the newline and no `data:` was read as text)', () => {
+  it('an event whose second line lacks `data:` is read as the reference reads it (unreadable), not as text', () => {
+    // the first event's JSON is split over two `data:` lines (legal SSE): its data holds a "\n", so the
+    // learnt head does too; a later event with that "\n" but no `data:` on its second line matches
+    // `data: ` + head byte for byte, though its data (first line only) is not JSON. SseMeter forwards
+    // both (it checks only `data: {` … `}`), so both reach the log.
+    const learnt = 'data: {"id":"c","choices":[{"index":0,\ndata: "delta":{"content":"a"}}]}';
+    const broken = 'data: {"id":"c","choices":[{"index":0,\n"delta":{"content":"b"}}]}';
+    const bytes = Buffer.from(`${learnt}\n\n${broken}\n\n`);
+    // the meter passes both to the client (and so to the SentLog): neither is malformed to it
+    const meter = new SseMeter('chat');
+    expect(meter.feed(bytes, 0)).toBe(true);
+    expect(meter.out.equals(bytes)).toBe(true);
+    const s = emptySoFar();
+    readEvents(s, bytes, true);
+    const ref = readEachInFull(bytes, true);
+    expect(ref).toMatchObject({ text: 'a', unreadable: 1 });
+    // planResume refuses a stream with an unreadable event; the fast path says the client has "ab"
+    expect(s).toEqual(ref);
+  });
+
+  it('the same with the newline in the tail', () => {
+    const learnt = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]\ndata: }';
+    const broken = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"}}]\n}';
+    const bytes = Buffer.from(`${learnt}\n\n${broken}\n\n`);
+    const s = emptySoFar();
+    readEvents(s, bytes, true);
+    expect(s).toEqual(readEachInFull(bytes, true));
   });
 });

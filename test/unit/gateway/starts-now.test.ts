@@ -39,7 +39,7 @@ function worker(id: string, o: Partial<Omit<Fake, 'upstream'>> & Partial<Slots> 
     outstanding: o.outstanding ?? o.busy ?? 0,
     routable: o.routable ?? true,
     ejectedUntil: o.ejectedUntil ?? 0,
-    budget: Infinity,
+    budget: o.budget ?? Infinity,
     upstream: slots({ idle: o.idle ?? 0, busy: o.busy ?? 0, limit, shared: o.shared ?? limit }),
   };
   return f as unknown as Worker;
@@ -74,9 +74,17 @@ describe('a continuation goes where a connection is open', () => {
   });
 
   it('keeps a half-open trial pick (its trial is spent on it)', () => {
-    const trial = worker('trial', { weight: 0.1 });
+    const trial = worker('trial', { weight: 0.1, budget: 2 });
     const b = worker('b', { idle: 4 });
     expect(continuationTo([trial, b], trial)).toBe(trial);
+    const full = worker('full trial', { weight: 0.1, budget: 2, busy: 4, limit: 4 });
+    expect(startsNow([full, b], full, lane(1), false, NOW, undefined)).toBe(full);
+  });
+
+  it('moves from a suspicious pick (half weight, no trial) whose every slot is busy to a healthy worker with one free', () => {
+    const suspicious = worker('suspicious', { weight: 0.5, busy: 4, limit: 4 });
+    const b = worker('b', { busy: 1, limit: 4 });
+    expect(startsNow([suspicious, b], suspicious, lane(1), false, NOW, undefined)).toBe(b);
   });
 
   it('a pick whose every slot is busy: to a worker with a free one, an open connection first', () => {
@@ -102,6 +110,15 @@ describe('a request goes where a slot is free to its lane', () => {
     const a = held('a', 4, 0);
     const b = held('b', 3, 2);
     expect(startsNow([a, b], a, lane(2), false, NOW, undefined)).toBe(a);
+  });
+
+  it('asks the lane once however many workers it looks at', () => {
+    let asked = 0;
+    const h = { priority: () => (asked++, 1) };
+    const ws = Array.from({ length: 5 }, (_, i) => held(`w${i}`, 3, 2));
+    const full = held('full', 4, 0);
+    expect(startsNow([full, ...ws], full, h, false, NOW, undefined).id).toBe('w0');
+    expect(asked).toBe(1);
   });
 
   it('keeps a pick with room, and asks the lane only when the pick has none below its share', () => {
