@@ -6,8 +6,8 @@
 // turn; MODELS models with every request to one. Small non-streaming requests at CONNECTIONS
 // connections from a load generator in its own process; each gateway's CPU (utime + stime from /proc)
 // over each measured window, per request; cells interleaved in rotated order, REPEATS rounds, medians,
-// and each cell against the one-model cell of the same round (paired). With PIN (default on 2+ CPUs)
-// every gateway runs alone on the last CPU and everything else on the others. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
+// and each cell against the one-model cell of the same round (paired), after one round of every cell that is
+// not counted (the JIT's warm-up). Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
 // holding its routing state, and its open descriptors (upstream connections) after each cell. Then the
 // slow-streams cell (bench/lib/scale-streams.ts): STREAMS concurrent 1 token/s streams through one gateway.
 // The instructions part (bench/lib/scale-callgrind.ts, where valgrind is installed): the data-plane gateways'
@@ -28,7 +28,6 @@ import { modelsMarkdown, summarize } from './lib/scale-models.js';
 import type { GatewayKey, Kind, ModelsData, Row } from './lib/scale-models.js';
 import { callgrindMarkdown, haveValgrind, runCallgrind } from './lib/scale-callgrind.js';
 import type { CallgrindReport } from './lib/scale-callgrind.js';
-import { spawnSync } from 'node:child_process';
 import { canRaiseNofile, hardNofile, runStreams, streamsMarkdown } from './lib/scale-streams.js';
 import type { StreamsReport } from './lib/scale-streams.js';
 
@@ -63,14 +62,6 @@ const KINDS: Kind[] = (process.env.BENCH_KINDS ?? 'dataplane,up').split(',').map
   return k;
 });
 
-/**
- * `BENCH_PIN=0` turns pinning off. On: each gateway runs alone on the last CPU (`taskset`), this process, the
- * load generator and the simulator on the others, so a gateway's caches hold only its own work and it is not
- * moved between CPUs mid-window.
- */
-const PIN = process.env.BENCH_PIN !== '0' && os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0;
-const GATEWAY_CPU = String(os.cpus().length - 1);
-
 /** `BENCH_PARTS`: `models` (the routing state of many models), `instructions` (its instruction counts), `streams` (slow streams); default all. */
 const PARTS = (process.env.BENCH_PARTS ?? 'models,instructions,streams').split(',');
 /** The instructions part: requests counted per cell and round, rounds, and whether callgrind simulates the caches too. */
@@ -93,22 +84,12 @@ interface Cell {
   models: string[];
 }
 
-/** A gateway: node with `args`, alone on GATEWAY_CPU when pinning (taskset execs node: the pid is the gateway's). */
-function startPinned(args: string[]): Proc {
-  return PIN ? start('taskset', ['-c', GATEWAY_CPU, process.execPath, ...args]) : start(process.execPath, args);
-}
-
-/** This process and everything it starts from now on (load generators, the simulator) off the gateways' CPU, or back on every CPU. */
-function pinSelf(on: boolean): void {
-  if (PIN) spawnSync('taskset', ['-a', '-p', '-c', on ? `0-${Number(GATEWAY_CPU) - 1}` : `0-${GATEWAY_CPU}`, String(process.pid)]);
-}
-
 function modelName(i: number): string {
   return `m${i}`;
 }
 
 function run(script: string, args: string[], nodeArgs: string[] = []): { proc: Proc; line: Promise<string> } {
-  const proc = startPinned([...nodeArgs, script, ...args]);
+  const proc = start(process.execPath, [...nodeArgs, script, ...args]);
   const line = new Promise<string>((resolve, reject) => {
     const onData = (): void => {
       const out = proc.output();
@@ -173,7 +154,7 @@ async function up(models: number, endpoint: string, dir: string): Promise<{ proc
   writeFileSync(cfg, lines.join('\n') + '\n');
   const args = ['--initial-old-space-size=128'];
   if (CPU_PROF !== undefined) args.push('--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, `--cpu-prof-name=up-${models}.cpuprofile`);
-  const proc = startPinned([...args, CLI, 'up', '--config', cfg]);
+  const proc = start(process.execPath, [...args, CLI, 'up', '--config', cfg]);
   const t0 = Date.now();
   await waitFor(`http://127.0.0.1:${port}/ready`, 120_000);
   // route publish and memory are measured on the data-plane gateways (same routing state)
@@ -239,7 +220,6 @@ async function runModels(dir: string): Promise<ModelsData> {
   const rss: Partial<Record<GatewayKey, number>> = {};
   const idle: Partial<Record<GatewayKey, number>> = {};
   const all = Array.from({ length: MODELS }, (_, i) => modelName(i));
-  pinSelf(true);
   const cells: Cell[] = KINDS.flatMap((k): Cell[] => [
     { name: `${k}: one model`, gateway: `${k} one`, models: [modelName(0)] },
     { name: `${k}: ${MODELS} models, spread`, gateway: `${k} many`, models: all },
@@ -267,18 +247,20 @@ async function runModels(dir: string): Promise<ModelsData> {
     await new Promise((r) => setTimeout(r, IDLE_MS));
     gws.forEach(([k, g], i) => (idle[k] = ((cpuMs(g.proc.pid) - (cpu0[i] as number)) * 1000) / IDLE_MS));
     process.stderr.write(`idle CPU ms/s ${JSON.stringify(idle)}\n`);
-    for (let i = 0; i < REPEATS; i++) {
+    // round -1 is not kept: the gateways had served nothing, and their first round compiled the request path
+    // (a first round read 224 µs/request against 105–134 in the seven after it)
+    for (let i = -1; i < REPEATS; i++) {
       for (let k = 0; k < cells.length; k++) {
-        const cell = cells[(i + k) % cells.length] as Cell;
+        const cell = cells[(i + 1 + k) % cells.length] as Cell;
         const g = by[cell.gateway] as { proc: Proc; report: ScaleGatewayReport };
-        rows.push(await measure(cell, i, g.report.port, g.proc.pid, idle[cell.gateway] ?? 0));
-        process.stderr.write(`${JSON.stringify(rows[rows.length - 1])}\n`);
+        const row = await measure(cell, i, g.report.port, g.proc.pid, idle[cell.gateway] ?? 0);
+        if (i >= 0) rows.push(row);
+        process.stderr.write(`${i < 0 ? 'warm-up ' : ''}${JSON.stringify(row)}\n`);
       }
     }
     for (const [k, g] of Object.entries(by)) rss[k as GatewayKey] = rssMiB(g.proc.pid);
   } finally {
     for (const p of procs.reverse()) await p.stop();
-    pinSelf(false);
   }
   const med = summarize(cells, rows);
   return {
@@ -292,7 +274,6 @@ async function runModels(dir: string): Promise<ModelsData> {
     warmupMs: WARMUP_MS,
     repeats: REPEATS,
     connections: CONNECTIONS,
-    pinned: PIN,
     cells: med,
     gateways: reports,
     rssAfterMiB: rss,

@@ -52,6 +52,8 @@ export interface CallgrindReport {
   nodeFlags: string[];
   /** Each gateway's events per wall second with no traffic (its timers), over IDLE_MS. */
   idlePerS: Record<string, Record<string, number>>;
+  /** Instructions per request of each warm-up round, and whether the counts settled before the last (absent in results from before it was kept). */
+  warmup?: { rounds: { cell: string; round: number; ir: number }[]; settled: boolean };
   rows: CallgrindRow[];
 }
 
@@ -120,6 +122,7 @@ export async function runCallgrind(s: CallgrindSettings, log: (line: string) => 
   const procs: Proc[] = [];
   const rows: CallgrindRow[] = [];
   const idle: Record<string, Record<string, number>> = {};
+  const warmup: NonNullable<CallgrindReport['warmup']> = { rounds: [], settled: false };
   try {
     const gws: Record<string, { proc: Proc; port: number }> = {};
     for (const [name, o] of Object.entries(s.gateways)) {
@@ -174,22 +177,23 @@ export async function runCallgrind(s: CallgrindSettings, log: (line: string) => 
     // 8,000 requests of warm-up. So every cell runs, in rotated rounds, until no cell's count moves by more
     // than settledWithin from its last round; only then are rounds counted.
     const last = new Map<string, number>();
-    for (let n = 0; n < s.warmupRounds; n++) {
+    for (let n = 0; n < s.warmupRounds && !warmup.settled; n++) {
       let settled = true;
       for (const row of await round(n, false)) {
         const ir = row.perRequest.Ir ?? NaN;
+        warmup.rounds.push({ cell: row.cell, round: n, ir });
         const prev = last.get(row.cell);
         if (prev === undefined || !(Math.abs(ir / prev - 1) <= s.settledWithin)) settled = false;
         last.set(row.cell, ir);
       }
-      if (settled) break;
+      warmup.settled = settled;
     }
     for (let n = 0; n < s.rounds; n++) rows.push(...(await round(n, true)));
   } finally {
     for (const p of procs.reverse()) await p.stop();
   }
   const { gatewayScript: _g, loadgen: _l, dir: _d, gateways: _w, ...settings } = s;
-  return { settings, nodeFlags: FLAGS, idlePerS: idle, rows };
+  return { settings, nodeFlags: FLAGS, idlePerS: idle, warmup, rows };
 }
 
 /** The instructions part's Markdown: per cell, the median over rounds of each count per request, against the first cell's. */
@@ -218,6 +222,20 @@ export function callgrindMarkdown(r: CallgrindReport): string[] {
     lines.push(sim ? `${row} ${median(d1(c)).toFixed(0)} | ${vs(median(d1(c)), median(d1(base)))} | ${median(ll(c)).toFixed(1)} |` : row);
   }
   const idle = Object.entries(r.idlePerS).map(([g, v]) => `${g} ${k(v.Ir ?? NaN)}`);
+  const w = r.warmup;
+  if (w !== undefined) {
+    const byCell = cells.map(
+      (c) =>
+        `${c}: ${w.rounds
+          .filter((x) => x.cell === c)
+          .map((x) => k(x.ir))
+          .join(', ')}`,
+    );
+    const how = w.settled
+      ? 'settled'
+      : `not settled within ${100 * r.settings.settledWithin} % after ${r.settings.warmupRounds} rounds (rounds that recompiled, tens of thousands of instructions a request more, kept coming)`;
+    lines.push('', `Warm-up, instructions per request by round: ${byCell.join('; ')} — ${how}.`);
+  }
   lines.push(
     '',
     `Idle (before the warm-up, no traffic): instructions per second, ${idle.join(', ')} — included in the counts above (a round lasts a few seconds under valgrind; ~1 % of a request's count, the same for both gateways).`,
