@@ -5,12 +5,15 @@
 // share its endpoint). Cells: one model; MODELS models with the requests spread over all of them in
 // turn; MODELS models with every request to one. Small non-streaming requests at CONNECTIONS
 // connections from a load generator in its own process; each gateway's CPU (utime + stime from /proc)
-// over each measured window, per request; cells interleaved in rotated order, REPEATS rounds,
-// medians. Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
+// over each measured window, per request; cells interleaved in rotated order, REPEATS rounds, medians,
+// and each cell against the one-model cell of the same round (paired), after one round of every cell that is
+// not counted (the JIT's warm-up). Also: the time of one route publish (setRoute) and the heap and RSS of each gateway
 // holding its routing state, and its open descriptors (upstream connections) after each cell. Then the
 // slow-streams cell (bench/lib/scale-streams.ts): STREAMS concurrent 1 token/s streams through one gateway.
-// `BENCH_PARTS=models` or `streams` runs one part and keeps the other's last results. Writes
-// bench/results/scale.json and scale.md.
+// The instructions part (bench/lib/scale-callgrind.ts, where valgrind is installed): the data-plane gateways'
+// instructions per request under callgrind, a count that does not move with the machine's load.
+// `BENCH_PARTS=models`, `instructions` or `streams` runs those parts and keeps the others' last results.
+// Writes bench/results/scale.json and scale.md.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { writeResults } from './lib/results.js';
 import os from 'node:os';
@@ -21,6 +24,10 @@ import type { Proc } from './lib/proc.js';
 import type { LoadResult } from './lib/loadgen.js';
 import type { ScaleGatewayOptions, ScaleGatewayReport } from './lib/scale-gateway.js';
 import { quantileSorted } from '../src/domain/quantile.js';
+import { modelsMarkdown, summarize } from './lib/scale-models.js';
+import type { GatewayKey, Kind, ModelsData, Row } from './lib/scale-models.js';
+import { callgrindMarkdown, haveValgrind, runCallgrind } from './lib/scale-callgrind.js';
+import type { CallgrindReport } from './lib/scale-callgrind.js';
 import { canRaiseNofile, hardNofile, runStreams, streamsMarkdown } from './lib/scale-streams.js';
 import type { StreamsReport } from './lib/scale-streams.js';
 
@@ -34,7 +41,11 @@ const WORKERS_PER_VERSION = Number(process.env.BENCH_WORKERS_PER_VERSION ?? 5);
 const ADAPTERS = Number(process.env.BENCH_ADAPTERS ?? 5);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 4_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_500);
-const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 3));
+/**
+ * Rounds of every cell. One cell's rounds spread by ±20 % on this shared 2-core machine, so a figure within
+ * 10 % needs many: the paired ratios' median over 8 rounds.
+ */
+const REPEATS = Math.max(1, Number(process.env.BENCH_REPEATS ?? 8));
 const CONNECTIONS = 32;
 /**
  * Each gateway's CPU with no traffic is measured over this long (all at once, before the cells): a whole
@@ -51,8 +62,12 @@ const KINDS: Kind[] = (process.env.BENCH_KINDS ?? 'dataplane,up').split(',').map
   return k;
 });
 
-/** `BENCH_PARTS`: `models` (the routing state of many models), `streams` (slow streams), or both (default). */
-const PARTS = (process.env.BENCH_PARTS ?? 'models,streams').split(',');
+/** `BENCH_PARTS`: `models` (the routing state of many models), `instructions` (its instruction counts), `streams` (slow streams); default all. */
+const PARTS = (process.env.BENCH_PARTS ?? 'models,instructions,streams').split(',');
+/** The instructions part: requests counted per cell and round, rounds, and whether callgrind simulates the caches too. */
+const INSTR_REQUESTS = Number(process.env.BENCH_INSTR_REQUESTS ?? 2_000);
+const INSTR_ROUNDS = Number(process.env.BENCH_INSTR_ROUNDS ?? 3);
+const INSTR_CACHE_SIM = process.env.BENCH_INSTR_CACHE_SIM !== '0';
 /** Stream counts of the slow-streams cell, comma-separated: one section each. */
 const STREAMS = (process.env.BENCH_STREAMS ?? '10000').split(',').map(Number);
 const STREAMS_RATE = Number(process.env.BENCH_STREAMS_RATE ?? 250);
@@ -63,29 +78,10 @@ const STREAMS_REPEATS = Number(process.env.BENCH_STREAMS_REPEATS ?? 2);
 const STREAMS_NOFILE = Number(process.env.BENCH_STREAMS_NOFILE ?? 65_536);
 const STREAMS_LOADGEN = path.join(here, 'lib', 'streams-loadgen.js');
 
-/** `dataplane`: bench/lib/scale-gateway.ts (the data plane alone); `up`: a whole `glidepath up` (control plane, health, scheduler) over static endpoints. */
-type Kind = 'dataplane' | 'up';
-type GatewayKey = `${Kind} ${'one' | 'many'}`;
-
 interface Cell {
   name: string;
   gateway: GatewayKey;
   models: string[];
-}
-
-interface Row {
-  cell: string;
-  round: number;
-  rps: number;
-  cpuPerReqUs: number;
-  /** cpuPerReqUs less the gateway's idle CPU over the same window (what the requests cost). */
-  netCpuPerReqUs: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  requests: number;
-  /** The gateway's open descriptors at the cell's end (client and upstream connections, listeners, files). */
-  fds: number;
 }
 
 function modelName(i: number): string {
@@ -113,8 +109,8 @@ function loadgen(opts: Record<string, unknown>): Promise<LoadResult> {
   return runLoadgen<LoadResult>(LOADGEN, opts);
 }
 
-async function gateway(models: number, endpoint: string): Promise<{ proc: Proc; report: ScaleGatewayReport }> {
-  const opts: ScaleGatewayOptions = {
+function gatewayOptions(models: number, endpoint: string): ScaleGatewayOptions {
+  return {
     port: 0,
     endpoints: [endpoint],
     models,
@@ -123,6 +119,10 @@ async function gateway(models: number, endpoint: string): Promise<{ proc: Proc; 
     adaptersPerModel: ADAPTERS,
     publishes: 200,
   };
+}
+
+async function gateway(models: number, endpoint: string): Promise<{ proc: Proc; report: ScaleGatewayReport }> {
+  const opts = gatewayOptions(models, endpoint);
   // the `glidepath` command's V8 flag (docs/gateway.md, "Memory and garbage collection")
   const nodeArgs = ['--expose-gc', '--initial-old-space-size=128'];
   if (CPU_PROF !== undefined) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, `--cpu-prof-name=gateway-${models}.cpuprofile`);
@@ -213,49 +213,6 @@ async function measure(cell: Cell, round: number, port: number, pid: number, idl
   };
 }
 
-function median(xs: number[]): number {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  return s.length === 0 ? NaN : quantileSorted(s, 0.5);
-}
-
-function f(n: number, d = 1): string {
-  return Number.isFinite(n) ? n.toFixed(d) : '–';
-}
-
-/** The models part's results as scale.json keeps them (so that a run of the other part can write them again). */
-interface ModelsData {
-  runAt: string;
-  node: string;
-  cpus: string;
-  models: number;
-  workersPerVersion: number;
-  adaptersPerModel: number;
-  durationMs: number;
-  warmupMs: number;
-  repeats: number;
-  connections: number;
-  cells: Med[];
-  gateways: Partial<Record<GatewayKey, ScaleGatewayReport>>;
-  rssAfterMiB: Partial<Record<GatewayKey, number>>;
-  /** Each gateway's CPU with no traffic (ms per s, over idleMs); absent in results from before it was measured. */
-  idleMs?: number;
-  idleCpuMsPerS?: Partial<Record<GatewayKey, number>>;
-}
-
-interface Med {
-  cell: string;
-  gateway: GatewayKey;
-  rps: number;
-  cpuPerReqUs: number;
-  netCpuPerReqUs?: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  requests: number;
-  fds: number;
-  rounds: { rps: number; cpuPerReqUs: number; netCpuPerReqUs?: number; fds: number }[];
-}
-
 async function runModels(dir: string): Promise<ModelsData> {
   const procs: Proc[] = [];
   const rows: Row[] = [];
@@ -290,34 +247,22 @@ async function runModels(dir: string): Promise<ModelsData> {
     await new Promise((r) => setTimeout(r, IDLE_MS));
     gws.forEach(([k, g], i) => (idle[k] = ((cpuMs(g.proc.pid) - (cpu0[i] as number)) * 1000) / IDLE_MS));
     process.stderr.write(`idle CPU ms/s ${JSON.stringify(idle)}\n`);
-    for (let i = 0; i < REPEATS; i++) {
+    // round -1 is not kept: the gateways had served nothing, and their first round compiled the request path
+    // (a first round read 224 µs/request against 105–134 in the seven after it)
+    for (let i = -1; i < REPEATS; i++) {
       for (let k = 0; k < cells.length; k++) {
-        const cell = cells[(i + k) % cells.length] as Cell;
+        const cell = cells[(i + 1 + k) % cells.length] as Cell;
         const g = by[cell.gateway] as { proc: Proc; report: ScaleGatewayReport };
-        rows.push(await measure(cell, i, g.report.port, g.proc.pid, idle[cell.gateway] ?? 0));
-        process.stderr.write(`${JSON.stringify(rows[rows.length - 1])}\n`);
+        const row = await measure(cell, i, g.report.port, g.proc.pid, idle[cell.gateway] ?? 0);
+        if (i >= 0) rows.push(row);
+        process.stderr.write(`${i < 0 ? 'warm-up ' : ''}${JSON.stringify(row)}\n`);
       }
     }
     for (const [k, g] of Object.entries(by)) rss[k as GatewayKey] = rssMiB(g.proc.pid);
   } finally {
     for (const p of procs.reverse()) await p.stop();
   }
-  const med = cells.map((c): Med => {
-    const rs = rows.filter((r) => r.cell === c.name);
-    return {
-      cell: c.name,
-      gateway: c.gateway,
-      rps: median(rs.map((r) => r.rps)),
-      cpuPerReqUs: median(rs.map((r) => r.cpuPerReqUs)),
-      netCpuPerReqUs: median(rs.map((r) => r.netCpuPerReqUs)),
-      p50: median(rs.map((r) => r.p50)),
-      p99: median(rs.map((r) => r.p99)),
-      errors: rs.reduce((a, r) => a + r.errors, 0),
-      requests: rs.reduce((a, r) => a + r.requests, 0),
-      fds: Math.max(...rs.map((r) => r.fds)),
-      rounds: rs.map((r) => ({ rps: r.rps, cpuPerReqUs: r.cpuPerReqUs, netCpuPerReqUs: r.netCpuPerReqUs, fds: r.fds })),
-    };
-  });
+  const med = summarize(cells, rows);
   return {
     runAt: new Date().toISOString(),
     node: process.version,
@@ -337,15 +282,52 @@ async function runModels(dir: string): Promise<ModelsData> {
   };
 }
 
+/** The data-plane gateways' instructions per request under callgrind, the same cells as the models part's. */
+async function runInstructions(dir: string): Promise<CallgrindReport> {
+  const all = Array.from({ length: MODELS }, (_, i) => modelName(i));
+  const simPort = await freePort();
+  const sim = await startFastSim(CLI, simPort, ['--served-model-name', ...all]);
+  const endpoint = `http://127.0.0.1:${simPort}`;
+  try {
+    return await runCallgrind(
+      {
+        gatewayScript: GATEWAY,
+        loadgen: LOADGEN,
+        dir,
+        gateways: { one: gatewayOptions(1, endpoint), many: gatewayOptions(MODELS, endpoint) },
+        cells: [
+          { name: 'one model', gateway: 'one', models: [modelName(0)] },
+          { name: `${MODELS} models, spread`, gateway: 'many', models: all },
+          { name: `${MODELS} models, all on one`, gateway: 'many', models: [modelName(MODELS - 1)] },
+        ],
+        warmupRounds: 12,
+        settledWithin: 0.03,
+        requests: INSTR_REQUESTS,
+        rounds: INSTR_ROUNDS,
+        connections: 1,
+        cacheSim: INSTR_CACHE_SIM,
+      },
+      (line) => process.stderr.write(`${line}\n`),
+    );
+  } finally {
+    await sim.stop();
+  }
+}
+
 /** scale.json's last results, for the part this run leaves out. */
-function previous(): { models?: ModelsData; streams?: StreamsReport[] } {
+function previous(): { models?: ModelsData; instructions?: CallgrindReport; streams?: StreamsReport[] } {
   try {
     const j = JSON.parse(readFileSync(path.join(root, 'bench', 'results', 'scale.json'), 'utf8')) as Partial<ModelsData> & {
       at?: string;
+      instructions?: CallgrindReport;
       streams?: StreamsReport[];
     };
     const models = j.cells !== undefined ? ({ runAt: j.runAt ?? j.at, node: j.node, cpus: j.cpus ?? '2 × AMD EPYC', ...j } as ModelsData) : undefined;
-    return { ...(models === undefined ? {} : { models }), ...(j.streams === undefined ? {} : { streams: j.streams }) };
+    return {
+      ...(models === undefined ? {} : { models }),
+      ...(j.instructions === undefined ? {} : { instructions: j.instructions }),
+      ...(j.streams === undefined ? {} : { streams: j.streams }),
+    };
   } catch {
     return {};
   }
@@ -356,8 +338,13 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-scale-'));
   let models = prev.models;
   let streams = prev.streams;
+  let instructions = prev.instructions;
   try {
     if (PARTS.includes('models')) models = await runModels(dir);
+    if (PARTS.includes('instructions')) {
+      if (haveValgrind()) instructions = await runInstructions(dir);
+      else process.stderr.write('bench:scale: valgrind (callgrind) is not installed: the instructions part is skipped, its last results kept\n');
+    }
     if (PARTS.includes('streams')) {
       // the counts run now replace their last results; the others' are kept
       streams = (streams ?? []).filter((r) => !STREAMS.includes(r.settings.streams));
@@ -395,72 +382,19 @@ async function main(): Promise<void> {
     lines.push(...m.lines);
     checks.push(...m.checks);
   }
+  if (instructions !== undefined) lines.push('', ...callgrindMarkdown(instructions));
   for (const r of streams ?? []) {
     const s = streamsMarkdown(r);
     if (lines.length > 0) lines.push('');
     lines.push(...s.lines);
     checks.push(...s.checks);
   }
-  const md = writeResults(root, 'scale', 'issue 18', lines, checks, { ...(models ?? {}), ...(streams === undefined ? {} : { streams }) });
+  const md = writeResults(root, 'scale', 'issue 18', lines, checks, {
+    ...(models ?? {}),
+    ...(instructions === undefined ? {} : { instructions }),
+    ...(streams === undefined ? {} : { streams }),
+  });
   process.stdout.write(md);
-}
-
-function modelsMarkdown(data: ModelsData): { lines: string[]; checks: [string, boolean, string][] } {
-  const med = data.cells;
-  const gw = data.gateways;
-  const rss = data.rssAfterMiB;
-  /** The one-model cell of the same kind of gateway. */
-  const baseOf = (m: Med): Med => med.find((x) => x.gateway === `${m.gateway.split(' ')[0] as Kind} one`) as Med;
-  const many = gw['dataplane many'] ?? gw['up many'];
-  const lines: string[] = [
-    '# Scale: the routing state of many models',
-    '',
-    `Run ${data.runAt} on ${data.cpus}, Node ${data.node}. Gateways holding 1 model or ${data.models} models; each model has versions v1 (weight 0.9) and v2 (0.1) of ${data.workersPerVersion} workers each and ${data.adaptersPerModel} LoRA adapters (${data.models * 2 * data.workersPerVersion} workers and ${data.models * data.adaptersPerModel} adapters in all), every worker on one simulator at zero delay (they share its endpoint). \`dataplane\`: a data plane and its front alone (\`bench/lib/scale-gateway.ts\`); \`up\`: a whole \`glidepath up\` over static endpoints (control plane, health probes, scheduler). Small non-streaming requests (16 tokens) from ${data.connections} connections of a load generator in its own process; ${data.durationMs} ms measured after ${data.warmupMs} ms warm-up per cell, ${data.repeats} rounds interleaved in rotated order; rates and CPU are medians over the rounds; CPU is the gateway process's utime + stime over the measured window. Open descriptors: the gateway's, at the end of a cell (client and upstream connections, listeners, files; the highest over the rounds).`,
-    '',
-    '| cell | req/s | gateway CPU µs/request (rounds) | vs one model | net of idle CPU: µs/request | net vs one model | p50 ms | p99 ms | open descriptors after | errors |',
-    '|---|---|---|---|---|---|---|---|---|---|',
-  ];
-  const net = (m: Med): number => m.netCpuPerReqUs ?? NaN;
-  const vs = (a: number, b: number): string => `${f(a - b, 1)} µs (${f(100 * (a / b - 1), 1)} %)`;
-  for (const m of med) {
-    const b = baseOf(m);
-    const rounds = m.rounds.map((r) => f(r.cpuPerReqUs, 1)).join(', ');
-    lines.push(
-      `| ${m.cell} | ${f(m.rps, 0)} | ${f(m.cpuPerReqUs, 1)} (${rounds}) | ${m === b ? '–' : `${vs(m.cpuPerReqUs, b.cpuPerReqUs)}, req/s ${f(m.rps / b.rps, 2)}×`} | ${f(net(m), 1)} | ${m === b ? '–' : vs(net(m), net(b))} | ${f(m.p50, 2)} | ${f(m.p99, 2)} | ${m.fds} | ${m.errors} |`,
-    );
-  }
-  const idle = data.idleCpuMsPerS ?? {};
-  if (data.idleMs !== undefined)
-    lines.push(
-      '',
-      `Net of idle CPU: each gateway's CPU with no traffic was measured over ${data.idleMs / 1000} s (all at once, before the cells) and that rate times the window is taken off before dividing by the requests. It is what a gateway spends whatever the traffic — in a whole \`glidepath up\`, mostly per worker: a health probe per worker every 30 s, the health and scheduler ticks over every worker — which the gross figure divides by however many requests the machine let through that round. Both are shown; the targets below are judged on the net figure and the gross one is given beside it.`,
-    );
-  lines.push(
-    '',
-    '| gateway | models | workers | adapters | start ms | route publish p50 / p99 / max ms (200 publishes) | heap used MiB (after GC, before traffic) | RSS MiB before / after traffic | idle CPU ms/s |',
-    '|---|---|---|---|---|---|---|---|---|',
-  );
-  for (const [k, g] of Object.entries(gw) as [GatewayKey, ScaleGatewayReport][]) {
-    lines.push(
-      `| ${k} | ${g.models} | ${g.workers} | ${g.adapters} | ${f(g.buildMs, 0)} | ${f(g.publishMs.p50, 3)} / ${f(g.publishMs.p99, 3)} / ${f(g.publishMs.max, 3)} | ${f(g.heapUsedMiB ?? NaN, 1)} | ${f(g.rssMiB, 0)} / ${f(rss[k] ?? NaN, 0)} | ${f(idle[k] ?? NaN, 1)} |`,
-    );
-  }
-  const checks: [string, boolean, string][] = med
-    .filter((m) => m !== baseOf(m))
-    .map((m): [string, boolean, string] => {
-      const b = baseOf(m);
-      const gross = `${f(100 * (m.cpuPerReqUs / b.cpuPerReqUs - 1), 1)} %`;
-      if (!Number.isFinite(net(m))) return [`${m.cell}: CPU/request within 10 % of one model`, m.cpuPerReqUs <= 1.1 * b.cpuPerReqUs, gross];
-      return [
-        `${m.cell}: CPU/request within 10 % of one model (net of idle CPU)`,
-        net(m) <= 1.1 * net(b),
-        `${f(100 * (net(m) / net(b) - 1), 1)} % (gross ${gross})`,
-      ];
-    });
-  if (many !== undefined && Number.isFinite(many.publishMs.max ?? NaN)) {
-    checks.push([`route publish under 10 ms at ${many.models} models`, many.publishMs.max < 10, `max ${f(many.publishMs.max, 3)} ms`]);
-  }
-  return { lines, checks };
 }
 
 main().catch((err: unknown) => {

@@ -20,6 +20,11 @@ interface Options {
   staggerMs?: number;
   /** Spread the requests over these models in turn (one after another, across connections) instead of `model`. */
   models?: string[];
+  /**
+   * Send exactly this many requests after the warm-up, then stop (durationMs still bounds the run): an
+   * instruction count per request (bench/lib/scale-callgrind.ts) divides by a known number.
+   */
+  requests?: number;
 }
 
 /** What one load run measured (the benchmark parses it from this process's output). */
@@ -44,11 +49,14 @@ async function run(o: Options): Promise<LoadResult> {
   const measureFrom = t0 + o.warmupMs;
   const end = measureFrom + o.durationMs;
   const stagger = o.staggerMs ?? 0;
+  const limit = o.requests ?? Infinity;
+  let sent = 0;
   const worker = async (i: number) => {
     if (stagger > 0) await new Promise((r) => setTimeout(r, (stagger * i) / o.connections));
     while (performance.now() < end) {
       const s = performance.now();
       const measured = s >= measureFrom;
+      if (measured && sent++ >= limit) break;
       const body = bodies[turn++ % bodies.length] as string;
       try {
         const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
