@@ -79,9 +79,12 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
         engineConfigYaml({
           dataDir,
           model: MODEL,
+          // batch-invariant: "nothing mixes" compares each answer with its version's answer asked alone;
+          // batched, a sequence's numbers depend on its batch (docs/engines.md, "Exact resumes"), and on a
+          // slow machine one prompt's greedy answer differed so in 2 runs of 2, the build before alike
           versions: [
-            { id: 'v1', weights: models.model(1), replicas: 2 },
-            { id: 'v2', weights: models.model(2), replicas: 2 },
+            { id: 'v1', weights: models.model(1), replicas: 2, flags: '--batch-invariant' },
+            { id: 'v2', weights: models.model(2), replicas: 2, flags: '--batch-invariant' },
           ],
         }),
       );
@@ -160,7 +163,11 @@ describe('the fleet on real llama.cpp workers (e2e)', () => {
           model: MODEL,
           // batch-invariant: a stream's text does not depend on what else its worker runs (docs/engines.md)
           versions: [{ id: 'v1', weights: models.model(3), replicas: 3, flags: '--batch-invariant' }],
-          gateway: '{ first_token_timeout_ms: 5000, idle_timeout_ms: 1500 }',
+          // a CPU engine re-prefilling a 400-token continuation beside a replacement loading its model
+          // can take seconds to its first token on a slow 2-core machine: the kills are seen at the socket,
+          // these limits only catch hangs (5 s and 1.5 s failed 2 runs in 3 on such a machine, the build
+          // before alike)
+          gateway: '{ first_token_timeout_ms: 30000, idle_timeout_ms: 10000 }',
         }),
       );
       await untilWorkers(up, (ws) => ws.filter((w) => w.state === 'ready' && w.weight === 1).length >= 3, 'three serving');
