@@ -315,6 +315,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
       ejectMaxMs: g.eject_max_ms,
       connectionsPerWorker: g.connections_per_worker,
       preconnect: { ratio: g.preconnect.ratio, maxPerWorker: g.preconnect.max_per_worker },
+      http2: { enabled: g.http2.enabled, maxConcurrentStreams: g.http2.max_concurrent_streams },
       workerQueueMax: g.worker_queue_max,
       queueTimeoutMs: g.queue_timeout_ms,
       allowVersionHeader: g.allow_version_header,

@@ -365,6 +365,13 @@ export const configSchema = z
           })
           .strict()
           .prefault({}),
+        http2: z
+          .object({
+            enabled: bool().default(G.http2Enabled),
+            max_concurrent_streams: posInt().default(G.http2MaxConcurrentStreams),
+          })
+          .strict()
+          .prefault({}),
         worker_queue_max: nonNegInt().default(G.workerQueueMax),
         queue_timeout_ms: posInt().default(G.queueTimeoutMs),
         allow_version_header: bool().default(G.allowVersionHeader),

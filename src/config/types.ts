@@ -166,6 +166,8 @@ export interface GatewayConfig {
   readonly connectionsPerWorker: number;
   /** Spare idle connections per worker: ratio × its requests in flight, at most maxPerWorker (docs/resilience.md). */
   readonly preconnect: { readonly ratio: number; readonly maxPerWorker: number };
+  /** HTTP/2 with prior knowledge on the data plane's port (docs/gateway.md). */
+  readonly http2: { readonly enabled: boolean; readonly maxConcurrentStreams: number };
   /** Requests waiting for a connection to one worker; past it the request goes elsewhere or gets 503 (0: none wait). */
   readonly workerQueueMax: number;
   /** Longest wait for a connection to a worker before 503 (it does not count towards the first-token limit). */

@@ -146,6 +146,15 @@ export const DATA_PLANE = {
     listenBacklog: 4096,
     clientHeadersTimeoutMs: 30_000,
     /**
+     * HTTP/2 with prior knowledge (h2c) on the data plane's port, beside HTTP/1.1: a client or a balancer
+     * in front (Envoy, gRPC-style proxies, httpx with http2=True) multiplexes its streams over a few
+     * connections, so a stream costs the gateway one descriptor (its worker's) instead of two.
+     * 256 streams per connection: Go's net/http allows 250, nginx 128; the ceiling on descriptors
+     * bounds them all together.
+     */
+    http2Enabled: true,
+    http2MaxConcurrentStreams: 256,
+    /**
      * A response the client does not take: when the bytes already handed to its socket have not
      * drained for this long, the connection is closed and the worker released (nginx's
      * `send_timeout` is 60 s). A client reading a stream at any pace keeps it alive.

@@ -1,5 +1,6 @@
 // The data plane's HTTP/1.1 server over node:net: a client connection's states (head, body, handling, flushing), keep-alive, pipelining, timeouts,
-// and what bounds a client: admission, read-ahead, the time its unread answers may wait. Parsing and writing live in http1/.
+// and what bounds a client: admission, read-ahead, the time its unread answers may wait. Parsing and writing live in http1/; a connection
+// that opens with HTTP/2's preface is handed to front-h2.ts.
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { DEFAULTS } from '../defaults.js';
@@ -14,6 +15,7 @@ import { FrontConfig } from './http1/server-options.js';
 import type { FrontHandler, FrontOptions, FrontRequest } from './http1/server-options.js';
 import { ParseError } from './http1/syntax.js';
 import { requestRefusal } from './limits.js';
+import { H2Front, prefaceMatch } from './front-h2.js';
 
 export type { FrontEvents, FrontHandler, FrontOptions, FrontRequest, FrontResponse } from './http1/server-options.js';
 
@@ -79,11 +81,17 @@ class Conn implements ResponseSink {
   sendTimedOut = false;
   /** Admitted past the ceiling: one request, to a probe path only. */
   private readonly probeOnly: boolean;
+  /** Where a connection that opens with the HTTP/2 preface goes (null: HTTP/1.1 only). */
+  private readonly h2: H2Front | null;
+  /** Nothing of the connection parsed yet: its first bytes may still turn out to be HTTP/2's. */
+  private fresh: boolean;
 
   readonly keepAliveLines: string;
 
-  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string, probeOnly: boolean) {
+  constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string, probeOnly: boolean, h2: H2Front | null) {
     this.socket = socket;
+    this.h2 = h2;
+    this.fresh = h2 !== null;
     this.cfg = cfg;
     this.keepAliveLines = cfg.keepAliveLines;
     this.heads = new HeadReader(cfg.maxHeader);
@@ -124,8 +132,32 @@ class Conn implements ResponseSink {
       this.buf = Buffer.concat([off === 0 ? buf : buf.subarray(off), chunk], buf.length - off + chunk.length);
       this.off = 0;
     }
+    if (this.fresh && this.sniff()) return;
     this.parse();
   };
+
+  /** The connection's first bytes: true when they are (or may yet be) HTTP/2's preface, the connection then handed over (or waiting for more). */
+  private sniff(): boolean {
+    const buf = this.buf as Buffer;
+    const m = prefaceMatch(buf);
+    if (m === 0) return true; // a prefix of the preface: the idle timer still runs
+    this.fresh = false;
+    if (m < 0) return false;
+    // from here the HTTP/2 session owns the socket; 'close' still releases this connection's admission (the timer fires idle)
+    const socket = this.socket;
+    for (const [event, fn] of [
+      ['data', this.onData],
+      ['end', this.onEnd],
+      ['drain', this.onDrain],
+      ['finish', this.onFinish],
+    ] as const)
+      socket.removeListener(event, fn);
+    this.state = S_DEAD;
+    this.buf = null;
+    this.timerKind = T_NONE;
+    (this.h2 as H2Front).adopt(socket, buf, this.addr, this.probeOnly);
+    return true;
+  }
 
   /** The client shut down its sending side: like node:http, that is the client leaving (an answer in progress is abandoned: onClose tells the handler). */
   private readonly onEnd = (): void => {
@@ -471,6 +503,7 @@ function errorResponse(cfg: FrontConfig, status: number, code: ErrorCode, messag
 /** A net.Server serving HTTP/1.1 with `handler`; closeAllConnections() destroys every open socket. */
 export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Server & { closeAllConnections(): void } {
   const cfg = new FrontConfig(handler, opts);
+  const h2 = opts.http2 === undefined ? null : new H2Front(cfg, opts.http2);
   const conns = new Set<Conn>();
   // half-open so that a client's FIN is ours to handle (see Conn.onEnd)
   const server = createServer({ allowHalfOpen: true }, (socket) => {
@@ -480,7 +513,7 @@ export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Se
       const why = limits.admit(addr);
       if (why === 'capacity' && cfg.probePaths !== null && cfg.probeOpen < DEFAULTS.limits.probeConnections) {
         cfg.probeOpen++;
-        conns.add(new Conn(socket, cfg, conns, addr, true));
+        conns.add(new Conn(socket, cfg, conns, addr, true, h2));
         return;
       }
       if (why !== undefined) {
@@ -489,7 +522,7 @@ export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Se
         return;
       }
     }
-    conns.add(new Conn(socket, cfg, conns, addr, false));
+    conns.add(new Conn(socket, cfg, conns, addr, false, h2));
   });
   return Object.assign(server, {
     closeAllConnections(): void {

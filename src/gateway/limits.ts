@@ -74,6 +74,12 @@ export class ClientLimits {
   private sweepAt: number = DEFAULTS.limits.clientTableSweepAt;
   /** Client connections open now (admitted and not yet closed). */
   open = 0;
+  /**
+   * HTTP/2 streams in flight past their connection's first: each holds one descriptor (its worker's
+   * connection) where an HTTP/1.1 connection holds two, so two of them weigh one connection against
+   * the ceiling (front-h2.ts).
+   */
+  extraStreams = 0;
   /** The per-client map is kept at all (a limit per address is set). */
   private readonly perClient: boolean;
 
@@ -86,7 +92,7 @@ export class ClientLimits {
   /** A new connection from `addr`: undefined when admitted (close() must follow), else why not. */
   admit(addr: string): Refusal | undefined {
     const s = this.settings;
-    if (s.maxConnections > 0 && this.open >= s.maxConnections) return 'capacity';
+    if (s.maxConnections > 0 && 2 * this.open + this.extraStreams + 2 > 2 * s.maxConnections) return 'capacity';
     if (this.perClient) {
       const e = this.entry(addr);
       if (s.perClientConnections > 0 && e.conns >= s.perClientConnections) return 'client_connections';
@@ -104,6 +110,18 @@ export class ClientLimits {
     if (e === undefined) return;
     e.conns--;
     if (e.conns <= 0 && this.refilled(e)) this.clients.delete(addr);
+  }
+
+  /** An HTTP/2 stream past its connection's first: true when the ceiling has room for its descriptor (releaseStream() must follow), false at the ceiling. */
+  admitStream(): boolean {
+    const max = this.settings.maxConnections;
+    if (max > 0 && 2 * this.open + this.extraStreams + 1 > 2 * max) return false;
+    this.extraStreams++;
+    return true;
+  }
+
+  releaseStream(): void {
+    this.extraStreams--;
   }
 
   /** Whether a request rate is enforced (take() is worth calling). */

@@ -189,6 +189,7 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
   const server = createFrontServer(handler, {
     maxBodyBytes: dp.cfg.maxBodyBytes,
     sendTimeoutMs: dp.cfg.sendTimeoutMs,
+    ...(dp.cfg.http2.enabled ? { http2: { maxConcurrentStreams: dp.cfg.http2.maxConcurrentStreams } } : {}),
     ...(adm === undefined ? {} : { limits: adm.limits, probePaths: PROBE_PATHS }),
     events: { sendTimeout: () => metrics.sendTimeouts.inc(), ...(adm === undefined ? {} : { refused: (why, addr) => adm.refused(why, addr) }) },
   });

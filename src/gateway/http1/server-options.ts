@@ -13,7 +13,7 @@ export interface FrontRequest {
   readonly headers: Readonly<Record<string, string>>;
   /** The complete body (Content-Length or chunked, decoded); empty Buffer when none. */
   readonly body: Buffer;
-  readonly httpVersion: '1.0' | '1.1';
+  readonly httpVersion: '1.0' | '1.1' | '2';
   /** The client's address as the socket saw it ('' when unknown). */
   readonly remoteAddress: string;
 }
@@ -41,6 +41,12 @@ export interface FrontResponse {
   destroy(): void;
 }
 
+/** HTTP/2 with prior knowledge on the same listener (front-h2.ts). */
+export interface Http2Options {
+  /** SETTINGS_MAX_CONCURRENT_STREAMS: streams one client connection may have open at once. */
+  maxConcurrentStreams: number;
+}
+
 export type FrontHandler = (req: FrontRequest, res: FrontResponse) => void;
 
 export interface FrontOptions {
@@ -66,6 +72,8 @@ export interface FrontOptions {
    * gateway must not look dead to its liveness probe and must stay visible to Prometheus.
    */
   probePaths?: ReadonlySet<string>;
+  /** Serve clients that open with the HTTP/2 preface (h2c, prior knowledge) on the same port; absent: HTTP/1.1 only (they get 505). */
+  http2?: Http2Options;
   /** Body for error answers the server writes itself (400/408/413/417/429/431/500/501/503/505). Default: OpenAI-style JSON. */
   errorBody?: (status: number, code: ErrorCode, message: string) => string;
 }

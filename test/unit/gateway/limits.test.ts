@@ -12,6 +12,20 @@ describe('ClientLimits', () => {
     expect(l.tracked).toBe(0); // no per-client limit: no per-client state at all
   });
 
+  it('weighs an HTTP/2 stream past its connection’s first as one descriptor, half a connection', () => {
+    const l = new ClientLimits({ maxConnections: 3, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
+    expect(l.admit('a')).toBeUndefined(); // 2 of 6 descriptors
+    expect([l.admitStream(), l.admitStream(), l.admitStream()]).toEqual([true, true, true]); // 5 of 6
+    expect(l.admit('b')).toBe('capacity'); // a connection needs 2
+    expect(l.admitStream()).toBe(true); // 6 of 6
+    expect(l.admitStream()).toBe(false);
+    l.releaseStream();
+    l.releaseStream();
+    expect(l.admit('b')).toBeUndefined();
+    expect(l.admitStream()).toBe(false);
+    expect(l.extraStreams).toBe(2);
+  });
+
   it('counts connections per address', () => {
     const l = new ClientLimits({ maxConnections: 0, perClientConnections: 2, perClientRps: 0, perClientBurst: 0 });
     expect([l.admit('a'), l.admit('a'), l.admit('a'), l.admit('b')]).toEqual([undefined, undefined, 'client_connections', undefined]);
