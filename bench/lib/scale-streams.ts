@@ -24,6 +24,8 @@ export interface StreamsSettings {
   nofile: number;
   /** The machine's hard descriptor limit (what they run under when nofile is 0). */
   hardNofile: number;
+  /** The gateway's clients speak HTTP/2 over this many connections (0 or absent, as in earlier records: HTTP/1.1, one per stream). */
+  h2Connections?: number;
   /** A directory: the gateway runs under --cpu-prof and writes its profile there (BENCH_CPU_PROF). */
   cpuProf?: string;
 }
@@ -151,6 +153,7 @@ export async function runStreams(s: StreamsSettings, log: (line: string) => void
           ratePerS: s.ratePerS,
           tokens: s.tokens,
           durationMs: s.durationMs,
+          ...(target === 'gateway' && (s.h2Connections ?? 0) > 0 ? { h2Connections: s.h2Connections } : {}),
         };
         if (target === 'direct') {
           const result = await loadgen(s, opts);
@@ -206,10 +209,12 @@ export function streamsMarkdown(r: StreamsReport): { lines: string[]; checks: [s
   const [d, g] = [by('direct'), by('gateway')];
   const q = (rs: StreamsRound[], pick: (x: StreamsResult) => Quantiles, k: keyof Quantiles): number[] => rs.map((x) => pick(x.result)[k]);
   const added = (pick: (x: StreamsResult) => Quantiles, k: keyof Quantiles): number => median(q(g, pick, k)) - median(q(d, pick, k));
+  const h2 = s.h2Connections ?? 0;
+  const over = h2 > 0 ? ` over ${h2} HTTP/2 connections` : '';
   const lines: string[] = [
-    `## Slow streams: ${s.streams.toLocaleString('en')} concurrent streams through one gateway`,
+    `## Slow streams: ${s.streams.toLocaleString('en')} concurrent streams through one gateway${over}`,
     '',
-    `Run ${r.runAt ?? '–'}. One \`glidepath up\` (10 static workers on one simulator at ${s.interTokenMs} ms/token, no jitter) against the same load generator straight to the simulator; simulator, gateway and load generator each in its own process, ${s.nofile > 0 ? `each under \`prlimit --nofile=${s.nofile}:${s.nofile}\`` : `under the machine's descriptor limit of ${s.hardNofile} (soft = hard; \`prlimit\` could not raise it: this container lacks CAP_SYS_RESOURCE)`}. ${s.streams.toLocaleString('en')} connections open one after another at ${s.ratePerS}/s (all open after ${f(s.streams / s.ratePerS, 0)} s); each streams ${s.tokens}-token completions one after another, so streams keep starting at about that rate once all are open; no stream starts after ${s.durationMs / 1000} s. ${s.repeats} rounds of each target, interleaved; figures are medians over the rounds with the range in brackets. The machine has 2 cores shared with other work (a browser test run at times), so single rounds are noisy. The gateway logged at start: ceiling ${r.ceiling?.maxConnections ?? '?'} client connections from a descriptor limit of ${r.ceiling?.fdLimit ?? '?'}.`,
+    `Run ${r.runAt ?? '–'}. One \`glidepath up\` (10 static workers on one simulator at ${s.interTokenMs} ms/token, no jitter) against the same load generator straight to the simulator; simulator, gateway and load generator each in its own process, ${s.nofile > 0 ? `each under \`prlimit --nofile=${s.nofile}:${s.nofile}\`` : `under the machine's descriptor limit of ${s.hardNofile} (soft = hard; \`prlimit\` could not raise it: this container lacks CAP_SYS_RESOURCE)`}. ${h2 > 0 ? `Clients of the gateway speak HTTP/2 with prior knowledge, ${s.streams.toLocaleString('en')} streams spread over ${h2} connections (one descriptor per stream in the gateway, its worker's; the direct runs stay HTTP/1.1, a connection per stream); streams` : `${s.streams.toLocaleString('en')} connections`} open one after another at ${s.ratePerS}/s (all open after ${f(s.streams / s.ratePerS, 0)} s); each streams ${s.tokens}-token completions one after another, so streams keep starting at about that rate once all are open; no stream starts after ${s.durationMs / 1000} s. ${s.repeats} rounds of each target, interleaved; figures are medians over the rounds with the range in brackets. The machine has 2 cores shared with other work (a browser test run at times), so single rounds are noisy. The gateway logged at start: ceiling ${r.ceiling?.maxConnections ?? '?'} client connections from a descriptor limit of ${r.ceiling?.fdLimit ?? '?'}.`,
     '',
     '| | direct | through the gateway | added by the gateway |',
     '|---|---|---|---|',
@@ -252,17 +257,17 @@ export function streamsMarkdown(r: StreamsReport): { lines: string[]; checks: [s
   const addedTtft = median(g.map((x) => x.result.ttft.p99)) - median(d.map((x) => x.result.ttft.p99));
   const checks: [string, boolean, string][] = [
     [
-      `${s.streams.toLocaleString('en')} slow streams: every stream served, no error`,
+      `${s.streams.toLocaleString('en')} slow streams${over}: every stream served, no error`,
       errors === 0 && g.every((x) => x.result.maxInFlight >= s.streams),
       `${errors} errors; most in flight ${num(g, (x) => x.result.maxInFlight)}`,
     ],
     [
-      `${s.streams.toLocaleString('en')} slow streams: gateway RSS under 1 GiB`,
+      `${s.streams.toLocaleString('en')} slow streams${over}: gateway RSS under 1 GiB`,
       Math.max(...g.map((x) => x.rssMaxMiB ?? Infinity)) < 1024,
       `highest ${f(Math.max(...g.map((x) => x.rssMaxMiB ?? NaN)), 0)} MiB`,
     ],
     [
-      `${s.streams.toLocaleString('en')} slow streams: added inter-token p99 under 5 ms (all open)`,
+      `${s.streams.toLocaleString('en')} slow streams${over}: added inter-token p99 under 5 ms (all open)`,
       added((x) => x.itlSteady, 'p99') < 5,
       `${f(
         added((x) => x.itlSteady, 'p99'),
@@ -270,7 +275,7 @@ export function streamsMarkdown(r: StreamsReport): { lines: string[]; checks: [s
       )} ms`,
     ],
     [
-      `${s.streams.toLocaleString('en')} slow streams: added inter-token p99 under 5 ms (while opening)`,
+      `${s.streams.toLocaleString('en')} slow streams${over}: added inter-token p99 under 5 ms (while opening)`,
       added((x) => x.itlOpening, 'p99') < 5,
       `${f(
         added((x) => x.itlOpening, 'p99'),
@@ -278,7 +283,7 @@ export function streamsMarkdown(r: StreamsReport): { lines: string[]; checks: [s
       )} ms`,
     ],
     [
-      `${s.streams.toLocaleString('en')} slow streams: TTFT unaffected by concurrency (p99 of the fullest band within 5 ms of the emptiest; added p99 under 5 ms)`,
+      `${s.streams.toLocaleString('en')} slow streams${over}: TTFT unaffected by concurrency (p99 of the fullest band within 5 ms of the emptiest; added p99 under 5 ms)`,
       lastBand - firstBand < 5 && addedTtft < 5,
       `gateway p99 ${f(firstBand, 1)} ms at ${bands[0]?.from ?? 0}–${bands[0]?.to ?? 0} in flight, ${f(lastBand, 1)} ms at the fullest; added p99 ${f(addedTtft, 1)} ms`,
     ],

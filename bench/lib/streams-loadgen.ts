@@ -4,6 +4,8 @@
 // Usage: node dist-bench/bench/lib/streams-loadgen.js '<json options>'
 import { countEvents } from './sse-count.js';
 import { performance } from 'node:perf_hooks';
+import { connect as h2connect } from 'node:http2';
+import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
 import { Agent } from 'undici';
 import { quantileSorted } from '../../src/domain/quantile.js';
 
@@ -18,6 +20,49 @@ export interface StreamsOptions {
   tokens: number;
   /** No stream starts after this many ms (those running finish). */
   durationMs: number;
+  /** HTTP/2 with prior knowledge over this many connections, streams spread over them in turn; 0 or absent: HTTP/1.1, a connection per stream. */
+  h2Connections?: number;
+}
+
+/** A response as the rounds read it: its status, and its body chunk by chunk. */
+interface Answer {
+  statusCode: number;
+  body: AsyncIterable<Buffer> & { text(): Promise<string> };
+}
+
+/** One request over one of `n` HTTP/2 connections (opened on first use), as undici's request answers. */
+function h2Client(url: string, n: number): { request(i: number, body: string): Promise<Answer>; close(): void } {
+  const sessions: ClientHttp2Session[] = [];
+  const session = (i: number): ClientHttp2Session => {
+    const k = i % n;
+    let s = sessions[k];
+    if (s === undefined || s.closed || s.destroyed) {
+      s = h2connect(url);
+      s.on('error', () => undefined);
+      sessions[k] = s;
+    }
+    return s;
+  };
+  return {
+    request(i, body) {
+      return new Promise((resolve, reject) => {
+        const st = session(i).request({ ':method': 'POST', ':path': '/v1/completions', 'content-type': 'application/json' });
+        st.once('error', reject);
+        st.once('response', (h: IncomingHttpHeaders) => {
+          const text = async (): Promise<string> => {
+            let t = '';
+            for await (const c of st) t += (c as Buffer).toString();
+            return t;
+          };
+          resolve({ statusCode: Number(h[':status']), body: Object.assign(st as AsyncIterable<Buffer>, { text }) });
+        });
+        st.end(body);
+      });
+    },
+    close() {
+      for (const s of sessions) s.close();
+    },
+  };
 }
 
 export interface Quantiles {
@@ -53,6 +98,7 @@ function quantiles(xs: number[]): Quantiles {
 
 async function run(o: StreamsOptions): Promise<StreamsResult> {
   const agent = new Agent({ connections: o.streams, pipelining: 1, keepAliveTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 });
+  const h2 = (o.h2Connections ?? 0) > 0 ? h2Client(o.url, o.h2Connections as number) : null;
   const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.tokens, temperature: 0, stream: true, ignore_eos: true });
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -70,12 +116,13 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
     errors++;
     errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
   };
-  const one = async (): Promise<void> => {
+  const one = async (i: number): Promise<void> => {
     const s = performance.now();
     const at = inFlight++;
     if (inFlight > maxInFlight) maxInFlight = inFlight;
     try {
-      const r = await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const r: Answer =
+        h2 !== null ? await h2.request(i, body) : await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if (r.statusCode !== 200) {
         // the error's code names the refusal (server_overloaded: the client-connection ceiling; worker_queue_full; …)
         const text = await r.body.text().catch(() => '');
@@ -116,11 +163,12 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
   };
   const conn = async (i: number): Promise<void> => {
     await new Promise((r) => setTimeout(r, (1000 * i) / o.ratePerS));
-    while (performance.now() < end) await one();
+    while (performance.now() < end) await one(i);
   };
   await Promise.all(Array.from({ length: o.streams }, (_, i) => conn(i)));
   const elapsedMs = performance.now() - t0;
   await agent.close();
+  h2?.close();
   const cpu = process.cpuUsage(cpu0);
   const bands = 5;
   const ttftByConcurrency = Array.from({ length: bands }, (_, b) => {
