@@ -73,7 +73,7 @@ export interface Admission {
  * Admission for `listener` from its configuration: a data-plane ceiling of 0 is derived from the
  * descriptor limit (logged once at start); refusals are counted and logged at most once per interval.
  */
-export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig, telemetry: Telemetry): Admission {
+export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig, telemetry: Telemetry, http2 = false): Admission {
   const fdLimit = descriptorLimit();
   const max = listener === 'data' && cfg.maxConnections === 0 ? autoMaxConnections(fdLimit) : cfg.maxConnections;
   const limits = new ClientLimits({ ...cfg, maxConnections: max });
@@ -88,7 +88,11 @@ export function admission(listener: 'data' | 'admin', cfg: ListenerLimitsConfig,
   };
   const acceptWarning = new ThrottledWarning(log);
   if (listener === 'data') {
-    log.info({ listener, maxConnections: max, fdLimit: fdLimit ?? null, descriptorsPerStream: 2 }, 'client connection ceiling');
+    // over HTTP/2 a stream past its connection's first holds one descriptor: it weighs half a connection
+    log.info(
+      { listener, maxConnections: max, fdLimit: fdLimit ?? null, descriptorsPerStream: 2, http2StreamDescriptors: http2 ? 1 : null },
+      'client connection ceiling',
+    );
     // a ceiling set by hand above what the limit carries fails later, and worse: accepts and worker connects with EMFILE
     const fits = autoMaxConnections(fdLimit);
     if (cfg.maxConnections > 0 && fdLimit !== undefined && cfg.maxConnections > fits) {
@@ -185,7 +189,7 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
     }
   };
   const metrics = dp.telemetry.metrics;
-  const adm = opts.limits === undefined ? undefined : admission('data', opts.limits, dp.telemetry);
+  const adm = opts.limits === undefined ? undefined : admission('data', opts.limits, dp.telemetry, dp.cfg.http2.enabled);
   const server = createFrontServer(handler, {
     maxBodyBytes: dp.cfg.maxBodyBytes,
     sendTimeoutMs: dp.cfg.sendTimeoutMs,

@@ -218,6 +218,72 @@ describe('HTTP/2 with prior knowledge beside HTTP/1.1', () => {
   });
 });
 
+describe('HTTP/2 clients held to the listener’s limits', () => {
+  it('closes a connection with no stream open after the keep-alive timeout (GOAWAY), not one with a stream in flight', async () => {
+    const held: FrontResponse[] = [];
+    const { url } = await start(
+      (req, res) => {
+        if (req.url === '/hold') {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          held.push(res);
+        } else echo(req, res);
+      },
+      { keepAliveTimeoutMs: 150 },
+    );
+    const idle = await session(url);
+    const busy = await session(url);
+    const st = busy.request({ ':method': 'GET', ':path': '/hold' });
+    st.on('error', () => undefined);
+    await until(() => held.length === 1, 'the held stream');
+    const [code] = (await once(idle, 'goaway')) as [number];
+    expect(code).toBe(constants.NGHTTP2_NO_ERROR);
+    await once(idle, 'close');
+    // the busy connection saw no frame for as long, but has a stream in flight
+    expect(busy.closed).toBe(false);
+    held[0]!.end('done');
+    let text = '';
+    for await (const c of st) text += (c as Buffer).toString();
+    expect(text).toBe('done');
+  });
+
+  it('refuses streams over max_concurrent_streams, and rate-limits a client per stream', async () => {
+    const limits = new ClientLimits({ maxConnections: 0, perClientConnections: 0, perClientRps: 1, perClientBurst: 2 });
+    const held: FrontResponse[] = [];
+    const { url } = await start(
+      (req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        held.push(res);
+      },
+      { limits, http2: { maxConcurrentStreams: 2 } },
+    );
+    const s = await session(url);
+    expect(s.remoteSettings.maxConcurrentStreams).toBe(2);
+    const a = s.request({ ':method': 'GET', ':path': '/a' });
+    const b = s.request({ ':method': 'GET', ':path': '/b' });
+    await until(() => held.length === 2, 'two streams');
+    // a third waits in the client until one ends (the protocol's limit); then it is over the client's burst of 2
+    const c = s.request({ ':method': 'GET', ':path': '/c' });
+    held[0]!.end();
+    const [h] = (await once(c, 'response')) as [IncomingHttpHeaders];
+    expect(held.length).toBe(2);
+    expect(h[':status']).toBe(429);
+    expect(Number(h['retry-after'])).toBeGreaterThanOrEqual(1);
+    for (const x of [a, b, c]) x.destroy();
+  });
+
+  it('admits a connection past the ceiling for probe paths only', async () => {
+    const limits = new ClientLimits({ maxConnections: 1, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
+    const { url } = await start(echo, { limits, probePaths: new Set(['/health']) });
+    const first = await session(url);
+    expect((await call(first, { ':method': 'GET', ':path': '/x' })).status).toBe(200);
+    const probe = await session(url); // past the ceiling of 1
+    expect((await call(probe, { ':method': 'GET', ':path': '/health' })).status).toBe(200);
+    const refused = await call(probe, { ':method': 'POST', ':path': '/v1/completions' }, '{}');
+    expect(refused.status).toBe(503);
+    expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'server_overloaded' } });
+  });
+});
+
 describe('the gateway over HTTP/2', () => {
   it('streams the simulator’s answer as over HTTP/1.1, many streams on one connection', async () => {
     const sim = await startSim({ model: 'm', version: 'v1', seed: 7, interTokenMs: 0, jitter: 0 });
