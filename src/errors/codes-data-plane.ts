@@ -43,7 +43,7 @@ export const DATA_PLANE_CODES = {
   // -- clients and limits --
   server_overloaded: [
     503,
-    'The gateway is at its client-connection ceiling (derived from the descriptor limit); sent with Retry-After.',
+    "The gateway is at its client-connection ceiling (derived from the descriptor limit; over HTTP/2 a stream past its connection's first counts half a connection); sent with Retry-After.",
     'Retry after the delay; add replicas or raise `ulimit -n`.',
   ],
   too_many_connections: [
