@@ -91,7 +91,7 @@ class Conn implements ResponseSink {
   constructor(socket: Socket, cfg: FrontConfig, conns: Set<Conn>, addr: string, probeOnly: boolean, h2: H2Front | null) {
     this.socket = socket;
     this.h2 = h2;
-    this.fresh = h2 !== null;
+    this.fresh = true;
     this.cfg = cfg;
     this.keepAliveLines = cfg.keepAliveLines;
     this.heads = new HeadReader(cfg.maxHeader);
@@ -143,6 +143,10 @@ class Conn implements ResponseSink {
     if (m === 0) return true; // a prefix of the preface: the idle timer still runs
     this.fresh = false;
     if (m < 0) return false;
+    if (this.h2 === null) {
+      this.fail('http_version_not_supported', 'HTTP/2 is turned off on this listener (gateway.http2.enabled: false): speak HTTP/1.1');
+      return true;
+    }
     // from here the HTTP/2 session owns the socket; 'close' still releases this connection's admission (the timer fires idle)
     const socket = this.socket;
     for (const [event, fn] of [
