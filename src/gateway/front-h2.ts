@@ -20,8 +20,12 @@ export function prefaceMatch(buf: Buffer): -1 | 0 | 1 {
   return n === PREFACE.length ? 1 : 0;
 }
 
-/** Connection-specific fields HTTP/2 forbids in a response (RFC 9113 §8.2.2); HTTP/1.1 framing is the writer's business. */
-const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+/** Connection-specific fields HTTP/2 forbids in a response (RFC 9113 §8.2.2, Node's respond() throws on them); HTTP/1.1 framing is the writer's business. */
+const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'http2-settings']);
+/** How long a connection whose HTTP/2 session is over may take to go (front.ts's linger for HTTP/1.1). */
+const LINGER_MS = 5000;
+/** How a stream is cut when the handler drops it or throws once its head is out: an error, so that Node resets it without ending it first. */
+const ABORTED = new Error('response aborted');
 /** Frozen header objects (a worker's stream headers, the same for every stream) are converted once. */
 const converted = new WeakMap<object, Record<string, string | number>>();
 
@@ -56,23 +60,33 @@ function requestHeaders(h: IncomingHttpHeaders): Record<string, string> {
 
 /** One client connection over HTTP/2: who it is, how it was admitted, its streams in flight. */
 interface H2Conn {
+  readonly socket: Socket;
   readonly addr: string;
-  /** Admitted past the ceiling: probe paths only (FrontOptions.probePaths). */
+  /** Admitted past the ceiling: probe paths only (FrontOptions.probePaths), one stream (as one request over HTTP/1.1). */
   readonly probeOnly: boolean;
+  /** Streams admitted and not yet closed. */
   active: number;
+  /** Streams taken on a probe-only connection. */
+  taken: number;
 }
 
 /** The response of one stream, as the handler writes it. */
 class H2Res implements FrontResponse {
   private closeCb: (() => void) | null = null;
+  /** Handed over: ended by the handler (or answered by the front for it); onClose is not for it. */
   private ended = false;
+  /** The stream closed before the response was handed over. */
+  private closed = false;
   private sendTimer: NodeJS.Timeout | null = null;
+  /** What the send timer waits for: 'drain' while the handler writes, 'finish' (all of it taken) once it has ended. */
+  private sendUntil: 'drain' | 'finish' = 'drain';
   sendTimedOut = false;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
     private readonly head: boolean,
     private readonly front: H2Front,
+    private readonly conn: H2Conn,
   ) {
     stream.once('close', this.onStreamClose);
   }
@@ -91,69 +105,110 @@ class H2Res implements FrontResponse {
   }
 
   write(chunk: Buffer | string): boolean {
-    if (this.destroyed || this.ended) return false;
+    // as over HTTP/1.1: nothing to wait for on a response that is over (onClose tells a handler whose client left)
+    if (this.destroyed || this.ended) return true;
     if (!this.stream.headersSent) this.writeHead(200, {});
     if (this.head) return true;
     // FrontResponse's contract: the caller may reuse its memory once write returns
     const ok = this.stream.write(typeof chunk === 'string' ? chunk : Buffer.from(chunk));
-    if (!ok) this.waitSend();
+    if (!ok) this.waitSend('drain');
     return ok;
   }
 
   end(chunk?: Buffer | string): void {
     if (this.ended) return;
     this.ended = true;
+    const stream = this.stream;
+    if (this.destroyed) {
+      this.stopSend();
+      return;
+    }
+    if (!stream.headersSent) this.writeHead(200, {});
+    if (!this.head && !stream.writableEnded) {
+      if (chunk === undefined) stream.end();
+      else stream.end(typeof chunk === 'string' ? chunk : Buffer.from(chunk));
+    }
+    // handed over, but what is not yet taken still has the send timeout (a wait for 'drain' goes on as one for all of it):
+    // a client that opens no window would otherwise hold the stream for as long as it keeps the connection
+    if (stream.writableFinished) this.stopSend();
+    else this.waitSend('finish');
+  }
+
+  /** The front answered for the handler (it threw before its head went out): as over HTTP/1.1, onClose is not for this. */
+  answeredByFront(): void {
+    this.ended = true;
+    this.closeCb = null;
     this.stopSend();
-    if (this.destroyed) return;
-    if (!this.stream.headersSent) this.writeHead(200, {});
-    if (this.head || this.stream.writableEnded) return;
-    if (chunk === undefined) this.stream.end();
-    else this.stream.end(typeof chunk === 'string' ? chunk : Buffer.from(chunk));
   }
 
   onClose(cb: () => void): void {
-    this.closeCb = cb;
+    if (this.closed) {
+      process.nextTick(cb);
+      return;
+    }
+    if (this.ended) return;
+    const prev = this.closeCb;
+    this.closeCb =
+      prev === null
+        ? cb
+        : () => {
+            prev();
+            cb();
+          };
   }
 
   onceDrain(cb: () => void): void {
+    if (this.destroyed) return; // onClose tells them instead
+    if (!this.stream.writableNeedDrain) {
+      process.nextTick(cb);
+      return;
+    }
     this.stream.once('drain', cb);
   }
 
   destroy(): void {
     this.stopSend();
-    if (!this.stream.closed) this.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    this.front.abort(this.stream);
   }
 
   /** Bytes wait for the client's flow-control window: the stream is reset when they have not gone for the send timeout. */
-  private waitSend(): void {
+  private waitSend(until: 'drain' | 'finish'): void {
     const ms = this.front.cfg.sendMs;
-    if (ms <= 0 || this.sendTimer !== null) return;
-    this.stream.once('drain', this.stopSend);
-    const t = setTimeout(this.onSendTimeout, ms);
-    t.unref();
-    this.sendTimer = t;
+    if (ms <= 0) return;
+    const stream = this.stream;
+    if (this.sendTimer === null) {
+      const t = setTimeout(this.onSendTimeout, ms);
+      t.unref();
+      this.sendTimer = t;
+    } else if (this.sendUntil === until) return;
+    else stream.removeListener(this.sendUntil, this.stopSend);
+    this.sendUntil = until;
+    stream.once(until, this.stopSend);
   }
 
   private readonly stopSend = (): void => {
     if (this.sendTimer === null) return;
     clearTimeout(this.sendTimer);
     this.sendTimer = null;
-    this.stream.removeListener('drain', this.stopSend);
+    this.stream.removeListener(this.sendUntil, this.stopSend);
   };
 
   private readonly onSendTimeout = (): void => {
     this.sendTimer = null;
+    this.stream.removeListener(this.sendUntil, this.stopSend);
     this.sendTimedOut = true;
     this.front.cfg.events.sendTimeout?.();
-    if (!this.stream.closed) this.stream.close(constants.NGHTTP2_CANCEL);
+    this.front.reset(this.stream, this.conn);
   };
 
   private readonly onStreamClose = (): void => {
     this.stopSend();
     // a response ended by the handler was handed over; one that was not is the client leaving (or a reset)
+    if (this.ended) return;
+    this.closed = true;
     const cb = this.closeCb;
     this.closeCb = null;
-    if (!this.ended && cb !== null) cb();
+    if (cb !== null) cb();
   };
 }
 
@@ -184,9 +239,17 @@ export class H2Front {
   adopt(socket: Socket, lead: Buffer, addr: string, probeOnly: boolean): void {
     // the HTTP/1.1 server keeps a client's FIN for itself to handle; here it ends the connection
     socket.allowHalfOpen = false;
+    // Node ends the socket once the session is over (our GOAWAY, the client's, a protocol error) and then waits with no
+    // limit for what it wrote to go and for the client's FIN: a client that reads nothing, or never closes, would keep
+    // its connection (and its place under the ceiling) for ever. From that moment it has LINGER_MS, as over HTTP/1.1.
+    const end = socket.end.bind(socket) as (...a: unknown[]) => Socket;
+    socket.end = (...args: unknown[]): Socket => {
+      linger(socket, LINGER_MS);
+      return end(...args);
+    };
     socket.pause();
     socket.unshift(lead);
-    this.adopting = { addr, probeOnly, active: 0 };
+    this.adopting = { socket, addr, probeOnly, active: 0, taken: 0 };
     try {
       this.server.emit('connection', socket);
     } finally {
@@ -195,15 +258,27 @@ export class H2Front {
   }
 
   private readonly onSession = (session: ServerHttp2Session): void => {
-    const c = this.adopting ?? { addr: '', probeOnly: false, active: 0 };
+    const c = this.adopting;
+    if (c === null) {
+      session.destroy(); // not one of ours: only adopt() hands connections over
+      return;
+    }
     this.sessions.set(session, c);
     session.on('error', noop);
     const idleMs = this.cfg.keepAliveMs;
-    // idle means no frame either way for this long: with no stream open, the connection is closed gracefully (GOAWAY)
-    if (idleMs > 0)
-      session.setTimeout(idleMs, () => {
-        if (c.active === 0) session.close();
-      });
+    if (idleMs <= 0) return;
+    // idle means no stream frame either way for this long: with no stream open, the connection is closed gracefully (GOAWAY)
+    session.on('timeout', () => {
+      if (c.active > 0) {
+        // Node's timer fires once: armed again, for when the streams are done
+        session.setTimeout(idleMs);
+        return;
+      }
+      session.close();
+      // a session whose GOAWAY cannot go out (a client that reads nothing) is never over by itself
+      linger(c.socket, LINGER_MS);
+    });
+    session.setTimeout(idleMs);
   };
 
   private readonly onStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
@@ -213,21 +288,36 @@ export class H2Front {
       stream.close(constants.NGHTTP2_INTERNAL_ERROR);
       return;
     }
+    if (c.probeOnly) {
+      // past the ceiling: one stream, as one request over HTTP/1.1 (a client must not keep a probe's place)
+      if (c.taken++ > 0) {
+        stream.close(constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      (stream.session as ServerHttp2Session).close();
+    }
     const limits = this.cfg.limits;
     // a stream past the connection's first needs a descriptor of its own (its worker's connection)
-    if (c.active >= 1 && limits !== null && !c.probeOnly && !limits.admitStream()) {
-      const a = refusalAnswer('capacity', limits.settings, c.addr);
-      this.cfg.events.refused?.('capacity', c.addr);
-      this.refuse(stream, headers, {
-        ...a,
-        message: `the server is at its limit of ${limits.settings.maxConnections} client connections (two HTTP/2 streams past a connection's first count as one); retry shortly`,
-      });
-      return;
+    if (c.active >= 1 && limits !== null && !c.probeOnly) {
+      const why = limits.admitStream(c.addr);
+      if (why !== undefined) {
+        const a = refusalAnswer(why, limits.settings, c.addr);
+        const note = "two HTTP/2 streams past a connection's first count as one";
+        this.cfg.events.refused?.(why, c.addr);
+        this.refuse(stream, headers, c, {
+          ...a,
+          message:
+            why === 'capacity'
+              ? `the server is at its limit of ${limits.settings.maxConnections} client connections (${note}); retry shortly`
+              : `${a.message} (${note})`,
+        });
+        return;
+      }
     }
     c.active++;
     stream.once('close', () => {
       c.active--;
-      if (c.active >= 1 && limits !== null && !c.probeOnly) limits.releaseStream();
+      if (c.active >= 1 && limits !== null && !c.probeOnly) limits.releaseStream(c.addr);
     });
     this.readRequest(stream, headers, c);
   };
@@ -238,7 +328,7 @@ export class H2Front {
     const max = cfg.maxBody;
     const declared = headers['content-length'];
     if (declared !== undefined && Number(declared) > max) {
-      this.fail(stream, headers, 'body_too_large', `the request body (${declared} bytes) exceeds the limit of ${max} bytes`);
+      this.fail(stream, headers, c, 'body_too_large', `the request body (${declared} bytes) exceeds the limit of ${max} bytes`);
       return;
     }
     const chunks: Buffer[] = [];
@@ -248,7 +338,7 @@ export class H2Front {
       cfg.requestMs > 0
         ? setTimeout(() => {
             done = true;
-            this.fail(stream, headers, 'request_timeout', `the request did not arrive completely within ${cfg.requestMs} ms`);
+            this.fail(stream, headers, c, 'request_timeout', `the request did not arrive completely within ${cfg.requestMs} ms`);
           }, cfg.requestMs)
         : null;
     timer?.unref();
@@ -261,7 +351,7 @@ export class H2Front {
       size += chunk.length;
       if (size > max) {
         finish();
-        this.fail(stream, headers, 'body_too_large', `the request body exceeds the limit of ${max} bytes`);
+        this.fail(stream, headers, c, 'body_too_large', `the request body exceeds the limit of ${max} bytes`);
         return;
       }
       chunks.push(chunk);
@@ -284,35 +374,61 @@ export class H2Front {
       const a = requestRefusal(limits, cfg.probePaths, c.probeOnly, c.addr, method, url);
       if (a !== undefined) {
         cfg.events.refused?.(a.why, c.addr);
-        this.refuse(stream, headers, a);
+        this.refuse(stream, headers, c, a);
         return;
       }
     }
     const req: FrontRequest = { method, url, headers: requestHeaders(headers), body, httpVersion: '2', remoteAddress: c.addr };
-    const res = new H2Res(stream, method === 'HEAD', this);
+    const res = new H2Res(stream, method === 'HEAD', this, c);
     try {
       cfg.handler(req, res);
     } catch {
       if (stream.closed) return;
-      if (!stream.headersSent) this.fail(stream, headers, 'internal_error', 'internal server error');
-      else stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+      if (stream.headersSent) this.abort(stream);
+      else {
+        res.answeredByFront();
+        this.fail(stream, headers, c, 'internal_error', 'internal server error');
+      }
     }
   }
 
-  private refuse(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, a: RefusalAnswer): void {
-    this.answer(stream, headers, a.status, this.cfg.errorBody(a.status, a.code, a.message), a.retryAfterS);
+  /**
+   * Cut a stream whose answer is incomplete: RST_STREAM, never END_STREAM first. (close(code) ends the writable side before
+   * it resets, and with nothing left to write nghttp2 sends that END_STREAM first: the client would take the truncated
+   * answer for a complete one.) A stream destroyed with an error is reset without being ended.
+   */
+  abort(stream: ServerHttp2Stream): void {
+    if (!stream.destroyed) stream.destroy(ABORTED);
+  }
+
+  /**
+   * Reset a stream the client takes nothing of (CANCEL). An RST_STREAM is not flow-controlled: a stream still open a send
+   * timeout later means the client reads nothing of its connection, and Node keeps the stream until the reset has gone out.
+   * The connection is then dropped, as HTTP/1.1's send timeout drops it, so its streams close and their workers go free.
+   */
+  reset(stream: ServerHttp2Stream, c: H2Conn): void {
+    if (stream.destroyed) return; // closed already ('close' told, or about to)
+    if (!stream.closed) stream.close(constants.NGHTTP2_CANCEL);
+    const socket = c.socket;
+    const t = setTimeout(() => socket.destroy(), this.cfg.sendMs);
+    t.unref();
+    stream.once('close', () => clearTimeout(t));
+  }
+
+  private refuse(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: H2Conn, a: RefusalAnswer): void {
+    this.answer(stream, headers, c, a.status, this.cfg.errorBody(a.status, a.code, a.message), a.retryAfterS);
   }
 
   /** An answer of our own (too large, timeout, handler crash): the stream is then closed, whatever the client still sends. */
-  private fail(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, code: ErrorCode, message: string): void {
+  private fail(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: H2Conn, code: ErrorCode, message: string): void {
     const status = CATALOGUE[code][0];
-    this.answer(stream, headers, status, this.cfg.errorBody(status, code, message), undefined);
+    this.answer(stream, headers, c, status, this.cfg.errorBody(status, code, message), undefined);
   }
 
-  private answer(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, status: number, text: string, retryAfterS: number | undefined): void {
+  private answer(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: H2Conn, status: number, text: string, retryAfterS: number | undefined): void {
     if (stream.closed || stream.destroyed) return;
     if (stream.headersSent) {
-      stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+      this.abort(stream);
       return;
     }
     const head = headers[':method'] === 'HEAD';
@@ -320,9 +436,30 @@ export class H2Front {
     if (retryAfterS !== undefined) fields['retry-after'] = retryAfterS;
     stream.respond(fields, head ? { endStream: true } : undefined);
     if (!head) stream.end(text);
-    // the client may still be sending a body: NO_ERROR tells it to stop once the answer is out (RFC 9113 §8.1)
-    if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR);
+    // the client may still be sending a body: NO_ERROR tells it to stop once the answer is out (RFC 9113 §8.1). Only then:
+    // Node holds a stream closed with NO_ERROR until its answer has gone, with no time limit
+    if (!stream.readableEnded) {
+      if (stream.writableFinished) stream.close(constants.NGHTTP2_NO_ERROR);
+      else stream.once('finish', () => stream.close(constants.NGHTTP2_NO_ERROR));
+    }
+    // and the answer has the send timeout to go out, as over HTTP/1.1
+    const ms = this.cfg.sendMs;
+    if (ms <= 0) return;
+    const t = setTimeout(() => {
+      this.cfg.events.sendTimeout?.();
+      this.reset(stream, c);
+    }, ms);
+    t.unref();
+    stream.once('close', () => clearTimeout(t));
   }
+}
+
+/** Destroy `socket` if it is still open `ms` from now. */
+function linger(socket: Socket, ms: number): void {
+  if (socket.destroyed) return;
+  const t = setTimeout(() => socket.destroy(), ms);
+  t.unref();
+  socket.once('close', () => clearTimeout(t));
 }
 
 function noop(): void {}

@@ -21,6 +21,8 @@ export type Refusal = 'capacity' | 'client_connections' | 'client_rate';
 
 interface ClientEntry {
   conns: number;
+  /** HTTP/2 streams in flight past their connection's first (two weigh one connection, as against the ceiling). */
+  streams: number;
   tokens: number;
   /** performance.now() when `tokens` was last brought up to date. */
   at: number;
@@ -95,7 +97,7 @@ export class ClientLimits {
     if (s.maxConnections > 0 && 2 * this.open + this.extraStreams + 2 > 2 * s.maxConnections) return 'capacity';
     if (this.perClient) {
       const e = this.entry(addr);
-      if (s.perClientConnections > 0 && e.conns >= s.perClientConnections) return 'client_connections';
+      if (s.perClientConnections > 0 && 2 * e.conns + e.streams + 2 > 2 * s.perClientConnections) return 'client_connections';
       e.conns++;
     }
     this.open++;
@@ -112,16 +114,31 @@ export class ClientLimits {
     if (e.conns <= 0 && this.refilled(e)) this.clients.delete(addr);
   }
 
-  /** An HTTP/2 stream past its connection's first: true when the ceiling has room for its descriptor (releaseStream() must follow), false at the ceiling. */
-  admitStream(): boolean {
-    const max = this.settings.maxConnections;
-    if (max > 0 && 2 * this.open + this.extraStreams + 1 > 2 * max) return false;
+  /**
+   * An HTTP/2 stream past the first of a connection from `addr`: undefined when admitted (releaseStream() must follow), else
+   * why not. It weighs half a connection against the ceiling and against the address's per-client limit.
+   */
+  admitStream(addr: string): Refusal | undefined {
+    const s = this.settings;
+    if (s.maxConnections > 0 && 2 * this.open + this.extraStreams + 1 > 2 * s.maxConnections) return 'capacity';
+    if (s.perClientConnections > 0) {
+      // the connection's entry (an address has one while it has a connection open)
+      const e = this.clients.get(addr);
+      if (e !== undefined) {
+        if (2 * e.conns + e.streams + 1 > 2 * s.perClientConnections) return 'client_connections';
+        e.streams++;
+      }
+    }
     this.extraStreams++;
-    return true;
+    return undefined;
   }
 
-  releaseStream(): void {
+  releaseStream(addr: string): void {
     this.extraStreams--;
+    if (this.settings.perClientConnections <= 0) return;
+    // (an entry forgotten since, its connection closed first, has nothing to give back)
+    const e = this.clients.get(addr);
+    if (e !== undefined && e.streams > 0) e.streams--;
   }
 
   /** Whether a request rate is enforced (take() is worth calling). */
@@ -152,7 +169,7 @@ export class ClientLimits {
   private entry(addr: string): ClientEntry {
     let e = this.clients.get(addr);
     if (e === undefined) {
-      e = { conns: 0, tokens: Math.max(1, this.settings.perClientBurst), at: this.now() };
+      e = { conns: 0, streams: 0, tokens: Math.max(1, this.settings.perClientBurst), at: this.now() };
       this.clients.set(addr, e);
       if (this.clients.size >= this.sweepAt) this.sweep();
     }

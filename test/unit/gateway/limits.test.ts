@@ -15,15 +15,36 @@ describe('ClientLimits', () => {
   it('weighs an HTTP/2 stream past its connection’s first as one descriptor, half a connection', () => {
     const l = new ClientLimits({ maxConnections: 3, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 });
     expect(l.admit('a')).toBeUndefined(); // 2 of 6 descriptors
-    expect([l.admitStream(), l.admitStream(), l.admitStream()]).toEqual([true, true, true]); // 5 of 6
+    expect([l.admitStream('a'), l.admitStream('a'), l.admitStream('a')]).toEqual([undefined, undefined, undefined]); // 5 of 6
     expect(l.admit('b')).toBe('capacity'); // a connection needs 2
-    expect(l.admitStream()).toBe(true); // 6 of 6
-    expect(l.admitStream()).toBe(false);
-    l.releaseStream();
-    l.releaseStream();
+    expect(l.admitStream('a')).toBeUndefined(); // 6 of 6
+    expect(l.admitStream('a')).toBe('capacity');
+    l.releaseStream('a');
+    l.releaseStream('a');
     expect(l.admit('b')).toBeUndefined();
-    expect(l.admitStream()).toBe(false);
+    expect(l.admitStream('a')).toBe('capacity');
     expect(l.extraStreams).toBe(2);
+  });
+
+  it('weighs an HTTP/2 stream past its connection’s first as half a connection against the per-client limit too', () => {
+    const l = new ClientLimits({ maxConnections: 0, perClientConnections: 2, perClientRps: 0, perClientBurst: 0 });
+    expect(l.admit('a')).toBeUndefined(); // 1 of 2
+    expect([l.admitStream('a'), l.admitStream('a'), l.admitStream('a')]).toEqual([undefined, undefined, 'client_connections']);
+    expect(l.admit('a')).toBe('client_connections');
+    expect(l.admit('b')).toBeUndefined(); // another address is not held to a's count
+    l.releaseStream('a');
+    expect(l.admitStream('a')).toBeUndefined();
+    l.releaseStream('a');
+    l.releaseStream('a');
+    expect(l.admit('a')).toBeUndefined(); // 2 connections, no stream
+    l.close('a');
+    expect(l.admitStream('a')).toBeUndefined();
+    l.close('a'); // the connection closes before its stream: the entry is forgotten
+    expect(l.tracked).toBe(1);
+    l.releaseStream('a'); // nothing left to give back, nothing negative
+    l.close('b');
+    expect(l.tracked).toBe(0);
+    expect(l.extraStreams).toBe(0);
   });
 
   it('counts connections per address', () => {
