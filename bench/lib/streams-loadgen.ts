@@ -122,7 +122,9 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
     if (inFlight > maxInFlight) maxInFlight = inFlight;
     try {
       const r: Answer =
-        h2 !== null ? await h2.request(i, body) : await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        h2 !== null
+          ? await h2.request(i, body)
+          : await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if (r.statusCode !== 200) {
         // the error's code names the refusal (server_overloaded: the client-connection ceiling; worker_queue_full; …)
         const text = await r.body.text().catch(() => '');
@@ -143,7 +145,7 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
       let tail = '';
       for await (const chunk of r.body) {
         const now = performance.now();
-        const c = countEvents(tail, chunk as Buffer);
+        const c = countEvents(tail, chunk);
         const n = c.n;
         tail = c.tail;
         if (n === 0) continue;

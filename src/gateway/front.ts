@@ -159,7 +159,7 @@ class Conn implements ResponseSink {
     this.state = S_DEAD;
     this.buf = null;
     this.timerKind = T_NONE;
-    (this.h2 as H2Front).adopt(socket, buf, this.addr, this.probeOnly);
+    this.h2.adopt(socket, buf, this.addr, this.probeOnly);
     return true;
   }
 
