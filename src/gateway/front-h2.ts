@@ -8,6 +8,7 @@ import { CATALOGUE } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import { refusalAnswer, requestRefusal } from './limits.js';
 import type { RefusalAnswer } from './limits.js';
+import { chainClose } from './http1/server-options.js';
 import type { FrontConfig, FrontRequest, FrontResponse, Http2Options } from './http1/server-options.js';
 
 /** What a client sends first on an HTTP/2 connection with prior knowledge (RFC 9113 §3.4). */
@@ -147,14 +148,7 @@ class H2Res implements FrontResponse {
       return;
     }
     if (this.ended) return;
-    const prev = this.closeCb;
-    this.closeCb =
-      prev === null
-        ? cb
-        : () => {
-            prev();
-            cb();
-          };
+    this.closeCb = chainClose(this.closeCb, cb);
   }
 
   onceDrain(cb: () => void): void {

@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { frameFor, putLatin1, writeFrame } from '../frame.js';
+import { chainClose } from './server-options.js';
 import type { FrontResponse } from './server-options.js';
 import { C_CLOSE, TOKEN, connectionFlags } from './syntax.js';
 import { refusalAnswer } from '../limits.js';
@@ -262,14 +263,7 @@ export class Res implements FrontResponse {
       return;
     }
     if (this.finished) return;
-    const prev = this.closeCb;
-    this.closeCb =
-      prev === null
-        ? cb
-        : () => {
-            prev();
-            cb();
-          };
+    this.closeCb = chainClose(this.closeCb, cb);
   }
 
   onceDrain(cb: () => void): void {

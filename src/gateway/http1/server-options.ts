@@ -47,6 +47,16 @@ export interface Http2Options {
   maxConcurrentStreams: number;
 }
 
+/** FrontResponse.onClose's callbacks, every one kept: `cb` after those already registered (`prev`). */
+export function chainClose(prev: (() => void) | null, cb: () => void): () => void {
+  return prev === null
+    ? cb
+    : () => {
+        prev();
+        cb();
+      };
+}
+
 export type FrontHandler = (req: FrontRequest, res: FrontResponse) => void;
 
 export interface FrontOptions {

@@ -2,13 +2,12 @@
 // connection costs the listener (the connection and stream counts must come back to 0), what the
 // handler is told (FrontResponse's contract as over HTTP/1.1), inputs that must not crash the
 // process, and the gateway's own answers over HTTP/2 against HTTP/1.1's.
-import { connect as h2connect, constants } from 'node:http2';
-import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
+import { constants } from 'node:http2';
+import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
 import { connect } from 'node:net';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createFrontServer } from '../../../src/gateway/front.js';
 import type { FrontHandler, FrontOptions, FrontResponse } from '../../../src/gateway/front.js';
 import { ClientLimits } from '../../../src/gateway/limits.js';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
@@ -16,8 +15,8 @@ import { startSim } from '../../../src/sim/index.js';
 import type { SimFaultSpec } from '../../../src/config/sim-faults.js';
 import { httpCall, oneModel, startGateway, until } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
+import { h2Call, h2Session, startFront } from '../../helpers/h2.js';
 
-type Front = ReturnType<typeof createFrontServer>;
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
@@ -25,28 +24,8 @@ afterEach(async () => {
 
 const noLimits = { maxConnections: 1000, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 };
 
-async function start(handler: FrontHandler, opts: Partial<FrontOptions> = {}): Promise<{ server: Front; url: string; port: number }> {
-  const server = createFrontServer(handler, { maxBodyBytes: 1 << 20, http2: { maxConcurrentStreams: 16 }, ...opts });
-  cleanup.push(() => {
-    server.closeAllConnections();
-    return new Promise<void>((r) => server.close(() => r()));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  return { server, url: `http://127.0.0.1:${port}`, port };
-}
-
-function session(url: string, opts: SecureClientSessionOptions = {}): Promise<ClientHttp2Session> {
-  const s = h2connect(url, opts);
-  s.on('error', () => undefined);
-  cleanup.push(() => {
-    s.destroy();
-  });
-  return new Promise((resolve, reject) => {
-    s.once('remoteSettings', () => resolve(s));
-    s.once('error', reject);
-  });
-}
+const start = (handler: FrontHandler, opts: Partial<FrontOptions> = {}): ReturnType<typeof startFront> => startFront(cleanup, handler, opts);
+const session = (url: string, opts: SecureClientSessionOptions = {}): Promise<ClientHttp2Session> => h2Session(cleanup, url, opts);
 
 function request(s: ClientHttp2Session, headers: OutgoingHttpHeaders, endStream = true): ClientHttp2Stream {
   const st = s.request(headers, { endStream });
@@ -54,26 +33,8 @@ function request(s: ClientHttp2Session, headers: OutgoingHttpHeaders, endStream 
   return st;
 }
 
-interface H2Result {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
+const call = h2Call;
 
-function call(s: ClientHttp2Session, headers: OutgoingHttpHeaders, body?: string | Buffer): Promise<H2Result> {
-  return new Promise((resolve, reject) => {
-    const req = s.request(headers, { endStream: body === undefined });
-    let h: IncomingHttpHeaders = {};
-    const chunks: Buffer[] = [];
-    req.on('response', (r) => (h = r));
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve({ status: Number(h[':status']), headers: h, body: Buffer.concat(chunks).toString('utf8') }));
-    req.on('error', reject);
-    if (body !== undefined) req.end(body);
-  });
-}
-
-/** How a client stream ended: its reset code (0: END_STREAM came first, the answer looks complete), 'end' (also emitted on a reset), what it read. */
 function outcome(st: ClientHttp2Stream): Promise<{ ended: boolean; rstCode: number; body: string }> {
   let ended = false;
   let body = '';

@@ -1,64 +1,28 @@
 // HTTP/2 with prior knowledge on the data plane's port: the handover from the HTTP/1.1 server, streams
 // served as requests, what bounds a client (streams per connection, the descriptor ceiling, body size,
 // request and send timeouts), and the gateway in front of the simulator over HTTP/2.
-import { connect as h2connect, constants } from 'node:http2';
-import type { ClientHttp2Session, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import { constants } from 'node:http2';
+import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
 import { connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createFrontServer } from '../../../src/gateway/front.js';
 import type { FrontHandler, FrontOptions, FrontResponse } from '../../../src/gateway/front.js';
 import { ClientLimits } from '../../../src/gateway/limits.js';
 import { startSim } from '../../../src/sim/index.js';
 import { httpCall, startGateway, until } from '../../helpers/gateway.js';
+import { h2Call, h2Session, startFront } from '../../helpers/h2.js';
 
-type Front = ReturnType<typeof createFrontServer>;
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   while (cleanup.length) await cleanup.pop()!();
 });
 
-async function start(handler: FrontHandler, opts: Partial<FrontOptions> = {}): Promise<{ server: Front; url: string }> {
-  const server = createFrontServer(handler, { maxBodyBytes: 1 << 20, http2: { maxConcurrentStreams: 8 }, ...opts });
-  cleanup.push(() => {
-    server.closeAllConnections();
-    return new Promise<void>((r) => server.close(() => r()));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+function start(handler: FrontHandler, opts: Partial<FrontOptions> = {}): ReturnType<typeof startFront> {
+  return startFront(cleanup, handler, { http2: { maxConcurrentStreams: 8 }, ...opts });
 }
 
-function session(url: string): Promise<ClientHttp2Session> {
-  const s = h2connect(url);
-  s.on('error', () => undefined);
-  cleanup.push(() => {
-    s.destroy();
-  });
-  return new Promise((resolve, reject) => {
-    s.once('remoteSettings', () => resolve(s));
-    s.once('error', reject);
-  });
-}
-
-interface H2Result {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-function call(s: ClientHttp2Session, headers: OutgoingHttpHeaders, body?: string | Buffer): Promise<H2Result> {
-  return new Promise((resolve, reject) => {
-    const req = s.request(headers, { endStream: body === undefined });
-    let h: IncomingHttpHeaders = {};
-    const chunks: Buffer[] = [];
-    req.on('response', (r) => (h = r));
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve({ status: Number(h[':status']), headers: h, body: Buffer.concat(chunks).toString('utf8') }));
-    req.on('error', reject);
-    if (body !== undefined) req.end(body);
-  });
-}
+const session = (url: string): Promise<ClientHttp2Session> => h2Session(cleanup, url);
+const call = h2Call;
 
 const echo: FrontHandler = (req, res) => {
   const body = JSON.stringify({

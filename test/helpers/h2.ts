@@ -1,0 +1,59 @@
+// HTTP/2 clients and a data-plane front on port 0 for the HTTP/2 tests: each test file keeps its own
+// list of things to close (`Cleanup`) and empties it after every test.
+import { connect as h2connect } from 'node:http2';
+import type { ClientHttp2Session, IncomingHttpHeaders, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { createFrontServer } from '../../src/gateway/front.js';
+import type { FrontHandler, FrontOptions } from '../../src/gateway/front.js';
+
+export type Cleanup = (() => Promise<void> | void)[];
+export type Front = ReturnType<typeof createFrontServer>;
+
+/** A front on 127.0.0.1:0 serving HTTP/1.1 and HTTP/2 (16 streams per connection unless `opts` says otherwise). */
+export async function startFront(
+  cleanup: Cleanup,
+  handler: FrontHandler,
+  opts: Partial<FrontOptions> = {},
+): Promise<{ server: Front; url: string; port: number }> {
+  const server = createFrontServer(handler, { maxBodyBytes: 1 << 20, http2: { maxConcurrentStreams: 16 }, ...opts });
+  cleanup.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return { server, url: `http://127.0.0.1:${port}`, port };
+}
+
+/** An HTTP/2 connection (prior knowledge), once the server's SETTINGS have arrived. */
+export function h2Session(cleanup: Cleanup, url: string, opts: SecureClientSessionOptions = {}): Promise<ClientHttp2Session> {
+  const s = h2connect(url, opts);
+  s.on('error', () => undefined);
+  cleanup.push(() => {
+    s.destroy();
+  });
+  return new Promise((resolve, reject) => {
+    s.once('remoteSettings', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+export interface H2Result {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request on `s`, its whole answer. */
+export function h2Call(s: ClientHttp2Session, headers: OutgoingHttpHeaders, body?: string | Buffer): Promise<H2Result> {
+  return new Promise((resolve, reject) => {
+    const req = s.request(headers, { endStream: body === undefined });
+    let h: IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    req.on('response', (r) => (h = r));
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve({ status: Number(h[':status']), headers: h, body: Buffer.concat(chunks).toString('utf8') }));
+    req.on('error', reject);
+    if (body !== undefined) req.end(body);
+  });
+}
