@@ -26,7 +26,9 @@ const REFUSED: { bytes: string; closes: boolean }[] = [
 const PREFACES = [
   // a TLS ClientHello's first bytes
   Buffer.from('16030100a5010000a10303', 'hex'),
-  Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'),
+  // HTTP/2's preface but for its last bytes: HTTP/1.1 after all (the whole preface is HTTP/2 on the data plane, tested in
+  // test/integration/gateway/http2*.test.ts, not garbage)
+  Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\x00', 'latin1'),
   Buffer.from('SSH-2.0-OpenSSH_9.6\r\n', 'latin1'),
   Buffer.from('GET /', 'latin1'),
   Buffer.from('\r\n'.repeat(10), 'latin1'),
