@@ -40,6 +40,8 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   /** ms waited for a connection to a worker, all attempts together. */
   queueMs = 0;
   private abortKind: AbortKind | undefined;
+  /** Attempts whose connect was refused: they never reached their worker and spend no retry (the pool bounds them: a worker is tried once). */
+  private unspent = 0;
   private lastError: GlidepathError | undefined;
   private finished = false;
   /** What goes to the worker: the client's body, or a broken stream's continuation. */
@@ -184,11 +186,11 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   /** Retries remain and nothing stopped the request. */
   private get mayRetry(): boolean {
-    return this.abortKind === undefined && this.attempts <= this.ctx.cfg.maxRetries;
+    return this.abortKind === undefined && this.attempts - this.unspent <= this.ctx.cfg.maxRetries;
   }
 
-  /** Retry on another worker of the same pool if nothing reached the client and budget remains. */
-  private retryOrFail(err: GlidepathError): void {
+  /** Retry on another worker of the same pool if nothing reached the client and budget remains (`unspent`: the attempt never reached its worker). */
+  private retryOrFail(err: GlidepathError, unspent = false): void {
     if (this.down.started) {
       this.broke(err);
       return;
@@ -202,6 +204,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
       this.finishStream(499, 'client_closed');
       return;
     }
+    if (unspent) this.unspent++;
     if (this.mayRetry) {
       this.tries.exclude();
       this.pool.telemetry.metrics.retries.inc();
@@ -372,7 +375,9 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     const w = this.worker as Worker;
     const refused = failures.connectFailure(err, this.status, w, this.failed, this.ctx.metrics);
     if (refused !== undefined) {
-      this.retryOrFail(refused);
+      // a refused connect never reached the worker (one killed and not yet noticed, its replacement not yet
+      // listening): trying another does not spend a retry; a worker is tried once, so the pool bounds it
+      this.retryOrFail(refused, (err as NodeJS.ErrnoException).code === 'ECONNREFUSED');
       return;
     }
     const e = failures.dropped(w.id, err, this.status, this.down.started);

@@ -197,6 +197,16 @@ describe('retries before the first byte', () => {
     expect(a.requests.length + b.requests.length).toBe(2);
   });
 
+  it('a refused connection does not spend a retry: a worker that is listening is still reached (each tried once)', async () => {
+    // workers killed and not yet noticed, replacements not yet listening: the request never reached them
+    const closed = [await closedPort(), await closedPort(), await closedPort()].map((p) => `http://127.0.0.1:${p}`);
+    const good = await upstream();
+    const gw = await gateway([{ name: 'm', versions: [{ id: 'v1', workers: [...closed, good.url] }], route: { weights: { v1: 1 } } }], { maxRetries: 1 }, rr());
+    const r = await post(gw.url, chatReq());
+    expect(r.status).toBe(200);
+    expect(good.requests).toHaveLength(1);
+  });
+
   it('bounds the retries by maxRetries', async () => {
     const ups = [await upstream(), await upstream(), await upstream(), await upstream()];
     for (const u of ups) u.setDefault(status(500));
