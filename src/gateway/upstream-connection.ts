@@ -4,9 +4,9 @@ import tls from 'node:tls';
 import { frameFor, putLatin1, writeFrame } from './frame.js';
 import { ProtocolError, parseResponseHead } from './http1/response-head.js';
 import type { ResponseHead } from './http1/response-head.js';
-import { TOP_LANE } from './upstream-queue.js';
 import { ConnectError, connectFailure } from './upstream-types.js';
-import type { PoolOf, UpstreamController, UpstreamHandler } from './upstream-types.js';
+import type { PoolOf } from './upstream-types.js';
+import type { Exchange } from './upstream-exchange.js';
 
 /** What a connection and an exchange need of their pool (upstream-types.ts). */
 export type ConnectionPool = PoolOf<Connection, Exchange>;
@@ -44,55 +44,6 @@ const enum S {
   ChunkDataLf,
   Trailer,
   Done,
-}
-
-/** One request's controller; also the link between the pool and the connection carrying it. */
-export class Exchange implements UpstreamController {
-  aborted = false;
-  conn: Connection | undefined;
-  /** True while waiting in the pool's queue. */
-  queued = false;
-  /** performance.now() when it joined the queue (-1: never waited). */
-  queuedAt = -1;
-  /** Its lane in the queue (0 first): the handler's priority, asked only when it matters (-1: not asked yet). */
-  rank = -1;
-  ended = false;
-  /** Sent again once already (a stale keep-alive connection). */
-  resent = false;
-  readonly handler: UpstreamHandler;
-  prefix: Buffer | undefined;
-  body: Buffer | undefined;
-  private readonly pool: ConnectionPool;
-
-  constructor(pool: ConnectionPool, handler: UpstreamHandler) {
-    this.pool = pool;
-    this.handler = handler;
-  }
-
-  /** Its lane, asked of the handler once (the pool's queue and its room for it read it). */
-  priority(): number {
-    if (this.rank < 0) this.rank = this.handler.priority?.() ?? TOP_LANE;
-    return this.rank;
-  }
-
-  abort(reason: Error): void {
-    if (this.aborted || this.ended) return;
-    this.aborted = true;
-    const c = this.conn;
-    this.conn = undefined;
-    if (c !== undefined) c.drop();
-    else if (this.queued) this.pool.unqueue(this);
-    this.ended = true;
-    this.handler.onResponseError(this, reason);
-  }
-
-  pause(): void {
-    this.conn?.socket.pause();
-  }
-
-  resume(): void {
-    this.conn?.socket.resume();
-  }
 }
 
 /** One keep-alive connection; carries one exchange at a time. */

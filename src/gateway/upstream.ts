@@ -7,7 +7,8 @@
 // chunked encoding or the connection's end). Everything else in the project still uses undici.
 //
 // performance.now() is the global one (not node:perf_hooks'), so fake timers in tests move queue waits too.
-import { Connection, Exchange } from './upstream-connection.js';
+import { Connection } from './upstream-connection.js';
+import { Exchange } from './upstream-exchange.js';
 import type { ConnectionPool } from './upstream-connection.js';
 import { ConnectError, WorkerQueueError, connectFailure } from './upstream-types.js';
 import { MAX_LANES, TOP_LANE, WaitQueue } from './upstream-queue.js';

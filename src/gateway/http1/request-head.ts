@@ -172,7 +172,12 @@ export function parseRequestHead(s: string): ParsedRequestHead {
   for (let i = 0; i < sp1; i++) if (TOKEN[s.charCodeAt(i)] !== 1) throw bad('invalid_method', 'the request method is not a valid token');
   const sp2 = s.indexOf(' ', sp1 + 1);
   if (sp2 === -1 || sp2 > le) throw bad('invalid_request_line', 'malformed request line');
-  if (s.charCodeAt(sp1 + 1) !== 47) throw bad('invalid_request_target', 'the request target must be in origin-form (start with "/")');
+  if (s.charCodeAt(sp1 + 1) !== 47) {
+    // HTTP/2's preface reaches this parser only where HTTP/2 is turned off (front.ts hands it over otherwise)
+    if (s.startsWith('PRI * HTTP/2.0\r\n'))
+      throw new ParseError('http_version_not_supported', 'HTTP/2 is turned off on this listener (gateway.http2.enabled: false): speak HTTP/1.1');
+    throw bad('invalid_request_target', 'the request target must be in origin-form (start with "/")');
+  }
   for (let i = sp1 + 2; i < sp2; i++) {
     const c = s.charCodeAt(i);
     if (c <= 32 || c >= 127) throw bad('invalid_request_target', 'the request target contains an invalid character');

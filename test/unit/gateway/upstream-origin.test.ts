@@ -3,7 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type net from 'node:net';
 import { UpstreamOrigins, UpstreamPool } from '../../../src/gateway/upstream.js';
-import type { Exchange } from '../../../src/gateway/upstream-connection.js';
+import type { Connection } from '../../../src/gateway/upstream-connection.js';
+import type { Exchange } from '../../../src/gateway/upstream-exchange.js';
 import { call, json, rawServer } from '../../helpers/raw-worker.js';
 import type { RawServer } from '../../helpers/raw-worker.js';
 
@@ -204,7 +205,8 @@ describe('spare connections (gateway.preconnect)', () => {
     const first = call(pool);
     await turn();
     const second = call(pool);
-    expect([(first.ctl() as Exchange).conn?.connected, (second.ctl() as Exchange).conn?.connected]).toEqual([true, true]);
+    const carrier = (c: ReturnType<typeof call>): Connection | undefined => (c.ctl() as Exchange).conn as Connection | undefined;
+    expect([carrier(first)?.connected, carrier(second)?.connected]).toEqual([true, true]);
   });
 
   it('one the worker closed while idle is like a reused connection: its request is sent again on a fresh one', async () => {

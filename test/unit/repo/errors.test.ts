@@ -32,7 +32,7 @@ const CODE_SITES: readonly (readonly [RegExp, (file: string) => boolean])[] = [
   ],
   [/\bApiError\.local\(\s*'([a-z0-9_]+)'/g, () => true], // the CLI's own codes
   [/\bbad\(\s*'([a-z0-9_]+)'/g, (f) => f.startsWith('gateway/http1/')], // the HTTP parser's 400s
-  [/\bthis\.fail\(\s*'([a-z0-9_]+)'/g, (f) => f === 'gateway/front.ts'], // the front's own answers
+  [/\bthis\.fail\((?:stream, headers, c, )?'([a-z0-9_]+)'/g, (f) => f === 'gateway/front-conn.ts' || f === 'gateway/front-h2.ts'], // the fronts' own answers
   [/\banswer\(\s*'([a-z0-9_]+)'/g, (f) => f === 'gateway/limits.ts'], // refusals
   [/\bfinish(?:Stream)?\([^,()]+, '([a-z0-9_]+)'/g, (f) => f === 'gateway/proxy.ts'], // the proxy's records
   [/\bdone\([^,()]+, '([a-z0-9_]+)'/g, (f) => f === 'gateway/shadow.ts'], // the shadow's records
