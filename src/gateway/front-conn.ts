@@ -17,7 +17,7 @@ import { requestRefusal } from './limits.js';
 const EMPTY = Buffer.alloc(0);
 const CONTINUE = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
 /** How long a connection we are closing may wait for the client's FIN once our side is written. */
-const LINGER_MS = 5000;
+export const LINGER_MS = 5000;
 /**
  * Pipelined requests answered for one connection per turn of the event loop: past it the next one
  * waits for setImmediate, so a burst of thousands of pipelined requests on one connection cannot

@@ -1,5 +1,5 @@
-// The data plane's HTTP/2 side (cleartext, prior knowledge, on the same port as HTTP/1.1): the client connections the HTTP/1.1
-// server hands over when they open with the HTTP/2 preface, each stream served as a FrontRequest, and what bounds them: streams
+// The data plane's HTTP/2 side (cleartext, prior knowledge, on the same port as HTTP/1.1): the client connections the listener
+// (front.ts) hands over when they open with the HTTP/2 preface, each stream served as a FrontRequest, and what bounds them: streams
 // per connection, the descriptor ceiling (a stream past a connection's first holds one descriptor), body size, request, send and idle timeouts.
 import { constants, createServer } from 'node:http2';
 import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
@@ -9,6 +9,8 @@ import type { ErrorCode } from '../errors.js';
 import { refusalAnswer, requestRefusal } from './limits.js';
 import type { RefusalAnswer } from './limits.js';
 import { chainClose } from './http1/server-options.js';
+// how long a connection whose session is over may take to go: an HTTP/1.1 connection's linger
+import { LINGER_MS } from './front-conn.js';
 import type { FrontConfig, FrontRequest, FrontResponse, Http2Options } from './http1/server-options.js';
 
 /** What a client sends first on an HTTP/2 connection with prior knowledge (RFC 9113 §3.4). */
@@ -23,8 +25,6 @@ export function prefaceMatch(buf: Buffer): -1 | 0 | 1 {
 
 /** Connection-specific fields HTTP/2 forbids in a response (RFC 9113 §8.2.2, Node's respond() throws on them); HTTP/1.1 framing is the writer's business. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'http2-settings']);
-/** How long a connection whose HTTP/2 session is over may take to go (front.ts's linger for HTTP/1.1). */
-const LINGER_MS = 5000;
 /** How a stream is cut when the handler drops it or throws once its head is out: an error, so that Node resets it without ending it first. */
 const ABORTED = new Error('response aborted');
 /** Frozen header objects (a worker's stream headers, the same for every stream) are converted once. */
@@ -206,7 +206,7 @@ class H2Res implements FrontResponse {
   };
 }
 
-/** The HTTP/2 server behind the data plane's HTTP/1.1 one: it never listens, it adopts the connections that speak HTTP/2. */
+/** The HTTP/2 server behind the data plane's listener: it never listens itself, it adopts the connections that speak HTTP/2. */
 export class H2Front {
   private readonly server: Http2Server;
   /** The connection being adopted: the server announces its session synchronously from emit('connection'). */
@@ -231,7 +231,7 @@ export class H2Front {
 
   /** A connection that opened with the HTTP/2 preface (`lead`, the bytes read so far, are given back to it), already admitted as one connection. */
   adopt(socket: Socket, lead: Buffer, addr: string, probeOnly: boolean): void {
-    // the HTTP/1.1 server keeps a client's FIN for itself to handle; here it ends the connection
+    // the listener keeps a client's FIN for the HTTP/1.1 connection to handle; here it ends the connection
     socket.allowHalfOpen = false;
     // Node ends the socket once the session is over (our GOAWAY, the client's, a protocol error) and then waits with no
     // limit for what it wrote to go and for the client's FIN: a client that reads nothing, or never closes, would keep
