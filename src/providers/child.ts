@@ -1,16 +1,14 @@
-// Worker child processes: spawn with output going straight to a log file (so a worker outlives a
-// crashed parent without EPIPE), notice exits, stop with SIGTERM then SIGKILL.
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+// Worker child processes: started through the launcher helper (launcher.ts) with output going straight
+// to a log file (so a worker outlives a crashed parent without EPIPE), notice exits, stop with SIGTERM then SIGKILL.
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { DEFAULTS } from '../defaults.js';
 import { answersHealth } from './engine.js';
+import { Launcher } from './launcher.js';
 import type { WorkerExit } from './types.js';
 
 export interface Child {
-  proc: ChildProcess;
   pid: number;
   logFile: string;
   exited: Promise<WorkerExit>;
@@ -18,31 +16,33 @@ export interface Child {
   stop(graceMs: number): Promise<WorkerExit>;
 }
 
-export function spawnChild(cmd: string, args: readonly string[], opts: { env: NodeJS.ProcessEnv; workDir: string; name: string }): Child {
+/** The helper that starts this process's workers (launcher.ts), started on the first spawn. */
+let shared: Launcher | undefined;
+
+/** Start a worker process whose output goes to `<workDir>/<name>.log`; rejects (worker_start_failed) when it cannot be started. */
+export async function spawnChild(cmd: string, args: readonly string[], opts: { env: NodeJS.ProcessEnv; workDir: string; name: string }): Promise<Child> {
   mkdirSync(opts.workDir, { recursive: true });
   const logFile = path.join(opts.workDir, `${opts.name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`);
-  const fd = openSync(logFile, 'a');
-  let proc: ChildProcess;
-  try {
-    proc = spawn(cmd, args, { env: opts.env, stdio: ['ignore', fd, fd] });
-  } finally {
-    closeSync(fd);
-  }
+  shared ??= new Launcher((pid) => adoptedPid(pid).exited);
+  const { pid, ended, kill } = await shared.spawn(cmd, args, opts.env, logFile);
   let expected = false;
-  const exited = new Promise<WorkerExit>((resolve) => {
-    proc.once('exit', (code, signal) => resolve({ code, signal, expected }));
-    proc.once('error', () => resolve({ code: null, signal: null, expected }));
+  let done = false;
+  const exited = ended.then(({ code, signal }): WorkerExit => {
+    done = true;
+    return { code, signal, expected };
   });
+  const signal = (s: NodeJS.Signals): void => {
+    if (!done) kill(s);
+  };
   return {
-    proc,
-    pid: proc.pid ?? -1,
+    pid,
     logFile,
     exited,
     async stop(graceMs: number): Promise<WorkerExit> {
       expected = true;
-      if (proc.exitCode !== null || proc.signalCode !== null) return exited;
-      proc.kill('SIGTERM');
-      const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+      if (done) return exited;
+      signal('SIGTERM');
+      const timer = setTimeout(() => signal('SIGKILL'), graceMs);
       const r = await exited;
       clearTimeout(timer);
       return r;
@@ -50,11 +50,22 @@ export function spawnChild(cmd: string, args: readonly string[], opts: { env: No
   };
 }
 
-/** Is a process with this pid alive (signal 0 probe)? */
+/**
+ * Is a process with this pid alive (signal-0 probe)? A zombie is not: a worker whose parent died
+ * (the launcher, or a gateway before a restart) is reparented, and a parent that does not reap
+ * would otherwise keep its pid "alive" for ever.
+ */
 export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  if (process.platform !== 'linux') return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
   } catch {
     return false;
   }

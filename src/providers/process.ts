@@ -66,7 +66,7 @@ export class ProcessProvider implements Provider {
     });
     const [cmd, ...args] = argv;
     if (cmd === undefined) throw new BadRequestError('bad_command_template', `empty command for version ${v.id}`);
-    const child = spawnChild(cmd, args, {
+    const child = await spawnChild(cmd, args, {
       env: { ...process.env, ...p.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
       workDir: req.workDir,
       name: req.workerId,

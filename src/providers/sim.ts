@@ -5,7 +5,7 @@ import type { SimSettings, VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
 import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
-import type { ProcessWorker } from './child.js';
+import type { Child, ProcessWorker } from './child.js';
 import { sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
@@ -70,11 +70,17 @@ export class SimProvider implements Provider {
       const url = `http://127.0.0.1:${port}`;
       // a prefill or decode worker reads and writes the KV layout of its card: a pair of two cards cannot exchange KV
       const kv = req.kvRole === undefined ? [] : ['--kv-role', req.kvRole, '--kv-layout', v.cardChecksum];
-      const child = spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port), ...kv], {
-        env: { ...process.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
-        workDir: req.workDir,
-        name: req.workerId,
-      });
+      let child: Child;
+      try {
+        child = await spawnChild(process.execPath, [CLI, ...simArgs(v, sim, port), ...kv], {
+          env: { ...process.env, CUDA_VISIBLE_DEVICES: req.gpus.join(',') },
+          workDir: req.workDir,
+          name: req.workerId,
+        });
+      } catch (err) {
+        lastErr = err; // e.g. the launcher died with the request: another attempt starts a new one
+        continue;
+      }
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
         await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });

@@ -111,13 +111,15 @@ describe('process provider', () => {
     );
   });
 
-  it('fails a start whose command does not exist, naming the log', async () => {
+  it('fails a start whose command does not exist, naming the command and the reason', async () => {
     const cfg = parseConfig({
       gpus: { count: 1 },
       models: [{ name: 'm', versions: [{ id: 'v1', provider: { kind: 'process', command: '/nonexistent/engine --port {port}' } }] }],
     });
     const p = new ProcessProvider({ startTimeoutMs: 5_000 });
-    await expect(p.start({ version: cfg.models[0]!.versions[0]!, workerId: 'm/v1/0', gpus: ['0'], workDir: dir })).rejects.toThrow(/log: /);
+    await expect(p.start({ version: cfg.models[0]!.versions[0]!, workerId: 'm/v1/0', gpus: ['0'], workDir: dir })).rejects.toThrow(
+      /could not start \/nonexistent\/engine: spawn \/nonexistent\/engine ENOENT/,
+    );
   });
 
   // Regression: wake waited for /health whatever the version's health_path, so an engine healthy
