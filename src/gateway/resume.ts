@@ -130,6 +130,12 @@ interface EventChoice {
   logprobs?: unknown;
 }
 
+/** A key that can only be the key itself in JSON text (a quote inside a string value is escaped). */
+const CHOICES = '"choices":[';
+const USAGE_KEY = ',"usage":{';
+/** A running usage in vLLM's order, closing its event. */
+const USAGE_TAIL = /^"prompt_tokens":(\d+),"total_tokens":(\d+),"completion_tokens":(\d+)\}\}$/;
+
 /**
  * The continuing worker's stream, rewritten for the client: its events get the original `id`,
  * `object`, `created` and `model`; chat's opening role event is dropped (the client had it); a stop
@@ -165,6 +171,8 @@ export class Continuation {
   private skipIds: number;
   /** The continuing worker's prompt ids are not the client's (it has its own, or its prompt now holds the text sent). */
   private readonly dropPromptIds: boolean;
+  /** The worker's event head (`data: {"id":…,"model":…,`) and the client's, once an event rewritten in full showed both (fastEvent). */
+  private fast: { from: string; to: string } | undefined;
 
   constructor(
     private readonly so: SoFar,
@@ -210,6 +218,8 @@ export class Continuation {
 
   /** One event's lines → what the client gets of it. */
   private event(raw: string): string | undefined {
+    const quick = this.fastEvent(raw);
+    if (quick !== undefined) return quick;
     let data: string | undefined;
     for (const line of raw.split('\n')) {
       if (line === '' || line.charCodeAt(0) === 58 /* : */) continue;
@@ -279,7 +289,52 @@ export class Continuation {
       const at = this.stopAcross(piece);
       if (at !== undefined) return this.endOnStop(e, c, piece.slice(0, Math.max(0, at.index - this.seam.length)), at.stop);
     }
-    return `data: ${JSON.stringify(e)}\n\n`;
+    const out = `data: ${JSON.stringify(e)}\n\n`;
+    if (this.fast === undefined) this.learnHead(raw, out);
+    return out;
+  }
+
+  /**
+   * The common event rewritten on its text, without parsing it: the worker's head, its choices, and
+   * its running usage last (`…"choices":[…],"usage":{…}}`), where the full rewrite would leave the
+   * choices as they are — no role, no prompt ids, no ids to skip, no stop string to find across the
+   * break. The head becomes the client's, the usage is counted and rewritten as countUsage does (or
+   * dropped). As SseMeter's fast path, it checks the event's shape, not every byte of its JSON;
+   * anything else is rewritten in full. Parsing and serialising every event of a continued stream
+   * was ~8× a plain stream's metering.
+   */
+  private fastEvent(raw: string): string | undefined {
+    const f = this.fast;
+    const at = f === undefined ? -1 : f.from.length;
+    // (an empty choices array is the closing usage event: rewritten in full)
+    if (
+      f === undefined ||
+      this.seamLeft > 0 ||
+      this.skipIds > 0 ||
+      !raw.startsWith(f.from) ||
+      !raw.startsWith(CHOICES, at) ||
+      raw.charCodeAt(at + CHOICES.length) === 93
+    )
+      return undefined;
+    const u = raw.lastIndexOf(USAGE_KEY);
+    if (u <= at || raw.charCodeAt(u - 1) !== 93 /* ] */) return undefined;
+    const m = USAGE_TAIL.exec(raw.slice(u + USAGE_KEY.length));
+    if (m === null) return undefined;
+    const choices = raw.slice(at, u);
+    if (choices.indexOf('\n') !== -1 || choices.indexOf('"role"') !== -1 || choices.indexOf('"prompt_token_ids"') !== -1) return undefined;
+    const usage = this.countUsage({ prompt_tokens: Number(m[1]), total_tokens: Number(m[2]), completion_tokens: Number(m[3]) });
+    return `${f.to}${choices}${usage !== undefined && this.continuousUsage ? `${USAGE_KEY.slice(0, -1)}${JSON.stringify(usage)}}` : '}'}\n\n`;
+  }
+
+  /** The heads of an event rewritten in full, as the worker sent it and as the client got it (only the identity fields before its choices). */
+  private learnHead(raw: string, out: string): void {
+    if (raw.indexOf('\n') !== -1) return;
+    const i = raw.indexOf(CHOICES);
+    const j = out.indexOf(CHOICES);
+    if (i <= 0 || j <= 0) return;
+    const from = raw.slice(0, i);
+    if (from.indexOf('"prompt_token_ids"') !== -1 || from.indexOf('"usage"') !== -1) return;
+    this.fast = { from, to: out.slice(0, j) };
   }
 
   /** The original stream's identity on a continuation event. */
