@@ -17,6 +17,8 @@ const JITTER = 0.2;
 /** The next probe after a fault: at most one interval (with jitter) and the probe's own retries. */
 const DETECT_MS = INTERVAL * (1 + JITTER) + 1_500;
 const CLIENTS = 8;
+/** How long after the gateway wrote a stream's end its client may read it, on a loaded machine (ms). */
+const DELIVERY_SLACK_MS = 50;
 const PROMPTS = Array.from({ length: 64 }, (_, i) => `tell me about topic ${i}`);
 
 function configYaml(dataDir: string, o: { spares?: number; health?: Record<string, number>; faults?: string } = {}): string {
@@ -46,7 +48,8 @@ interface Served {
   worker: string;
   prompt: string;
   text: string;
-  /** Epoch ms the response ended (the event stream's clock). */
+  /** Epoch ms the request was sent and the response ended (the event stream's clock). */
+  startedAt: number;
   endedAt: number;
   error?: string | undefined;
 }
@@ -60,8 +63,9 @@ function load(up: UpProcess): { served: Served[]; stop(): Promise<void> } {
   const loops = Array.from({ length: CLIENTS }, async () => {
     while (running) {
       const prompt = PROMPTS[n++ % PROMPTS.length] as string;
+      const startedAt = Date.now();
       const r = await streamChat(up.dataUrl, { model: MODEL, prompt, maxTokens: 16, dispatcher: agent });
-      served.push({ ok: r.ok, worker: r.worker, prompt, text: r.text, endedAt: Date.now(), error: r.error });
+      served.push({ ok: r.ok, worker: r.worker, prompt, text: r.text, startedAt, endedAt: Date.now(), error: r.error });
     }
   });
   return {
@@ -165,11 +169,17 @@ describe('worker health (e2e, real glidepath up, 4 simulated workers, probes eve
     );
     await l.stop();
     const ref = await referenceTexts(up, after[0]!.id);
-    // every answer a client got after detection is a healthy one; before it, the bad worker's differ
-    const late = l.served.filter((s) => s.ok && s.endedAt > caught.at);
+    // every answer to a request sent after detection is a healthy one; before it, the bad worker's differ
+    const late = l.served.filter((s) => s.ok && s.startedAt > caught.at);
     expect(late.length).toBeGreaterThan(0);
     expect(late.filter((s) => s.text !== ref.get(s.prompt))).toEqual([]);
     expect(late.filter((s) => s.worker === bad)).toEqual([]);
+    // the bad worker's streams in flight at detection were cut off: one that ended whole was written out
+    // before the drain, and only its reading by the client may come after the event's timestamp (a
+    // stream left to run would have gone on for up to 16 tokens × 10 ms)
+    const straddling = l.served.filter((s) => s.ok && s.worker === bad && s.startedAt <= caught.at && s.endedAt > caught.at + DELIVERY_SLACK_MS);
+    expect(straddling).toEqual([]);
+    expect(l.served.filter((s) => s.ok && s.endedAt > caught.at && s.worker !== bad && s.text !== ref.get(s.prompt))).toEqual([]);
     expect(l.served.filter((s) => s.ok && s.worker === bad && s.endedAt < t0).every((s) => s.text === ref.get(s.prompt))).toBe(true);
     // counted (the alert SilentCorruptionDetected reads this)
     expect(await metrics(up)).toMatch(/glidepath_health_probe_failures_total\{model="chat",version="v1",reason="token_mismatch"\} [1-9]/);
