@@ -258,6 +258,11 @@ export class Continuation {
     if (usage !== undefined && this.continuousUsage) e.usage = usage;
     else delete e.usage;
     const c = choices[0] as EventChoice;
+    // (a choice that is no object would throw below, out of the socket's data handler)
+    if (typeof c !== 'object' || c === null) {
+      this.malformed = `SSE choice is not a JSON object: ${JSON.stringify(data.slice(0, 40))}`;
+      return undefined;
+    }
     if (this.skipIds > 0 && Array.isArray(c.token_ids)) {
       const n = Math.min(this.skipIds, c.token_ids.length);
       c.token_ids = c.token_ids.slice(n);
@@ -305,23 +310,28 @@ export class Continuation {
    */
   private fastEvent(raw: string): string | undefined {
     const f = this.fast;
-    const at = f === undefined ? -1 : f.from.length;
-    // (an empty choices array is the closing usage event: rewritten in full)
-    if (
-      f === undefined ||
-      this.seamLeft > 0 ||
-      this.skipIds > 0 ||
-      !raw.startsWith(f.from) ||
-      !raw.startsWith(CHOICES, at) ||
-      raw.charCodeAt(at + CHOICES.length) === 93
-    )
-      return undefined;
+    if (f === undefined || this.seamLeft > 0 || this.skipIds > 0) return undefined;
+    return this.onText(raw, f);
+  }
+
+  /** fastEvent's rewrite of `raw` with the heads `f`, whatever the state (undefined: not of the common shape). */
+  private onText(raw: string, f: { from: string; to: string }): string | undefined {
+    const at = f.from.length;
+    // the first choice an object: an empty array is the closing usage event, anything else is the full rewrite's to judge
+    if (!raw.startsWith(f.from) || !raw.startsWith(CHOICES, at) || raw.charCodeAt(at + CHOICES.length) !== 123 /* { */) return undefined;
     const u = raw.lastIndexOf(USAGE_KEY);
     if (u <= at || raw.charCodeAt(u - 1) !== 93 /* ] */) return undefined;
     const m = USAGE_TAIL.exec(raw.slice(u + USAGE_KEY.length));
     if (m === null) return undefined;
     const choices = raw.slice(at, u);
-    if (choices.indexOf('\n') !== -1 || choices.indexOf('"role"') !== -1 || choices.indexOf('"prompt_token_ids"') !== -1) return undefined;
+    // (a second "choices" key: the first was a field's of the head, or the last one counts; either may be empty)
+    if (
+      choices.indexOf('\n') !== -1 ||
+      choices.indexOf('"role"') !== -1 ||
+      choices.indexOf('"prompt_token_ids"') !== -1 ||
+      choices.indexOf(CHOICES, CHOICES.length) !== -1
+    )
+      return undefined;
     const usage = this.countUsage({ prompt_tokens: Number(m[1]), total_tokens: Number(m[2]), completion_tokens: Number(m[3]) });
     return `${f.to}${choices}${usage !== undefined && this.continuousUsage ? `${USAGE_KEY.slice(0, -1)}${JSON.stringify(usage)}}` : '}'}\n\n`;
   }
@@ -334,7 +344,10 @@ export class Continuation {
     if (i <= 0 || j <= 0) return;
     const from = raw.slice(0, i);
     if (from.indexOf('"prompt_token_ids"') !== -1 || from.indexOf('"usage"') !== -1) return;
-    this.fast = { from, to: out.slice(0, j) };
+    const f = { from, to: out.slice(0, j) };
+    // only heads whose rewrite on the text gives this very event: an identity field the worker sends after its choices, or not at all, is the full rewrite's to place
+    // (onText counts this event's usage again: the same counts)
+    if (this.onText(raw, f) === out) this.fast = f;
   }
 
   /** The original stream's identity on a continuation event. */
