@@ -32,7 +32,6 @@ interface HostRun {
 interface Row {
   build: string;
   rssMiB: number;
-  first: number[];
   firstHeld: number[];
   held: number[];
   heldCpu: number[];
@@ -44,7 +43,7 @@ interface Row {
 const builds: [string, string][] = [['this build', root]];
 if (BASELINE) builds.push([`baseline (${path.basename(BASELINE)})`, path.resolve(BASELINE)]);
 const rows = new Map<string, Row>(
-  builds.map(([name]) => [name, { build: name, rssMiB: 0, first: [], firstHeld: [], held: [], heldCpu: [], later: [], quiet: [], calls: [] }]),
+  builds.map(([name]) => [name, { build: name, rssMiB: 0, firstHeld: [], held: [], heldCpu: [], later: [], quiet: [], calls: [] }]),
 );
 const work = mkdtempSync(path.join(tmpdir(), 'gp-bench-spawn-'));
 try {
@@ -55,7 +54,6 @@ try {
       const row = rows.get(name) as Row;
       row.rssMiB = Math.max(row.rssMiB, run.rssMiB);
       // a host's first start may start a helper too (this build's launcher): reported apart
-      row.first.push(run.gaps[0] ?? NaN);
       row.firstHeld.push(run.held[0] ?? NaN);
       row.held.push(...run.held.slice(1));
       row.heldCpu.push(...run.heldCpu.slice(1));
@@ -63,7 +61,7 @@ try {
       row.quiet.push(...run.quiet);
       row.calls.push(...run.calls.slice(1));
       console.log(
-        `round ${r + 1} ${name}: first ${f(run.gaps[0] ?? NaN)} ms, later p50 ${f(q(run.gaps.slice(1), 0.5))} ms, quiet p50 ${f(q(run.quiet, 0.5))} ms`,
+        `round ${r + 1} ${name}: held p50 ${f(q(run.held.slice(1), 0.5))} ms, gap p50 ${f(q(run.gaps.slice(1), 0.5))} ms, quiet p50 ${f(q(run.quiet, 0.5))} ms`,
       );
     }
   }

@@ -66,22 +66,16 @@ export function createFrontServer(handler: FrontHandler, opts: FrontOptions): Se
   const server = createServer({ allowHalfOpen: true }, (socket) => {
     const addr = socket.remoteAddress ?? '';
     const limits = cfg.limits;
-    if (limits !== null) {
-      const why = limits.admit(addr);
-      if (why === 'capacity' && cfg.probePaths !== null && cfg.probeOpen < DEFAULTS.limits.probeConnections) {
-        cfg.probeOpen++;
-        serve(socket, addr, true);
-        return;
-      }
-      if (why !== undefined) {
-        cfg.events.refused?.(why, addr);
-        refuseConnection(socket, why, limits, cfg.errorBody);
-        return;
-      }
+    const why = limits?.admit(addr);
+    if (limits === null || why === undefined) {
       serve(socket, addr, false);
-      return;
+    } else if (why === 'capacity' && cfg.probePaths !== null && cfg.probeOpen < DEFAULTS.limits.probeConnections) {
+      cfg.probeOpen++;
+      serve(socket, addr, true);
+    } else {
+      cfg.events.refused?.(why, addr);
+      refuseConnection(socket, why, limits, cfg.errorBody);
     }
-    serve(socket, addr, false);
   });
   return Object.assign(server, {
     closeAllConnections(): void {

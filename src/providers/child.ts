@@ -31,9 +31,6 @@ export async function spawnChild(cmd: string, args: readonly string[], opts: { e
     done = true;
     return { code, signal, expected };
   });
-  const signal = (s: NodeJS.Signals): void => {
-    if (!done) kill(s);
-  };
   return {
     pid,
     logFile,
@@ -41,8 +38,9 @@ export async function spawnChild(cmd: string, args: readonly string[], opts: { e
     async stop(graceMs: number): Promise<WorkerExit> {
       expected = true;
       if (done) return exited;
-      signal('SIGTERM');
-      const timer = setTimeout(() => signal('SIGKILL'), graceMs);
+      // (the launcher signals only a worker whose end it has not heard)
+      kill('SIGTERM');
+      const timer = setTimeout(() => kill('SIGKILL'), graceMs);
       const r = await exited;
       clearTimeout(timer);
       return r;

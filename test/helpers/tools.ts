@@ -52,17 +52,22 @@ export function itWithTool(name: string, pkg: string): ToolIt {
 }
 
 /**
- * `it` for tests that need the llama.cpp binding (node-llama-cpp, installed apart into engine/ by
- * `npm run engine:install`; .ci/run installs it). Missing: skipped with one line, or under CI failed.
+ * `it` for tests that need something other than a program on PATH (`name`, `missing`: how its
+ * absence reads, `hint`: how to get it): available, the test runs; else it is skipped with one line
+ * (`skipped: <name> <missing> (<hint>)`), or under CI failed.
  */
-export function itWithEngine(installed: boolean, env: NodeJS.ProcessEnv = process.env): ToolIt {
-  const hint = 'npm run engine:install';
-  const check: ToolCheck = installed
-    ? { run: true, path: 'engine/node_modules/node-llama-cpp' }
+export function itWhen(available: boolean, name: string, missing: string, hint: string, env: NodeJS.ProcessEnv = process.env): ToolIt {
+  const check: ToolCheck = available
+    ? { run: true, path: name }
     : isCi(env)
-      ? { run: false, fail: `node-llama-cpp is not installed (${hint}); CI=true requires it (.ci/run installs it)` }
-      : { run: false, skip: `skipped: node-llama-cpp not installed (${hint})` };
-  return itFor('node-llama-cpp', check);
+      ? { run: false, fail: `${name} ${missing} (${hint}); CI=true requires it (.ci/run provides it)` }
+      : { run: false, skip: `skipped: ${name} ${missing} (${hint})` };
+  return itFor(name, check);
+}
+
+/** `it` for tests that need the llama.cpp binding (node-llama-cpp, installed apart into engine/; .ci/run installs it). */
+export function itWithEngine(installed: boolean, env: NodeJS.ProcessEnv = process.env): ToolIt {
+  return itWhen(installed, 'node-llama-cpp', 'not installed', 'npm run engine:install', env);
 }
 
 function itFor(name: string, check: ToolCheck): ToolIt {

@@ -12,6 +12,7 @@ import { parseConfig } from '../../../src/config/load.js';
 import { adoptedPid, pidAlive, spawnChild } from '../../../src/providers/child.js';
 import { Launcher } from '../../../src/providers/launcher.js';
 import { SimProvider } from '../../../src/providers/sim.js';
+import { itWhen } from '../../helpers/tools.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-launch-review-'));
@@ -99,13 +100,15 @@ const canPickPid = ((): boolean => {
     return false;
   }
 })();
+/** Where it cannot (not root), the pid-reuse test is skipped with a line, or failed under CI. */
+const itChoosingPids = itWhen(canPickPid, 'choosing the next pid', 'not permitted', 'run as root: it writes /proc/sys/kernel/ns_last_pid');
 
 describe('launcher review', () => {
   // Before, ChildProcess.kill never signalled a reaped child. Now the launcher reaps the worker and
   // the gateway hears of it one IPC message later: a stop() in between signals the bare pid, which
   // by then may be another process's. Here the event loop is held from the worker's death to the
   // stop() call, and the pid is handed to a stranger on purpose (ns_last_pid).
-  it.skipIf(!canPickPid)('stop() on a worker that has just exited never signals a process that took its pid', async () => {
+  itChoosingPids('stop() on a worker that has just exited never signals a process that took its pid', async () => {
     const c = await spawnChild('/bin/sleep', ['3600'], { env: process.env, workDir: dir, name: 'reused' });
     const pid = c.pid;
     process.kill(pid, 'SIGKILL');
