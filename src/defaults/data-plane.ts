@@ -109,6 +109,13 @@ export const DATA_PLANE = {
     preconnectRatio: 0.5,
     preconnectMaxPerWorker: 16,
     /**
+     * The ratio applies to a worker's own requests in flight or its version's mean per worker,
+     * whichever is more (a replacement just admitted, with none, is where most of a dead peer's
+     * streams go); that mean is worked out again at most this often (ms), since every request's start
+     * asks for it.
+     */
+    peerLoadMs: 50,
+    /**
      * Preconnect opens no spare while the process holds this many idle upstream connections (all
      * workers together): spares come out of the descriptor reserve (limits.fdReserve), not the
      * two descriptors per stream the client-connection ceiling counts on.

@@ -167,6 +167,9 @@ export class VersionPool {
   prefillCandidates: readonly Worker[] = [];
   draining = false;
   readonly inflight = new Set<Abortable>();
+  /** peerLoad's last answer and when it was worked out (performance.now()). */
+  private peerMean = 0;
+  private peerMeanAt = -Infinity;
   readonly telemetry: VersionTelemetry;
   private idleWaiters: (() => void)[] = [];
 
@@ -249,11 +252,34 @@ export class VersionPool {
     this.disaggregated = this.list.some((w) => w.kvRole !== undefined);
     if (!this.disaggregated) {
       this.candidates = up;
+      this.peerMeanAt = -Infinity;
+      for (const w of up) {
+        w.upstream.peerLoad = this.peerLoad;
+        // a worker just admitted opens its spares now, before its first request
+        if (w.weight === 1) w.upstream.wantSpares();
+      }
       return;
     }
     this.candidates = up.filter((w) => w.kvRole === 'decode');
     this.prefillCandidates = up.filter((w) => w.kvRole === 'prefill');
   }
+
+  /**
+   * Its candidates' mean requests in flight (0 with fewer than two): what each of them keeps spare
+   * connections for (UpstreamPool.peerLoad). Asked as each request starts, so worked out again at
+   * most every DEFAULTS.gateway.peerLoadMs.
+   */
+  private readonly peerLoad = (): number => {
+    const now = performance.now();
+    if (now - this.peerMeanAt >= DEFAULTS.gateway.peerLoadMs) {
+      this.peerMeanAt = now;
+      const ws = this.candidates;
+      let n = 0;
+      for (const w of ws) n += w.upstream.busy;
+      this.peerMean = ws.length > 1 ? n / ws.length : 0;
+    }
+    return this.peerMean;
+  };
 
   routableCount(now: number): number {
     let n = 0;

@@ -114,7 +114,7 @@ export interface UpstreamOptions {
   connectTimeoutMs: number;
   /** Idle keep-alive connections are closed after this long (or the worker's own `keep-alive: timeout` less 1 s). */
   keepAliveTimeoutMs: number;
-  /** Spare idle connections kept open to the origin: this × requests in flight (0: none; absent: 0), … */
+  /** Spare idle connections kept open to the origin: this × requests in flight, or × the peers' mean (UpstreamPool.peerLoad) if more (0: none; absent: 0), … */
   preconnectRatio?: number;
   /** …at most this many. */
   preconnectMax?: number;

@@ -29,6 +29,8 @@ const SPARE_PAUSE_MS = 1_000;
  */
 const SPARES_PER_TURN = 2;
 
+const noPeers = (): number => 0;
+
 /**
  * Requests to one worker, at most `connections` at once, over keep-alive connections to its origin:
  * idle ones are shared with the other workers at that origin (given `origins`), busy ones carry this
@@ -59,6 +61,12 @@ export class UpstreamPool implements ConnectionPool {
   /** Spares (see topUp): one top-up per turn of the event loop, none until this after one was lost unused. */
   private topUpPending = false;
   private sparesPausedUntil = 0;
+  /**
+   * The requests in flight this worker should be ready for besides its own: its version's mean per
+   * worker (VersionPool sets it; none for a pool on its own). A worker below the mean — a replacement
+   * just admitted above all — is where the picker sends the most when a peer's streams break.
+   */
+  peerLoad: () => number = noPeers;
 
   /** `origins`: share idle connections with the other pools at the same origin (absent: this pool's own). */
   constructor(url: string, opts: UpstreamOptions, origins?: UpstreamOrigins) {
@@ -193,8 +201,8 @@ export class UpstreamPool implements ConnectionPool {
     this.wantSpares();
   }
 
-  /** Make up the spares on the next turn of the loop if the origin holds fewer than this worker wants (one top-up at a time). */
-  private wantSpares(): void {
+  /** Make up the spares on the next turn of the loop if the origin holds fewer than this worker wants (one top-up at a time); also for a worker just admitted, before its first request. */
+  wantSpares(): void {
     if (!this.topUpPending && this.shared.size < this.sparesWanted()) {
       this.topUpPending = true;
       setImmediate(this.topUp);
@@ -202,13 +210,15 @@ export class UpstreamPool implements ConnectionPool {
   }
 
   /**
-   * Idle connections the origin should hold for this worker: opts.preconnectRatio × requests in flight,
-   * at most opts.preconnectMax, and no more than its free request slots (a request past them waits).
+   * Idle connections the origin should hold for this worker: opts.preconnectRatio × its requests in
+   * flight or its peers' mean (peerLoad), whichever is more, at most opts.preconnectMax, and no more
+   * than its free request slots (a request past them waits).
    */
   private sparesWanted(): number {
     const r = this.opts.preconnectRatio ?? 0;
+    if (r <= 0) return 0;
     const busy = this.all.size;
-    return r > 0 ? Math.min(this.opts.preconnectMax ?? 0, Math.ceil(r * busy), this.cap - busy) : 0;
+    return Math.min(this.opts.preconnectMax ?? 0, Math.ceil(r * Math.max(busy, this.peerLoad())), this.cap - busy);
   }
 
   /**

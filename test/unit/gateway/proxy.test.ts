@@ -109,6 +109,7 @@ function harness(stream = true, over: Partial<ProxyContext> = {}): Harness {
         opts: { connections: 1 },
         setCap: () => undefined,
         roomFor: () => true,
+        wantSpares: () => undefined,
       },
     });
     return w;

@@ -3,6 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type net from 'node:net';
 import { UpstreamOrigins, UpstreamPool } from '../../../src/gateway/upstream.js';
+import { VersionPool, Worker } from '../../../src/gateway/pool.js';
+import { Telemetry } from '../../../src/telemetry/telemetry.js';
 import type { Connection } from '../../../src/gateway/upstream-connection.js';
 import type { Exchange } from '../../../src/gateway/upstream-exchange.js';
 import { call, json, rawServer } from '../../helpers/raw-worker.js';
@@ -237,6 +239,71 @@ describe('spare connections (gateway.preconnect)', () => {
     await srv.closed[1];
     // at the worker's limit (1 s, swept every 250 ms), not the default 4 s
     expect(performance.now() - t0).toBeLessThan(2_500);
+  });
+
+  it("a worker below its peers' mean keeps spares for that mean (peerLoad), from the first ask, before any request of its own", async () => {
+    const { srv } = await holding();
+    const origins = new UpstreamOrigins();
+    const pool = new UpstreamPool(`http://127.0.0.1:${srv.port}`, { ...OPTS, connections: 64, preconnectRatio: 0.5, preconnectMax: 16 }, origins);
+    cleanups.push(() => pool.destroy());
+    let mean = 0;
+    pool.peerLoad = () => mean;
+    // the version idle: asked, it opens none
+    pool.wantSpares();
+    await afterTopUp(origins);
+    expect(origins.idle).toBe(0);
+    // its peers carry 9 each: ceil(0.5 × 9) spares, with nothing in flight of its own
+    mean = 9;
+    pool.wantSpares();
+    await afterTopUp(origins);
+    expect([pool.busy, origins.idle]).toEqual([0, 5]);
+    await until(() => srv.connections === 5);
+    // its own load counts once it is the larger: 12 in flight want 6 (one more spare made up)
+    for (let k = 0; k < 12; k++) call(pool);
+    await afterTopUp(origins);
+    expect([pool.busy, origins.idle]).toEqual([12, 6]);
+    // still at most max_per_worker, however loaded its peers
+    mean = 100;
+    pool.wantSpares();
+    await afterTopUp(origins);
+    expect(origins.idle).toBe(16);
+  });
+
+  it("a worker admitted into a loaded version opens spares for its peers' mean at once; its version's idle workers keep none", async () => {
+    const telemetry = new Telemetry({ windowMaxSamples: 10, windowMaxAgeMs: 60_000 });
+    const version = new VersionPool('m', 'v1', 'card', telemetry.forVersion('m', 'v1'));
+    const origins = new UpstreamOrigins();
+    const ws: Worker[] = [];
+    for (const id of ['a', 'b', 'fresh']) {
+      const { srv } = await holding();
+      const w = new Worker({ id, url: `http://127.0.0.1:${srv.port}`, weight: id === 'fresh' ? 0 : 1 }, 'v1', {
+        ...OPTS,
+        connections: 64,
+        preconnectRatio: 0.5,
+        preconnectMax: 16,
+        origins,
+      });
+      cleanups.push(() => w.destroy());
+      ws.push(w);
+    }
+    const [a, b, fresh] = ws as [Worker, Worker, Worker];
+    version.workers = ws;
+    // nothing in flight: nobody opens a spare
+    await afterTopUp(origins);
+    expect(origins.idle).toBe(0);
+    // a and b carry 12 each (6 spares each for their own load)
+    for (let k = 0; k < 12; k++) {
+      call(a.upstream);
+      call(b.upstream);
+    }
+    await afterTopUp(origins);
+    expect([a.upstream.idle, b.upstream.idle, fresh.upstream.idle]).toEqual([6, 6, 0]);
+    // the replacement passes its probes (weight 1): before its first request it holds spares for the
+    // version's mean, (12 + 12 + 0) / 3 = 8 in flight → 4
+    fresh.setHealth(1);
+    version.refresh();
+    await afterTopUp(origins);
+    expect([fresh.upstream.busy, fresh.upstream.idle]).toEqual([0, 4]);
   });
 
   it('none without a ratio: connections are opened for requests only', async () => {
