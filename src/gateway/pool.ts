@@ -250,6 +250,9 @@ export class VersionPool {
   refresh(): void {
     const up = this.list.filter((w) => w.routable && w.weight > 0);
     this.disaggregated = this.list.some((w) => w.kvRole !== undefined);
+    // spares for the peers' mean: only a candidate of an aggregated pool keeps them (none towards a
+    // worker out of rotation)
+    for (const w of this.list) w.upstream.peerLoad = undefined;
     if (!this.disaggregated) {
       this.candidates = up;
       this.peerMeanAt = -Infinity;

@@ -29,8 +29,6 @@ const SPARE_PAUSE_MS = 1_000;
  */
 const SPARES_PER_TURN = 2;
 
-const noPeers = (): number => 0;
-
 /**
  * Requests to one worker, at most `connections` at once, over keep-alive connections to its origin:
  * idle ones are shared with the other workers at that origin (given `origins`), busy ones carry this
@@ -63,10 +61,11 @@ export class UpstreamPool implements ConnectionPool {
   private sparesPausedUntil = 0;
   /**
    * The requests in flight this worker should be ready for besides its own: its version's mean per
-   * worker (VersionPool sets it; none for a pool on its own). A worker below the mean — a replacement
-   * just admitted above all — is where the picker sends the most when a peer's streams break.
+   * worker (VersionPool sets it while the worker is one of its candidates; none otherwise). A worker
+   * below the mean — a replacement just admitted above all — is where the picker sends the most when
+   * a peer's streams break.
    */
-  peerLoad: () => number = noPeers;
+  peerLoad: (() => number) | undefined;
 
   /** `origins`: share idle connections with the other pools at the same origin (absent: this pool's own). */
   constructor(url: string, opts: UpstreamOptions, origins?: UpstreamOrigins) {
@@ -218,7 +217,7 @@ export class UpstreamPool implements ConnectionPool {
     const r = this.opts.preconnectRatio ?? 0;
     if (r <= 0) return 0;
     const busy = this.all.size;
-    return Math.min(this.opts.preconnectMax ?? 0, Math.ceil(r * Math.max(busy, this.peerLoad())), this.cap - busy);
+    return Math.min(this.opts.preconnectMax ?? 0, Math.ceil(r * Math.max(busy, this.peerLoad?.() ?? 0)), this.cap - busy);
   }
 
   /**

@@ -304,6 +304,11 @@ describe('spare connections (gateway.preconnect)', () => {
     version.refresh();
     await afterTopUp(origins);
     expect([fresh.upstream.busy, fresh.upstream.idle]).toEqual([0, 4]);
+    // a worker taken out of rotation keeps spares for its own requests only (none made up towards it
+    // for its peers once they idle out)
+    a.setHealth(0);
+    version.refresh();
+    expect([a.upstream.peerLoad, typeof fresh.upstream.peerLoad]).toEqual([undefined, 'function']);
   });
 
   it('none without a ratio: connections are opened for requests only', async () => {
