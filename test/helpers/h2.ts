@@ -1,7 +1,7 @@
 // HTTP/2 clients and a data-plane front on port 0 for the HTTP/2 tests: each test file keeps its own
 // list of things to close (`Cleanup`) and empties it after every test.
 import { connect as h2connect } from 'node:http2';
-import type { ClientHttp2Session, IncomingHttpHeaders, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
+import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { createFrontServer } from '../../src/gateway/front.js';
 import type { FrontHandler, FrontOptions } from '../../src/gateway/front.js';
@@ -56,4 +56,20 @@ export function h2Call(s: ClientHttp2Session, headers: OutgoingHttpHeaders, body
     req.on('error', reject);
     if (body !== undefined) req.end(body);
   });
+}
+
+/** A stream on `s` whose errors are its outcome's business (a reset is read from `rstCode`). */
+export function h2Request(s: ClientHttp2Session, headers: OutgoingHttpHeaders, endStream = true): ClientHttp2Stream {
+  const st = s.request(headers, { endStream });
+  st.on('error', () => undefined);
+  return st;
+}
+
+/** How a stream ended: whole (`ended`), or reset (`rstCode`), and the body it got. */
+export function h2Outcome(st: ClientHttp2Stream): Promise<{ ended: boolean; rstCode: number; body: string }> {
+  let ended = false;
+  let body = '';
+  st.on('data', (c: Buffer) => (body += c.toString()));
+  st.on('end', () => (ended = true));
+  return new Promise((resolve) => st.once('close', () => resolve({ ended, rstCode: st.rstCode ?? 0, body })));
 }
