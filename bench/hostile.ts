@@ -16,199 +16,47 @@
 // Everything listens on 127.0.0.1 only; every wait has a bound; every process started is stopped at
 // the end, its simulator workers included, on error too.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Client, request } from 'undici';
 import { freePort, start, waitFor, ROOT } from './lib/proc.js';
 import { quantileSorted as percentile } from '../src/domain/quantile.js';
 import type { Proc } from './lib/proc.js';
+import { now, startObserver } from './lib/bystander.js';
+import type { Observation, Sample } from './lib/bystander.js';
+import { chatRequest, rawClient, writeAll } from './lib/raw-http.js';
+import {
+  MODEL,
+  FLOOD_REQUESTS,
+  FLOOD_HOLD_MS,
+  floodRequest,
+  FLOOD_DRAIN_BOUND_MS,
+  TRICKLE_BODY_BYTES,
+  TRICKLE_BOUND_MS,
+  TRICKLE_WRITE_BYTES,
+  SLOW_POOL,
+  SEND_TIMEOUT_MS,
+  SLOW_SETTLE_MS,
+  QUIET_MS,
+  AFTER_MS,
+  S_FLOOD,
+  S_TRICKLE,
+  FAST_SIM,
+  SLOW_FAST,
+  SLOW_PACED,
+} from './lib/hostile-settings.js';
+import type { Cell, Latency, Target, SlowVariant } from './lib/hostile-settings.js';
+import { bound, extraText, f, report, victimText } from './lib/hostile-report.js';
 
 const root = ROOT;
 
-const MODEL = 'm';
-/** S1: pipelined requests written at once by the client that never reads, and how long it keeps not reading. */
-const FLOOD_REQUESTS = 3000;
-const FLOOD_HOLD_MS = 5_000;
-/**
- * S1: each pipelined request is a streaming chat completion of this many tokens (~FLOOD_TOKENS × 200 B
- * of answer). Small requests, large answers: the old front answered pipelined requests one after the
- * other into memory, so what it held grew with the answers' size. With 8-token answers (~620 B) a
- * first run saw no difference between the builds — both had ~2300 answers in 5 s, all still within
- * the kernel's socket buffers.
- */
-const FLOOD_TOKENS = 128;
-function floodRequest(): string {
-  return chatRequest(
-    JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: FLOOD_TOKENS, temperature: 0, stream: true, ignore_eos: true }),
-  );
-}
-/** S1: once the client reads, its answers must all arrive within this (else: reported as not all answered). */
-const FLOOD_DRAIN_BOUND_MS = 30_000;
-/** S2: the body's size (just under the default 4 MiB `gateway.max_body_bytes`: a valid request), and the bound on its answer. */
-const TRICKLE_BODY_BYTES = 4 * 1024 * 1024 - 64;
-const TRICKLE_BOUND_MS = 45_000;
-/** S2: the client writes the one-byte-chunk framing in writes this large, so the client is never the bottleneck. */
-const TRICKLE_WRITE_BYTES = 256 * 1024;
-/** S3: a small pool per worker keeps the scenario quick (the default is 128): as many slow readers as connections. */
-const SLOW_POOL = 8;
-/** S3: the send timeout given to a build that has one (the default is 60 s). */
-const SEND_TIMEOUT_MS = 3_000;
-/** S3: how long the slow readers stream before the victim is sent (the bench's bound on the victim is per variant, below). */
-const SLOW_SETTLE_MS = 1_000;
-/** Each scenario: bystander alone for this long first (its quiet baseline), and after the hostile client has gone. */
-const QUIET_MS = 1_000;
-const AFTER_MS = 1_000;
-/** Bystander pacing: GET /health every ~10 ms on its own keep-alive connection; a small chat every ~100 ms on another. */
-const HEALTH_EVERY_MS = 10;
-const CHAT_EVERY_MS = 100;
-const RSS_EVERY_MS = 50;
-/** A bystander request in flight when its scenario ends may take this long before it is counted as unanswered. */
-const STOP_GRACE_MS = 1_000;
 /** The whole run stops (and cleans up) after this, whatever happens. */
 const RUN_BOUND_MS = 10 * 60_000;
 
-// ---- observer: a worker thread, so the hostile client's work never delays the bystander or the sampler
-
-interface ObserverOptions {
-  port: number;
-  pid: number;
-  chat: boolean;
-  boundMs: number;
-}
-
-interface Sample {
-  /** Absolute ms (performance.timeOrigin + now): comparable across threads. */
-  at: number;
-  ms: number;
-  ok: boolean;
-  /** Still waiting when the observer stopped: `ms` is a lower bound. */
-  cut?: boolean;
-}
-
-interface Observation {
-  rss: { at: number; kb: number }[];
-  health: Sample[];
-  chat: Sample[];
-}
-
-function now(): number {
-  return performance.timeOrigin + performance.now();
-}
-
-function rssKb(pid: number): number {
-  const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) : NaN;
-}
-
-async function observe(o: ObserverOptions, stopped: Promise<void>, ready: () => void): Promise<Observation> {
-  const out: Observation = { rss: [], health: [], chat: [] };
-  let stop = false;
-  const until = now() + o.boundMs;
-  const done = Promise.race([stopped, new Promise<void>((r) => setTimeout(r, o.boundMs).unref())]).then(() => {
-    stop = true;
-  });
-  const sampler = setInterval(() => {
-    try {
-      out.rss.push({ at: now(), kb: rssKb(o.pid) });
-    } catch {
-      // the process has gone
-    }
-  }, RSS_EVERY_MS);
-  const origin = `http://127.0.0.1:${o.port}`;
-  const chatBody = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 4, temperature: 0 });
-  const loop = async (into: Sample[], every: number, send: (c: Client) => Promise<number>): Promise<void> => {
-    const client = new Client(origin, { keepAliveTimeout: 120_000, pipelining: 1 });
-    let pending: { at: number } | null = null;
-    const run = async (): Promise<void> => {
-      while (!stop && now() < until) {
-        const t0 = now();
-        pending = { at: t0 };
-        let ok = false;
-        try {
-          ok = (await send(client)) === 200;
-        } catch {
-          ok = false;
-        }
-        pending = null;
-        const t1 = now();
-        into.push({ at: t0, ms: t1 - t0, ok });
-        if (stop) break;
-        const wait = t0 + every - t1;
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      }
-    };
-    const running = run();
-    await Promise.race([running, done]);
-    // a request in flight when the scenario ends gets a moment to finish; one still waiting after it is counted as cut
-    await Promise.race([running, new Promise((r) => setTimeout(r, STOP_GRACE_MS))]);
-    const p = pending as { at: number } | null;
-    if (p !== null) into.push({ at: p.at, ms: now() - p.at, ok: false, cut: true });
-    await client.destroy();
-  };
-  const health = loop(out.health, HEALTH_EVERY_MS, async (c) => {
-    const r = await c.request({ path: '/health', method: 'GET' });
-    await r.body.dump();
-    if (out.health.length === 0) ready();
-    return r.statusCode;
-  });
-  const chat = o.chat
-    ? loop(out.chat, CHAT_EVERY_MS, async (c) => {
-        const r = await c.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody });
-        await r.body.dump();
-        return r.statusCode;
-      })
-    : Promise.resolve();
-  await Promise.all([health, chat]);
-  clearInterval(sampler);
-  return out;
-}
-
-if (!isMainThread) {
-  const port = parentPort!;
-  const stopped = new Promise<void>((r) => port.once('message', () => r()));
-  void observe(workerData as ObserverOptions, stopped, () => port.postMessage('ready')).then((o) => port.postMessage(o));
-}
-
-/**
- * Start the observer thread and resolve once its bystander has had a first answer (a thread takes a
- * few hundred ms to load on a busy machine: the quiet phase starts after that); `stop()` resolves
- * with what it saw.
- */
-async function startObserver(o: ObserverOptions): Promise<{ stop(): Promise<Observation> }> {
-  const w = new Worker(fileURLToPath(import.meta.url), { workerData: o });
-  let ready: () => void = () => {};
-  const isReady = new Promise<void>((r) => (ready = r));
-  const result = new Promise<Observation>((resolve, reject) => {
-    w.on('message', (m: Observation | 'ready') => (m === 'ready' ? ready() : resolve(m)));
-    w.once('error', reject);
-    w.once('exit', (code) => reject(new Error(`observer exited (${code}) without a result`)));
-  });
-  await Promise.race([isReady, result, sleep(10_000)]);
-  return {
-    async stop() {
-      w.postMessage('stop');
-      const r = await result;
-      await w.terminate();
-      return r;
-    },
-  };
-}
-
 // ---- processes --------------------------------------------------------------------------------
-
-interface Target {
-  name: string;
-  cli: string;
-  /** The build knows `gateway.send_timeout_ms` and `limits:` (issue 12). */
-  hasLimits: boolean;
-  commit: string;
-}
 
 /** Every `up` started, for the final cleanup (also on error and on the run's bound). */
 const running = new Set<Proc>();
@@ -333,144 +181,9 @@ function sendQueues(gatewayPort: number, clientPorts: number[]): number[] {
   }
 }
 
-// ---- a raw client: exact bytes out, answers counted as they arrive --------------------------------
-
-/** Counts complete HTTP/1.1 responses (Content-Length or chunked) in a byte stream. */
-class Answers {
-  count = 0;
-  bytes = 0;
-  statuses: number[] = [];
-  private buf: Buffer = Buffer.alloc(0);
-  private waiters: (() => void)[] = [];
-
-  push(d: Buffer): void {
-    this.bytes += d.length;
-    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
-    for (;;) {
-      const used = this.one();
-      if (used === 0) break;
-      this.buf = this.buf.subarray(used);
-    }
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
-  }
-
-  /** Bytes of the first complete response in the buffer (0: incomplete). */
-  private one(): number {
-    const he = this.buf.indexOf('\r\n\r\n');
-    if (he === -1) return 0;
-    const head = this.buf.subarray(0, he).toString('latin1');
-    const status = Number(head.slice(9, 12));
-    const len = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-    let end: number;
-    if (len) {
-      end = he + 4 + Number(len[1]);
-      if (this.buf.length < end) return 0;
-    } else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
-      let p = he + 4;
-      for (;;) {
-        const le = this.buf.indexOf('\r\n', p);
-        if (le === -1) return 0;
-        const size = parseInt(this.buf.subarray(p, le).toString('latin1'), 16);
-        if (size === 0) {
-          const te = this.buf.indexOf('\r\n\r\n', le);
-          if (te === -1) return 0;
-          end = te + 4;
-          break;
-        }
-        p = le + 2 + size + 2;
-        if (this.buf.length < p) return 0;
-      }
-    } else end = he + 4;
-    this.count++;
-    this.statuses.push(status);
-    return end;
-  }
-
-  /** Resolve when `n` responses are complete or `ms` has passed; true if they are. */
-  async wait(n: number, ms: number): Promise<boolean> {
-    const until = Date.now() + ms;
-    while (this.count < n && Date.now() < until) {
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, Math.max(1, until - Date.now()));
-        this.waiters.push(() => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-    return this.count >= n;
-  }
-}
-
-function rawClient(port: number): { socket: Socket; answers: Answers; connected: Promise<void> } {
-  const socket = connect({ port, host: '127.0.0.1' });
-  const answers = new Answers();
-  socket.on('data', (d: Buffer) => answers.push(d));
-  socket.on('error', () => {});
-  const connected = new Promise<void>((resolve, reject) => {
-    socket.once('connect', () => resolve());
-    socket.once('error', reject);
-  });
-  return { socket, answers, connected };
-}
-
-/** Write `data` in `size`-byte writes, waiting for the socket to drain between them (the kernel paces it). */
-async function writeAll(s: Socket, data: Buffer, size: number, until: number): Promise<boolean> {
-  for (let o = 0; o < data.length; o += size) {
-    if (s.destroyed || Date.now() > until) return false;
-    if (!s.write(data.subarray(o, o + size))) {
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, Math.max(1, until - Date.now()));
-        const done = (): void => {
-          clearTimeout(t);
-          s.off('close', done);
-          s.off('drain', done);
-          r();
-        };
-        s.once('drain', done);
-        s.once('close', done);
-      });
-    }
-  }
-  return !s.destroyed;
-}
-
-function chatRequest(body: string, extra = ''): string {
-  return `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---- scenarios --------------------------------------------------------------------------------
-
-interface Latency {
-  n: number;
-  errors: number;
-  p50: number;
-  p99: number;
-  max: number;
-  /** Requests still unanswered when the scenario ended (their wait so far is in max). */
-  cut: number;
-}
-
-interface Cell {
-  scenario: string;
-  target: string;
-  rssStartMiB: number;
-  rssPeakMiB: number;
-  rssEndMiB: number;
-  /** What the victim measurement is, and its value (ms); `victimDone` false: it was not answered within its bound. */
-  victim: string;
-  victimMs: number;
-  victimDone: boolean;
-  health: Latency;
-  healthQuiet: Latency;
-  chat: Latency | null;
-  /** Scenario-specific figures. */
-  extra: Record<string, number | string>;
-}
 
 function latency(xs: Sample[]): Latency {
   const ms = xs.map((x) => x.ms).sort((a, b) => a - b);
@@ -501,11 +214,6 @@ function summarise(scenario: string, target: string, o: Observation, from: numbe
   };
 }
 
-const S_FLOOD = 'S1 pipelined flood, never read';
-const S_TRICKLE = 'S2 4 MiB body in 1-byte chunks';
-
-const FAST_SIM = 'inter_token_ms: 0';
-
 /** S1: FLOOD_REQUESTS small chat completions pipelined on one connection that is paused; after FLOOD_HOLD_MS it reads. */
 async function flood(t: Target, base: string): Promise<Cell> {
   const up = await startUp(t, { gateway: [], sim: FAST_SIM }, base);
@@ -514,7 +222,7 @@ async function flood(t: Target, base: string): Promise<Cell> {
     const simMetrics = `${up.workers[0]?.endpoint ?? ''}/metrics`;
     const one = floodRequest();
     const wire = Buffer.from(one.repeat(FLOOD_REQUESTS), 'latin1');
-    const obs = await startObserver({ port: up.port, pid: up.proc.pid, chat: true, boundMs: 60_000 });
+    const obs = await startObserver({ model: MODEL, port: up.port, pid: up.proc.pid, chat: true, boundMs: 60_000 });
     await sleep(QUIET_MS);
     const [gw0, sim0] = [await metric(gwMetrics, 'glidepath_requests_total'), await metric(simMetrics, 'vllm:request_success_total')];
     const from = now();
@@ -578,7 +286,7 @@ async function trickle(t: Target, base: string): Promise<Cell> {
       wire[o + 5] = 0x0a;
     }
     wire.write('0\r\n\r\n', TRICKLE_BODY_BYTES * 6, 'latin1');
-    const obs = await startObserver({ port: up.port, pid: up.proc.pid, chat: true, boundMs: 90_000 });
+    const obs = await startObserver({ model: MODEL, port: up.port, pid: up.proc.pid, chat: true, boundMs: 90_000 });
     await sleep(QUIET_MS);
     const from = now();
     const c = rawClient(up.port);
@@ -605,19 +313,6 @@ async function trickle(t: Target, base: string): Promise<Cell> {
   }
 }
 
-interface SlowVariant {
-  scenario: string;
-  /** Simulator settings: how fast the streams' bytes come. */
-  sim: string;
-  maxTokens: number;
-  boundMs: number;
-}
-
-/** S3a: streams at the simulator's full speed: the socket buffers towards each slow reader fill within a second. */
-const SLOW_FAST: SlowVariant = { scenario: 'S3a slow readers, fast streams', sim: 'inter_token_ms: 0', maxTokens: 40_000, boundMs: 20_000 };
-/** S3b: streams at 1 ms/token (~200 KB/s each): the buffers take seconds to fill before the send timeout can start. */
-const SLOW_PACED: SlowVariant = { scenario: 'S3b slow readers, paced streams', sim: 'inter_token_ms: 1', maxTokens: 200_000, boundMs: 30_000 };
-
 /** S3: SLOW_POOL streaming clients that never read fill the worker's pool; then one small chat completion for the same model. */
 async function slowReaders(t: Target, base: string, v: SlowVariant): Promise<Cell> {
   const sc: Scenario = {
@@ -627,7 +322,7 @@ async function slowReaders(t: Target, base: string, v: SlowVariant): Promise<Cel
   const up = await startUp(t, sc, base);
   const slow: Socket[] = [];
   try {
-    const obs = await startObserver({ port: up.port, pid: up.proc.pid, chat: false, boundMs: v.boundMs + 30_000 });
+    const obs = await startObserver({ model: MODEL, port: up.port, pid: up.proc.pid, chat: false, boundMs: v.boundMs + 30_000 });
     await sleep(QUIET_MS);
     const from = now();
     const req = chatRequest(
@@ -737,148 +432,6 @@ function target(name: string, cli: string, base: string): Target {
   return { name, cli, hasLimits, commit };
 }
 
-function f(n: number, d = 0): string {
-  return Number.isFinite(n) ? n.toFixed(d) : '–';
-}
-
-function lat(l: Latency | null): string {
-  if (l === null) return '–';
-  const cut = l.cut > 0 ? ` (${l.cut} unanswered ${STOP_GRACE_MS / 1000} s after the end)` : '';
-  const err = l.errors > 0 ? ` (${l.errors} errors)` : '';
-  return `${f(l.p50, 1)} / ${f(l.p99, 1)} / ${f(l.max, 0)}${cut}${err} (n=${l.n})`;
-}
-
-function victimText(c: Cell, bound: number): string {
-  return c.victimDone ? `${f(c.victimMs / 1000, 2)} s` : `> ${f(bound / 1000, 0)} s (not answered)`;
-}
-
-function extraText(c: Cell): string {
-  const e = c.extra;
-  if (c.scenario === S_FLOOD)
-    return `${e.reachedWorkerDuringHold} of ${FLOOD_REQUESTS} reached the worker during the hold; gateway's kernel send queue to the client then ${f(Number(e.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB (answers ~${e.answerBytesMean} B each); ${e.answered200} × 200 in all; RSS peak while serving them ${e.rssPeakWhileDrainingMiB} MiB`;
-  if (c.scenario === S_TRICKLE) return `status ${e.status}; client done writing after ${f(Number(e.allSentMs) / 1000, 1)} s`;
-  return `send timeout ${typeof e.sendTimeoutMs === 'number' ? `${e.sendTimeoutMs} ms` : 'none'}; fired ${e.sendTimeouts}×; victim status ${e.victimStatus}; gateway's kernel send queue to the slow readers ${e.gatewaySendQueueAtVictimSend} when the victim was sent, ${e.gatewaySendQueueAtVictimEnd} when it ended`;
-}
-
-function bound(s: string): number {
-  if (s === S_FLOOD) return FLOOD_DRAIN_BOUND_MS;
-  if (s === S_TRICKLE) return TRICKLE_BOUND_MS;
-  return s === SLOW_FAST.scenario ? SLOW_FAST.boundMs : SLOW_PACED.boundMs;
-}
-
-/** One sentence per scenario, from the numbers (so a later run's text matches its table). */
-function findings(cells: Cell[], targets: Target[]): string[] {
-  const out: string[] = [];
-  const by = (s: string) => targets.map((t) => cells.find((c) => c.scenario === s && c.target === t.name)).filter((c): c is Cell => c !== undefined);
-  const growth = (c: Cell) => `${f(c.rssPeakMiB - c.rssStartMiB)} MiB`;
-  const each = (cs: Cell[], g: (c: Cell) => string) => cs.map((c) => `${g(c)} (${c.target})`).join(' vs ');
-  const s1 = by(S_FLOOD);
-  if (s1.length)
-    out.push(
-      `**S1** — requests that reached the worker while the client read nothing: ${each(s1, (c) => `${c.extra.reachedWorkerDuringHold} of ${FLOOD_REQUESTS}`)}; gateway RSS growth over the quiet level: ${each(s1, growth)}; once the client reads, all its answers arrive in ${each(s1, (c) => victimText(c, FLOOD_DRAIN_BOUND_MS))}. At the end of the hold the kernel held ${each(s1, (c) => `${f(Number(c.extra.gatewaySendQueueBytesAtHoldEnd) / 1024)} KiB`)} unsent on the gateway's socket (\`ss\` Send-Q): answers the kernel accepts count as taken by the client, so how many requests get through before the gateway stops reading depends on that buffer (~3.7 MiB on loopback here) and the answers' size.`,
-    );
-  const s2 = by(S_TRICKLE);
-  if (s2.length)
-    out.push(
-      `**S2** — the 4 MiB body in one-byte chunks was answered after ${each(s2, (c) => victimText(c, TRICKLE_BOUND_MS))}, with RSS growth ${each(s2, growth)} (end ${each(s2, (c) => `${f(c.rssEndMiB)} MiB`)}) and bystander /health p99 ${each(s2, (c) => `${f(c.health.p99, 1)} ms`)}.`,
-    );
-  for (const v of [SLOW_FAST, SLOW_PACED]) {
-    const s3 = by(v.scenario);
-    const name = v === SLOW_FAST ? 'S3a' : 'S3b';
-    if (s3.length === 0) continue;
-    let why = '';
-    const timed = s3.filter((c) => typeof c.extra.sendTimeoutMs === 'number' && c.victimDone);
-    for (const c of timed) {
-      // the victim needs one slot: the first slow reader cut off frees it
-      const fill = (c.victimMs + SLOW_SETTLE_MS - SEND_TIMEOUT_MS) / 1000;
-      if (fill > 2)
-        why += ` On ${c.target} the send timeout could only start once the kernel's send buffer towards a slow reader was full — the gateway's Send-Q was ${c.extra.gatewaySendQueueAtVictimEnd} connections when the victim was answered — which took ~${f(fill, 0)} s of streaming: the victim's wait is that fill time plus the ${SEND_TIMEOUT_MS / 1000} s timeout, not the timeout alone.`;
-    }
-    out.push(
-      `**${name}** — with ${SLOW_POOL} ${v === SLOW_FAST ? 'full-speed' : '1 ms/token'} streams not being read holding the ${SLOW_POOL}-connection pool, one more request for the model was answered after ${each(s3, (c) => victimText(c, v.boundMs))} (send timeout: ${each(s3, (c) => (typeof c.extra.sendTimeoutMs === 'number' ? `${c.extra.sendTimeoutMs} ms` : 'none'))}).${why}`,
-    );
-  }
-  return out;
-}
-
-function report(cells: Cell[], targets: Target[], startedAt: Date, elapsedMs: number): void {
-  const cpu = os.cpus();
-  const lines: string[] = [];
-  lines.push('# Hostile clients benchmark (issue 12)', '');
-  lines.push(
-    `Run ${startedAt.toISOString()} on ${cpu.length} × ${cpu[0]?.model ?? 'cpu'} (a **shared 2-core machine**: other engineers' tests were running, so timings are indicative), Node ${process.version}, ${os.platform()} ${os.release()}; the whole run took ${f(elapsedMs / 1000)} s. ` +
-      `Each cell is one fresh \`glidepath up\` (the built \`dist/cli/main.js\` run as a script, so its \`#!\` V8 flags apply) with one simulated worker, on 127.0.0.1; scenarios run in turn on each target (S1 on every target, then S2, …). \`npm run bench:hostile\`; add \`GLIDEPATH_CLI_BEFORE=<other checkout>/dist/cli/main.js\` to measure an older build beside this one.`,
-    '',
-  );
-  lines.push('Targets:', '');
-  for (const t of targets)
-    lines.push(`- **${t.name}**: \`${t.cli}\` at ${t.commit}${t.hasLimits ? '' : ' (no issue-12 config keys: its config omits `send_timeout_ms`)'}`);
-  lines.push('');
-  lines.push(
-    'Columns: gateway RSS (VmRSS sampled every 50 ms) just before the hostile client, its peak, and at the end (1 s after the hostile client has gone); the victim measurement (see below; "> N s" = not answered within the bench\'s bound); a bystander doing `GET /health` every ~10 ms on its own keep-alive connection, and (S1, S2) a small non-streaming chat completion (max_tokens 4) every ~100 ms on another — latency p50 / p99 / max in ms from the hostile client\'s start to the end, a request still waiting at the end counted with its wait so far. Quiet /health p99 is the same bystander during the 1 s before. The bystander and the RSS sampler run in their own thread.',
-    '',
-  );
-  lines.push(
-    '| scenario | target | RSS start → peak → end MiB | victim | /health p50 / p99 / max ms | quiet /health p99 ms | chat p50 / p99 / max ms | details |',
-  );
-  lines.push('|---|---|---|---|---|---|---|---|');
-  for (const c of cells) {
-    lines.push(
-      `| ${c.scenario} | ${c.target} | ${f(c.rssStartMiB)} → ${f(c.rssPeakMiB)} → ${f(c.rssEndMiB)} | ${victimText(c, bound(c.scenario))} | ${lat(c.health)} | ${f(c.healthQuiet.p99, 1)} | ${lat(c.chat)} | ${extraText(c)} |`,
-    );
-  }
-  lines.push('', '## What each scenario does', '');
-  lines.push(
-    `- **S1** — one connection, paused from the start (the client never reads), gets ${FLOOD_REQUESTS} pipelined streaming chat completions (max_tokens ${FLOOD_TOKENS}, ignore_eos: ~${f((FLOOD_TOKENS * 205) / 1024)} KiB of answer each) in one write (${f((FLOOD_REQUESTS * floodRequest().length) / 1024)} KiB); held ${FLOOD_HOLD_MS / 1000} s; "reached the worker" is the simulator's own \`vllm:request_success_total\` over the hold, the send queue is \`ss\`'s Send-Q of the gateway's socket, and the RSS peak is the peak during the hold (the peak while the answers are then served is in the details). Then the client reads: the victim time is until all ${FLOOD_REQUESTS} answers have arrived (bound ${FLOOD_DRAIN_BOUND_MS / 1000} s). Simulator at zero delay.`,
-    `- **S2** — a valid chat completion whose JSON body is ${TRICKLE_BODY_BYTES} bytes (a short prompt, padded with JSON whitespace so the simulator's work is trivial and the time is the gateway's), sent with \`Transfer-Encoding: chunked\` as one-byte chunks (${f((TRICKLE_BODY_BYTES * 6) / 1048576, 1)} MiB on the wire) in ${TRICKLE_WRITE_BYTES / 1024} KiB socket writes; the victim time runs from the first byte sent to the complete answer (bound ${TRICKLE_BOUND_MS / 1000} s). Simulator at zero delay.`,
-    `- **S3** — \`gateway.connections_per_worker: ${SLOW_POOL}\` (default 128; smaller to keep the run short on 2 cores — the effect is the same: every connection to the worker is held) and, where the build has it, \`gateway.send_timeout_ms: ${SEND_TIMEOUT_MS}\` (default 60 000). ${SLOW_POOL} clients each start a streaming chat completion (ignore_eos) and never read; ${SLOW_SETTLE_MS} ms later one non-streaming chat completion goes to the same model, and the victim time is until it is answered. **S3a**: simulator at zero delay, max_tokens ${SLOW_FAST.maxTokens} (~${f((SLOW_FAST.maxTokens * 205) / 1048576)} MiB per stream, more than the socket buffers hold), bound ${SLOW_FAST.boundMs / 1000} s. **S3b**: simulator at 1 ms/token (~200 KB/s per stream), max_tokens ${SLOW_PACED.maxTokens} (~${SLOW_PACED.maxTokens / 1000} s of tokens), bound ${SLOW_PACED.boundMs / 1000} s. The send queues are \`ss\`'s Send-Q of the gateway's sockets to the slow readers.`,
-    '',
-  );
-  lines.push('## What it shows', '');
-  for (const s of findings(cells, targets)) lines.push(`- ${s}`);
-  lines.push('');
-  const md = lines.join('\n');
-  const outDir = path.join(root, 'bench', 'results');
-  mkdirSync(outDir, { recursive: true });
-  writeFileSync(path.join(outDir, 'hostile.md'), md);
-  writeFileSync(
-    path.join(outDir, 'hostile.json'),
-    JSON.stringify(
-      {
-        at: startedAt.toISOString(),
-        node: process.version,
-        cpus: cpu.length,
-        cpuModel: cpu[0]?.model ?? '',
-        elapsedMs: Math.round(elapsedMs),
-        settings: {
-          FLOOD_REQUESTS,
-          FLOOD_TOKENS,
-          FLOOD_HOLD_MS,
-          FLOOD_DRAIN_BOUND_MS,
-          TRICKLE_BODY_BYTES,
-          TRICKLE_WRITE_BYTES,
-          TRICKLE_BOUND_MS,
-          SLOW_POOL,
-          SEND_TIMEOUT_MS,
-          SLOW_SETTLE_MS,
-          SLOW_FAST,
-          SLOW_PACED,
-          QUIET_MS,
-          AFTER_MS,
-          HEALTH_EVERY_MS,
-          CHAT_EVERY_MS,
-          RSS_EVERY_MS,
-        },
-        targets,
-        cells,
-      },
-      null,
-      2,
-    ) + '\n',
-  );
-  process.stdout.write(md);
-}
-
 async function cleanup(): Promise<void> {
   await Promise.all(
     [...running].map(async (p) => {
@@ -929,7 +482,7 @@ async function main(): Promise<void> {
         cells.push(c);
       }
     }
-    report(cells, targets, startedAt, performance.now() - t0);
+    report(root, cells, targets, startedAt, performance.now() - t0);
   } finally {
     clearTimeout(watchdog);
     await cleanup();
@@ -937,13 +490,11 @@ async function main(): Promise<void> {
   }
 }
 
-if (isMainThread) {
-  main().then(
-    // the observer threads and sockets are all closed; exit even if a library keeps a timer
-    () => process.exit(0),
-    (err: unknown) => {
-      process.stderr.write(`bench:hostile failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+main().then(
+  // the observer threads and sockets are all closed; exit even if a library keeps a timer
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench:hostile failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
