@@ -3,6 +3,7 @@
 import { connect as h2connect } from 'node:http2';
 import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { afterEach } from 'vitest';
 import { createFrontServer } from '../../src/gateway/front.js';
 import type { FrontHandler, FrontOptions } from '../../src/gateway/front.js';
 
@@ -72,4 +73,21 @@ export function h2Outcome(st: ClientHttp2Stream): Promise<{ ended: boolean; rstC
   st.on('data', (c: Buffer) => (body += c.toString()));
   st.on('end', () => (ended = true));
   return new Promise((resolve) => st.once('close', () => resolve({ ended, rstCode: st.rstCode ?? 0, body })));
+}
+
+/** A test file's HTTP/2 kit: its cleanup list, emptied after every test, and fronts and sessions that it closes. */
+export function h2Kit(): {
+  cleanup: Cleanup;
+  start: (handler: FrontHandler, opts?: Partial<FrontOptions>) => ReturnType<typeof startFront>;
+  session: (url: string, opts?: SecureClientSessionOptions) => Promise<ClientHttp2Session>;
+} {
+  const cleanup: Cleanup = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+  return {
+    cleanup,
+    start: (handler, opts = {}) => startFront(cleanup, handler, opts),
+    session: (url, opts = {}) => h2Session(cleanup, url, opts),
+  };
 }

@@ -1,25 +1,17 @@
 // HTTP/2 on the data plane, continued from http2-review.test.ts: FrontResponse's contract as over
 // HTTP/1.1, and the gateway's own answers over HTTP/2 against hostile and broken input.
 import { constants } from 'node:http2';
-import type { ClientHttp2Session, SecureClientSessionOptions } from 'node:http2';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { FrontHandler, FrontOptions } from '../../../src/gateway/front.js';
 import { RoundRobinPicker } from '../../../src/gateway/pick.js';
 import { startSim } from '../../../src/sim/index.js';
 import type { SimFaultSpec } from '../../../src/config/sim-faults.js';
 import { httpCall, oneModel, startGateway, until } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
-import { h2Call, h2Outcome, h2Request, h2Session, startFront } from '../../helpers/h2.js';
+import { h2Call, h2Kit, h2Outcome, h2Request } from '../../helpers/h2.js';
 import { DATA, HEADERS, RST, Raw as H2Raw, get } from '../../helpers/h2-raw.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()!();
-});
-
-const start = (handler: FrontHandler, opts: Partial<FrontOptions> = {}): ReturnType<typeof startFront> => startFront(cleanup, handler, opts);
-const session = (url: string, opts: SecureClientSessionOptions = {}): Promise<ClientHttp2Session> => h2Session(cleanup, url, opts);
+const { cleanup, start, session } = h2Kit();
 
 const request = h2Request;
 const call = h2Call;

@@ -3,25 +3,18 @@
 // handler is told (FrontResponse's contract as over HTTP/1.1), inputs that must not crash the
 // process, and the gateway's own answers over HTTP/2 against HTTP/1.1's.
 import { constants } from 'node:http2';
-import type { ClientHttp2Session, SecureClientSessionOptions } from 'node:http2';
 import { connect } from 'node:net';
 import { once } from 'node:events';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { FrontHandler, FrontOptions, FrontResponse } from '../../../src/gateway/front.js';
+import { describe, expect, it } from 'vitest';
+import type { FrontHandler, FrontResponse } from '../../../src/gateway/front.js';
 import { ClientLimits } from '../../../src/gateway/limits.js';
 import { httpCall, until } from '../../helpers/gateway.js';
-import { h2Call, h2Outcome, h2Request, h2Session, startFront } from '../../helpers/h2.js';
+import { h2Call, h2Kit, h2Outcome, h2Request } from '../../helpers/h2.js';
 import { HEADERS, PREFACE, RST, Raw as H2Raw, SETTINGS, WINDOW_UPDATE, deafSocket as deaf, frame, get, hpack } from '../../helpers/h2-raw.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()!();
-});
+const { cleanup, start, session } = h2Kit();
 
 const noLimits = { maxConnections: 1000, perClientConnections: 0, perClientRps: 0, perClientBurst: 0 };
-
-const start = (handler: FrontHandler, opts: Partial<FrontOptions> = {}): ReturnType<typeof startFront> => startFront(cleanup, handler, opts);
-const session = (url: string, opts: SecureClientSessionOptions = {}): Promise<ClientHttp2Session> => h2Session(cleanup, url, opts);
 
 const request = h2Request;
 const call = h2Call;

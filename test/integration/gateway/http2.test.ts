@@ -5,17 +5,14 @@ import { constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
 import { connect } from 'node:net';
 import { once } from 'node:events';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FrontHandler, FrontOptions, FrontResponse } from '../../../src/gateway/front.js';
 import { ClientLimits } from '../../../src/gateway/limits.js';
 import { startSim } from '../../../src/sim/index.js';
 import { httpCall, startGateway, until } from '../../helpers/gateway.js';
-import { h2Call, h2Session, startFront } from '../../helpers/h2.js';
+import { h2Call, h2Kit, h2Session, startFront } from '../../helpers/h2.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()!();
-});
+const { cleanup } = h2Kit();
 
 function start(handler: FrontHandler, opts: Partial<FrontOptions> = {}): ReturnType<typeof startFront> {
   return startFront(cleanup, handler, { http2: { maxConcurrentStreams: 8 }, ...opts });
