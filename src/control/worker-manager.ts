@@ -12,6 +12,7 @@ import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
+import { cancelled } from '../providers/engine.js';
 import type { Store } from '../store/types.js';
 import { routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
@@ -46,6 +47,10 @@ export class WorkerManager {
   /** Claims on versions' worker counts and the scheduler's targets (worker-counts.ts). */
   readonly counts = new WorkerCounts();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
+  /** Aborted by `stopAll`: starts in flight stop the processes they began (StartRequest.signal). */
+  private readonly closing = new AbortController();
+  /** Starts in flight (whole versions and single workers), which `stopAll` waits for. */
+  private readonly starts = new Set<Promise<unknown>>();
 
   /** Which workers sleep, persisted (sleep.ts). */
   private readonly sleep: Sleep;
@@ -117,7 +122,11 @@ export class WorkerManager {
    * to the data plane (spares at weight 0). All-or-nothing: on any failure the started workers are
    * stopped and their GPUs released.
    */
-  async startVersion(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
+  startVersion(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
+    return this.inFlight(this.startVersionNow(v, onProgress));
+  }
+
+  private async startVersionNow(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
     const t0 = performance.now();
     const provider = this.providers.for(v.provider.kind);
     // the last `spares` workers are the version's hot spares (for static, the last of its endpoints)
@@ -147,6 +156,7 @@ export class WorkerManager {
             workDir: path.join(this.workDir, 'workers'),
             onProgress: (m) => onProgress?.(m),
             kvRole: kvRoleAt(v, i),
+            signal: this.closing.signal,
           }),
         ),
       );
@@ -157,6 +167,7 @@ export class WorkerManager {
         onProgress?.(`${h.id}: warming up (${v.warmup.requests} request(s) × ${v.warmup.maxTokens} tokens)`);
         await warmUp(h.url, v);
       }
+      cancelled(this.closing.signal, `${v.model}/${v.id}`);
     } catch (err) {
       await Promise.all(started.map((h) => provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined)));
       await this.inventory.releaseVersion(v.model, v.id);
@@ -177,7 +188,18 @@ export class WorkerManager {
    * Start one more worker of a version (a replacement, a hot spare, a rolling update's new worker) on
    * free GPUs, warm it and publish it at the weight its health says (pending: 0, until admitted).
    */
-  async startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void, kvRole?: KvRole): Promise<WorkerHandle> {
+  startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void, kvRole?: KvRole): Promise<WorkerHandle> {
+    return this.inFlight(this.startWorkerNow(v, role, health, onProgress, kvRole));
+  }
+
+  private async startWorkerNow(
+    v: VersionConfig,
+    role: WorkerRole,
+    health: WorkerHealth,
+    onProgress?: (m: string) => void,
+    kvRole?: KvRole,
+  ): Promise<WorkerHandle> {
+    cancelled(this.closing.signal, `${v.model}/${v.id}`);
     const wrong = kvRoleMismatch(v, kvRole);
     if (wrong !== undefined) throw new BadRequestError('invalid_worker', wrong);
     const provider = this.providers.for(v.provider.kind);
@@ -207,8 +229,10 @@ export class WorkerManager {
         onProgress: (m) => onProgress?.(m),
         onSpawn,
         kvRole,
+        signal: this.closing.signal,
       });
       await warmUp(h.url, v);
+      cancelled(this.closing.signal, id);
     } catch (err) {
       if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);
       await this.store.deleteWorker(id).catch(() => undefined);
@@ -451,8 +475,22 @@ export class WorkerManager {
     return this.of(model, version).some((h) => this.sleep.levels.has(h.id));
   }
 
-  /** Stop everything this process started (shutdown of `glidepath up`). */
+  /** Count `p` among the starts in flight until it settles. */
+  private inFlight<T>(p: Promise<T>): Promise<T> {
+    this.starts.add(p);
+    const forget = () => void this.starts.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  /**
+   * Stop everything this process started (shutdown of `glidepath up`). Starts in flight are cancelled
+   * first and waited for: each stops the process it began (a worker starting when `up` was told to
+   * stop was left running before, ~1 in 2 of bench:resilience's runs).
+   */
   async stopAll(graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
+    this.closing.abort();
+    await Promise.allSettled([...this.starts]);
     const byVersion = new Set([...this.handles.values()].map((h) => `${h.model}\u0000${h.version}`));
     await Promise.all(
       [...byVersion].map(async (k) => {

@@ -15,6 +15,12 @@ export const CONTROL = {
      */
     healthPollFirstMs: 20,
     healthPollMaxMs: 500,
+    /**
+     * `sim`: the longest wait between polls of a starting simulator. A Node process is up in 0.4–0.8 s,
+     * so doubling to 500 ms found it up to ~0.5 s late (a replacement out of rotation that much longer);
+     * polling a loopback /health every 50 ms for that long costs nothing.
+     */
+    simHealthPollMaxMs: 50,
     /** `process`: start → healthy. Real engines load 70B weights in 45–120 s (seed 000); from network storage, minutes. */
     processStartTimeoutMs: 900_000,
     /** `sim`: allowed beyond the configured load time before a start fails (a Node process starting on a busy machine). */

@@ -161,6 +161,11 @@ export const CONTROL_CODES = {
     'Check the worker log; raise the timeout for slow loads.',
   ],
   worker_exited: [503, 'A worker exited before it became healthy.', 'Read the worker log.'],
+  worker_start_cancelled: [
+    503,
+    'Glidepath shut down while a worker was starting: its process was stopped before it served.',
+    'Nothing: the next start of Glidepath brings the fleet up again.',
+  ],
   wrong_provider: [503, "A provider asked to act on another provider's worker.", 'A bug; report it.'],
   no_endpoint: [503, 'A static version with fewer endpoints than workers.', 'List one endpoint per worker.'],
   bad_command_template: [400, 'A process provider command with an unknown `{placeholder}`.', 'Use the placeholders the message lists.'],

@@ -241,8 +241,9 @@ export class Recovery {
       await this.ports.audited(ACTOR, role === 'spare' ? 'worker.start_spare' : 'worker.replace', w.id, { model, version }, () => Promise.resolve());
       this.hc.sync();
     } catch (err) {
-      const wait = this.backOff(st);
       const e = toGlidepathError(err);
+      if (e.code === 'worker_start_cancelled') return; // the control plane shuts down: nothing to retry
+      const wait = this.backOff(st);
       this.ports.emit({
         kind: 'worker_start_failed',
         model,

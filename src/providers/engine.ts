@@ -24,10 +24,18 @@ export async function answersHealth(url: string, path: string): Promise<boolean>
 }
 
 /**
- * Poll `url+path` until it answers 200, the deadline passes, or `died` resolves (the process
- * ended). Polling is the engine's contract: vLLM's /health has no push.
+ * Poll `url+path` until it answers 200, the deadline passes, `died` resolves (the process ended) or
+ * `signal` is aborted (the control plane shuts down). Polling is the engine's contract: vLLM's
+ * /health has no push. The wait doubles from `healthPollFirstMs` up to `maxPollMs`.
  */
-export async function waitHealthy(url: string, path: string, deadlineMs: number, died: Promise<unknown>): Promise<void> {
+export async function waitHealthy(
+  url: string,
+  path: string,
+  deadlineMs: number,
+  died: Promise<unknown>,
+  maxPollMs: number = P.healthPollMaxMs,
+  signal?: AbortSignal,
+): Promise<void> {
   const until = Date.now() + deadlineMs;
   let delay: number = P.healthPollFirstMs;
   let dead = false;
@@ -35,12 +43,32 @@ export async function waitHealthy(url: string, path: string, deadlineMs: number,
     dead = true;
   });
   while (Date.now() < until) {
+    cancelled(signal, url);
     if (dead) throw new UnavailableError('worker_exited', `worker at ${url} exited before it became healthy`);
     if (await answersHealth(url, path)) return;
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(P.healthPollMaxMs, delay * 2);
+    await pause(delay, signal);
+    delay = Math.min(maxPollMs, delay * 2);
   }
   throw new UnavailableError('worker_start_timeout', `worker at ${url} did not become healthy within ${deadlineMs} ms`);
+}
+
+/** Throw `worker_start_cancelled` when `signal` was aborted (a start cut short by a shutdown). */
+export function cancelled(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted) throw new UnavailableError('worker_start_cancelled', `the start of the worker at ${what} was cancelled: Glidepath is shutting down`);
+}
+
+/** Wait `ms`, or less when `signal` is aborted meanwhile. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 export async function post(url: string, path: string, timeoutMs: number): Promise<void> {

@@ -5,7 +5,7 @@ import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, UnavailableError } from '../errors.js';
 import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
 import type { ProcessWorker } from './child.js';
-import { sleepEngine, waitHealthy, wakeEngine } from './engine.js';
+import { cancelled, sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 /** Split a command template into argv (quotes group words; no shell is involved, so no injection). */
@@ -50,6 +50,7 @@ export class ProcessProvider implements Provider {
     const v = req.version;
     if (v.provider.kind !== 'process') throw new UnavailableError('wrong_provider', `version ${v.id} is not a process version`);
     const p = v.provider;
+    cancelled(req.signal, req.workerId);
     const port = await freePort();
     const host = '127.0.0.1';
     const argv = renderCommand(p.command, {
@@ -75,9 +76,10 @@ export class ProcessProvider implements Provider {
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
       await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-      await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited);
+      await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited, undefined, req.signal);
     } catch (err) {
       await child.stop(p.gracePeriodMs);
+      if (req.signal?.aborted) throw err;
       const msg = err instanceof Error ? err.message : String(err);
       throw new UnavailableError('worker_start_failed', `${msg}; log: ${child.logFile}`);
     }

@@ -6,7 +6,7 @@ import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
 import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
 import type { Child, ProcessWorker } from './child.js';
-import { sleepEngine, waitHealthy, wakeEngine } from './engine.js';
+import { cancelled, sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/main.js');
@@ -34,6 +34,7 @@ function simArgs(v: VersionConfig, s: SimSettings, port: number): string[] {
   flag('lora-load-ms', s.loraLoadMs);
   flag('wake-ms', s.wakeMs);
   flag('reload-ms', s.reloadMs);
+  flag('warmup-requests', s.warmupRequests);
   const f = s.faults ?? {};
   flag('error-rate', f.errorRate);
   flag('error-status', f.errorStatus);
@@ -66,6 +67,7 @@ export class SimProvider implements Provider {
     // output goes to a log file and it survives a crash of this process.
     let lastErr: unknown;
     for (let attempt = 0; attempt < P.simStartAttempts; attempt++) {
+      cancelled(req.signal, req.workerId);
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
       // a prefill or decode worker reads and writes the KV layout of its card: a pair of two cards cannot exchange KV
@@ -84,9 +86,10 @@ export class SimProvider implements Provider {
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
         await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-        await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited);
+        await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited, P.simHealthPollMaxMs, req.signal);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);
+        if (req.signal?.aborted) throw err;
         lastErr = err;
         continue; // most likely the port was taken in between: try another
       }

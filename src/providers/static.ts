@@ -18,7 +18,7 @@ export class StaticProvider implements Provider {
     if (url === undefined)
       throw new UnavailableError('no_endpoint', `version ${v.id} lists ${v.provider.endpoints.length} endpoint(s); worker ${idx} has none`);
     const base = url.replace(/\/$/, '');
-    await waitHealthy(base, '/health', DEFAULTS.providers.staticStartTimeoutMs, never);
+    await waitHealthy(base, '/health', DEFAULTS.providers.staticStartTimeoutMs, never, undefined, req.signal);
     return { id: req.workerId, model: v.model, version: v.id, url: base, provider: this.kind, gpus: req.gpus, pid: undefined, exited: never, info: {} };
   }
 

@@ -20,6 +20,11 @@ export interface StartRequest {
    * stops it instead of leaving it running unknown.
    */
   onSpawn?: (p: { pid: number; url: string; info: Record<string, unknown> }) => Promise<void>;
+  /**
+   * Aborted when the control plane shuts down: the start stops the process it began and fails with
+   * `worker_start_cancelled`, so a stop of `glidepath up` never leaves a starting worker behind.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 export interface WorkerExit {

@@ -243,6 +243,43 @@ describe('restart safety (e2e, real glidepath up)', () => {
     expect(pidAlive(v1.pid!), `adopted worker ${v1.id} (pid ${v1.pid}) after SIGTERM of up`).toBe(false);
   }, 60_000);
 
+  it('given a replacement still starting (its engine loading), when up is stopped with SIGTERM, then that worker is stopped too', async () => {
+    const dir = tempDir('restart-starting');
+    dirs.push(dir);
+    const dataDir = `${dir}/data`;
+    const configFile = writeConfig(
+      dir,
+      [
+        'server:',
+        `  data_dir: ${JSON.stringify(dataDir)}`,
+        'gpus: { count: 4, memory_gb: 80 }',
+        'models:',
+        `  - name: ${MODEL}`,
+        '    health: { interval_ms: 1000, recovery_timeout_ms: 2000, dead_after_failed_recoveries: 1 }',
+        '    versions:',
+        '      - id: v1',
+        '        replicas: 2',
+        // a load of 1.5 s: the replacement stays `starting` that long
+        '        provider: { kind: sim, sim: { seed: 1, load_time_ms: 1500, jitter: 0 } }',
+        '    route: { weights: { v1: 1 } }',
+        '',
+      ].join('\n'),
+    );
+    const up = await startUp({ configFile, dataDir });
+    ups.push(up);
+    const [victim] = await up.ok<WorkerView[]>('GET', '/workers');
+    process.kill(victim!.pid!, 'SIGKILL');
+    let starting: WorkerView | undefined;
+    while (starting === undefined) {
+      const ws = await up.ok<WorkerView[]>('GET', '/workers');
+      trackWorkerPids(ws.map((w) => w.pid));
+      starting = ws.find((w) => w.state === 'starting' && w.pid !== null);
+    }
+    expect((await up.kill('SIGTERM')).code).toBe(0);
+    // before, its start ran on after the shutdown had stopped the workers it knew, and it was left running
+    expect(pidAlive(starting.pid!), `starting worker ${starting.id} (pid ${starting.pid}) after SIGTERM of up`).toBe(false);
+  }, 45_000);
+
   it('given a swapped fleet, when up is stopped with SIGTERM and started again, then its workers were stopped and come back with the same state', async () => {
     const { start } = setup('restart-term');
     let up = await start();

@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { parseConfig } from '../../../src/config/load.js';
 import type { VersionConfig } from '../../../src/config/types.js';
 import { ProcessProvider, renderCommand, splitCommand } from '../../../src/providers/process.js';
+import { pidAlive } from '../../../src/providers/child.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-proc-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -27,6 +28,8 @@ console.log('engine starting on', port);
 http.createServer((req, res) => {
   // 'ready' answers its health on /ready only (a health_path other than /health), and has vLLM's sleep mode
   if (mode === 'ready') { const ok = req.url === '/ready' || (req.method === 'POST' && (req.url.startsWith('/sleep') || req.url === '/wake_up')); res.writeHead(ok ? 200 : 404); res.end(); return; }
+  // 'loading' never finishes loading: its health is 503
+  if (req.url === '/health' && mode === 'loading') { res.writeHead(503); res.end(); return; }
   if (req.url === '/health') { res.writeHead(200); res.end('ok', () => { if (mode === 'crash') setTimeout(() => process.exit(3), 50); }); return; }
   if (req.url === '/env') { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ gpus: process.env.CUDA_VISIBLE_DEVICES, extra: process.env.EXTRA })); return; }
   res.writeHead(404); res.end();
@@ -102,6 +105,32 @@ describe('process provider', () => {
     const p = new ProcessProvider({ startTimeoutMs: 20_000 });
     const h = await p.start({ version: version('crash'), workerId: 'm/v1/2', gpus: ['0', '1'], workDir: dir });
     expect(await h.exited).toMatchObject({ code: 3, expected: false });
+  });
+
+  it('a start cancelled while its engine loads (the control plane shuts down) stops the engine and fails as worker_start_cancelled', async () => {
+    const p = new ProcessProvider({ startTimeoutMs: 20_000 });
+    const cancel = new AbortController();
+    let pid = 0;
+    const started = p.start({
+      version: version('loading', 300),
+      workerId: 'm/v1/5',
+      gpus: ['0'],
+      workDir: dir,
+      signal: cancel.signal,
+      onSpawn: (s) => {
+        pid = s.pid;
+        // the shutdown comes as the process exists, before it answered its health
+        cancel.abort();
+        return Promise.resolve();
+      },
+    });
+    await expect(started).rejects.toMatchObject({ code: 'worker_start_cancelled' });
+    expect(pid).toBeGreaterThan(0);
+    expect(pidAlive(pid)).toBe(false);
+    // and one cancelled before it began spawns nothing
+    await expect(p.start({ version: version('normal'), workerId: 'm/v1/6', gpus: ['0'], workDir: dir, signal: cancel.signal })).rejects.toMatchObject({
+      code: 'worker_start_cancelled',
+    });
   });
 
   it('fails a start whose engine exits before it became healthy, naming the log', async () => {
