@@ -154,6 +154,7 @@ export class HealthController implements HealthHost {
       health,
       // workers start at different prompts of the set (then take them in turn)
       turn: Math.floor(this.rand() * (this.config(w.model)?.probes.length ?? 1)),
+      soon: true,
       cancelProbe: undefined,
       busy: false,
       weight: NaN,
@@ -197,8 +198,14 @@ export class HealthController implements HealthHost {
     let ms: number;
     if (h.state === 'draining' || h.state === 'dead') return;
     if (h.state === 'unhealthy' && h.breaker === 'open') return; // the tick turns it half-open
-    // a worker that must prove itself (admission, half-open) soon, not back to back; an asleep one is only looked at again later
-    if (!this.asleep(t) && (h.state === 'pending' || (h.state === 'unhealthy' && !isTrial(h)))) ms = DEFAULTS.health.probeGapMs;
+    // a worker that must prove itself (admission, half-open) soon, not back to back, except a worker
+    // waiting for admission whose probes all passed so far: its next follows at once, so that a
+    // replacement takes traffic one probe set after it started, not a gap per prompt later (three
+    // prompts and 250 ms gaps held the simulator's replacements out ~1.2 s; bench:resilience's
+    // kills every 2 s then found the fleet a worker short). An asleep one is only looked at again later.
+    if (this.asleep(t)) ms = cfg.intervalMs * (1 + cfg.jitter * (2 * this.rand() - 1));
+    else if (h.state === 'pending') ms = t.soon ? 0 : DEFAULTS.health.probeGapMs;
+    else if (h.state === 'unhealthy' && !isTrial(h)) ms = DEFAULTS.health.probeGapMs;
     else ms = cfg.intervalMs * (1 + cfg.jitter * (2 * this.rand() - 1));
     t.cancelProbe = this.ports.clock.after(ms, () => this.spawn(`probing ${t.info.id}`, this.probe(t)));
   }
@@ -210,6 +217,7 @@ export class HealthController implements HealthHost {
     // an asleep engine answers nothing by design: no verdict until it is awake
     if (!cfg || this.asleep(t)) return this.schedule(t);
     t.busy = true;
+    t.soon = false; // until this probe passes
     try {
       const set = await this.probeSets.get(t.info.model, t.info.version);
       if (set === undefined) {
@@ -224,6 +232,7 @@ export class HealthController implements HealthHost {
       const relax = this.ports.routes.latencyFactor(t.info.model);
       const r = await probeWorker(this.ports, t.info, nextExpectation(set, t.turn++), h, cfg, check, this.poolRatio(t), relax);
       t.ratio = r.ratio;
+      t.soon = r.obs?.kind === 'probe_pass';
       if (r.obs !== undefined && this.tracked.get(t.info.id) === t && !this.asleep(t)) this.observe(t, r.obs);
     } finally {
       t.busy = false;

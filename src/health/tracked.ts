@@ -12,6 +12,11 @@ export interface Tracked {
   health: WorkerHealth;
   /** Which prompt of the set it gets next. */
   turn: number;
+  /**
+   * Its next admission probe may follow at once: none was tried yet, or the last one passed. After a
+   * failure, or a probe that could not be judged, the next waits `probeGapMs`.
+   */
+  soon: boolean;
   cancelProbe: (() => void) | undefined;
   busy: boolean;
   /** The weight last given to the data plane. */

@@ -32,6 +32,7 @@ import type { RemoteMetrics } from '../../src/telemetry/prometheus-source.js';
 export { FakeClock, FakeWorker, emptyStats, requestRecord } from './fake-world.js';
 export type { FakeMode } from './fake-world.js';
 import { FakeClock, FakeWorker, emptyStats, requestRecord } from './fake-world.js';
+import type { FakeMode } from './fake-world.js';
 
 export interface FakeFleetOptions {
   /** `models:` of glidepath.yaml (snake_case, parsed by the real config pipeline); versions use the static provider. */
@@ -83,6 +84,8 @@ export class FakeFleet {
   readonly workers = new Map<string, FakeWorker>();
   /** Starts that fail, next first (a message each). */
   readonly failStarts: string[] = [];
+  /** The modes the next started workers answer their probes in, one per start ('ok' when empty). */
+  readonly startModes: FakeMode[] = [];
   /** Health metrics over a registry of the fleet's own (checked by tests through `metricsText`). */
   readonly promRegistry = new PromRegistry();
   readonly healthMetrics = new HealthMetrics(this.promRegistry);
@@ -360,6 +363,7 @@ export class FakeFleet {
             const w = new FakeWorker(`${model}/${version}/${Math.max(-1, ...used) + 1}`, model, version, role, 'sim', this.clock.now());
             w.health = health;
             w.kvRole = opts?.kvRole;
+            w.mode = this.startModes.shift() ?? 'ok';
             // published at the weight its health says: a pending worker none until admitted
             w.weight = health.state === 'healthy' ? 1 : 0;
             this.workers.set(w.id, w);

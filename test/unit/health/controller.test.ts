@@ -275,6 +275,38 @@ describe('health controller', () => {
     );
   });
 
+  it('a replacement waiting for admission is probed back to back while its probes pass; after a failed one the next waits probe_gap', async () => {
+    const GAP = DEFAULTS.health.probeGapMs;
+    const { fleet, hc, advance } = await start();
+    await advance(INTERVAL);
+    // the first replacement passes each probe: admitted as its start is heard of, one probe set later
+    // (two prompts), not a gap per prompt later
+    fleet.crash('chat/v1/1');
+    await advance(REPLACE);
+    expect(fleet.log).toContain('start chat/v1/4 serving');
+    expect(fleet.worker('chat/v1/4').probes).toBe(2);
+    expect(state(hc, 'chat/v1/4')).toBe('healthy/closed');
+    expect(fleet.worker('chat/v1/4').weight).toBe(1);
+    // the next answers 500 at first: that probe fails (tried again at once, as every probe), and the
+    // next one waits the gap, however often it is looked at meanwhile
+    fleet.startModes.push('error');
+    fleet.crash('chat/v1/2');
+    await advance(REPLACE);
+    const w = fleet.worker('chat/v1/5');
+    const failed = w.probes;
+    expect(failed).toBeGreaterThan(0);
+    expect(state(hc, 'chat/v1/5')).toBe('pending/closed');
+    w.mode = 'ok';
+    await advance(GAP - 1);
+    expect(w.probes).toBe(failed);
+    expect(w.weight).toBe(0);
+    // then passes follow at once again: the whole set at the gap's end
+    await advance(1);
+    expect(w.probes).toBe(failed + 2);
+    expect(state(hc, 'chat/v1/5')).toBe('healthy/closed');
+    expect(w.weight).toBe(1);
+  });
+
   it('a replacement that fails to start is retried with back-off', async () => {
     const { fleet, advance } = await start();
     await advance(INTERVAL);
