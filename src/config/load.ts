@@ -71,6 +71,7 @@ function simSettings(s: RawSim, gpuMemoryGb: number): SimSettings {
   if (s.lora_load_ms !== undefined) out.loraLoadMs = s.lora_load_ms;
   out.wakeMs = s.wake_ms ?? Math.round((gpuMemoryGb / DEFAULTS.control.planWakeGbPerS) * 1000);
   out.reloadMs = s.reload_ms ?? Math.round((gpuMemoryGb / DEFAULTS.control.planLoadGbPerS) * 1000);
+  if (s.warmup_requests !== undefined) out.warmupRequests = s.warmup_requests;
   if (s.faults) out.faults = fromSnakeFaults(s.faults);
   return out;
 }

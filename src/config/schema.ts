@@ -30,6 +30,7 @@ const simSchema = z
     lora_load_ms: nonNeg().optional(),
     wake_ms: nonNeg().optional(),
     reload_ms: nonNeg().optional(),
+    warmup_requests: nonNegInt().optional(),
     faults: z
       .object({
         error_rate: fraction().optional(),

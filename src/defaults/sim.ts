@@ -61,6 +61,15 @@ export const SIM = {
      */
     wakeMs: 0,
     reloadMs: 0,
+    /**
+     * Requests a `glidepath sim` process serves itself before it listens (src/sim/warmup.ts), 16 at a
+     * time with no delays: a fresh Node process runs its code unoptimised, and a simulator that met a
+     * burst first answered it ~2× slower (bench:resilience: a kill's continuations sent to the
+     * replacement admitted a moment before). vLLM likewise runs its model before it listens.
+     */
+    warmupRequests: 64,
+    /** The warm-up's prefill rate: no delay worth a timer (its tokens come at 0 ms too). */
+    warmupPrefillTokensPerS: 1e9,
     /** Number of candidate tokens the sampler draws from when temperature > 0. */
     sampleCandidates: 5,
     /** Healthy top-1 logprob lies in [-maxTopLogprobDepth - 0.01, -0.01]; health probes check this range. */

@@ -39,6 +39,8 @@ export interface SimSettings {
   wakeMs?: number;
   /** Wake from sleep level 2 (weights discarded: read again from storage), ms. */
   reloadMs?: number;
+  /** Requests a simulator process serves itself before it listens (its code compiled and optimised first). */
+  warmupRequests?: number;
   faults?: SimFaults;
 }
 

@@ -4,6 +4,7 @@ import type { FaultKind } from './metrics.js';
 export type { FaultKind } from './metrics.js';
 import { resolveOptions, type SimFaultSpec, type SimStartOptions } from './options.js';
 import { SimServer } from './server.js';
+import { warmUp } from './warmup.js';
 import type { Clock } from './timing.js';
 
 export type { SimFaultSpec, SimOptions, SimStartOptions, ExitMode } from './options.js';
@@ -28,6 +29,8 @@ export interface SimStats {
   adapters: string[];
   /** True after the process-exit fault closed this (in-process) worker. */
   exited: boolean;
+  /** Requests served in its warm-up, before it listened (on a throwaway server, not counted above). */
+  warmedUp: number;
 }
 
 export interface SimHandle {
@@ -49,6 +52,8 @@ export interface SimHandle {
 /** Start one simulated worker; `port: 0` picks a free port (see `handle.port`). */
 export async function startSim(opts: SimStartOptions & { clock?: Clock } = {}): Promise<SimHandle> {
   const o = resolveOptions(opts);
+  // like vLLM, which runs its model before its API server listens: /health answers once warm
+  const warmedUp = await warmUp(o, o.warmupRequests);
   const s = new SimServer(o, opts.clock);
   const port = await s.listen();
   const e = s.engine;
@@ -83,6 +88,7 @@ export async function startSim(opts: SimStartOptions & { clock?: Clock } = {}): 
       phase: e.life.phase,
       adapters: e.loras.list().map((a) => a.name),
       exited: s.hasExited,
+      warmedUp,
     }),
   };
 }

@@ -65,6 +65,9 @@ export function withDefaults(o: SimStartOptions): SimOptions {
     loraLoadMs: o.loraLoadMs ?? D.loraLoadMs,
     wakeMs: o.wakeMs ?? D.wakeMs,
     reloadMs: o.reloadMs ?? D.reloadMs,
+    // an in-process simulator (the library, tests) shares a process whose code is warm or short-lived;
+    // `glidepath sim` passes DEFAULTS.sim.warmupRequests
+    warmupRequests: o.warmupRequests ?? 0,
     faults: { ...(o.faults ?? {}) },
     model: o.model ?? D.model,
     servedModelNames: o.servedModelNames ?? [],
@@ -114,6 +117,7 @@ export function checkOptions(o: SimOptions): string[] {
   need(Number.isFinite(o.loraLoadMs) && o.loraLoadMs >= 0, 'loraLoadMs', 'a non-negative number', o.loraLoadMs);
   need(nonNeg(o.wakeMs), 'wakeMs', 'a non-negative number', o.wakeMs);
   need(nonNeg(o.reloadMs), 'reloadMs', 'a non-negative number', o.reloadMs);
+  need(Number.isInteger(o.warmupRequests) && o.warmupRequests >= 0, 'warmupRequests', 'a non-negative integer', o.warmupRequests);
   need(posInt(o.defaultMaxTokens), 'defaultMaxTokens', 'a positive integer', o.defaultMaxTokens);
   need(posInt(o.maxBodyBytes), 'maxBodyBytes', 'a positive integer', o.maxBodyBytes);
   need(frac(o.eosRate), 'eosRate', 'a number from 0 to 1', o.eosRate);

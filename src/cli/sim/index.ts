@@ -71,6 +71,12 @@ const NUMERIC: [string, keyof SimStartOptions, Kind, string][] = [
   ['lora-load-ms', 'loraLoadMs', 'int', 'time a LoRA adapter takes to load'],
   ['wake-ms', 'wakeMs', 'int', 'time to wake from sleep level 1 (weights in CPU memory)'],
   ['reload-ms', 'reloadMs', 'int', 'time to wake from sleep level 2 (weights read again)'],
+  [
+    'warmup-requests',
+    'warmupRequests',
+    'int',
+    `requests served to itself before listening, its code compiled first (default ${DEFAULTS.sim.warmupRequests}; 0: none)`,
+  ],
   ['max-body-bytes', 'maxBodyBytes', 'posInt', 'largest accepted request body'],
   ['max-waiting-requests', 'maxWaitingRequests', 'int', 'waiting-queue bound (503 beyond it)'],
   ['max-logprobs', 'maxLogprobs', 'int', 'most top logprobs a request may ask for'],
@@ -185,7 +191,8 @@ export function register(program: Command): void {
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
-    handles = await startSimFleet(workers, { ...opts, portBase: portBase ?? opts.port ?? 0, onProcessExit: 'exit' });
+    const warmupRequests = opts.warmupRequests ?? DEFAULTS.sim.warmupRequests;
+    handles = await startSimFleet(workers, { ...opts, warmupRequests, portBase: portBase ?? opts.port ?? 0, onProcessExit: 'exit' });
     if (stopping) {
       await Promise.all(handles.map((h) => h.close()));
       return;

@@ -94,6 +94,7 @@ describe('glidepath sim (CLI)', () => {
     [['--port', '8000', '--workers', '2'], /--workers > 1 needs --port-base/],
     [['--port', '0', '--kv-role', 'decoder'], /--kv-role: expected both, prefill, decode, got "decoder"/],
     [['--port', '0', '--kv-layout', ' '], /--kv-layout must not be empty/],
+    [['--port', '0', '--warmup-requests', '-1'], /--warmup-requests must be a non-negative integer/],
     [['--bogus'], /unknown option '--bogus'/],
   ])('bad flags %j exit 2 with a clear message', (args, message) => {
     const r = spawnSync(process.execPath, [MAIN, 'sim', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 20_000 });

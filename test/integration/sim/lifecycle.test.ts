@@ -57,6 +57,23 @@ describe('request lifecycle', () => {
     }
   });
 
+  it('warms up before it listens: every kind of request served on a throwaway server, the worker counting none of them', async () => {
+    // faults, a one-slot engine and no waiting queue are the worker's, not its warm-up's: none fails it
+    const sim = await startSim({ port: 0, warmupRequests: 24, maxNumSeqs: 1, maxWaitingRequests: 0, faults: { errorRate: 1 } });
+    try {
+      expect(sim.stats()).toMatchObject({ warmedUp: 24, requests: 0, tokens: 0, running: 0 });
+      const m = (await get(sim.url, '/metrics')).text;
+      expect(m).not.toMatch(/^vllm:request_success_total\{[^}]*\} [1-9]/m);
+      sim.clearFaults();
+      const r = await post(sim.url, '/v1/chat/completions', chat('after the warm-up', { max_tokens: 2 }));
+      expect(r.status).toBe(200);
+      // its first request is its first: ids count from zero
+      expect(r.json.id).toMatch(/0{7}0$/);
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('rejects invalid options with every problem named', async () => {
     await expect(startSim({ maxNumSeqs: 0, hallucinationRate: 2 })).rejects.toThrow(/hallucinationRate.*maxNumSeqs|maxNumSeqs.*hallucinationRate/);
   });
