@@ -88,12 +88,12 @@ export async function wave(base: string, prompts: readonly string[], maxTokens: 
   }
 }
 
-export const workers = (up: UpProcess): Promise<(WorkerView & { role?: string; weight?: number })[]> => up.ok('GET', '/workers');
+export const workers = (up: UpProcess): Promise<(WorkerView & { role?: string; weight?: number; outstanding: number })[]> => up.ok('GET', '/workers');
 
 /**
- * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves; the pids killed. `beforeKill`
- * runs just before each kill (a bench reads the gateway's metrics there, so that each kill's
- * migrations can be told apart).
+ * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves (one serving streams, in
+ * turn, when any does); the pids killed. `beforeKill` runs just before each kill (a bench reads the
+ * gateway's metrics there, so that each kill's migrations can be told apart).
  */
 export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<unknown>, beforeKill?: () => Promise<void>): Promise<number[]> {
   const killed: number[] = [];
@@ -105,7 +105,11 @@ export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<un
     const ws = await workers(up);
     trackWorkerPids(ws.map((w) => w.pid));
     const serving = ws.filter((w) => w.pid !== null && w.state === 'ready' && (w.weight ?? 1) > 0 && !killed.includes(w.pid));
-    const victim = serving[killed.length % Math.max(1, serving.length)];
+    // one with streams in flight when there is one: a replacement admitted since the last kill holds
+    // none until new streams start, and killing it would break nothing
+    const busy = serving.filter((w) => w.outstanding > 0);
+    const from = busy.length > 0 ? busy : serving;
+    const victim = from[killed.length % Math.max(1, from.length)];
     if (victim?.pid == null || serving.length < 2) continue;
     await beforeKill?.();
     if (stopped) break;
