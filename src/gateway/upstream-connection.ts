@@ -7,6 +7,7 @@ import type { ResponseHead } from './http1/response-head.js';
 import { ConnectError, connectFailure } from './upstream-types.js';
 import type { PoolOf } from './upstream-types.js';
 import type { Exchange } from './upstream-exchange.js';
+import { withoutStack } from '../errors.js';
 
 /** What a connection and an exchange need of their pool (upstream-types.ts). */
 export type ConnectionPool = PoolOf<Connection, Exchange>;
@@ -201,17 +202,14 @@ export class Connection {
       return;
     }
     if (this.ex !== undefined) {
-      const e: NodeJS.ErrnoException = new Error(this.gotBytes ? 'worker closed the connection mid-response' : 'worker closed the connection before answering');
-      e.code = 'ECONNRESET';
-      this.fail(e);
+      const msg = this.gotBytes ? 'worker closed the connection mid-response' : 'worker closed the connection before answering';
+      this.fail(resetError(msg));
     } else this.destroy();
   }
 
   private onClose(): void {
     if (this.ex !== undefined && !this.dead) {
-      const e: NodeJS.ErrnoException = new Error('connection to the worker closed');
-      e.code = 'ECONNRESET';
-      this.fail(e);
+      this.fail(resetError('connection to the worker closed'));
       return;
     }
     this.destroy();
@@ -451,4 +449,11 @@ export class Connection {
     else this.destroy();
     ex.handler.onResponseEnd(tail);
   }
+}
+
+/** The worker closed the connection under a request: ECONNRESET, without a stack (withoutStack). */
+function resetError(message: string): NodeJS.ErrnoException {
+  const e: NodeJS.ErrnoException = withoutStack(() => new Error(message));
+  e.code = 'ECONNRESET';
+  return e;
 }

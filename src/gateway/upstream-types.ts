@@ -1,5 +1,6 @@
 // What the HTTP/1.1 client to workers offers its callers: the handler and controller of one request, its options, and the errors a request can end with.
 export { ProtocolError } from './http1/response-head.js';
+import { withoutStack } from '../errors.js';
 
 /** Lets the request's owner stop it or apply back-pressure. */
 export interface UpstreamController {
@@ -79,7 +80,8 @@ export function connectFailure(err: NodeJS.ErrnoException, origin: string): Erro
   const code = err.code ?? 'ECONNECT';
   const resource = LOCAL_RESOURCES.get(code);
   if (resource !== undefined) return new LocalResourceError(code, resource, `could not open a connection to ${origin}: ${err.message}`);
-  return new ConnectError(code, `could not connect to ${origin}: ${err.message}`);
+  // a dead worker's refused connects come in bursts too, until its exit is heard of
+  return withoutStack(() => new ConnectError(code, `could not connect to ${origin}: ${err.message}`));
 }
 
 /**

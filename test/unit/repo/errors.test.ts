@@ -9,7 +9,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ERRORS_DOC, renderErrorsDoc } from '../../../scripts/errors/render.js';
-import { CATALOGUE, errorTypeOf, GlidepathError } from '../../../src/errors.js';
+import { CATALOGUE, errorTypeOf, GlidepathError, UpstreamError, withoutStack } from '../../../src/errors.js';
 import { CATALOGUE_PARTS } from '../../../src/errors/catalogue.js';
 import type { ErrorCode } from '../../../src/errors.js';
 
@@ -103,6 +103,22 @@ describe('the error catalogue (src/errors/catalogue.ts)', () => {
       expect([code, status >= 400 && status <= 599]).toEqual([code, true]);
       expect(typeof errorTypeOf(status)).toBe('string');
     }
+  });
+
+  it("a worker's failures carry no stack (withoutStack), and every other error keeps its own", () => {
+    const limit = Error.stackTraceLimit;
+    const e = new UpstreamError('upstream_stream_broken', 'worker w1 dropped the stream');
+    expect(e.stack).toBe('UpstreamError: worker w1 dropped the stream');
+    expect(e).toMatchObject({ code: 'upstream_stream_broken', status: 502, name: 'UpstreamError' });
+    expect(withoutStack(() => new Error('reset')).stack).toBe('Error: reset');
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(() =>
+      withoutStack(() => {
+        throw new Error('made in make()');
+      }),
+    ).toThrow('made in make()');
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new GlidepathError('route_revision_conflict', 'x').stack).toMatch(/\n\s+at /);
   });
 
   it('docs/errors.md is the table, rendered (npm run docs:errors rewrites it)', () => {
