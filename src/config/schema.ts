@@ -30,7 +30,9 @@ const simSchema = z
     lora_load_ms: nonNeg().optional(),
     wake_ms: nonNeg().optional(),
     reload_ms: nonNeg().optional(),
-    warmup_requests: nonNegInt().optional(),
+    warmup_requests: nonNegInt()
+      .max(DEFAULTS.sim.maxWarmupRequests, msg(`an integer from 0 to ${DEFAULTS.sim.maxWarmupRequests}`))
+      .optional(),
     faults: z
       .object({
         error_rate: fraction().optional(),

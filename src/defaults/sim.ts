@@ -68,6 +68,8 @@ export const SIM = {
      * replacement admitted a moment before). vLLM likewise runs its model before it listens.
      */
     warmupRequests: 64,
+    /** …and at most this many (~1.5 s here): a start's deadline (its load time + 15 s) does not count the warm-up. */
+    maxWarmupRequests: 5_000,
     /** The warm-up's prefill rate: no delay worth a timer (its tokens come at 0 ms too). */
     warmupPrefillTokensPerS: 1e9,
     /** Number of candidate tokens the sampler draws from when temperature > 0. */

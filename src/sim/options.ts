@@ -117,7 +117,13 @@ export function checkOptions(o: SimOptions): string[] {
   need(Number.isFinite(o.loraLoadMs) && o.loraLoadMs >= 0, 'loraLoadMs', 'a non-negative number', o.loraLoadMs);
   need(nonNeg(o.wakeMs), 'wakeMs', 'a non-negative number', o.wakeMs);
   need(nonNeg(o.reloadMs), 'reloadMs', 'a non-negative number', o.reloadMs);
-  need(Number.isInteger(o.warmupRequests) && o.warmupRequests >= 0, 'warmupRequests', 'a non-negative integer', o.warmupRequests);
+  const maxWarmup = D.maxWarmupRequests;
+  need(
+    Number.isInteger(o.warmupRequests) && o.warmupRequests >= 0 && o.warmupRequests <= maxWarmup,
+    'warmupRequests',
+    `an integer from 0 to ${maxWarmup}`,
+    o.warmupRequests,
+  );
   need(posInt(o.defaultMaxTokens), 'defaultMaxTokens', 'a positive integer', o.defaultMaxTokens);
   need(posInt(o.maxBodyBytes), 'maxBodyBytes', 'a positive integer', o.maxBodyBytes);
   need(frac(o.eosRate), 'eosRate', 'a number from 0 to 1', o.eosRate);

@@ -1,5 +1,6 @@
-// The simulator's warm-up: before a worker listens, it serves requests to itself on a throwaway
-// server with no delays, as vLLM runs its model (profiling, CUDA graphs) before its API server listens.
+// The simulator's warm-up (owns the throwaway server and its requests): before a worker listens, it
+// serves requests to itself with no delays, as vLLM runs its model (profiling, CUDA graphs) before its
+// API server listens.
 import { Agent, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULTS } from '../defaults.js';
@@ -13,20 +14,20 @@ const CONCURRENCY = 16;
  * The kinds of request a worker serves, in turn: streamed and whole chats and completions, a chat
  * continued from a partial answer (a broken stream's continuation), usage and logprobs asked for.
  */
-function body(o: SimOptions, i: number): { path: string; body: string } {
+function body(model: string, i: number): { path: string; body: string } {
   const content = `warm-up ${i}: the quick brown fox jumps over the lazy dog, then counts to ${i % 97}`;
   const usage = { stream_options: { include_usage: true } };
   switch (i % 4) {
     case 0:
       return {
         path: '/v1/chat/completions',
-        body: JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 8, temperature: 0, stream: true, ...usage }),
+        body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8, temperature: 0, stream: true, ...usage }),
       };
     case 1:
       return {
         path: '/v1/chat/completions',
         body: JSON.stringify({
-          model: o.model,
+          model,
           messages: [
             { role: 'user', content },
             { role: 'assistant', content: 'The fox, having jumped, now' },
@@ -42,47 +43,56 @@ function body(o: SimOptions, i: number): { path: string; body: string } {
     case 2:
       return {
         path: '/v1/completions',
-        body: JSON.stringify({ model: o.model, prompt: content, max_tokens: 8, temperature: 0, stream: true, logprobs: 1, ...usage }),
+        body: JSON.stringify({ model, prompt: content, max_tokens: 8, temperature: 0, stream: true, logprobs: 1, ...usage }),
       };
     default:
-      return { path: '/v1/chat/completions', body: JSON.stringify({ model: o.model, messages: [{ role: 'user', content }], max_tokens: 8, temperature: 0 }) };
+      return { path: '/v1/chat/completions', body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8, temperature: 0 }) };
   }
 }
 
-function send(port: number, agent: Agent, r: { path: string; body: string }): Promise<void> {
-  return new Promise((resolve, reject) => {
+/** One request; whether it was answered 200 (any other answer, or none, only means less warming). */
+function send(port: number, agent: Agent, r: { path: string; body: string }): Promise<boolean> {
+  return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port, path: r.path, method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
       res.on('data', () => undefined);
-      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`warm-up ${r.path}: HTTP ${res.statusCode}`))));
-      res.on('error', reject);
+      res.on('end', () => resolve(res.statusCode === 200));
+      res.on('error', () => resolve(false));
     });
-    req.on('error', reject);
+    req.on('error', () => resolve(false));
     req.end(r.body);
   });
 }
 
 /**
- * Serve `n` requests (`CONCURRENCY` at a time) on a throwaway server of this worker's model with no
+ * Send `n` requests (`CONCURRENCY` at a time) to a throwaway server of this worker's model with no
  * prefill or token delays, then close it: the code a request runs through is compiled and optimised
  * before the worker takes traffic. Its engine, metrics and request counter are the throwaway's, so
- * the worker's own start from zero. The requests served (all of them answered 200, or it throws).
+ * the worker's own start from zero; the worker's faults and limits are not its (a one-slot worker, a
+ * small body limit or `max_logprobs: 0` would refuse some), and a pure judge warms up as a plain
+ * model (its prompts need the judge's format). A request it refuses only warms less: the requests
+ * answered 200 are returned, and the worker starts either way.
  */
 export async function warmUp(o: SimOptions, n: number): Promise<number> {
   if (n <= 0) return 0;
+  const D = DEFAULTS.sim;
+  const model = o.model === o.judgeModel ? D.model : o.model;
   const s = new SimServer({
     ...o,
+    model,
+    servedModelNames: [],
     host: '127.0.0.1',
     port: 0,
     loadTimeMs: 0,
     interTokenMs: 0,
-    prefillTokensPerS: DEFAULTS.sim.warmupPrefillTokensPerS,
+    prefillTokensPerS: D.warmupPrefillTokensPerS,
     jitter: 0,
     eosRate: 0,
-    // the worker's own limits and faults could refuse its warm-up: the throwaway has the defaults
-    kvCapacityTokens: DEFAULTS.sim.kvCapacityTokens,
-    maxNumSeqs: DEFAULTS.sim.maxNumSeqs,
-    maxWaitingRequests: DEFAULTS.sim.maxWaitingRequests,
-    maxModelLen: DEFAULTS.sim.maxModelLen,
+    kvCapacityTokens: D.kvCapacityTokens,
+    maxNumSeqs: D.maxNumSeqs,
+    maxWaitingRequests: D.maxWaitingRequests,
+    maxModelLen: D.maxModelLen,
+    maxBodyBytes: D.maxBodyBytes,
+    maxLogprobs: D.maxLogprobs,
     faults: {},
     onProcessExit: 'close',
     kvRole: 'both',
@@ -90,13 +100,14 @@ export async function warmUp(o: SimOptions, n: number): Promise<number> {
   await s.listen();
   const port = (s.server.address() as AddressInfo).port;
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  let next = 0;
+  let ok = 0;
   try {
-    let next = 0;
     const lane = async () => {
-      while (next < n) await send(port, agent, body(o, next++));
+      while (next < n) if (await send(port, agent, body(model, next++))) ok++;
     };
     await Promise.all(Array.from({ length: Math.min(n, CONCURRENCY) }, lane));
-    return next;
+    return ok;
   } finally {
     agent.destroy();
     await s.close();

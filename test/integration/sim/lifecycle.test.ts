@@ -74,6 +74,17 @@ describe('request lifecycle', () => {
     }
   });
 
+  it("a pure judge, a worker of tiny limits and one that takes no logprobs warm up as well (the warm-up's limits are the defaults)", async () => {
+    for (const o of [{ model: 'judge' }, { maxBodyBytes: 200, maxLogprobs: 0, maxModelLen: 16 }]) {
+      const sim = await startSim({ port: 0, warmupRequests: 8, ...o });
+      try {
+        expect([o, sim.stats().warmedUp]).toEqual([o, 8]);
+      } finally {
+        await sim.close();
+      }
+    }
+  });
+
   it('rejects invalid options with every problem named', async () => {
     await expect(startSim({ maxNumSeqs: 0, hallucinationRate: 2 })).rejects.toThrow(/hallucinationRate.*maxNumSeqs|maxNumSeqs.*hallucinationRate/);
   });
