@@ -40,6 +40,8 @@ export interface StartOptions {
   providers?: Providers;
   /** The admin listener's dashboard (its front end's folder, its sessions): tests set them. */
   admin?: AdminServerOptions;
+  /** Aborted (a signal to `glidepath up` while it boots): the worker starts in flight are cancelled, and boot fails. */
+  signal?: AbortSignal;
 }
 
 /** The data plane and its telemetry; `degradation` is where its level changes go once the control plane exists. */
@@ -77,6 +79,9 @@ export async function startControl(
   built.onDegradation((m, c) => cp.degradationChanged(m, c));
   const ports = controlPorts(cp);
   const controllers = buildControllers(cfg, ports, dp);
+  const cancel = () => void cp.workers.cancelStarts();
+  if (opts.signal?.aborted) cancel();
+  opts.signal?.addEventListener('abort', cancel, { once: true });
   try {
     const adminTokenHint = await bootstrapTokens(store, cfg.auth.tokens, cfg.server.dataDir, { cluster: cfg.store.kind === 'etcd' });
     if (cfg.store.kind === 'etcd') await clusterToken(store);
@@ -92,6 +97,8 @@ export async function startControl(
   } catch (err) {
     controllers.shutdown();
     throw err;
+  } finally {
+    opts.signal?.removeEventListener('abort', cancel);
   }
 }
 

@@ -12,7 +12,6 @@ import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
 import type { Providers, WorkerHandle } from '../providers/index.js';
-import { cancelled } from '../providers/engine.js';
 import type { Store } from '../store/types.js';
 import { routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
@@ -23,6 +22,7 @@ import { Sleep } from './sleep.js';
 import { adoptVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
 import { WorkerCounts } from './worker-counts.js';
+import { Starts } from './starts.js';
 import { workerId, workerRecord } from './worker-record.js';
 
 export interface StartedVersion {
@@ -47,10 +47,8 @@ export class WorkerManager {
   /** Claims on versions' worker counts and the scheduler's targets (worker-counts.ts). */
   readonly counts = new WorkerCounts();
   private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
-  /** Aborted by `stopAll`: starts in flight stop the processes they began (StartRequest.signal). */
-  private readonly closing = new AbortController();
-  /** Starts in flight (whole versions and single workers), which `stopAll` waits for. */
-  private readonly starts = new Set<Promise<unknown>>();
+  /** Starts in flight (whole versions and single workers), cancelled by `stopAll`. */
+  private readonly starts = new Starts();
 
   /** Which workers sleep, persisted (sleep.ts). */
   private readonly sleep: Sleep;
@@ -123,7 +121,7 @@ export class WorkerManager {
    * stopped and their GPUs released.
    */
   startVersion(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
-    return this.inFlight(this.startVersionNow(v, onProgress));
+    return this.starts.track(this.startVersionNow(v, onProgress));
   }
 
   private async startVersionNow(v: VersionConfig, onProgress?: (m: string) => void): Promise<StartedVersion> {
@@ -156,7 +154,7 @@ export class WorkerManager {
             workDir: path.join(this.workDir, 'workers'),
             onProgress: (m) => onProgress?.(m),
             kvRole: kvRoleAt(v, i),
-            signal: this.closing.signal,
+            signal: this.starts.signal,
           }),
         ),
       );
@@ -165,9 +163,9 @@ export class WorkerManager {
       if (failed) throw failed.reason;
       for (const h of started) {
         onProgress?.(`${h.id}: warming up (${v.warmup.requests} request(s) × ${v.warmup.maxTokens} tokens)`);
-        await warmUp(h.url, v);
+        await warmUp(h.url, v, this.starts.signal);
       }
-      cancelled(this.closing.signal, `${v.model}/${v.id}`);
+      this.starts.check(`${v.model}/${v.id}`);
     } catch (err) {
       await Promise.all(started.map((h) => provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined)));
       await this.inventory.releaseVersion(v.model, v.id);
@@ -189,7 +187,7 @@ export class WorkerManager {
    * free GPUs, warm it and publish it at the weight its health says (pending: 0, until admitted).
    */
   startWorker(v: VersionConfig, role: WorkerRole, health: WorkerHealth, onProgress?: (m: string) => void, kvRole?: KvRole): Promise<WorkerHandle> {
-    return this.inFlight(this.startWorkerNow(v, role, health, onProgress, kvRole));
+    return this.starts.track(this.startWorkerNow(v, role, health, onProgress, kvRole));
   }
 
   private async startWorkerNow(
@@ -199,7 +197,7 @@ export class WorkerManager {
     onProgress?: (m: string) => void,
     kvRole?: KvRole,
   ): Promise<WorkerHandle> {
-    cancelled(this.closing.signal, `${v.model}/${v.id}`);
+    this.starts.check(`${v.model}/${v.id}`);
     const wrong = kvRoleMismatch(v, kvRole);
     if (wrong !== undefined) throw new BadRequestError('invalid_worker', wrong);
     const provider = this.providers.for(v.provider.kind);
@@ -229,10 +227,10 @@ export class WorkerManager {
         onProgress: (m) => onProgress?.(m),
         onSpawn,
         kvRole,
-        signal: this.closing.signal,
+        signal: this.starts.signal,
       });
-      await warmUp(h.url, v);
-      cancelled(this.closing.signal, id);
+      await warmUp(h.url, v, this.starts.signal);
+      this.starts.check(id);
     } catch (err) {
       if (h) await provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined);
       await this.store.deleteWorker(id).catch(() => undefined);
@@ -475,36 +473,36 @@ export class WorkerManager {
     return this.of(model, version).some((h) => this.sleep.levels.has(h.id));
   }
 
-  /** Count `p` among the starts in flight until it settles. */
-  private inFlight<T>(p: Promise<T>): Promise<T> {
-    this.starts.add(p);
-    const forget = () => void this.starts.delete(p);
-    p.then(forget, forget);
-    return p;
+  /** Cancel the starts in flight (a signal while `up` boots); resolves once they have settled. */
+  cancelStarts(): Promise<unknown> {
+    return this.starts.cancel();
   }
 
   /**
    * Stop everything this process started (shutdown of `glidepath up`). Starts in flight are cancelled
-   * first and waited for: each stops the process it began (a worker starting when `up` was told to
-   * stop was left running before, ~1 in 2 of bench:resilience's runs).
+   * (each stops the process it began; a worker starting when `up` was told to stop was left running
+   * before) while the known workers stop; workers a start adopted meanwhile are stopped after it.
    */
   async stopAll(graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
-    this.closing.abort();
-    await Promise.allSettled([...this.starts]);
-    const byVersion = new Set([...this.handles.values()].map((h) => `${h.model}\u0000${h.version}`));
+    const stopped = new Set<string>();
+    await Promise.all([this.starts.cancel(), this.stopKnown(graceMs, stopped)]);
+    await this.stopKnown(graceMs, stopped);
+  }
+
+  /** Stop every worker this process knows of and has not stopped yet (`stopped`, added to). */
+  private async stopKnown(graceMs: number, stopped: Set<string>): Promise<void> {
+    const hs = [...this.handles.values()].filter((h) => !stopped.has(h.id) && !this.exiting.has(h.id));
+    for (const h of hs) {
+      stopped.add(h.id);
+      this.stopping.add(h.id);
+    }
     await Promise.all(
-      [...byVersion].map(async (k) => {
-        const [m, v] = k.split('\u0000') as [string, string];
-        for (const h of this.of(m, v)) this.stopping.add(h.id);
-        await Promise.all(
-          this.of(m, v).map((h) =>
-            this.providers
-              .for(h.provider as 'sim')
-              .stop(h, graceMs)
-              .catch(() => undefined),
-          ),
-        );
-      }),
+      hs.map((h) =>
+        this.providers
+          .for(h.provider as 'sim')
+          .stop(h, graceMs)
+          .catch(() => undefined),
+      ),
     );
   }
 }

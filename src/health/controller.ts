@@ -265,6 +265,7 @@ export class HealthController implements HealthHost {
   private restart(t: Tracked, state: 'pending' | 'healthy', why?: string): WorkerHealth {
     const prev = t.health;
     t.health = { ...newHealth(state, this.ports.clock.now()), baselineMs: prev.baselineMs };
+    t.soon = true; // probation anew: its admission probes follow one another while they pass
     this.persist(t);
     this.applyWeight(t);
     this.transitioned(t, prev, t.health);

@@ -79,7 +79,7 @@ export class ProcessProvider implements Provider {
       await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited, undefined, req.signal);
     } catch (err) {
       await child.stop(p.gracePeriodMs);
-      if (req.signal?.aborted) throw err;
+      cancelled(req.signal, req.workerId); // a shutdown's, whatever broke the start meanwhile
       const msg = err instanceof Error ? err.message : String(err);
       throw new UnavailableError('worker_start_failed', `${msg}; log: ${child.logFile}`);
     }

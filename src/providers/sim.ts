@@ -89,7 +89,7 @@ export class SimProvider implements Provider {
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited, P.simHealthPollMaxMs, req.signal);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);
-        if (req.signal?.aborted) throw err;
+        cancelled(req.signal, req.workerId); // a shutdown's, whatever broke the start meanwhile
         lastErr = err;
         continue; // most likely the port was taken in between: try another
       }

@@ -3,8 +3,11 @@
 // versions and the audit log must be exactly as before; the surviving workers are adopted (same
 // pids) and requests are served by the right version. A SIGTERM restart stops the workers and the
 // next start brings them back (new pids) with the same state.
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CLI,
+  ROOT,
   cleanupAll,
   ensureBuilt,
   removeDir,
@@ -278,6 +281,36 @@ describe('restart safety (e2e, real glidepath up)', () => {
     expect((await up.kill('SIGTERM')).code).toBe(0);
     // before, its start ran on after the shutdown had stopped the workers it knew, and it was left running
     expect(pidAlive(starting.pid!), `starting worker ${starting.id} (pid ${starting.pid}) after SIGTERM of up`).toBe(false);
+  }, 45_000);
+
+  it('given up still booting (its workers loading), when it gets SIGTERM, then it stops them and exits 0 instead of leaving them running', async () => {
+    const dir = tempDir('restart-boot');
+    dirs.push(dir);
+    const dataDir = `${dir}/data`;
+    const configFile = writeConfig(
+      dir,
+      simConfigYaml({ model: MODEL, dataDir, versions: [{ id: 'v1', seed: 1, replicas: 2 }] }).replace('jitter: 0 }', 'jitter: 0, load_time_ms: 20000 }'),
+    );
+    const proc = spawn(process.execPath, [CLI, 'up', '--config', configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    let err = '';
+    proc.stderr.setEncoding('utf8');
+    // both workers exist (their progress lines name their pids), neither is healthy for 20 s
+    const pids = await new Promise<number[]>((resolve) =>
+      proc.stderr.on('data', (d: string) => {
+        err += d;
+        const found = [...err.matchAll(/simulator pid (\d+) on /g)].map((m) => Number(m[1]));
+        if (found.length === 2) resolve(found);
+      }),
+    );
+    trackWorkerPids(pids);
+    proc.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(err).toMatch(/SIGTERM while starting/);
+    for (const pid of pids) expect(pidAlive(pid), `worker pid ${pid} after SIGTERM of a booting up; stderr:\n${err}`).toBe(false);
   }, 45_000);
 
   it('given a swapped fleet, when up is stopped with SIGTERM and started again, then its workers were stopped and come back with the same state', async () => {

@@ -91,8 +91,8 @@ export async function wave(base: string, prompts: readonly string[], maxTokens: 
 export const workers = (up: UpProcess): Promise<(WorkerView & { role?: string; weight?: number; outstanding: number })[]> => up.ok('GET', '/workers');
 
 /**
- * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves (one serving streams, in
- * turn, when any does); the pids killed. `beforeKill` runs just before each kill (a bench reads the
+ * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves (one with streams in flight
+ * when any has: the k-th kill takes the (k mod n)-th of those n); the pids killed. `beforeKill` runs just before each kill (a bench reads the
  * gateway's metrics there, so that each kill's migrations can be told apart).
  */
 export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<unknown>, beforeKill?: () => Promise<void>): Promise<number[]> {

@@ -67,25 +67,12 @@ export function register(program: Command): void {
       const listeners = listenersOf(cfg);
       await checkListenAddresses(listeners);
       const start = cfg.store.kind === 'etcd' ? startReplica : startGlidepath;
-      const app: { dataUrl: string; adminUrl: string; close(o: { stopWorkers: boolean }): Promise<void> } = await start(cfg, { onProgress: say }).catch(
-        (err: unknown) => {
-          throw explainListenError(listeners, err);
-        },
-      );
-      const state = cfg.store.kind === 'etcd' ? `${cfg.store.endpoints.join(',')} ${cfg.store.prefix}` : cfg.server.dataDir;
-      say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${state}`);
-      const model = cfg.models[0]?.name ?? 'model';
-      process.stdout.write(
-        `\nTry it:\n  curl -s ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'\n\n`,
-      );
-      if ('adminTokenHint' in app) process.stdout.write(`Admin token: ${String(app.adminTokenHint)}\n`);
-      let stopping = false;
-      const stop = (sig: string) => {
-        if (stopping) {
-          process.exit(130);
-        }
-        stopping = true;
-        say(`glidepath: ${sig}, shutting down${opts.keepWorkers ? ' (workers left running)' : ''}`);
+      // a signal while the fleet starts cancels the starts (each stops the worker it began; boot then
+      // stops the workers it had), instead of Node's default exit leaving them running unknown
+      const booting = new AbortController();
+      type Running = { dataUrl: string; adminUrl: string; close(o: { stopWorkers: boolean }): Promise<void> };
+      const up: { app?: Running; stopping: boolean } = { stopping: false };
+      const shutDown = (app: Running) => {
         app.close({ stopWorkers: !opts.keepWorkers }).then(
           () => process.exit(0),
           (err: unknown) => {
@@ -94,8 +81,39 @@ export function register(program: Command): void {
           },
         );
       };
+      const stop = (sig: string) => {
+        if (up.stopping) process.exit(130);
+        up.stopping = true;
+        if (up.app === undefined) {
+          say(`glidepath: ${sig} while starting: cancelling the workers' starts`);
+          booting.abort();
+          return;
+        }
+        say(`glidepath: ${sig}, shutting down${opts.keepWorkers ? ' (workers left running)' : ''}`);
+        shutDown(up.app);
+      };
       process.on('SIGINT', () => stop('SIGINT'));
       process.on('SIGTERM', () => stop('SIGTERM'));
+      const app = await start(cfg, { onProgress: say, signal: booting.signal }).catch((err: unknown) => {
+        if (booting.signal.aborted) {
+          say('glidepath: stopped before it served; the workers it had started are stopped');
+          process.exit(0);
+        }
+        throw explainListenError(listeners, err);
+      });
+      up.app = app;
+      if (up.stopping) {
+        // the signal came after the last start: the fleet is up, and goes down again
+        say(`glidepath: shutting down${opts.keepWorkers ? ' (workers left running)' : ''}`);
+        return shutDown(app);
+      }
+      const state = cfg.store.kind === 'etcd' ? `${cfg.store.endpoints.join(',')} ${cfg.store.prefix}` : cfg.server.dataDir;
+      say(`glidepath: data plane ${app.dataUrl}  admin API ${app.adminUrl}  state ${state}`);
+      const model = cfg.models[0]?.name ?? 'model';
+      process.stdout.write(
+        `\nTry it:\n  curl -s ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'\n\n`,
+      );
+      if ('adminTokenHint' in app) process.stdout.write(`Admin token: ${String(app.adminTokenHint)}\n`);
       // the process lives until a signal; unexpected errors in background tasks are logged, not fatal
       process.on('unhandledRejection', (err) => say(`glidepath: background error: ${String(err)}`));
       await new Promise<never>(() => undefined);
