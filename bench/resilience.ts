@@ -135,7 +135,7 @@ async function main(): Promise<void> {
         let finish!: () => void;
         const done = new Promise<void>((r) => (finish = r));
         const snaps: MigrationMetrics[] = [];
-        const kills = killEvery(u, 2_000, done, async () => void snaps.push(await migrationMetrics(u)));
+        const kills = killEvery(u, 2_000, done, { busy: true, beforeKill: async () => void snaps.push(await migrationMetrics(u)) });
         const got: Streamed[] = [];
         for (let i = 0; i < KILL_WAVES; i++) got.push(...(await wave(u.dataUrl, PROMPTS, TOKENS)));
         finish();

@@ -91,11 +91,18 @@ export async function wave(base: string, prompts: readonly string[], maxTokens: 
 export const workers = (up: UpProcess): Promise<(WorkerView & { role?: string; weight?: number; outstanding: number })[]> => up.ok('GET', '/workers');
 
 /**
- * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves (one with streams in flight
- * when any has: the k-th kill takes the (k mod n)-th of those n); the pids killed. `beforeKill` runs just before each kill (a bench reads the
+ * Kill -9 a serving worker of `up` every `everyMs` until `stop` resolves; the pids killed. The k-th
+ * kill takes the (k mod n)-th of the n serving workers, or with `busy` of those with streams in flight
+ * when any has (bench:resilience: a replacement admitted since the last kill holds none until the next
+ * wave, and killing it breaks nothing). `beforeKill` runs just before each kill (a bench reads the
  * gateway's metrics there, so that each kill's migrations can be told apart).
  */
-export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<unknown>, beforeKill?: () => Promise<void>): Promise<number[]> {
+export async function killEvery(
+  up: UpProcess,
+  everyMs: number,
+  stop: Promise<unknown>,
+  o: { beforeKill?: () => Promise<void>; busy?: boolean } = {},
+): Promise<number[]> {
   const killed: number[] = [];
   let stopped = false;
   void stop.then(() => (stopped = true));
@@ -105,13 +112,11 @@ export async function killEvery(up: UpProcess, everyMs: number, stop: Promise<un
     const ws = await workers(up);
     trackWorkerPids(ws.map((w) => w.pid));
     const serving = ws.filter((w) => w.pid !== null && w.state === 'ready' && (w.weight ?? 1) > 0 && !killed.includes(w.pid));
-    // one with streams in flight when there is one: a replacement admitted since the last kill holds
-    // none until new streams start, and killing it would break nothing
-    const busy = serving.filter((w) => w.outstanding > 0);
+    const busy = o.busy === true ? serving.filter((w) => w.outstanding > 0) : [];
     const from = busy.length > 0 ? busy : serving;
     const victim = from[killed.length % Math.max(1, from.length)];
     if (victim?.pid == null || serving.length < 2) continue;
-    await beforeKill?.();
+    await o.beforeKill?.();
     if (stopped) break;
     process.kill(victim.pid, 'SIGKILL');
     killed.push(victim.pid);
