@@ -16,12 +16,16 @@ export function rollingYaml(dataDir: string, opts: { model: string; gpus?: numbe
     '    versions:',
     '      - id: v1',
     size,
-    '        provider: { kind: sim, sim: { seed: 1, inter_token_ms: 4, jitter: 0 } }',
+    // no simulator warm-up: glidepath plan's rolling estimate is 4 × the version's load measured at
+    // boot, its 4 workers started at once; on 2 CPUs four simulators warming up together stretched that
+    // load ~0.3 s more than a rolling step's one start, and the estimate past 2 × the measured update
+    // (rolling.test.ts checks it against the plan, not CPU contention)
+    '        provider: { kind: sim, sim: { seed: 1, inter_token_ms: 4, jitter: 0, warmup_requests: 0 } }',
     '      - id: v2',
     size,
     // another block size: another card, a pool of its own
     '        architecture: { block_size: 32 }',
-    `        provider: { kind: sim, sim: { seed: 2, inter_token_ms: 4, jitter: 0${opts.v2LoadMs ? `, load_time_ms: ${opts.v2LoadMs}` : ''} } }`,
+    `        provider: { kind: sim, sim: { seed: 2, inter_token_ms: 4, jitter: 0, warmup_requests: 0${opts.v2LoadMs ? `, load_time_ms: ${opts.v2LoadMs}` : ''} } }`,
     '      - id: v3',
     size,
     // a command that exits at once: its workers crash on start
