@@ -1,6 +1,7 @@
 // The worker starts in flight and their cancellation when the control plane shuts down, so that a stop of `glidepath up` leaves no starting worker behind.
 import { setMaxListeners } from 'node:events';
 import { cancelled } from '../providers/engine.js';
+import type { WorkerHandle } from '../providers/types.js';
 
 export class Starts {
   private readonly closing = new AbortController();
@@ -34,4 +35,23 @@ export class Starts {
     this.closing.abort();
     return Promise.allSettled([...this.live]);
   }
+}
+
+/**
+ * Cancel the starts in flight while the `known` workers stop (a worker starting when `up` was told to
+ * stop was left running before); then stop the workers a start adopted meanwhile.
+ */
+export async function stopEverything(starts: Starts, known: () => WorkerHandle[], stop: (h: WorkerHandle) => Promise<void>): Promise<void> {
+  const stopped = new Set<string>();
+  const pass = () =>
+    Promise.all(
+      known()
+        .filter((h) => !stopped.has(h.id))
+        .map((h) => {
+          stopped.add(h.id);
+          return stop(h);
+        }),
+    );
+  await Promise.all([starts.cancel(), pass()]);
+  await pass();
 }

@@ -22,7 +22,7 @@ import { Sleep } from './sleep.js';
 import { adoptVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
 import { WorkerCounts } from './worker-counts.js';
-import { Starts } from './starts.js';
+import { Starts, stopEverything } from './starts.js';
 import { workerId, workerRecord } from './worker-record.js';
 
 export interface StartedVersion {
@@ -479,30 +479,20 @@ export class WorkerManager {
   }
 
   /**
-   * Stop everything this process started (shutdown of `glidepath up`). Starts in flight are cancelled
-   * (each stops the process it began; a worker starting when `up` was told to stop was left running
-   * before) while the known workers stop; workers a start adopted meanwhile are stopped after it.
+   * Stop everything this process started (shutdown of `glidepath up`): starts in flight are cancelled
+   * while the known workers stop (starts.ts).
    */
-  async stopAll(graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
-    const stopped = new Set<string>();
-    await Promise.all([this.starts.cancel(), this.stopKnown(graceMs, stopped)]);
-    await this.stopKnown(graceMs, stopped);
-  }
-
-  /** Stop every worker this process knows of and has not stopped yet (`stopped`, added to). */
-  private async stopKnown(graceMs: number, stopped: Set<string>): Promise<void> {
-    const hs = [...this.handles.values()].filter((h) => !stopped.has(h.id) && !this.exiting.has(h.id));
-    for (const h of hs) {
-      stopped.add(h.id);
-      this.stopping.add(h.id);
-    }
-    await Promise.all(
-      hs.map((h) =>
-        this.providers
+  stopAll(graceMs: number = DEFAULTS.control.stopGraceMs): Promise<void> {
+    return stopEverything(
+      this.starts,
+      () => [...this.handles.values()].filter((h) => !this.exiting.has(h.id)),
+      (h) => {
+        this.stopping.add(h.id);
+        return this.providers
           .for(h.provider as 'sim')
           .stop(h, graceMs)
-          .catch(() => undefined),
-      ),
+          .catch(() => undefined);
+      },
     );
   }
 }
