@@ -157,8 +157,11 @@ describe('rolling update (e2e)', () => {
     console.log(
       `rolling e2e: glidepath plan estimated ${Math.round(planned)} ms for rolling v2 → v1 one worker at a time (4 × its measured load); measured ${Math.round(v.elapsed_ms)} ms over ${v.step} steps`,
     );
-    // the plan counts each worker's load; a step also waits for its warm-up, its admission probes and the next tick
-    expect(v.elapsed_ms).toBeGreaterThan(planned * 0.5);
+    // the plan counts each worker's load; a step also waits for its warm-up, its admission probes and the next tick.
+    // Low side: the load was measured with v1's 4 simulators starting at once, which on a 2-CPU machine takes
+    // longer than one start alone (each step starts one): the estimate read 1.35–1.94 × the update there, and
+    // once 2.01 × in CI. On GPUs of their own, starts do not share a CPU like that.
+    expect(v.elapsed_ms).toBeGreaterThan(planned * 0.4);
     expect(v.elapsed_ms).toBeLessThan(planned * 6 + 5_000);
   }, 120_000);
 });
