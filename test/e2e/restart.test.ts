@@ -108,12 +108,10 @@ describe('restart safety (e2e, real glidepath up)', () => {
     for (const d of dirs) removeDir(d);
   });
 
-  const setup = (name: string) => {
-    const dir = tempDir(name);
-    dirs.push(dir);
-    const dataDir = `${dir}/data`;
-    const configFile = writeConfig(
-      dir,
+  /** A fresh directory and its config (by default v1 routed, v2 registered, one worker each); `start` runs `up` on it. */
+  const setup = (
+    name: string,
+    yaml = (dataDir: string) =>
       simConfigYaml({
         model: MODEL,
         dataDir,
@@ -122,13 +120,17 @@ describe('restart safety (e2e, real glidepath up)', () => {
           { id: 'v2', seed: 2, replicas: 1 },
         ],
       }),
-    );
+  ) => {
+    const dir = tempDir(name);
+    dirs.push(dir);
+    const dataDir = `${dir}/data`;
+    const configFile = writeConfig(dir, yaml(dataDir));
     const start = async () => {
       const u = await startUp({ configFile, dataDir });
       ups.push(u);
       return u;
     };
-    return { start };
+    return { start, configFile };
   };
 
   /** SIGKILL `u`, start again on the same data dir, and check everything came back as it was. */
@@ -247,29 +249,17 @@ describe('restart safety (e2e, real glidepath up)', () => {
   }, 60_000);
 
   it('given a replacement still starting (its engine loading), when up is stopped with SIGTERM, then that worker is stopped too', async () => {
-    const dir = tempDir('restart-starting');
-    dirs.push(dir);
-    const dataDir = `${dir}/data`;
-    const configFile = writeConfig(
-      dir,
-      [
-        'server:',
-        `  data_dir: ${JSON.stringify(dataDir)}`,
-        'gpus: { count: 4, memory_gb: 80 }',
-        'models:',
-        `  - name: ${MODEL}`,
-        '    health: { interval_ms: 1000, recovery_timeout_ms: 2000, dead_after_failed_recoveries: 1 }',
-        '    versions:',
-        '      - id: v1',
-        '        replicas: 2',
+    const { start } = setup('restart-starting', (dataDir) =>
+      simConfigYaml({
+        model: MODEL,
+        dataDir,
+        gpus: 4,
+        health: '{ interval_ms: 1000, recovery_timeout_ms: 2000, dead_after_failed_recoveries: 1 }',
         // a load of 1.5 s: the replacement stays `starting` that long
-        '        provider: { kind: sim, sim: { seed: 1, load_time_ms: 1500, jitter: 0 } }',
-        '    route: { weights: { v1: 1 } }',
-        '',
-      ].join('\n'),
+        versions: [{ id: 'v1', seed: 1, replicas: 2, loadTimeMs: 1500 }],
+      }),
     );
-    const up = await startUp({ configFile, dataDir });
-    ups.push(up);
+    const up = await start();
     const [victim] = await up.ok<WorkerView[]>('GET', '/workers');
     process.kill(victim!.pid!, 'SIGKILL');
     let starting: WorkerView | undefined;
@@ -284,12 +274,8 @@ describe('restart safety (e2e, real glidepath up)', () => {
   }, 45_000);
 
   it('given up still booting (its workers loading), when it gets SIGTERM, then it stops them and exits 0 instead of leaving them running', async () => {
-    const dir = tempDir('restart-boot');
-    dirs.push(dir);
-    const dataDir = `${dir}/data`;
-    const configFile = writeConfig(
-      dir,
-      simConfigYaml({ model: MODEL, dataDir, versions: [{ id: 'v1', seed: 1, replicas: 2 }] }).replace('jitter: 0 }', 'jitter: 0, load_time_ms: 20000 }'),
+    const { configFile } = setup('restart-boot', (dataDir) =>
+      simConfigYaml({ model: MODEL, dataDir, versions: [{ id: 'v1', seed: 1, replicas: 2, loadTimeMs: 20_000 }] }),
     );
     const proc = spawn(process.execPath, [CLI, 'up', '--config', configFile, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], {
       cwd: ROOT,

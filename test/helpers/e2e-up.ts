@@ -37,10 +37,12 @@ export interface SimVersionSpec {
   seed: number;
   replicas?: number;
   interTokenMs?: number;
+  /** The simulator's load time (its `load_time_ms`). */
+  loadTimeMs?: number;
 }
 
-/** A glidepath.yaml with one model whose first version is the whole route; the others are registered. */
-export function simConfigYaml(opts: { model: string; versions: SimVersionSpec[]; gpus?: number; dataDir: string }): string {
+/** A glidepath.yaml with one model whose first version is the whole route; the others are registered. `health`: the model's health settings, a YAML flow mapping. */
+export function simConfigYaml(opts: { model: string; versions: SimVersionSpec[]; gpus?: number; dataDir: string; health?: string }): string {
   const first = opts.versions[0];
   if (!first) throw new Error('simConfigYaml: at least one version');
   const lines = [
@@ -49,13 +51,15 @@ export function simConfigYaml(opts: { model: string; versions: SimVersionSpec[];
     `gpus: { count: ${opts.gpus ?? 8}, memory_gb: 80 }`,
     'models:',
     `  - name: ${opts.model}`,
+    ...(opts.health === undefined ? [] : [`    health: ${opts.health}`]),
     '    versions:',
   ];
   for (const v of opts.versions) {
+    const load = v.loadTimeMs === undefined ? '' : `, load_time_ms: ${v.loadTimeMs}`;
     lines.push(
       `      - id: ${v.id}`,
       `        replicas: ${v.replicas ?? 1}`,
-      `        provider: { kind: sim, sim: { seed: ${v.seed}, inter_token_ms: ${v.interTokenMs ?? 0}, jitter: 0 } }`,
+      `        provider: { kind: sim, sim: { seed: ${v.seed}, inter_token_ms: ${v.interTokenMs ?? 0}, jitter: 0${load} } }`,
     );
   }
   lines.push('    route:', `      weights: { ${first.id}: 1 }`, '');
