@@ -6,7 +6,7 @@ import { countEvents } from './sse-count.js';
 import { performance } from 'node:perf_hooks';
 import { connect as h2connect } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
-import { Agent } from 'undici';
+import { Client } from 'undici';
 import { quantileSorted } from '../../src/domain/quantile.js';
 
 export interface StreamsOptions {
@@ -24,14 +24,51 @@ export interface StreamsOptions {
   h2Connections?: number;
 }
 
-/** A response as the rounds read it: its status, and its body chunk by chunk. */
-interface Answer {
-  statusCode: number;
-  body: AsyncIterable<Buffer> & { text(): Promise<string> };
+/**
+ * One request on connection `i`: `onData` gets the status and each piece of the body as it arrives;
+ * resolves with the status once the body has ended. Callbacks, not streams or async iterators: at
+ * 10,000 streams the load generator's own CPU per token competes with the gateway it measures.
+ */
+type Send = (i: number, body: string, onData: (status: number, chunk: Buffer) => void) => Promise<number>;
+
+/** HTTP/1.1: a client of its own per connection (one pool of 10,000 would scan its clients on every request). */
+function h1Sender(url: string): { send: Send; close(): Promise<void> } {
+  const clients: Client[] = [];
+  const headers = { 'content-type': 'application/json' };
+  return {
+    send(i, body, onData) {
+      const c = (clients[i] ??= new Client(url, { pipelining: 1, keepAliveTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 }));
+      return new Promise((resolve, reject) => {
+        let status = 0;
+        c.dispatch(
+          { path: '/v1/completions', method: 'POST', headers, body },
+          {
+            // (undici takes a handler as one of this API only with onRequestStart)
+            onRequestStart() {},
+            onResponseStart(_c, code) {
+              status = code;
+            },
+            onResponseData(_c, chunk) {
+              onData(status, chunk);
+            },
+            onResponseEnd() {
+              resolve(status);
+            },
+            onResponseError(_c, err) {
+              reject(err);
+            },
+          },
+        );
+      });
+    },
+    async close() {
+      await Promise.all(clients.map((c) => c.close()));
+    },
+  };
 }
 
-/** One request over one of `n` HTTP/2 connections (opened on first use), as undici's request answers. */
-function h2Client(url: string, n: number): { request(i: number, body: string): Promise<Answer>; close(): void } {
+/** HTTP/2 with prior knowledge: request `i` on connection i mod `n` (opened on first use). */
+function h2Sender(url: string, n: number): { send: Send; close(): Promise<void> } {
   const sessions: ClientHttp2Session[] = [];
   const session = (i: number): ClientHttp2Session => {
     const k = i % n;
@@ -44,23 +81,20 @@ function h2Client(url: string, n: number): { request(i: number, body: string): P
     return s;
   };
   return {
-    request(i, body) {
+    send(i, body, onData) {
       return new Promise((resolve, reject) => {
+        let status = 0;
         const st = session(i).request({ ':method': 'POST', ':path': '/v1/completions', 'content-type': 'application/json' });
         st.once('error', reject);
-        st.once('response', (h: IncomingHttpHeaders) => {
-          const text = async (): Promise<string> => {
-            let t = '';
-            for await (const c of st) t += (c as Buffer).toString();
-            return t;
-          };
-          resolve({ statusCode: Number(h[':status']), body: Object.assign(st as AsyncIterable<Buffer>, { text }) });
-        });
+        st.once('response', (h: IncomingHttpHeaders) => (status = Number(h[':status'])));
+        st.on('data', (c: Buffer) => onData(status, c));
+        st.once('end', () => resolve(status));
         st.end(body);
       });
     },
     close() {
       for (const s of sessions) s.close();
+      return Promise.resolve();
     },
   };
 }
@@ -97,8 +131,7 @@ function quantiles(xs: number[]): Quantiles {
 }
 
 async function run(o: StreamsOptions): Promise<StreamsResult> {
-  const agent = new Agent({ connections: o.streams, pipelining: 1, keepAliveTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 });
-  const h2 = (o.h2Connections ?? 0) > 0 ? h2Client(o.url, o.h2Connections as number) : null;
+  const sender = (o.h2Connections ?? 0) > 0 ? h2Sender(o.url, o.h2Connections as number) : h1Sender(o.url);
   const body = JSON.stringify({ model: o.model, prompt: 'The quick brown fox', max_tokens: o.tokens, temperature: 0, stream: true, ignore_eos: true });
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -121,44 +154,46 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
     const at = inFlight++;
     if (inFlight > maxInFlight) maxInFlight = inFlight;
     try {
-      const r: Answer =
-        h2 !== null
-          ? await h2.request(i, body)
-          : await agent.request({ origin: o.url, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      if (r.statusCode !== 200) {
-        // the error's code names the refusal (server_overloaded: the client-connection ceiling; worker_queue_full; …)
-        const text = await r.body.text().catch(() => '');
-        let code = '';
-        try {
-          const e = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
-          if (typeof e === 'string') code = ` ${e}`;
-        } catch {
-          // not an OpenAI error body: the status alone
-        }
-        fail(`status ${r.statusCode}${code}`);
-        // a refused stream is tried again after its Retry-After (1 s), not in a loop
-        await new Promise((res) => setTimeout(res, 1000));
-        return;
-      }
       let last = NaN;
       let tokens = 0;
       let tail = '';
-      for await (const chunk of r.body) {
+      // an error answer's body (its code names the refusal: server_overloaded, worker_queue_full, …)
+      let refusal = '';
+      const status = await sender.send(i, body, (st, chunk) => {
+        if (st !== 200) {
+          if (refusal.length < 4096) refusal += chunk.toString();
+          return;
+        }
         const now = performance.now();
         const c = countEvents(tail, chunk);
         const n = c.n;
         tail = c.tail;
-        if (n === 0) continue;
+        if (n === 0) return;
         if (tokens === 0) ttft.push({ at, ms: now - s });
         else (now < openedBy ? itlOpening : itlSteady).push(now - last);
         for (let k = 1; k < n; k++) (now < openedBy ? itlOpening : itlSteady).push(0);
         last = now;
         tokens += n;
+      });
+      if (status !== 200) {
+        let code = '';
+        try {
+          const e = (JSON.parse(refusal) as { error?: { code?: unknown } }).error?.code;
+          if (typeof e === 'string') code = ` ${e}`;
+        } catch {
+          // not an OpenAI error body: the status alone
+        }
+        fail(`status ${status}${code}`);
+        // a refused stream is tried again after its Retry-After (1 s), not in a loop
+        await new Promise((res) => setTimeout(res, 1000));
+        return;
       }
       if (tokens < o.tokens) fail(`short ${tokens}`);
       else requests++;
     } catch (err) {
       fail((err as NodeJS.ErrnoException).code ?? String(err).slice(0, 80));
+      // nor is a failed one (a refused connect fails at once)
+      await new Promise((res) => setTimeout(res, 1000));
     } finally {
       inFlight--;
     }
@@ -169,8 +204,7 @@ async function run(o: StreamsOptions): Promise<StreamsResult> {
   };
   await Promise.all(Array.from({ length: o.streams }, (_, i) => conn(i)));
   const elapsedMs = performance.now() - t0;
-  await agent.close();
-  h2?.close();
+  await sender.close();
   const cpu = process.cpuUsage(cpu0);
   const bands = 5;
   const ttftByConcurrency = Array.from({ length: bands }, (_, b) => {
