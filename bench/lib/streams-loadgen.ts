@@ -89,6 +89,8 @@ function h2Sender(url: string, n: number): { send: Send; close(): Promise<void> 
         st.once('response', (h: IncomingHttpHeaders) => (status = Number(h[':status'])));
         st.on('data', (c: Buffer) => onData(status, c));
         st.once('end', () => resolve(status));
+        // reset without an error event (a CANCEL): a failure, not a request left waiting (after 'end', a no-op)
+        st.once('close', () => reject(Object.assign(new Error(`stream reset (${st.rstCode})`), { code: `H2_RST_${st.rstCode}` })));
         st.end(body);
       });
     },
