@@ -337,6 +337,8 @@ export class RollingController {
     const x: Launch = { role, since: p.clock.now(), abandoned: false };
     l.launches.add(x);
     const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
+    const stopsBefore = l.stopsEnded;
+    let waitsForGpu = false;
     const run = async () => {
       try {
         const w = await p.workers.start(s.model, version, 'serving', health, {
@@ -357,10 +359,13 @@ export class RollingController {
         // ready now (no probes to pass): its share of traffic at once, not at the next tick
         if (health.state === 'healthy') await p.exclusive(s.model, () => this.refreshShare(l));
       } catch (err) {
-        if (!x.abandoned) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
+        // no GPU free while old workers drain (each holds its GPU until stopped): not a failure; started again after (a
+        // stop under way kicks the loop as it ends)
+        waitsForGpu = err instanceof ConflictError && err.code === 'insufficient_gpus' && (l.stopping.size > 0 || l.stopsEnded !== stopsBefore);
+        if (!x.abandoned && !waitsForGpu) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
       } finally {
         l.launches.delete(x);
-        this.kick();
+        if (!waitsForGpu || l.stopping.size === 0) this.kick();
       }
     };
     this.loop.spawn(run());
@@ -379,6 +384,7 @@ export class RollingController {
         await this.event(l, 'error', `stopping ${w.id} failed: ${messageOf(err)}`);
       } finally {
         l.stopping.delete(w.id);
+        l.stopsEnded++;
         this.kick();
       }
     };

@@ -22,6 +22,8 @@ export interface Live {
   launches: Set<Launch>;
   /** Old workers being drained and stopped (no longer counted as serving). */
   stopping: Set<string>;
+  /** Stops ended so far (a start refused for want of a GPU while one was under way waits for it). */
+  stopsEnded: number;
   /** Failures seen outside the model's lock (a start that threw), handled at the next tick. */
   failed: { worker: string | undefined; reason: string }[];
   /** New workers already counted as failed (and being stopped). */
@@ -31,7 +33,18 @@ export interface Live {
 }
 
 export function newLive(state: RollingState, revision: number): Live {
-  return { state, revision, saving: Promise.resolve(), busy: false, launches: new Set(), stopping: new Set(), failed: [], given: new Set(), ready: 0 };
+  return {
+    state,
+    revision,
+    saving: Promise.resolve(),
+    busy: false,
+    launches: new Set(),
+    stopping: new Set(),
+    stopsEnded: 0,
+    failed: [],
+    given: new Set(),
+    ready: 0,
+  };
 }
 
 /** Per role: the old pool's serving workers, the new pool's ready and starting ones (starts in flight included). */

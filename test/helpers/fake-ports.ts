@@ -82,8 +82,8 @@ export class FakeFleet {
   private readonly loadHooks: ((v: Version, ws: WorkerInfo[]) => Promise<void>)[] = [];
   /** Every worker that lives or lived, by id. */
   readonly workers = new Map<string, FakeWorker>();
-  /** Starts that fail, next first (a message each). */
-  readonly failStarts: string[] = [];
+  /** Starts that fail, next first (a message each, or the error to throw). */
+  readonly failStarts: (string | Error)[] = [];
   /** The modes the next started workers answer their probes in, one per start ('ok' when empty). */
   readonly startModes: FakeMode[] = [];
   /** Health metrics over a registry of the fleet's own (checked by tests through `metricsText`). */
@@ -358,7 +358,7 @@ export class FakeFleet {
         start: (model, version, role, health, opts) =>
           later(() => {
             const why = this.failStarts.shift();
-            if (why !== undefined) throw new Error(why);
+            if (why !== undefined) throw typeof why === 'string' ? new Error(why) : why;
             const used = [...this.workers.values()].filter((x) => x.model === model && x.version === version).map((x) => Number(x.id.split('/').pop()));
             const w = new FakeWorker(`${model}/${version}/${Math.max(-1, ...used) + 1}`, model, version, role, 'sim', this.clock.now());
             w.health = health;

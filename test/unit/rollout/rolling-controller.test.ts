@@ -9,6 +9,7 @@ import type { RollingState } from '../../../src/rollout/rolling-state.js';
 import { ROLLING_TERMINAL } from '../../../src/rollout/rolling-state.js';
 import { ratioKept } from '../../../src/rollout/rolling-plan.js';
 import { FakeFleet } from '../../helpers/fake-ports.js';
+import { ConflictError } from '../../../src/errors.js';
 
 const M = 'llama';
 const OPS = { name: 'ops' };
@@ -144,6 +145,28 @@ describe('RollingController (fake ports)', () => {
     expect(f.weights(M)).toEqual({ v1: 1 });
     expect(f.live(M, 'v1')).toHaveLength(4);
     expect(f.notified.map((n) => n.kind)).toContain('rolling_failure');
+  });
+
+  it('a start refused for want of a GPU while an old worker drains (it holds its GPU until stopped) waits for it: not a failure', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    await steps(rc, 1);
+    // the next step stops an old worker and starts a new one at once: the start finds no GPU yet
+    f.failStarts.push(new ConflictError('insufficient_gpus', 'pd/v2 (replacement) needs 1 GPU(s) but only 0 suitable of 0 free (10 total)'));
+    f.clock.t += 1_000;
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('succeeded');
+    expect(s.failures).toEqual([]);
+    expect(f.failStarts).toEqual([]);
+  });
+
+  it('a start refused for want of a GPU with no old worker draining is a failure: the update pauses', async () => {
+    const { f, rc } = await world();
+    f.failStarts.push(new ConflictError('insufficient_gpus', 'needs 1 GPU(s) but only 0 suitable of 0 free'));
+    await rc.start(M, { to: 'v2' }, OPS);
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('paused');
+    expect(s.failures[0]?.reason).toMatch(/starting a new worker of v2 failed: needs 1 GPU/);
   });
 
   it('on_failure rollback: the update goes back with the same budgets, v2 ends retired and v1 serves alone', async () => {
