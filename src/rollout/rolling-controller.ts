@@ -6,21 +6,21 @@
 import { DEFAULTS } from '../defaults.js';
 import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
-import { newHealth } from '../health/machine.js';
 import { ReconcileLoop } from './loop.js';
 import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
-import type { Actor, ControllerPorts, WorkerInfo } from './ports.js';
+import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep, routeAtShare } from './rolling-plan.js';
 import type { RoleNow } from './rolling-plan.js';
 import type { Version } from '../domain/version.js';
 import { MAX_FAILURES, MAX_TRACE, budgetsNow, messageOf, pools, pushBounded } from './rolling-state.js';
 import { describeStep, desiredOf, fleetCounts, findFailures, leavingWorkers, newLive } from './rolling-live.js';
-import type { Launch, Live } from './rolling-live.js';
+import type { Live } from './rolling-live.js';
 import type { RollingPhase, RollingState } from './rolling-state.js';
 import { checkPartition, checkPartitionFits, initialState, rollingSettings, startedMessage, undoOptions } from './rolling-start.js';
 import type { RollingStartOptions } from './rolling-start.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
+import { RollingWorkers } from './rolling-workers.js';
 
 export type { RollingStartOptions } from './rolling-start.js';
 
@@ -31,12 +31,19 @@ export class RollingController {
   private readonly live = new Map<string, Live>();
   private readonly unsubscribes: (() => void)[] = [];
   private readonly loop: ReconcileLoop;
+  /** The update's workers started and stopped in the background. */
+  private readonly workers: RollingWorkers;
 
   constructor(
     private readonly ports: ControllerPorts,
     opts: { tickMs: number },
   ) {
     this.loop = new ReconcileLoop(ports.clock, opts.tickMs, () => this.tick());
+    this.workers = new RollingWorkers(ports, this.loop, {
+      current: (l) => this.live.get(l.state.id) === l,
+      event: (l, kind, message) => this.event(l, kind, message),
+      refreshShare: (l) => this.refreshShare(l),
+    });
   }
 
   run(): void {
@@ -275,7 +282,7 @@ export class RollingController {
     const p = this.ports;
     const now = p.clock.now();
     // failures: new workers health gave up, past the step timeout, or whose start threw
-    for (const w of findFailures(p.workers, l, now)) this.stopInBackground(l, w, 0);
+    for (const w of findFailures(p.workers, l, now)) this.workers.stop(l, w, 0);
     if (l.failed.length > 0) {
       const failures = l.failed.splice(0);
       for (const f of failures) pushBounded(s.failures, { at: now, worker: f.worker, reason: f.reason }, MAX_FAILURES);
@@ -326,69 +333,8 @@ export class RollingController {
     await saveInTurn(this.ports, l, stepEvent(this.ports, s, 'rolling', s.to, 'step', s.message));
     // traffic first moves off the leaving workers' share, then they drain and stop
     await this.publishShare(l, share);
-    for (const w of leaving) this.stopInBackground(l, w, DEFAULTS.gateway.drainTimeoutMs);
-    for (const [role, n] of Object.entries(step.start)) for (let i = 0; i < n; i++) this.launch(l, role, pool.new);
-  }
-
-  /** Start one new worker in the background (a start holds no lock: an abort must not wait for a worker to load). */
-  private launch(l: Live, role: string, version: string): void {
-    const s = l.state;
-    const p = this.ports;
-    const x: Launch = { role, since: p.clock.now(), abandoned: false };
-    l.launches.add(x);
-    const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
-    const stopsBefore = l.stopsEnded;
-    let waitsForGpu = false;
-    const run = async () => {
-      try {
-        const w = await p.workers.start(s.model, version, 'serving', health, {
-          newPool: true,
-          kvRole: role === 'prefill' || role === 'decode' ? role : undefined,
-        });
-        // given up meanwhile (step timeout), or the update turned around or ended: not wanted
-        if (x.abandoned || this.live.get(s.id) !== l || pools(s).new !== version) {
-          l.given.add(w.id);
-          await p.workers.stop(w);
-          return;
-        }
-        await this.event(
-          l,
-          'worker_started',
-          `${w.id} started and warmed${health.state === 'pending' ? '; it takes traffic once its admission probes pass' : ''}`,
-        );
-        // ready now (no probes to pass): its share of traffic at once, not at the next tick
-        if (health.state === 'healthy') await p.exclusive(s.model, () => this.refreshShare(l));
-      } catch (err) {
-        // no GPU free while old workers drain (each holds its GPU until stopped): not a failure; started again after (a
-        // stop under way kicks the loop as it ends)
-        waitsForGpu = err instanceof ConflictError && err.code === 'insufficient_gpus' && (l.stopping.size > 0 || l.stopsEnded !== stopsBefore);
-        if (!x.abandoned && !waitsForGpu) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
-      } finally {
-        l.launches.delete(x);
-        if (!waitsForGpu || l.stopping.size === 0) this.kick();
-      }
-    };
-    this.loop.spawn(run());
-  }
-
-  /** Drain (bounded) and stop a worker in the background; it no longer counts as serving. */
-  private stopInBackground(l: Live, w: WorkerInfo, drainMs: number): void {
-    const p = this.ports;
-    l.stopping.add(w.id);
-    const run = async () => {
-      try {
-        p.workers.setWeight(w, 0);
-        if (drainMs > 0) await p.workers.drainOne(w, drainMs);
-        await p.workers.stop(w);
-      } catch (err) {
-        await this.event(l, 'error', `stopping ${w.id} failed: ${messageOf(err)}`);
-      } finally {
-        l.stopping.delete(w.id);
-        l.stopsEnded++;
-        this.kick();
-      }
-    };
-    this.loop.spawn(run());
+    for (const w of leaving) this.workers.stop(l, w, DEFAULTS.gateway.drainTimeoutMs);
+    for (const [role, n] of Object.entries(step.start)) for (let i = 0; i < n; i++) this.workers.launch(l, role, pool.new);
   }
 
   private async refreshShare(l: Live): Promise<void> {
