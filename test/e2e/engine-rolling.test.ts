@@ -6,10 +6,10 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { RollingView } from '../../src/api/types.js';
-import { itEngine, ModelDir } from '../helpers/engine.js';
-import { engineConfigYaml } from '../helpers/e2e-engine.js';
+import { itEngine } from '../helpers/engine.js';
+import { EngineUps, engineConfigYaml, untilWorkers } from '../helpers/e2e-engine.js';
 import { checkTrace, over, untilFor } from '../helpers/e2e-rolling.js';
-import { cleanupAll, ensureBuilt, loadAgent, removeDir, startUp, streamChat, tempDir, trackWorkerPids, writeConfig } from '../helpers/e2e-up.js';
+import { ensureBuilt, loadAgent, streamChat } from '../helpers/e2e-up.js';
 import type { StreamResult, UpProcess, WorkerView } from '../helpers/e2e-up.js';
 
 const MODEL = 'chat';
@@ -17,34 +17,14 @@ const REPLICAS = 3;
 const CLIENTS = 16;
 /** Every answer this long (ignore_eos): a worker taken out of the route still has streams to finish, ~0.5 s of them. */
 const TOKENS = 128;
-const models = new ModelDir();
-let dir = '';
-let up: UpProcess | undefined;
+const fleets = new EngineUps();
+const models = fleets.models;
 
 beforeAll(() => ensureBuilt());
-afterAll(async () => {
-  if (up !== undefined) {
-    trackWorkerPids((await workers(up).catch(() => [] as WorkerView[])).map((w) => w.pid));
-    await up.kill('SIGTERM');
-  }
-  cleanupAll();
-  if (dir !== '') removeDir(dir);
-  models.remove();
-});
+afterAll(() => fleets.close());
 
 async function workers(u: UpProcess): Promise<WorkerView[]> {
   return u.ok<WorkerView[]>('GET', `/workers?model=${MODEL}`);
-}
-
-/** Until `pred` holds of the model's workers (polled: the admin API is the observable). */
-async function untilWorkers(u: UpProcess, pred: (ws: WorkerView[]) => boolean, what: string, timeoutMs = 30_000): Promise<WorkerView[]> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ws = await workers(u);
-    if (pred(ws)) return ws;
-    if (Date.now() > deadline) throw new Error(`workers never ${what}: ${JSON.stringify(ws.map((w) => [w.id, w.state, w.routable]))}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Streams from CLIENTS loops until stopped; `until(n)` resolves once n more streams have ended. */
@@ -89,23 +69,21 @@ describe('rolling update on real llama.cpp workers (e2e)', () => {
   itEngine(
     `v1 → v2 (same GGUF, --max-num-seqs 4 → 8: another card) with ${REPLICAS} workers each under ${CLIENTS} streaming clients: none fails, none served across pools, every step within budget`,
     async () => {
-      dir = tempDir('engine-rolling');
       // seed 4: its answers to the default health probes have no near-tie, so a probe set can be
       // recorded, and a new worker (pending) is admitted by its probes; with seed 1 none can be and
       // the update waits at its first step until the step timeout (10 min)
       const weights = models.model(4);
-      const dataDir = `${dir}/state`;
-      const yaml = engineConfigYaml({
-        dataDir,
-        model: MODEL,
-        control: '{ tick_ms: 250 }',
-        versions: [
-          { id: 'v1', weights, replicas: REPLICAS, maxNumSeqs: 4 },
-          { id: 'v2', weights, replicas: REPLICAS, maxNumSeqs: 8 },
-        ],
-      });
-      const u = await startUp({ configFile: writeConfig(dir, yaml), dataDir, timeoutMs: 60_000 });
-      up = u;
+      const u = await fleets.start('rolling', (dataDir) =>
+        engineConfigYaml({
+          dataDir,
+          model: MODEL,
+          control: '{ tick_ms: 250 }',
+          versions: [
+            { id: 'v1', weights, replicas: REPLICAS, maxNumSeqs: 4 },
+            { id: 'v2', weights, replicas: REPLICAS, maxNumSeqs: 8 },
+          ],
+        }),
+      );
       await untilWorkers(u, (ws) => ws.length === REPLICAS && ws.every((w) => w.version === 'v1' && w.state === 'ready' && w.routable), 'all v1 serving');
       // one file, two engine configurations: two cards, so two pools
       const cards = await u.ok<CardView[]>('GET', `/models/${MODEL}/versions`);

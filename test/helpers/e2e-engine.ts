@@ -1,5 +1,8 @@
-// End-to-end helpers for real llama.cpp workers: a glidepath.yaml whose versions run `glidepath engine` through the process provider, each on a tiny seeded model file.
-import { CLI } from './e2e-up.js';
+// End-to-end helpers for real llama.cpp workers: a glidepath.yaml whose versions run `glidepath engine` through the process provider, each on a tiny seeded model file, and the `glidepath up` processes a test file starts on them.
+import type { WorkerView } from '../../src/api/types.js';
+import { ModelDir } from './engine.js';
+import { CLI, cleanupAll, removeDir, startUp, tempDir, trackWorkerPids, writeConfig } from './e2e-up.js';
+import type { UpProcess } from './e2e-up.js';
 
 export interface EngineVersionSpec {
   id: string;
@@ -53,4 +56,44 @@ export function engineConfigYaml(o: {
   if (o.canary !== undefined) lines.push(`    canary: ${o.canary}`);
   lines.push('');
   return lines.join('\n');
+}
+
+/** A test file's `glidepath up` processes on engine workers and the tiny models they serve; `close()` (its afterAll) stops and removes them all. */
+export class EngineUps {
+  readonly models = new ModelDir();
+  private readonly dirs: string[] = [];
+  private readonly ups: UpProcess[] = [];
+
+  /** `glidepath up` on the config `yaml(dataDir)` writes, in a folder of its own named after `name`. */
+  async start(name: string, yaml: (dataDir: string) => string): Promise<UpProcess> {
+    const dir = tempDir(`engine-${name}`);
+    this.dirs.push(dir);
+    const up = await startUp({ configFile: writeConfig(dir, yaml(`${dir}/state`)), dataDir: `${dir}/state`, timeoutMs: 60_000 });
+    this.ups.push(up);
+    return up;
+  }
+
+  async close(): Promise<void> {
+    for (const up of this.ups) {
+      // its engine workers too: SIGTERM stops them through `up`, and cleanupAll kills any left
+      trackWorkerPids((await up.ok<WorkerView[]>('GET', '/workers').catch(() => [] as WorkerView[])).map((w) => w.pid));
+      await up.kill('SIGTERM');
+    }
+    cleanupAll();
+    for (const d of this.dirs) removeDir(d);
+    this.models.remove();
+  }
+}
+
+/** Until `pred` holds of the workers (polled: the admin API is the observable). */
+export async function untilWorkers(up: UpProcess, pred: (ws: WorkerView[]) => boolean, what: string, timeoutMs = 30_000): Promise<WorkerView[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ws = await up.ok<WorkerView[]>('GET', '/workers');
+    if (pred(ws)) return ws;
+    if (Date.now() > deadline) {
+      throw new Error(`workers never ${what}: ${JSON.stringify(ws.map((w) => [w.id, w.state, w.routable, w.health?.state, w.weight]))}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
