@@ -19,7 +19,7 @@ import type { CanaryPhase, Step } from './canary-state.js';
 import { ReconcileLoop } from './loop.js';
 import type { Actor, AdapterRef, ControllerPorts, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
+import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { PairSamples } from './samples.js';
 import { applyStep, takeLook, tickRunning } from './staged.js';
 import type { StagedActions, StagedLive } from './staged.js';
@@ -124,6 +124,7 @@ export class AdapterCanaryController {
       busy: false,
       seen: -1,
       saving: Promise.resolve(),
+      saved: structuredClone(state),
     };
     this.live.set(state.id, l);
     return l;
@@ -259,7 +260,12 @@ export class AdapterCanaryController {
         const l = this.active(name);
         if (!l) throw new ConflictError('no_canary', `adapter ${name} has no canary in progress`);
         if (l.state.phase !== 'progressing' && l.state.phase !== 'paused') throw new ConflictError('not_running', `canary ${l.state.id} is ${l.state.phase}`);
-        await fn(l);
+        try {
+          await fn(l);
+        } catch (err) {
+          if (restoreSaved(l)) l.seen = -1;
+          throw err;
+        }
         return l.state;
       }),
     );

@@ -21,7 +21,7 @@ import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
 import { applyStep, takeLook, tickRunning } from './staged.js';
 import type { StagedActions, StagedLive } from './staged.js';
-import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
+import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
 
 export interface CanaryStartOptions {
@@ -142,6 +142,7 @@ export class CanaryController {
       busy: false,
       seen: -1,
       saving: Promise.resolve(),
+      saved: structuredClone(state),
       unhealthy: undefined,
       since: this.ports.clock.now(),
       sourceDown: undefined,
@@ -320,7 +321,12 @@ export class CanaryController {
       this.ports.audited(actor, action, model, { model }, async () => {
         const l = this.active(model);
         if (!l) throw new ConflictError('no_canary', `model ${model} has no canary in progress`);
-        await fn(l);
+        try {
+          await fn(l);
+        } catch (err) {
+          if (restoreSaved(l)) l.seen = -1;
+          throw err;
+        }
         return l.state;
       }),
     );

@@ -7,7 +7,7 @@ import { DEFAULTS } from '../defaults.js';
 import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { ReconcileLoop } from './loop.js';
-import { rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
+import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import type { Actor, ControllerPorts } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep, routeAtShare } from './rolling-plan.js';
@@ -251,7 +251,12 @@ export class RollingController {
       this.ports.audited(actor, action, model, { model }, async () => {
         const l = this.active(model);
         if (!l) throw new ConflictError('no_rolling_update', `model ${model} has no rolling update in progress`);
-        await fn(l);
+        try {
+          await fn(l);
+        } catch (err) {
+          if (restoreSaved(l)) l.ready = 0;
+          throw err;
+        }
         return l.state;
       }),
     );
@@ -269,6 +274,8 @@ export class RollingController {
           if (this.live.get(l.state.id) === l && ACTIVE.includes(l.state.phase)) await this.reconcile(l);
         });
       } catch (err) {
+        // acting on what the store has (as a restart would): new workers ready are progress again
+        if (restoreSaved(l)) l.ready = 0;
         await this.event(l, 'error', `step failed: ${messageOf(err)}`);
       } finally {
         l.busy = false;
@@ -284,10 +291,13 @@ export class RollingController {
     // failures: new workers health gave up, past the step timeout, or whose start threw
     for (const w of findFailures(p.workers, l, now)) this.workers.stop(l, w, 0);
     if (l.failed.length > 0) {
-      const failures = l.failed.splice(0);
+      // taken off the list once handled and saved: a write that fails leaves them for the next tick
+      const failures = [...l.failed];
       for (const f of failures) pushBounded(s.failures, { at: now, worker: f.worker, reason: f.reason }, MAX_FAILURES);
       await this.onFailure(l, failures.map((f) => f.reason).join('; '));
+      l.failed.splice(0, failures.length);
     }
+    this.workers.retryGpuWaits(l);
     const ready = Object.values(fleetCounts(p.workers, l)).reduce((n, c) => n + c.ready, 0);
     if (ready > l.ready) s.lastProgressAt = now;
     l.ready = ready;

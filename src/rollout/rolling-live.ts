@@ -12,18 +12,28 @@ export interface Launch {
   since: number;
   /** Past the step timeout: the worker is stopped as soon as it exists. */
   abandoned: boolean;
+  /**
+   * Refused for want of a GPU while GPUs were being let go (`Live.released` then): it waits, counted
+   * as starting, and is made again (the same step, its clock kept) once one more has been let go.
+   */
+  gpuWait?: number;
 }
 
 export interface Live {
   state: RollingState;
   revision: number;
   saving: Promise<unknown>;
+  /** The state as the store has it (rollout-writes.ts restoreSaved). */
+  saved: RollingState;
   busy: boolean;
   launches: Set<Launch>;
   /** Old workers being drained and stopped (no longer counted as serving). */
   stopping: Set<string>;
-  /** Stops ended so far (a start refused for want of a GPU while one was under way waits for it). */
-  stopsEnded: number;
+  /**
+   * GPUs let go so far: stops of workers ended, and abandoned starts ended (their worker stopped, or
+   * never made). A start refused for want of a GPU while one was being let go waits for it.
+   */
+  released: number;
   /** Failures seen outside the model's lock (a start that threw), handled at the next tick. */
   failed: { worker: string | undefined; reason: string }[];
   /** New workers already counted as failed (and being stopped). */
@@ -36,11 +46,12 @@ export function newLive(state: RollingState, revision: number): Live {
   return {
     state,
     revision,
+    saved: structuredClone(state),
     saving: Promise.resolve(),
     busy: false,
     launches: new Set(),
     stopping: new Set(),
-    stopsEnded: 0,
+    released: 0,
     failed: [],
     given: new Set(),
     ready: 0,

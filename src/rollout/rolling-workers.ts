@@ -7,6 +7,11 @@ import type { ControllerPorts, WorkerInfo } from './ports.js';
 import type { Launch, Live } from './rolling-live.js';
 import { messageOf, pools } from './rolling-state.js';
 
+/** A start the placement refused for want of a free GPU. */
+function gpuShortage(err: unknown): boolean {
+  return err instanceof ConflictError && err.code === 'insufficient_gpus';
+}
+
 /** What the controller lends its workers' runner. */
 export interface RollingHost {
   /** `l` is still the model's running update (not ended, not replaced). */
@@ -23,15 +28,17 @@ export class RollingWorkers {
     private readonly host: RollingHost,
   ) {}
 
-  /** Start one new worker in the background (a start holds no lock: an abort must not wait for a worker to load). */
-  launch(l: Live, role: string, version: string): void {
+  /**
+   * Start one new worker in the background (a start holds no lock: an abort must not wait for a worker
+   * to load). `since`: when its step asked for it (a start made again after a wait for a GPU keeps it).
+   */
+  launch(l: Live, role: string, version: string, since = this.ports.clock.now()): void {
     const s = l.state;
     const p = this.ports;
-    const x: Launch = { role, since: p.clock.now(), abandoned: false };
+    const x: Launch = { role, since, abandoned: false };
     l.launches.add(x);
     const health = p.models.config(s.model).health?.enabled === true ? newHealth('pending', x.since) : newHealth('healthy', x.since);
-    const stopsBefore = l.stopsEnded;
-    let waitsForGpu = false;
+    const releasedBefore = l.released;
     const run = async () => {
       try {
         const w = await p.workers.start(s.model, version, 'serving', health, {
@@ -52,16 +59,38 @@ export class RollingWorkers {
         // ready now (no probes to pass): its share of traffic at once, not at the next tick
         if (health.state === 'healthy') await p.exclusive(s.model, () => this.host.refreshShare(l));
       } catch (err) {
-        // no GPU free while old workers drain (each holds its GPU until stopped): not a failure; started again after (a
-        // stop under way kicks the loop as it ends)
-        waitsForGpu = err instanceof ConflictError && err.code === 'insufficient_gpus' && (l.stopping.size > 0 || l.stopsEnded !== stopsBefore);
-        if (!x.abandoned && !waitsForGpu) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
+        // no GPU free while GPUs are being let go (an old worker drains and holds its GPU until stopped; an
+        // abandoned start ends): not a failure; it waits, and is made again once one more has been let go
+        if (!x.abandoned && gpuShortage(err) && this.freeing(l, x, releasedBefore)) x.gpuWait = releasedBefore;
+        else if (!x.abandoned) l.failed.push({ worker: undefined, reason: `starting a new worker of ${version} failed: ${messageOf(err)}` });
       } finally {
-        l.launches.delete(x);
-        if (!waitsForGpu || l.stopping.size === 0) this.loop.kick();
+        if (x.gpuWait === undefined) l.launches.delete(x);
+        // whatever an abandoned start held is free now
+        if (x.abandoned) l.released++;
+        this.loop.kick();
       }
     };
     this.loop.spawn(run());
+  }
+
+  /**
+   * Starts that wait for a GPU: let go once abandoned (they hold none); made again, as the same step,
+   * once a GPU has been let go since they were refused. Under the model's lock, before a step is planned.
+   */
+  retryGpuWaits(l: Live): void {
+    for (const x of [...l.launches]) {
+      if (x.gpuWait === undefined) continue;
+      if (x.abandoned) l.launches.delete(x);
+      else if (l.released !== x.gpuWait) {
+        l.launches.delete(x);
+        this.launch(l, x.role, pools(l.state).new, x.since);
+      }
+    }
+  }
+
+  /** Whether a GPU is being let go, or was since `releasedBefore`: a start refused for want of one may wait for it. */
+  private freeing(l: Live, x: Launch, releasedBefore: number): boolean {
+    return l.stopping.size > 0 || l.released !== releasedBefore || [...l.launches].some((y) => y !== x && y.abandoned && y.gpuWait === undefined);
   }
 
   /** Drain (bounded) and stop a worker in the background; it no longer counts as serving. */
@@ -71,13 +100,18 @@ export class RollingWorkers {
     const run = async () => {
       try {
         p.workers.setWeight(w, 0);
-        if (drainMs > 0) await p.workers.drainOne(w, drainMs);
+        // a planned removal: a stream still running past the drain is carried on by another worker of
+        // its version (gateway resume), not ended as a worker health took out would be
+        if (drainMs > 0)
+          await p.workers
+            .drainOne(w, drainMs, 'removed')
+            .catch((err: unknown) => this.host.event(l, 'error', `draining ${w.id} failed (stopped all the same): ${messageOf(err)}`));
         await p.workers.stop(w);
       } catch (err) {
         await this.host.event(l, 'error', `stopping ${w.id} failed: ${messageOf(err)}`);
       } finally {
         l.stopping.delete(w.id);
-        l.stopsEnded++;
+        l.released++;
         this.loop.kick();
       }
     };

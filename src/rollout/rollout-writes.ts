@@ -9,16 +9,44 @@ export interface Saved<S extends RolloutState = RolloutState> {
   state: S;
   revision: number;
   saving: Promise<unknown>;
+  /** The state as the store last took it (read or written): what `restoreSaved` puts back. */
+  saved?: S;
+  /** The last write failed: the state in memory may hold a change the store does not. */
+  writeFailed?: boolean;
 }
 
 /** Write the state as it is when its turn comes; with `event`, that entry of its log in the same write. */
-export function saveInTurn(ports: Pick<ControllerPorts, 'clock' | 'rollouts'>, l: Saved, event?: RolloutLogEntry): Promise<void> {
+export function saveInTurn<S extends RolloutState>(ports: Pick<ControllerPorts, 'clock' | 'rollouts'>, l: Saved<S>, event?: RolloutLogEntry): Promise<void> {
   const run = l.saving.then(async () => {
     l.state.updatedAt = ports.clock.now();
-    l.revision = await ports.rollouts.save(l.state, l.revision, event);
+    // what is written is this copy, and it is what a failed write later puts back
+    const copy = structuredClone(l.state);
+    try {
+      l.revision = await ports.rollouts.save(copy, l.revision, event);
+    } catch (err) {
+      l.writeFailed = true;
+      throw err;
+    }
+    l.saved = copy;
+    l.writeFailed = false;
   });
   l.saving = run.catch(() => undefined);
   return run;
+}
+
+/**
+ * After a change whose write failed (the store refused it, an etcd blip): the state in memory as the
+ * store has it, changed in place (background work holds the object); whether it was put back. A controller then acts
+ * on what is persisted, as a restart would, never on a phase or step that was not saved: a terminal
+ * phase kept in memory only would stop the rollout being ticked while the store says it runs.
+ */
+export function restoreSaved(l: Saved): boolean {
+  if (l.writeFailed !== true || l.saved === undefined) return false;
+  const target = l.state as unknown as Record<string, unknown>;
+  for (const k of Object.keys(target)) delete target[k];
+  Object.assign(target, structuredClone(l.saved));
+  l.writeFailed = false;
+  return true;
 }
 
 /** `<prefix>_<kind>` as a control event naming the rollout, then in its own log (never failing the caller). */

@@ -12,21 +12,19 @@ import type { StagedFields, Step } from './canary-state.js';
 import type { ControllerPorts } from './ports.js';
 import type { RolloutState } from './rollout-record.js';
 import type { PairSamples } from './samples.js';
+import { restoreSaved } from './rollout-writes.js';
+import type { Saved } from './rollout-writes.js';
 
 /** Both versions' samples of a look read elsewhere than the live record stream (Prometheus); rejects when the source does not answer. */
 export type RemoteLook = (now: number) => Promise<{ a: PackedSamples; b: PackedSamples }>;
 
 /** A running staged rollout as its controller keeps it. */
-export interface StagedLive<S extends StagedFields & RolloutState> {
-  state: S;
+export interface StagedLive<S extends StagedFields & RolloutState> extends Saved<S> {
   samples: PairSamples;
   judge: JudgeConfig;
-  revision: number;
   busy: boolean;
   /** Sample count at the last look: an unchanged stream is not judged again. */
   seen: number;
-  /** Writes of this rollout, one after the other (each names the revision the previous one made). */
-  saving: Promise<unknown>;
   /** Where a look reads both versions instead of `samples` (their quality scores excepted); undefined: `samples`. */
   remote?: RemoteLook | undefined;
 }
@@ -97,6 +95,8 @@ export async function tickRunning<S extends StagedFields & RolloutState, L exten
         if (isLive(l) && running(l.state)) await fn(l);
       });
     } catch (err) {
+      // a write that failed: act on what the store has, as a restart would, and look again at once
+      if (restoreSaved(l)) l.seen = -1;
       await onError(l, err as Error);
     } finally {
       l.busy = false;

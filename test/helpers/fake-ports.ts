@@ -14,7 +14,7 @@ import { storeRollouts } from '../../src/control/ports.js';
 import { FakeAdapters } from './fake-adapters.js';
 import { buildRoute, routeToSpec } from '../../src/domain/route.js';
 import type { RouteSnapshot, RouteSpec } from '../../src/domain/route.js';
-import { NotFoundError, UpstreamError } from '../../src/errors.js';
+import { NotFoundError, UnavailableError, UpstreamError } from '../../src/errors.js';
 import type { Version } from '../../src/domain/version.js';
 import type { WorkerHealth } from '../../src/health/machine.js';
 import { AdapterCanaryMetrics, CanaryMetrics, HealthMetrics } from '../../src/telemetry/control-metrics.js';
@@ -84,6 +84,12 @@ export class FakeFleet {
   readonly workers = new Map<string, FakeWorker>();
   /** Starts that fail, next first (a message each, or the error to throw). */
   readonly failStarts: (string | Error)[] = [];
+  /** While set, starts begun now go on only when it resolves (a worker still loading). */
+  startGate: Promise<void> | undefined = undefined;
+  /** While set, drains end only when it resolves (a worker still draining its streams). */
+  drainGate: Promise<void> | undefined = undefined;
+  /** Rollout writes refused next, one each (a store that does not answer: an etcd blip). */
+  failSaves = 0;
   /** The modes the next started workers answer their probes in, one per start ('ok' when empty). */
   readonly startModes: FakeMode[] = [];
   /** Health metrics over a registry of the fleet's own (checked by tests through `metricsText`). */
@@ -92,6 +98,19 @@ export class FakeFleet {
   readonly canaryMetrics = new CanaryMetrics(this.promRegistry);
   readonly adapterCanaryMetrics = new AdapterCanaryMetrics(this.promRegistry);
   readonly schedulerMetrics = new SchedulerMetrics(this.promRegistry);
+
+  /** The store's rollouts, whose writes fail while `failSaves` says so. */
+  private rollouts(): ControllerPorts['rollouts'] {
+    const base = storeRollouts(this.store, this.clock);
+    return {
+      ...base,
+      save: (state, revision, event) => {
+        if (this.failSaves <= 0) return base.save(state, revision, event);
+        this.failSaves--;
+        return Promise.reject(new UnavailableError('store_unavailable', 'store etcd 127.0.0.1:2379: deadline exceeded (a test)'));
+      },
+    };
+  }
 
   /** A fleet booted as `glidepath up` boots on a first start. */
   static async create(opts: FakeFleetOptions): Promise<FakeFleet> {
@@ -340,11 +359,11 @@ export class FakeFleet {
           fw.budget = budget ?? Infinity;
           this.log.push(`weight ${w.id}=${weight}${budget !== undefined && budget !== Infinity ? ` budget ${budget}` : ''}`);
         },
-        drainOne: (w, timeoutMs) =>
-          later(() => {
-            this.log.push(`drain ${w.id} ${timeoutMs === 0 ? 'abort' : 'wait'}`);
-            return { aborted: 0, elapsedMs: 0 };
-          }),
+        drainOne: async (w, timeoutMs, why) => {
+          await this.drainGate;
+          this.log.push(`drain ${w.id} ${timeoutMs === 0 ? 'abort' : 'wait'}${why !== undefined ? ` (${why})` : ''}`);
+          return { aborted: 0, elapsedMs: 0 };
+        },
         saveHealth: (w, h) =>
           later(() => {
             const fw = this.worker(w.id);
@@ -355,8 +374,9 @@ export class FakeFleet {
           later(() => {
             this.worker(w.id).role = role;
           }),
-        start: (model, version, role, health, opts) =>
-          later(() => {
+        start: async (model, version, role, health, opts) => {
+          await this.startGate;
+          return later(() => {
             const why = this.failStarts.shift();
             if (why !== undefined) throw typeof why === 'string' ? new Error(why) : why;
             const used = [...this.workers.values()].filter((x) => x.model === model && x.version === version).map((x) => Number(x.id.split('/').pop()));
@@ -369,7 +389,8 @@ export class FakeFleet {
             this.workers.set(w.id, w);
             this.log.push(`start ${w.id} ${role}`);
             return w.info();
-          }),
+          });
+        },
         stop: (w) =>
           later(() => {
             this.worker(w.id).alive = false;
@@ -414,7 +435,7 @@ export class FakeFleet {
         adapterCanary: this.adapterCanaryMetrics,
         scheduler: this.schedulerMetrics,
       },
-      rollouts: storeRollouts(this.store, this.clock),
+      rollouts: this.rollouts(),
       settings: {
         get: <T>(key: string) => this.store.getSetting<T>(key),
         set: (key, value) => this.store.setSetting(key, value, this.clock.now()),

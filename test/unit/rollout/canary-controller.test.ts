@@ -121,6 +121,32 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect(f.clock.pending()).toEqual([]);
   });
 
+  it('a write the store refuses at a decision leaves the canary as the store has it; the next look decides again', async () => {
+    const f = await fleet();
+    const c = controller(f);
+    await startCanary(f, c);
+    equalTraffic(f, 40);
+    await advance(f, c, STAGE_MS);
+    expect((await c.get(M)).stageIndex).toBe(1);
+    // the promotion's first write fails (an etcd blip): still at stage 2 in memory as in the store
+    equalTraffic(f, 40);
+    await advance(f, c, STAGE_MS - 2 * TICK_MS);
+    expect((await c.get(M)).phase).toBe('progressing');
+    f.failSaves = 1;
+    const failed = () => f.events.some((e) => e.kind === 'canary_error' && /deadline exceeded/.test(e.message));
+    for (let i = 0; i < 5 && !failed(); i++) await advance(f, c, TICK_MS);
+    expect(failed()).toBe(true);
+    const at = await c.get(M);
+    const stored = (await unfinishedCanaries(f)).find((r) => r.state.id === at.id)?.state;
+    expect({ phase: at.phase, stage: at.stageIndex, look: at.look }).toEqual({ phase: stored?.phase, stage: stored?.stageIndex, look: stored?.look });
+    await advance(f, c, 2 * TICK_MS);
+    const s = await c.get(M);
+    expect(s.phase).toBe('succeeded');
+    expect(s.verdicts.map((v) => v.percent)).toEqual([10, 50]);
+    expect(f.weights(M)).toEqual({ v2: 1, v1: 0 });
+    c.shutdown();
+  });
+
   it('waits for samples: a stage that has lasted but has too few samples is not judged passed', async () => {
     const f = await fleet();
     const c = controller(f);

@@ -49,6 +49,11 @@ async function steps(rc: RollingController, n: number): Promise<void> {
   }
 }
 
+/** Let promises already settled run on (a start refused, a log written) without waiting for a drain or a start held open. */
+function settle(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
 /** Tick until the update ends or pauses, checking `each` after every settled step. */
 async function drive(f: FakeFleet, rc: RollingController, each: () => void = () => undefined, limit = 50): Promise<RollingState> {
   for (let i = 0; i < limit; i++) {
@@ -88,7 +93,8 @@ describe('RollingController (fake ports)', () => {
     expect(s.trace.map((t) => t.roles.aggregated?.old)).toEqual([4, 3, 2, 1, 0]);
     // each old worker was taken out of the route, drained, then stopped
     const stops = f.log.filter((x) => /^(weight|drain|stop) llama\/v1/.test(x));
-    expect(stops.slice(0, 3)).toEqual(['weight llama/v1/3=0', 'drain llama/v1/3 wait', 'stop llama/v1/3']);
+    // a planned removal: streams past the drain go on on another worker of v1 (gateway resume)
+    expect(stops.slice(0, 3)).toEqual(['weight llama/v1/3=0', 'drain llama/v1/3 wait (removed)', 'stop llama/v1/3']);
     expect(f.ports().workers.claimedBy(M, 'v1')).toBeUndefined();
     expect(f.audit.find((a) => a.action === 'rolling_start')).toMatchObject({ actor: 'ops', result: 'ok' });
   });
@@ -147,17 +153,103 @@ describe('RollingController (fake ports)', () => {
     expect(f.notified.map((n) => n.kind)).toContain('rolling_failure');
   });
 
-  it('a start refused for want of a GPU while an old worker drains (it holds its GPU until stopped) waits for it: not a failure', async () => {
+  it('a start refused for want of a GPU while an old worker drains (it holds its GPU until stopped) waits for it as the same step: no step more, no failure', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
     await steps(rc, 1);
-    // the next step stops an old worker and starts a new one at once: the start finds no GPU yet
-    f.failStarts.push(new ConflictError('insufficient_gpus', 'pd/v2 (replacement) needs 1 GPU(s) but only 0 suitable of 0 free (10 total)'));
+    // the next step stops an old worker, whose drain lasts, and starts a new one at once: no GPU free yet
+    let drained = (): void => undefined;
+    f.drainGate = new Promise<void>((r) => (drained = r));
+    f.failStarts.push(new ConflictError('insufficient_gpus', 'llama/v2 needs 1 GPU(s) but only 0 suitable of 0 free (16 total)'));
     f.clock.t += 1_000;
+    await rc.tick();
+    await settle();
+    const step = (await rc.get(M)).step;
+    const starts = () => f.log.filter((x) => x.startsWith('start llama/v2')).length;
+    const startsBefore = starts();
+    // ticks while the drain lasts: the refused start is still the step's, counted as starting; nothing more is started
+    for (let i = 0; i < 3; i++) {
+      f.clock.t += 1_000;
+      await rc.tick();
+      await settle();
+      expect((await rc.get(M)).step).toBe(step);
+      expect(rc.liveCounts(M)?.roles.aggregated).toEqual({ old: 3, ready: 1, starting: 1 });
+    }
+    expect(starts()).toBe(startsBefore);
+    // the drain ends and its worker stops: the start is made again, within the same step
+    drained();
+    f.drainGate = undefined;
+    await rc.whenIdle();
+    await steps(rc, 1);
+    expect(starts()).toBe(startsBefore + 1);
+    expect((await rc.get(M)).step).toBe(step);
     const s = await drive(f, rc);
     expect(s.phase).toBe('succeeded');
     expect(s.failures).toEqual([]);
+    expect(s.trace.map((t) => t.roles.aggregated?.old)).toEqual([4, 3, 2, 1, 0]);
     expect(f.failStarts).toEqual([]);
+  });
+
+  it('going back, a start refused for want of a GPU an abandoned start still holds waits for that start to end: the abort ends, not paused', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    await steps(rc, 1);
+    // step 2's new worker is still loading when the operator aborts
+    let loaded = (): void => undefined;
+    f.startGate = new Promise<void>((r) => (loaded = r));
+    f.clock.t += 1_000;
+    await rc.tick();
+    await settle();
+    f.startGate = undefined;
+    await rc.abort(M, OPS);
+    // going back, v1's start finds the GPU the abandoned start holds
+    f.failStarts.push(new ConflictError('insufficient_gpus', 'llama/v1 needs 1 GPU(s) but only 0 suitable of 0 free (16 total)'));
+    f.clock.t += 1_000;
+    await rc.tick();
+    await settle();
+    expect((await rc.get(M)).phase).toBe('rolling_back');
+    // the abandoned start ends (its worker stopped at once): v1's start is made again
+    loaded();
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('aborted');
+    expect(s.failures).toEqual([]);
+    expect(f.live(M, 'v1')).toHaveLength(4);
+    expect(f.live(M, 'v2')).toHaveLength(0);
+  });
+
+  it('a write the store refuses changes nothing in memory: the step is taken again under its number, the end is made again, the update ends', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    await steps(rc, 1);
+    // a step whose write fails is not taken (nothing started or stopped) and keeps no number
+    const before = await rc.get(M);
+    f.failSaves = 1;
+    f.clock.t += 1_000;
+    await steps(rc, 1);
+    expect((await rc.get(M)).step).toBe(before.step);
+    expect((await rc.get(M)).trace).toHaveLength(before.trace.length);
+    expect(f.events.some((e) => e.kind === 'rolling_error' && /store_unavailable|deadline exceeded/.test(e.message))).toBe(true);
+    // a pause whose write fails is refused, and the update is not paused
+    f.failSaves = 1;
+    await expect(rc.pause(M, OPS)).rejects.toMatchObject({ code: 'store_unavailable' });
+    expect((await rc.get(M)).phase).toBe('progressing');
+    // on to the last old worker's stop; the end's write then fails once: still running, then ended by the next tick
+    for (let i = 0; i < 20 && f.live(M, 'v1').length > 0; i++) {
+      f.clock.t += 1_000;
+      await steps(rc, 1);
+    }
+    f.failSaves = 1;
+    f.clock.t += 1_000;
+    await steps(rc, 1);
+    expect((await rc.get(M)).phase).toBe('progressing');
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('succeeded');
+    expect(s.trace.map((t) => t.step)).toEqual(s.trace.map((_, i) => i + 1));
+    expect(rc.liveCounts(M)).toBeUndefined();
+    expect(f.ports().workers.claimedBy(M, 'v2')).toBeUndefined();
+    expect(f.weights(M)).toEqual({ v2: 1 });
+    // and the model takes a new update
+    await expect(rc.undo(M, OPS)).resolves.toMatchObject({ from: 'v2', to: 'v1' });
   });
 
   it('a start refused for want of a GPU with no old worker draining is a failure: the update pauses', async () => {

@@ -43,9 +43,9 @@ describe('scheduler controller', () => {
     // 1 × 3 / 0.8 → 4 replicas, capped at max 4: three batch replicas go (none is free)
     expect(fleet.log.filter((l) => /^weight bat/.test(l))).toEqual(['weight bat/v1/2=0', 'weight bat/v1/1=0', 'weight bat/v1/0=0']);
     expect(fleet.log.filter((l) => /^(drain|stop|start)/.test(l))).toEqual([
-      'drain bat/v1/2 wait',
-      'drain bat/v1/1 wait',
-      'drain bat/v1/0 wait',
+      'drain bat/v1/2 wait (removed)',
+      'drain bat/v1/1 wait (removed)',
+      'drain bat/v1/0 wait (removed)',
       'stop bat/v1/2',
       'stop bat/v1/1',
       'stop bat/v1/0',
