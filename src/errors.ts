@@ -106,8 +106,12 @@ export class NotFoundError extends GlidepathError {
     super(code, message, opts);
   }
 }
+/** `allow`: the methods the path takes, for the 405's `Allow` header (RFC 9110 §15.5.6: an origin server must send it). */
 export class MethodNotAllowedError extends GlidepathError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly allow: readonly string[] = [],
+  ) {
     super('method_not_allowed', message);
   }
 }

@@ -40,18 +40,26 @@ export interface SessionView {
   idle_ms: number;
 }
 
-/** The `gp_session` cookie's value, if the request has one (the first, when repeated). */
-export function sessionCookie(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
+/**
+ * The request's `gp_session` cookies: the first well-formed value (a malformed one before it, say from
+ * another app on this host, does not hide it), and whether any was malformed.
+ */
+export function sessionCookies(header: string | undefined): { id: string | undefined; malformed: boolean } {
+  let malformed = false;
+  if (header === undefined) return { id: undefined, malformed };
   for (const part of header.split(';')) {
     const i = part.indexOf('=');
-    if (i < 0) continue;
-    if (part.slice(0, i).trim() === SESSION_COOKIE) {
-      const v = part.slice(i + 1).trim();
-      return /^[A-Za-z0-9_-]{1,128}$/.test(v) ? v : undefined;
-    }
+    if (i < 0 || part.slice(0, i).trim() !== SESSION_COOKIE) continue;
+    const v = part.slice(i + 1).trim();
+    if (/^[A-Za-z0-9_-]{1,128}$/.test(v)) return { id: v, malformed };
+    malformed = true;
   }
-  return undefined;
+  return { id: undefined, malformed };
+}
+
+/** The `gp_session` cookie's value, if the request has a well-formed one (the first, when repeated). */
+export function sessionCookie(header: string | undefined): string | undefined {
+  return sessionCookies(header).id;
 }
 
 /** Behind a TLS terminator the cookie must not travel in clear: Secure when the request came over TLS. */
@@ -102,7 +110,13 @@ export class Dashboard {
    */
   principal(req: IncomingMessage, method: string): Principal {
     const header = req.headers.authorization;
-    const id = header === undefined ? sessionCookie(req.headers.cookie) : undefined;
+    const cookie = header === undefined ? sessionCookies(req.headers.cookie) : { id: undefined, malformed: false };
+    const id = cookie.id;
+    // a session cookie that is not one: said so, not "missing Authorization header"
+    if (id === undefined && cookie.malformed)
+      throw new UnauthorizedError(
+        `the ${SESSION_COOKIE} cookie is malformed (expected 1 to 128 letters, digits, _ or -): log in again at ${DASHBOARD_PREFIX}/, or send "Authorization: Bearer <token>"`,
+      );
     // no cookie: the bearer token (its own 401 when the header is missing)
     if (id === undefined) {
       return this.auth.authenticate(header);
@@ -164,13 +178,13 @@ export class Dashboard {
     const rest = pathname.slice(DASHBOARD_PREFIX.length + 1);
     switch (rest) {
       case 'login':
-        if (method !== 'POST') throw new MethodNotAllowedError(`${pathname} accepts POST only`);
+        if (method !== 'POST') throw new MethodNotAllowedError(`${pathname} accepts POST only`, ['POST']);
         return this.login(req, res);
       case 'logout':
-        if (method !== 'POST') throw new MethodNotAllowedError(`${pathname} accepts POST only`);
+        if (method !== 'POST') throw new MethodNotAllowedError(`${pathname} accepts POST only`, ['POST']);
         return this.logout(req, res);
       case 'session': {
-        if (method !== 'GET') throw new MethodNotAllowedError(`${pathname} accepts GET only`);
+        if (method !== 'GET') throw new MethodNotAllowedError(`${pathname} accepts GET only`, ['GET']);
         const id = sessionCookie(req.headers.cookie);
         // no cookie at all: not logged in, which is no error (the page shows its login form); a cookie
         // whose session is gone is 401 session_expired
@@ -182,7 +196,7 @@ export class Dashboard {
         return;
       }
     }
-    if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${pathname} accepts GET only`);
+    if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${pathname} accepts GET and HEAD only`, ['GET', 'HEAD']);
     req.resume();
     const f = this.bundle.file(rest === '' ? 'index.html' : rest);
     if (f === null) throw new GlidepathError('dashboard_not_built', `the dashboard is not built (no ${this.bundle.dir}/index.html); run npm run build`);

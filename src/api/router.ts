@@ -92,12 +92,14 @@ export class Router {
   }
 
   match(method: string, path: string): { route: Compiled; params: Record<string, string> } {
-    let pathMatched = false;
+    const allow: string[] = [];
     for (const r of this.routes) {
       const m = r.re.exec(path);
       if (!m) continue;
-      pathMatched = true;
-      if (r.method !== method) continue;
+      if (r.method !== method) {
+        if (!allow.includes(r.method)) allow.push(r.method);
+        continue;
+      }
       const params: Record<string, string> = {};
       r.keys.forEach((k, i) => {
         const raw = m[i + 1] as string;
@@ -109,7 +111,7 @@ export class Router {
       });
       return { route: r, params };
     }
-    if (pathMatched) throw new MethodNotAllowedError(`${path} does not accept ${method}`);
+    if (allow.length > 0) throw new MethodNotAllowedError(`${path} does not accept ${method}; it takes ${allow.join(', ')}`, allow);
     throw new NotFoundError('not_found', `no admin endpoint ${method} ${path}`);
   }
 }
@@ -129,5 +131,6 @@ export function sendErr(res: ServerResponse, err: unknown): void {
   }
   const body: Record<string, unknown> = { error: { message: e.message, type: e.type, code: e.code, ...(e.details ? { details: e.details } : {}) } };
   if (e.retryAfterS !== undefined) res.setHeader('retry-after', String(e.retryAfterS));
+  if (e instanceof MethodNotAllowedError && e.allow.length > 0) res.setHeader('allow', e.allow.join(', '));
   sendJsonRes(res, e.status, body);
 }

@@ -24,6 +24,7 @@ import { Dashboard } from './dashboard.js';
 import { DEFAULT_SESSION_LIMITS, LoginThrottle, SessionStore } from './session.js';
 import { defaultWebRoot } from './static.js';
 import { SeriesRecorder } from './series.js';
+import { answerClientError } from './client-error.js';
 
 export const API_PREFIX = '/admin/v1';
 
@@ -57,9 +58,15 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   const throttle = new LoginThrottle(undefined, undefined, now);
   const dash = new Dashboard(auth, ctx.cp.store, { webRoot: opts.webRoot ?? defaultWebRoot(), sessions, throttle });
   const adm = limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry);
+  // each socket's current response: a client error on it must not write into one already under way
+  const inFlight = new WeakMap<Duplex, ServerResponse>();
   const http = createServer((req: IncomingMessage, res: ServerResponse) => {
+    inFlight.set(req.socket, res);
     void handle(ctx, router, auth, dash, adm, req, res);
   });
+  // malformed HTTP (an oversized head, a control character in a header…) gets the catalogue's code
+  // and JSON body, as every other refusal of this listener; node:http alone sends a bare 400 or 431
+  http.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, inFlight.get(socket)));
   series.start();
   http.on('close', () => series.stop());
   // CONNECT is no admin method: node:http would drop the connection without a word

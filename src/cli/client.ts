@@ -51,17 +51,37 @@ function resolveToken(o: ClientOptions): { token: string | undefined; source: To
   const file = path.resolve(dir, TOKEN_FILE);
   if (o.token !== undefined) {
     if (o.token.trim() === '') throw new UsageError('--token: expected a token, got an empty string');
-    return { token: o.token.trim(), source: 'flag', file };
+    return { token: sendable(o.token.trim(), '--token'), source: 'flag', file };
   }
   const env = process.env.GLIDEPATH_TOKEN;
-  if (env !== undefined && env.trim() !== '') return { token: env.trim(), source: 'env', file };
+  if (env !== undefined && env.trim() !== '') return { token: sendable(env.trim(), 'GLIDEPATH_TOKEN'), source: 'env', file };
+  let t: string | undefined;
   try {
-    const t = readFileSync(file, 'utf8').trim();
-    if (t !== '') return { token: t, source: 'file', file };
+    t = readFileSync(file, 'utf8').trim();
   } catch {
     // no token file: fall through
   }
+  if (t !== undefined && t !== '') return { token: sendable(t, `the token file ${file}`), source: 'file', file };
   return { token: undefined, source: 'none', file };
+}
+
+/**
+ * A token goes in `Authorization: Bearer <token>`, one word of visible ASCII (the admin API reads
+ * `\S+`, and a header cannot carry a control character or, as UTF-8, a non-ASCII one): anything else
+ * is refused here, naming where it came from, rather than failing in the HTTP client as if the API
+ * could not be reached.
+ */
+function sendable(token: string, from: string): string {
+  const bad = /[^\x21-\x7e]/.exec(token);
+  if (bad !== null) {
+    const c = bad[0];
+    const code = c.codePointAt(0) ?? 0;
+    const shown = code < 0x20 || code === 0x7f ? `a control character (U+${code.toString(16).toUpperCase().padStart(4, '0')})` : JSON.stringify(c);
+    throw new UsageError(
+      `${from}: the token has ${shown} at position ${bad.index + 1}; a bearer token is one word of visible ASCII characters (letters, digits, punctuation)`,
+    );
+  }
+  return token;
 }
 
 export class AdminClient {
@@ -126,10 +146,19 @@ export class AdminClient {
     const res = await this.send(method, p, method === 'GET' ? undefined : body, {}, long);
     const text = await res.body.text();
     if (res.statusCode >= 400) throw this.apiError(res.statusCode, text);
+    return this.json<T>(text, `${method} ${p}`, res.statusCode);
+  }
+
+  /** A JSON answer (`what` names it); one that is not JSON is `invalid_response`, never a bare SyntaxError. */
+  private json<T>(text: string, what: string, status: number): T {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw ApiError.local('invalid_response', `the admin API at ${this.baseUrl} answered ${method} ${p} with a body that is not JSON`, res.statusCode);
+      throw ApiError.local(
+        'invalid_response',
+        `the admin API at ${this.baseUrl} answered ${what} with a body that is not JSON (${JSON.stringify(text.slice(0, 80))}): is GLIDEPATH_URL / --url its admin listener?`,
+        status,
+      );
     }
   }
 
@@ -143,14 +172,14 @@ export class AdminClient {
     const ct = String(res.headers['content-type'] ?? '');
     if (!ct.includes('text/event-stream')) {
       // an older server without progress streaming: it answered with the plain result
-      return JSON.parse(await res.body.text()) as T;
+      return this.json<T>(await res.body.text(), `POST ${p}`, res.statusCode);
     }
     let buf = '';
     let result: { ok: true; value: T } | undefined;
     const handle = (raw: string): void => {
       const ev = parseSseEvent(raw);
       if (!ev) return;
-      const data: unknown = ev.data === '' ? undefined : JSON.parse(ev.data);
+      const data: unknown = ev.data === '' ? undefined : this.json(ev.data, `the ${ev.event} event of POST ${p}'s progress stream`, res.statusCode);
       if (ev.event === 'progress') onProgress(data);
       else if (ev.event === 'result') result = { ok: true, value: data as T };
       else if (ev.event === 'error') throw this.apiErrorFromBody(data, 500);

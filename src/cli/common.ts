@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { AdminClient } from './client.js';
 import { UsageError, parseOutput } from './output.js';
 import { parseDuration } from '../rollout/pipeline/words.js';
+import { DEFAULTS } from '../defaults.js';
 import type { OutputFormat } from './output.js';
 
 export interface CommonOptions {
@@ -72,6 +73,25 @@ export function intFlag(flag: string, v: string | undefined, min = 1): number | 
   return n;
 }
 
+/**
+ * A period or wait in ms (`--interval`, `--drain-timeout`): a positive integer up to a day
+ * (DEFAULTS.durations.maxIntervalMs). Past 2^31 - 1 ms Node's timer fires after 1 ms: a watch would poll every ms.
+ */
+export function msFlag(flag: string, v: string | undefined): number | undefined {
+  const n = intFlag(flag, v);
+  const max = DEFAULTS.durations.maxIntervalMs;
+  if (n !== undefined && n > max) throw new UsageError(`${flag} must be at most ${max} ms (a day), got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** A number from 0 to 1 (`--shadow-share`); an empty value is no number. */
+export function fractionFlag(flag: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = NUM_RE.test(v.trim()) ? Number(v) : NaN;
+  if (!(n >= 0 && n <= 1)) throw new UsageError(`${flag} must be a number from 0 to 1, got ${JSON.stringify(v)}`);
+  return n;
+}
+
 /** One of a fixed set of values. */
 export function choiceFlag<T extends string>(flag: string, v: string | undefined, choices: readonly T[]): T | undefined {
   if (v === undefined) return undefined;
@@ -86,11 +106,18 @@ export function textFlag(flag: string, v: string | undefined): string | undefine
   return v;
 }
 
-/** A positive duration flag: `500ms`, `30s`, `5m`, `1h` (the pipeline's duration syntax). */
+/**
+ * A positive duration flag: `500ms`, `30s`, `5m`, `1h` (the pipeline's duration syntax), from 1 ms
+ * (a shorter one, `0.4ms`, would round to 0: refused rather than dropped) to the longest a timer waits
+ * (DEFAULTS.durations.timerMaxMs, ~24.8 days: past it Node fires after 1 ms).
+ */
 export function durationFlag(flag: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   const ms = parseDuration(v);
   if (ms === undefined) throw new UsageError(`${flag}: expected a duration such as 500ms, 30s, 5m or 1h, got ${JSON.stringify(v)}`);
+  if (ms < 1) throw new UsageError(`${flag}: expected a duration of at least 1ms, got ${JSON.stringify(v)}`);
+  const max = DEFAULTS.durations.timerMaxMs;
+  if (ms > max) throw new UsageError(`${flag}: expected a duration of at most ${max} ms (~24.8 days, the longest a timer waits), got ${JSON.stringify(v)}`);
   return ms;
 }
 

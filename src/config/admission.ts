@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
-import { msg, nonNeg, posInt, positive } from './schema-parts.js';
+import { durationMsFraction, msg, posInt, positive } from './schema-parts.js';
 
 const G = DEFAULTS.gateway;
 const tierName = () => z.string(msg('a tier name')).regex(/^[a-z][a-z0-9_]{0,31}$/, msg('a tier name (lowercase letters, digits, _)'));
@@ -46,9 +46,9 @@ export const degradationSchema = z
     required_tokens_per_s: positive(),
     /** What one healthy worker serves at most; default: required ÷ the first version's replicas. */
     worker_tokens_per_s: positive().optional(),
-    recover_after_ms: nonNeg().default(G.degradationRecoverMs),
+    recover_after_ms: durationMsFraction().default(G.degradationRecoverMs),
     /** How often the engines' vLLM metrics are read for each worker's measured capacity (0: never; worker_tokens_per_s only). */
-    measure_interval_ms: nonNeg().default(G.capacityMeasureMs),
+    measure_interval_ms: durationMsFraction(DEFAULTS.durations.maxIntervalMs).default(G.capacityMeasureMs),
     max_tokens_degraded: posInt().default(G.degradedMaxTokens),
   })
   .strict()

@@ -3,7 +3,7 @@
 // scrapes every gateway replica (`prometheus`) — its schema and its normalized form.
 import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
-import { msg, posInt, show, str, url } from './schema-parts.js';
+import { durationMs, msg, posInt, show, str, url } from './schema-parts.js';
 
 const D = DEFAULTS.metricsSource;
 
@@ -30,7 +30,7 @@ export const metricsSourceSchema = z
           kind: z.literal('prometheus'),
           /** The server's base URL (its HTTP API is under /api/v1). */
           url: url(),
-          timeout_ms: posInt().default(D.timeoutMs),
+          timeout_ms: durationMs().default(D.timeoutMs),
           max_response_bytes: posInt().default(D.maxResponseBytes),
           monitor_window_ms: posInt().default(D.monitorWindowMs),
           max_window_ms: posInt().default(D.maxWindowMs),

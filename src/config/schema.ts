@@ -4,6 +4,7 @@ import { DEFAULTS } from '../defaults.js';
 import { RESUME_MODES } from '../domain/spec.js';
 
 import { bool, fraction, msg, name, nonNeg, nonNegInt, posInt, positive, show, str, url } from './schema-parts.js';
+import { durationMs, durationMsFraction, durationMsOrZero, stickySalt } from './schema-parts.js';
 import { storeSchema } from './store.js';
 import { metricsSourceSchema } from './metrics-source.js';
 import { degradationSchema, tiersSchema } from './admission.js';
@@ -17,9 +18,9 @@ const hostPort = () => z.string(msg('HOST:PORT')).regex(/^(\[[0-9a-fA-F:.]+\]|[A
 const simSchema = z
   .object({
     seed: nonNegInt().optional(),
-    load_time_ms: nonNeg().optional(),
+    load_time_ms: durationMsFraction().optional(),
     prefill_tokens_per_s: positive().optional(),
-    inter_token_ms: nonNeg().optional(),
+    inter_token_ms: durationMsFraction().optional(),
     itl_growth_per_seq: nonNeg().optional(),
     jitter: fraction().optional(),
     kv_capacity_tokens: posInt().optional(),
@@ -27,9 +28,9 @@ const simSchema = z
     max_model_len: posInt().optional(),
     hallucination_rate: fraction().optional(),
     max_loras: nonNegInt().optional(),
-    lora_load_ms: nonNeg().optional(),
-    wake_ms: nonNeg().optional(),
-    reload_ms: nonNeg().optional(),
+    lora_load_ms: durationMsFraction().optional(),
+    wake_ms: durationMsFraction().optional(),
+    reload_ms: durationMsFraction().optional(),
     warmup_requests: nonNegInt()
       .max(DEFAULTS.sim.maxWarmupRequests, msg(`an integer from 0 to ${DEFAULTS.sim.maxWarmupRequests}`))
       .optional(),
@@ -44,7 +45,7 @@ const simSchema = z
         latency_multiplier: positive().optional(),
         corrupt: bool().optional(),
         logprob_drift: nonNeg().optional(),
-        flap_ms: posInt().optional(),
+        flap_ms: durationMs().optional(),
       })
       .strict()
       .optional(),
@@ -85,7 +86,7 @@ const providerSchema = z.discriminatedUnion(
         command: str('a command template'),
         env: z.record(z.string(), z.string()).default({}),
         health_path: str().default('/health'),
-        grace_period_ms: nonNeg().default(DEFAULTS.control.stopGraceMs),
+        grace_period_ms: durationMsFraction().default(DEFAULTS.control.stopGraceMs),
         resume: resumeMode.default('continue_final_message'),
         token_id_prompts: bool().default(true),
       })
@@ -152,9 +153,9 @@ const H = DEFAULTS.health;
 const healthSchema = z
   .object({
     enabled: bool().default(true),
-    interval_ms: posInt().default(H.intervalMs),
+    interval_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(H.intervalMs),
     jitter: z.number(msg('a number from 0 to 0.5')).min(0, msg('a number from 0 to 0.5')).max(0.5, msg('a number from 0 to 0.5')).default(H.jitter),
-    timeout_ms: posInt().default(H.timeoutMs),
+    timeout_ms: durationMs().default(H.timeoutMs),
     retries: nonNegInt().default(H.retries),
     /** Probe prompts: text, or {prompt, max_tokens}. */
     probes: z
@@ -165,7 +166,7 @@ const healthSchema = z
       .optional(),
     max_tokens: posInt().default(H.maxTokens),
     latency_factor: z.number(msg('a number above 1')).gt(1, msg('a number above 1')).default(H.latencyFactor),
-    latency_floor_ms: nonNeg().default(H.latencyFloorMs),
+    latency_floor_ms: durationMsFraction().default(H.latencyFloorMs),
     logprob_tolerance: nonNeg().default(H.logprobTolerance),
     min_margin: nonNeg().default(H.minMargin),
     failure_threshold: posInt().default(H.failureThreshold),
@@ -173,8 +174,8 @@ const healthSchema = z
     failure_rate: z.number(msg('a number in (0, 1]')).gt(0, msg('a number in (0, 1]')).max(1, msg('a number in (0, 1]')).default(H.failureRate),
     rate_window: posInt().default(H.rateWindow),
     rate_min_calls: posInt().default(H.rateMinCalls),
-    recovery_timeout_ms: posInt().default(H.recoveryTimeoutMs),
-    recovery_timeout_max_ms: posInt().default(H.recoveryTimeoutMaxMs),
+    recovery_timeout_ms: durationMs().default(H.recoveryTimeoutMs),
+    recovery_timeout_max_ms: durationMs().default(H.recoveryTimeoutMaxMs),
     half_open_probes: posInt().default(H.halfOpenProbes),
     half_open_requests: nonNegInt().default(H.halfOpenRequests),
     dead_after_failed_recoveries: posInt().default(H.deadAfterFailedRecoveries),
@@ -195,7 +196,7 @@ const routeSchema = z
     weights: z.record(z.string(), nonNeg()).default({}),
     /** category (x-glidepath-category) → version id. */
     overrides: z.record(z.string(), z.string()).default({}),
-    sticky_salt: z.string().optional(),
+    sticky_salt: stickySalt().optional(),
     /** Mirror a share of requests to a version; the shadow's answer never reaches the client. */
     shadow: z.object({ version: z.string(), share: fraction() }).strict().optional(),
   })
@@ -241,8 +242,9 @@ const modelSchema = z
         stages: z
           .array(z.number(msg('a percentage 0 < p <= 100')).gt(0, msg('a percentage 0 < p <= 100')).max(100, msg('a percentage 0 < p <= 100')))
           .min(1)
+          .max(DEFAULTS.rollout.maxStages, msg(`at most ${DEFAULTS.rollout.maxStages} stages`))
           .optional(),
-        stage_duration_ms: posInt().optional(),
+        stage_duration_ms: durationMs().optional(),
         alpha: z.number(msg('a number in (0, 0.5]')).gt(0).max(0.5).optional(),
         max_p99_increase: nonNeg().optional(),
         max_error_rate: fraction().optional(),
@@ -261,8 +263,8 @@ const modelSchema = z
       .object({
         max_surge: z.union([nonNegInt(), budgetText('a count or a percentage such as "25%"')]).optional(),
         max_unavailable: z.union([nonNegInt(), budgetText('a count or a percentage such as "10%"')]).optional(),
-        step_timeout_ms: posInt().optional(),
-        progress_deadline_ms: posInt().optional(),
+        step_timeout_ms: durationMs(DEFAULTS.rolling.maxLimitMs).optional(),
+        progress_deadline_ms: durationMs(DEFAULTS.rolling.maxLimitMs).optional(),
         on_failure: z.enum(['pause', 'rollback'], msg('pause or rollback')).optional(),
       })
       .strict()
@@ -278,7 +280,7 @@ const modelSchema = z
         max_error_rate: fraction().default(DEFAULTS.control.monitorMaxErrorRate),
         max_p99_latency_ms: positive().default(DEFAULTS.control.monitorMaxP99LatencyMs),
         min_requests: nonNegInt().default(DEFAULTS.control.monitorMinRequests),
-        interval_ms: posInt().default(DEFAULTS.control.monitorIntervalMs),
+        interval_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(DEFAULTS.control.monitorIntervalMs),
       })
       .strict()
       .prefault({}),
@@ -330,8 +332,8 @@ export const configSchema = z
     auth: z
       .object({
         tokens: z.array(tokenSchema).default([]),
-        session_idle_ms: posInt().default(DEFAULTS.dashboard.sessionIdleMs),
-        session_max_ms: posInt().default(DEFAULTS.dashboard.sessionMaxMs),
+        session_idle_ms: durationMs().default(DEFAULTS.dashboard.sessionIdleMs),
+        session_max_ms: durationMs().default(DEFAULTS.dashboard.sessionMaxMs),
       })
       .strict()
       .prefault({}),
@@ -341,15 +343,15 @@ export const configSchema = z
     gateway: z
       .object({
         max_body_bytes: posInt().default(G.maxBodyBytes),
-        connect_timeout_ms: posInt().default(G.connectTimeoutMs),
-        first_token_timeout_ms: posInt().default(G.firstTokenTimeoutMs),
-        request_timeout_ms: posInt().default(G.requestTimeoutMs),
-        idle_timeout_ms: posInt().default(G.idleTimeoutMs),
+        connect_timeout_ms: durationMs().default(G.connectTimeoutMs),
+        first_token_timeout_ms: durationMs().default(G.firstTokenTimeoutMs),
+        request_timeout_ms: durationMs().default(G.requestTimeoutMs),
+        idle_timeout_ms: durationMs().default(G.idleTimeoutMs),
         max_retries: nonNegInt().default(G.maxRetries),
         resume: z
           .object({
             max_migrations: nonNegInt().default(G.resumeMaxMigrations),
-            budget_ms: posInt().default(G.resumeBudgetMs),
+            budget_ms: durationMs().default(G.resumeBudgetMs),
             log_bytes: z
               .number(msg('an integer of at least 4096'))
               .int(msg('an integer of at least 4096'))
@@ -358,8 +360,8 @@ export const configSchema = z
           })
           .strict()
           .prefault({}),
-        eject_base_ms: posInt().default(G.ejectBaseMs),
-        eject_max_ms: posInt().default(G.ejectMaxMs),
+        eject_base_ms: durationMs().default(G.ejectBaseMs),
+        eject_max_ms: durationMs().default(G.ejectMaxMs),
         connections_per_worker: posInt().default(G.connectionsPerWorker),
         preconnect: z
           .object({
@@ -376,24 +378,24 @@ export const configSchema = z
           .strict()
           .prefault({}),
         worker_queue_max: nonNegInt().default(G.workerQueueMax),
-        queue_timeout_ms: posInt().default(G.queueTimeoutMs),
+        queue_timeout_ms: durationMs().default(G.queueTimeoutMs),
         allow_version_header: bool().default(G.allowVersionHeader),
         sticky_header: str().default(G.stickyHeader),
         category_header: str().default(G.categoryHeader),
         version_header: str().default(G.versionHeader),
-        sticky_salt: str().default(G.stickySalt),
+        sticky_salt: stickySalt().default(G.stickySalt),
         picker: z.enum(['p2c', 'round_robin'], msg('"p2c" or "round_robin"')).default(G.picker),
-        drain_timeout_ms: posInt().default(G.drainTimeoutMs),
+        drain_timeout_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(G.drainTimeoutMs),
         hold_queue_max: posInt().default(G.holdQueueMax),
-        hold_queue_timeout_ms: posInt().default(G.holdQueueTimeoutMs),
-        send_timeout_ms: nonNegInt().default(G.sendTimeoutMs),
+        hold_queue_timeout_ms: durationMs().default(G.holdQueueTimeoutMs),
+        send_timeout_ms: durationMsOrZero().default(G.sendTimeoutMs),
         adapter_routing: z.enum(['affinity', 'random'], msg('"affinity" or "random"')).default(G.adapterRouting),
         adapter_prefetch: z
           .object({
             enabled: bool().default(G.adapterPrefetch.enabled),
             top_k: posInt().default(G.adapterPrefetch.topK),
-            interval_ms: posInt().default(G.adapterPrefetch.intervalMs),
-            half_life_ms: posInt().default(G.adapterPrefetch.halfLifeMs),
+            interval_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(G.adapterPrefetch.intervalMs),
+            half_life_ms: durationMs().default(G.adapterPrefetch.halfLifeMs),
           })
           .strict()
           .prefault({}),
@@ -422,7 +424,7 @@ export const configSchema = z
       .strict()
       .prefault({}),
     control: z
-      .object({ tick_ms: posInt().default(DEFAULTS.control.tickMs) })
+      .object({ tick_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(DEFAULTS.control.tickMs) })
       .strict()
       .prefault({}),
     /** The multi-model scheduler (src/scheduler/, docs/multi-model.md): off unless enabled. */
@@ -431,10 +433,10 @@ export const configSchema = z
         enabled: bool().default(false),
         /** Decide and explain every round, change nothing. */
         dry_run: bool().default(false),
-        interval_ms: posInt().default(DEFAULTS.scheduler.intervalMs),
+        interval_ms: durationMs(DEFAULTS.durations.maxIntervalMs).default(DEFAULTS.scheduler.intervalMs),
         window_ms: posInt().default(DEFAULTS.scheduler.windowMs),
-        idle_after_ms: posInt().default(DEFAULTS.scheduler.idleAfterMs),
-        cooldown_ms: nonNegInt().default(DEFAULTS.scheduler.cooldownMs),
+        idle_after_ms: durationMs().default(DEFAULTS.scheduler.idleAfterMs),
+        cooldown_ms: durationMsOrZero().default(DEFAULTS.scheduler.cooldownMs),
         // below 1: a model at its SLO never gives back (that would lower and raise it in turn)
         relax_below: z
           .number(msg('a number in (0, 1)'))
@@ -443,7 +445,7 @@ export const configSchema = z
           .default(DEFAULTS.scheduler.relaxBelow),
         min_samples: posInt().default(DEFAULTS.scheduler.minSamples),
         headroom: z.number(msg('a number in (0, 1]')).gt(0, msg('a number in (0, 1]')).max(1, msg('a number in (0, 1]')).default(DEFAULTS.scheduler.headroom),
-        drain_timeout_ms: nonNegInt().default(DEFAULTS.scheduler.drainTimeoutMs),
+        drain_timeout_ms: durationMsOrZero(DEFAULTS.durations.maxIntervalMs).default(DEFAULTS.scheduler.drainTimeoutMs),
       })
       .strict()
       .prefault({}),
@@ -461,7 +463,7 @@ export const configSchema = z
         mode: z.enum(['pointwise', 'pairwise'], msg('"pointwise" or "pairwise"')).default('pointwise'),
         sample_share: fraction().default(DEFAULTS.judge.sampleShare),
         concurrency: posInt().default(DEFAULTS.judge.concurrency),
-        timeout_ms: posInt().default(DEFAULTS.judge.timeoutMs),
+        timeout_ms: durationMs().default(DEFAULTS.judge.timeoutMs),
         /** Keep the prompt and answers of the judge's last decisions for operators (off: scores and versions only). */
         capture_prompts: z.boolean(msg('true or false')).default(false),
       })

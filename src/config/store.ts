@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
-import { msg, posInt, positive, str, url } from './schema-parts.js';
+import { durationMs, msg, positive, str, url } from './schema-parts.js';
 
 const E = DEFAULTS.store.etcd;
 
@@ -18,7 +18,7 @@ const etcdSchema = z
       .string(msg('a key prefix'))
       .regex(/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/, msg('a key prefix such as /glidepath (starts with /, letters, digits, . _ / -)'))
       .default(E.prefix),
-    timeout_ms: posInt().default(E.timeoutMs),
+    timeout_ms: durationMs().default(E.timeoutMs),
     max_txn_ops: z.number(msg('an integer of at least 2')).int(msg('an integer of at least 2')).min(2, msg('an integer of at least 2')).default(E.maxTxnOps),
     /** PEM files; relative paths are relative to the config file. */
     tls: z
@@ -35,7 +35,10 @@ const etcdSchema = z
     /** This replica's name in elections and status; default `<hostname>-<pid>`. */
     replica: str('a replica name').optional(),
     /** How long a dead leader holds the controllers before another replica takes over. */
-    lease_ttl_s: positive().default(E.leaseTtlS),
+    // etcd keeps the lease alive on a timer of a share of it: bounded like every other duration (a day)
+    lease_ttl_s: positive()
+      .max(DEFAULTS.durations.maxIntervalMs / 1000, msg(`at most ${DEFAULTS.durations.maxIntervalMs / 1000} s (a day)`))
+      .default(E.leaseTtlS),
   })
   .strict()
   .refine((s) => (s.tls?.cert_file === undefined) === (s.tls?.key_file === undefined), { message: 'tls: cert_file and key_file go together', path: ['tls'] });

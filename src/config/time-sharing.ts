@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '../defaults.js';
 import type { VersionConfig } from '../domain/spec.js';
 import type { ConfigIssue } from '../errors.js';
-import { msg, name, posInt } from './schema-parts.js';
+import { durationMs, msg, name, posInt } from './schema-parts.js';
 
 const D = DEFAULTS.timeShare;
 
@@ -17,9 +17,9 @@ export const timeSharingSchema = z
         name: name('a group name').optional(),
         models: z.array(name('a model name'), msg('a list of model names')).min(2, msg('at least two models')),
         sleep_level: z.union([z.literal(1), z.literal(2)], msg('1 (weights kept in CPU memory) or 2 (discarded)')).default(D.sleepLevel),
-        min_active_ms: posInt().default(D.minActiveMs),
-        idle_ms: posInt().default(D.idleMs),
-        max_wait_ms: posInt().default(D.maxWaitMs),
+        min_active_ms: durationMs().default(D.minActiveMs),
+        idle_ms: durationMs().default(D.idleMs),
+        max_wait_ms: durationMs().default(D.maxWaitMs),
         max_held: posInt().default(D.maxHeld),
       })
       .strict(),

@@ -277,13 +277,35 @@ export class ControlPlane {
         if (sv.status === 'ready' || sv.status === 'standby')
           await this.registry.promote(m.name, stable, { actor: 'config', reason: 'initial route from the config' });
       } else {
-        this.dp.restoreRoute(spec, stored.revision);
+        await this.restoreStoredRoute(spec, stored.revision, onProgress);
       }
       if (m.timeSharedStandby === true) await this.settleStandby(m.name, onProgress);
       onProgress(`${m.name}: serving ${describeWeights(this.route(m.name))}`);
     }
     const orphans = await this.workers.releaseOrphanGpus();
     if (orphans > 0) onProgress(`freed ${orphans} GPU(s) held for workers whose start a restart cut short`);
+  }
+
+  /**
+   * The stored route back exactly, or — when it no longer passes the route rules (one stored before a
+   * rule was added: weights that summed past the largest number were accepted and stored as all 0)
+   * — everything to the active version, persisted one revision on, with a warning: a route that
+   * cannot be restored must not keep `glidepath up` from starting. No active version: the error stands.
+   */
+  private async restoreStoredRoute(spec: RouteSpec, revision: number, onProgress: (m: string) => void): Promise<void> {
+    try {
+      this.dp.restoreRoute(spec, revision);
+      return;
+    } catch (err) {
+      if (!(err instanceof GlidepathError) || err.code !== 'invalid_route') throw err;
+      const active = (await this.registry.list(spec.model)).find((v) => v.status === 'active');
+      if (active === undefined) throw err;
+      const route = this.dp.restoreRoute({ model: spec.model, weights: { [active.id]: 1 }, stable: active.id, stickySalt: spec.stickySalt }, revision + 1);
+      await this.persistRoute(route);
+      onProgress(
+        `warning: the stored route of ${spec.model} cannot be restored (${err.message}); serving only its active version ${active.id} instead (revision ${route.revision})`,
+      );
+    }
   }
 
   /**

@@ -44,6 +44,21 @@ export const CONTROL = {
     stopPollMaxMs: 100,
   },
 
+  /** Bounds of the durations Glidepath takes from the admin API, the config and the CLI (src/config/schema-parts.ts). */
+  durations: {
+    /**
+     * Node's timers (setTimeout, AbortSignal.timeout) wait at most 2^31 - 1 ms (~24.8 days): a longer
+     * delay fires after 1 ms instead, so a timeout would strike at once and a loop would run every ms.
+     * Every duration that can reach a timer is refused above it.
+     */
+    timerMaxMs: 2_147_483_647,
+    /**
+     * A loop's period or an operator's wait (the monitor's interval, a drain's timeout, the CLI's
+     * --interval): one day. A longer one is a typo rather than a plan (the loop would never look).
+     */
+    maxIntervalMs: 86_400_000,
+  },
+
   control: {
     /** Controller reconcile tick (rollouts, watchers). */
     tickMs: 1_000,

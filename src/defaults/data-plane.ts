@@ -189,6 +189,8 @@ export const DATA_PLANE = {
     versionHeader: 'x-glidepath-version',
     /** Salt for sticky hashing. Same salt on every replica → same assignment everywhere. */
     stickySalt: 'glidepath',
+    /** Longest sticky salt (the gateway's, a route's): it is hashed with the key on every sticky request, and a salt is a short secret, not a document. */
+    maxStickySaltChars: 256,
     /** Worker picker: least-outstanding with power-of-two choices. */
     picker: 'p2c' as 'p2c' | 'round_robin',
     /** Drain: how long in-flight requests may take before they are aborted with a counted error. */

@@ -7,6 +7,8 @@ export const ROLLOUT = {
     stages: [2, 5, 10, 25, 50, 100],
     /** Least time at each stage before it may advance (it also waits for enough samples). */
     stageDurationMs: 5 * 60_000,
+    /** Most stages one canary (of a version or of an adapter) may have: the defaults have 6; more than 20 is a list gone wrong, and each stage is a row of every view. */
+    maxStages: 20,
     /**
      * `canary start` warns when the power analysis expects the stages to take longer than this at
      * the live request rate: seed 000's whole canary takes ~30 min, and one that outlasts the
@@ -50,6 +52,8 @@ export const ROLLOUT = {
     progressDeadlineMs: 15 * 60_000,
     /** A failure stops the update where it is for a human (Argo Rollouts' abort leaves the choice too); `rollback` goes back at once. */
     onFailure: 'pause' as 'pause' | 'rollback',
+    /** The longest step timeout or progress deadline an update takes (API, config): a week; past it a stuck update is never noticed. */
+    maxLimitMs: 7 * 86_400_000,
   },
 
   judge: {

@@ -58,9 +58,13 @@ export function normaliseWeights(weights: Readonly<Record<string, number>>): Rec
   }
   const total = entries.reduce((s, [, w]) => s + w, 0);
   if (total <= 0) throw new RouteValidationError('weights sum to 0: at least one version needs a positive weight');
+  // finite weights whose sum is not (1e308 + 1e308): each would normalise to 0, a route that serves nothing
+  if (!Number.isFinite(total))
+    throw new RouteValidationError(`weights sum to ${total}, past the largest number: give smaller weights (e.g. fractions, or integers such as 95 and 5)`);
   const integers = entries.every(([, w]) => Number.isInteger(w));
   if (!integers && Math.abs(total - 1) > EPS) throw new RouteValidationError(`fractional weights must sum to 1 within 1e-9, got ${total}`);
   const out: Record<string, number> = {};
+  // with a finite sum, no positive weight normalises to 0 (an integer weight is at least 1, and 1 / 1.8e308 is a subnormal > 0)
   for (const [id, w] of entries) out[id] = w / total;
   return out;
 }

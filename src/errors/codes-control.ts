@@ -29,7 +29,11 @@ export const CONTROL_CODES = {
     'A worker list with an empty or repeated id, or a URL that is not http(s)://HOST:PORT; a worker started with a prefill/decode role its version does not have (or without one its version needs).',
     'Fix the endpoint or the role named.',
   ],
-  invalid_route: [400, 'Route weights or overrides that do not add up (negative, all zero, unknown version…).', 'Fix the weights named.'],
+  invalid_route: [
+    400,
+    'Route weights or overrides that do not add up (negative, all zero, summing past the largest number, unknown version…).',
+    'Fix the weights named.',
+  ],
   route_no_workers: [400, 'A route gives weight to a version with no workers.', 'Deploy the version first.'],
   route_draining: [400, 'A route gives weight to a version being drained.', 'Wait for the drain, or undrain it.'],
   route_conflict: [409, 'The stored route changed since it was read (compare-and-set).', 'Read it again and retry.'],

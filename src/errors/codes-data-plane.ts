@@ -68,7 +68,7 @@ export const DATA_PLANE_CODES = {
   ],
   unauthorized: [
     401,
-    'The admin API needs `Authorization: Bearer <token>`, and this one is missing or unknown.',
+    'The admin API needs `Authorization: Bearer <token>` (or a dashboard session cookie), and this one is missing or unknown, or the `gp_session` cookie is malformed.',
     'Use a token from `auth.tokens` or `<data_dir>/admin-token`.',
   ],
   forbidden: [403, "The token's role is below the route's (viewer < operator < admin). Also audited.", 'Use a token with the role the message names.'],
@@ -87,7 +87,11 @@ export const DATA_PLANE_CODES = {
   invalid_path: [400, 'An admin path with malformed percent-encoding, or an unparsable target (answered before authentication).', 'Encode the path correctly.'],
   not_admin_path: [400, 'An admin request outside `/admin/v1/`.', 'Prefix the path with `/admin/v1`.'],
   invalid_body: [400, 'An admin request body fails its schema; the message lists every bad field with its path.', 'Fix the fields named.'],
-  invalid_query: [400, 'A query parameter of an admin route is malformed (a time, a limit, a result).', 'Fix the parameter named.'],
+  invalid_query: [
+    400,
+    'A query parameter of an admin route is malformed or out of range (a time before 1970 or past the year 275760, a limit, a result, an event id), or so is the `Last-Event-ID` header of `GET /events`.',
+    'Fix the parameter or header named.',
+  ],
   invalid_limit: [400, 'A list `limit` that is not a positive integer.', 'Pass a positive integer.'],
   metrics_failed: [500, 'Rendering `/metrics` failed (a bug in a collector).', 'Report it with the log line.'],
 

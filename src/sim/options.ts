@@ -149,7 +149,8 @@ export const faultSchema = z
     latency_multiplier: z.number().positive().refine(Number.isFinite, 'must be finite').optional(),
     corrupt: z.boolean().optional(),
     logprob_drift: z.number().min(0).refine(Number.isFinite, 'must be finite').optional(),
-    flap_ms: z.number().int().positive().optional(),
+    // a period on a timer: past 2^31 - 1 ms it would fire after 1 ms
+    flap_ms: z.number().int().positive().max(DEFAULTS.durations.timerMaxMs).optional(),
     process_exit: z.boolean().optional(),
   })
   .strict() satisfies z.ZodType<SnakeFaults>;

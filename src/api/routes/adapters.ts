@@ -2,6 +2,8 @@
 // and an adapter's canary (start, the view with its live samples, history, events, pause / resume /
 // promote / abort).
 import { z } from 'zod';
+import { durationMs } from '../../config/schema-parts.js';
+import { DEFAULTS } from '../../defaults.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
 import { NotFoundError } from '../../errors.js';
@@ -20,8 +22,8 @@ const canaryBody = z
   .object({
     source: z.string().min(1).max(4_096),
     version: z.string().min(1).max(64),
-    stages: z.array(z.number()).max(20).optional(),
-    stage_duration_ms: z.number().int().positive().optional(),
+    stages: z.array(z.number()).max(DEFAULTS.rollout.maxStages, `at most ${DEFAULTS.rollout.maxStages} stages`).optional(),
+    stage_duration_ms: durationMs().optional(),
   })
   .strict();
 const reasonBody = z.object({ reason: z.string().max(1_000).optional() }).strict();

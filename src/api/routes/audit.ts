@@ -6,6 +6,23 @@ import type { AdminContext } from './context.js';
 import { eventStream } from './context.js';
 import { auditView } from '../views.js';
 
+/**
+ * The latest time a JavaScript Date holds (ECMAScript: ±8.64e15 ms from the epoch). Audit times are
+ * kept as 16-digit keys on etcd: anything past it, or before 1970, would not sort as a time.
+ */
+const MAX_TIME_MS = 8_640_000_000_000_000;
+
+/** An event sequence number from `Last-Event-ID` or `?since=`: a non-negative integer. */
+function eventSeq(v: string, where: string): number {
+  const n = /^\d+$/.test(v.trim()) ? Number(v.trim()) : NaN;
+  if (!Number.isSafeInteger(n))
+    throw new BadRequestError(
+      'invalid_query',
+      `${where}: expected an event sequence number (a non-negative integer, the id of the last event received), got ${JSON.stringify(v.slice(0, 100))}`,
+    );
+  return n;
+}
+
 export function auditRoutes({ cp }: AdminContext): RouteDef[] {
   return [
     get(
@@ -18,6 +35,11 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
           if (v === null) return undefined;
           const n = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
           if (!Number.isFinite(n)) throw new BadRequestError('invalid_query', `${k}: expected epoch ms or an ISO date, got ${JSON.stringify(v)}`);
+          if (n < 0 || n > MAX_TIME_MS)
+            throw new BadRequestError(
+              'invalid_query',
+              `${k}: expected a time from 1970 to the year 275760 (epoch ms 0 to ${MAX_TIME_MS}), got ${JSON.stringify(v.slice(0, 100))}`,
+            );
           return n;
         };
         const limitS = q.get('limit');
@@ -47,12 +69,18 @@ export function auditRoutes({ cp }: AdminContext): RouteDef[] {
         raw: true,
       },
       (c) => {
-        const last = Number(c.req.headers['last-event-id'] ?? c.query.get('since') ?? '0');
+        // the header (an EventSource reconnecting) wins over the query; a bad value is refused rather
+        // than read as 0, which replayed the whole backlog
+        const raw = c.req.headers['last-event-id'];
+        const header = Array.isArray(raw) ? raw.join(', ') : raw;
+        const since = c.query.get('since');
+        // (an empty Last-Event-ID is what an EventSource whose last event had no id would mean: the start)
+        const last = header !== undefined && header.trim() !== '' ? eventSeq(header, 'Last-Event-ID header') : since !== null ? eventSeq(since, 'since') : 0;
         // a browser's EventSource hears a named event only by that name, and there are dozens of kinds
         const named = c.query.get('unnamed') !== '1';
         eventStream(c.res, { behind: 'close' }, (send) => {
           const write = (e: { seq: number; kind: string }) => send(`id: ${e.seq}\n${named ? `event: ${e.kind}\n` : ''}data: ${JSON.stringify(e)}\n\n`);
-          for (const e of cp.events.since(Number.isFinite(last) ? last : 0)) write(e);
+          for (const e of cp.events.since(last)) write(e);
           return cp.events.subscribe(write);
         });
       },

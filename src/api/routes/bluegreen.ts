@@ -1,5 +1,7 @@
 // Admin routes: blue-green (deploy green, swap, instant rollback, retire) and stop-start.
 import { z } from 'zod';
+import { durationMs } from '../../config/schema-parts.js';
+import { DEFAULTS } from '../../defaults.js';
 import type { RouteDef } from '../router.js';
 import { post } from '../router.js';
 import { versionView } from '../views.js';
@@ -7,7 +9,7 @@ import type { AdminContext } from './context.js';
 import { actorOf, longOp, modelOf } from './context.js';
 
 /** A drain's limit: at most a day (a timer past 2^31 - 1 ms would fire at once). */
-const drainTimeout = z.number().int().positive().max(86_400_000);
+const drainTimeout = durationMs(DEFAULTS.durations.maxIntervalMs);
 const deployBody = z.object({ version: z.string().min(1) }).strict();
 const swapBody = z
   .object({

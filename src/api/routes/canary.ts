@@ -1,6 +1,7 @@
 // Admin routes: the progressive canary (start, the operator view with live numbers, history,
 // events, pause / resume / promote / abort).
 import { z } from 'zod';
+import { durationMs } from '../../config/schema-parts.js';
 import { DEFAULTS } from '../../defaults.js';
 import { TERMINAL, currentPercent } from '../../rollout/canary-state.js';
 import type { Actor } from '../../rollout/ports.js';
@@ -15,8 +16,8 @@ import { actorOf, modelOf } from './context.js';
 const startBody = z
   .object({
     version: z.string().min(1),
-    stages: z.array(z.number()).optional(),
-    stage_duration_ms: z.number().int().positive().optional(),
+    stages: z.array(z.number()).max(DEFAULTS.rollout.maxStages, `at most ${DEFAULTS.rollout.maxStages} stages`).optional(),
+    stage_duration_ms: durationMs().optional(),
     shadow_share: z.number().min(0).max(1).optional(),
   })
   .strict();

@@ -1,5 +1,6 @@
 // Admin routes: monitored rollback settings and state (GET, PUT with a runtime override).
 import { z } from 'zod';
+import { durationMs } from '../../config/schema-parts.js';
 import { DEFAULTS } from '../../defaults.js';
 import type { MonitorOverride } from '../../rollout/monitor.js';
 import type { RouteDef } from '../router.js';
@@ -15,7 +16,8 @@ const putBody = z
     max_error_rate: z.number().min(0).max(1).optional(),
     max_p99_latency_ms: z.number().positive().refine(Number.isFinite, 'expected a finite number').optional(),
     min_requests: z.number().int().min(0).optional(),
-    interval_ms: z.number().int().min(DEFAULTS.control.monitorMinIntervalMs).optional(),
+    // a day at most: past 2^31 - 1 ms a timer fires after 1 ms, and the monitor would look every ms
+    interval_ms: durationMs(DEFAULTS.durations.maxIntervalMs).min(DEFAULTS.control.monitorMinIntervalMs).optional(),
     /** Drop the runtime override: back to the config's settings. */
     reset: z.boolean().optional(),
   })

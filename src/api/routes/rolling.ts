@@ -1,6 +1,8 @@
 // Admin routes: rolling updates (start, the live view with per-role progress, history, events,
 // pause / resume / abort / undo; docs/rolling.md).
 import { z } from 'zod';
+import { durationMs } from '../../config/schema-parts.js';
+import { DEFAULTS } from '../../defaults.js';
 import { budgetText } from '../../rollout/rolling-plan.js';
 import type { RoleNow } from '../../rollout/rolling-plan.js';
 import { ROLLING_TERMINAL, budgetsNow, etaMs } from '../../rollout/rolling-state.js';
@@ -12,11 +14,7 @@ import { actorOf, modelOf } from './context.js';
 
 const budget = z.union([z.number().int().nonnegative(), z.string().min(1)]);
 /** A step's or an update's limit: up to a week. */
-const limitMs = z
-  .number()
-  .int()
-  .positive()
-  .max(7 * 86_400_000);
+const limitMs = durationMs(DEFAULTS.rolling.maxLimitMs);
 const settings = {
   max_surge: budget.optional(),
   max_unavailable: budget.optional(),

@@ -1,5 +1,6 @@
 // Admin routes: the route in force (read, replace by hand).
 import { z } from 'zod';
+import { stickySalt } from '../../config/schema-parts.js';
 import type { RouteSpec } from '../../domain/route.js';
 import { ConflictError } from '../../errors.js';
 import { routeChangeView, routeView } from '../fleet-views.js';
@@ -14,7 +15,8 @@ const routeBody = z
     weights: z.record(z.string(), z.number()),
     stable: z.string().optional(),
     overrides: z.record(z.string(), z.string()).optional(),
-    sticky_salt: z.string().optional(),
+    // as the config's: non-empty, at most DEFAULTS.gateway.maxStickySaltChars (hashed on every sticky request)
+    sticky_salt: stickySalt().optional(),
     // GET answered `stickySalt` before the API was snake_case: a client that sends it back gets a
     // 400 naming the field, rather than a bare "unknown key" (it was never accepted here)
     stickySalt: z

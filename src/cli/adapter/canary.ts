@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import type { AdapterCanaryStateView, AdapterCanaryView } from '../../api/types.js';
 import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
 import { parseStages } from '../canary/index.js';
-import { durationFlag, fmtMs, fmtTime, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { durationFlag, fmtMs, fmtTime, msFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson, table } from '../output.js';
 
@@ -65,7 +65,7 @@ export function registerCanary(adapter: Command): void {
       source,
       version,
       ...(stages ? { stages } : {}),
-      ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}),
+      ...(stageDurationMs !== undefined ? { stage_duration_ms: stageDurationMs } : {}),
     });
     if (s.json) return printJson(v);
     out(
@@ -83,7 +83,7 @@ export function registerCanary(adapter: Command): void {
     { model: 'one' },
   ).action(async (name: string, o: CommonOptions & { id?: string; watch?: boolean; interval?: string }) => {
     const s = session(o);
-    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const interval = msFlag('--interval', o.interval) ?? 1000;
     const model = await resolveModel(s, o.model);
     for (;;) {
       const v = await s.client.get<AdapterCanaryView>(path(model, name), o.id ? { id: o.id } : {});

@@ -1,7 +1,8 @@
 // `glidepath canary start|status|pause|resume|promote|abort|history`: the progressive canary.
 import type { Command } from 'commander';
 import { TERMINAL_ROLLOUT_PHASES } from '../../store/types.js';
-import { durationFlag, err, fmtMs, fmtTime, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { DEFAULTS } from '../../defaults.js';
+import { durationFlag, err, fmtMs, fmtTime, fmtWeights, fractionFlag, msFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { UsageError, printJson, table } from '../output.js';
 import type { CanaryHistoryEntry, CanaryStartView, CanaryView } from '../../api/types.js';
@@ -68,6 +69,7 @@ export function parseStages(v: string | undefined): number[] | undefined {
   const nums = parts.map(Number);
   if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n)))
     throw new UsageError(`--stages must be comma-separated percentages such as 2,5,10,25,50,100, got ${JSON.stringify(v)}`);
+  if (nums.length > DEFAULTS.rollout.maxStages) throw new UsageError(`--stages: at most ${DEFAULTS.rollout.maxStages} stages, got ${nums.length}`);
   return nums;
 }
 
@@ -90,16 +92,12 @@ export function register(program: Command): void {
     const version = textFlag('--version', o.version) as string;
     const stages = parseStages(o.stages);
     const stageDurationMs = durationFlag('--stage-duration', o.stageDuration);
-    let shadow: number | undefined;
-    if (o.shadowShare !== undefined) {
-      shadow = Number(o.shadowShare);
-      if (!(shadow >= 0 && shadow <= 1)) throw new UsageError(`--shadow-share must be a number from 0 to 1, got ${JSON.stringify(o.shadowShare)}`);
-    }
+    const shadow = fractionFlag('--shadow-share', o.shadowShare);
     const model = await resolveModel(s, o.model);
     const v = await s.client.post<CanaryStartView>(modelPath(model, '/canary'), {
       version,
       ...(stages ? { stages } : {}),
-      ...(stageDurationMs ? { stage_duration_ms: stageDurationMs } : {}),
+      ...(stageDurationMs !== undefined ? { stage_duration_ms: stageDurationMs } : {}),
       ...(shadow !== undefined ? { shadow_share: shadow } : {}),
     });
     const estimate = formatCanaryEstimate(v.stage_plan);
@@ -119,7 +117,7 @@ export function register(program: Command): void {
     { model: 'one' },
   ).action(async (o: CommonOptions & { id?: string; watch?: boolean; interval?: string }) => {
     const s = session(o);
-    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const interval = msFlag('--interval', o.interval) ?? 1000;
     const model = await resolveModel(s, o.model);
     const q = o.id ? { id: o.id } : {};
     for (;;) {

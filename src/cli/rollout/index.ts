@@ -2,7 +2,7 @@
 // active version without spare GPUs (stop it, start the new one on its GPUs; the old one back if the
 // new one fails), showing progress and the downtime.
 import type { Command } from 'commander';
-import { err, fmtMs, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { err, fmtMs, msFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions } from '../common.js';
 import { printJson } from '../output.js';
 import type { StopStartView } from '../../api/types.js';
@@ -24,7 +24,7 @@ export function register(program: Command): void {
   ).action(async (o: CommonOptions & { to: string; drainTimeout?: string; quiet?: boolean }) => {
     const s = session(o);
     const to = textFlag('--to', o.to) as string;
-    const drainTimeoutMs = intFlag('--drain-timeout', o.drainTimeout);
+    const drainTimeoutMs = msFlag('--drain-timeout', o.drainTimeout);
     const model = await resolveModel(s, o.model);
     const t0 = Date.now();
     const r = await s.client.stream<StopStartView>(

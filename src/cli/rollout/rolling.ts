@@ -1,7 +1,7 @@
 // `glidepath rollout rolling|status|pause|resume|abort|undo`: the rolling update (docs/rolling.md),
 // with a live progress bar per role.
 import type { Command } from 'commander';
-import { durationFlag, fmtMs, fmtWeights, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { durationFlag, fmtMs, fmtWeights, intFlag, msFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions, Session } from '../common.js';
 import { UsageError, printJson } from '../output.js';
 import type { RollingView } from '../../api/types.js';
@@ -111,7 +111,7 @@ export function registerRolling(rollout: Command): void {
     const s = session(o);
     const to = textFlag('--to', o.to) as string;
     const body = { to, ...settingsBody(o), ...(o.partition !== undefined ? { partition: partitionFlag(o.partition) } : {}) };
-    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const interval = msFlag('--interval', o.interval) ?? 1000;
     const model = await resolveModel(s, o.model);
     const v = await s.client.post<RollingView>(modelPath(model, '/rolling'), body);
     if (!o.watch) {
@@ -132,7 +132,7 @@ export function registerRolling(rollout: Command): void {
     { model: 'one' },
   ).action(async (o: CommonOptions & { id?: string; watch?: boolean; interval?: string }) => {
     const s = session(o);
-    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const interval = msFlag('--interval', o.interval) ?? 1000;
     const id = textFlag('--id', o.id);
     const model = await resolveModel(s, o.model);
     await follow(s, model, id, o.watch === true, interval);
@@ -152,7 +152,7 @@ export function registerRolling(rollout: Command): void {
   ).action(async (o: CommonOptions & SettingsFlags & { watch?: boolean; interval?: string }) => {
     const s = session(o);
     const body = settingsBody(o);
-    const interval = intFlag('--interval', o.interval) ?? 1000;
+    const interval = msFlag('--interval', o.interval) ?? 1000;
     const model = await resolveModel(s, o.model);
     const v = await s.client.post<RollingView>(modelPath(model, '/rolling/restart'), body);
     if (o.watch) return follow(s, model, v.id, true, interval);

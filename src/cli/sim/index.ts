@@ -50,6 +50,8 @@ export function num(flag: string, v: string, kind: Kind): number {
       if (!Number.isInteger(n) || n < 400 || n > 599) throw fail('an HTTP status from 400 to 599');
       break;
   }
+  // the simulator's times wait on timers: past 2^31 - 1 ms one fires after 1 ms
+  if (flag.endsWith('-ms') && n > DEFAULTS.durations.timerMaxMs) throw fail(`at most ${DEFAULTS.durations.timerMaxMs} (~24.8 days)`);
   return n;
 }
 

@@ -2,7 +2,7 @@
 // traffic, so it asks first on a terminal and needs --confirm anywhere else (scripts, CI).
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { choiceFlag, fmtMs, intFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
+import { choiceFlag, fmtMs, msFlag, modelPath, out, resolveModel, session, textFlag, withCommon } from '../common.js';
 import type { CommonOptions, Session } from '../common.js';
 import { printJson, UsageError } from '../output.js';
 import type { SwapView, VersionView } from '../../api/types.js';
@@ -64,7 +64,7 @@ export function register(program: Command): void {
     const body = {
       to: textFlag('--to', o.to),
       mode: choiceFlag('--mode', o.mode, ['overlap', 'drain-first'] as const),
-      drain_timeout_ms: intFlag('--drain-timeout', o.drainTimeout),
+      drain_timeout_ms: msFlag('--drain-timeout', o.drainTimeout),
       standby: choiceFlag('--standby', o.standby, ['warm', 'sleep'] as const),
       confirm: true,
     };

@@ -142,6 +142,22 @@ describe('login and the session cookie', () => {
     expect([none.status, none.body]).toEqual([200, null]);
   });
 
+  // regression: a malformed gp_session was answered "missing Authorization header", and hid a valid one after it
+  it('answers a malformed session cookie with a 401 naming it, and takes a valid one after it', async () => {
+    const bad = await call('GET', '/admin/v1/status', { cookie: 'gp_session=abc!' });
+    expect(bad.status).toBe(401);
+    expect(bad.body.error?.code).toBe('unauthorized');
+    expect(bad.body.error?.message).toMatch(/the gp_session cookie is malformed/);
+    const s = await login('view-token');
+    expect((await call('GET', '/admin/v1/status', { cookie: `gp_session=abc!; ${s.cookie}` })).status).toBe(200);
+  });
+
+  it('answers a method a dashboard path does not take with 405 and its Allow header', async () => {
+    const r = await call('GET', '/dashboard/login');
+    expect(r.status).toBe(405);
+    expect(r.headers.allow).toBe('POST');
+  });
+
   it('refuses a change by cookie without the CSRF token, with a wrong one, or from another origin', async () => {
     const s = await login('op-token');
     const body = { reason: 'test' };

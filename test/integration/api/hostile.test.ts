@@ -103,6 +103,36 @@ describe('issue 12: the admin API against hostile clients', () => {
     expect(raw.text).toMatch(/"code":"method_not_allowed"/);
   });
 
+  // regression: the admin listener had no clientError handler, so malformed HTTP got node's bare 400/431 without the error body
+  it('malformed HTTP gets the catalogue code and JSON error body, not a bare 400 or 431', async () => {
+    const ctl = new Raw(port, '127.0.0.23').send('GET /admin/v1/status HTTP/1.1\r\nHost: admin\r\nX-A: b\x01c\r\n\r\n');
+    await ctl.close();
+    expect(ctl.text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(ctl.text).toMatch(/content-type: application\/json/);
+    expect(ctl.text).toMatch(/"code":"invalid_header"/);
+    expect(ctl.text).toMatch(/malformed HTTP request: Invalid header value char/);
+    const big = new Raw(port, '127.0.0.24').send(`GET /admin/v1/status HTTP/1.1\r\nHost: admin\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    await big.close();
+    expect(big.text).toMatch(/^HTTP\/1\.1 431 /);
+    expect(big.text).toMatch(/"code":"headers_too_large"/);
+    expect(big.text).toMatch(/"type":"invalid_request_error"/);
+  });
+
+  // regression: 405s carried no Allow header (RFC 9110 §15.5.6 requires it)
+  it('a 405 lists the methods the path takes in Allow', async () => {
+    const raw = new Raw(port, '127.0.0.25').send(
+      'DELETE /admin/v1/status HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer op-token\r\n\r\n' +
+        'POST /admin/v1/models/llama/route HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer op-token\r\ncontent-length: 0\r\n\r\n',
+    );
+    const [del, post] = await raw.responses(2);
+    expect([del!.status, del!.headers.allow]).toEqual([405, 'GET']);
+    expect([post!.status, post!.headers.allow]).toEqual([405, 'GET, PUT']);
+    expect(JSON.parse(post!.body)).toMatchObject({
+      error: { code: 'method_not_allowed', message: '/models/llama/route does not accept POST; it takes GET, PUT' },
+    });
+    raw.socket.destroy();
+  });
+
   it('an invalid Host value is a 400', async () => {
     const raw = new Raw(port, '127.0.0.12').send(get('/admin/v1/status', 'Host: a b@c\r\n'));
     const [r] = await raw.responses(1);

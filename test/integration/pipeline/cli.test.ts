@@ -473,6 +473,33 @@ describe('glidepath pipeline run --dry-run and check', () => {
     expect((await cli(['pipeline', 'run'])).code).toBe(2);
   });
 
+  // regression: past 2^31 - 1 ms Node's timers fire after 1 ms, so `--timeout 600h` timed the run out at once;
+  // `0.4ms` rounded to 0 and did the same
+  it('a duration no timer can keep exits 2 naming the flag or the key, running nothing', async () => {
+    const flag = await cli(['pipeline', 'run', file(PIPELINE()), ...NODE, '--var', 'VERSION=v2', '--timeout', '600h']);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('error: --timeout: expected a duration of at most 2147483647 ms (~24.8 days, the longest a timer waits), got "600h"');
+    const poll = await cli(['pipeline', 'run', file(PIPELINE()), ...NODE, '--var', 'VERSION=v2', '--poll', '0.4ms']);
+    expect(poll.code).toBe(2);
+    expect(poll.stderr).toContain('error: --poll: expected a duration of at least 1ms, got "0.4ms"');
+    const keys = await cli([
+      'pipeline',
+      'check',
+      file(
+        PIPELINE({ monitor: '          for: 900h\n          every: 0.4ms' })
+          .replace('timeout: 5s', 'timeout: 600h')
+          .replace('name: test-deploy', 'name: test-deploy\n  timeout: 700h'),
+      ),
+    ]);
+    expect(keys.code).toBe(2);
+    expect(keys.stderr).toContain('4 problem(s)');
+    expect(keys.stderr).toContain('pipeline.timeout: 700h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)');
+    expect(keys.stderr).toMatch(/line \d+: pipeline\.stages\[1\]\.steps\[1\]\.timeout: 600h is longer than a timer can wait/);
+    expect(keys.stderr).toMatch(/line \d+: pipeline\.stages\[2\]\.steps\[1\]\.for: 900h is longer than a timer can wait/);
+    expect(keys.stderr).toMatch(/line \d+: pipeline\.stages\[2\]\.steps\[1\]\.every: a duration under 1ms rounds to 0: give at least 1ms/);
+    expect(state.statusCalls).toBe(0);
+  });
+
   it('check passes examples/deployment.yaml and lists the variables to give', async () => {
     const r = await cli(['pipeline', 'check', join(ROOT, 'examples/deployment.yaml')]);
     expect(r.code).toBe(0);

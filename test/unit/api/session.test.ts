@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { sessionCookie } from '../../../src/api/dashboard.js';
+import { sessionCookie, sessionCookies } from '../../../src/api/dashboard.js';
 import { ecdfPair } from '../../../src/api/series.js';
 import { LoginThrottle, SessionStore } from '../../../src/api/session.js';
 import { StaticBundle } from '../../../src/api/static.js';
@@ -77,6 +77,15 @@ describe('sessionCookie', () => {
     expect(sessionCookie('gp_sessionx=1')).toBeUndefined();
     expect(sessionCookie('gp_session=a b')).toBeUndefined();
     expect(sessionCookie(undefined)).toBeUndefined();
+  });
+
+  // regression: a malformed first gp_session hid a valid one after it, and was reported as a missing Authorization header
+  it('takes a well-formed gp_session after a malformed one, and says when one was malformed', () => {
+    expect(sessionCookies('gp_session=abc!; gp_session=good_1')).toEqual({ id: 'good_1', malformed: true });
+    expect(sessionCookies('gp_session=abc!')).toEqual({ id: undefined, malformed: true });
+    expect(sessionCookies('gp_session=ok; gp_session=abc!')).toEqual({ id: 'ok', malformed: false });
+    expect(sessionCookies('other=abc!')).toEqual({ id: undefined, malformed: false });
+    expect(sessionCookies(`gp_session=${'a'.repeat(129)}`)).toEqual({ id: undefined, malformed: true });
   });
 });
 

@@ -28,6 +28,8 @@ describe('normaliseWeights', () => {
     ['mixed integers and fractions', { v1: 1, v2: 0.5 }, /must sum to 1/],
     ['all zero', { v1: 0, v2: 0 }, /sum to 0/],
     ['empty', {}, /at least one version/],
+    // regression: 1e308 + 1e308 is Infinity, each weight normalised to 0, and the route served nothing
+    ['integers whose sum overflows', { v1: 1e308, v2: 1e308 }, /weights sum to Infinity, past the largest number/],
   ];
   for (const [name, w, msg] of bad) {
     it(`refuses ${name}`, () => {
@@ -35,6 +37,12 @@ describe('normaliseWeights', () => {
       expect(() => normaliseWeights(w)).toThrow(msg);
     });
   }
+
+  it('keeps every positive weight positive when the sum is finite, however large', () => {
+    const w = normaliseWeights({ v1: 1.7e308, v2: 1 });
+    expect(w.v2).toBeGreaterThan(0);
+    expect((w.v1 ?? 0) + (w.v2 ?? 0)).toBeCloseTo(1, 9);
+  });
 
   it('refuses a weight that is not a number at all (from untyped input)', () => {
     expect(() => normaliseWeights({ v1: '1' as unknown as number })).toThrow(/weight of v1 must be a finite number/);
