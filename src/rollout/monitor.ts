@@ -321,7 +321,10 @@ export class RollbackMonitor {
     st.cancel?.();
     st.cancel = undefined;
     if (!this.running) return;
-    st.cancel = this.ports.clock.after(intervalMs, () => {
+    // within the bound the API and config enforce, whatever an override stored before it says (past
+    // 2^31 - 1 ms a timer fires after 1 ms: a look every ms)
+    const every = Math.min(intervalMs, DEFAULTS.durations.maxIntervalMs);
+    st.cancel = this.ports.clock.after(every, () => {
       st.cancel = undefined;
       const p = this.check(model)
         .catch((err: unknown) => {

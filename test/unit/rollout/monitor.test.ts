@@ -213,6 +213,14 @@ describe('RollbackMonitor loop (fake clock, fake ports)', () => {
     h.mon.shutdown();
   });
 
+  it('an override stored before the interval was bounded (3e9 ms: a timer would fire every ms) waits a day instead', async () => {
+    const h = await harness();
+    await h.f.store.setSetting('monitor:llama', { intervalMs: 3_000_000_000 }, 0);
+    await h.mon.run();
+    expect(h.f.clock.pending()).toEqual([86_400_000]);
+    h.mon.shutdown();
+  });
+
   it('a failing rollback is reported once per activation and retried on the next tick', async () => {
     let calls = 0;
     const h = await harness({}, () => {
