@@ -33,6 +33,8 @@ export class RollingController {
   private readonly loop: ReconcileLoop;
   /** The update's workers started and stopped in the background. */
   private readonly workers: RollingWorkers;
+  /** Shut down: what is still under way is not to be acted on. */
+  private stopped = false;
 
   constructor(
     private readonly ports: ControllerPorts,
@@ -40,7 +42,7 @@ export class RollingController {
   ) {
     this.loop = new ReconcileLoop(ports.clock, opts.tickMs, () => this.tick());
     this.workers = new RollingWorkers(ports, this.loop, {
-      current: (l) => this.live.get(l.state.id) === l,
+      current: (l) => !this.stopped && this.live.get(l.state.id) === l,
       event: (l, kind, message) => this.event(l, kind, message),
       refreshShare: (l) => this.refreshShare(l),
     });
@@ -57,6 +59,11 @@ export class RollingController {
   shutdown(): void {
     this.loop.stop();
     for (const u of this.unsubscribes.splice(0)) u();
+    // a start still under way is no longer this controller's to finish (leadership lost, or the process
+    // stops): its worker is stopped as soon as it exists, rather than left running unrecorded; the
+    // controller that takes the update up reads the fleet and starts what is missing
+    this.stopped = true;
+    for (const l of this.live.values()) for (const x of l.launches) x.abandoned = true;
   }
 
   /** Resolves when no background work (starts, stops, ticks) runs (tests: advance the clock, then await this). */

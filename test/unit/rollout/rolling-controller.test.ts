@@ -217,6 +217,20 @@ describe('RollingController (fake ports)', () => {
     expect(f.live(M, 'v2')).toHaveLength(0);
   });
 
+  it('a start still under way when the controller shuts down (leadership lost) is stopped once it exists, not left running', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    let loaded = (): void => undefined;
+    f.startGate = new Promise<void>((r) => (loaded = r));
+    await rc.tick();
+    await settle();
+    rc.shutdown();
+    loaded();
+    await rc.whenIdle();
+    expect(f.log.filter((x) => /^(start|stop) llama\/v2/.test(x))).toEqual(['start llama/v2/0 serving', 'stop llama/v2/0']);
+    expect(f.live(M, 'v2')).toHaveLength(0);
+  });
+
   it('a write the store refuses changes nothing in memory: the step is taken again under its number, the end is made again, the update ends', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
