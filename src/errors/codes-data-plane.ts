@@ -155,7 +155,11 @@ export const DATA_PLANE_CODES = {
     'Check the worker process.',
   ],
   upstream_closed: [502, 'The worker closed the connection before answering, or mid-response.', "Check the worker's log."],
-  upstream_error: [502, 'The worker answered with a 5xx.', "Check the worker's log; its status is in `details.status`."],
+  upstream_error: [
+    502,
+    'The worker answered with a 5xx, or sent its own error event in the middle of a stream (an exception in the engine; resumed on another worker when the stream can be).',
+    "Check the worker's log; its status is in `details.status`, a mid-stream error's message in the error's.",
+  ],
   upstream_kv_transfer_failed: [
     502,
     'Disaggregated serving: the decode worker could not pull the KV blocks the prefill worker named (it stopped, or the blocks expired); retried with a new prefill, never held against the decode worker.',

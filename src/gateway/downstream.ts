@@ -77,11 +77,15 @@ export class Downstream {
 
   /**
    * A chunk of the worker's stream: its whole events to the client (copied when sampled). `cut`: the
-   * gateway found the stop string (resume.ts) and the response is ended; `malformed`: it is not SSE.
+   * gateway found the stop string (resume.ts) and the response is ended; `malformed`: it is not SSE,
+   * or the worker's own error event.
    */
   relay(controller: UpstreamController, w: Worker, contentType: string | undefined, chunk: Buffer, now: number): 'more' | 'cut' | 'malformed' {
     const src = this.source;
+    const events = src.events;
     const ok = src.feed(chunk, now);
+    // the first-token and idle deadlines count from whole data events: comments and a trickle of bytes keep no stream open
+    if (src.events !== events) this.timer.data(now);
     const out = src.out;
     if (this.capture !== undefined && out.length > 0) this.capture.push(out);
     this.startStream(w, contentType);

@@ -11,7 +11,7 @@ import { Continuation, finishedEvents, planResume } from './resume.js';
 
 /** Where a stream's events for the client come from: its worker's own (SseMeter) or a continuation's, rewritten (Migration). */
 export interface StreamSource {
-  /** Take a piece of the worker's stream; false when it held a malformed event. */
+  /** Take a piece of the worker's stream; false when it held a malformed event or the worker's error event. */
   feed(chunk: Buffer, now: number): boolean;
   /** The whole events of the last piece, for the client (up to a malformed one). */
   readonly out: Buffer;
@@ -20,6 +20,10 @@ export interface StreamSource {
   /** The stream ends here although the worker goes on (a stop string found across a break). */
   readonly cut: boolean;
   readonly malformed: string | undefined;
+  /** The message of the worker's own error event, which broke the stream. */
+  readonly workerError: string | undefined;
+  /** The worker's data events read so far (the request's deadlines count from the last). */
+  readonly events: number;
 }
 
 /** What to do after a break: ask another worker with `body`, end the stream with `end` (bytes for the client), or give up (`refused`: why). */
@@ -72,17 +76,15 @@ export class Migration implements StreamSource {
 
   out: Buffer = EMPTY;
   feed(chunk: Buffer, now: number): boolean {
-    const s = (this.cont as Continuation).feed(chunk);
-    if (s === undefined) {
-      this.out = EMPTY;
-      return false;
-    }
-    this.out = Buffer.from(s);
+    const c = this.cont as Continuation;
+    // (up to a bad event: the good ones before it in the same read go out)
+    const s = c.feed(chunk);
+    this.out = s === '' ? EMPTY : Buffer.from(s);
     if (s !== '') {
       this.meter.feed(this.out, now);
       this.delivered(now);
     }
-    return true;
+    return c.malformed === undefined && c.workerError === undefined;
   }
   get done(): boolean {
     return this.cont?.done ?? false;
@@ -92,6 +94,12 @@ export class Migration implements StreamSource {
   }
   get malformed(): string | undefined {
     return this.cont?.malformed;
+  }
+  get workerError(): string | undefined {
+    return this.cont?.workerError;
+  }
+  get events(): number {
+    return this.cont?.events ?? 0;
   }
 
   /** The stream broke with `err` at `now`: continue it elsewhere, end it, or give up. */
@@ -112,12 +120,14 @@ export class Migration implements StreamSource {
       if (err.code === 'worker_unhealthy') this.outcome('not_resumable');
       return { refused: final };
     }
-    if (so.finishReason !== null && (so.usageSent || !wantsUsage(req))) {
+    // every choice finished (with n > 1, one that did is not the end: planResume refuses the rest)
+    const finished = so.finished.length > 0 && so.finished.length >= Math.max(so.choices, choicesAsked(req));
+    if (finished && (so.usageSent || !wantsUsage(req))) {
       // everything but [DONE] reached the client: end it here
       this.outcome('resumed');
       return { end: 'data: [DONE]\n\n' };
     }
-    if (so.finishReason !== null) {
+    if (finished) {
       this.outcome('not_resumable');
       return { refused: 'it broke after its last token and before its usage, which cannot be counted elsewhere' };
     }
@@ -174,6 +184,14 @@ export class Migration implements StreamSource {
   private outcome(o: 'resumed' | 'not_resumable' | 'exhausted' | 'failed'): void {
     this.metrics.migrations.labels(this.pool.model, this.pool.version, this.reason ?? 'upstream_stream_broken', o).inc();
   }
+}
+
+/** The choices a request's stream has: `n` per prompt (a completion may have several prompts). */
+function choicesAsked(req: ParsedRequest): number {
+  const b = req.body;
+  const n = typeof b.n === 'number' && b.n > 1 ? b.n : 1;
+  const p = b.prompt;
+  return Array.isArray(p) && p.length > 0 && typeof p[0] !== 'number' ? n * p.length : n;
 }
 
 function wantsUsage(req: ParsedRequest): boolean {

@@ -255,7 +255,8 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     const now = performance.now();
-    this.timer.data(now);
+    // a stream's deadlines count from its data events (relay tells the timer), an answer's from its bytes
+    if (this.phase !== 'streaming') this.timer.data(now);
     if (this.phase === 'streaming') {
       const r = this.down.relay(controller, this.worker as Worker, this.contentType, chunk, now);
       if (r === 'cut') {
@@ -264,7 +265,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
         this.cutOff(controller);
       } else if (r === 'malformed') {
         this.cutOff(controller);
-        this.broke(failures.malformedStream(this.worker?.id ?? '?', this.down.source.malformed));
+        this.broke(failures.badEvent(this.worker?.id ?? '?', this.down.source));
       }
     } else if (!(this.answer as BufferedAnswer).push(chunk)) {
       // stopped without hearing of it: a continuation's failure may already have moved to another worker
@@ -426,7 +427,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   private endStream(w: Worker, tail: Buffer | undefined): void {
     const r = this.down.endWith(w, this.contentType, tail);
     if (r === 'done') this.finishStream(200, undefined);
-    else this.broke(r === 'truncated' ? failures.truncated(w.id) : failures.malformedStream(w.id, this.down.source.malformed));
+    else this.broke(r === 'truncated' ? failures.truncated(w.id) : failures.badEvent(w.id, this.down.source));
   }
 
   /**

@@ -1,17 +1,21 @@
-// One proxied request's deadlines on one timer: the first byte of an attempt, then silence between chunks.
+// One proxied request's deadlines on one timer: an attempt's first data event (a stream's; a buffered answer's first byte), then silence between them.
 import type { AbortKind } from './upstream-failure.js';
 
 /**
  * The request's one timer. It is not moved per chunk: it fires at the earliest moment a deadline
  * could have passed (never later than the idle limit from when it was set) and then checks the real
- * one — first byte by `firstDeadline`, idle by `lastDataAt` — setting itself again for what is left.
+ * one — the first data event by `firstDeadline`, idle by `lastDataAt` — setting itself again for what is left.
  * performance.now() is the global one (not node:perf_hooks'), so fake timers in tests can move it too.
  */
 export class RequestTimer {
   private timer: NodeJS.Timeout | undefined;
-  /** performance.now() by which the first byte must come (this attempt). */
+  /** performance.now() by which the first data event (a buffered answer's first byte) must come (this attempt). */
   private firstDeadline = 0;
-  /** performance.now() of the last bytes from the worker (or of the client draining its buffer). */
+  /**
+   * performance.now() of the last data event from the worker (or of the client draining its buffer).
+   * A stream's comments (`: ping`) and the bytes of an event not yet whole do not count: a worker that
+   * sends only those, or one byte of an event at a time, is as silent as one that sends nothing.
+   */
   private lastDataAt = 0;
   private gotFirstByte = false;
 
@@ -28,7 +32,7 @@ export class RequestTimer {
     this.set(ms);
   }
 
-  /** Bytes came from the worker at `now` (the idle limit counts from here). */
+  /** A whole data event (a buffered answer's bytes) came from the worker at `now` (the idle limit counts from here). */
   data(now: number): void {
     this.gotFirstByte = true;
     this.lastDataAt = now;

@@ -24,15 +24,25 @@ export interface SoFar {
    * engine still held back (an incomplete UTF-8 character; with stop strings, more).
    */
   idsAtText: number;
-  /** The last running count of completion tokens the worker reported (continuous usage stats); -1: none. */
+  /**
+   * The running count of completion tokens (continuous usage stats) on the last event that carried
+   * text; -1: that event had none. Not a later event's: an engine counts the tokens whose text it
+   * still holds back (half a UTF-8 character, a stop string's possible start), and a continuation
+   * generates those again.
+   */
   completionTokens: number;
-  /** The stream's end was sent: a `finish_reason`, the usage-only event, `[DONE]`. */
-  finishReason: string | null;
+  /** The stream's end was sent: the choices that had a `finish_reason` (their indexes), the usage-only event, `[DONE]`. */
+  finished: number[];
+  /** Choices seen: the highest index + 1. */
+  choices: number;
   usageSent: boolean;
   done: boolean;
   /** Something was sent that a continuation cannot carry on (tool calls, reasoning, a second choice); named for the error. */
   unsupported: string | undefined;
-  /** Events that could not be read (a worker's garbage is never forwarded, so 0 unless the log was cut). */
+  /**
+   * Events that could not be read: 0 unless the log was cut, or a token event on the meter's byte
+   * path (only its shape checked there: one line, `data: {`…`]}`, its text key) was not JSON.
+   */
   unreadable: number;
   /** Chat: the client has its opening `role` event. */
   role: boolean;
@@ -51,7 +61,8 @@ export function emptySoFar(): SoFar {
     idsMissing: false,
     idsAtText: 0,
     completionTokens: -1,
-    finishReason: null,
+    finished: [],
+    choices: 0,
     usageSent: false,
     done: false,
     unsupported: undefined,
@@ -100,13 +111,15 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
   if (typeof c.object === 'string') s.object ??= c.object;
   if (typeof c.created === 'number') s.created ??= c.created;
   if (typeof c.model === 'string') s.model ??= c.model;
-  if (c.usage !== undefined && c.usage !== null && typeof c.usage.completion_tokens === 'number') s.completionTokens = c.usage.completion_tokens;
+  const running = c.usage !== undefined && c.usage !== null && typeof c.usage.completion_tokens === 'number' ? c.usage.completion_tokens : -1;
   if (s.promptIds === undefined && isIds(c.prompt_token_ids)) s.promptIds = c.prompt_token_ids;
   const choices = Array.isArray(c.choices) ? (c.choices as Choice[]) : [];
   if (choices.length === 0 && c.usage) s.usageSent = true;
   for (const ch of choices) {
     if (typeof ch !== 'object' || ch === null) continue;
     if (ch.index !== undefined && ch.index !== 0) s.unsupported ??= `a choice with index ${JSON.stringify(ch.index)} (n > 1)`;
+    const index = typeof ch.index === 'number' ? ch.index : 0;
+    if (index >= s.choices) s.choices = index + 1;
     let text: unknown;
     if (chat) {
       const d = ch.delta;
@@ -128,8 +141,9 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
       s.tokenEvents++;
       if (!isIds(ids)) s.idsMissing = true;
       s.idsAtText = s.tokenIds.length;
+      s.completionTokens = running;
     }
-    if (typeof ch.finish_reason === 'string') s.finishReason = ch.finish_reason;
+    if (typeof ch.finish_reason === 'string' && !s.finished.includes(index)) s.finished.push(index);
   }
 }
 
@@ -283,6 +297,8 @@ export function readEvents(s: SoFar, bytes: Buffer, chat: boolean): void {
             s.tokenEvents++;
             s.idsMissing = true;
             s.idsAtText = s.tokenIds.length;
+            // (a shape has no usage)
+            s.completionTokens = -1;
           }
           continue;
         }
@@ -367,7 +383,7 @@ export class SentLog {
   read(): SoFar {
     const f = this.folded;
     // (the arrays copied too: reading must not change what was folded)
-    const s: SoFar = f ? { ...f, tokenIds: f.tokenIds.slice() } : emptySoFar();
+    const s: SoFar = f ? { ...f, tokenIds: f.tokenIds.slice(), finished: f.finished.slice() } : emptySoFar();
     if (this.buf !== undefined) readEvents(s, this.buf.subarray(0, this.len), this.chat);
     return s;
   }

@@ -2,11 +2,12 @@
 // worker to go on from the text the client already has, and the rewriting of that worker's events
 // into the client's one stream (same id, no repeated role, stop strings across the break, usage
 // counted once).
-import { StringDecoder } from 'node:string_decoder';
 import type { EngineTraits } from '../domain/spec.js';
 import type { ParsedRequest } from './request.js';
 import { isIds } from './resume-state.js';
 import type { SoFar } from './resume-state.js';
+import { EventCarry, lastEventEnd } from './sse-carry.js';
+import { workerErrorText } from './sse.js';
 
 /** What the continuation is asked, and what the client asked of the original. */
 export interface ResumePlan {
@@ -42,11 +43,14 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
   for (const g of GUIDED) if (b[g] !== undefined && b[g] !== null) return { refused: `guided decoding (${g})` };
   const rf = b.response_format as { type?: unknown } | null | undefined;
   if (rf && rf.type !== undefined && rf.type !== 'text') return { refused: `guided decoding (response_format ${JSON.stringify(rf.type)})` };
-  if (!chat && b.echo === true) return { refused: 'echo' };
+  // (chat too: vLLM's echo repeats the last message, which a continuation's is the partial answer)
+  if (b.echo === true) return { refused: 'echo' };
+  // the running count where text was last sent: tokens whose text the engine still held are generated again
   let sent = so.completionTokens >= 0 ? so.completionTokens : so.tokenEvents;
   const out: Body = { ...b };
   if (so.text === '') {
     // nothing generated reached the client yet (its role event at most): the request as it was
+    sent = 0;
   } else if (chat) {
     const msgs = (b.messages as Body[]).slice();
     const last = msgs[msgs.length - 1] as Body;
@@ -111,6 +115,7 @@ interface Usage {
 }
 
 interface Event {
+  error?: unknown;
   id?: unknown;
   object?: unknown;
   created?: unknown;
@@ -144,8 +149,8 @@ const USAGE_TAIL = /^"prompt_tokens":(\d+),"total_tokens":(\d+),"completion_toke
  * token once, and is only sent where the client asked for it.
  */
 export class Continuation {
-  private readonly decoder = new StringDecoder('utf8');
-  private carry = '';
+  /** An incomplete event's bytes, held to the next read (whole events hold whole UTF-8 characters). */
+  private readonly carry = new EventCarry();
   /** The end of the text already sent, as long as a stop string could reach back into it. */
   private seam: string;
   /** Continuation text still to check against the seam (the longest stop less one). */
@@ -164,6 +169,10 @@ export class Continuation {
   cut = false;
   /** The first malformed event, if any. */
   malformed: string | undefined;
+  /** The message of the continuing worker's own error event, if one came. */
+  workerError: string | undefined;
+  /** The worker's data events read (the request's deadlines count from the last). */
+  events = 0;
   /**
    * Ids the client already has of tokens whose text the broken worker still held (half a character;
    * with stop strings, more): the continuing worker generates them again, and their ids are not sent twice.
@@ -194,32 +203,52 @@ export class Continuation {
     this.continuousUsage = opts?.continuous_usage_stats === true;
   }
 
-  /** Rewrite a piece of the continuing worker's stream: the whole events for the client ('' when none), or undefined when it sent garbage (`malformed`). */
-  feed(chunk: Buffer): string | undefined {
-    let text = this.carry + this.decoder.write(chunk);
-    if (text.indexOf('\r') !== -1) text = text.replace(/\r\n?/g, '\n');
+  /**
+   * Rewrite a piece of the continuing worker's stream: its whole events for the client ('' when none);
+   * after a bad event (`malformed`, `workerError` set: the stream broke), those before it.
+   */
+  feed(chunk: Buffer): string {
+    if (this.done) return '';
+    let b = chunk;
+    if (this.carry.held) {
+      // only the new bytes are searched for the event's end: a worker that trickles an event costs linear time
+      const joined = this.carry.join(chunk);
+      if (joined === 'held') return '';
+      if (joined === 'too_long') return this.tooLong();
+      b = joined;
+    }
+    const last = lastEventEnd(b);
     let out = '';
-    let pos = 0;
-    while (!this.done) {
-      const end = text.indexOf('\n\n', pos);
-      if (end === -1) break;
-      const ev = this.event(text.slice(pos, end));
-      if (ev === undefined) return undefined;
-      out += ev;
-      pos = end + 2;
+    if (last > 0) {
+      let text = b.toString('utf8', 0, last);
+      if (text.indexOf('\r') !== -1) text = text.replace(/\r\n?/g, '\n');
+      let pos = 0;
+      while (!this.done) {
+        const end = text.indexOf('\n\n', pos);
+        if (end === -1) break;
+        const ev = this.event(text.slice(pos, end));
+        if (ev === undefined) return out;
+        out += ev;
+        pos = end + 2;
+      }
     }
-    this.carry = this.done ? '' : text.slice(pos);
-    if (this.carry.length > 1 << 20) {
-      this.malformed = 'an SSE event longer than 1 MiB';
-      return undefined;
-    }
+    // (what the text left after its last event is blank lines at most)
+    if (!this.done && last < b.length && !this.carry.hold(b.subarray(last), b === chunk)) this.tooLong();
     return out;
+  }
+
+  private tooLong(): '' {
+    this.malformed = 'an SSE event longer than 1 MiB';
+    return '';
   }
 
   /** One event's lines → what the client gets of it. */
   private event(raw: string): string | undefined {
     const quick = this.fastEvent(raw);
-    if (quick !== undefined) return quick;
+    if (quick !== undefined) {
+      this.events++;
+      return quick;
+    }
     let data: string | undefined;
     for (const line of raw.split('\n')) {
       if (line === '' || line.charCodeAt(0) === 58 /* : */) continue;
@@ -232,6 +261,7 @@ export class Continuation {
       }
     }
     if (data === undefined) return '';
+    this.events++;
     if (data === '[DONE]') {
       this.done = true;
       return 'data: [DONE]\n\n';
@@ -247,10 +277,20 @@ export class Continuation {
       this.malformed = `SSE data is not a JSON object: ${JSON.stringify(data.slice(0, 40))}`;
       return undefined;
     }
+    if (e.error !== undefined && e.error !== null) {
+      // the worker's own error (an exception mid-stream), which it ends with [DONE]: a break, not an end
+      this.workerError = workerErrorText(e.error);
+      return undefined;
+    }
+    const choices = Array.isArray(e.choices) ? (e.choices as EventChoice[]) : [];
+    if (choices.length === 0 && (e.usage === undefined || e.usage === null)) {
+      // the closing event of a continuation (asked for usage) carries it: this one would end the text unannounced
+      this.malformed = `an event with neither choices nor usage: ${JSON.stringify(data.slice(0, 40))}`;
+      return undefined;
+    }
     this.identify(e);
     if (this.dropPromptIds) delete e.prompt_token_ids;
     const usage = this.countUsage(e.usage);
-    const choices = Array.isArray(e.choices) ? (e.choices as EventChoice[]) : [];
     if (choices.length === 0) {
       // the usage-only event closes the stream: the client gets it if it asked
       return usage !== undefined && this.includeUsage ? `data: ${JSON.stringify({ ...e, usage })}\n\n` : '';

@@ -107,6 +107,9 @@ class ShadowRequest implements UpstreamHandler {
     const body = Buffer.concat(this.parts).toString('utf8');
     let errorCode: ErrorCode | undefined;
     if (this.status >= 500) errorCode = 'upstream_error';
+    // (the meter goes on reading past a bad event: a [DONE] after it does not make the stream good)
+    else if (this.meter?.workerError !== undefined) errorCode = 'upstream_error';
+    else if (this.meter?.malformed !== undefined) errorCode = 'upstream_malformed_stream';
     else if (this.meter && !this.meter.done) errorCode = 'upstream_truncated';
     this.done(this.status, errorCode, body);
   }

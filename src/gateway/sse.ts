@@ -1,11 +1,12 @@
-// Measuring an SSE stream as it passes through: token events, timing, [DONE], usage; one parse at most per event.
+// Measuring an SSE stream as it passes through: token events, timing, [DONE], usage, a worker's error event; one parse at most per event.
 import { CATALOGUE, errorTypeOf } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
+import { EventCarry } from './sse-carry.js';
 
 /** Looks at each chunk once, never changes it; the bytes are forwarded exactly as the worker sent them. */
 export class SseMeter {
   /** Bytes of an incomplete event carried to the next chunk. */
-  private carry: Buffer | null = null;
+  private readonly carry = new EventCarry();
   /** Events that carried generated text. */
   tokenEvents = 0;
   firstAt = NaN;
@@ -16,6 +17,10 @@ export class SseMeter {
   usageCompletion = -1;
   /** Description of the first malformed event, if any. */
   malformed: string | undefined;
+  /** The message of the worker's own error event (`data: {"error":…}`: an exception mid-stream), if one came. */
+  workerError: string | undefined;
+  /** Data events read (comments and partial events are not): the stream's deadlines count from the last. */
+  events = 0;
   /** StreamSource: a worker's own stream is never cut short by the gateway. */
   readonly cut = false;
   /**
@@ -38,7 +43,7 @@ export class SseMeter {
 
   /** Forget an incomplete event held from the last chunk (its worker broke; a continuation's events follow). */
   dropCarry(): void {
-    this.carry = null;
+    this.carry.clear();
   }
 
   /** A meter for a request path (`…/chat/completions` or `…/completions`). */
@@ -73,9 +78,14 @@ export class SseMeter {
    */
   feed(chunk: Buffer, now: number): boolean {
     let b = chunk;
-    if (this.carry !== null) {
-      b = Buffer.concat([this.carry, chunk]);
-      this.carry = null;
+    if (this.carry.held) {
+      // only the new bytes are searched for the event's end: a worker that trickles an event costs linear time
+      const joined = this.carry.join(chunk);
+      if (joined === 'held' || joined === 'too_long') {
+        this.out = EMPTY;
+        return joined === 'held' || this.tooLong();
+      }
+      b = joined;
     }
     // CRLF or CR line endings (allowed by the SSE spec): measured as text with LF only, forwarded as
     // sent. A CRLF cut between two chunks becomes an extra blank line, which `event` skips.
@@ -88,19 +98,20 @@ export class SseMeter {
     while (pos < n) {
       // a blank line ends an event
       let end = b.indexOf(10, pos);
+      const line = end;
       while (end !== -1 && b[end + 1] !== 10) end = b.indexOf(10, end + 1);
-      // the chunk may be borrowed: a piece of it is copied; a concatenation is ours already
       if (end === -1) {
         this.out = b.subarray(0, pos);
-        return this.keep(b === chunk ? Buffer.from(b.subarray(pos)) : b.subarray(pos));
+        return this.keep(b.subarray(pos), b === chunk);
       }
-      // the common event, checked on the bytes: `data: {…}]}` with a non-empty text value where
-      // the last token event had its key — a token, and no usage can follow its choices array (see
-      // event). Anything else is read as text by event().
+      // the common event, checked on the bytes: `data: {…}]}` on one line with a non-empty text
+      // value where the last token event had its key — a token, and no usage or error can follow its
+      // choices array (see event). Anything else is read as text, and parsed, by event().
       const off = this.keyOffset;
       const g = pos + 6 + off;
       if (
         off > 0 &&
+        line === end &&
         g + kl < end &&
         b[end - 1] === 125 /* } */ &&
         b[end - 2] === 93 /* ] */ &&
@@ -110,13 +121,14 @@ export class SseMeter {
         isDataField(b, pos) &&
         (chat ? isChatKey(b, g) : isTextKey(b, g))
       ) {
+        this.events++;
         this.token(now);
       } else if (end - pos === 12 && b[pos + 6] === 91 /* [ */ && isDataField(b, pos) && isDone(b, pos + 7)) {
+        this.events++;
         this.done = true;
       } else {
         const s = b.toString('latin1', pos, end);
         this.keyPos = -2;
-        this.usagePos = -2;
         if (!this.event(s, 0, s.length, now)) {
           this.out = b.subarray(0, pos);
           return false;
@@ -143,13 +155,12 @@ export class SseMeter {
     this.out = b.subarray(0, i);
     if (!read.ok) return false;
     if (i === b.length) return true;
-    return this.keep(borrowed ? Buffer.from(b.subarray(i)) : b.subarray(i));
+    return this.keep(b.subarray(i), borrowed);
   }
 
   /** The text path (decoded as latin1: structure is ASCII and JSON stays parseable byte for byte): how far it read whole events, and whether they were well formed. */
   private feedText(s: string, now: number): { ok: boolean; pos: number } {
     this.keyPos = -2;
-    this.usagePos = -2;
     let pos = 0;
     const n = s.length;
     while (pos < n) {
@@ -162,23 +173,22 @@ export class SseMeter {
     return { ok: true, pos: n };
   }
 
-  /** Keep the incomplete last event (bytes the meter owns) for the next chunk. */
-  private keep(tail: Buffer): boolean {
-    if (tail.length > 1 << 20) {
-      this.malformed = 'an SSE event longer than 1 MiB';
-      return false;
-    }
-    this.carry = tail;
-    return true;
+  /** Keep the incomplete last event for the next chunk (copied when `borrowed`: a piece of the chunk; a concatenation is ours already). */
+  private keep(tail: Buffer, borrowed: boolean): boolean {
+    return this.carry.hold(tail, borrowed) || this.tooLong();
+  }
+
+  private tooLong(): false {
+    this.malformed = 'an SSE event longer than 1 MiB';
+    return false;
   }
 
   /**
-   * Next position of the text key / the usage key at or after `from` in the chunk being fed (-1:
-   * none left). Each search resumes where the last one found its match, so a chunk of events
-   * without the key costs one scan, not one scan per event (no per-event substrings either).
+   * Next position of the text key at or after `from` in the chunk being fed (-1: none left). Each
+   * search resumes where the last one found its match, so a chunk of events without the key costs
+   * one scan, not one scan per event (no per-event substrings either).
    */
   private keyPos = -2;
-  private usagePos = -2;
   /**
    * Where the text key sat in the last token event, counted from its `{`: the fields before it (id,
    * object, created, model, index) keep their length through a stream, so feed checks the next
@@ -198,59 +208,90 @@ export class SseMeter {
     return this.keyPos;
   }
 
-  private usageAt(s: string, from: number): number {
-    if (this.usagePos === -2 || (this.usagePos !== -1 && this.usagePos < from)) this.usagePos = s.indexOf('"usage":{', from);
-    return this.usagePos;
-  }
-
+  /** One event off the byte path, as text (latin1: its structure is ASCII, and its JSON parses byte for byte). */
   private event(s: string, pos: number, end: number, now: number): boolean {
     // extra blank lines between events are allowed
     while (pos < end && s.charCodeAt(pos) === 10) pos++;
     if (pos === end) return true;
-    if (!s.startsWith('data:', pos)) {
-      // a comment or another field (`event:`, `id:`, `retry:`) first: the data line, if any, follows
-      if (s.charCodeAt(pos) !== 58 /* : */ && !s.startsWith('event:', pos) && !s.startsWith('id:', pos) && !s.startsWith('retry:', pos)) {
-        this.malformed = `unexpected SSE line ${JSON.stringify(s.slice(pos, Math.min(end, pos + 40)))}`;
-        return false;
-      }
-      const d = s.indexOf('\ndata:', pos);
-      if (d === -1 || d >= end) return true;
-      pos = d + 1;
-    }
+    const nl = s.indexOf('\n', pos);
+    if (nl !== -1 && nl < end) return this.lines(s.slice(pos, end), now);
+    if (!s.startsWith('data:', pos)) return this.otherField(s, pos, end);
+    this.events++;
     // the space after `data:` is optional in SSE
     const body = s.charCodeAt(pos + 5) === 32 ? pos + 6 : pos + 5;
     if (s.charCodeAt(body) === 91 /* [ */ && s.startsWith('[DONE]', body)) {
       this.done = true;
       return true;
     }
+    return this.data(s, body, end, now, true);
+  }
+
+  /** An event of several lines (SSE allows them; no engine sends them): its data lines joined, every other line a comment or a known field. */
+  private lines(ev: string, now: number): boolean {
+    let data: string | undefined;
+    for (const line of ev.split('\n')) {
+      if (line.startsWith('data:')) {
+        const v = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+        data = data === undefined ? v : `${data}\n${v}`;
+      } else if (line !== '' && !this.otherField(line, 0, line.length)) return false;
+    }
+    if (data === undefined) return true;
+    this.events++;
+    if (data === '[DONE]') {
+      this.done = true;
+      return true;
+    }
+    // (the key's position is in another string: searched afresh, and not learnt for the byte path)
+    this.keyPos = -2;
+    const ok = this.data(data, 0, data.length, now, false);
+    this.keyPos = -2;
+    return ok;
+  }
+
+  /** A line that is no data: a comment or another field (`event:`, `id:`, `retry:`), else malformed. */
+  private otherField(s: string, pos: number, end: number): boolean {
+    if (s.charCodeAt(pos) === 58 /* : */ || s.startsWith('event:', pos) || s.startsWith('id:', pos) || s.startsWith('retry:', pos)) return true;
+    this.malformed = `unexpected SSE line ${JSON.stringify(s.slice(pos, Math.min(end, pos + 40)))}`;
+    return false;
+  }
+
+  /**
+   * A data field's value `s[body, end)`, parsed: what is not a JSON object is malformed (garbage shaped
+   * like `{…}` too, which would otherwise reach the client and make its stream unresumable); an
+   * object with a top-level `error` is the worker's own error (vLLM and SGLang send one, then
+   * [DONE], when an exception hits mid-stream), a break and not an end. `learn`: the value is the
+   * event's one line, where the byte path may look for the key next time.
+   */
+  private data(s: string, body: number, end: number, now: number, learn: boolean): boolean {
     if (s.charCodeAt(body) !== 123 /* { */ || s.charCodeAt(end - 1) !== 125 /* } */) {
       this.malformed = `SSE data is not a JSON object: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
       return false;
     }
+    let e: DataObject;
+    try {
+      e = JSON.parse(s.slice(body, end)) as DataObject;
+    } catch {
+      this.malformed = `SSE data is not valid JSON: ${JSON.stringify(s.slice(body, Math.min(end, body + 40)))}`;
+      return false;
+    }
+    if (e.error !== undefined && e.error !== null) {
+      // read again as UTF-8 for its message (the text here is latin1)
+      this.workerError = workerErrorText((JSON.parse(Buffer.from(s.slice(body, end), 'latin1').toString('utf8')) as DataObject).error);
+      return false;
+    }
+    const u = e.usage;
+    if (typeof u === 'object' && u !== null) {
+      this.usagePrompt = typeof u.prompt_tokens === 'number' ? u.prompt_tokens : -1;
+      this.usageCompletion = typeof u.completion_tokens === 'number' ? u.completion_tokens : -1;
+    }
     const k = this.keyAt(s, body);
-    const text = k !== -1 && k < end && s.charCodeAt(k + this.key.length) !== 34;
-    if (text) {
+    if (k === -1 || k >= end || s.charCodeAt(k + this.key.length) === 34) return true;
+    if (learn) {
       this.keyOffset = k - body;
       if (this.chat) chatOffsetHint = this.keyOffset;
       else textOffsetHint = this.keyOffset;
     }
-    // a token event that ends with its choices array (`…}]}`, as vLLM, SGLang and llama.cpp send
-    // them) has no usage after it: no search per token. Usage-only events (`"choices":[]`) and
-    // events ending in another object (continuous usage stats) are searched.
-    const u = text && s.charCodeAt(end - 2) === 93 /* ] */ ? -1 : this.usageAt(s, body);
-    if (u !== -1 && u < end) {
-      try {
-        const parsed = JSON.parse(s.slice(body, end)) as { usage?: { prompt_tokens?: number; completion_tokens?: number } };
-        if (parsed.usage) {
-          this.usagePrompt = parsed.usage.prompt_tokens ?? -1;
-          this.usageCompletion = parsed.usage.completion_tokens ?? -1;
-        }
-      } catch {
-        this.malformed = 'SSE usage event is not valid JSON';
-        return false;
-      }
-    }
-    if (text) this.token(now);
+    this.token(now);
     return true;
   }
 
@@ -306,6 +347,26 @@ let chatOffsetHint = -1;
 let textOffsetHint = -1;
 
 const EMPTY = Buffer.alloc(0);
+
+/** A data event's fields the meter reads (it is parsed only off the byte path). */
+interface DataObject {
+  error?: unknown;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+}
+
+/** The longest part of a worker's error message passed on (in the client's error event and the logs). */
+const MAX_ERROR_TEXT = 300;
+
+/** What a worker's error event says: its `message` (with its `code`, if any), else the error as JSON; at most MAX_ERROR_TEXT characters. */
+export function workerErrorText(err: unknown): string {
+  let t: string;
+  const o = err as { message?: unknown; code?: unknown } | null;
+  if (typeof err === 'string') t = err;
+  else if (typeof o === 'object' && o !== null && typeof o.message === 'string')
+    t = o.code === undefined || o.code === null ? o.message : `${o.message} (code ${JSON.stringify(o.code)})`;
+  else t = JSON.stringify(err);
+  return t.length > MAX_ERROR_TEXT ? `${t.slice(0, MAX_ERROR_TEXT)}…` : t;
+}
 
 /** The SSE error event a client gets when its stream breaks after it started, followed by [DONE]. */
 export function sseErrorEvent(message: string, code: ErrorCode): string {

@@ -138,6 +138,12 @@ export function malformedStream(workerId: string, what: string | undefined): Ups
   return new UpstreamError('upstream_malformed_stream', `worker ${workerId} sent ${what ?? 'a malformed event'}`);
 }
 
+/** A stream the worker broke with its own error event (an exception mid-stream: the worker's 5xx, in-band), else with a malformed event. */
+export function badEvent(workerId: string, src: { readonly malformed: string | undefined; readonly workerError: string | undefined }): UpstreamError {
+  if (src.workerError === undefined) return malformedStream(workerId, src.malformed);
+  return new UpstreamError('upstream_error', `worker ${workerId} sent an error event mid-stream: ${src.workerError}`);
+}
+
 /** An answer past the request limit × 16: garbage, and not retried elsewhere (it would cost another worker the same). */
 export function tooLargeAnswer(workerId: string, max: number): UpstreamError {
   return new UpstreamError('upstream_response_too_large', `worker ${workerId} answered more than ${max} bytes`);

@@ -11,7 +11,7 @@ import type { RequestRecord } from '../../../src/telemetry/record.js';
 import { httpCall, sseData, gatewayFixtures, oneModel } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
 import { status, stream } from '../../helpers/upstream.js';
-import type { Behaviour } from '../../helpers/upstream.js';
+import { ID, chatEvent, piecesThenDrop, read } from '../../helpers/resume-client.js';
 
 const { upstream, gateway } = gatewayFixtures();
 const sims: SimHandle[] = [];
@@ -30,48 +30,6 @@ function records(gw: Gateway): RequestRecord[] {
   const out: RequestRecord[] = [];
   gw.telemetry.subscribe((r) => out.push(r));
   return out;
-}
-
-interface Read {
-  ids: Set<string>;
-  created: Set<number>;
-  roles: number;
-  text: string;
-  finish: string | null;
-  usage: Record<string, number> | undefined;
-  errors: unknown[];
-  done: boolean;
-}
-
-/** What a client makes of a stream. */
-function read(body: string, chat: boolean): Read {
-  const r: Read = { ids: new Set(), created: new Set(), roles: 0, text: '', finish: null, usage: undefined, errors: [], done: false };
-  for (const d of sseData(body)) {
-    if (d === '[DONE]') {
-      r.done = true;
-      continue;
-    }
-    const e = JSON.parse(d) as {
-      id?: string;
-      created?: number;
-      error?: unknown;
-      usage?: Record<string, number>;
-      choices?: { text?: string; delta?: { role?: string; content?: string }; finish_reason?: string | null }[];
-    };
-    if (e.error !== undefined) {
-      r.errors.push(e.error);
-      continue;
-    }
-    if (e.id !== undefined) r.ids.add(e.id);
-    if (e.created !== undefined) r.created.add(e.created);
-    if (e.usage) r.usage = e.usage;
-    for (const c of e.choices ?? []) {
-      if (c.delta?.role !== undefined) r.roles++;
-      r.text += (chat ? c.delta?.content : c.text) ?? '';
-      if (c.finish_reason) r.finish = c.finish_reason;
-    }
-  }
-  return r;
 }
 
 const CHAT = '/v1/chat/completions';
@@ -183,23 +141,6 @@ describe('a stream broken by its worker continues on another worker of the versi
 });
 
 // ---- scripted workers ------------------------------------------------------------------------
-
-const ID = 'chatcmpl-original';
-function chatEvent(content: string | undefined, extra: Record<string, unknown> = {}, id = ID, created = 1700000000): string {
-  const delta = content === undefined ? { role: 'assistant', content: '' } : { content };
-  return `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: 'm', choices: [{ index: 0, delta, logprobs: null, finish_reason: null, ...extra }] })}\n\n`;
-}
-
-/** Write raw byte pieces (cut wherever the test says), then drop the connection (or end the response). */
-function piecesThenDrop(pieces: readonly Buffer[], then: 'drop' | 'end' = 'drop'): Behaviour {
-  return async (c) => {
-    c.res.writeHead(200, { 'content-type': 'text/event-stream' });
-    c.res.flushHeaders();
-    for (const p of pieces) await new Promise<void>((r) => c.res.write(p, () => r()));
-    if (then === 'end') c.res.end();
-    else c.res.socket?.destroy();
-  };
-}
 
 /** Cut `s`'s bytes inside every multi-byte character. */
 function cutInsideCharacters(s: string): Buffer[] {

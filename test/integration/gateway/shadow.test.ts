@@ -85,6 +85,20 @@ describe('shadow traffic', () => {
     expect(none.shadow.requests).toHaveLength(0);
   });
 
+  it("a shadow stream broken by its worker's error event or by garbage, then [DONE], is recorded as that error (it was a success)", async () => {
+    const { gw, main, shadow, recs } = await setup(1);
+    const events = sseEvents(3);
+    for (const [bad, code] of [
+      ['data: {"error":{"message":"EngineCore encountered an issue","code":500}}\n\n', 'upstream_error'],
+      ['data: {garbage}\n\n', 'upstream_malformed_stream'],
+    ] as const) {
+      main.script(stream(events));
+      shadow.script(stream([...events.slice(0, 2), bad, 'data: [DONE]\n\n']));
+      expect((await post(gw.url, chatReq({ stream: true }))).status).toBe(200);
+      await until(() => recs.some((x) => x.shadow && x.errorCode === code), `shadow record of ${code}`);
+    }
+  });
+
   it('never mirrors a request to the version that serves it', async () => {
     const { gw, shadow } = await setup(1, { v1: 1, v2: 0 });
     const r = await post(gw.url, chatReq(), { headers: { 'x-glidepath-version': 'v2' } });

@@ -133,15 +133,17 @@ describe('readEvents: no shape from a data field over several lines (regression:
   it('an event whose second line lacks `data:` is read as the reference reads it (unreadable), not as text', () => {
     // the first event's JSON is split over two `data:` lines (legal SSE): its data holds a "\n", so the
     // learnt head does too; a later event with that "\n" but no `data:` on its second line matches
-    // `data: ` + head byte for byte, though its data (first line only) is not JSON. SseMeter forwards
-    // both (it checks only `data: {` … `}`), so both reach the log.
+    // `data: ` + head byte for byte, though its data (first line only) is not JSON. SseMeter once
+    // forwarded both (it checked only `data: {` … `}`); now it reads the second line, not SSE, as
+    // malformed and forwards the first only — the log is read alike either way.
     const learnt = 'data: {"id":"c","choices":[{"index":0,\ndata: "delta":{"content":"a"}}]}';
     const broken = 'data: {"id":"c","choices":[{"index":0,\n"delta":{"content":"b"}}]}';
     const bytes = Buffer.from(`${learnt}\n\n${broken}\n\n`);
-    // the meter passes both to the client (and so to the SentLog): neither is malformed to it
     const meter = new SseMeter('chat');
-    expect(meter.feed(bytes, 0)).toBe(true);
-    expect(meter.out.equals(bytes)).toBe(true);
+    expect(meter.feed(bytes, 0)).toBe(false);
+    expect(meter.malformed).toMatch(/unexpected SSE line "\\"delta\\"/);
+    expect(meter.out.toString()).toBe(`${learnt}\n\n`);
+    expect(meter.tokenEvents).toBe(1);
     const s = emptySoFar();
     readEvents(s, bytes, true);
     const ref = readEachInFull(bytes, true);

@@ -115,7 +115,7 @@ describe('token ids across breaks (an adversarial review found each)', () => {
         ev({ id: 'x', choices: [{ index: 0, text: '', prompt_token_ids: [1, 2, 3, 10], token_ids: [20] }] }),
         ev({ id: 'x', choices: [{ index: 0, text: 'é', token_ids: [21] }] }),
       ]),
-    ) as string;
+    );
     log.append(Buffer.from(out));
     const so2 = log.read();
     expect([so2.tokenIds, so2.text]).toEqual([[10, 20, 21], ' Helloé']);

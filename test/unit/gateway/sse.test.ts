@@ -5,6 +5,15 @@ import { sseEvents } from '../../helpers/upstream.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
 
+function isJson(s: string): boolean {
+  try {
+    JSON.parse(s);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Feed `text` cut at the given byte offsets, with times 1, 2, 3, … per chunk. */
 function feedCut(m: SseMeter, text: string, cuts: number[]): boolean {
   const buf = b(text);
@@ -119,7 +128,7 @@ describe('SseMeter', () => {
     ['an unexpected line', 'garbage here\n\n', /unexpected SSE line/],
     ['an HTML page', '<html><body>502 Bad Gateway</body></html>\n\n', /unexpected SSE line/],
     ['a truncated JSON object', 'data: {"choices":[\n\n', /not a JSON object/],
-    ['invalid JSON in a usage event', 'data: {"usage":{"prompt_tokens":1,,}}\n\n', /usage event is not valid JSON/],
+    ['invalid JSON in a usage event', 'data: {"usage":{"prompt_tokens":1,,}}\n\n', /not valid JSON/],
   ];
   for (const [name, text, msg] of malformed) {
     it(`flags ${name} as malformed`, () => {
@@ -182,12 +191,13 @@ describe('SseMeter', () => {
 });
 
 describe('sseErrorEvent', () => {
-  it('is an OpenAI error object as an SSE event, followed by [DONE]', () => {
+  it("is an OpenAI error object as an SSE event, followed by [DONE]; from a worker (another gateway), a meter reads it as the worker's error", () => {
     const s = sseErrorEvent('worker w1 dropped the stream', 'upstream_stream_broken');
     expect(s).toBe('data: {"error":{"message":"worker w1 dropped the stream","type":"upstream_error","code":"upstream_stream_broken"}}\n\ndata: [DONE]\n\n');
     const m = new SseMeter();
-    expect(m.feed(b(s), 1)).toBe(true);
-    expect(m.done).toBe(true);
+    expect(m.feed(b(s), 1)).toBe(false);
+    expect(m.workerError).toBe('worker w1 dropped the stream (code "upstream_stream_broken")');
+    expect(m.done).toBe(false);
   });
 });
 
@@ -229,11 +239,13 @@ describe('SseMeter fast path (text key checked where the last token event had it
       // each byte of the key replaced: not a token (the text path finds no key there); each byte of
       // `data: ` replaced: not a data line, so malformed (or, for the space, `data:` with no space and
       // a body that does not start with `{`)
+      // (a byte that breaks the JSON, a quote or the colon, makes the event malformed: the text path parses it)
       for (let i = 0; i < key.length; i++) {
         const m = new SseMeter(endpoint);
         const bad = good.slice(0, k + i) + (good[k + i] === 'x' ? 'y' : 'x') + good.slice(k + i + 1);
-        expect(m.feed(b(make(' x') + bad + make(' z') + done), 1), `${endpoint} key byte ${i}`).toBe(true);
-        expect(m.tokenEvents, `${endpoint} key byte ${i}`).toBe(2);
+        const json = isJson(bad.slice(6, -2));
+        expect(m.feed(b(make(' x') + bad + make(' z') + done), 1), `${endpoint} key byte ${i}`).toBe(json);
+        expect(m.tokenEvents, `${endpoint} key byte ${i}`).toBe(json ? 2 : 1);
       }
       for (let i = 0; i < 6; i++) {
         const m = new SseMeter(endpoint);
