@@ -1,6 +1,17 @@
 // What a client makes of a resumed stream, and scripted workers' pieces of one: shared by the gateway's resume tests.
+import type { ParsedRequest } from '../../src/gateway/request.js';
 import { sseData } from './gateway.js';
 import type { Behaviour } from './upstream.js';
+
+/** A streaming request as the gateway parsed it, with `body`'s fields (the resume planner's input). */
+export const streamRequest = (body: Record<string, unknown>): ParsedRequest => ({
+  raw: Buffer.alloc(0),
+  body: { stream: true, ...body },
+  model: 'm',
+  stream: true,
+  user: undefined,
+  maxTokens: undefined,
+});
 
 export interface Read {
   ids: Set<string>;

@@ -6,18 +6,11 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Continuation, planResume } from '../../../src/gateway/resume.js';
 import { emptySoFar, readEvent } from '../../../src/gateway/resume-state.js';
 import type { SoFar } from '../../../src/gateway/resume-state.js';
-import type { ParsedRequest } from '../../../src/gateway/request.js';
+import { streamRequest } from '../../helpers/resume-client.js';
 import { SseMeter } from '../../../src/gateway/sse.js';
 
 const b = (s: string) => Buffer.from(s, 'utf8');
-const req = (body: Record<string, unknown>): ParsedRequest => ({
-  raw: Buffer.alloc(0),
-  body: { stream: true, ...body },
-  model: 'm',
-  stream: true,
-  user: undefined,
-  maxTokens: undefined,
-});
+const req = streamRequest;
 const ENGINE = { resume: 'continue_final_message', tokenIdPrompts: true } as const;
 const ERROR = '{"error":{"object":"error","message":"EngineCore encountered an issue","type":"InternalServerError","param":null,"code":500}}';
 const chatData = (content: string, usage?: number) =>

@@ -4,16 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { Continuation, planResume } from '../../../src/gateway/resume.js';
 import { SentLog, emptySoFar, readEvent } from '../../../src/gateway/resume-state.js';
 import type { SoFar } from '../../../src/gateway/resume-state.js';
-import type { ParsedRequest } from '../../../src/gateway/request.js';
+import { streamRequest } from '../../helpers/resume-client.js';
 
-const req = (body: Record<string, unknown>): ParsedRequest => ({
-  raw: Buffer.alloc(0),
-  body: { stream: true, ...body },
-  model: 'm',
-  stream: true,
-  user: undefined,
-  maxTokens: undefined,
-});
+const req = streamRequest;
 const IDS = { resume: 'continue_final_message', tokenIdPrompts: true } as const;
 
 /** What a client was sent of a completion: `[text, ids]` per event (ids undefined: the event had none). */
