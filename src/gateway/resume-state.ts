@@ -86,7 +86,7 @@ interface Choice {
   text?: unknown;
   prompt_token_ids?: unknown;
   token_ids?: unknown;
-  delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown; function_call?: unknown } | null;
+  delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown; reasoning?: unknown; function_call?: unknown } | null;
   finish_reason?: unknown;
 }
 
@@ -128,7 +128,7 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
         if ((d as { role?: unknown }).role !== undefined) s.role = true;
         if (d.tool_calls !== undefined && d.tool_calls !== null) s.unsupported ??= 'tool calls';
         if (d.function_call !== undefined && d.function_call !== null) s.unsupported ??= 'a function call';
-        if (typeof d.reasoning_content === 'string' && d.reasoning_content !== '') s.unsupported ??= 'reasoning content';
+        if (reasons(d)) s.unsupported ??= 'reasoning content';
       }
     } else {
       text = ch.text;
@@ -240,14 +240,18 @@ function plainText(c: Chunk, chat: boolean): string | undefined {
   if (chat) {
     const d = ch.delta as Record<string, unknown> | null | undefined;
     if (typeof d !== 'object' || d === null) return undefined;
-    if ((d.tool_calls ?? null) !== null || (d.function_call ?? null) !== null || (typeof d.reasoning_content === 'string' && d.reasoning_content !== ''))
-      return undefined;
+    if ((d.tool_calls ?? null) !== null || (d.function_call ?? null) !== null || reasons(d)) return undefined;
     text = d.content;
   } else {
     if ((ch.prompt_token_ids ?? null) !== null) return undefined;
     text = ch.text;
   }
   return typeof text === 'string' && text !== '' ? text : undefined;
+}
+
+/** A chat delta carrying reasoning: `reasoning_content` (vLLM's reasoning parsers, SGLang, DeepSeek's API) or `reasoning` (newer vLLM, OpenRouter). */
+function reasons(d: { reasoning_content?: unknown; reasoning?: unknown }): boolean {
+  return (typeof d.reasoning_content === 'string' && d.reasoning_content !== '') || (typeof d.reasoning === 'string' && d.reasoning !== '');
 }
 
 /** The `data:` payload of the event in `text` from `pos` to `end` ('' if it has none). */

@@ -18,6 +18,20 @@ describe('SentLog', () => {
     }
   });
 
+  it("reasoning sent under either name (reasoning_content, or newer vLLM's reasoning) cannot be carried on, read in full or by shape", () => {
+    for (const key of ['reasoning_content', 'reasoning']) {
+      const log = new SentLog(true, 65_536);
+      // plain text events first: the later ones are read by their shape
+      log.append(
+        Buffer.from(
+          [ev({ role: 'assistant', content: '' }), ev({ content: 'a' }), ev({ content: 'b' }), ev({ [key]: 'thinking' })].map((e) => `${e}\n\n`).join(''),
+        ),
+      );
+      expect([key, log.read().unsupported]).toEqual([key, 'reasoning content']);
+      log.release();
+    }
+  });
+
   it('folds what it holds into text past its bound, and reads the same', () => {
     const log = new SentLog(true, 4096);
     let want = '';
