@@ -141,13 +141,13 @@ export function createDataServer(dp: DataPlane, opts: DataServerOptions = {}): C
     const method = req.method;
     try {
       if (path === '/v1/chat/completions' || path === '/v1/completions') {
-        if (method !== 'POST') throw new MethodNotAllowedError(`${path} accepts POST, not ${method}`);
+        if (method !== 'POST') throw new MethodNotAllowedError(`${path} accepts POST, not ${method}`, ['POST']);
         dp.handle(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
         return;
       }
       // an unknown path is 404 whatever the method (POST /v1/embeddings is not a 405)
       if (!GET_PATHS.has(path)) throw new NotFoundError('not_found', `no route for ${method} ${path}`);
-      if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${path} accepts GET, not ${method}`);
+      if (method !== 'GET' && method !== 'HEAD') throw new MethodNotAllowedError(`${path} accepts GET, not ${method}`, ['GET', 'HEAD']);
       switch (path) {
         case '/health':
           sendJson(res, 200, { status: 'ok' });

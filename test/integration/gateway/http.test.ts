@@ -141,9 +141,13 @@ describe('bad inputs over HTTP', () => {
     expectOpenAIError(await httpCall(gw.url, '/v1/embeddings', { model: 'm', input: 'x' }), 404, 'not_found', /\/v1\/embeddings/);
   });
 
-  it('wrong method → 405', async () => {
-    expectOpenAIError(await httpCall(gw.url, '/v1/chat/completions'), 405, 'method_not_allowed', /POST/);
-    expectOpenAIError(await httpCall(gw.url, '/health', {}, { method: 'POST' }), 405, 'method_not_allowed', /GET/);
+  it('wrong method → 405, with the methods the path takes in Allow', async () => {
+    const chat = await httpCall(gw.url, '/v1/chat/completions');
+    expectOpenAIError(chat, 405, 'method_not_allowed', /POST/);
+    expect(chat.headers.allow).toBe('POST');
+    const health = await httpCall(gw.url, '/health', {}, { method: 'POST' });
+    expectOpenAIError(health, 405, 'method_not_allowed', /GET/);
+    expect(health.headers.allow).toBe('GET, HEAD');
     expectOpenAIError(await httpCall(gw.url, '/v1/models', undefined, { method: 'DELETE' }), 405, 'method_not_allowed');
   });
 
