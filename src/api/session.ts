@@ -9,6 +9,8 @@ export interface SessionLimits {
   idleMs: number;
   maxMs: number;
   maxSessions: number;
+  /** Sessions one token may hold (default DEFAULTS.dashboard.maxSessionsPerToken). */
+  maxPerToken?: number;
 }
 
 export interface Session {
@@ -26,6 +28,7 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
   idleMs: DEFAULTS.dashboard.sessionIdleMs,
   maxMs: DEFAULTS.dashboard.sessionMaxMs,
   maxSessions: DEFAULTS.dashboard.maxSessions,
+  maxPerToken: DEFAULTS.dashboard.maxSessionsPerToken,
 };
 
 /** The map is keyed by the id's hash, so that neither lookup timing nor a heap dump gives an id away. */
@@ -46,9 +49,15 @@ export class SessionStore {
     return this.sessions.size;
   }
 
-  /** A new session; past `maxSessions` the expired ones are dropped, then the oldest. */
+  /**
+   * A new session. Past `maxPerToken` sessions of the same token, that token's oldest ends (so logins
+   * with one token never end another's sessions); past `maxSessions`, the expired ones, then the oldest.
+   */
   create(principal: Principal, tokenHash: Buffer): { id: string; session: Session } {
     const now = this.now();
+    const perToken = this.limits.maxPerToken ?? DEFAULTS.dashboard.maxSessionsPerToken;
+    const mine = [...this.sessions].filter(([, s]) => s.tokenHash.equals(tokenHash));
+    for (const [k] of mine.slice(0, Math.max(0, mine.length - perToken + 1))) this.sessions.delete(k);
     if (this.sessions.size >= this.limits.maxSessions) this.sweep(now);
     while (this.sessions.size >= this.limits.maxSessions) {
       const oldest = this.sessions.keys().next();

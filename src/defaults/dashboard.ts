@@ -10,6 +10,11 @@ export const DASHBOARD = {
     sessionMaxMs: 8 * 3_600_000,
     /** Sessions held at once (oldest ended first past it): a few bytes each, so a login storm cannot grow the process. */
     maxSessions: 1_000,
+    /**
+     * Sessions one token may hold (its own oldest ended past it): a script logging in with any token,
+     * a viewer's included, cannot fill the store and so log out every other operator.
+     */
+    maxSessionsPerToken: 32,
     /** Failed logins one address may make per minute before `login_throttled`: enough for typos, useless for guessing 192-bit tokens anyway. */
     loginFailuresPerMinute: 10,
     /** Addresses whose failures are remembered (oldest forgotten past it). */

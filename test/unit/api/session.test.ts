@@ -45,6 +45,16 @@ describe('SessionStore', () => {
     expect(ids.map((id) => s.get(id) !== undefined)).toEqual([false, false, true, true, true]);
   });
 
+  it("holds at most maxPerToken sessions of one token, ending that token's oldest: logins with one token never end another's sessions", () => {
+    const s = new SessionStore({ idleMs: 1000, maxMs: 2000, maxSessions: 6, maxPerToken: 2 }, () => 0);
+    const other = Buffer.alloc(32, 7);
+    const theirs = s.create(P, other).id;
+    const ids = Array.from({ length: 10 }, () => s.create(P, H).id);
+    expect(s.size).toBe(3);
+    expect(s.get(theirs)).toBeDefined();
+    expect(ids.map((id) => s.get(id) !== undefined)).toEqual([false, false, false, false, false, false, false, false, true, true]);
+  });
+
   it('ends a session on logout', () => {
     const s = new SessionStore();
     const { id } = s.create(P, H);
