@@ -7,9 +7,10 @@ import type { RouteDef } from '../router.js';
 import { post } from '../router.js';
 import type { AdminContext } from './context.js';
 
-/** NaN travels as null in JSON. */
+/** A time in ms: never negative (the judge's windows would read it as a fast request); NaN travels as null in JSON. */
 const num = z
   .number()
+  .min(0)
   .nullable()
   .transform((x) => (x === null ? NaN : x));
 const name = z.string().min(1).max(256);
@@ -26,11 +27,12 @@ const recordSchema = z
     ttftMs: num,
     queueMs: num,
     tpotMs: num,
-    itlMs: z.array(z.number()).max(100_000),
+    itlMs: z.array(z.number().min(0)).max(100_000),
     latencyMs: num,
     promptTokens: z.number().int().min(0),
     completionTokens: z.number().int().min(0),
-    at: z.number(),
+    // epoch ms, as every record's
+    at: z.number().min(0).max(8.64e15),
     retries: z.number().int().min(0),
     shadow: z.boolean(),
     adapter: name.optional(),

@@ -80,6 +80,35 @@ function refused(a: Answer, code: string, message: RegExp): void {
   expect(a.body.error?.message).toMatch(message);
 }
 
+describe('POST /cluster/records', () => {
+  const rec = (o: Record<string, unknown>) => ({
+    model: 'llama',
+    version: 'v1',
+    worker: 'llama/v1/0',
+    status: 200,
+    stream: false,
+    ttftMs: null,
+    queueMs: 0,
+    tpotMs: null,
+    itlMs: [],
+    latencyMs: 12,
+    promptTokens: 3,
+    completionTokens: 4,
+    at: Date.now(),
+    retries: 0,
+    shadow: false,
+    ...o,
+  });
+  // a negative latency would read as a fast request in the judge's windows
+  it('refuses a negative time or a time past the epoch range, naming the field; takes a good record', async () => {
+    refused(await admin('POST', '/cluster/records', { replica: 'r2', records: [rec({ latencyMs: -5 })] }), 'invalid_body', /latencyMs/);
+    refused(await admin('POST', '/cluster/records', { replica: 'r2', records: [rec({ itlMs: [3, -1] })] }), 'invalid_body', /itlMs/);
+    refused(await admin('POST', '/cluster/records', { replica: 'r2', records: [rec({ at: 1e300 })] }), 'invalid_body', /at/);
+    const ok = await admin('POST', '/cluster/records', { replica: 'r2', records: [rec({})] });
+    expect([ok.status, ok.body.accepted]).toEqual([200, 1]);
+  });
+});
+
 describe('PUT /models/:model/route', () => {
   // regression: 1e308 + 1e308 overflowed to Infinity, each weight normalised to 0, the route was
   // accepted (every request then a 503) and stored, and the next start refused it
