@@ -115,6 +115,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     const forwarder = createForwarder(
       () => leaderUrl,
       () => (admin === undefined ? undefined : (sc.advertiseUrl ?? admin.url)),
+      () => (role === 'leader' ? control?.adminServer : undefined),
     );
     let target: ClosableServer = forwarder;
     const front = createNetServer((socket: Socket) => target.emit('connection', socket));
@@ -181,9 +182,9 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         // node:http arms its header and request timeouts on 'listening'; the front listens for it
         control.adminServer.emit('listening');
         target = control.adminServer;
-        // clients kept alive on the forwarder would go on reaching this replica through itself, answered as
-        // by a follower: their next request comes on a new connection, to the admin server
-        forwarder.closeAllConnections();
+        // a call still on a connection the forwarder accepted (one call each) is handed to the admin
+        // server when it comes (createForwarder's local): none is reset by the election (it was, with
+        // closeAllConnections: a client's read ECONNRESET)
         say(`glidepath: ${name} is the leader`);
       } catch (err) {
         say(`glidepath: ${name} could not take over as leader: ${(err as Error).message}; following again`);

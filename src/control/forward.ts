@@ -55,8 +55,17 @@ function fail(res: ServerResponse, e: GlidepathError): void {
   res.end(body);
 }
 
-/** `leader()`: the leader's admin URL now; `self()`: this replica's (a call is never forwarded to itself). */
-export function createForwarder(leader: () => string | undefined, self: () => string | undefined): Server {
+/**
+ * `leader()`: the leader's admin URL now; `self()`: this replica's (a call is never forwarded to
+ * itself); `local()`: this replica's own admin server once it leads. A call that reached the forwarder
+ * on a connection accepted while following, and finds this replica leading, is answered by that server
+ * (a leader must not reset calls in flight at its election, nor answer them `no_leader`).
+ */
+export function createForwarder(
+  leader: () => string | undefined,
+  self: () => string | undefined,
+  local: () => Pick<Server, 'emit'> | undefined = () => undefined,
+): Server {
   return createServer((req: IncomingMessage, res: ServerResponse) => {
     // one call per connection: once this replica leads, the client's next connection reaches its own admin server
     res.shouldKeepAlive = false;
@@ -71,6 +80,11 @@ export function createForwarder(leader: () => string | undefined, self: () => st
           `only the admin API's paths (/admin/v1/…) are forwarded to the leader, not ${JSON.stringify((req.url ?? '').slice(0, 200))}`,
         ),
       );
+      return;
+    }
+    const own = to !== undefined && to === self() ? local() : undefined;
+    if (own !== undefined) {
+      own.emit('request', req, res);
       return;
     }
     if (to === undefined || url === undefined || to === self()) {

@@ -120,6 +120,40 @@ describe('the follower forwarder', () => {
     expect(seen).toEqual(['- -']);
   });
 
+  it('a call on a connection accepted while following, sent once this replica leads, is answered by its own admin server (regression: the election reset it)', async () => {
+    const SELF = 'http://127.0.0.1:1';
+    let leaderUrl = 'http://127.0.0.1:2';
+    let own: Server | undefined = undefined;
+    const fwd = createForwarder(
+      () => leaderUrl,
+      () => SELF,
+      () => own,
+    );
+    const front = createNetServer((socket: Socket) => fwd.emit('connection', socket));
+    const port = await listen(front);
+    fwd.emit('listening');
+    const local = createServer((req, res) => res.end(`local ${req.method} ${req.url}`));
+    closers.push(() => {
+      fwd.closeAllConnections();
+      fwd.close();
+      front.close();
+      local.close();
+    });
+    // the client's connection is accepted while another replica leads…
+    const s = connect(port, '127.0.0.1');
+    await new Promise<void>((r) => s.once('connect', () => r()));
+    // …then this one is elected, and only then does the call come
+    leaderUrl = SELF;
+    own = local;
+    let data = '';
+    s.on('data', (c: Buffer) => (data += c.toString('latin1')));
+    const ended = new Promise<void>((r) => s.once('close', () => r()));
+    s.write('GET /admin/v1/status HTTP/1.1\r\nHost: x\r\n\r\n');
+    await ended;
+    expect(data).toMatch(/^HTTP\/1\.1 200 /);
+    expect(data).toContain('local GET /admin/v1/status');
+  });
+
   it("arms node:http's timeouts: a client that never finishes its headers is closed", async () => {
     const leader = createServer((_req, res) => res.end('ok'));
     const port = await follower(`http://127.0.0.1:${await listen(leader)}`, { headersTimeout: 300, requestTimeout: 300 });
