@@ -227,13 +227,20 @@ export async function startUp(opts: {
   // runs out): its admin calls are answered once one does
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   const electing = (r: AdminReply<unknown>) => /no_leader|leader_unreachable/.test(JSON.stringify(r.body));
-  let ws = await admin<WorkerView[]>('GET', '/workers');
-  while (ws.status >= 500 && electing(ws) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-    ws = await admin<WorkerView[]>('GET', '/workers');
+  try {
+    let ws = await admin<WorkerView[]>('GET', '/workers');
+    while (ws.status >= 500 && electing(ws) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      ws = await admin<WorkerView[]>('GET', '/workers');
+    }
+    if (ws.status !== 200) throw new Error(`GET /workers answered ${ws.status}: ${JSON.stringify(ws.body)}`);
+    trackWorkerPids(ws.body.map((w) => w.pid));
+  } catch (err) {
+    // its workers are not known to the test, and a SIGKILL (cleanupAll) would leave them running
+    // (workers outlive a killed up, for adoption): a SIGTERM stops them with it
+    await up.kill('SIGTERM');
+    throw err;
   }
-  if (ws.status !== 200) throw new Error(`GET /workers answered ${ws.status}: ${JSON.stringify(ws.body)}`);
-  trackWorkerPids(ws.body.map((w) => w.pid));
   return up;
 }
 
