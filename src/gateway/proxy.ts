@@ -10,8 +10,7 @@ import { UnavailableError } from '../errors.js';
 import type { ErrorCode, GlidepathError } from '../errors.js';
 import type { FrontRequest, FrontResponse } from './front.js';
 import type { Admission } from './admission.js';
-import { LocalResourceError, WorkerQueueError } from './upstream.js';
-import type { UpstreamController } from './upstream.js';
+import type { UpstreamController, WorkerQueueError } from './upstream.js';
 import { ResponseCapture } from './tap.js';
 import { RequestTimer } from './request-timer.js';
 import { BufferedAnswer, judgeAnswer } from './buffered.js';
@@ -146,11 +145,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
     if (w === undefined) {
       const err = failures.noWorkerLeft(this.lastError, this.failed);
       if (err.code === 'worker_queue_full') this.ctx.metrics.queueRejected.labels(this.pool.model, this.pool.version, 'full').inc();
-      if (this.down.started)
-        this.endBroken(
-          err,
-          err.code === 'worker_queue_full' ? 'every other worker of the version is saturated' : 'no other worker of the version could take it',
-        );
+      if (this.down.started) this.endBroken(err, failures.noWorkerToResume(err));
       else this.fail(err);
       return;
     }
@@ -255,9 +250,8 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     const now = performance.now();
-    // a stream's deadlines count from its data events (relay tells the timer), an answer's from its bytes
-    if (this.phase !== 'streaming') this.timer.data(now);
     if (this.phase === 'streaming') {
+      // a stream's deadlines count from its data events (relay tells the timer), an answer's from its bytes
       const r = this.down.relay(controller, this.worker as Worker, this.contentType, chunk, now);
       if (r === 'cut') {
         // the gateway found the stop string (resume.ts): the stream ended there, the worker is stopped
@@ -267,7 +261,10 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
         this.cutOff(controller);
         this.broke(failures.badEvent(this.worker?.id ?? '?', this.down.source));
       }
-    } else if (!(this.answer as BufferedAnswer).push(chunk)) {
+      return;
+    }
+    this.timer.data(now);
+    if (!(this.answer as BufferedAnswer).push(chunk)) {
       // stopped without hearing of it: a continuation's failure may already have moved to another worker
       this.cutOff(controller);
       this.tooLarge();
@@ -346,32 +343,24 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   onResponseError(_c: UpstreamController, err: Error): void {
     if (this.finished || this.detaching) return;
     this.timer.stop();
-    const kind = err instanceof failures.AbortReason ? err.kind : this.abortKind;
-    if (kind === 'client' || kind === 'send_timeout') {
-      this.tries.release();
-      this.finishStream(499, kind === 'client' ? 'client_closed' : 'client_send_timeout');
-      return;
-    }
-    if (kind === 'drain') {
-      this.tries.release();
-      this.ctx.metrics.drainAborted.labels(this.pool.model, this.pool.version).inc();
-      this.fail(this.abortError('drain'));
-      return;
-    }
-    if (kind === 'first_token_timeout' || kind === 'idle_timeout' || kind === 'unhealthy' || kind === 'removed') {
-      // a hung or unhealthy worker: try another, or continue the stream on another (the abort flag is cleared so that can run)
-      this.abortKind = undefined;
-      this.retryOrFail(this.abortError(kind));
-      return;
-    }
-    if (err instanceof WorkerQueueError) {
-      this.queueRefused(err);
-      return;
-    }
-    if (err instanceof LocalResourceError) {
-      this.tries.release();
-      this.fail(failures.localResourceError(err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
-      return;
+    const m = failures.meaningOf(err, this.abortKind);
+    switch (m.is) {
+      case 'client':
+        this.tries.release();
+        return this.finishStream(499, m.kind === 'client' ? 'client_closed' : 'client_send_timeout');
+      case 'drain':
+        this.tries.release();
+        this.ctx.metrics.drainAborted.labels(this.pool.model, this.pool.version).inc();
+        return this.fail(this.abortError('drain'));
+      case 'elsewhere':
+        // a hung or unhealthy worker: try another, or continue the stream on another (the abort flag is cleared so that can run)
+        this.abortKind = undefined;
+        return this.retryOrFail(this.abortError(m.kind));
+      case 'queue':
+        return this.queueRefused(m.err);
+      case 'local':
+        this.tries.release();
+        return this.fail(failures.localResourceError(m.err, this.failed, this.ctx.metrics, this.ctx.onLocalResourceError));
     }
     const w = this.worker as Worker;
     const refused = failures.connectFailure(err, this.status, w, this.failed, this.ctx.metrics);

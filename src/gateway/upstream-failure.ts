@@ -5,8 +5,7 @@ import { GatewayTimeoutError, UnavailableError, UpstreamError } from '../errors.
 import type { GlidepathError } from '../errors.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import type { LocalResourceReporter } from './local.js';
-import { ConnectError } from './upstream.js';
-import type { LocalResourceError, WorkerQueueError } from './upstream.js';
+import { ConnectError, LocalResourceError, WorkerQueueError } from './upstream.js';
 import type { Worker } from './pool.js';
 
 /** `unhealthy`: the health controller took the worker out of rotation (silent corruption) with the request on it. */
@@ -17,6 +16,39 @@ export class AbortReason extends Error {
   constructor(readonly kind: AbortKind) {
     super(kind);
   }
+}
+
+/**
+ * What an error of a request to a worker is, for the client's request (`aborted`: the abort the
+ * gateway asked for, if the error does not carry it): its own end (`client`, `send_timeout`), a
+ * drain, a worker hung or taken out (tried elsewhere, or the stream continued there), the worker's
+ * queue, the gateway's own resources, or the worker's failure (refused, dropped).
+ */
+export type ErrorMeaning =
+  | { is: 'client'; kind: 'client' | 'send_timeout' }
+  | { is: 'drain' }
+  | { is: 'elsewhere'; kind: 'first_token_timeout' | 'idle_timeout' | 'unhealthy' | 'removed' }
+  | { is: 'queue'; err: WorkerQueueError }
+  | { is: 'local'; err: LocalResourceError }
+  | { is: 'worker' };
+
+export function meaningOf(err: Error, aborted: AbortKind | undefined): ErrorMeaning {
+  const kind = err instanceof AbortReason ? err.kind : aborted;
+  switch (kind) {
+    case 'client':
+    case 'send_timeout':
+      return { is: 'client', kind };
+    case 'drain':
+      return { is: 'drain' };
+    case 'first_token_timeout':
+    case 'idle_timeout':
+    case 'unhealthy':
+    case 'removed':
+      return { is: 'elsewhere', kind };
+  }
+  if (err instanceof WorkerQueueError) return { is: 'queue', err };
+  if (err instanceof LocalResourceError) return { is: 'local', err };
+  return { is: 'worker' };
 }
 
 /** The request a failure is about. */
@@ -127,6 +159,11 @@ export function connectFailure(err: Error, status: number, w: Worker, f: FailedR
 }
 
 /** No worker of the version left to try: the last attempt's error, else `no_healthy_workers`. */
+/** Why a broken stream was not continued when no worker of its version could take it (`err`: noWorkerLeft's). */
+export function noWorkerToResume(err: GlidepathError): string {
+  return err.code === 'worker_queue_full' ? 'every other worker of the version is saturated' : 'no other worker of the version could take it';
+}
+
 export function noWorkerLeft(last: GlidepathError | undefined, f: FailedRequest): GlidepathError {
   return (
     last ?? new UnavailableError('no_healthy_workers', `no healthy worker for ${f.model} version ${f.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS })
