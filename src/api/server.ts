@@ -44,12 +44,15 @@ export interface AdminServerOptions {
   now?: () => number;
 }
 
+/** The admin API's listener, and `answer`: its HTTP server's handling of a request parsed elsewhere. */
+export type AdminServer = ClosableServer & { answer: (req: IncomingMessage, res: ServerResponse) => void };
+
 /**
  * The admin API's listener. With `limits`, connections are admitted first (the connection ceiling
  * and per-address limits, as on the data plane) and only admitted ones reach the HTTP server.
  * It serves the dashboard too (/dashboard/, src/api/dashboard.ts).
  */
-export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits?: ListenerLimitsConfig, opts: AdminServerOptions = {}): ClosableServer {
+export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits?: ListenerLimitsConfig, opts: AdminServerOptions = {}): AdminServer {
   const series = new SeriesRecorder(ctx.cp);
   const router = buildRouter(ctx, series);
   const now = opts.now ?? Date.now;
@@ -77,7 +80,9 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
       `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   });
-  if (adm === undefined) return http;
+  /** A request another server parsed (a cluster replica's forwarder, once this replica leads) is answered as one of this listener's. */
+  const answer = (req: IncomingMessage, res: ServerResponse): void => void http.emit('request', req, res);
+  if (adm === undefined) return Object.assign(http, { answer });
   const front = createNetServer((socket) => {
     const addr = socket.remoteAddress ?? '';
     const why = adm.limits.admit(addr);
@@ -96,7 +101,7 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
     series.stop();
   });
   adm.watch(front);
-  return Object.assign(front, { closeAllConnections: () => http.closeAllConnections() });
+  return Object.assign(front, { closeAllConnections: () => http.closeAllConnections(), answer });
 }
 
 /** A path to match routes with: decoded segments are checked by the router; here the target must parse at all. */

@@ -7,13 +7,13 @@ import { Telemetry } from '../telemetry/telemetry.js';
 import { DataPlane } from '../gateway/dataplane.js';
 import type { DegradationListener } from '../gateway/admission.js';
 import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
-import type { ClosableServer, ListeningServer } from '../gateway/server.js';
+import type { ListeningServer } from '../gateway/server.js';
 import { Providers } from '../providers/index.js';
 import { openConfiguredStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 import { Authenticator, bootstrapTokens, clusterToken } from '../api/auth.js';
 import { createAdminServer } from '../api/server.js';
-import type { AdminServerOptions } from '../api/server.js';
+import type { AdminServer, AdminServerOptions } from '../api/server.js';
 import type { ControllerPorts } from '../rollout/ports.js';
 import { buildControllers } from './controllers.js';
 import type { Controllers } from './controllers.js';
@@ -57,7 +57,7 @@ export interface Control {
   cp: ControlPlane;
   ports: ControllerPorts;
   controllers: Controllers;
-  adminServer: ClosableServer;
+  adminServer: AdminServer;
   adminTokenHint: string;
 }
 

@@ -115,7 +115,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
     const forwarder = createForwarder(
       () => leaderUrl,
       () => (admin === undefined ? undefined : (sc.advertiseUrl ?? admin.url)),
-      () => (role === 'leader' ? control?.adminServer : undefined),
+      () => (role === 'leader' ? control?.adminServer.answer : undefined),
     );
     let target: ClosableServer = forwarder;
     const front = createNetServer((socket: Socket) => target.emit('connection', socket));

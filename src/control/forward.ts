@@ -57,14 +57,14 @@ function fail(res: ServerResponse, e: GlidepathError): void {
 
 /**
  * `leader()`: the leader's admin URL now; `self()`: this replica's (a call is never forwarded to
- * itself); `local()`: this replica's own admin server once it leads. A call that reached the forwarder
+ * itself); `local()`: how this replica's own admin server answers a request, once it leads. A call that reached the forwarder
  * on a connection accepted while following, and finds this replica leading, is answered by that server
  * (a leader must not reset calls in flight at its election, nor answer them `no_leader`).
  */
 export function createForwarder(
   leader: () => string | undefined,
   self: () => string | undefined,
-  local: () => Pick<Server, 'emit'> | undefined = () => undefined,
+  local: () => ((req: IncomingMessage, res: ServerResponse) => void) | undefined = () => undefined,
 ): Server {
   return createServer((req: IncomingMessage, res: ServerResponse) => {
     // one call per connection: once this replica leads, the client's next connection reaches its own admin server
@@ -84,7 +84,7 @@ export function createForwarder(
     }
     const own = to !== undefined && to === self() ? local() : undefined;
     if (own !== undefined) {
-      own.emit('request', req, res);
+      own(req, res);
       return;
     }
     if (to === undefined || url === undefined || to === self()) {

@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import type { GlidepathConfig, ModelConfig, VersionConfig } from '../../../src/config/types.js';
-import { buildDataPlane } from '../../../src/control/app.js';
+import { buildDataPlane, startControl } from '../../../src/control/app.js';
 import { createForwarder, forwardTarget } from '../../../src/control/forward.js';
 import { Mirror } from '../../../src/control/mirror.js';
 import { ControlPlane } from '../../../src/control/plane.js';
@@ -120,39 +120,58 @@ describe('the follower forwarder', () => {
     expect(seen).toEqual(['- -']);
   });
 
-  it('a call on a connection accepted while following, sent once this replica leads, is answered by its own admin server (regression: the election reset it)', async () => {
+  it('a call on a connection accepted while following, sent once this replica leads, is answered by its own admin server (regression: the election reset it; then, handed to the limited listener, it hung)', async () => {
+    // a real admin server, with the connection limits every config has: its listener is a net server in
+    // front of node:http, so a request must be handed to the HTTP server inside (AdminServer.answer)
+    const worker = createServer((req, res) => res.writeHead(req.url === '/health' ? 200 : 404).end('ok'));
+    const endpoint = `http://127.0.0.1:${await listen(worker)}`;
+    closers.push(() => void worker.close());
+    const cfg = parseConfig({
+      models: [
+        { name: 'm', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [endpoint] }, warmup: { requests: 0 } }], health: { enabled: false } },
+      ],
+    });
+    expect(cfg.limits.admin).toBeDefined();
+    const store = openMemoryStore();
+    const control = await startControl(cfg, store, buildDataPlane(cfg));
+    closers.push(async () => {
+      control.controllers.shutdown();
+      control.adminServer.close();
+      await control.cp.shutdown(true);
+      await store.close();
+    });
     const SELF = 'http://127.0.0.1:1';
     let leaderUrl = 'http://127.0.0.1:2';
-    let own: Server | undefined = undefined;
+    let leading = false;
     const fwd = createForwarder(
       () => leaderUrl,
       () => SELF,
-      () => own,
+      () => (leading ? control.adminServer.answer : undefined),
     );
     const front = createNetServer((socket: Socket) => fwd.emit('connection', socket));
     const port = await listen(front);
     fwd.emit('listening');
-    const local = createServer((req, res) => res.end(`local ${req.method} ${req.url}`));
+    control.adminServer.emit('listening');
     closers.push(() => {
       fwd.closeAllConnections();
       fwd.close();
       front.close();
-      local.close();
     });
     // the client's connection is accepted while another replica leads…
     const s = connect(port, '127.0.0.1');
     await new Promise<void>((r) => s.once('connect', () => r()));
     // …then this one is elected, and only then does the call come
     leaderUrl = SELF;
-    own = local;
+    leading = true;
     let data = '';
     s.on('data', (c: Buffer) => (data += c.toString('latin1')));
     const ended = new Promise<void>((r) => s.once('close', () => r()));
     s.write('GET /admin/v1/status HTTP/1.1\r\nHost: x\r\n\r\n');
     await ended;
-    expect(data).toMatch(/^HTTP\/1\.1 200 /);
-    expect(data).toContain('local GET /admin/v1/status');
-  });
+    // the admin server's own answer: a call without a token is refused by its authentication
+    expect(data).toMatch(/^HTTP\/1\.1 401 /);
+    expect(data).toContain('"code":"unauthorized"');
+  }, 10_000);
 
   it("arms node:http's timeouts: a client that never finishes its headers is closed", async () => {
     const leader = createServer((_req, res) => res.end('ok'));
