@@ -1,8 +1,9 @@
 // The admin REST API under /admin/v1: the listener (connection admission, rate limits), then
 // authentication, role checks, body parsing and error rendering around the routes of src/api/routes/.
 import { createServer } from 'node:http';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
+import type { Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BadRequestError, errorBody, GlidepathError, MethodNotAllowedError, UnsupportedMediaTypeError } from '../errors.js';
 import type { ListenerLimitsConfig } from '../config/types.js';
@@ -42,6 +43,12 @@ export interface AdminServerOptions {
   sessions?: { idleMs: number; maxMs: number };
   /** The clock of the sessions and the login throttle (tests move it). */
   now?: () => number;
+  /**
+   * Connections are admitted by the caller's listener with this admission (a cluster replica's admin
+   * port, src/control/cluster.ts): the server returned is the bare HTTP server, which refuses a client's
+   * requests past its rate with it. Without it, `limits` makes the server's own admission.
+   */
+  admission?: Admission;
 }
 
 /** The admin API's listener, and `answer`: its HTTP server's handling of a request parsed elsewhere. */
@@ -60,7 +67,7 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   const sessions = new SessionStore({ ...DEFAULT_SESSION_LIMITS, ...(opts.sessions ?? { idleMs, maxMs }) }, now);
   const throttle = new LoginThrottle(undefined, undefined, now);
   const dash = new Dashboard(auth, ctx.cp.store, { webRoot: opts.webRoot ?? defaultWebRoot(), sessions, throttle });
-  const adm = limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry);
+  const adm = opts.admission ?? (limits === undefined ? undefined : admission('admin', limits, ctx.cp.dp.telemetry));
   // each socket's current response: a client error on it must not write into one already under way
   const inFlight = new WeakMap<Duplex, ServerResponse>();
   const http = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -82,7 +89,22 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   });
   /** A request another server parsed (a cluster replica's forwarder, once this replica leads) is answered as one of this listener's. */
   const answer = (req: IncomingMessage, res: ServerResponse): void => void http.emit('request', req, res);
-  if (adm === undefined) return Object.assign(http, { answer });
+  if (adm === undefined || opts.admission !== undefined) return Object.assign(http, { answer });
+  const front = admittingListener(adm, () => http);
+  // node:http starts enforcing its header and request timeouts on 'listening'; it never listens itself here
+  front.on('listening', () => http.emit('listening'));
+  front.on('close', () => {
+    http.close();
+    series.stop();
+  });
+  return Object.assign(front, { closeAllConnections: () => http.closeAllConnections(), answer });
+}
+
+/**
+ * A listener that admits connections by `adm` (the connection ceiling and per-address limits, as on the
+ * data plane: a refused one gets its 503 or 429 and is closed) and hands the admitted ones to `to()`.
+ */
+export function admittingListener(adm: Admission, to: () => Pick<Server, 'emit'>): NetServer {
   const front = createNetServer((socket) => {
     const addr = socket.remoteAddress ?? '';
     const why = adm.limits.admit(addr);
@@ -92,16 +114,20 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
       return;
     }
     socket.once('close', () => adm.limits.close(addr));
-    http.emit('connection', socket);
-  });
-  // node:http starts enforcing its header and request timeouts on 'listening'; it never listens itself here
-  front.on('listening', () => http.emit('listening'));
-  front.on('close', () => {
-    http.close();
-    series.stop();
+    to().emit('connection', socket);
   });
   adm.watch(front);
-  return Object.assign(front, { closeAllConnections: () => http.closeAllConnections(), answer });
+  return front;
+}
+
+/** Why the admission refuses this request (a client past its rate; the listener at its ceiling), or nothing. */
+export function refusedRequest(adm: Admission, req: IncomingMessage): GlidepathError | undefined {
+  const addr = req.socket.remoteAddress ?? '';
+  const r = requestRefusal(adm.limits, null, false, addr, req.method ?? '', req.url ?? '');
+  if (r === undefined) return undefined;
+  adm.refused(r.why, addr);
+  // 429 for one client's excess, 503 when the whole listener is at its ceiling (as on the data plane)
+  return new GlidepathError(r.code, r.message, { retryAfterS: r.retryAfterS });
 }
 
 /** A path to match routes with: decoded segments are checked by the router; here the target must parse at all. */
@@ -123,15 +149,8 @@ async function handle(
   res: ServerResponse,
 ): Promise<void> {
   try {
-    if (adm !== undefined) {
-      const addr = req.socket.remoteAddress ?? '';
-      const r = requestRefusal(adm.limits, null, false, addr, req.method ?? '', req.url ?? '');
-      if (r !== undefined) {
-        adm.refused(r.why, addr);
-        // 429 for one client's excess, 503 when the whole listener is at its ceiling (as on the data plane)
-        throw new GlidepathError(r.code, r.message, { retryAfterS: r.retryAfterS });
-      }
-    }
+    const refused = adm === undefined ? undefined : refusedRequest(adm, req);
+    if (refused !== undefined) throw refused;
     // RFC 9112 §3.2: one Host with a valid value (node:http already requires one on HTTP/1.1)
     const host = req.headers.host;
     if (host !== undefined && !isValidHost(host)) throw new BadRequestError('invalid_host', `invalid Host header value ${JSON.stringify(host.slice(0, 64))}`);

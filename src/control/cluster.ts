@@ -4,18 +4,17 @@
 // the election boots the control plane over the data plane it already serves: adopting the workers,
 // resuming the rollouts from the store. No listener moves and no request is dropped. One that loses its
 // lease stops its controllers at once and serves on as a follower.
-import { createServer as createNetServer } from 'node:net';
-import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import type { GlidepathConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
-import { createDataServer, parseHostPort, startListening } from '../gateway/server.js';
+import { admission, createDataServer, parseHostPort, startListening } from '../gateway/server.js';
 import type { ClosableServer, ListeningServer } from '../gateway/server.js';
 import { openConfiguredStore } from '../store/open.js';
 import { EtcdCoordination } from '../store/kv/coordination.js';
 import type { Leadership } from '../store/kv/coordination.js';
 import type { Store } from '../store/types.js';
-import { createAdminServer } from '../api/server.js';
+import { admittingListener, createAdminServer, refusedRequest } from '../api/server.js';
+import type { AdminServerOptions } from '../api/server.js';
 import { UnavailableError } from '../errors.js';
 import { Authenticator, CLUSTER_SECRET } from '../api/auth.js';
 import { buildDataPlane, startControl } from './app.js';
@@ -55,6 +54,10 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
   const coord = new EtcdCoordination(etcd, sc.leaseTtlS);
   const built = buildDataPlane(cfg);
   const { dp } = built;
+  // the admin port's admission (limits.admin), one for whichever role answers it: a follower's
+  // forwarder and, once leading, the admin server (a connection is counted once, whoever answers it)
+  const adm = admission('admin', cfg.limits.admin, dp.telemetry);
+  const adminOptions: AdminServerOptions = { ...opts.admin, admission: adm };
   const stops: (() => Promise<void>)[] = [];
   let secret: string | undefined;
   const shipping = {
@@ -116,9 +119,10 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       () => leaderUrl,
       () => (admin === undefined ? undefined : (sc.advertiseUrl ?? admin.url)),
       () => (role === 'leader' ? control?.adminServer.answer : undefined),
+      (req) => refusedRequest(adm, req),
     );
     let target: ClosableServer = forwarder;
-    const front = createNetServer((socket: Socket) => target.emit('connection', socket));
+    const front = admittingListener(adm, () => target);
     front.on('close', () => {
       forwarder.close();
       control?.adminServer.close();
@@ -155,6 +159,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         if (!control) {
           control = await startControl(cfg, store, built, {
             ...opts,
+            admin: adminOptions,
             created: (c) => (cp = c),
             // the controllers never start on a lease lost while the fleet was being adopted
             ready: () => (elected ? Promise.resolve() : Promise.reject(new UnavailableError('not_leader', `${name} lost its lease while taking over`))),
@@ -166,7 +171,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
           control = {
             ...control,
             controllers,
-            adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin, opts.admin),
+            adminServer: createAdminServer({ cp: control.cp, controllers }, auth, cfg.limits.admin, adminOptions),
           };
           await controllers.run();
         }
@@ -229,6 +234,8 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
             control?.controllers.shutdown();
             // clients kept alive on its admin server would still reach a control plane that no longer leads
             control?.adminServer.closeAllConnections();
+            // and it is done with (its series recorder stops): leading again builds another
+            control?.adminServer.close();
             void follow();
           }
           setTimeout(campaign, 1_000).unref();

@@ -4,8 +4,10 @@
 // reached: 502 `leader_unreachable`. Connections are not kept alive: a replica's role can change between calls.
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
+import { answerClientError } from '../api/client-error.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, errorBody, UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
@@ -50,26 +52,44 @@ function fail(res: ServerResponse, e: GlidepathError): void {
   }
   const body = errorBody(e);
   const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-  if (e.status >= 500) headers['retry-after'] = '1';
+  const retryAfterS = e.retryAfterS ?? (e.status >= 500 ? 1 : undefined);
+  if (retryAfterS !== undefined) headers['retry-after'] = String(retryAfterS);
   res.writeHead(e.status, headers);
   res.end(body);
 }
 
 /**
  * `leader()`: the leader's admin URL now; `self()`: this replica's (a call is never forwarded to
- * itself); `local()`: how this replica's own admin server answers a request, once it leads. A call that reached the forwarder
- * on a connection accepted while following, and finds this replica leading, is answered by that server
- * (a leader must not reset calls in flight at its election, nor answer them `no_leader`).
+ * itself); `local()`: how this replica's own admin server answers a request, once it leads. A call that
+ * reached the forwarder on a connection accepted while following, and finds this replica leading, is
+ * answered by that server (a leader must not reset calls in flight at its election, nor answer them
+ * `no_leader`). `refuse(req)`: why the admin port's admission refuses a call (a client past its rate),
+ * answered here with its code and `Retry-After`, never sent on.
  */
 export function createForwarder(
   leader: () => string | undefined,
   self: () => string | undefined,
   local: () => ((req: IncomingMessage, res: ServerResponse) => void) | undefined = () => undefined,
+  refuse: (req: IncomingMessage) => GlidepathError | undefined = () => undefined,
 ): Server {
-  return createServer((req: IncomingMessage, res: ServerResponse) => {
+  // each socket's call: a client error on it must not write into an answer already under way
+  const inFlight = new WeakMap<Duplex, ServerResponse>();
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    inFlight.set(req.socket, res);
     // one call per connection: once this replica leads, the client's next connection reaches its own admin server
     res.shouldKeepAlive = false;
     const to = leader();
+    const own = to !== undefined && to === self() ? local() : undefined;
+    if (own !== undefined) {
+      own(req, res);
+      return;
+    }
+    const refused = refuse(req);
+    if (refused !== undefined) {
+      req.resume();
+      fail(res, refused);
+      return;
+    }
     const url = to === undefined ? undefined : forwardTarget(to, req.url);
     if (to !== undefined && url === undefined) {
       req.resume();
@@ -82,11 +102,6 @@ export function createForwarder(
       );
       return;
     }
-    const own = to !== undefined && to === self() ? local() : undefined;
-    if (own !== undefined) {
-      own(req, res);
-      return;
-    }
     if (to === undefined || url === undefined || to === self()) {
       req.resume();
       fail(res, new UnavailableError('no_leader', 'no replica leads the cluster right now (an election is under way, or etcd is unreachable); retry'));
@@ -96,6 +111,9 @@ export function createForwarder(
       fail(res, new UpstreamError('leader_unreachable', `could not forward to the leader at ${to}: ${(err as Error).message}`));
     });
   });
+  // malformed HTTP gets the catalogue's code and JSON body, as on the leader's admin server
+  server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, inFlight.get(socket)));
+  return server;
 }
 
 async function forward(to: string, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
