@@ -194,9 +194,9 @@ export function storeRollouts(store: Store, clock: Pick<Clock, 'now'>): Rollouts
       return rec ? { id: rec.id, kind: claimedKind(rec.state) ?? 'unknown' } : undefined;
     },
     appendEvent: async (id, e) => void (await store.appendRolloutEvent({ rolloutId: id, at: e.at, kind: e.kind, message: e.message, data: e.data })),
-    events: async (id) => {
+    events: async (id, page) => {
       if (!(await store.getRollout(id))) throw new NotFoundError('rollout_not_found', `no rollout ${id}`);
-      return store.rolloutEvents(id);
+      return store.rolloutEvents(id, page);
     },
   };
 }

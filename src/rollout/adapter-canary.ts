@@ -17,7 +17,7 @@ import type { AdapterCanaryState } from './adapter-canary-state.js';
 import { TERMINAL, checkStages, currentPercent, judgeOverrides, nextStage } from './canary-state.js';
 import type { CanaryPhase, Step } from './canary-state.js';
 import { ReconcileLoop } from './loop.js';
-import type { Actor, AdapterRef, ControllerPorts, RolloutLogEntry } from './ports.js';
+import type { Actor, AdapterRef, ControllerPorts, EventPage, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { PairSamples } from './samples.js';
@@ -163,8 +163,8 @@ export class AdapterCanaryController {
     return this.ports.rollouts.history(name, 'adapter_canary', limit);
   }
 
-  async events(name: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
-    return this.ports.rollouts.events((await this.get(name, id)).id);
+  async events(name: string, id?: string, page?: EventPage): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+    return this.ports.rollouts.events((await this.get(name, id)).id, page);
   }
 
   /** Samples a running canary of the adapter is judged on (undefined when none runs). */

@@ -9,7 +9,7 @@ import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
-import type { Actor, ControllerPorts, RolloutLogEntry } from './ports.js';
+import type { Actor, ControllerPorts, EventPage, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
 import type { VersionSamples } from './samples.js';
@@ -205,9 +205,9 @@ export class CanaryController {
   }
 
   /** The events of a canary (default: the running or newest one). */
-  async events(model: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+  async events(model: string, id?: string, page?: EventPage): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
     const s = await this.get(model, id);
-    return this.ports.rollouts.events(s.id);
+    return this.ports.rollouts.events(s.id, page);
   }
 
   // ---- operator commands ----------------------------------------------------------------

@@ -261,7 +261,14 @@ export interface RolloutsPort {
   /** The model's unfinished rollout, by id and claimed kind, without reading its state. */
   inProgress(model: string): Promise<{ id: string; kind: string } | undefined>;
   appendEvent(id: string, e: { at: number; kind: string; message: string; data?: unknown }): Promise<void>;
-  events(id: string): Promise<{ seq: number; at: number; kind: string; message?: string | undefined; data?: unknown }[]>;
+  /** Its events, oldest first: those after `page.afterSeq`, at most `page.limit` (and at most the store's 10,000). */
+  events(id: string, page?: EventPage): Promise<{ seq: number; at: number; kind: string; message?: string | undefined; data?: unknown }[]>;
+}
+
+/** A page of a rollout's events: after this sequence number, at most this many. */
+export interface EventPage {
+  afterSeq?: number | undefined;
+  limit?: number | undefined;
 }
 
 /** Small JSON values by key that must survive a restart (e.g. the monitor's runtime settings). */

@@ -8,7 +8,7 @@ import { routeOnlyTo, routeToSpec } from '../domain/route.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import { ReconcileLoop } from './loop.js';
 import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
-import type { Actor, ControllerPorts } from './ports.js';
+import type { Actor, ControllerPorts, EventPage } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { assertFeasible, newShare, nextStep, routeAtShare } from './rolling-plan.js';
 import type { RoleNow } from './rolling-plan.js';
@@ -137,8 +137,8 @@ export class RollingController {
     return this.ports.rollouts.history(model, 'rolling', limit);
   }
 
-  async events(model: string, id?: string): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
-    return this.ports.rollouts.events((await this.get(model, id)).id);
+  async events(model: string, id?: string, page?: EventPage): Promise<Awaited<ReturnType<ControllerPorts['rollouts']['events']>>> {
+    return this.ports.rollouts.events((await this.get(model, id)).id, page);
   }
 
   // ---- operator commands ----------------------------------------------------------------

@@ -12,7 +12,7 @@ import type { Actor } from '../../rollout/ports.js';
 import { canaryEventView } from '../rollout-views.js';
 import type { AdapterCanaryView, CanaryEventView } from '../types.js';
 import type { AdminContext } from './context.js';
-import { actorOf, modelOf } from './context.js';
+import { actorOf, eventPage, modelOf } from './context.js';
 
 const registerBody = z
   .object({ name: z.string().min(1).max(128), source: z.string().min(1).max(4_096), version: z.string().min(1).max(128).optional() })
@@ -99,11 +99,15 @@ export function adapterRoutes(ctx: AdminContext): RouteDef[] {
     ),
     get(
       '/models/:model/adapters/:name/canary/events',
-      { role: 'viewer', summary: "the events of the adapter's canary (id=…, default the current one)" },
+      {
+        role: 'viewer',
+        summary: "the events of the adapter's canary (id=…, default the current one), oldest first; after=SEQ and limit=N (at most 10,000) page them",
+      },
       async (c): Promise<CanaryEventView[]> => {
         const name = adapterOf(cp, c);
+        const page = eventPage(c.query);
         const { id } = await ac.get(name, c.query.get('id') ?? undefined);
-        return (await ac.events(name, id)).map((e) => canaryEventView(id, e));
+        return (await ac.events(name, id, page)).map((e) => canaryEventView(id, e));
       },
     ),
     ...(['pause', 'resume', 'promote', 'abort'] as const).map((verb) =>

@@ -3,7 +3,7 @@ import { BadRequestError } from '../../errors.js';
 import type { RouteDef } from '../router.js';
 import { get } from '../router.js';
 import type { AdminContext } from './context.js';
-import { eventStream } from './context.js';
+import { eventSeq, eventStream } from './context.js';
 import { auditView } from '../views.js';
 
 /**
@@ -11,17 +11,6 @@ import { auditView } from '../views.js';
  * kept as 16-digit keys on etcd: anything past it, or before 1970, would not sort as a time.
  */
 const MAX_TIME_MS = 8_640_000_000_000_000;
-
-/** An event sequence number from `Last-Event-ID` or `?since=`: a non-negative integer. */
-function eventSeq(v: string, where: string): number {
-  const n = /^\d+$/.test(v.trim()) ? Number(v.trim()) : NaN;
-  if (!Number.isSafeInteger(n))
-    throw new BadRequestError(
-      'invalid_query',
-      `${where}: expected an event sequence number (a non-negative integer, the id of the last event received), got ${JSON.stringify(v.slice(0, 100))}`,
-    );
-  return n;
-}
 
 export function auditRoutes({ cp }: AdminContext): RouteDef[] {
   return [

@@ -11,7 +11,7 @@ import { get, post } from '../router.js';
 import { canaryEventView, canaryHistoryEntry, canaryStateView, judgeStatsView, stagePlanView, windowView } from '../rollout-views.js';
 import type { CanaryEventView, CanaryStartView, CanaryView } from '../types.js';
 import type { AdminContext } from './context.js';
-import { actorOf, modelOf } from './context.js';
+import { actorOf, eventPage, modelOf } from './context.js';
 
 const startBody = z
   .object({
@@ -95,12 +95,13 @@ export function canaryRoutes(ctx: AdminContext): RouteDef[] {
     ),
     get(
       '/models/:model/canary/events',
-      { role: 'viewer', summary: 'the events of a canary (id=…, default the current one)' },
+      { role: 'viewer', summary: 'the events of a canary (id=…, default the current one), oldest first; after=SEQ and limit=N (at most 10,000) page them' },
       async (c): Promise<CanaryEventView[]> => {
         const m = modelOf(cp, c);
+        const page = eventPage(c.query);
         // resolved here too so that each event can name its rollout
         const { id } = await canary.get(m, c.query.get('id') ?? undefined);
-        return (await canary.events(m, id)).map((e) => canaryEventView(id, e));
+        return (await canary.events(m, id, page)).map((e) => canaryEventView(id, e));
       },
     ),
     ...(['pause', 'resume', 'promote', 'abort'] as const).map((verb) =>

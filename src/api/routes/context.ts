@@ -2,12 +2,12 @@
 // the acting principal, long operations with optional progress events, bounded event streams).
 import type { Controllers } from '../../control/controllers.js';
 import type { ControlPlane } from '../../control/plane.js';
-import type { Actor } from '../../rollout/ports.js';
+import type { Actor, EventPage } from '../../rollout/ports.js';
 import type { ServerResponse } from 'node:http';
 import { DEFAULTS } from '../../defaults.js';
 import { MiB } from '../../defaults/units.js';
 import type { Ctx } from '../router.js';
-import { toGlidepathError } from '../../errors.js';
+import { BadRequestError, toGlidepathError } from '../../errors.js';
 
 export interface AdminContext {
   /** Registry, inventory, data plane and store reads for the views; changes go through the controllers. */
@@ -77,4 +77,26 @@ export async function longOp(ctx: Ctx, fn: (progress: (m: string) => void) => Pr
   }
   res.end();
   return RAW;
+}
+
+/** An event sequence number from `Last-Event-ID`, `?since=` or `?after=`: a non-negative integer. */
+export function eventSeq(v: string, where: string): number {
+  const n = /^\d+$/.test(v.trim()) ? Number(v.trim()) : NaN;
+  if (!Number.isSafeInteger(n))
+    throw new BadRequestError(
+      'invalid_query',
+      `${where}: expected an event sequence number (a non-negative integer, the id of the last event received), got ${JSON.stringify(v.slice(0, 100))}`,
+    );
+  return n;
+}
+
+/** A rollout's event list's page: `?after=` (the last sequence number read) and `?limit=` (1 to 10,000); a bad one is a 400 naming it. */
+export function eventPage(q: URLSearchParams): EventPage {
+  const after = q.get('after');
+  const limitS = q.get('limit');
+  const max = DEFAULTS.store.rolloutEventsMaxLimit;
+  const limit = limitS === null ? undefined : /^\d+$/.test(limitS) ? Number(limitS) : NaN;
+  if (limit !== undefined && !(limit >= 1 && limit <= max))
+    throw new BadRequestError('invalid_query', `limit: expected an integer from 1 to ${max}, got ${JSON.stringify(limitS?.slice(0, 100))}`);
+  return { afterSeq: after === null ? undefined : eventSeq(after, 'after'), limit };
 }

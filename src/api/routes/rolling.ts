@@ -10,7 +10,7 @@ import type { RollingState } from '../../rollout/rolling-state.js';
 import type { RouteDef } from '../router.js';
 import { get, post } from '../router.js';
 import type { AdminContext } from './context.js';
-import { actorOf, modelOf } from './context.js';
+import { actorOf, eventPage, modelOf } from './context.js';
 
 const budget = z.union([z.number().int().nonnegative(), z.string().min(1)]);
 /** A step's or an update's limit: up to a week. */
@@ -164,11 +164,19 @@ export function rollingRoutes(ctx: AdminContext): RouteDef[] {
         message: r.state.message ?? null,
       })),
     ),
-    get('/models/:model/rolling/events', { role: 'viewer', summary: 'the events of a rolling update (id=…, default the current one)' }, async (c) => {
-      const m = modelOf(cp, c);
-      const { id } = await rc.get(m, c.query.get('id') ?? undefined);
-      return (await rc.events(m, id)).map((e) => ({ rollout: id, seq: e.seq, at: e.at, kind: e.kind, message: e.message ?? null }));
-    }),
+    get(
+      '/models/:model/rolling/events',
+      {
+        role: 'viewer',
+        summary: 'the events of a rolling update (id=…, default the current one), oldest first; after=SEQ and limit=N (at most 10,000) page them',
+      },
+      async (c) => {
+        const m = modelOf(cp, c);
+        const page = eventPage(c.query);
+        const { id } = await rc.get(m, c.query.get('id') ?? undefined);
+        return (await rc.events(m, id, page)).map((e) => ({ rollout: id, seq: e.seq, at: e.at, kind: e.kind, message: e.message ?? null }));
+      },
+    ),
     post('/models/:model/rolling/pause', { role: 'operator', body: reasonBody, summary: 'hold the rolling update where it is' }, async (c, b) => {
       const m = modelOf(cp, c);
       return rollingView(ctx, m, (await rc.pause(m, actorOf(c), b.reason)).id);

@@ -214,6 +214,34 @@ describe('GET /audit: its time range', () => {
   });
 });
 
+describe("a rollout's event list: its pages", () => {
+  // regression: a rollout past 10,000 events showed only its oldest 10,000, with no way to read on
+  it('pages by after= and limit=, oldest first; a bad one is a 400 naming it', async () => {
+    const started = await admin('POST', '/models/llama/canary', { version: 'v2' });
+    expect(started.status, JSON.stringify(started.body)).toBe(200);
+    expect((await admin('POST', '/models/llama/canary/abort', { reason: 'paging test' })).status).toBe(200);
+    const all = (await admin('GET', '/models/llama/canary/events')).body as unknown as { seq: number; kind: string }[];
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    const seqs = all.map((e) => e.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    const first = (await admin('GET', '/models/llama/canary/events?limit=1')).body as unknown as { seq: number }[];
+    expect(first.map((e) => e.seq)).toEqual(seqs.slice(0, 1));
+    const rest = (await admin('GET', `/models/llama/canary/events?after=${seqs[0]}&limit=10000`)).body as unknown as { seq: number }[];
+    expect(rest.map((e) => e.seq)).toEqual(seqs.slice(1));
+    expect((await admin('GET', `/models/llama/canary/events?after=${seqs.at(-1)}`)).body).toEqual([]);
+    for (const [q, message] of [
+      ['after=-1', /after: expected an event sequence number/],
+      ['after=x', /after: expected an event sequence number/],
+      ['limit=0', /limit: expected an integer from 1 to 10000, got "0"/],
+      ['limit=10001', /limit: expected an integer from 1 to 10000/],
+      ['limit=1.5', /limit: expected an integer from 1 to 10000/],
+    ] as const) {
+      refused(await admin('GET', `/models/llama/canary/events?${q}`), 'invalid_query', message);
+      refused(await admin('GET', `/models/llama/rolling/events?${q}`), 'invalid_query', message);
+    }
+  });
+});
+
 describe('a route stored broken before these rules', () => {
   it('does not keep the next start from serving: everything goes to the active version, stored one revision on', async () => {
     const stored = await app.store.getRoute('llama');
