@@ -125,7 +125,7 @@ function backBudgetsFor(from: Version, surge: Budget, unavailable: Budget): Reco
 }
 
 function checkMs(what: string, ms: number): number {
-  if (!Number.isInteger(ms) || ms <= 0 || ms > 7 * 86_400_000)
+  if (!Number.isInteger(ms) || ms <= 0 || ms > DEFAULTS.rolling.maxLimitMs)
     throw new BadRequestError('invalid_rollout', `${what}: expected milliseconds from 1 to a week, got ${ms}`);
   return ms;
 }

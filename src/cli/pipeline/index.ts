@@ -12,7 +12,6 @@ import { loadPipelineFile } from '../../rollout/pipeline/spec.js';
 import type { Pipeline } from '../../rollout/pipeline/spec.js';
 import { formatDuration } from '../../rollout/pipeline/words.js';
 import { durationFlag, resolveModel, session, withCommon } from '../common.js';
-import { timerIssues } from './bounds.js';
 import type { CommonOptions } from '../common.js';
 import { EXIT, UsageError, parseOutput, printJson } from '../output.js';
 
@@ -44,10 +43,7 @@ function parseVars(list: readonly string[]): Record<string, string> {
 /** Load the file; an invalid one prints every problem and sets exit 2. */
 function load(file: string, vars: Record<string, string>, json: boolean, requireVars: boolean): Pipeline | undefined {
   try {
-    const p = loadPipelineFile(file, { vars, env: process.env, requireVars });
-    const issues = timerIssues(p);
-    if (issues.length > 0) throw new ConfigError(issues, file);
-    return p;
+    return loadPipelineFile(file, { vars, env: process.env, requireVars });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     if (json) printJson({ ok: false, file, issues: err.issues });

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { LineCounter, parseDocument } from 'yaml';
 import { ConfigError } from '../../errors.js';
+import { timerIssues } from './bounds.js';
 import { Issues, STEP_KINDS, shape } from './shape.js';
 import type { RawStep, Shape, StepKind } from './shape.js';
 import { PIPELINE_DEFAULTS, WAIT_CONDITIONS } from './defaults.js';
@@ -241,6 +242,9 @@ export function parsePipelineText(src: string, source = '<pipeline>', opts: Spec
   const ctx: Ctx = { issues, lookup, requireVars: opts.requireVars ?? true, used: new Map() };
   const pipeline = compile(sh, ctx, source);
   if (issues.list.length > 0) throw fail();
+  // a duration no timer keeps would time the step (or the run) out at once
+  const timers = timerIssues(pipeline);
+  if (timers.length > 0) throw new ConfigError(timers, source);
   return pipeline;
 }
 

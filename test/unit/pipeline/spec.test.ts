@@ -225,3 +225,21 @@ rollback:
     expect(p.rollback?.triggerText).toBe('canary.error_rate > 0.001 OR canary.p99_latency > 500ms');
   });
 });
+
+describe('durations no timer keeps', () => {
+  // they were checked by the CLI only: any other reader of the file took them
+  it('are refused when the file is read, each naming its key and line', () => {
+    const src = `pipeline:
+  timeout: 700h
+  stages:
+    - name: s
+      steps:
+        - run: echo
+          timeout: 0.4ms
+`;
+    expect(lines(src)).toEqual([
+      'line undefined: pipeline.timeout: 700h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+      'line 6: pipeline.stages[0].steps[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+    ]);
+  });
+});

@@ -1,8 +1,8 @@
-// The durations of a loaded pipeline file that no timer can keep: checked by the CLI before anything runs, each an issue naming its key.
+// The durations of a pipeline file that no timer can keep: checked when the file is read (spec.ts), before anything runs, each an issue naming its key.
 import { DEFAULTS } from '../../defaults.js';
 import type { ConfigIssue } from '../../errors.js';
-import type { Command, Pipeline, Step } from '../../rollout/pipeline/spec.js';
-import { formatDuration } from '../../rollout/pipeline/words.js';
+import type { Command, Pipeline, Step } from './spec.js';
+import { formatDuration } from './words.js';
 
 const MAX = DEFAULTS.durations.timerMaxMs;
 
