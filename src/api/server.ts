@@ -79,14 +79,7 @@ export function createAdminServer(ctx: AdminContext, auth: Authenticator, limits
   http.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, inFlight.get(socket)));
   series.start();
   http.on('close', () => series.stop());
-  // CONNECT is no admin method: node:http would drop the connection without a word
-  http.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    const body = errorBody(new MethodNotAllowedError('CONNECT is not supported by the admin API'));
-    socket.on('error', () => undefined);
-    socket.end(
-      `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
-  });
+  http.on('connect', refuseConnect);
   /** A request another server parsed (a cluster replica's forwarder, once this replica leads) is answered as one of this listener's. */
   const answer = (req: IncomingMessage, res: ServerResponse): void => void http.emit('request', req, res);
   if (adm === undefined || opts.admission !== undefined) return Object.assign(http, { answer });
@@ -128,6 +121,15 @@ export function refusedRequest(adm: Admission, req: IncomingMessage): GlidepathE
   adm.refused(r.why, addr);
   // 429 for one client's excess, 503 when the whole listener is at its ceiling (as on the data plane)
   return new GlidepathError(r.code, r.message, { retryAfterS: r.retryAfterS });
+}
+
+/** CONNECT is no admin method: node:http would drop the connection without a word (the admin server's and a follower's forwarder's answer). */
+export function refuseConnect(_req: IncomingMessage, socket: Duplex): void {
+  const body = errorBody(new MethodNotAllowedError('CONNECT is not supported by the admin API'));
+  socket.on('error', () => undefined);
+  socket.end(
+    `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** A path to match routes with: decoded segments are checked by the router; here the target must parse at all. */

@@ -79,6 +79,7 @@ export async function startControl(
   built.onDegradation((m, c) => cp.degradationChanged(m, c));
   const ports = controlPorts(cp);
   const controllers = buildControllers(cfg, ports, dp);
+  let adminServer: AdminServer | undefined;
   const cancel = () => void cp.workers.cancelStarts();
   if (opts.signal?.aborted) cancel();
   opts.signal?.addEventListener('abort', cancel, { once: true });
@@ -90,12 +91,14 @@ export async function startControl(
     await cp.adapters.restore((why) => cp.events.emit({ kind: 'adapter_skipped', message: why }));
     await controllers.beforeServing();
     const auth = await Authenticator.load(store);
-    const adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin, opts.admin);
+    adminServer = createAdminServer({ cp, controllers }, auth, cfg.limits.admin, opts.admin);
     await opts.ready?.();
     await controllers.run();
     return { cp, ports, controllers, adminServer, adminTokenHint };
   } catch (err) {
     controllers.shutdown();
+    // (its series recorder runs from its creation)
+    adminServer?.close();
     throw err;
   } finally {
     opts.signal?.removeEventListener('abort', cancel);

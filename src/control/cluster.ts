@@ -128,7 +128,12 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       control?.adminServer.close();
     });
     const a = parseHostPort(cfg.server.adminListen);
-    admin = await startListening(Object.assign(front, { closeAllConnections: () => forwarder.closeAllConnections() }), a.host, a.port);
+    // (the front accepted every connection, and closes only once they end: whichever server parses them must end them)
+    const closeAllConnections = (): void => {
+      forwarder.closeAllConnections();
+      control?.adminServer.closeAllConnections();
+    };
+    admin = await startListening(Object.assign(front, { closeAllConnections }), a.host, a.port);
     // what the others reach this replica at (a listener on every address says nothing)
     forwarder.emit('listening');
     const adminUrl = sc.advertiseUrl ?? admin.url;
@@ -178,6 +183,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         if (!elected) {
           // the lease was lost while the control plane was starting: it must not act
           control.controllers.shutdown();
+          control.adminServer.close();
           say(`glidepath: ${name} lost its lease while taking over; following again`);
           await follow();
           return;
@@ -194,6 +200,7 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
       } catch (err) {
         say(`glidepath: ${name} could not take over as leader: ${(err as Error).message}; following again`);
         control?.controllers.shutdown();
+        control?.adminServer.close();
         await follow();
         await leadership?.resign();
         campaign();
@@ -233,7 +240,8 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
             say(`glidepath: ${name} LOST LEADERSHIP (${err.message}): controllers stopped; serving as a follower`);
             control?.controllers.shutdown();
             // clients kept alive on its admin server would still reach a control plane that no longer leads
-            control?.adminServer.closeAllConnections();
+            // (and calls the forwarder handed to it, on connections the forwarder parsed)
+            closeAllConnections();
             // and it is done with (its series recorder stops): leading again builds another
             control?.adminServer.close();
             void follow();

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { answerClientError } from '../api/client-error.js';
+import { refuseConnect } from '../api/server.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, errorBody, UnavailableError, UpstreamError } from '../errors.js';
 import type { GlidepathError } from '../errors.js';
@@ -113,6 +114,7 @@ export function createForwarder(
   });
   // malformed HTTP gets the catalogue's code and JSON body, as on the leader's admin server
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, inFlight.get(socket)));
+  server.on('connect', refuseConnect);
   return server;
 }
 

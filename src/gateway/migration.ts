@@ -160,6 +160,11 @@ export class Migration implements StreamSource {
     return { body: d.plan.body };
   }
 
+  /** A continuation was asked for and nothing of it has reached the client yet. */
+  get awaiting(): boolean {
+    return this.stalled;
+  }
+
   /** The continuation's first bytes reached the client at `now`: the migration worked. */
   private delivered(now: number): void {
     const c = this.cont;

@@ -187,7 +187,15 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
   /** Retry on another worker of the same pool if nothing reached the client and budget remains (`unspent`: the attempt never reached its worker). */
   private retryOrFail(err: GlidepathError, unspent = false): void {
     if (this.down.started) {
-      this.broke(err);
+      // a continuation whose connect was refused never reached its worker: another takes the same
+      // continuation without spending a migration (a worker is tried once: the pool bounds it)
+      if (unspent && this.down.migration?.awaiting === true && !this.res.destroyed) {
+        this.blame(err.code);
+        this.tries.release();
+        this.tries.exclude();
+        this.lastError = err;
+        this.attempt();
+      } else this.broke(err);
       return;
     }
     this.blame(err.code);

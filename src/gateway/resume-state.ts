@@ -24,6 +24,10 @@ export interface SoFar {
    * engine still held back (an incomplete UTF-8 character; with stop strings, more).
    */
   idsAtText: number;
+  /** Log-probability entries sent (chat: `logprobs.content`; completions: `logprobs.tokens`), one per token. */
+  logprobs: number;
+  /** `logprobs` up to the last event that carried text (as `idsAtText`: those after it are of tokens a continuation generates again). */
+  logprobsAtText: number;
   /**
    * The running count of completion tokens (continuous usage stats) on the last event that carried
    * text; -1: that event had none. Not a later event's: an engine counts the tokens whose text it
@@ -60,6 +64,8 @@ export function emptySoFar(): SoFar {
     tokenIds: [],
     idsMissing: false,
     idsAtText: 0,
+    logprobs: 0,
+    logprobsAtText: 0,
     completionTokens: -1,
     finished: [],
     choices: 0,
@@ -88,6 +94,14 @@ interface Choice {
   token_ids?: unknown;
   delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown; reasoning?: unknown; function_call?: unknown } | null;
   finish_reason?: unknown;
+  logprobs?: unknown;
+}
+
+/** The log-probability entries of a choice's `logprobs` (chat: `content`; completions: `tokens`), 0 when none. */
+export function logprobEntries(lp: unknown, chat: boolean): number {
+  if (typeof lp !== 'object' || lp === null) return 0;
+  const list = chat ? (lp as { content?: unknown }).content : (lp as { tokens?: unknown }).tokens;
+  return Array.isArray(list) ? list.length : 0;
 }
 
 /** Fold the `data:` payload of one event into `s`. */
@@ -136,11 +150,13 @@ export function readEvent(s: SoFar, data: string, chat: boolean): void {
     }
     const ids = ch.token_ids;
     if (isIds(ids)) for (const id of ids) s.tokenIds.push(id);
+    s.logprobs += logprobEntries(ch.logprobs, chat);
     if (typeof text === 'string' && text !== '') {
       s.text += text;
       s.tokenEvents++;
       if (!isIds(ids)) s.idsMissing = true;
       s.idsAtText = s.tokenIds.length;
+      s.logprobsAtText = s.logprobs;
       s.completionTokens = running;
     }
     if (typeof ch.finish_reason === 'string' && !s.finished.includes(index)) s.finished.push(index);
@@ -191,7 +207,7 @@ function literal(lit: string): string | undefined {
 
 /**
  * The shape of `data` when it is a plain text event — one choice (index 0) whose only effect on what
- * the client has is its non-empty text: no token ids, finish, usage, tool call or prompt ids —
+ * the client has is its non-empty text: no token ids, log-probabilities, finish, usage, tool call or prompt ids —
  * and its text is the literal after the last `"content":` (chat) or `"text":` key, on one line;
  * undefined otherwise. The place is proven by reading the event again with another text there.
  */
@@ -235,7 +251,7 @@ function plainText(c: Chunk, chat: boolean): string | undefined {
   if (!Array.isArray(c.choices) || c.choices.length !== 1) return undefined;
   const ch = c.choices[0] as Choice;
   if (typeof ch !== 'object' || ch === null || (ch.index !== undefined && ch.index !== 0) || (ch.token_ids ?? null) !== null) return undefined;
-  if (typeof ch.finish_reason === 'string') return undefined;
+  if (typeof ch.finish_reason === 'string' || (ch.logprobs ?? null) !== null) return undefined;
   let text: unknown;
   if (chat) {
     const d = ch.delta as Record<string, unknown> | null | undefined;
@@ -301,6 +317,8 @@ export function readEvents(s: SoFar, bytes: Buffer, chat: boolean): void {
             s.tokenEvents++;
             s.idsMissing = true;
             s.idsAtText = s.tokenIds.length;
+            // (a shape has no log-probabilities)
+            s.logprobsAtText = s.logprobs;
             // (a shape has no usage)
             s.completionTokens = -1;
           }

@@ -135,6 +135,9 @@ interface EventChoice {
   logprobs?: unknown;
 }
 
+/** The lists of a completion's `logprobs`, one entry per token each. */
+const COMPLETION_LOGPROB_LISTS = ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const;
+
 /** A key that can only be the key itself in JSON text (a quote inside a string value is escaped). */
 const CHOICES = '"choices":[';
 const USAGE_KEY = ',"usage":{';
@@ -178,6 +181,14 @@ export class Continuation {
    * with stop strings, more): the continuing worker generates them again, and their ids are not sent twice.
    */
   private skipIds: number;
+  /** As `skipIds`, of the log-probability entries the client already has of those tokens. */
+  private skipLogprobs: number;
+  /**
+   * Completions with logprobs: what a continuation's `text_offset`s are moved by. The continuing
+   * worker counts them from its own generated text, which starts at the break; the client's count
+   * from the first generated character (vLLM counts Python characters: code points).
+   */
+  private readonly offsetShift: number;
   /** The continuing worker's prompt ids are not the client's (it has its own, or its prompt now holds the text sent). */
   private readonly dropPromptIds: boolean;
   /** The worker's event head (`data: {"id":…,"model":…,`) and the client's, once an event rewritten in full showed both (fastEvent). */
@@ -196,6 +207,8 @@ export class Continuation {
     this.seam = len > 1 ? so.text.slice(-(len - 1)) : '';
     this.seamLeft = this.seam === '' ? 0 : len - 1;
     this.skipIds = so.tokenIds.length - so.idsAtText;
+    this.skipLogprobs = so.logprobs - so.logprobsAtText;
+    this.offsetShift = !chat && body.logprobs !== undefined && body.logprobs !== null ? [...so.text].length : 0;
     // a stream broken before anything was sent is asked again as it was: its prompt ids are the client's
     this.dropPromptIds = so.promptIds !== undefined || so.text !== '';
     const opts = body.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
@@ -308,6 +321,7 @@ export class Continuation {
       c.token_ids = c.token_ids.slice(n);
       this.skipIds -= n;
     }
+    if ((this.skipLogprobs > 0 || this.offsetShift > 0) && typeof c.logprobs === 'object' && c.logprobs !== null) this.placeLogprobs(c.logprobs as Body);
     let piece: string | undefined;
     if (this.chat) {
       const d = c.delta;
@@ -350,7 +364,7 @@ export class Continuation {
    */
   private fastEvent(raw: string): string | undefined {
     const f = this.fast;
-    if (f === undefined || this.seamLeft > 0 || this.skipIds > 0) return undefined;
+    if (f === undefined || this.seamLeft > 0 || this.skipIds > 0 || this.skipLogprobs > 0 || this.offsetShift > 0) return undefined;
     return this.onText(raw, f);
   }
 
@@ -388,6 +402,29 @@ export class Continuation {
     // only heads whose rewrite on the text gives this very event: an identity field the worker sends after its choices, or not at all, is the full rewrite's to place
     // (onText counts this event's usage again: the same counts)
     if (this.onText(raw, f) === out) this.fast = f;
+  }
+
+  /**
+   * A continuation event's log-probabilities as the client's stream has them: the entries of tokens
+   * it already has dropped (chat: `content`; completions: each list), completions' `text_offset`s
+   * counted from the first character generated.
+   */
+  private placeLogprobs(lp: Body): void {
+    if (this.chat) {
+      if (this.skipLogprobs > 0 && Array.isArray(lp.content)) {
+        const n = Math.min(this.skipLogprobs, lp.content.length);
+        lp.content = lp.content.slice(n);
+        this.skipLogprobs -= n;
+      }
+      return;
+    }
+    if (this.skipLogprobs > 0 && Array.isArray(lp.tokens)) {
+      const n = Math.min(this.skipLogprobs, lp.tokens.length);
+      for (const k of COMPLETION_LOGPROB_LISTS) if (Array.isArray(lp[k])) lp[k] = (lp[k] as unknown[]).slice(n);
+      this.skipLogprobs -= n;
+    }
+    const shift = this.offsetShift;
+    if (shift > 0 && Array.isArray(lp.text_offset)) lp.text_offset = lp.text_offset.map((x: unknown) => (typeof x === 'number' ? x + shift : x));
   }
 
   /** The original stream's identity on a continuation event. */

@@ -1,7 +1,8 @@
 // Cluster mode (docs/cluster.md, "Admin calls anywhere"; docs/security.md): a follower's admin port
 // admits connections and calls as a single process's admin listener does (limits.admin: the connection
 // ceiling, connections and requests per client). Regression: a follower's port had no admission at all,
-// so one client could hold every descriptor of it; malformed HTTP got node's bare 400, not the catalogue's.
+// so one client could hold every descriptor of it; malformed HTTP got node's bare 400, not the catalogue's,
+// and CONNECT no answer. A leader stopped with an admin event stream open hung.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
@@ -9,6 +10,7 @@ import { connect } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Agent, request } from 'undici';
 import { afterAll, describe, expect } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { startReplica } from '../../../src/control/cluster.js';
@@ -81,6 +83,7 @@ describe("a follower's admin port", () => {
         parseConfig({
           server: { listen: '127.0.0.1:0', admin_listen: '127.0.0.1:0', data_dir: path.join(tmp, name) },
           store: { kind: 'etcd', endpoints: [(etcd as EtcdServer).endpoint], prefix: '/admission', replica: name, lease_ttl_s: 2 },
+          auth: { tokens: [{ name: 'ops', role: 'operator', token: 'op-token' }] },
           limits: { admin: { max_connections: 4, per_client_connections: 2, per_client_requests_per_s: 1, per_client_burst: 2 } },
           models: [
             { name: 'm', versions: [{ id: 'v1', provider: { kind: 'static', endpoints: [endpoint] }, warmup: { requests: 0 } }], health: { enabled: false } },
@@ -125,6 +128,24 @@ describe("a follower's admin port", () => {
       expect(fifth).toMatch(/^HTTP\/1\.1 503 /);
       expect(fifth).toContain('"code":"server_overloaded"');
       expect(await adminOpen(r2)).toBe(4);
+      for (const s of sockets.splice(0)) s.destroy();
+
+      // CONNECT: the catalogue's 405, as on the leader's admin server (node:http dropped it without a word)
+      await until('the connections closed on the replica', 10_000, async () => (await adminOpen(r2)) === 0);
+      const connect = await answer(await open(port, '127.0.0.7'), 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+      expect(connect).toMatch(/^HTTP\/1\.1 405 /);
+      expect(connect).toContain('"code":"method_not_allowed"');
+
+      // the leader stopped with an event stream open on its admin port stops (regression: its front
+      // waited for the stream, which only the admin server it had handed it to could end)
+      // (from an address of its own: the leader counts the follower's forwarded calls as 127.0.0.1's)
+      const own = new Agent({ localAddress: '127.0.0.8' });
+      const events = await request(`${r1.adminUrl}/admin/v1/events`, { headers: { authorization: 'Bearer op-token' }, dispatcher: own });
+      expect(events.statusCode).toBe(200);
+      events.body.on('error', () => undefined);
+      await r1.close();
+      replicas.splice(replicas.indexOf(r1), 1);
+      await own.destroy();
     },
     90_000,
   );

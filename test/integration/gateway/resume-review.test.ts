@@ -8,7 +8,7 @@ import type { RequestRecord } from '../../../src/telemetry/record.js';
 import type { WorkerFault } from '../../../src/telemetry/telemetry.js';
 import { httpCall, gatewayFixtures, oneModel } from '../../helpers/gateway.js';
 import type { Gateway } from '../../helpers/gateway.js';
-import { stream } from '../../helpers/upstream.js';
+import { closedPort, stream } from '../../helpers/upstream.js';
 import type { Behaviour } from '../../helpers/upstream.js';
 import { chatEvent, piecesThenDrop, read } from '../../helpers/resume-client.js';
 
@@ -174,5 +174,22 @@ describe('garbage shaped like a JSON object', () => {
     const got = read(res.body, true);
     expect([got.errors, got.text, got.finish]).toEqual([[], 'Hello world', 'stop']);
     expect(await migrations(gw)).toEqual([expect.stringMatching(/reason="upstream_malformed_stream",outcome="resumed"\} 1$/)]);
+  });
+});
+
+describe('a continuation whose connect is refused', () => {
+  // regression: the refused connect (a worker killed and not yet noticed) was taken for a second break,
+  // spending a migration: with max_migrations 1 the stream ended with an error though a worker could continue it
+  it('goes to another worker without spending a migration', async () => {
+    const a = await upstream();
+    const c = await upstream();
+    // a port nothing listens on (a worker killed, not yet noticed)
+    const goneUrl = `http://127.0.0.1:${await closedPort()}`;
+    a.script(stream([chatEvent(undefined), chatEvent('Hello')]));
+    c.script(stream([chatEvent(undefined, {}, 'other'), chatEvent(' world', {}, 'other'), finish(), DONE]));
+    const gw = await gateway(oneModel([a.url, goneUrl, c.url]), { resume: { maxMigrations: 1, budgetMs: 60_000, logBytes: 65_536 } }, rr());
+    const got = read((await httpCall(gw.url, CHAT, ask())).body, true);
+    expect([got.errors, got.text, got.finish, got.done]).toEqual([[], 'Hello world', 'stop', true]);
+    expect(await migrations(gw)).toEqual([expect.stringMatching(/outcome="resumed"\} 1$/)]);
   });
 });

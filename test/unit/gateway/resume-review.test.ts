@@ -211,3 +211,72 @@ describe('an event trickled a byte at a time costs linear work (bytes searched; 
     expect(n).toBeLessThan(LINEAR * ev.length);
   });
 });
+
+describe('log-probabilities across the break', () => {
+  /** A completion event: its text, ids and logprobs (one entry per token, `text_offset` as vLLM counts them: from the first generated character). */
+  const compl = (text: string, tokens: string[], offsets: number[], ids?: number[]) =>
+    JSON.stringify({
+      id: 'c',
+      object: 'text_completion',
+      created: 1,
+      model: 'm',
+      choices: [
+        {
+          index: 0,
+          text,
+          ...(ids === undefined ? {} : { token_ids: ids }),
+          logprobs: { text_offset: offsets, token_logprobs: tokens.map(() => -0.5), tokens, top_logprobs: tokens.map((t) => ({ [t]: -0.5 })) },
+          finish_reason: null,
+        },
+      ],
+    });
+  const lpOf = (out: string) =>
+    out
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => (JSON.parse(e.slice(6)) as { choices: { logprobs: { tokens: string[]; text_offset: number[] } }[] }).choices[0]?.logprobs);
+
+  it("completions: a continuation's text_offset counts from the first generated character, in code points (it started again at 0)", () => {
+    const so = emptySoFar();
+    // "a😀" is 3 UTF-16 units, 2 code points (Python's len, vLLM's count)
+    for (const [t, o] of [
+      ['a', 0],
+      ['😀', 1],
+    ] as const)
+      readEvent(so, compl(t, [t], [o]), false);
+    const c = new Continuation(so, false, 2, { stream: true, logprobs: 1 });
+    const out = c.feed(b(`data: ${compl(' b', [' b'], [0])}\n\ndata: ${compl('c', ['c'], [2])}\n\n`));
+    expect(lpOf(out).map((l) => l?.text_offset)).toEqual([[2], [4]]);
+    // without logprobs asked nothing is moved (and the fast path stays open)
+    const plain = new Continuation(so, false, 2, { stream: true });
+    expect(lpOf(plain.feed(b(`data: ${compl(' b', [' b'], [0])}\n\n`))).map((l) => l?.text_offset)).toEqual([[0]]);
+  });
+
+  it('the entries of tokens whose text the broken worker still held are not sent twice (chat and completions)', () => {
+    // completions: the second token's text was held (half a character): its id and entry went out, its text did not
+    const so = emptySoFar();
+    readEvent(so, compl('a', ['a'], [0], [10]), false);
+    readEvent(so, compl('', ['\\xf0'], [1], [11]), false);
+    expect([so.logprobs, so.logprobsAtText]).toEqual([2, 1]);
+    const c = new Continuation(so, false, 1, { stream: true, logprobs: 1 });
+    // the continuation generates it again, with the character's end
+    const out = c.feed(b(`data: ${compl('😀', ['\\xf0', '\\x9f'], [0, 0], [11, 12])}\n\n`));
+    expect(lpOf(out)).toEqual([{ text_offset: [1], token_logprobs: [-0.5], tokens: ['\\x9f'], top_logprobs: [{ '\\x9f': -0.5 }] }]);
+    // chat: logprobs.content
+    const chatEv = (content: string, toks: string[]) =>
+      JSON.stringify({
+        id: 'c',
+        object: 'chat.completion.chunk',
+        created: 1,
+        model: 'm',
+        choices: [{ index: 0, delta: { content }, logprobs: { content: toks.map((token) => ({ token, logprob: -1, top_logprobs: [] })) }, finish_reason: null }],
+      });
+    const cs = emptySoFar();
+    readEvent(cs, chatEv('Hi', ['Hi']), true);
+    readEvent(cs, chatEv('', ['\\xf0']), true);
+    const cc = new Continuation(cs, true, 1, { stream: true, logprobs: true });
+    const got = cc.feed(b(`data: ${chatEv('😀', ['\\xf0', '\\x9f'])}\n\n`));
+    const content = (JSON.parse(got.slice(6)) as { choices: { logprobs: { content: { token: string }[] } }[] }).choices[0]?.logprobs.content;
+    expect(content?.map((e) => e.token)).toEqual(['\\x9f']);
+  });
+});
