@@ -269,7 +269,9 @@ describe('log-probabilities across the break', () => {
         object: 'chat.completion.chunk',
         created: 1,
         model: 'm',
-        choices: [{ index: 0, delta: { content }, logprobs: { content: toks.map((token) => ({ token, logprob: -1, top_logprobs: [] })) }, finish_reason: null }],
+        choices: [
+          { index: 0, delta: { content }, logprobs: { content: toks.map((token) => ({ token, logprob: -1, top_logprobs: [] })) }, finish_reason: null },
+        ],
       });
     const cs = emptySoFar();
     readEvent(cs, chatEv('Hi', ['Hi']), true);
