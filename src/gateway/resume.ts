@@ -54,8 +54,11 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
   } else if (chat) {
     const msgs = (b.messages as Body[]).slice();
     const last = msgs[msgs.length - 1] as Body;
-    if (b.continue_final_message === true && last.role === 'assistant') msgs[msgs.length - 1] = { ...last, content: appendContent(last.content, so.text) };
-    else msgs.push({ role: 'assistant', content: so.text });
+    if (b.continue_final_message === true && last.role === 'assistant') {
+      const content = appendContent(last.content, so.text);
+      if (content === undefined) return { refused: 'a final assistant message whose content ends in a part that is not text' };
+      msgs[msgs.length - 1] = { ...last, content };
+    } else msgs.push({ role: 'assistant', content: so.text });
     out.messages = msgs;
     if (mode === 'continue_final_message') {
       out.continue_final_message = true;
@@ -96,9 +99,17 @@ export function planResume(req: ParsedRequest, chat: boolean, so: SoFar, engine:
 /** A prompt of token ids (vLLM takes a completion's prompt so). */
 const isIdList = (p: unknown): p is number[] => isIds(p) && p.length > 0;
 
+/** A message's content with `text` added at its end (undefined: it cannot be, its last part not being text). */
 function appendContent(content: unknown, text: string): unknown {
-  if (Array.isArray(content)) return [...(content as unknown[]), { type: 'text', text }];
-  return (typeof content === 'string' ? content : '') + text;
+  if (!Array.isArray(content)) return (typeof content === 'string' ? content : '') + text;
+  // the text goes on in the last part: an engine joins a message's text parts with a newline (vLLM
+  // does), which a part of its own would put inside the answer; after a part that is not text, nowhere
+  const parts = content.slice() as unknown[];
+  const last = parts[parts.length - 1] as { type?: unknown; text?: unknown } | undefined;
+  if (last === undefined) return [{ type: 'text', text }];
+  if (typeof last !== 'object' || last === null || last.type !== 'text' || typeof last.text !== 'string') return undefined;
+  parts[parts.length - 1] = { ...last, text: last.text + text };
+  return parts;
 }
 
 /** The stop strings of a request (a string or a list; empty ones ignored). */
@@ -161,6 +172,8 @@ export class Continuation {
   private readonly stopLen: number;
   private readonly includeUsage: boolean;
   private readonly continuousUsage: boolean;
+  /** `include_stop_str_in_output`: a stop string found across the break is sent too. */
+  private readonly includeStop: boolean;
   /** The client's counts, rewritten (-1 until the continuing worker reports its own). */
   promptTokens = -1;
   completionTokens = -1;
@@ -214,6 +227,7 @@ export class Continuation {
     const opts = body.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
     this.includeUsage = opts?.include_usage === true;
     this.continuousUsage = opts?.continuous_usage_stats === true;
+    this.includeStop = body.include_stop_str_in_output === true;
   }
 
   /**
@@ -346,7 +360,8 @@ export class Continuation {
     }
     if (piece !== undefined && this.seamLeft > 0) {
       const at = this.stopAcross(piece);
-      if (at !== undefined) return this.endOnStop(e, c, piece.slice(0, Math.max(0, at.index - this.seam.length)), at.stop);
+      // the text ends before the stop string (it started in the text sent), or with it when the client asked to get it
+      if (at !== undefined) return this.endOnStop(e, c, this.includeStop ? piece.slice(0, at.end) : '', at.stop);
     }
     const out = `data: ${JSON.stringify(e)}\n\n`;
     if (this.fast === undefined) this.learnHead(raw, out);
@@ -445,13 +460,13 @@ export class Continuation {
     return { ...u, prompt_tokens: this.promptTokens, completion_tokens: this.completionTokens, total_tokens: this.promptTokens + this.completionTokens };
   }
 
-  /** A stop string that starts in the text already sent and ends in `piece` (the earliest). */
-  private stopAcross(piece: string): { index: number; stop: string } | undefined {
+  /** A stop string that starts in the text already sent and ends in `piece` (the earliest), and where in `piece` it ends. */
+  private stopAcross(piece: string): { index: number; stop: string; end: number } | undefined {
     const window = this.seam + piece;
-    let best: { index: number; stop: string } | undefined;
+    let best: { index: number; stop: string; end: number } | undefined;
     for (const stop of this.stops) {
       const i = window.indexOf(stop);
-      if (i !== -1 && i < this.seam.length && (best === undefined || i < best.index)) best = { index: i, stop };
+      if (i !== -1 && i < this.seam.length && (best === undefined || i < best.index)) best = { index: i, stop, end: i + stop.length - this.seam.length };
     }
     // what is past the seam is the continuing worker's to check
     this.seam = window.slice(-(this.stopLen - 1));

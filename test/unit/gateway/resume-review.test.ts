@@ -282,3 +282,42 @@ describe('log-probabilities across the break', () => {
     expect(content?.map((e) => e.token)).toEqual(['\\x9f']);
   });
 });
+
+describe('a continued chat whose final assistant message has content parts', () => {
+  const so = (): SoFar => ({ ...emptySoFar(), id: 'c', text: 'lo wor', role: true, tokenEvents: 2 });
+  const messages = (content: unknown) => [
+    { role: 'user', content: 'hi' },
+    { role: 'assistant', content },
+  ];
+  it('goes on in its last text part (a part of its own was joined to it with a newline by the engine)', () => {
+    const d = planned(planResume(req({ messages: messages([{ type: 'text', text: 'Hel' }]), continue_final_message: true }), true, so(), ENGINE));
+    expect((d.body.messages as { content: unknown }[])[1]?.content).toEqual([{ type: 'text', text: 'Hello wor' }]);
+    const empty = planned(planResume(req({ messages: messages([]), continue_final_message: true }), true, so(), ENGINE));
+    expect((empty.body.messages as { content: unknown }[])[1]?.content).toEqual([{ type: 'text', text: 'lo wor' }]);
+  });
+  it('is not continued when its last part is not text (nowhere to join the text to)', () => {
+    const parts = [
+      { type: 'text', text: 'Look:' },
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+    ];
+    expect(planResume(req({ messages: messages(parts), continue_final_message: true }), true, so(), ENGINE)).toEqual({
+      refused: 'a final assistant message whose content ends in a part that is not text',
+    });
+  });
+});
+
+describe('a stop string across the break with include_stop_str_in_output', () => {
+  const so = (): SoFar => ({ ...emptySoFar(), id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', text: 'the EN', role: true, tokenEvents: 2 });
+  const textOf = (out: string) =>
+    out
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => (JSON.parse(e.slice(6)) as { choices: { delta: { content: string }; finish_reason: string | null }[] }).choices[0]);
+  it('ends the stream with the stop string (it was cut before it, as if not asked)', () => {
+    const c = new Continuation(so(), true, 2, { stream: true, stop: ['END'], include_stop_str_in_output: true });
+    expect(textOf(c.feed(b(`data: ${chatData('D and')}\n\n`)))).toEqual([expect.objectContaining({ delta: { content: 'D' }, finish_reason: 'stop' })]);
+    expect(c.cut).toBe(true);
+    const without = new Continuation(so(), true, 2, { stream: true, stop: ['END'] });
+    expect(textOf(without.feed(b(`data: ${chatData('D and')}\n\n`)))).toEqual([expect.objectContaining({ delta: { content: '' }, finish_reason: 'stop' })]);
+  });
+});
