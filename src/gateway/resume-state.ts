@@ -351,8 +351,9 @@ const SPARE_MAX = 256;
 /**
  * The bytes a stream sent its client. Appending is one copy (TypedArray#set, not Buffer#copy: half
  * the overhead per call) into a buffer that starts at 16 KiB (reused from finished streams) and
- * doubles; past `maxBytes` what is held is read into `SoFar` (text only) and the buffer starts over,
- * so a long stream holds its text plus at most `maxBytes`. `release` when the stream is over.
+ * doubles up to `maxBytes`; past `maxBytes` what is held is read into `SoFar` (text only) and the
+ * buffer starts over, so a long stream holds its text plus a buffer of at most `maxBytes` (16 KiB if
+ * that is less; a single larger write, its size). `release` when the stream is over.
  */
 export class SentLog {
   private buf: Buffer | undefined;
@@ -374,7 +375,9 @@ export class SentLog {
         this.len = 0;
       }
       if (this.len + n > buf.length) {
-        const bigger = Buffer.allocUnsafe(Math.max(buf.length * 2, this.len + n));
+        // doubling, but never past the bound (a bound that is not 16 KiB times a power of two was
+        // overshot by up to 2 ×), unless one write is larger than it
+        const bigger = Buffer.allocUnsafe(Math.max(Math.min(buf.length * 2, this.maxBytes), this.len + n));
         bigger.set(buf.subarray(0, this.len), 0);
         this.recycle(buf);
         buf = this.buf = bigger;
@@ -399,6 +402,11 @@ export class SentLog {
   /** Bytes held now (not counting what was folded into text). */
   get size(): number {
     return this.len;
+  }
+
+  /** The buffer's bytes: at most the larger of 16 KiB, `maxBytes` and the largest single write. */
+  get capacity(): number {
+    return this.buf?.length ?? 0;
   }
 
   /** Everything the client was sent, read. */

@@ -32,6 +32,21 @@ describe('SentLog', () => {
     }
   });
 
+  it('never grows its buffer past its bound (it doubled past one that is not 16 KiB times a power of two)', () => {
+    const log = new SentLog(true, 40_000);
+    let most = 0;
+    let want = '';
+    for (let i = 0; i < 400; i++) {
+      log.append(Buffer.from(`${ev({ content: ` word${i}` })}\n\n`));
+      want += ` word${i}`;
+      most = Math.max(most, log.capacity);
+    }
+    expect(most).toBeGreaterThan(16_384);
+    expect(most).toBeLessThanOrEqual(40_000);
+    expect(log.read().text).toBe(want);
+    log.release();
+  });
+
   it('folds what it holds into text past its bound, and reads the same', () => {
     const log = new SentLog(true, 4096);
     let want = '';
