@@ -186,16 +186,12 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   /** Retry on another worker of the same pool if nothing reached the client and budget remains (`unspent`: the attempt never reached its worker). */
   private retryOrFail(err: GlidepathError, unspent = false): void {
-    if (this.down.started) {
-      // a continuation whose connect was refused never reached its worker: another takes the same
-      // continuation without spending a migration (a worker is tried once: the pool bounds it)
-      if (unspent && this.down.migration?.awaiting === true && !this.res.destroyed) {
-        this.blame(err.code);
-        this.tries.release();
-        this.tries.exclude();
-        this.lastError = err;
-        this.attempt();
-      } else this.broke(err);
+    // a continuation whose connect was refused never reached its worker: another takes it as it is,
+    // without spending a migration (a worker is tried once: the pool bounds it); any other error of a
+    // stream the client has is a break
+    const refusedContinuation = unspent && this.down.migration?.awaiting === true;
+    if (this.down.started && !refusedContinuation) {
+      this.broke(err);
       return;
     }
     this.blame(err.code);
@@ -208,7 +204,7 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
       return;
     }
     if (unspent) this.unspent++;
-    if (this.mayRetry) {
+    if (refusedContinuation || this.mayRetry) {
       this.tries.exclude();
       this.pool.telemetry.metrics.retries.inc();
       this.attempt();

@@ -98,7 +98,7 @@ interface Choice {
 }
 
 /** The log-probability entries of a choice's `logprobs` (chat: `content`; completions: `tokens`), 0 when none. */
-export function logprobEntries(lp: unknown, chat: boolean): number {
+function logprobEntries(lp: unknown, chat: boolean): number {
   if (typeof lp !== 'object' || lp === null) return 0;
   const list = chat ? (lp as { content?: unknown }).content : (lp as { tokens?: unknown }).tokens;
   return Array.isArray(list) ? list.length : 0;

@@ -158,12 +158,12 @@ export function connectFailure(err: Error, status: number, w: Worker, f: FailedR
   return new UpstreamError('upstream_connect_failed', `${what}; ejected for ${ms} ms`);
 }
 
-/** No worker of the version left to try: the last attempt's error, else `no_healthy_workers`. */
 /** Why a broken stream was not continued when no worker of its version could take it (`err`: noWorkerLeft's). */
 export function noWorkerToResume(err: GlidepathError): string {
   return err.code === 'worker_queue_full' ? 'every other worker of the version is saturated' : 'no other worker of the version could take it';
 }
 
+/** No worker of the version left to try: the last attempt's error, else `no_healthy_workers`. */
 export function noWorkerLeft(last: GlidepathError | undefined, f: FailedRequest): GlidepathError {
   return (
     last ?? new UnavailableError('no_healthy_workers', `no healthy worker for ${f.model} version ${f.version}`, { retryAfterS: DEFAULTS.gateway.retryAfterS })
