@@ -4,7 +4,7 @@
 // (vitest.config.ts): beside the suite's other files on two cores, the lightly loaded canary engine
 // waits longer for a core than stable's busy one, and an equal version's tail read up to twice
 // stable's (docs/engines.md).
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect } from 'vitest';
 import type { CanaryView, WorkerView } from '../../src/api/types.js';
 import { itEngine } from '../helpers/engine.js';
 import { EngineUps, engineConfigYaml } from '../helpers/e2e-engine.js';
@@ -18,6 +18,8 @@ const models = fleets.models;
 
 beforeAll(() => ensureBuilt());
 afterAll(() => fleets.close());
+// each run's fleet stopped before the next starts: its idle engines and control loop would share the CPU (a retry included)
+afterEach(() => fleets.stopAll());
 
 describe('canaries on real llama.cpp workers (e2e)', () => {
   const canaryRun = async (name: string, v2: string): Promise<{ up: UpProcess; view: CanaryView; ok: number; failed: number }> => {
@@ -102,6 +104,11 @@ describe('canaries on real llama.cpp workers (e2e)', () => {
       expect(failed).toBe(0);
       expect(ok).toBeGreaterThan(0);
     },
-    120_000,
+    // One retry: on this shared 2-CPU machine an equal version's tail at 50 % is now and then judged
+    // slower, significantly so (once in .ci/run: 10.8 % of its requests above the pooled p95 against
+    // 4.1 % of stable's, p99 +24 %), though seed 6 is the faster model (docs/engines.md). The judge is
+    // right about what it measured; the machine is the noise. A judge that rolled back equal versions
+    // as a rule fails both runs.
+    { timeout: 120_000, retry: 1 },
   );
 });

@@ -160,8 +160,9 @@ describe('rolling update (e2e)', () => {
     // the plan counts each worker's load; a step also waits for its warm-up, its admission probes and the next tick.
     // Low side: the load was measured with v1's 4 simulators starting at once, which on a 2-CPU machine takes
     // longer than one start alone (each step starts one): the estimate read 1.35–1.94 × the update there, and
-    // once 2.01 × in CI. On GPUs of their own, starts do not share a CPU like that.
-    expect(v.elapsed_ms).toBeGreaterThan(planned * 0.4);
+    // in CI 2.01 × and 2.65 × (its boot beside the suite's parallel files). On GPUs of their own, starts do not
+    // share a CPU like that. The bounds catch an estimate of another order (a load not counted, or counted per token).
+    expect(v.elapsed_ms).toBeGreaterThan(planned * 0.25);
     expect(v.elapsed_ms).toBeLessThan(planned * 6 + 5_000);
   }, 120_000);
 });

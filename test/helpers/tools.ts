@@ -3,6 +3,7 @@
 // passes right after `npm install` on a fresh machine. Under CI (`.ci/run` sets CI=true and installs
 // every package) a missing program is a failure instead, so CI never passes by skipping.
 import { it } from 'vitest';
+import type { TestOptions } from 'vitest';
 import { findTool } from './find-tool.js';
 
 /** The programs the tests use that `npm install` does not bring, and the Debian package of each. */
@@ -38,7 +39,8 @@ export function checkTool(name: string, pkg: string, env: NodeJS.ProcessEnv = pr
 }
 
 type TestBody = () => unknown;
-export type ToolIt = (title: string, fn: TestBody, timeout?: number) => void;
+/** `options`: a timeout in ms, or vitest's options (a timeout, retries). */
+export type ToolIt = (title: string, fn: TestBody, options?: number | TestOptions) => void;
 
 const announced = new Set<string>();
 
@@ -71,7 +73,7 @@ export function itWithEngine(installed: boolean, env: NodeJS.ProcessEnv = proces
 }
 
 function itFor(name: string, check: ToolCheck): ToolIt {
-  if (check.run) return (title, fn, timeout) => it(title, fn, timeout);
+  if (check.run) return (title, fn, options) => it(title, fn, options);
   if ('fail' in check) {
     const message = check.fail;
     return (title) =>
@@ -83,5 +85,5 @@ function itFor(name: string, check: ToolCheck): ToolIt {
     announced.add(name);
     process.stderr.write(`${check.skip}\n`);
   }
-  return (title, fn, timeout) => it.skip(title, fn, timeout);
+  return (title, fn, options) => it.skip(title, fn, options);
 }
