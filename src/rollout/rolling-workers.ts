@@ -45,10 +45,12 @@ export class RollingWorkers {
           newPool: true,
           kvRole: role === 'prefill' || role === 'decode' ? role : undefined,
         });
-        // given up meanwhile (step timeout), or the update turned around or ended: not wanted
+        // given up meanwhile (step timeout), or the update turned around or ended: not wanted. Stopped as
+        // any other: counted as serving by neither pool meanwhile (going back, its version is the old
+        // pool), and a stop that fails is an event, not taken for a failed start
         if (x.abandoned || !this.host.current(l) || pools(s).new !== version) {
           l.given.add(w.id);
-          await p.workers.stop(w);
+          this.stop(l, w, 0);
           return;
         }
         await this.host.event(

@@ -84,6 +84,8 @@ export class FakeFleet {
   readonly workers = new Map<string, FakeWorker>();
   /** Starts that fail, next first (a message each, or the error to throw). */
   readonly failStarts: (string | Error)[] = [];
+  /** Stops that fail, next first (the message each throws); the worker lives on. */
+  readonly failStops: string[] = [];
   /** While set, starts begun now go on only when it resolves (a worker still loading). */
   startGate: Promise<void> | undefined = undefined;
   /** While set, drains end only when it resolves (a worker still draining its streams). */
@@ -393,6 +395,8 @@ export class FakeFleet {
         },
         stop: (w) =>
           later(() => {
+            const why = this.failStops.shift();
+            if (why !== undefined) throw new Error(why);
             this.worker(w.id).alive = false;
             this.log.push(`stop ${w.id}`);
           }),

@@ -217,6 +217,30 @@ describe('RollingController (fake ports)', () => {
     expect(f.live(M, 'v2')).toHaveLength(0);
   });
 
+  it('going back, a start no longer wanted whose stop fails is an error event, not a failed start; the worker is stopped later as an old one', async () => {
+    const { f, rc } = await world();
+    await rc.start(M, { to: 'v2' }, OPS);
+    await steps(rc, 1);
+    let loaded = (): void => undefined;
+    f.startGate = new Promise<void>((r) => (loaded = r));
+    f.clock.t += 1_000;
+    await rc.tick();
+    await settle();
+    f.startGate = undefined;
+    const aborted = await rc.abort(M, OPS);
+    f.failStops.push('the provider did not answer');
+    loaded();
+    await rc.whenIdle();
+    const events = await f.ports().rollouts.events(aborted.id);
+    expect(events.filter((e) => e.kind === 'error').map((e) => e.message)).toEqual(['stopping llama/v2/1 failed: the provider did not answer']);
+    expect(f.live(M, 'v2').map((w) => w.id)).toContain('llama/v2/1');
+    const s = await drive(f, rc);
+    expect(s.phase).toBe('aborted');
+    expect(s.failures).toEqual([]);
+    expect(f.live(M, 'v2')).toHaveLength(0);
+    expect(f.live(M, 'v1')).toHaveLength(4);
+  });
+
   it('a start still under way when the controller shuts down (leadership lost) is stopped once it exists, not left running', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
