@@ -66,6 +66,19 @@ async function drive(f: FakeFleet, rc: RollingController, each: () => void = () 
   throw new Error('the update did not end');
 }
 
+/** v1 → v2 aborted while step 2's new worker is still loading; `loaded` lets that start finish. */
+async function abortMidStart(f: FakeFleet, rc: RollingController): Promise<{ loaded: () => void; aborted: RollingState }> {
+  await rc.start(M, { to: 'v2' }, OPS);
+  await steps(rc, 1);
+  let loaded = (): void => undefined;
+  f.startGate = new Promise<void>((r) => (loaded = r));
+  f.clock.t += 1_000;
+  await rc.tick();
+  await settle();
+  f.startGate = undefined;
+  return { loaded, aborted: await rc.abort(M, OPS) };
+}
+
 const status = async (f: FakeFleet, id: string) => (await f.ports().versions.get(M, id)).status;
 
 describe('RollingController (fake ports)', () => {
@@ -192,16 +205,7 @@ describe('RollingController (fake ports)', () => {
 
   it('going back, a start refused for want of a GPU an abandoned start still holds waits for that start to end: the abort ends, not paused', async () => {
     const { f, rc } = await world();
-    await rc.start(M, { to: 'v2' }, OPS);
-    await steps(rc, 1);
-    // step 2's new worker is still loading when the operator aborts
-    let loaded = (): void => undefined;
-    f.startGate = new Promise<void>((r) => (loaded = r));
-    f.clock.t += 1_000;
-    await rc.tick();
-    await settle();
-    f.startGate = undefined;
-    await rc.abort(M, OPS);
+    const { loaded } = await abortMidStart(f, rc);
     // going back, v1's start finds the GPU the abandoned start holds
     f.failStarts.push(new ConflictError('insufficient_gpus', 'llama/v1 needs 1 GPU(s) but only 0 suitable of 0 free (16 total)'));
     f.clock.t += 1_000;
@@ -219,15 +223,7 @@ describe('RollingController (fake ports)', () => {
 
   it('going back, a start no longer wanted whose stop fails is an error event, not a failed start; the worker is stopped later as an old one', async () => {
     const { f, rc } = await world();
-    await rc.start(M, { to: 'v2' }, OPS);
-    await steps(rc, 1);
-    let loaded = (): void => undefined;
-    f.startGate = new Promise<void>((r) => (loaded = r));
-    f.clock.t += 1_000;
-    await rc.tick();
-    await settle();
-    f.startGate = undefined;
-    const aborted = await rc.abort(M, OPS);
+    const { loaded, aborted } = await abortMidStart(f, rc);
     f.failStops.push('the provider did not answer');
     loaded();
     await rc.whenIdle();
