@@ -88,7 +88,7 @@ function wasThere(s: RollingState, w: WorkerInfo): boolean {
   return s.inPlace?.oldWorkers.includes(w.id) ?? false;
 }
 
-/** The old workers a step stops, per role: those health already doubts first, then the newest. */
+/** The old workers a step stops, per role: those serving nothing first (`rank`), then the newest. */
 export function leavingWorkers(workers: WorkersPort, l: Live, stop: Readonly<Record<string, number>>): WorkerInfo[] {
   const out: WorkerInfo[] = [];
   for (const [role, n] of Object.entries(stop)) {
@@ -132,10 +132,14 @@ export function desiredOf(s: RollingState): Record<string, number> {
   return Object.fromEntries(Object.entries(budgetsNow(s)).map(([r, b]) => [r, b.desired]));
 }
 
-/** Old workers health already doubts leave first. */
+/**
+ * Old workers that serve nothing leave first: those health gave up or that still wait for their
+ * admission (going back, the new pool's unadmitted workers are the old pool: counted against the
+ * budget, stopping them first keeps the capacity that serves within it), then those it doubts.
+ */
 export function rank(w: WorkerInfo): number {
   const st = w.health?.state;
-  return st === 'unhealthy' ? 0 : st === 'suspicious' ? 1 : 2;
+  return st === 'unhealthy' || st === 'pending' ? 0 : st === 'suspicious' ? 1 : 2;
 }
 
 /** What a step does, for its event and the update's message. */

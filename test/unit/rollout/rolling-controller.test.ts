@@ -358,6 +358,32 @@ describe('RollingController (fake ports)', () => {
     expect(f.weights(M).v2).toBeCloseTo(1 / 4, 9);
   });
 
+  it('going back, new workers still waiting for admission leave before admitted ones: serving capacity stays within the budget', async () => {
+    const { f, rc } = await world({ health: true, rolling: { max_surge: 2 } });
+    await rc.start(M, { to: 'v2' }, OPS);
+    await steps(rc, 1);
+    // v2/0 never admitted, v2/1 admitted: the next step stops one v1 and starts v2/2
+    const admit = async (id: string) => {
+      const w = f.workers.get(id);
+      if (!w?.health) throw new Error(`no worker ${id}`);
+      await f.ports().workers.saveHealth(w.info(), { ...w.health, state: 'healthy' });
+    };
+    await admit('llama/v2/1');
+    f.clock.t += 1_000;
+    await steps(rc, 1);
+    expect(f.live(M, 'v2').map((w) => w.id)).toEqual(['llama/v2/0', 'llama/v2/1', 'llama/v2/2']);
+    await rc.abort(M, OPS);
+    const ready = (v: string) => f.live(M, v).filter((w) => w.health === undefined || w.health.state === 'healthy');
+    for (let i = 0; i < 20 && (await rc.get(M)).phase !== 'aborted'; i++) {
+      f.clock.t += 1_000;
+      await steps(rc, 1);
+      expect(ready('v1').length + ready('v2').length).toBeGreaterThanOrEqual(4);
+      for (const w of f.live(M, 'v1')) if (w.health?.state === 'pending') await admit(w.id);
+    }
+    expect((await rc.get(M)).phase).toBe('aborted');
+    expect(ready('v1')).toHaveLength(4);
+  });
+
   it('a restart mid-way adopts the fleet and carries on from the store: no duplicate worker, none lost', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
