@@ -306,6 +306,7 @@ function normalize(raw: RawConfig, issues: ConfigIssue[]): GlidepathConfig {
     gpus,
     gateway: {
       maxBodyBytes: g.max_body_bytes,
+      captureMaxBytes: g.capture_max_bytes,
       connectTimeoutMs: g.connect_timeout_ms,
       firstTokenTimeoutMs: g.first_token_timeout_ms,
       requestTimeoutMs: g.request_timeout_ms,

@@ -343,6 +343,7 @@ export const configSchema = z
     gateway: z
       .object({
         max_body_bytes: posInt().default(G.maxBodyBytes),
+        capture_max_bytes: posInt().default(G.captureMaxBytes),
         connect_timeout_ms: durationMs().default(G.connectTimeoutMs),
         first_token_timeout_ms: durationMs().default(G.firstTokenTimeoutMs),
         request_timeout_ms: durationMs().default(G.requestTimeoutMs),

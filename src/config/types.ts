@@ -153,6 +153,8 @@ export interface GpuConfig {
 
 export interface GatewayConfig {
   readonly maxBodyBytes: number;
+  /** The most bytes of one answer copied for the quality judge; a longer one is not judged. */
+  readonly captureMaxBytes: number;
   readonly connectTimeoutMs: number;
   readonly firstTokenTimeoutMs: number;
   /** Whole-answer limit for non-streaming requests. */

@@ -47,6 +47,12 @@ export const DATA_PLANE = {
      */
     resumeLogBytes: 65_536,
     /**
+     * The most bytes of one answer copied for the quality judge (a sampled client answer, a shadow
+     * answer): 1 MiB is ~6,000 chat events. A longer answer is not judged (a cut one would be judged
+     * wrongly), and memory per sampled request stays bounded whatever `max_tokens` a client asks.
+     */
+    captureMaxBytes: 1_048_576,
+    /**
      * Degradation (docs/resilience.md): the lowest capacity ratio of levels 0, 1, 2 and 3 (below the
      * last, level 4), as seed 004 sets them.
      */

@@ -93,7 +93,8 @@ export class ProxyRequest implements Sender, Abortable, Attempted {
 
   /** Copy this request's response to a tap (quality judging); `pairId` joins it with a shadow answer. */
   captureTo(tap: ResponseTap, pairId: number | undefined): this {
-    this.down.capture = new ResponseCapture(tap, pairId);
+    const metrics = this.pool.telemetry.metrics;
+    this.down.capture = new ResponseCapture(tap, pairId, this.ctx.cfg.captureMaxBytes, () => metrics.captureDropped('client'));
     return this;
   }
 

@@ -6,7 +6,7 @@ import type { ProxyContext } from './proxy.js';
 import type { VersionPool, Worker } from './pool.js';
 import type { ParsedRequest } from './request.js';
 import { SseMeter } from './sse.js';
-import { deliver } from './tap.js';
+import { deliver, KeptBody } from './tap.js';
 import type { ResponseTap } from './tap.js';
 import { LocalResourceError, WorkerQueueError } from './upstream.js';
 import { MAX_LANES } from './upstream-queue.js';
@@ -35,11 +35,12 @@ export function mirror(
   w.upstream.dispatch(path, req.stream, req.raw, s);
 }
 
-/** One mirrored request: collected whole, measured, recorded, delivered to the tap. */
+/** One mirrored request: measured, recorded, and its answer (bounded) delivered to the tap. */
 class ShadowRequest implements UpstreamHandler {
   private readonly meter: SseMeter | undefined;
   private status = 0;
-  private readonly parts: Buffer[] = [];
+  /** The answer, for the tap, and for a non-streaming answer's usage: nothing kept when neither needs it. */
+  private readonly body: KeptBody | undefined;
   private timer: NodeJS.Timeout | undefined;
   private ctl: UpstreamController | undefined;
   private timedOut = false;
@@ -57,6 +58,7 @@ class ShadowRequest implements UpstreamHandler {
     private readonly at: number,
   ) {
     this.meter = req.stream ? SseMeter.forPath(path) : undefined;
+    this.body = tap !== undefined || !req.stream ? new KeptBody(ctx.cfg.captureMaxBytes) : undefined;
   }
 
   /** Mirrored traffic waits last for a worker, behind every tier (and may use only the slots a degraded level shares out). */
@@ -99,12 +101,12 @@ class ShadowRequest implements UpstreamHandler {
 
   private take(chunk: Buffer): void {
     this.meter?.feed(chunk, performance.now());
-    this.parts.push(Buffer.from(chunk)); // borrowed from the pool's read buffer
+    this.body?.push(chunk);
   }
 
   onResponseEnd(tail?: Buffer): void {
     if (tail !== undefined) this.take(tail);
-    const body = Buffer.concat(this.parts).toString('utf8');
+    const body = this.body?.text();
     let errorCode: ErrorCode | undefined;
     if (this.status >= 500) errorCode = 'upstream_error';
     // (the meter goes on reading past a bad event: a [DONE] after it does not make the stream good)
@@ -127,14 +129,16 @@ class ShadowRequest implements UpstreamHandler {
     } else this.done(this.status || 502, 'upstream_shadow_failed', this.timedOut ? `shadow request timed out: ${err.message}` : err.message);
   }
 
-  private done(status: number, code: ErrorCode | undefined, body: string): void {
+  /** `body`: the answer (undefined: longer than `capture_max_bytes`, or not kept), or the failure's message. */
+  private done(status: number, code: ErrorCode | undefined, body: string | undefined): void {
     if (this.timer) clearTimeout(this.timer);
     this.w.outstanding--;
     const { ctx, pool, meter, req } = this;
     let errorCode = code;
     const latencyMs = performance.now() - this.startedAt;
     let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-    if (!meter && status === 200 && errorCode === undefined) {
+    // (a non-streaming answer too long to keep: its token counts are not known)
+    if (!meter && status === 200 && errorCode === undefined && body !== undefined) {
       try {
         usage = (JSON.parse(body) as { usage?: typeof usage }).usage;
       } catch {
@@ -159,6 +163,8 @@ class ShadowRequest implements UpstreamHandler {
       retries: 0,
       shadow: true,
     });
-    deliver(this.tap, { model: pool.model, version: pool.version, pairId: this.pairId, shadow: true, request: req, status, body, latencyMs });
+    if (this.tap === undefined) return;
+    if (body === undefined) pool.telemetry.metrics.captureDropped('shadow');
+    else deliver(this.tap, { model: pool.model, version: pool.version, pairId: this.pairId, shadow: true, request: req, status, body, latencyMs });
   }
 }

@@ -26,25 +26,56 @@ export interface ResponseTap {
   listener: TapListener;
 }
 
-/** A sampled client response being copied for its tap: pieces kept as they pass, handed over whole at the end. */
+/**
+ * One answer's bytes kept as they pass, `maxBytes` in all at most (`gateway.capture_max_bytes`): past
+ * it, what was kept is let go and nothing more is (`text()` undefined: too long to judge).
+ */
+export class KeptBody {
+  private pieces: Buffer[] = [];
+  private bytes = 0;
+  private over = false;
+  constructor(private readonly maxBytes: number) {}
+
+  /** Keep a piece (copied: the caller's bytes may be borrowed from a read buffer). */
+  push(chunk: Buffer): void {
+    if (this.over) return;
+    this.bytes += chunk.length;
+    if (this.bytes > this.maxBytes) {
+      this.over = true;
+      this.pieces = [];
+    } else this.pieces.push(Buffer.from(chunk));
+  }
+
+  /** The answer as text; undefined if it was longer than the bound. */
+  text(): string | undefined {
+    return this.over ? undefined : Buffer.concat(this.pieces).toString('utf8');
+  }
+}
+
+/** A sampled client response being copied for its tap: pieces kept as they pass (bounded), handed over whole at the end. */
 export class ResponseCapture {
-  private readonly pieces: Buffer[] = [];
+  private readonly body: KeptBody;
   constructor(
     private readonly tap: ResponseTap,
     /** Joins it with the shadow answer to the same request (pairwise judging). */
     private readonly pairId: number | undefined,
-  ) {}
-
-  /** Keep a piece (copied: the caller's bytes may be borrowed from a read buffer). */
-  push(chunk: Buffer): void {
-    this.pieces.push(Buffer.from(chunk));
+    maxBytes: number,
+    /** An answer too long to hand over was dropped. */
+    private readonly dropped: () => void,
+  ) {
+    this.body = new KeptBody(maxBytes);
   }
 
-  /** The request ended: a successful answer goes to the tap as text. */
+  push(chunk: Buffer): void {
+    this.body.push(chunk);
+  }
+
+  /** The request ended: a successful answer goes to the tap as text (unless it was too long to keep). */
   deliver(model: string, version: string, request: ParsedRequest, status: number, ok: boolean, latencyMs: number, adapter: string | undefined): void {
     if (!ok) return;
-    const body = Buffer.concat(this.pieces).toString('utf8');
-    deliver(this.tap, { model, version, adapter, pairId: this.pairId, shadow: false, request, status, body, latencyMs });
+    const body = this.body.text();
+    if (body === undefined) this.dropped();
+    else deliver(this.tap, { model, version, adapter, pairId: this.pairId, shadow: false, request, status, body, latencyMs });
   }
 }
 

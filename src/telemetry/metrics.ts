@@ -92,6 +92,12 @@ export class GatewayMetrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly capturesDropped = new Counter({
+    name: 'glidepath_capture_dropped_total',
+    help: 'Answers sampled for the quality judge (source client or shadow) not handed to it: longer than gateway.capture_max_bytes.',
+    labelNames: ['model', 'version', 'source'] as const,
+    registers: [this.registry],
+  });
   readonly tokens = new ArrayCounter({
     name: 'glidepath_tokens_total',
     help: 'Tokens processed, by kind (prompt or completion).',
@@ -352,6 +358,11 @@ export class VersionMetrics {
     this.completionTokens = m.tokens.labels(model, version, 'completion');
     this.versionErrors = m.versionErrors.labels(model, version);
     this.retries = m.retries.labels(model, version);
+  }
+
+  /** An answer sampled for the quality judge was too long to hand over (rare: no child kept). */
+  captureDropped(source: 'client' | 'shadow'): void {
+    this.parent.capturesDropped.inc({ model: this.model, version: this.version, source });
   }
 
   /** Report the pool's in-flight count under this (model, version) at every scrape. */

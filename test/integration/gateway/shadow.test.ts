@@ -1,6 +1,7 @@
 // Shadow traffic: mirrored copies never reach or slow the client, and are measured as shadow.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RequestRecord } from '../../../src/telemetry/record.js';
+import type { TappedResponse } from '../../../src/gateway/tap.js';
 import { chatBody, deferred, hang, json, sseEvents, startUpstream, status, stream } from '../../helpers/upstream.js';
 import type { Upstream } from '../../helpers/upstream.js';
 import { chatReq, post, startGateway, until } from '../../helpers/gateway.js';
@@ -15,6 +16,7 @@ afterEach(async () => {
 async function setup(
   share: number,
   weights: Record<string, number> = { v1: 1 },
+  over: Parameters<typeof startGateway>[1] = {},
 ): Promise<{ gw: Gateway; main: Upstream; shadow: Upstream; recs: RequestRecord[] }> {
   const main = await startUpstream(json(chatBody('main')));
   const shadow = await startUpstream(json(chatBody('shadow')));
@@ -29,7 +31,7 @@ async function setup(
         route: { weights, shadow: { version: 'v2', share } },
       },
     ],
-    {},
+    over,
     { rand: () => 0.5 },
   );
   cleanups.push(
@@ -57,6 +59,33 @@ describe('shadow traffic', () => {
     await until(() => recs.some((x) => x.shadow), 'shadow record');
     expect(recs.find((x) => x.shadow)).toMatchObject({ version: 'v2', status: 200, shadow: true });
     expect(recs.find((x) => !x.shadow)).toMatchObject({ version: 'v1', status: 200 });
+  });
+
+  it('answers longer than gateway.capture_max_bytes are not handed to the quality tap, and are counted; shorter ones are', async () => {
+    const { gw, main, shadow, recs } = await setup(1, { v1: 1 }, { captureMaxBytes: 400 });
+    const tapped: TappedResponse[] = [];
+    gw.dp.setTap('m', { share: 1, listener: (r) => tapped.push(r) });
+    const long = JSON.stringify(chatBody('x'.repeat(400)));
+    main.script(json(chatBody('x'.repeat(400))), json(chatBody('main')));
+    shadow.script(json(chatBody('shadow')), json(chatBody('y'.repeat(400), { prompt_tokens: 7, completion_tokens: 400 })));
+    // the client's answer too long, then the shadow's: the client gets every byte all the same
+    const first = await post(gw.url, chatReq());
+    expect(first.body).toBe(long);
+    await until(() => recs.filter((x) => x.shadow).length === 1, 'first shadow record');
+    expect((await post(gw.url, chatReq())).status).toBe(200);
+    await until(() => recs.filter((x) => x.shadow).length === 2, 'second shadow record');
+    expect(tapped.map((t) => [t.shadow, t.pairId, (t.body.match(/"content":"(\w+)"/) ?? [])[1]])).toEqual([
+      [true, 1, 'shadow'],
+      [false, 2, 'main'],
+    ]);
+    const metrics = await gw.telemetry.metrics.registry.metrics();
+    expect(metrics).toContain('glidepath_capture_dropped_total{model="m",version="v1",source="client"} 1');
+    expect(metrics).toContain('glidepath_capture_dropped_total{model="m",version="v2",source="shadow"} 1');
+    // a non-streaming shadow answer too long to keep: a success whose token counts are not known
+    expect(recs.filter((x) => x.shadow).map((x) => [x.status, x.errorCode, x.completionTokens])).toEqual([
+      [200, undefined, 2],
+      [200, undefined, 0],
+    ]);
   });
 
   it('a failing or hanging shadow does not affect the client', async () => {
