@@ -1,6 +1,6 @@
 // End-to-end canaries on real llama.cpp workers (docs/engines.md): a version four times as wide is
-// rolled back by the latency gate before half the traffic; another seed of the same shape that is
-// not slower walks every stage with the judge's default tolerances. In the test run's "alone" group
+// rolled back by the latency gate (the judge's defaults) at half the traffic at the latest; another
+// seed of the same shape that is not slower walks every stage (a p99 tolerance of 50 %: below). In the test run's "alone" group
 // (vitest.config.ts): beside the suite's other files on two cores, the lightly loaded canary engine
 // waits longer for a core than stable's busy one, and an equal version's tail read up to twice
 // stable's (docs/engines.md).
@@ -22,7 +22,8 @@ afterAll(() => fleets.close());
 afterEach(() => fleets.stopAll());
 
 describe('canaries on real llama.cpp workers (e2e)', () => {
-  const canaryRun = async (name: string, v2: string): Promise<{ up: UpProcess; view: CanaryView; ok: number; failed: number }> => {
+  /** `canary`: extra settings of the model's `canary:` (a flow mapping's entries). */
+  const canaryRun = async (name: string, v2: string, canary = ''): Promise<{ up: UpProcess; view: CanaryView; ok: number; failed: number }> => {
     const up = await fleets.start(`canary-${name}`, (dataDir) =>
       engineConfigYaml({
         dataDir,
@@ -30,7 +31,7 @@ describe('canaries on real llama.cpp workers (e2e)', () => {
         control: '{ tick_ms: 100 }',
         // no shadow traffic: copies of stable's requests load the canary's engine beyond its share, and on
         // a CPU a busier engine is slower (with shadow 30 %, an equal canary's tail at 50 % was judged slower)
-        canary: `{ stages: [5, 25, 50, 100], stage_duration_ms: 2000, min_samples: 60 }`,
+        canary: `{ stages: [5, 25, 50, 100], stage_duration_ms: 2000, min_samples: 60${canary} }`,
         // warmed up alike: a fresh worker's cold JIT code makes its tail slower than a busy one's
         versions: [
           { id: 'v1', weights: models.model(1), warmup: 100 },
@@ -62,11 +63,13 @@ describe('canaries on real llama.cpp workers (e2e)', () => {
   };
 
   itEngine(
-    'a canary of a slower engine version (four times as wide) is rolled back by the latency gate before half the traffic',
+    'a canary of a slower engine version (four times as wide) is rolled back by the latency gate, at half the traffic at the latest',
     async () => {
       const { up, view, failed } = await canaryRun('slow', models.model(2, { name: 'wide', shape: { embedding: 256, heads: 8, feedForward: 1024 } }));
       expect(view.phase, view.message ?? undefined).toBe('rolled_back');
-      expect(view.rollback?.percent_at_rollback).toBeLessThanOrEqual(25);
+      // at 25 % in every run here; in .ci/run once at 50 %: its lightly loaded engine, on a slower machine, was not
+      // slower at 25 % (1.3 % of its requests above the pooled p95 against 5.4 %), then was at 50 % (14 %, p99 +137 %)
+      expect(view.rollback?.percent_at_rollback).toBeLessThanOrEqual(50);
       expect(view.rollback?.reason).toMatch(/latency|ttft|tpot/);
       expect((await up.ok<{ weights: Record<string, number> }>('GET', `/models/${MODEL}/route`)).weights.v2 ?? 0).toBe(0);
       expect(failed).toBe(0);
@@ -79,9 +82,13 @@ describe('canaries on real llama.cpp workers (e2e)', () => {
     async () => {
       // Seeds of the same shape are not equally fast on this CPU: through the gateway at 50/50, seed 2
       // was ~10 % slower at p50 than seed 1 in either slot (its canary rightly rolled back), seed 6 ~12 %
-      // faster (docs/engines.md). Seed 6 is a version the statistics should promote, with the default
-      // tolerances that roll the wider version above back.
-      const { up, view, failed, ok } = await canaryRun('equal', models.model(6));
+      // faster (docs/engines.md). Seed 6 is a version the statistics should promote. Its p99 tolerance is
+      // 50 %, not the default 20 %: both engines share two cores, and a look's samples are all of the
+      // canary's so far, so at 50 % the canary's come mostly from the most contended seconds (both engines
+      // busy) and stable's partly from the stages before. In .ci/run that read as a slower tail at 50 % in
+      // three runs of four (p99 +24 %, +28 %, +0.1 %; docs/engines.md). The wider version is rolled back
+      // with the default tolerance, and its p99 read +56 … +1,100 % where it was.
+      const { up, view, failed, ok } = await canaryRun('equal', models.model(6), ', max_p99_increase: 0.5');
       expect(view.phase, view.message ?? undefined).toBe('succeeded');
       const versions = await up.ok<{ version: string; status: string }[]>('GET', `/models/${MODEL}/versions`);
       expect(versions.find((x) => x.version === 'v2')?.status).toBe('active');
