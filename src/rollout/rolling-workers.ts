@@ -101,13 +101,15 @@ export class RollingWorkers {
     l.stopping.add(w.id);
     const run = async () => {
       try {
-        p.workers.setWeight(w, 0);
-        // a planned removal: a stream still running past the drain is carried on by another worker of
-        // its version (gateway resume), not ended as a worker health took out would be
-        if (drainMs > 0)
-          await p.workers
-            .drainOne(w, drainMs, 'removed')
-            .catch((err: unknown) => this.host.event(l, 'error', `draining ${w.id} failed (stopped all the same): ${messageOf(err)}`));
+        try {
+          // (a worker the data plane no longer lists — its version unloaded since it started — throws here)
+          p.workers.setWeight(w, 0);
+          // a planned removal: a stream still running past the drain is carried on by another worker of
+          // its version (gateway resume), not ended as a worker health took out would be
+          if (drainMs > 0) await p.workers.drainOne(w, drainMs, 'removed');
+        } catch (err) {
+          await this.host.event(l, 'error', `draining ${w.id} failed (stopped all the same): ${messageOf(err)}`);
+        }
         await p.workers.stop(w);
       } catch (err) {
         await this.host.event(l, 'error', `stopping ${w.id} failed: ${messageOf(err)}`);

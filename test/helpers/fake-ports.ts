@@ -84,6 +84,8 @@ export class FakeFleet {
   readonly workers = new Map<string, FakeWorker>();
   /** Starts that fail, next first (a message each, or the error to throw). */
   readonly failStarts: (string | Error)[] = [];
+  /** Weight changes that fail, next first (the message each throws): a worker the data plane no longer lists. */
+  readonly failWeights: string[] = [];
   /** Stops that fail, next first (the message each throws); the worker lives on. */
   readonly failStops: string[] = [];
   /** While set, starts begun now go on only when it resolves (a worker still loading). */
@@ -356,6 +358,8 @@ export class FakeFleet {
             .map((w) => w.info()),
         probe: (w, body) => later(() => this.worker(w.id).answer(String((body as { prompt: string }).prompt))),
         setWeight: (w, weight, budget) => {
+          const why = this.failWeights.shift();
+          if (why !== undefined) throw new Error(why);
           const fw = this.worker(w.id);
           fw.weight = weight;
           fw.budget = budget ?? Infinity;

@@ -237,6 +237,19 @@ describe('RollingController (fake ports)', () => {
     expect(f.live(M, 'v1')).toHaveLength(4);
   });
 
+  it('a start no longer wanted is stopped even when its weight cannot be set (the data plane no longer lists it): an error event, no worker left', async () => {
+    const { f, rc } = await world();
+    const { loaded, aborted } = await abortMidStart(f, rc);
+    f.failWeights.push('no worker llama/v2/1 in the data plane');
+    loaded();
+    await rc.whenIdle();
+    expect(f.live(M, 'v2').map((w) => w.id)).not.toContain('llama/v2/1');
+    const events = await f.ports().rollouts.events(aborted.id);
+    expect(events.filter((e) => e.kind === 'error').map((e) => e.message)).toEqual([
+      'draining llama/v2/1 failed (stopped all the same): no worker llama/v2/1 in the data plane',
+    ]);
+  });
+
   it('a start still under way when the controller shuts down (leadership lost) is stopped once it exists, not left running', async () => {
     const { f, rc } = await world();
     await rc.start(M, { to: 'v2' }, OPS);
