@@ -79,6 +79,15 @@ async function abortMidStart(f: FakeFleet, rc: RollingController): Promise<{ loa
   return { loaded, aborted: await rc.abort(M, OPS) };
 }
 
+/** abortMidStart, then `fail` set up before that start ends (it is no longer wanted and is stopped): the update's error events. */
+async function unwantedStartErrors(f: FakeFleet, rc: RollingController, fail: () => void): Promise<string[]> {
+  const { loaded, aborted } = await abortMidStart(f, rc);
+  fail();
+  loaded();
+  await rc.whenIdle();
+  return (await f.ports().rollouts.events(aborted.id)).filter((e) => e.kind === 'error').map((e) => e.message);
+}
+
 const status = async (f: FakeFleet, id: string) => (await f.ports().versions.get(M, id)).status;
 
 describe('RollingController (fake ports)', () => {
@@ -223,12 +232,9 @@ describe('RollingController (fake ports)', () => {
 
   it('going back, a start no longer wanted whose stop fails is an error event, not a failed start; the worker is stopped later as an old one', async () => {
     const { f, rc } = await world();
-    const { loaded, aborted } = await abortMidStart(f, rc);
-    f.failStops.push('the provider did not answer');
-    loaded();
-    await rc.whenIdle();
-    const events = await f.ports().rollouts.events(aborted.id);
-    expect(events.filter((e) => e.kind === 'error').map((e) => e.message)).toEqual(['stopping llama/v2/1 failed: the provider did not answer']);
+    expect(await unwantedStartErrors(f, rc, () => f.failStops.push('the provider did not answer'))).toEqual([
+      'stopping llama/v2/1 failed: the provider did not answer',
+    ]);
     expect(f.live(M, 'v2').map((w) => w.id)).toContain('llama/v2/1');
     const s = await drive(f, rc);
     expect(s.phase).toBe('aborted');
@@ -239,15 +245,10 @@ describe('RollingController (fake ports)', () => {
 
   it('a start no longer wanted is stopped even when its weight cannot be set (the data plane no longer lists it): an error event, no worker left', async () => {
     const { f, rc } = await world();
-    const { loaded, aborted } = await abortMidStart(f, rc);
-    f.failWeights.push('no worker llama/v2/1 in the data plane');
-    loaded();
-    await rc.whenIdle();
-    expect(f.live(M, 'v2').map((w) => w.id)).not.toContain('llama/v2/1');
-    const events = await f.ports().rollouts.events(aborted.id);
-    expect(events.filter((e) => e.kind === 'error').map((e) => e.message)).toEqual([
+    expect(await unwantedStartErrors(f, rc, () => f.failWeights.push('no worker llama/v2/1 in the data plane'))).toEqual([
       'draining llama/v2/1 failed (stopped all the same): no worker llama/v2/1 in the data plane',
     ]);
+    expect(f.live(M, 'v2').map((w) => w.id)).not.toContain('llama/v2/1');
   });
 
   it('a start still under way when the controller shuts down (leadership lost) is stopped once it exists, not left running', async () => {
