@@ -80,7 +80,7 @@ async function abortMidStart(f: FakeFleet, rc: RollingController): Promise<{ loa
 }
 
 /** abortMidStart, then `fail` set up before that start ends (it is no longer wanted and is stopped): the update's error events. */
-async function unwantedStartErrors(f: FakeFleet, rc: RollingController, fail: () => void): Promise<string[]> {
+async function unwantedStartErrors(f: FakeFleet, rc: RollingController, fail: () => void): Promise<(string | undefined)[]> {
   const { loaded, aborted } = await abortMidStart(f, rc);
   fail();
   loaded();
