@@ -1,18 +1,36 @@
 // The structure of a pipeline file: zod schemas applied piece by piece (file, pipeline, each
-// stage, each step, rollback) so one bad step does not hide the others' problems, and every
-// problem located by its path and its line in the YAML.
+// stage, each step, rollback) so one bad step or stage does not hide the others' problems, durations
+// no timer keeps refused with the rest, and every problem located by its path and its line in the YAML.
 import { isNode } from 'yaml';
 import type { Document, LineCounter } from 'yaml';
 import { z } from 'zod';
 import { formatPath } from '../../config/issues.js';
 import type { ConfigIssue } from '../../errors.js';
-import { parseDuration } from './words.js';
+import { DEFAULTS } from '../../defaults.js';
+import { formatDuration, parseDuration } from './words.js';
 
 export const STEP_KINDS = ['run', 'wait_for', 'monitor', 'on_failure'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 const STEP_KEYS = [...STEP_KINDS, 'timeout', 'for', 'every', 'until', 'version'];
 
-const duration = z.string().refine((s) => parseDuration(s) !== undefined, { message: 'expected a duration such as 500ms, 30s, 5m or 1h' });
+/** The longest a timer waits: a pipeline's durations past it (or under 1 ms) no timer keeps. */
+const TIMER_MAX_MS = DEFAULTS.durations.timerMaxMs;
+
+/** Why `text` cannot be a pipeline's duration (a step's, a stage's or the run's timer), or undefined when it can. */
+function durationProblem(text: string): string | undefined {
+  const ms = parseDuration(text);
+  if (ms === undefined) return 'expected a duration such as 500ms, 30s, 5m or 1h';
+  // `0.4ms` is read as a duration and rounds to 0: the step would time out at once
+  if (ms < 1) return 'a duration under 1ms rounds to 0: give at least 1ms';
+  // past 2^31 - 1 ms Node's timer fires after 1 ms: the step, stage or run would time out at once
+  if (ms > TIMER_MAX_MS) return `${formatDuration(ms)} is longer than a timer can wait: at most ${TIMER_MAX_MS} ms (~24.8 days)`;
+  return undefined;
+}
+
+const duration = z.string().superRefine((s, c) => {
+  const message = durationProblem(s);
+  if (message !== undefined) c.addIssue({ code: 'custom', message });
+});
 const text = z.string().trim().min(1, { message: 'must not be empty' });
 
 const stepSchema = z
@@ -144,9 +162,20 @@ function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
   return {
     name: s(o.name),
     model: s(o.model),
-    timeout: timeout !== undefined && parseDuration(timeout) !== undefined ? timeout : undefined,
+    timeout: timeout !== undefined && durationProblem(timeout) === undefined ? timeout : undefined,
     stages: o.stages as unknown[],
   };
+}
+
+/** After an invalid stage (already reported), keep its steps so that their problems are reported too. */
+function salvageStage(v: unknown): z.infer<typeof stageSchema> | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  if (!Array.isArray(o.steps) || o.steps.length === 0) return undefined;
+  // (a stage whose name is unusable is named '': the file is refused whatever its stages' names)
+  const name = typeof o.name === 'string' ? o.name.trim() : '';
+  const timeout = typeof o.timeout === 'string' && durationProblem(o.timeout) === undefined ? o.timeout : undefined;
+  return { name, timeout, steps: o.steps as unknown[] };
 }
 
 /** The file's structure, piece by piece; undefined when the top level itself is unusable. */
@@ -165,7 +194,7 @@ export function shape(raw: unknown, out: Issues): Shape | undefined {
   if (!head) return undefined;
   const stages = head.stages.map((st, si): RawStage | undefined => {
     const sp = ['pipeline', 'stages', si];
-    const sh = parseAt(stageSchema, st, sp, out);
+    const sh = parseAt(stageSchema, st, sp, out) ?? salvageStage(st);
     if (!sh) return undefined;
     return { name: sh.name, timeout: sh.timeout, steps: sh.steps.map((x, i) => parseAt(stepSchema, x, [...sp, 'steps', i], out, true)) };
   });

@@ -1,17 +1,15 @@
 // deployment.yaml pipelines: parse and validate (every problem at once, each with its line and
-// path), substitute variables, compile into the plan the runner executes, and refuse durations no timer keeps.
+// path), substitute variables, and compile into the plan the runner executes.
 import { readFileSync } from 'node:fs';
 import { LineCounter, parseDocument } from 'yaml';
-import { DEFAULTS } from '../../defaults.js';
 import { ConfigError } from '../../errors.js';
-import type { ConfigIssue } from '../../errors.js';
 import { Issues, STEP_KINDS, shape } from './shape.js';
 import type { RawStep, Shape, StepKind } from './shape.js';
 import { PIPELINE_DEFAULTS, WAIT_CONDITIONS } from './defaults.js';
 import type { WaitCondition } from './defaults.js';
 import { TriggerError, parseTrigger } from './trigger.js';
 import type { Trigger } from './trigger.js';
-import { WordError, commandArgv, expandString, formatDuration, parseDuration } from './words.js';
+import { WordError, commandArgv, expandString, parseDuration } from './words.js';
 import type { Lookup } from './words.js';
 
 /** A command after variable substitution; `text` is as written in the file. */
@@ -188,7 +186,7 @@ function compile(raw: Shape, ctx: Ctx, source: string): Pipeline {
     if (!st) return [];
     const sp = ['pipeline', 'stages', si];
     const prev = names.get(st.name);
-    if (prev !== undefined) iss.add([...sp, 'name'], `duplicate stage name "${st.name}" (also stages[${prev}])`);
+    if (prev !== undefined && st.name !== '') iss.add([...sp, 'name'], `duplicate stage name "${st.name}" (also stages[${prev}])`);
     names.set(st.name, si);
     const steps: Step[] = [];
     const onFailure: Command[] = [];
@@ -243,9 +241,6 @@ export function parsePipelineText(src: string, source = '<pipeline>', opts: Spec
   const ctx: Ctx = { issues, lookup, requireVars: opts.requireVars ?? true, used: new Map() };
   const pipeline = compile(sh, ctx, source);
   if (issues.list.length > 0) throw fail();
-  // a duration no timer keeps would time the step (or the run) out at once
-  const timers = timerIssues(pipeline);
-  if (timers.length > 0) throw new ConfigError(timers, source);
   return pipeline;
 }
 
@@ -258,45 +253,4 @@ export function loadPipelineFile(file: string, opts: SpecOptions = {}): Pipeline
     throw new ConfigError([{ path: '', message: code === 'ENOENT' ? 'file not found' : `cannot read: ${(err as Error).message}` }], file);
   }
   return parsePipelineText(src, file, opts);
-}
-
-/** The longest a timer waits: a pipeline's durations past it (or under 1 ms) no timer keeps. */
-const MAX = DEFAULTS.durations.timerMaxMs;
-
-/** Why `ms` cannot be a timer's delay, or undefined when it can. */
-function wrong(ms: number): string | undefined {
-  // `0.4ms` is read as a duration and rounds to 0: the step would time out at once
-  if (ms < 1) return 'a duration under 1ms rounds to 0: give at least 1ms';
-  // past 2^31 - 1 ms Node's timer fires after 1 ms: the step, stage or run would time out at once
-  if (ms > MAX) return `${formatDuration(ms)} is longer than a timer can wait: at most ${MAX} ms (~24.8 days)`;
-  return undefined;
-}
-
-/**
- * Every duration of `p` that is shorter than 1 ms or longer than a timer waits, with its key's path
- * (and its step's line). A step's index counts its stage's steps in file order, on_failure included.
- */
-function timerIssues(p: Pipeline): ConfigIssue[] {
-  const issues: ConfigIssue[] = [];
-  const check = (ms: number | undefined, path: string, line?: number) => {
-    if (ms === undefined) return;
-    const why = wrong(ms);
-    if (why !== undefined) issues.push({ path, message: why, ...(line !== undefined ? { line } : {}) });
-  };
-  check(p.timeoutMs, 'pipeline.timeout');
-  p.stages.forEach((stage, si) => {
-    const at = `pipeline.stages[${si}]`;
-    check(stage.timeoutMs, `${at}.timeout`);
-    // steps and on_failure commands were split apart when compiled; their lines give back the file's order
-    const items: (Step | (Command & { kind: 'on_failure' }))[] = [...stage.steps, ...stage.onFailure.map((c) => ({ ...c, kind: 'on_failure' as const }))];
-    items.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
-    items.forEach((s, i) => {
-      const sp = `${at}.steps[${i}]`;
-      if (s.kind === 'monitor') {
-        check(s.forMs, `${sp}.for`, s.line);
-        check(s.everyMs, `${sp}.every`, s.line);
-      } else check(s.timeoutMs, `${sp}.timeout`, s.line);
-    });
-  });
-  return issues;
 }

@@ -238,8 +238,42 @@ describe('durations no timer keeps', () => {
           timeout: 0.4ms
 `;
     expect(lines(src)).toEqual([
-      'line undefined: pipeline.timeout: 700h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
-      'line 6: pipeline.stages[0].steps[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+      'line 2: pipeline.timeout: 700h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+      'line 7: pipeline.stages[0].steps[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+    ]);
+  });
+
+  // the run's and the stages' durations were checked after the rest, with no line, and a stage with a
+  // bad field hid its steps' problems: a second pass found what the first had not shown
+  it("are reported at once with every other problem, a bad stage's steps included, each at its key's line", () => {
+    const src = `pipeline:
+  timeout: 900h
+  stages:
+    - name: one
+      timeout: 0.2ms
+      steps:
+        - run: echo
+          timeout: nope
+    - name: two
+      timeout: soon
+      colour: blue
+      steps:
+        - wait_for: promoted
+          timeout: 800h
+        - monitor: health_gates
+          for: 10m
+          every: 0.4ms
+rollback:
+  trigger: canary.error_rate > 0.01
+`;
+    expect(lines(src)).toEqual([
+      'line 2: pipeline.timeout: 900h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+      'line 5: pipeline.stages[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+      'line 8: pipeline.stages[0].steps[0].timeout: expected a duration such as 500ms, 30s, 5m or 1h',
+      'line 10: pipeline.stages[1].timeout: expected a duration such as 500ms, 30s, 5m or 1h',
+      'line 11: pipeline.stages[1].colour: unknown key "colour"',
+      'line 14: pipeline.stages[1].steps[0].timeout: 800h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+      'line 17: pipeline.stages[1].steps[1].every: a duration under 1ms rounds to 0: give at least 1ms',
     ]);
   });
 });
