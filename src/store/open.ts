@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import type { StoreConfig } from '../config/store.js';
 import { UnavailableError } from '../errors.js';
-import { EtcdKv } from './kv/etcd.js';
+// the etcd client (etcd3 and gRPC: ~0.25 s and ~30 MB to load) is loaded only for an etcd store
+import type { EtcdKv } from './kv/etcd.js';
 import { openKvStore } from './kv/store.js';
 import { openStore } from './sqlite.js';
 import type { Store } from './types.js';
@@ -32,6 +33,7 @@ export async function openConfiguredStore(cfg: { store: StoreConfig; server: { d
       throw new UnavailableError('store_open_failed', `store.auth.password_env: the environment variable ${s.auth.passwordEnv} is not set`);
     auth = { username: s.auth.username, password };
   }
+  const { EtcdKv } = await import('./kv/etcd.js');
   const etcd = new EtcdKv({
     endpoints: s.endpoints,
     prefix: s.prefix,

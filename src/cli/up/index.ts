@@ -6,7 +6,6 @@ import { loadConfigFile } from '../../config/load.js';
 import type { GlidepathConfig } from '../../config/types.js';
 import { UsageError } from '../output.js';
 import { startGlidepath } from '../../control/app.js';
-import { startReplica } from '../../control/cluster.js';
 import { parseHostPort } from '../../gateway/server.js';
 import { missingNodeFlags } from './node-flags.js';
 import { checkListenAddresses, explainListenError, listenersOf } from './listen-check.js';
@@ -66,7 +65,8 @@ export function register(program: Command): void {
       // before loading a single worker: a taken port is found now, not after every worker warmed up
       const listeners = listenersOf(cfg);
       await checkListenAddresses(listeners);
-      const start = cfg.store.kind === 'etcd' ? startReplica : startGlidepath;
+      // cluster mode (and the etcd client under it) is loaded only for an etcd store: the embedded default does not pay for it
+      const start = cfg.store.kind === 'etcd' ? (await import('../../control/cluster.js')).startReplica : startGlidepath;
       // a signal while the fleet starts cancels the starts (each stops the worker it began; boot then
       // stops the workers it had), instead of Node's default exit leaving them running unknown
       const booting = new AbortController();
