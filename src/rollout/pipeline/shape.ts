@@ -167,6 +167,25 @@ function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
   };
 }
 
+/**
+ * After an invalid step (already reported), keep what compiling it checks further (its command's
+ * syntax and variables, its condition, the keys its kind does not take) when its kind is usable:
+ * a bad duration or a stray key must not hide the step's other problems. Durations are kept as
+ * written, so a key its kind does not take is still named; unknown keys and values of the wrong
+ * type are left out (reported already).
+ */
+function salvageStep(v: unknown): RawStep | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  const usable = (x: unknown): x is string => typeof x === 'string' && x.trim() !== '';
+  // no kind, or one that is not a usable string: the step is that problem alone (compiling it would add a misleading "needs one of")
+  if (!STEP_KINDS.some((k) => o[k] !== undefined) || STEP_KINDS.some((k) => o[k] !== undefined && !usable(o[k]))) return undefined;
+  const step: RawStep = {};
+  for (const k of [...STEP_KINDS, 'until', 'version'] as const) if (usable(o[k])) step[k] = o[k].trim();
+  for (const k of ['timeout', 'for', 'every'] as const) if (typeof o[k] === 'string') step[k] = o[k];
+  return step;
+}
+
 /** After an invalid stage (already reported), keep its steps so that their problems are reported too. */
 function salvageStage(v: unknown): z.infer<typeof stageSchema> | undefined {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
@@ -196,7 +215,7 @@ export function shape(raw: unknown, out: Issues): Shape | undefined {
     const sp = ['pipeline', 'stages', si];
     const sh = parseAt(stageSchema, st, sp, out) ?? salvageStage(st);
     if (!sh) return undefined;
-    return { name: sh.name, timeout: sh.timeout, steps: sh.steps.map((x, i) => parseAt(stepSchema, x, [...sp, 'steps', i], out, true)) };
+    return { name: sh.name, timeout: sh.timeout, steps: sh.steps.map((x, i) => parseAt(stepSchema, x, [...sp, 'steps', i], out, true) ?? salvageStep(x)) };
   });
   const t: unknown = hasRollback ? (top.rollback as { trigger?: unknown }).trigger : undefined;
   return { pipeline: { ...head, stages }, rollback, hasRollback, triggerText: typeof t === 'string' ? t : undefined };

@@ -272,8 +272,54 @@ rollback:
       'line 8: pipeline.stages[0].steps[0].timeout: expected a duration such as 500ms, 30s, 5m or 1h',
       'line 10: pipeline.stages[1].timeout: expected a duration such as 500ms, 30s, 5m or 1h',
       'line 11: pipeline.stages[1].colour: unknown key "colour"',
+      'line 13: pipeline.stages[1].steps[0].wait_for: unknown condition "promoted"; expected one of green_ready, version_ready, healthy, canary_succeeded, rollout_done, rolling_succeeded, rolling_done',
       'line 14: pipeline.stages[1].steps[0].timeout: 800h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
       'line 17: pipeline.stages[1].steps[1].every: a duration under 1ms rounds to 0: give at least 1ms',
+    ]);
+  });
+
+  // a step whose duration was refused by its schema was left out, and its other problems with it
+  it('do not hide the rest of their step: its command, its condition, a key its kind does not take', () => {
+    const src = `pipeline:
+  stages:
+    - name: s
+      steps:
+        - run: echo a | b
+          timeout: 0.4ms
+        - monitor: health_gates
+          timeout: 900h
+        - run: 5
+          timeout: 700h
+`;
+    expect(lines(src)).toEqual([
+      'line 5: pipeline.stages[0].steps[0].run: column 8: shell syntax "|" is not supported: run steps execute without a shell (quote it to pass it as an argument, or use `sh -c \'…\'`)',
+      'line 6: pipeline.stages[0].steps[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+      'line 7: pipeline.stages[0].steps[1].monitor: monitor: health_gates evaluates rollback.trigger, and this file has none',
+      'line 8: pipeline.stages[0].steps[1].timeout: 900h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+      'line 8: pipeline.stages[0].steps[1].timeout: "timeout" does not apply to a monitor step (it takes for, every, until, version)',
+      'line 9: pipeline.stages[0].steps[2].run: expected a string, got number 5',
+      'line 10: pipeline.stages[0].steps[2].timeout: 700h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
+    ]);
+  });
+
+  // a stage kept for its steps after its name was refused is named '': never a duplicate of another
+  it('a stage whose name is refused is still checked, and not taken for a duplicate', () => {
+    const src = `pipeline:
+  stages:
+    - name: ""
+      timeout: 0.1ms
+      steps:
+        - run: echo
+    - name: ""
+      steps:
+        - run: echo
+          timeout: 800h
+`;
+    expect(lines(src)).toEqual([
+      'line 3: pipeline.stages[0].name: must not be empty',
+      'line 4: pipeline.stages[0].timeout: a duration under 1ms rounds to 0: give at least 1ms',
+      'line 7: pipeline.stages[1].name: must not be empty',
+      'line 10: pipeline.stages[1].steps[0].timeout: 800h is longer than a timer can wait: at most 2147483647 ms (~24.8 days)',
     ]);
   });
 });
