@@ -263,10 +263,14 @@ describe('restart safety (e2e, real glidepath up)', () => {
     const [victim] = await up.ok<WorkerView[]>('GET', '/workers');
     process.kill(victim!.pid!, 'SIGKILL');
     let starting: WorkerView | undefined;
-    while (starting === undefined) {
+    for (;;) {
       const ws = await up.ok<WorkerView[]>('GET', '/workers');
       trackWorkerPids(ws.map((w) => w.pid));
       starting = ws.find((w) => w.state === 'starting' && w.pid !== null);
+      if (starting !== undefined) break;
+      // polled every 20 ms, under the admin API's 100 requests/s: back to back, a slow machine's wait
+      // for the death spent the burst and the poll was refused (429); the start lasts 1.5 s
+      await new Promise((r) => setTimeout(r, 20));
     }
     expect((await up.kill('SIGTERM')).code).toBe(0);
     // before, its start ran on after the shutdown had stopped the workers it knew, and it was left running

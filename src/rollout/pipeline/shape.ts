@@ -27,10 +27,7 @@ function durationProblem(text: string): string | undefined {
   return undefined;
 }
 
-const duration = z.string().superRefine((s, c) => {
-  const message = durationProblem(s);
-  if (message !== undefined) c.addIssue({ code: 'custom', message });
-});
+const duration = z.string().refine((s) => durationProblem(s) === undefined, { error: (iss) => durationProblem(iss.input as string) });
 const text = z.string().trim().min(1, { message: 'must not be empty' });
 
 const stepSchema = z
