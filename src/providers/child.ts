@@ -14,6 +14,8 @@ export interface Child {
   exited: Promise<WorkerExit>;
   /** Marks the exit as expected, sends SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs: number): Promise<WorkerExit>;
+  /** Its start is recorded (onSpawn): it may outlive this process. Until then this process's death stops it (launcher.ts). */
+  keep(): void;
 }
 
 /** The helper that starts this process's workers (launcher.ts), started on the first spawn. */
@@ -24,7 +26,7 @@ export async function spawnChild(cmd: string, args: readonly string[], opts: { e
   mkdirSync(opts.workDir, { recursive: true });
   const logFile = path.join(opts.workDir, `${opts.name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`);
   shared ??= new Launcher((pid) => adoptedPid(pid).exited);
-  const { pid, ended, kill } = await shared.spawn(cmd, args, opts.env, logFile);
+  const { pid, ended, kill, keep } = await shared.spawn(cmd, args, opts.env, logFile);
   let expected = false;
   let done = false;
   const exited = ended.then(({ code, signal }): WorkerExit => {
@@ -35,6 +37,7 @@ export async function spawnChild(cmd: string, args: readonly string[], opts: { e
     pid,
     logFile,
     exited,
+    keep,
     async stop(graceMs: number): Promise<WorkerExit> {
       expected = true;
       if (done) return exited;

@@ -6,6 +6,7 @@
 // (docs/resilience.md). The helper is a bare Node process (no module of ours, ~40 MB): it forks
 // quickly and, above all, elsewhere. It is started once, on the first spawn.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
 
 /** How a launched process ended (as ChildProcess's 'exit' event gives it). */
@@ -23,6 +24,12 @@ export interface Launched {
    * may be another process's by the time its end is heard here); by pid once the helper is gone.
    */
   kill: (signal: NodeJS.Signals) => void;
+  /**
+   * It is recorded (its start wrote its pid where a restart finds it): it may outlive this process.
+   * Until then, if this process dies, the helper stops it: a worker no record names would be known
+   * to no one after the restart, left running on its GPUs.
+   */
+  keep: () => void;
 }
 
 type Reply =
@@ -50,9 +57,15 @@ const orphaned = () => {
     return false;
   }
 };
+// id → { c: the child, kept: its parent recorded it (it may outlive the parent) }
 const children = new Map();
 process.on('message', (m) => {
-  if (m && m.t === 'kill') return void children.get(m.id)?.kill(m.signal);
+  if (m && m.t === 'kill') return void children.get(m.id)?.c.kill(m.signal);
+  if (m && m.t === 'keep') {
+    const x = children.get(m.id);
+    if (x) x.kept = true;
+    return;
+  }
   if (!m || m.t !== 'spawn') return;
   // a request read after the parent died (killed with it in flight): a worker started now would be known to no one
   if (orphaned()) process.exit(0);
@@ -64,7 +77,7 @@ process.on('message', (m) => {
       c.once('error', (e) => send({ t: 'error', id: m.id, message: e.message }));
       return;
     }
-    children.set(m.id, c);
+    children.set(m.id, { c, kept: false });
     c.once('exit', (code, signal) => {
       children.delete(m.id);
       send({ t: 'exit', id: m.id, code, signal });
@@ -77,7 +90,18 @@ process.on('message', (m) => {
     if (fd !== undefined) closeSync(fd);
   }
 });
-process.on('disconnect', () => process.exit(0));
+// the parent is gone: what it recorded runs on (a restart adopts it); a start it had not recorded is
+// stopped, SIGTERM then SIGKILL after the grace (argv[2] ms), as a restart stops a start cut short
+process.on('disconnect', () => {
+  const cut = [...children.values()].filter((x) => !x.kept).map((x) => x.c);
+  if (cut.length === 0) process.exit(0);
+  let left = cut.length;
+  for (const c of cut) {
+    c.once('exit', () => { if (--left === 0) process.exit(0); });
+    c.kill('SIGTERM');
+  }
+  setTimeout(() => { for (const c of cut) c.kill('SIGKILL'); process.exit(0); }, Number(process.argv[2]));
+});
 // a terminal's Ctrl-C or hang-up reaches the whole process group: the gateway's graceful stop still needs this process
 process.on('SIGINT', () => undefined);
 process.on('SIGHUP', () => undefined);
@@ -102,6 +126,8 @@ export class Launcher {
   constructor(
     /** Watches a pid whose helper died before it (signal-0 probes): the end it resolves. */
     private readonly watchPid: (pid: number) => Promise<Ended>,
+    /** When this process dies: how long the helper gives a start not yet kept between SIGTERM and SIGKILL. */
+    private readonly cutStartGraceMs: number = DEFAULTS.control.failedStartStopGraceMs,
   ) {}
 
   /** The helper's pid while it runs (for operators' tools and tests). */
@@ -124,7 +150,7 @@ export class Launcher {
 
   private ensure(): ChildProcess {
     if (this.helper !== undefined) return this.helper;
-    const h = spawn(process.execPath, ['-e', HELPER, String(process.pid)], {
+    const h = spawn(process.execPath, ['-e', HELPER, String(process.pid), String(this.cutStartGraceMs)], {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       env: { PATH: process.env.PATH ?? '' },
     });
@@ -154,6 +180,11 @@ export class Launcher {
     }
   }
 
+  private keep(id: number): void {
+    // a helper already gone stops nothing when this process dies: nothing to tell it
+    if (this.live.has(id)) this.helper?.send({ t: 'keep', id }, () => undefined);
+  }
+
   private onReply(m: Reply): void {
     if (m.t === 'spawned') {
       const p = this.pending.get(m.id);
@@ -161,7 +192,7 @@ export class Launcher {
       this.pending.delete(m.id);
       const ended = new Promise<Ended>((end) => this.live.set(m.id, { pid: m.pid, end }));
       const id = m.id;
-      p.resolve({ pid: m.pid, ended, kill: (signal) => this.kill(id, signal) });
+      p.resolve({ pid: m.pid, ended, kill: (signal) => this.kill(id, signal), keep: () => this.keep(id) });
     } else if (m.t === 'error') {
       this.fail(m.id, m.message);
     } else {

@@ -76,6 +76,8 @@ export class ProcessProvider implements Provider {
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
       await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
+      // recorded where a restart finds it: it may outlive this process now (until then its death stops it)
+      child.keep();
       await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited, undefined, req.signal);
     } catch (err) {
       await child.stop(p.gracePeriodMs);

@@ -86,6 +86,8 @@ export class SimProvider implements Provider {
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
         await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
+        // recorded where a restart finds it: it may outlive this process now (until then its death stops it)
+        child.keep();
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited, P.simHealthPollMaxMs, req.signal);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);

@@ -156,6 +156,37 @@ process.kill(process.pid, 'SIGKILL');
     expect(orphans).toEqual([]);
   });
 
+  // Before, a worker outlived its gateway's crash whatever its start had reached. One whose pid no
+  // record held yet (the gateway killed between the spawn and onSpawn's write) ran on, known to no
+  // one after the restart: the rolling update's kill -9 e2e test found such a simulator left running.
+  // Now the helper stops the starts its parent had not kept; a kept one runs on, for the restart to
+  // adopt (or stop, as a start cut short).
+  it('when its gateway dies, a start the gateway had not recorded is stopped and a recorded one runs on', async () => {
+    const mark = `gp-review-cut-${process.pid}-${Date.now()}`;
+    const h = host(
+      'killed-after-spawn',
+      `
+const opts = (name: string) => ({ env: process.env, workDir: ${JSON.stringify(dir)}, name });
+const kept = await spawnChild(process.execPath, ['-e', 'setInterval(() => {}, 1e6)', ${JSON.stringify(`${mark}-kept`)}], opts('kept'));
+kept.keep();
+// (the helper reads its messages in order: once this one is spawned, the keep above was taken)
+const cut = await spawnChild(process.execPath, ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1e6)", ${JSON.stringify(`${mark}-cut`)}], opts('cut'));
+writeSync(1, 'workers ' + kept.pid + ' ' + cut.pid + ' helper ' + String(helperOf(process.pid)) + '\\n');
+process.kill(process.pid, 'SIGKILL');
+`,
+    );
+    const m = await h.line(/^workers (\d+) (\d+) helper (\d+)$/m);
+    const [kept, cut, helper] = [Number(m[1]), Number(m[2]), Number(m[3])];
+    for (const pid of [kept, cut, helper]) stray(pid);
+    await h.exited;
+    // the cut start ignores SIGTERM: the helper waits the grace, SIGKILLs it, then goes
+    await expect.poll(() => pidAlive(helper), { timeout: 30_000 }).toBe(false);
+    await expect.poll(() => pidAlive(cut), { timeout: 10_000 }).toBe(false);
+    expect(pidAlive(kept)).toBe(true);
+    expect(marked(mark).sort()).toEqual([kept]);
+    process.kill(kept, 'SIGKILL');
+  });
+
   // Before, a live child process kept its host alive until the child ended (so its end was heard).
   // When the helper dies, its channel closes first and its process handle is unref'd, so the host
   // may exit before it even hears of the death; if it does hear, the workers are watched by pid with
