@@ -150,18 +150,15 @@ function parseAt<T>(schema: z.ZodType<T>, value: unknown, prefix: readonly Prope
   return undefined;
 }
 
+// What the salvages below keep of a value already reported: a non-empty text (trimmed), a duration a timer keeps.
+const usableText = (x: unknown): string | undefined => (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
+const usableDuration = (x: unknown): string | undefined => (typeof x === 'string' && durationProblem(x) === undefined ? x : undefined);
+
 /** After an invalid pipeline: section (already reported), keep what is usable so its stages are checked too. */
 function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
   if (v === null || typeof v !== 'object' || !Array.isArray((v as { stages?: unknown }).stages)) return undefined;
   const o = v as Record<string, unknown>;
-  const s = (x: unknown) => (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
-  const timeout = s(o.timeout);
-  return {
-    name: s(o.name),
-    model: s(o.model),
-    timeout: timeout !== undefined && durationProblem(timeout) === undefined ? timeout : undefined,
-    stages: o.stages as unknown[],
-  };
+  return { name: usableText(o.name), model: usableText(o.model), timeout: usableDuration(usableText(o.timeout)), stages: o.stages as unknown[] };
 }
 
 /**
@@ -174,11 +171,11 @@ function salvage(v: unknown): z.infer<typeof pipelineSchema> | undefined {
 function salvageStep(v: unknown): RawStep | undefined {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
   const o = v as Record<string, unknown>;
-  const usable = (x: unknown): x is string => typeof x === 'string' && x.trim() !== '';
-  // no kind, or one that is not a usable string: the step is that problem alone (compiling it would add a misleading "needs one of")
-  if (!STEP_KINDS.some((k) => o[k] !== undefined) || STEP_KINDS.some((k) => o[k] !== undefined && !usable(o[k]))) return undefined;
+  const kinds = STEP_KINDS.filter((k) => o[k] !== undefined);
+  // no kind, or one that is not a usable text: the step is that problem alone (compiling it would add a misleading "needs one of")
+  if (kinds.length === 0 || kinds.some((k) => usableText(o[k]) === undefined)) return undefined;
   const step: RawStep = {};
-  for (const k of [...STEP_KINDS, 'until', 'version'] as const) if (usable(o[k])) step[k] = o[k].trim();
+  for (const k of [...STEP_KINDS, 'until', 'version'] as const) step[k] = usableText(o[k]);
   for (const k of ['timeout', 'for', 'every'] as const) if (typeof o[k] === 'string') step[k] = o[k];
   return step;
 }
@@ -189,9 +186,7 @@ function salvageStage(v: unknown): z.infer<typeof stageSchema> | undefined {
   const o = v as Record<string, unknown>;
   if (!Array.isArray(o.steps) || o.steps.length === 0) return undefined;
   // (a stage whose name is unusable is named '': the file is refused whatever its stages' names)
-  const name = typeof o.name === 'string' ? o.name.trim() : '';
-  const timeout = typeof o.timeout === 'string' && durationProblem(o.timeout) === undefined ? o.timeout : undefined;
-  return { name, timeout, steps: o.steps as unknown[] };
+  return { name: usableText(o.name) ?? '', timeout: usableDuration(o.timeout), steps: o.steps as unknown[] };
 }
 
 /** The file's structure, piece by piece; undefined when the top level itself is unusable. */
