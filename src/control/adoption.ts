@@ -1,6 +1,6 @@
 // After a restart of the control plane: the workers a version's records name — adopted when their
-// process is alive and answers, stopped when their start was cut short (never warmed), forgotten
-// otherwise — and the GPUs held for workers that have no record at all.
+// process is alive and answers, stopped when their start was cut short (never warmed) or their
+// version's load was, forgotten otherwise — and the GPUs held for workers that have no record at all.
 import { readFileSync } from 'node:fs';
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
@@ -40,22 +40,34 @@ export interface AdoptionHost {
   live(id: string): boolean;
 }
 
+/** A record's worker is not to be kept: its process stopped (when it is still that worker), its record and GPUs let go. */
+async function discard(host: AdoptionHost, r: WorkerRecord): Promise<void> {
+  if (r.pid !== undefined && pidAlive(r.pid) && isOurs(r)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
+  await forget(host, r);
+}
+
+async function forget(host: AdoptionHost, r: WorkerRecord): Promise<void> {
+  await host.store.deleteWorker(r.id);
+  await host.inventory.releaseWorker(r.model, r.versionId, r.id);
+}
+
+/** A version boot will not serve (its load was cut short by the restart): every recorded worker of it discarded; returns how many. */
+export async function discardVersion(host: AdoptionHost, v: VersionConfig): Promise<number> {
+  const recs = await host.store.listWorkers({ model: v.model, versionId: v.id });
+  for (const r of recs) await discard(host, r);
+  return recs.length;
+}
+
 /** Adopt the version's recorded workers that are still alive; returns how many. */
 export async function adoptVersion(host: AdoptionHost, v: VersionConfig): Promise<number> {
-  const { store, inventory } = host;
-  const recs = await store.listWorkers({ model: v.model, versionId: v.id });
+  const recs = await host.store.listWorkers({ model: v.model, versionId: v.id });
   const provider = host.providers.for(v.provider.kind);
-  const forget = async (r: WorkerRecord) => {
-    await store.deleteWorker(r.id);
-    await inventory.releaseWorker(v.model, v.id, r.id);
-  };
   let n = 0;
   host.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
   for (const r of recs) {
     if (r.state === 'starting') {
       // its start was cut short by the restart, before its warm-up ended: stop it, never adopt it
-      if (r.pid !== undefined && pidAlive(r.pid) && isOurs(r)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
-      await forget(r);
+      await discard(host, r);
       continue;
     }
     const h =
@@ -63,16 +75,16 @@ export async function adoptVersion(host: AdoptionHost, v: VersionConfig): Promis
         ? undefined
         : await provider.adopt({ id: r.id, version: v, url: r.endpoint, pid: r.pid, gpus: r.gpus });
     if (!h) {
-      await forget(r);
+      await forget(host, r);
       continue;
     }
     await host.record(v, h, { role: r.role ?? 'serving', health: parseHealth(r.health), startedAt: r.startedAt, kvRole: kvRoleOf(r.info) });
     // record() wrote a fresh ready worker: keep what the old record knew (asleep, sleep level, log
     // file, start time) so a second restart still knows the worker is asleep
     if (r.state === 'sleeping') host.sleeping.set(h.id, (r.info?.sleepLevel as 1 | 2 | undefined) ?? 1);
-    const fresh = await store.getWorker(h.id);
+    const fresh = await host.store.getWorker(h.id);
     if (fresh)
-      await store.upsertWorker({
+      await host.store.upsertWorker({
         ...fresh,
         state: r.state === 'sleeping' ? 'sleeping' : fresh.state,
         startedAt: r.startedAt,

@@ -234,6 +234,9 @@ export class ControlPlane {
           { failure: { code: 'interrupted', message: 'glidepath restarted while this version was loading' } },
           { actor: 'controller' },
         );
+        // the workers its load had started (warm or not) are not adopted: left alone they would run on, unknown, on their GPUs
+        const stopped = await this.workers.discard(v);
+        if (stopped > 0) onProgress(`${m.name}/${v.id}: stopped ${stopped} worker(s) of a load the restart cut short`);
       }
       const needed = new Set<string>();
       for (const v of await this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);

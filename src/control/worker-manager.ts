@@ -11,7 +11,7 @@ import { engineTraitsOf, kvRoleAt, kvRoleMismatch } from '../domain/spec.js';
 import type { KvRole } from '../domain/spec.js';
 import type { DataPlane } from '../gateway/dataplane.js';
 import type { GpuInventory } from '../fleet/inventory.js';
-import type { Providers, WorkerHandle } from '../providers/index.js';
+import type { Providers, StartRequest, WorkerHandle } from '../providers/index.js';
 import type { Store } from '../store/types.js';
 import { routingWeightOf } from '../health/persisted.js';
 import type { WorkerHealth } from '../health/machine.js';
@@ -19,7 +19,7 @@ import type { WorkerInfo, WorkerRole } from '../rollout/ports.js';
 import type { EventBus } from './events.js';
 import { warmUp } from './warmup.js';
 import { Sleep } from './sleep.js';
-import { adoptVersion, releaseOrphanGpus } from './adoption.js';
+import { adoptVersion, discardVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
 import { WorkerCounts } from './worker-counts.js';
 import { Starts, stopEverything } from './starts.js';
@@ -144,6 +144,7 @@ export class WorkerManager {
           );
     const started: WorkerHandle[] = [];
     this.dp.addVersion(v.model, v.id, v.cardChecksum, engineTraitsOf(v));
+    const role = (i: number): WorkerRole => (i >= firstSpare ? 'spare' : 'serving');
     try {
       const results = await Promise.allSettled(
         groups.map((gpus, i) =>
@@ -153,6 +154,7 @@ export class WorkerManager {
             gpus,
             workDir: path.join(this.workDir, 'workers'),
             onProgress: (m) => onProgress?.(m),
+            onSpawn: this.recordStarting(v, workerId(v, i), gpus, { role: role(i), health: undefined, startedAt: Date.now(), kvRole: kvRoleAt(v, i) }),
             kvRole: kvRoleAt(v, i),
             signal: this.starts.signal,
           }),
@@ -168,15 +170,13 @@ export class WorkerManager {
       this.starts.check(`${v.model}/${v.id}`);
     } catch (err) {
       await Promise.all(started.map((h) => provider.stop(h, DEFAULTS.control.failedStartStopGraceMs).catch(() => undefined)));
+      for (const i of groups.keys()) await this.store.deleteWorker(workerId(v, i)).catch(() => undefined);
       await this.inventory.releaseVersion(v.model, v.id);
       throw err;
     }
     const now = Date.now();
-    for (const [i, h] of started.entries()) {
-      // serving workers passed their warm-up and are judged by the probe set's recording; spares are admitted by probes
-      const role: WorkerRole = i >= firstSpare ? 'spare' : 'serving';
-      await this.adoptHandle(v, h, { role, health: undefined, startedAt: now, kvRole: kvRoleAt(v, i) });
-    }
+    // serving workers passed their warm-up and are judged by the probe set's recording; spares are admitted by probes
+    for (const [i, h] of started.entries()) await this.adoptHandle(v, h, { role: role(i), health: undefined, startedAt: now, kvRole: kvRoleAt(v, i) });
     this.publish(v.model, v.id);
     const loadTimeMs = performance.now() - t0;
     return { workers: started, gpus: groups.flat(), loadTimeMs };
@@ -212,20 +212,13 @@ export class WorkerManager {
     );
     let h: WorkerHandle | undefined;
     try {
-      // recorded as starting from the moment its process exists: a control plane killed before the
-      // worker is warm finds it after the restart and stops it (a worker never warmed is not
-      // adopted), instead of leaving it running unknown
-      const onSpawn = (s: { pid: number; url: string; info: Record<string, unknown> }) =>
-        this.store.upsertWorker(
-          workerRecord(v, { ...s, id, provider: v.provider.kind, gpus: gpus ?? [] }, { role, health, startedAt: Date.now(), kvRole }, 'starting'),
-        );
       h = await provider.start({
         version: v,
         workerId: id,
         gpus: gpus ?? [],
         workDir: path.join(this.workDir, 'workers'),
         onProgress: (m) => onProgress?.(m),
-        onSpawn,
+        onSpawn: this.recordStarting(v, id, gpus ?? [], { role, health, startedAt: Date.now(), kvRole }),
         kvRole,
         signal: this.starts.signal,
       });
@@ -250,6 +243,15 @@ export class WorkerManager {
       throw err;
     }
     return h;
+  }
+
+  /**
+   * A start's onSpawn: the worker is recorded as starting from the moment its process exists, so a
+   * control plane killed before it is warm finds it after the restart and stops it (a worker never
+   * warmed is not adopted) instead of leaving it running unknown on its GPUs.
+   */
+  private recordStarting(v: VersionConfig, id: string, gpus: readonly string[], meta: WorkerMeta): NonNullable<StartRequest['onSpawn']> {
+    return (s) => this.store.upsertWorker(workerRecord(v, { ...s, id, provider: v.provider.kind, gpus: [...gpus] }, meta, 'starting'));
   }
 
   /** The GPUs a version's workers run on. */
@@ -410,6 +412,11 @@ export class WorkerManager {
   /** After a restart: adopt recorded workers that are still alive; returns how many (adoption.ts). */
   adopt(v: VersionConfig): Promise<number> {
     return adoptVersion(this.adoption, v);
+  }
+
+  /** After a restart: stop and forget the recorded workers of a version that is not served (its load was cut short); returns how many. */
+  discard(v: VersionConfig): Promise<number> {
+    return discardVersion(this.adoption, v);
   }
 
   /** After a restart's adoptions: free GPUs held for workers that have no record; returns how many. */

@@ -75,9 +75,12 @@ export class ProcessProvider implements Provider {
     const url = `http://${host}:${port}`;
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
-      await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-      // recorded where a restart finds it: it may outlive this process now (until then its death stops it)
-      child.keep();
+      if (req.onSpawn !== undefined) {
+        await req.onSpawn({ pid: child.pid, url, info: { logFile: child.logFile, port } });
+        // recorded where a restart finds it: it may outlive this process now (until then its death stops it;
+        // a start no one records is never kept: nothing could find it after a restart)
+        child.keep();
+      }
       await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited, undefined, req.signal);
     } catch (err) {
       await child.stop(p.gracePeriodMs);

@@ -85,9 +85,12 @@ export class SimProvider implements Provider {
       }
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
-        await req.onSpawn?.({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-        // recorded where a restart finds it: it may outlive this process now (until then its death stops it)
-        child.keep();
+        if (req.onSpawn !== undefined) {
+          await req.onSpawn({ pid: child.pid, url, info: { logFile: child.logFile, port } });
+          // recorded where a restart finds it: it may outlive this process now (until then its death stops it;
+          // a start no one records is never kept: nothing could find it after a restart)
+          child.keep();
+        }
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited, P.simHealthPollMaxMs, req.signal);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);

@@ -17,7 +17,8 @@ export interface StartRequest {
   /**
    * Told as soon as a worker process exists, before it is healthy (again for each retry): the
    * control plane records it then, so a restart that cuts the start short finds the process and
-   * stops it instead of leaving it running unknown.
+   * stops it instead of leaving it running unknown. Only a start recorded so is kept alive past this
+   * process's death (launcher.ts): without onSpawn the worker dies with this process.
    */
   onSpawn?: (p: { pid: number; url: string; info: Record<string, unknown> }) => Promise<void>;
   /**

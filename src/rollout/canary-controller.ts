@@ -14,7 +14,7 @@ import type { StoredRollout } from './rollout-record.js';
 import { PairSamples, reweighted } from './samples.js';
 import type { VersionSamples } from './samples.js';
 import { NO_READING, packReading } from '../analysis/binned.js';
-import { drainAndUnload, routeToStable } from './canary-rollback.js';
+import { drainAndUnload, routeToStable, unloadCanary } from './canary-rollback.js';
 import { TERMINAL, checkStages, criticalHealth, currentPercent, judgeOverrides, nextStage, stageWeights } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
@@ -103,8 +103,9 @@ export class CanaryController {
     for (const { state: st, revision } of stored) {
       const l = this.track(st, revision);
       if (st.phase === 'loading' || st.phase === 'pending') {
-        // the load was interrupted by the restart (boot marked the version failed)
-        this.inBackground(this.finish(l, 'failed', 'glidepath restarted while the canary was loading; start it again'));
+        // the load was interrupted by the restart (boot marked the version failed and stopped its
+        // workers), or it had just ended: whatever it loaded is unloaded, never left holding GPUs
+        this.inBackground(this.failStart(l, 'glidepath restarted while the canary was loading; start it again'));
       } else if (st.phase === 'rolling_back') {
         // the restart cut a rollback short after its route switch: finish drain and unload
         this.inBackground(
@@ -282,8 +283,31 @@ export class CanaryController {
         await this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
       });
     } catch (err) {
-      await this.finish(l, 'failed', `could not start the canary: ${(err as Error).message}`);
+      await this.failStart(l, `could not start the canary: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * A canary that never got going (its start failed, or a restart cut its load short) fails; the
+   * candidate it loaded is unloaded first (any traffic it was given back to stable), not left running.
+   */
+  private async failStart(l: Live, message: string): Promise<void> {
+    const s = l.state;
+    const p = this.ports;
+    let why = message;
+    if (s.loadedByRollout)
+      try {
+        await p.exclusive(s.model, async () => {
+          // given traffic before it failed (its first stage's weights were published): back to stable, drained
+          if (s.canary in routeToSpec(p.routes.current(s.model)).weights) {
+            await routeToStable(p, s);
+            await drainAndUnload(p, s, message);
+          } else await unloadCanary(p, s, message);
+        });
+      } catch (err) {
+        why = `${message}; could not unload ${s.canary}: ${(err as Error).message}`;
+      }
+    await this.finish(l, 'failed', why);
   }
 
   async pause(model: string, actor: Actor, reason = 'paused by an operator'): Promise<CanaryState> {

@@ -33,8 +33,13 @@ export async function drainAndUnload(
   if (!s.loadedByRollout) return { drained: 0, aborted: 0, drainMs: 0, unloadMs: 0 };
   const d = await p.routes.drain(s.model, s.canary, DEFAULTS.rollout.rollbackDrainTimeoutMs);
   const t1 = performance.now();
+  await unloadCanary(p, s, reason);
+  return { drained: d.drained, aborted: d.aborted, drainMs: t1 - t0, unloadMs: performance.now() - t1 };
+}
+
+/** The canary's workers stopped and its GPUs freed; a loaded version retired (one that failed to load stays failed). */
+export async function unloadCanary(p: ControllerPorts, s: CanaryState, reason: string): Promise<void> {
   await p.workers.unload(s.model, s.canary);
   const v = await p.versions.get(s.model, s.canary);
   if (v.status === 'ready' || v.status === 'standby') await p.versions.transition(s.model, s.canary, 'retired', { gpus: [] }, { actor: 'canary', reason });
-  return { drained: d.drained, aborted: d.aborted, drainMs: t1 - t0, unloadMs: performance.now() - t1 };
 }

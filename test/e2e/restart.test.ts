@@ -12,6 +12,7 @@ import {
   ensureBuilt,
   removeDir,
   simConfigYaml,
+  simPids,
   startUp,
   streamChat,
   tempDir,
@@ -276,6 +277,48 @@ describe('restart safety (e2e, real glidepath up)', () => {
     // before, its start ran on after the shutdown had stopped the workers it knew, and it was left running
     expect(pidAlive(starting.pid!), `starting worker ${starting.id} (pid ${starting.pid}) after SIGTERM of up`).toBe(false);
   }, 45_000);
+
+  // Before, a version's load recorded its workers only once warm, and the launcher kept them from
+  // their spawn: a kill -9 during the load left them running, known to no one, and the restart freed
+  // their GPUs for others while they ran on (a canary's candidate whose leader was killed while it
+  // loaded was left running in the cluster e2e test). Now they are recorded as starting from their
+  // spawn, and the restart that fails the version stops them.
+  // (test/integration/control/restart-loading.test.ts: the same after the warm-up, before `ready`.)
+  it('given a version still loading, when up is SIGKILLed, then the restart marks it failed and stops its workers: none left running, recorded or holding a GPU', async () => {
+    // a model of its own: its simulators are found by their command line (`--model loadcut --version v2`)
+    const model = 'loadcut';
+    const { start } = setup('restart-loading', (dataDir) =>
+      simConfigYaml({
+        model,
+        dataDir,
+        versions: [
+          { id: 'v1', seed: 1, replicas: 1 },
+          // a load of 10 s: the deploy is still loading when up is killed
+          { id: 'v2', seed: 2, replicas: 2, loadTimeMs: 10_000 },
+        ],
+      }),
+    );
+    let up = await start();
+    void up.admin('POST', `/models/${model}/deploy`, { version: 'v2' }).catch(() => undefined);
+    // both of v2's processes are recorded as starting (their pids written), neither has loaded
+    let loading: number[] = [];
+    while (loading.length < 2) {
+      const ws = await up.ok<WorkerView[]>('GET', `/workers?model=${model}`);
+      loading = ws.filter((w) => w.version === 'v2' && w.state === 'starting' && w.pid !== null).map((w) => w.pid!);
+      trackWorkerPids(loading);
+      // paced under the admin API's 100 requests/s
+      if (loading.length < 2) await new Promise((r) => setTimeout(r, 20));
+    }
+    // and they are all of its processes
+    expect(simPids(model, 'v2')).toEqual([...loading].sort((a, b) => a - b));
+    expect((await up.kill('SIGKILL')).signal).toBe('SIGKILL');
+    for (const pid of loading) expect(pidAlive(pid), `v2's pid ${pid} outlives up's crash`).toBe(true);
+    up = await start();
+    const v2 = (await up.ok<VersionView[]>('GET', `/models/${model}/versions`)).find((v) => v.version === 'v2');
+    expect({ status: v2?.status, gpus: v2?.gpus }).toEqual({ status: 'failed', gpus: [] });
+    expect((await up.ok<WorkerView[]>('GET', '/workers')).filter((w) => w.model === model && w.version === 'v2')).toEqual([]);
+    for (const pid of loading) expect(pidAlive(pid), `v2's pid ${pid} after the restart`).toBe(false);
+  }, 60_000);
 
   it('given up still booting (its workers loading), when it gets SIGTERM, then it stops them and exits 0 instead of leaving them running', async () => {
     const { configFile } = setup('restart-boot', (dataDir) =>

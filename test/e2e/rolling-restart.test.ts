@@ -3,32 +3,14 @@
 // again on the same data directory each time: the update adopts the workers it finds and carries on
 // from the store, and ends with exactly v2's four workers — no duplicate started, none lost, and no
 // worker process left running that the fleet does not know.
-import { readFileSync, readdirSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanupAll, ensureBuilt, removeDir, startUp, tempDir, trackWorkerPids, writeConfig } from '../helpers/e2e-up.js';
+import { cleanupAll, ensureBuilt, removeDir, simPids, startUp, tempDir, trackWorkerPids, writeConfig } from '../helpers/e2e-up.js';
 import type { UpProcess, WorkerView } from '../helpers/e2e-up.js';
 import { checkTrace, over, rollingYaml, untilFor } from '../helpers/e2e-rolling.js';
 import type { RollingView } from '../../src/api/types.js';
 
 // a name of its own: the orphan check looks for this model's simulator processes
 const MODEL = 'rollkill';
-
-/** Pids of this model's simulator processes alive on the machine (their argv names the model). */
-function simPids(): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const i = argv.indexOf('--model');
-    if (argv.includes('sim') && i >= 0 && argv[i + 1] === MODEL) out.push(Number(d));
-  }
-  return out.sort((a, b) => a - b);
-}
 
 /** Seeded delays (ms) in [lo, hi): the same three points on every run. */
 function delays(seed: number, n: number, lo: number, hi: number): number[] {
@@ -43,7 +25,7 @@ describe('rolling update survives kill -9 of up (e2e)', () => {
   const dir = tempDir('rolling-kill');
   afterAll(() => {
     cleanupAll();
-    for (const pid of simPids()) process.kill(pid, 'SIGKILL');
+    for (const pid of simPids(MODEL)) process.kill(pid, 'SIGKILL');
     removeDir(dir);
   });
 
@@ -80,7 +62,7 @@ describe('rolling update survives kill -9 of up (e2e)', () => {
     const ws = await up.ok<WorkerView[]>('GET', `/workers?model=${MODEL}`);
     expect(ws.map((w) => w.version)).toEqual(['v2', 'v2', 'v2', 'v2']);
     // every simulator process of the model is one the fleet knows: none started twice, none orphaned
-    expect(simPids()).toEqual(ws.map((w) => w.pid).sort((a, b) => (a ?? 0) - (b ?? 0)));
+    expect(simPids(MODEL)).toEqual(ws.map((w) => w.pid).sort((a, b) => (a ?? 0) - (b ?? 0)));
     const events = await up.ok<{ kind: string }[]>('GET', `/models/${MODEL}/rolling/events`);
     expect(events.filter((e) => e.kind === 'resumed').length).toBeGreaterThanOrEqual(1);
     await up.kill('SIGTERM');

@@ -3,7 +3,7 @@
 // clean up every process started, including simulator workers orphaned by a SIGKILL.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -103,6 +103,23 @@ export interface UpProcess {
 /** Every `up` process and worker pid started by these helpers (for `cleanupAll`). */
 const started = new Set<ChildProcess>();
 const workerPids = new Set<number>();
+
+/** Pids of the live simulator processes of `model` (of its `version` only, if given) on this machine, ascending: their command line names both. */
+export function simPids(model: string, version?: string): number[] {
+  const pids: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const at = (flag: string) => argv[argv.indexOf(flag) + 1];
+    if (argv.includes('sim') && at('--model') === model && (version === undefined || at('--version') === version) && pidAlive(Number(d))) pids.push(Number(d));
+  }
+  return pids.sort((a, b) => a - b);
+}
 
 /** Remember worker pids so cleanup can kill them even if `up` was SIGKILLed. */
 export function trackWorkerPids(pids: Iterable<number | null | undefined>): void {

@@ -302,6 +302,49 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect(f.weights(M)).toEqual({ v1: 1 });
   });
 
+  it('a restart while loading fails the canary and unloads the candidate it had loaded (regression: it was left loaded, holding its GPUs)', async () => {
+    const f = await fleet();
+    const before = controller(f);
+    await startCanary(f, before);
+    before.shutdown();
+    // the crash came after the load and the first stage's weights, before "progressing" was persisted
+    const [rec] = await unfinishedCanaries(f);
+    if (!rec) throw new Error('no unfinished canary');
+    await f.ports().rollouts.save({ ...rec.state, phase: 'loading' }, rec.revision);
+    expect(f.weights(M)).toEqual({ v1: 0.9, v2: 0.1 });
+
+    const after = controller(f);
+    await after.recover(await unfinishedCanaries(f));
+    await after.whenIdle();
+    expect(await after.get(M)).toMatchObject({ phase: 'failed', message: 'glidepath restarted while the canary was loading; start it again' });
+    expect(f.weights(M)).toEqual({ v1: 1 });
+    expect(f.log.slice(-3)).toEqual(['publish llama v1=1', 'drain llama/v2', 'unload llama/v2']);
+    expect(f.loaded.has('llama/v2')).toBe(false);
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('retired');
+  });
+
+  it('a restart while loading, the load itself cut short (boot failed the version): the canary fails and nothing is routed or retired', async () => {
+    const f = await fleet();
+    const before = controller(f);
+    await startCanary(f, before);
+    before.shutdown();
+    const [rec] = await unfinishedCanaries(f);
+    if (!rec) throw new Error('no unfinished canary');
+    await f.ports().rollouts.save({ ...rec.state, phase: 'loading' }, rec.revision);
+    await f.ports().workers.unload(M, 'v2');
+    await f.ports().routes.publish({ model: M, weights: { v1: 1 }, stable: 'v1' });
+    await f.ports().versions.transition(M, 'v2', 'failed', { failure: { code: 'interrupted', message: 'restarted' } }, { actor: 'controller' });
+    const published = f.log.length;
+
+    const after = controller(f);
+    await after.recover(await unfinishedCanaries(f));
+    await after.whenIdle();
+    expect((await after.get(M)).phase).toBe('failed');
+    // no route publish: the canary had no traffic to take back
+    expect(f.log.slice(published)).toEqual(['unload llama/v2']);
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('failed');
+  });
+
   it('refuses a second canary, an unknown model and bad stages with clear codes', async () => {
     const f = await fleet();
     const c = controller(f);
