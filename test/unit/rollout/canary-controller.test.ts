@@ -45,6 +45,24 @@ async function unfinishedCanaries(f: FakeFleet): Promise<StoredRollout<CanarySta
   return rollouts.flatMap((r) => (r.state.kind === 'canary' ? [{ ...r, state: r.state }] : []));
 }
 
+/** A canary started by one controller whose process then died with the rollout persisted as `patch` says. */
+async function crashedCanary(f: FakeFleet, patch: Partial<CanaryState>): Promise<void> {
+  const before = controller(f);
+  await startCanary(f, before);
+  before.shutdown();
+  const [rec] = await unfinishedCanaries(f);
+  if (!rec) throw new Error('no unfinished canary');
+  await f.ports().rollouts.save({ ...rec.state, ...patch }, rec.revision);
+}
+
+/** The restarted process's controller, once it has recovered the unfinished canaries and settled. */
+async function restarted(f: FakeFleet): Promise<CanaryController> {
+  const after = controller(f);
+  await after.recover(await unfinishedCanaries(f));
+  await after.whenIdle();
+  return after;
+}
+
 describe('canary stage machine (fake clock, fake ports)', () => {
   it('a canary whose worker turns unhealthy is rolled back at the next tick as a critical failure, whatever its statistics', async () => {
     const f = await fleet();
@@ -269,17 +287,9 @@ describe('canary stage machine (fake clock, fake ports)', () => {
 
   it('a restart while promoting completes the promotion (regression: it stayed "promoting" forever)', async () => {
     const f = await fleet();
-    const before = controller(f);
-    await startCanary(f, before);
-    before.shutdown();
     // the crash came between persisting "promoting" and the registry switch
-    const [rec] = await unfinishedCanaries(f);
-    if (!rec) throw new Error('no unfinished canary');
-    await f.ports().rollouts.save({ ...rec.state, phase: 'promoting' }, rec.revision);
-
-    const after = controller(f);
-    await after.recover(await unfinishedCanaries(f));
-    await after.whenIdle();
+    await crashedCanary(f, { phase: 'promoting' });
+    const after = await restarted(f);
     expect((await after.get(M)).phase).toBe('succeeded');
     expect(f.route(M).stable).toBe('v2');
     expect((await f.ports().versions.active(M))?.id).toBe('v2');
@@ -287,16 +297,8 @@ describe('canary stage machine (fake clock, fake ports)', () => {
 
   it('a restart while rolling back finishes the drain and unload', async () => {
     const f = await fleet();
-    const before = controller(f);
-    await startCanary(f, before);
-    before.shutdown();
-    const [rec] = await unfinishedCanaries(f);
-    if (!rec) throw new Error('no unfinished canary');
-    await f.ports().rollouts.save({ ...rec.state, phase: 'rolling_back', rollbackReason: 'errors', rollbackTo: 'rolled_back' }, rec.revision);
-
-    const after = controller(f);
-    await after.recover(await unfinishedCanaries(f));
-    await after.whenIdle();
+    await crashedCanary(f, { phase: 'rolling_back', rollbackReason: 'errors', rollbackTo: 'rolled_back' });
+    const after = await restarted(f);
     expect(await after.get(M)).toMatchObject({ phase: 'rolled_back', rollback: { reason: 'errors' } });
     expect(f.loaded.has('llama/v2')).toBe(false);
     expect(f.weights(M)).toEqual({ v1: 1 });
@@ -304,18 +306,10 @@ describe('canary stage machine (fake clock, fake ports)', () => {
 
   it('a restart while loading fails the canary and unloads the candidate it had loaded (regression: it was left loaded, holding its GPUs)', async () => {
     const f = await fleet();
-    const before = controller(f);
-    await startCanary(f, before);
-    before.shutdown();
     // the crash came after the load and the first stage's weights, before "progressing" was persisted
-    const [rec] = await unfinishedCanaries(f);
-    if (!rec) throw new Error('no unfinished canary');
-    await f.ports().rollouts.save({ ...rec.state, phase: 'loading' }, rec.revision);
+    await crashedCanary(f, { phase: 'loading' });
     expect(f.weights(M)).toEqual({ v1: 0.9, v2: 0.1 });
-
-    const after = controller(f);
-    await after.recover(await unfinishedCanaries(f));
-    await after.whenIdle();
+    const after = await restarted(f);
     expect(await after.get(M)).toMatchObject({ phase: 'failed', message: 'glidepath restarted while the canary was loading; start it again' });
     expect(f.weights(M)).toEqual({ v1: 1 });
     expect(f.log.slice(-3)).toEqual(['publish llama v1=1', 'drain llama/v2', 'unload llama/v2']);
@@ -325,20 +319,12 @@ describe('canary stage machine (fake clock, fake ports)', () => {
 
   it('a restart while loading, the load itself cut short (boot failed the version): the canary fails and nothing is routed or retired', async () => {
     const f = await fleet();
-    const before = controller(f);
-    await startCanary(f, before);
-    before.shutdown();
-    const [rec] = await unfinishedCanaries(f);
-    if (!rec) throw new Error('no unfinished canary');
-    await f.ports().rollouts.save({ ...rec.state, phase: 'loading' }, rec.revision);
+    await crashedCanary(f, { phase: 'loading' });
     await f.ports().workers.unload(M, 'v2');
     await f.ports().routes.publish({ model: M, weights: { v1: 1 }, stable: 'v1' });
     await f.ports().versions.transition(M, 'v2', 'failed', { failure: { code: 'interrupted', message: 'restarted' } }, { actor: 'controller' });
     const published = f.log.length;
-
-    const after = controller(f);
-    await after.recover(await unfinishedCanaries(f));
-    await after.whenIdle();
+    const after = await restarted(f);
     expect((await after.get(M)).phase).toBe('failed');
     // no route publish: the canary had no traffic to take back
     expect(f.log.slice(published)).toEqual(['unload llama/v2']);
