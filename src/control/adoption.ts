@@ -40,10 +40,12 @@ export interface AdoptionHost {
   live(id: string): boolean;
 }
 
-/** A record's worker is not to be kept: its process stopped (when it is still that worker), its record and GPUs let go. */
-async function discard(host: AdoptionHost, r: WorkerRecord): Promise<void> {
-  if (r.pid !== undefined && pidAlive(r.pid) && isOurs(r)) await stopPid(r.pid, DEFAULTS.control.failedStartStopGraceMs);
+/** A record's worker is not to be kept: its process stopped (when it is still that worker), its record and GPUs let go; whether a process was stopped. */
+async function discard(host: AdoptionHost, r: WorkerRecord): Promise<boolean> {
+  const running = r.pid !== undefined && pidAlive(r.pid) && isOurs(r);
+  if (running) await stopPid(r.pid!, DEFAULTS.control.failedStartStopGraceMs);
   await forget(host, r);
+  return running;
 }
 
 async function forget(host: AdoptionHost, r: WorkerRecord): Promise<void> {
@@ -51,11 +53,12 @@ async function forget(host: AdoptionHost, r: WorkerRecord): Promise<void> {
   await host.inventory.releaseWorker(r.model, r.versionId, r.id);
 }
 
-/** A version boot will not serve (its load was cut short by the restart): every recorded worker of it discarded; returns how many. */
-export async function discardVersion(host: AdoptionHost, v: VersionConfig): Promise<number> {
+/** A version boot will not serve (its load was cut short by the restart): every recorded worker of it discarded; how many records, how many of them still ran. */
+export async function discardVersion(host: AdoptionHost, v: VersionConfig): Promise<{ records: number; stopped: number }> {
   const recs = await host.store.listWorkers({ model: v.model, versionId: v.id });
-  for (const r of recs) await discard(host, r);
-  return recs.length;
+  let stopped = 0;
+  for (const r of recs) if (await discard(host, r)) stopped++;
+  return { records: recs.length, stopped };
 }
 
 /** Adopt the version's recorded workers that are still alive; returns how many. */

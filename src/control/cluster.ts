@@ -315,6 +315,9 @@ export async function startReplica(cfg: GlidepathConfig, opts: StartOptions = {}
         await shipper.stop({ flush: true });
         await samples?.stop({ flush: true });
         control?.controllers.shutdown();
+        // before the lease goes: the next leader must not find a start of this one still running (it stops
+        // what it finds starting, and this one's start would go on: retry, or record a ready worker)
+        await cp?.workers.cancelStarts();
         // resigned, not left to expire: another replica leads at once and adopts the workers
         const stopWorkers = (await standDown()) && (o.stopWorkers ?? true);
         for (const s of stops) await s();

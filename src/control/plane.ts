@@ -235,8 +235,8 @@ export class ControlPlane {
           { actor: 'controller' },
         );
         // the workers its load had started (warm or not) are not adopted: left alone they would run on, unknown, on their GPUs
-        const stopped = await this.workers.discard(v);
-        if (stopped > 0) onProgress(`${m.name}/${v.id}: stopped ${stopped} worker(s) of a load the restart cut short`);
+        const { records, stopped } = await this.workers.discard(v);
+        if (records > 0) onProgress(`${m.name}/${v.id}: let go of ${records} worker(s) of a load the restart cut short (${stopped} still running, stopped)`);
       }
       const needed = new Set<string>();
       for (const v of await this.registry.list(m.name)) if (v.status === 'active' || v.status === 'standby' || v.status === 'ready') needed.add(v.id);
@@ -385,7 +385,10 @@ export class ControlPlane {
   }
 
   async shutdown(stopWorkers = true): Promise<void> {
+    // the workers left running are adopted by the next control plane; a start in flight never is
+    // (adoption stops what it finds `starting`): it is cancelled, its process stopped, as with a full stop
     if (stopWorkers) await this.workers.stopAll();
+    else await this.workers.cancelStarts();
     await this.dp.close();
   }
 

@@ -414,8 +414,8 @@ export class WorkerManager {
     return adoptVersion(this.adoption, v);
   }
 
-  /** After a restart: stop and forget the recorded workers of a version that is not served (its load was cut short); returns how many. */
-  discard(v: VersionConfig): Promise<number> {
+  /** After a restart: stop and forget the recorded workers of a version that is not served (its load was cut short). */
+  discard(v: VersionConfig): Promise<{ records: number; stopped: number }> {
     return discardVersion(this.adoption, v);
   }
 
@@ -480,7 +480,7 @@ export class WorkerManager {
     return this.of(model, version).some((h) => this.sleep.levels.has(h.id));
   }
 
-  /** Cancel the starts in flight (a signal while `up` boots); resolves once they have settled. */
+  /** Cancel the starts in flight (a signal while `up` boots, a stop that leaves the workers running); resolves once they have settled. */
   cancelStarts(): Promise<unknown> {
     return this.starts.cancel();
   }

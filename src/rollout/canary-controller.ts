@@ -104,8 +104,9 @@ export class CanaryController {
       const l = this.track(st, revision);
       if (st.phase === 'loading' || st.phase === 'pending') {
         // the load was interrupted by the restart (boot marked the version failed and stopped its
-        // workers), or it had just ended: whatever it loaded is unloaded, never left holding GPUs
-        this.inBackground(this.failStart(l, 'glidepath restarted while the canary was loading; start it again'));
+        // workers), or it had just ended: what it loaded is unloaded, never left holding GPUs (in
+        // `pending` its load had not begun)
+        this.inBackground(this.failStart(l, 'glidepath restarted while the canary was loading; start it again', st.phase === 'loading'));
       } else if (st.phase === 'rolling_back') {
         // the restart cut a rollback short after its route switch: finish drain and unload
         this.inBackground(
@@ -266,11 +267,15 @@ export class CanaryController {
   private async begin(l: Live, actor: Actor): Promise<void> {
     const s = l.state;
     const p = this.ports;
+    // its own load ended: a failure after it unloads the candidate (a load that fails cleans up after
+    // itself, and one refused because another load of the version runs must not touch that one)
+    let loaded = false;
     try {
       if (s.loadedByRollout) {
         await this.setPhase(l, 'loading', `loading ${s.canary}`);
         const v = await p.versions.get(s.model, s.canary);
         await p.workers.load(v, actor, (msg) => void this.event(l, 'progress', msg));
+        loaded = true;
       }
       await p.exclusive(s.model, async () => {
         if (TERMINAL.includes(s.phase)) return;
@@ -283,31 +288,36 @@ export class CanaryController {
         await this.setPhase(l, 'progressing', `stage 1: ${currentPercent(s)} % to ${s.canary}`);
       });
     } catch (err) {
-      await this.failStart(l, `could not start the canary: ${(err as Error).message}`);
+      await this.failStart(l, `could not start the canary: ${(err as Error).message}`, loaded);
     }
   }
 
   /**
-   * A canary that never got going (its start failed, or a restart cut its load short) fails; the
-   * candidate it loaded is unloaded first (any traffic it was given back to stable), not left running.
+   * A canary that never got going (its start failed, or a restart cut it short before its first
+   * stage) fails. Any traffic it was given goes back to stable, and a candidate its own load brought
+   * up (`unload`: that load began, or ended) is drained and unloaded, not left running on its GPUs.
+   * Never a version someone else loaded: a deploy that won the candidate's load keeps it.
    */
-  private async failStart(l: Live, message: string): Promise<void> {
+  private async failStart(l: Live, message: string, unload: boolean): Promise<void> {
     const s = l.state;
     const p = this.ports;
-    let why = message;
-    if (s.loadedByRollout)
+    await p.exclusive(s.model, async () => {
+      if (TERMINAL.includes(s.phase)) return; // an operator's abort got there first
+      let why = message;
       try {
-        await p.exclusive(s.model, async () => {
-          // given traffic before it failed (its first stage's weights were published): back to stable, drained
-          if (s.canary in routeToSpec(p.routes.current(s.model)).weights) {
-            await routeToStable(p, s);
-            await drainAndUnload(p, s, message);
-          } else await unloadCanary(p, s, message);
-        });
+        // its first stage's weights were published before it failed (a loaded version keeps its place at 0)
+        const w = routeToSpec(p.routes.current(s.model)).weights;
+        const routed = s.loadedByRollout ? s.canary in w : (w[s.canary] ?? 0) > 0;
+        if (routed) await routeToStable(p, s);
+        if (unload && s.loadedByRollout) {
+          if (routed) await drainAndUnload(p, s, message);
+          else await unloadCanary(p, s, message);
+        }
       } catch (err) {
-        why = `${message}; could not unload ${s.canary}: ${(err as Error).message}`;
+        why = `${message}; could not take ${s.canary} back: ${(err as Error).message}`;
       }
-    await this.finish(l, 'failed', why);
+      await this.finish(l, 'failed', why);
+    });
   }
 
   async pause(model: string, actor: Actor, reason = 'paused by an operator'): Promise<CanaryState> {

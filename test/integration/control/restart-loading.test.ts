@@ -78,7 +78,7 @@ it('a version whose load a crash cut short after its workers were recorded: the 
     const said: string[] = [];
     await after.boot((m) => said.push(m));
     expect((await store.getVersion('m', 'v2'))?.status).toBe('failed');
-    expect(said).toContain('m/v2: stopped 2 worker(s) of a load the restart cut short');
+    expect(said).toContain('m/v2: let go of 2 worker(s) of a load the restart cut short (2 still running, stopped)');
     expect(await store.listWorkers({ model: 'm', versionId: 'v2' })).toEqual([]);
     for (const pid of pids) expect(pidAlive(pid!), `v2's pid ${pid} after the boot`).toBe(false);
     // their GPUs are free: held only by v1's worker

@@ -1,6 +1,8 @@
 // A control plane told to stop while a worker starts: the running workers are stopped at once, not
 // after the start finishes (a real engine's warm-up may take minutes), and the starting worker's
-// warm-up is cut short and the worker stopped, its start failing as `worker_start_cancelled`.
+// warm-up is cut short and the worker stopped, its start failing as `worker_start_cancelled`. A stop
+// that leaves the running workers for the next control plane (`--keep-workers`, a cluster leader
+// handing over) cancels the start all the same: the next one would never adopt it.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,8 +20,12 @@ import { openMemoryStore } from '../../../src/store/sqlite.js';
 const dir = mkdtempSync(path.join(os.tmpdir(), 'gp-stop-starting-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-it('stopAll stops the running workers while a start is warming up, and cancels that warm-up', async () => {
-  // one engine for every worker: it answers warm-ups at once until `hold` is set, then never (a cold engine)
+/**
+ * A booted control plane of two workers on one engine, and a replacement started whose warm-up the
+ * engine holds unanswered (a cold engine): `stop` runs once the warm-up is at the engine.
+ */
+async function withHeldStart(stop: (cp: ControlPlane) => Promise<void>): Promise<{ stops: string[]; replacement: string | undefined; left: string[] }> {
+  // one engine for every worker: it answers warm-ups at once until `hold` is set, then never
   let hold = false;
   let held: () => void = () => undefined;
   const heldNow = new Promise<void>((r) => (held = r));
@@ -66,13 +72,23 @@ it('stopAll stops the running workers while a start is warming up, and cancels t
       (e: { code?: string }) => e.code,
     );
     await heldNow; // its warm-up request is at the engine, unanswered
-    await cp.workers.stopAll(500);
-    expect(stops.sort()).toEqual(['m/v1/0', 'm/v1/1']);
-    expect(await replacement).toBe('worker_start_cancelled');
-    expect(cp.workers.infos('m', 'v1')).toEqual([]);
+    await stop(cp);
+    return { stops: stops.sort(), replacement: await replacement, left: cp.workers.infos('m', 'v1').map((w) => w.id) };
   } finally {
     await dp.close();
     srv.closeAllConnections();
     srv.close();
   }
+}
+
+it('stopAll stops the running workers while a start is warming up, and cancels that warm-up', async () => {
+  const r = await withHeldStart((cp) => cp.workers.stopAll(500));
+  expect(r).toEqual({ stops: ['m/v1/0', 'm/v1/1'], replacement: 'worker_start_cancelled', left: [] });
+});
+
+it('a stop that keeps the workers running (--keep-workers, a handover) still cancels the start in flight and stops its worker', async () => {
+  // before, shutdown(false) left the start going: it warmed and recorded a worker the next plane had not adopted
+  const r = await withHeldStart((cp) => cp.shutdown(false));
+  // the running worker is left for the next control plane
+  expect(r).toEqual({ stops: ['m/v1/1'], replacement: 'worker_start_cancelled', left: ['m/v1/0'] });
 });

@@ -331,6 +331,32 @@ describe('canary stage machine (fake clock, fake ports)', () => {
     expect((await f.ports().versions.get(M, 'v2')).status).toBe('failed');
   });
 
+  it('a restart before the first stage of a canary of a loaded version: its traffic goes back to stable and the version stays loaded', async () => {
+    const f = await fleet();
+    await f.ports().versions.transition(M, 'v2', 'loading');
+    await f.ports().versions.transition(M, 'v2', 'ready');
+    // the crash came after the first stage's weights, before "progressing" was persisted
+    await crashedCanary(f, { phase: 'pending' });
+    expect(f.weights(M)).toEqual({ v1: 0.9, v2: 0.1 });
+    const after = await restarted(f);
+    expect((await after.get(M)).phase).toBe('failed');
+    expect(f.weights(M)).toEqual({ v1: 1, v2: 0 });
+    expect(f.log).not.toContain('unload llama/v2');
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('ready');
+  });
+
+  it("a canary whose load is refused because a deploy loads the version fails and leaves that deploy's version alone", async () => {
+    const f = await fleet();
+    const c = controller(f);
+    const started = await c.start(M, { version: 'v2' }, OPS);
+    // an operator's deploy took the version's load first
+    await f.ports().versions.transition(M, 'v2', 'loading');
+    await c.whenIdle();
+    expect(await c.get(M, started.id)).toMatchObject({ phase: 'failed', message: expect.stringMatching(/^could not start the canary: /) as unknown });
+    expect(f.log).not.toContain('unload llama/v2');
+    expect((await f.ports().versions.get(M, 'v2')).status).toBe('loading');
+  });
+
   it('refuses a second canary, an unknown model and bad stages with clear codes', async () => {
     const f = await fleet();
     const c = controller(f);
