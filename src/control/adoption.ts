@@ -42,8 +42,9 @@ export interface AdoptionHost {
 
 /** A record's worker is not to be kept: its process stopped (when it is still that worker), its record and GPUs let go; whether a process was stopped. */
 async function discard(host: AdoptionHost, r: WorkerRecord): Promise<boolean> {
-  const running = r.pid !== undefined && pidAlive(r.pid) && isOurs(r);
-  if (running) await stopPid(r.pid!, DEFAULTS.control.failedStartStopGraceMs);
+  const pid = r.pid;
+  const running = pid !== undefined && pidAlive(pid) && isOurs(r);
+  if (running) await stopPid(pid, DEFAULTS.control.failedStartStopGraceMs);
   await forget(host, r);
   return running;
 }

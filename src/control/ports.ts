@@ -74,8 +74,8 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
         if (cp.cfg.store.kind === 'etcd') await engineIdle(w.url, t0 + timeoutMs);
         return r;
       },
-      saveHealth: (w, h) => workers.saveHealth(w, h),
-      setRole: (w, role) => workers.setRole(w.id, role),
+      saveHealth: (w, h) => workers.meta.saveHealth(w, h),
+      setRole: (w, role) => workers.meta.setRole(w.id, role),
       start: async (model, version, role, health, opts) => {
         const v = await cp.version(model, version);
         if (opts?.newPool === true) dp.addVersion(model, version, v.cardChecksum, engineTraitsOf(v));
@@ -88,7 +88,7 @@ export function controlPorts(cp: ControlPlane, clock: Clock = systemClock): Cont
       setTarget: (model, version, n) => workers.counts.setTarget(model, version, n),
       target: (model, version) => workers.counts.target(model, version),
       onExit: (l) => workers.onExit(l),
-      onHealth: (l) => workers.onHealth(l),
+      onHealth: (l) => workers.meta.onHealth(l),
       onLoaded: (l) => {
         const hook = (v: Version, ids: string[]) =>
           l(

@@ -1,7 +1,7 @@
 // Worker lifecycle for the control plane: place on GPUs, start via the provider, warm up (warmup.ts), record,
 // publish to the data plane, notice unexpected exits, adopt survivors after a restart, sleep and
 // wake (the sleep state is owned and persisted here, nowhere else), stop; one worker at a time too
-// (replacements and hot spares), with each worker's role and health persisted beside it.
+// (replacements and hot spares), with each worker's role and health persisted beside it (worker-meta.ts).
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { VersionConfig } from '../config/types.js';
@@ -23,6 +23,7 @@ import { adoptVersion, discardVersion, releaseOrphanGpus } from './adoption.js';
 import type { AdoptionHost, WorkerMeta } from './adoption.js';
 import { WorkerCounts } from './worker-counts.js';
 import { Starts, stopEverything } from './starts.js';
+import { WorkerMetas } from './worker-meta.js';
 import { workerId, workerRecord } from './worker-record.js';
 
 export interface StartedVersion {
@@ -36,8 +37,8 @@ export type ExitListener = (w: WorkerInfo, detail: string) => void;
 export class WorkerManager {
   /** worker id → live handle. */
   readonly handles = new Map<string, WorkerHandle>();
-  /** worker id → role and health. */
-  readonly meta = new Map<string, WorkerMeta>();
+  /** worker id → role and health, persisted, and who hears of a health change (worker-meta.ts). */
+  readonly meta: WorkerMetas;
   private stopping = new Set<string>();
   /** Exited unexpectedly, its exit being recorded: out of rotation, still listed (see adoptHandle). */
   private readonly exiting = new Set<string>();
@@ -46,7 +47,6 @@ export class WorkerManager {
   private exitListeners: ExitListener[] = [];
   /** Claims on versions' worker counts and the scheduler's targets (worker-counts.ts). */
   readonly counts = new WorkerCounts();
-  private healthListeners: ((w: WorkerInfo, h: WorkerHealth) => void)[] = [];
   /** Starts in flight (whole versions and single workers), cancelled by `stopAll`. */
   private readonly starts = new Starts();
 
@@ -63,6 +63,7 @@ export class WorkerManager {
     private readonly events: EventBus,
     private readonly workDir: string,
   ) {
+    this.meta = new WorkerMetas(store);
     this.sleep = new Sleep(store, providers, dp);
     this.adoption = {
       store,
@@ -306,42 +307,6 @@ export class WorkerManager {
     const next = (this.highestIndex.get(key) ?? -1) + 1;
     this.highestIndex.set(key, next);
     return workerId(v, next);
-  }
-
-  /** Change a worker's role (a spare taking a dead worker's place) and persist it. */
-  async setRole(id: string, role: WorkerRole): Promise<void> {
-    const m = this.meta.get(id);
-    if (!m) return;
-    m.role = role;
-    await this.persistMeta(id);
-  }
-
-  /**
-   * Persist a worker's health (the health controller calls this on every change) and tell the
-   * listeners; a worker that exited and is not yet stopped too (its turn to dead is what the canary
-   * must hear).
-   */
-  async saveHealth(w: WorkerInfo, health: WorkerHealth): Promise<void> {
-    const m = this.meta.get(w.id);
-    if (!m) return;
-    m.health = health;
-    for (const l of this.healthListeners) l({ ...w, health }, health);
-    await this.persistMeta(w.id);
-  }
-
-  /** Told of every saved change of a worker's health; returns the unsubscribe function. */
-  onHealth(l: (w: WorkerInfo, h: WorkerHealth) => void): () => void {
-    this.healthListeners.push(l);
-    return () => {
-      this.healthListeners = this.healthListeners.filter((x) => x !== l);
-    };
-  }
-
-  private async persistMeta(id: string): Promise<void> {
-    const m = this.meta.get(id);
-    const rec = await this.store.getWorker(id);
-    if (!m || !rec) return;
-    await this.store.upsertWorker({ ...rec, role: m.role, health: m.health, updatedAt: Date.now() });
   }
 
   /** Record a live handle, watch it, make it known (not yet published). */

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { DEFAULTS } from '../defaults.js';
 import { answersHealth } from './engine.js';
 import { Launcher } from './launcher.js';
-import type { WorkerExit } from './types.js';
+import type { StartRequest, WorkerExit } from './types.js';
 
 export interface Child {
   pid: number;
@@ -49,6 +49,17 @@ export async function spawnChild(cmd: string, args: readonly string[], opts: { e
       return r;
     },
   };
+}
+
+/**
+ * Tell the start's onSpawn (the control plane records the worker, pid and port) and, once recorded,
+ * keep the child: it may outlive this process now. A start no one records is never kept: nothing
+ * could find it after a restart, so this process's death stops it (launcher.ts).
+ */
+export async function recordSpawn(child: Child, onSpawn: StartRequest['onSpawn'], url: string, port: number): Promise<void> {
+  if (onSpawn === undefined) return;
+  await onSpawn({ pid: child.pid, url, info: { logFile: child.logFile, port } });
+  child.keep();
 }
 
 /**

@@ -3,7 +3,7 @@
 import type { VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, UnavailableError } from '../errors.js';
-import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
+import { adoptProcess, freePort, recordSpawn, spawnChild, stopProcess } from './child.js';
 import type { ProcessWorker } from './child.js';
 import { cancelled, sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
@@ -75,12 +75,8 @@ export class ProcessProvider implements Provider {
     const url = `http://${host}:${port}`;
     req.onProgress?.(`${req.workerId}: started ${cmd} (pid ${child.pid}) on ${url}; waiting for ${p.healthPath}`);
     try {
-      if (req.onSpawn !== undefined) {
-        await req.onSpawn({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-        // recorded where a restart finds it: it may outlive this process now (until then its death stops it;
-        // a start no one records is never kept: nothing could find it after a restart)
-        child.keep();
-      }
+      // recorded where a restart finds it, it may outlive this process (until then its death stops it)
+      await recordSpawn(child, req.onSpawn, url, port);
       await waitHealthy(url, p.healthPath, this.startTimeoutMs, child.exited, undefined, req.signal);
     } catch (err) {
       await child.stop(p.gracePeriodMs);

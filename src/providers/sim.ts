@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { SimSettings, VersionConfig } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { UnavailableError } from '../errors.js';
-import { adoptProcess, freePort, spawnChild, stopProcess } from './child.js';
+import { adoptProcess, freePort, recordSpawn, spawnChild, stopProcess } from './child.js';
 import type { Child, ProcessWorker } from './child.js';
 import { cancelled, sleepEngine, waitHealthy, wakeEngine } from './engine.js';
 import type { Provider, StartRequest, WorkerHandle } from './types.js';
@@ -85,12 +85,8 @@ export class SimProvider implements Provider {
       }
       req.onProgress?.(`${req.workerId}: simulator pid ${child.pid} on ${url}, loading weights`);
       try {
-        if (req.onSpawn !== undefined) {
-          await req.onSpawn({ pid: child.pid, url, info: { logFile: child.logFile, port } });
-          // recorded where a restart finds it: it may outlive this process now (until then its death stops it;
-          // a start no one records is never kept: nothing could find it after a restart)
-          child.keep();
-        }
+        // recorded where a restart finds it, it may outlive this process (until then its death stops it)
+        await recordSpawn(child, req.onSpawn, url, port);
         await waitHealthy(url, '/health', (sim.loadTimeMs ?? 0) + this.startSlackMs, child.exited, P.simHealthPollMaxMs, req.signal);
       } catch (err) {
         await child.stop(P.failedStartGraceMs);

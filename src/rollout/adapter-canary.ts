@@ -7,21 +7,20 @@
 // step, resumed after a restart. Sees only the ports.
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { judgeConfig } from '../analysis/judge.js';
 import type { JudgeFn } from '../analysis/judge-packed.js';
 import { DEFAULTS } from '../defaults.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import { candidateName } from './adapter-canary-state.js';
 import { adapterCanaryStateView } from './adapter-canary-views.js';
 import type { AdapterCanaryState } from './adapter-canary-state.js';
-import { TERMINAL, checkStages, currentPercent, judgeOverrides, nextStage } from './canary-state.js';
+import { TERMINAL, checkStages, currentPercent, nextStage } from './canary-state.js';
 import type { CanaryPhase, Step } from './canary-state.js';
 import { ReconcileLoop } from './loop.js';
 import type { Actor, AdapterRef, ControllerPorts, EventPage, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
 import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { PairSamples } from './samples.js';
-import { applyStep, takeLook, tickRunning } from './staged.js';
+import { applyStep, stagedLive, takeLook, tickRunning } from './staged.js';
 import type { StagedActions, StagedLive } from './staged.js';
 
 export interface AdapterCanaryStartOptions {
@@ -116,16 +115,7 @@ export class AdapterCanaryController {
 
   private track(state: AdapterCanaryState, revision: number): Live {
     const m = this.ports.models.config(state.model);
-    const l: Live = {
-      state,
-      samples: sidesOf(state, m.canary?.ignoreFirstRequests),
-      judge: judgeConfig(judgeOverrides(m.canary)),
-      revision,
-      busy: false,
-      seen: -1,
-      saving: Promise.resolve(),
-      saved: structuredClone(state),
-    };
+    const l: Live = stagedLive(state, revision, sidesOf(state, m.canary?.ignoreFirstRequests), m.canary);
     this.live.set(state.id, l);
     return l;
   }

@@ -3,24 +3,22 @@
 // every step so a restarted control plane continues where it stopped. Sees only the ports.
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { judgeConfig } from '../analysis/judge.js';
 import type { JudgeFn } from '../analysis/judge-packed.js';
-import type { CanarySettings } from '../config/types.js';
 import { DEFAULTS } from '../defaults.js';
 import { routeToSpec } from '../domain/route.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { Actor, ControllerPorts, EventPage, RolloutLogEntry } from './ports.js';
 import type { StoredRollout } from './rollout-record.js';
-import { PairSamples, reweighted } from './samples.js';
-import type { VersionSamples } from './samples.js';
-import { NO_READING, packReading } from '../analysis/binned.js';
-import { drainAndUnload, routeToStable, unloadCanary } from './canary-rollback.js';
-import { TERMINAL, checkStages, criticalHealth, currentPercent, judgeOverrides, nextStage, stageWeights } from './canary-state.js';
+import { reweighted } from './samples.js';
+import { drainAndUnload, routeToStable, takeBackFailedStart } from './canary-rollback.js';
+import { canarySamples, newLive, sampleCountsOf } from './canary-live.js';
+import type { CanarySampleCounts, Live } from './canary-live.js';
+import { TERMINAL, checkStages, criticalHealth, currentPercent, nextStage, stageWeights } from './canary-state.js';
 import type { CanaryPhase, CanaryState, RollbackRecord, Step } from './canary-state.js';
 import { canaryNoticeView } from './canary-views.js';
 import { ReconcileLoop } from './loop.js';
 import { applyStep, takeLook, tickRunning } from './staged.js';
-import type { StagedActions, StagedLive } from './staged.js';
+import type { StagedActions } from './staged.js';
 import { restoreSaved, rolloutEvent, saveInTurn, stepEvent } from './rollout-writes.js';
 import { refuseTimeSharedStandby } from './bluegreen.js';
 
@@ -29,24 +27,6 @@ export interface CanaryStartOptions {
   stages?: number[] | undefined;
   stageDurationMs?: number | undefined;
   shadowShare?: number | undefined;
-}
-
-interface Live extends StagedLive<CanaryState> {
-  /** Set when one of the canary's workers turned unhealthy: a critical failure, rolled back at the next tick. */
-  unhealthy: string | undefined;
-  /** Epoch ms the samples start from: a remote source (Prometheus) reads its window from here. */
-  since: number;
-  /** The remote source's failure since the look it began (undefined: it answers); said once each way. */
-  sourceDown: string | undefined;
-  /** Requests of each version the last remote read counted (what the judge saw, every replica's). */
-  remoteCounts?: { stable: number; canary: number } | undefined;
-}
-
-/** What the operator view shows of the samples a running canary is judged on. */
-export interface CanarySampleCounts {
-  stable: number;
-  canary: number;
-  min_samples: number;
 }
 
 export class CanaryController {
@@ -135,32 +115,7 @@ export class CanaryController {
   }
 
   private track(state: CanaryState, revision: number): Live {
-    const m = this.ports.models.config(state.model);
-    const l: Live = {
-      state,
-      samples: canarySamples(state, m.canary),
-      judge: judgeConfig(judgeOverrides(m.canary)),
-      revision,
-      busy: false,
-      seen: -1,
-      saving: Promise.resolve(),
-      saved: structuredClone(state),
-      unhealthy: undefined,
-      since: this.ports.clock.now(),
-      sourceDown: undefined,
-    };
-    const remote = this.ports.telemetry.remote;
-    if (remote !== undefined) {
-      // every replica's traffic, as Prometheus scraped it; the quality scores stay this process's (the LLM judge's)
-      l.remote = async (now) => {
-        const s = l.state;
-        const r = await remote.read(s.model, [s.stable, s.canary], l.since, now);
-        l.remoteCounts = { stable: r.get(s.stable)?.requests ?? 0, canary: r.get(s.canary)?.requests ?? 0 };
-        const cap = DEFAULTS.rollout.maxSamplesPerVersion;
-        const q = (v: VersionSamples) => (v.quality.length > 0 ? v.quality.copy() : undefined);
-        return { a: packReading(r.get(s.stable) ?? NO_READING, cap, q(l.samples.a)), b: packReading(r.get(s.canary) ?? NO_READING, cap, q(l.samples.b)) };
-      };
-    }
+    const l = newLive(this.ports, state, revision);
     this.live.set(state.id, l);
     return l;
   }
@@ -178,9 +133,7 @@ export class CanaryController {
   /** Samples the running canary of a model is judged on (undefined when none runs): with a remote source, its last read's. */
   sampleCounts(model: string): CanarySampleCounts | undefined {
     const l = this.active(model);
-    if (l === undefined) return undefined;
-    const n = l.remote !== undefined ? (l.remoteCounts ?? { stable: 0, canary: 0 }) : { stable: l.samples.a.requests, canary: l.samples.b.requests };
-    return { ...n, min_samples: l.judge.latency.minSamples };
+    return l === undefined ? undefined : sampleCountsOf(l);
   }
 
   /** The running canary of a model, else its newest one (by id: that one) — never another kind of rollout. */
@@ -292,12 +245,7 @@ export class CanaryController {
     }
   }
 
-  /**
-   * A canary that never got going (its start failed, or a restart cut it short before its first
-   * stage) fails. Any traffic it was given goes back to stable, and a candidate its own load brought
-   * up (`unload`: that load began, or ended) is drained and unloaded, not left running on its GPUs.
-   * Never a version someone else loaded: a deploy that won the candidate's load keeps it.
-   */
+  /** A canary that never got going fails, what it was given taken back (canary-rollback.ts); under the model's lock. */
   private async failStart(l: Live, message: string, unload: boolean): Promise<void> {
     const s = l.state;
     const p = this.ports;
@@ -305,14 +253,7 @@ export class CanaryController {
       if (TERMINAL.includes(s.phase)) return; // an operator's abort got there first
       let why = message;
       try {
-        // its first stage's weights were published before it failed (a loaded version keeps its place at 0)
-        const w = routeToSpec(p.routes.current(s.model)).weights;
-        const routed = s.loadedByRollout ? s.canary in w : (w[s.canary] ?? 0) > 0;
-        if (routed) await routeToStable(p, s);
-        if (unload && s.loadedByRollout) {
-          if (routed) await drainAndUnload(p, s, message);
-          else await unloadCanary(p, s, message);
-        }
+        await takeBackFailedStart(p, s, message, unload);
       } catch (err) {
         why = `${message}; could not take ${s.canary} back: ${(err as Error).message}`;
       }
@@ -509,15 +450,4 @@ export class CanaryController {
   private event(l: Live, kind: string, message: string): Promise<void> {
     return rolloutEvent(this.ports, l.state, 'canary', l.state.canary, kind, message);
   }
-}
-
-/** The stable and canary samples one canary is judged on; the canary's first requests are left out. */
-function canarySamples(s: CanaryState, settings: CanarySettings | undefined): PairSamples {
-  return new PairSamples(
-    s.model,
-    s.stable,
-    s.canary,
-    DEFAULTS.rollout.maxSamplesPerVersion,
-    settings?.ignoreFirstRequests ?? DEFAULTS.rollout.canaryIgnoreFirstRequests,
-  );
 }

@@ -4,10 +4,11 @@
 // running ones, each under its lock.
 import { judgeInProcess } from '../analysis/judge-packed.js';
 import type { JudgeFn, PackedSamples } from '../analysis/judge-packed.js';
-import { sourceDownVerdict } from '../analysis/judge.js';
+import { judgeConfig, sourceDownVerdict } from '../analysis/judge.js';
 import type { JudgeConfig, Verdict } from '../analysis/judge.js';
 import { DEFAULTS } from '../defaults.js';
-import { decide, summarizeVerdict } from './canary-state.js';
+import type { CanarySettings } from '../config/types.js';
+import { decide, judgeOverrides, summarizeVerdict } from './canary-state.js';
 import type { StagedFields, Step } from './canary-state.js';
 import type { ControllerPorts } from './ports.js';
 import type { RolloutState } from './rollout-record.js';
@@ -27,6 +28,25 @@ export interface StagedLive<S extends StagedFields & RolloutState> extends Saved
   seen: number;
   /** Where a look reads both versions instead of `samples` (their quality scores excepted); undefined: `samples`. */
   remote?: RemoteLook | undefined;
+}
+
+/** A staged rollout's live record as it starts or resumes: its samples begin now, judged by the model's canary settings. */
+export function stagedLive<S extends StagedFields & RolloutState>(
+  state: S,
+  revision: number,
+  samples: PairSamples,
+  settings: CanarySettings | undefined,
+): StagedLive<S> {
+  return {
+    state,
+    samples,
+    judge: judgeConfig(judgeOverrides(settings)),
+    revision,
+    busy: false,
+    seen: -1,
+    saving: Promise.resolve(),
+    saved: structuredClone(state),
+  };
 }
 
 /**

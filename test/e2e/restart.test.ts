@@ -315,7 +315,10 @@ describe('restart safety (e2e, real glidepath up)', () => {
     for (const pid of loading) expect(pidAlive(pid), `v2's pid ${pid} outlives up's crash`).toBe(true);
     up = await start();
     const v2 = (await up.ok<VersionView[]>('GET', `/models/${model}/versions`)).find((v) => v.version === 'v2');
-    expect({ status: v2?.status, gpus: v2?.gpus }).toEqual({ status: 'failed', gpus: [] });
+    expect(v2?.status).toBe('failed');
+    // no GPU is held for v2: v1's worker holds the only one taken
+    const gpus = await up.ok<{ holder: { model: string; version: string } | null }[]>('GET', '/gpus');
+    expect(gpus.flatMap((g) => (g.holder === null ? [] : [`${g.holder.model}/${g.holder.version}`]))).toEqual([`${model}/v1`]);
     expect((await up.ok<WorkerView[]>('GET', '/workers')).filter((w) => w.model === model && w.version === 'v2')).toEqual([]);
     for (const pid of loading) expect(pidAlive(pid), `v2's pid ${pid} after the restart`).toBe(false);
   }, 60_000);
